@@ -1,0 +1,68 @@
+package eviction
+
+import (
+	"errors"
+	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// Sentinel errors; the API maps them to problem types.
+var (
+	// ErrUnknownNamespace: no profile of that name.
+	ErrUnknownNamespace = errors.New("eviction: unknown namespace")
+	// ErrUserNotFound: the user has no filter (hot or stored).
+	ErrUserNotFound = errors.New("eviction: user not found")
+	// ErrCorrupt: the user's stored filter failed its checksum; other users are unaffected.
+	ErrCorrupt = errors.New("eviction: stored filter is corrupt")
+	// ErrStorage: the store failed (read or write); wraps the store's error.
+	ErrStorage = errors.New("eviction: storage failure")
+	// ErrStorageFull: the store refused a write for lack of disk space.
+	ErrStorageFull = errors.New("eviction: storage full")
+	// ErrClosed: the hot set was closed.
+	ErrClosed = errors.New("eviction: closed")
+	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.
+	ErrBadImport = errors.New("eviction: bad import")
+)
+
+// Result is the answer of the one call.
+type Result struct {
+	Unseen    []string // candidates that tested unseen, in order, without duplicates, at most limit
+	SeenCount int      // distinct candidates that tested seen
+	Recorded  int      // items that became seen by this call
+	Saturated bool     // the user is at its item cap: some items could not be recorded
+}
+
+// UserStats is the user's filter stats plus what the hot set knows of it.
+type UserStats struct {
+	userfilter.Stats
+	Hot       bool      `json:"hot"`
+	Dirty     bool      `json:"dirty"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// Namespace is one configured profile.
+type Namespace struct {
+	Name    string
+	Profile userfilter.Profile
+}
+
+// Stats are service-wide figures of the hot set.
+type Stats struct {
+	HotUsers         int64         `json:"hot_users"`
+	CacheBytes       int64         `json:"cache_bytes"`        // bytes accounted to hot users
+	CacheBudgetBytes int64         `json:"cache_budget_bytes"` // --cache-bytes
+	Hits             uint64        `json:"hits"`
+	Misses           uint64        `json:"misses"`
+	HitRatio         float64       `json:"hit_ratio"`
+	Loads            uint64        `json:"loads"` // storage reads of cold users
+	Evictions        uint64        `json:"evictions"`
+	DirtyUsers       int64         `json:"dirty_users"`
+	FlushLag         time.Duration `json:"flush_lag_ns"` // age of the oldest unwritten change
+	Flushes          uint64        `json:"flushes"`
+	FlushedUsers     uint64        `json:"flushed_users"`
+	JournalAppends   uint64        `json:"journal_appends"`
+	StorageErrors    uint64        `json:"storage_errors"`
+	StorageBytes     int64         `json:"storage_bytes"`
+}

@@ -1,0 +1,14 @@
+package userfilter
+
+import "errors"
+
+var (
+	// ErrBadProfile is returned for a profile whose parameters cannot build a filter.
+	ErrBadProfile = errors.New("userfilter: bad profile")
+	// ErrCorrupt is returned when an encoded filter fails its checksum or structure checks.
+	ErrCorrupt = errors.New("userfilter: corrupt encoding")
+	// ErrVersion is returned for an encoding of a version this build does not read.
+	ErrVersion = errors.New("userfilter: unknown encoding version")
+	// ErrIncompatible is returned when merging filters built with different parameters.
+	ErrIncompatible = errors.New("userfilter: filters built with different parameters")
+)

@@ -1,0 +1,211 @@
+package userfilter
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Kind names a filter construction. Only KindBloom exists today; the kind is
+// stored in every encoded filter so a later kind (a scalable cuckoo filter that
+// can delete) can live beside it.
+type Kind uint8
+
+// KindBloom is the scalable Bloom filter.
+const KindBloom Kind = 1
+
+// String returns the kind's name as used in configuration and the API.
+func (k Kind) String() string {
+	switch k {
+	case KindBloom:
+		return "bloom"
+	default:
+		return fmt.Sprintf("kind(%d)", uint8(k))
+	}
+}
+
+// ParseKind is the inverse of Kind.String.
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "bloom", "":
+		return KindBloom, nil
+	}
+	return 0, fmt.Errorf("%w: unknown filter kind %q", ErrBadProfile, s)
+}
+
+// CapPolicy says what happens when a user reaches Profile.MaxItems.
+type CapPolicy uint8
+
+const (
+	// CapSaturate keeps every item already recorded and stops recording new
+	// ones: they keep testing unseen, and the call reports how many it could
+	// not record. Memory stays bounded and nothing seen is ever forgotten.
+	CapSaturate CapPolicy = 0
+)
+
+// Profile fixes how one namespace's filters are built. Its parameters are
+// copied into every filter built from it and travel in the encoding, so a
+// changed profile only affects filters created afterwards.
+type Profile struct {
+	// Kind of filter. Default KindBloom.
+	Kind Kind
+	// FPRate is the target false-positive rate p the compound filter stays
+	// under, however many items arrive. Default 0.01.
+	FPRate float64
+	// InitialCapacity is c0, the items the first layer holds. Default DefaultInitialCapacity.
+	InitialCapacity uint32
+	// Growth is s: layer i holds c0*s^i items. Default DefaultGrowth.
+	Growth float64
+	// Tightening is r: layer i has error p0*r^i with p0 = p*(1-r). Default DefaultTightening.
+	Tightening float64
+	// Window is the retention window: items recorded longer ago than Window
+	// (plus at most one Granularity) test unseen again. Zero means forever.
+	Window time.Duration
+	// Granularity is the width of one time bucket of the window. Zero with a
+	// window set means Window/4.
+	Granularity time.Duration
+	// MaxItems caps the items one user holds (within the window, if any).
+	// Zero means no cap. What happens at the cap is CapSaturate.
+	MaxItems uint64
+}
+
+// Defaults chosen by measurement; see the package documentation.
+const (
+	DefaultFPRate          = 0.01
+	DefaultInitialCapacity = 16
+	DefaultGrowth          = 2.0
+	DefaultTightening      = 0.85
+)
+
+// DefaultProfile is the profile of the "default" namespace: a Bloom filter at
+// 1% false positives with no window and no cap.
+func DefaultProfile() Profile {
+	return Profile{Kind: KindBloom, FPRate: DefaultFPRate, InitialCapacity: DefaultInitialCapacity,
+		Growth: DefaultGrowth, Tightening: DefaultTightening}
+}
+
+// WithDefaults returns p with every zero field set to its default.
+func (p Profile) WithDefaults() Profile {
+	d := DefaultProfile()
+	if p.Kind == 0 {
+		p.Kind = d.Kind
+	}
+	if p.FPRate == 0 {
+		p.FPRate = d.FPRate
+	}
+	if p.InitialCapacity == 0 {
+		p.InitialCapacity = d.InitialCapacity
+	}
+	if p.Growth == 0 {
+		p.Growth = d.Growth
+	}
+	if p.Tightening == 0 {
+		p.Tightening = d.Tightening
+	}
+	if p.Window > 0 && p.Granularity == 0 {
+		p.Granularity = p.Window / 4
+	}
+	return p
+}
+
+// Validate reports whether p (after WithDefaults) describes a filter that can
+// be built and encoded.
+func (p Profile) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrBadProfile}, a...)...)
+	}
+	switch {
+	case p.Kind != KindBloom:
+		return bad("unknown kind %d", p.Kind)
+	case !(p.FPRate >= 1e-6 && p.FPRate <= 0.5):
+		return bad("fp_rate %v outside [1e-6, 0.5]", p.FPRate)
+	case p.InitialCapacity < 1 || p.InitialCapacity > 1<<24:
+		return bad("initial_capacity %d outside [1, 16777216]", p.InitialCapacity)
+	case !(p.Growth >= 1.1 && p.Growth <= 8) || math.Abs(p.Growth*100-math.Round(p.Growth*100)) > 1e-9:
+		return bad("growth %v must be in [1.1, 8] with two decimals at most", p.Growth)
+	case !(p.Tightening >= 0.1 && p.Tightening <= 0.99) || math.Abs(p.Tightening*100-math.Round(p.Tightening*100)) > 1e-9:
+		return bad("tightening %v must be in [0.1, 0.99] with two decimals at most", p.Tightening)
+	case p.Window < 0 || p.Granularity < 0:
+		return bad("negative window or granularity")
+	case p.Window > 0 && (p.Granularity < time.Second || p.Window%p.Granularity != 0):
+		return bad("window %v must be a whole number of granularity %v (at least 1s)", p.Window, p.Granularity)
+	case p.Window > 0 && p.Window/p.Granularity > 366:
+		return bad("window %v has more than 366 buckets of %v", p.Window, p.Granularity)
+	case p.Window == 0 && p.Granularity != 0:
+		return bad("granularity without a window")
+	}
+	return nil
+}
+
+// Mode says which candidates of a call become seen.
+type Mode uint8
+
+const (
+	// RecordReturned records the unseen candidates that are returned (after limit).
+	RecordReturned Mode = iota
+	// RecordNone records nothing: a dry check.
+	RecordNone
+	// RecordAll records every candidate.
+	RecordAll
+)
+
+// String returns the mode's name as used in the API.
+func (m Mode) String() string {
+	switch m {
+	case RecordReturned:
+		return "returned"
+	case RecordNone:
+		return "none"
+	case RecordAll:
+		return "all"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode is the inverse of Mode.String; "" means RecordReturned.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "returned", "":
+		return RecordReturned, nil
+	case "none":
+		return RecordNone, nil
+	case "all":
+		return RecordAll, nil
+	}
+	return 0, fmt.Errorf("unknown record mode %q (want returned, none or all)", s)
+}
+
+// LayerStats describes one Bloom layer.
+type LayerStats struct {
+	Capacity uint64  `json:"capacity"`
+	Items    uint64  `json:"items"`
+	Bits     uint64  `json:"bits"`
+	BitsSet  uint64  `json:"bits_set"`
+	Hashes   uint32  `json:"hashes"`
+	Fill     float64 `json:"fill"`
+	FPRate   float64 `json:"fp_rate"` // this layer's false-positive rate now, from its fill
+}
+
+// GenerationStats describes one time bucket of a windowed filter (the only
+// one, numbered 0, without a window).
+type GenerationStats struct {
+	Bucket int64        `json:"bucket"` // absolute bucket number: start time / granularity
+	Start  time.Time    `json:"start"`
+	Items  uint64       `json:"items"`
+	Layers []LayerStats `json:"layers"`
+}
+
+// Stats are exact figures of one filter at one instant.
+type Stats struct {
+	Kind         string            `json:"kind"`
+	Items        uint64            `json:"items"` // items added inside the window (an item added twice counts once)
+	Layers       int               `json:"layers"`
+	Bits         uint64            `json:"bits"`
+	BitsSet      uint64            `json:"bits_set"`
+	FPRate       float64           `json:"fp_rate"` // estimated false-positive rate now
+	TargetFPRate float64           `json:"target_fp_rate"`
+	EncodedBytes int               `json:"encoded_bytes"`
+	MemoryBytes  int               `json:"memory_bytes"`
+	Saturated    bool              `json:"saturated"` // at MaxItems: new items are not recorded
+	Generations  []GenerationStats `json:"generations"`
+}
