@@ -1,0 +1,20 @@
+package storage
+
+import "time"
+
+// JournalEntry is one appended journal record of a user.
+type JournalEntry struct {
+	Seq   uint64 // store-wide sequence number, increasing in append order
+	Value []byte // opaque to the store
+}
+
+// Write is one user's write-back.
+type Write struct {
+	NS, User string
+	Value    []byte        // the encoded filter; opaque to the store
+	UpTo     uint64        // journal entries of this user with Seq <= UpTo are covered by Value and deleted
+	TTL      time.Duration // 0: never expires; else the filter expires this long after the write
+}
+
+// MergeFunc merges a value about to be written into the value already stored.
+type MergeFunc func(stored, value []byte) ([]byte, error)
