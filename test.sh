@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every seenapi test on a fresh machine: installs what the tests need
+# (Debian's redis-server and chromium) when missing, then static checks, the
+# race-detected tests of the concurrent packages, all other tests, and a short
+# bounded fuzz run of the filter decoder.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if ((${#missing[@]})); then
+  echo "test.sh: installing ${missing[*]} with apt-get"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted"; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+race_pkgs="./storage/... ./eviction/... ./api/..."
+echo "== go test -race $race_pkgs"
+go test -race -count=1 -timeout 30m $race_pkgs
+echo "== go test (the rest)"
+go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|api)(/|$)')
+echo "== fuzz (bounded)"
+go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime 20s ./userfilter
+echo "test.sh: all tests passed"
