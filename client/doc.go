@@ -1,0 +1,21 @@
+// Package client is the Go client of the seenapi REST API, generated from
+// openapi.yaml by oapi-codegen (client and models). client.gen.go is
+// generated: edit openapi.yaml and run `go generate ./client`; a test fails
+// when the committed file is not what the generator makes of the document.
+//
+// Use NewClientWithResponses with the server's base URL; pass the API key
+// with a request editor that sets "Authorization: Bearer KEY":
+//
+//	c, err := client.NewClientWithResponses("http://127.0.0.1:8080",
+//		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+//			r.Header.Set("Authorization", "Bearer "+key)
+//			return nil
+//		}))
+//	resp, err := c.FilterUserWithResponse(ctx, "default", "u:1001",
+//		client.FilterRequest{Candidates: []string{"i:1", "i:2"}})
+//	// resp.JSON200.Unseen, or resp.ApplicationproblemJSON400 etc. for errors
+//
+// A Client is safe for concurrent use when its HTTP client is (the default is).
+package client
+
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml ../openapi.yaml
