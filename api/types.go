@@ -1,0 +1,18 @@
+package api
+
+// filterRequest is the body of the one call.
+type filterRequest struct {
+	Candidates []string `json:"candidates"`
+	Record     string   `json:"record"`
+	Limit      int64    `json:"limit"`
+	OnError    string   `json:"on_error"`
+}
+
+// filterResponse is the answer of the one call.
+type filterResponse struct {
+	Unseen    []string `json:"unseen"`
+	SeenCount int      `json:"seen_count"`
+	Recorded  int      `json:"recorded"`
+	Degraded  bool     `json:"degraded,omitempty"`
+	Saturated bool     `json:"saturated,omitempty"`
+}
