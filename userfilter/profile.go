@@ -72,9 +72,9 @@ type Profile struct {
 // Defaults chosen by measurement; see the package documentation.
 const (
 	DefaultFPRate          = 0.01
-	DefaultInitialCapacity = 16
-	DefaultGrowth          = 2.0
-	DefaultTightening      = 0.85
+	DefaultInitialCapacity = 12
+	DefaultGrowth          = 1.5
+	DefaultTightening      = 0.9
 )
 
 // DefaultProfile is the profile of the "default" namespace: a Bloom filter at

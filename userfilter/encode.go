@@ -1,0 +1,340 @@
+package userfilter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Encoding, version 1 (all integers uvarint unless said otherwise):
+//
+//	byte    version (1)
+//	byte    hash version<<4 | kind
+//	fp_rate in parts per million
+//	initial capacity, growth*100-100, tightening*100
+//	window seconds, granularity seconds, max items
+//	first recording (minutes since 2024-01-01 UTC, plus one; 0: never), last minus first (minutes)
+//	generation count, then per generation:
+//	    bucket (zigzag varint, delta from the previous generation's), layer count, then per layer:
+//	        items, byte (form<<6 | k), bits per slice, then the bits:
+//	        form 0 (raw): ceil(k*slice/8) bytes, little-endian bit order;
+//	        form 1 (sparse): count of set bits, then the gaps between set positions.
+//	uint32 CRC-32C (Castagnoli) of everything before it, little-endian
+//
+// A sparse form is chosen for a layer whenever it is shorter than the raw one.
+const encodingVersion = 1
+
+// timeEpoch (2024-01-01 UTC) keeps encoded times short.
+const timeEpoch = 1704067200
+
+const (
+	formRaw    = 0
+	formSparse = 1
+)
+
+// Decoding limits: a filter claiming more than these is rejected as corrupt
+// rather than allocated.
+const (
+	maxGenerations = 367
+	maxLayers      = 48
+	maxBitsTotal   = 1 << 32 // 512 MiB of bits per filter
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// AppendBinary appends the filter's encoding to b.
+func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
+	start := len(b)
+	p := f.p
+	b = append(b, encodingVersion, hashVersion<<4|byte(p.Kind))
+	b = binary.AppendUvarint(b, uint64(math.Round(p.FPRate*1e6)))
+	b = binary.AppendUvarint(b, uint64(p.InitialCapacity))
+	b = binary.AppendUvarint(b, uint64(math.Round(p.Growth*100))-100)
+	b = binary.AppendUvarint(b, uint64(math.Round(p.Tightening*100)))
+	b = binary.AppendUvarint(b, uint64(p.Window/time.Second))
+	b = binary.AppendUvarint(b, uint64(p.Granularity/time.Second))
+	b = binary.AppendUvarint(b, p.MaxItems)
+	first, last := uint64(0), uint64(0)
+	if f.first > 0 {
+		first = uint64(max(f.first-timeEpoch, 0)/60) + 1 // 0 means never
+		last = uint64(max(f.last-timeEpoch, 0)/60) + 1 - first
+	}
+	b = binary.AppendUvarint(b, first)
+	b = binary.AppendUvarint(b, last)
+	b = binary.AppendUvarint(b, uint64(len(f.gens)))
+	prev := int64(0)
+	for _, g := range f.gens {
+		b = binary.AppendVarint(b, g.bucket-prev)
+		prev = g.bucket
+		b = binary.AppendUvarint(b, uint64(len(g.layers)))
+		for i := range g.layers {
+			b = appendLayer(b, g.slab, &g.layers[i])
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+func appendLayer(b []byte, w []uint64, l *layer) []byte {
+	b = binary.AppendUvarint(b, l.n)
+	m := l.bits()
+	rawLen := int((m + 7) / 8)
+	set := l.bitsSet(w)
+	// Encode the gaps between set bits when that is shorter than the raw bits.
+	sparse := rawLen + 1
+	if set == 0 {
+		sparse = 1
+	} else if set*4 < m {
+		sparse = uvarintLen(set)
+		var last uint64
+		l.forEachSet(w, func(pos uint64) {
+			sparse += uvarintLen(pos - last)
+			last = pos
+		})
+	}
+	if sparse < rawLen {
+		b = append(b, formSparse<<6|byte(l.k))
+		b = binary.AppendUvarint(b, l.slice)
+		b = binary.AppendUvarint(b, set)
+		var last uint64
+		l.forEachSet(w, func(pos uint64) {
+			b = binary.AppendUvarint(b, pos-last)
+			last = pos
+		})
+		return b
+	}
+	b = append(b, formRaw<<6|byte(l.k))
+	b = binary.AppendUvarint(b, l.slice)
+	for i := 0; i < rawLen; i++ {
+		pos := uint64(i) * 8
+		b = append(b, byte(bitsAt(w, l.off+pos, uint(min(8, m-pos)))))
+	}
+	return b
+}
+
+// forEachSet calls fn with the position (relative to the layer) of every set bit.
+func (l *layer) forEachSet(w []uint64, fn func(pos uint64)) {
+	m := l.bits()
+	for base := uint64(0); base < m; base += 64 {
+		v := bitsAt(w, l.off+base, uint(min(64, m-base)))
+		for v != 0 {
+			fn(base + uint64(bits.TrailingZeros64(v)))
+			v &= v - 1
+		}
+	}
+}
+
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// MarshalBinary returns the filter's encoding.
+func (f *Filter) MarshalBinary() ([]byte, error) { return f.AppendBinary(nil) }
+
+// UnmarshalBinary replaces f with the filter encoded in data.
+func (f *Filter) UnmarshalBinary(data []byte) error {
+	g, err := Decode(data)
+	if err != nil {
+		return err
+	}
+	*f = *g
+	return nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, a ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, a...)...)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	x, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	x, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+// Decode returns the filter encoded in data. Any byte string gives either a
+// valid filter or an error wrapping ErrCorrupt or ErrVersion; it never panics.
+func Decode(data []byte) (*Filter, error) {
+	if len(data) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(data))
+	}
+	body := data[:len(data)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	if body[0] != encodingVersion {
+		return nil, fmt.Errorf("%w: %d", ErrVersion, body[0])
+	}
+	d := &decoder{b: body[1:]}
+	var p Profile
+	kh := d.byte()
+	p.Kind = Kind(kh & 15)
+	if hv := kh >> 4; d.err == nil && hv != hashVersion {
+		return nil, fmt.Errorf("%w: hash version %d", ErrVersion, hv)
+	}
+	p.FPRate = float64(d.uvarint()) / 1e6
+	c0 := d.uvarint()
+	p.Growth = float64(d.uvarint()+100) / 100
+	p.Tightening = float64(d.uvarint()) / 100
+	win, gran := d.uvarint(), d.uvarint()
+	p.MaxItems = d.uvarint()
+	first, last := d.uvarint(), d.uvarint()
+	ngen := d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if c0 > math.MaxUint32 || win > 1<<40 || gran > 1<<40 {
+		return nil, fmt.Errorf("%w: parameters out of range", ErrCorrupt)
+	}
+	p.InitialCapacity = uint32(c0)
+	p.Window, p.Granularity = time.Duration(win)*time.Second, time.Duration(gran)*time.Second
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	f := &Filter{p: p}
+	if first > 0 {
+		if first > 1<<40 || last > 1<<40 {
+			return nil, fmt.Errorf("%w: times out of range", ErrCorrupt)
+		}
+		f.first = timeEpoch + int64(first-1)*60
+		f.last = timeEpoch + int64(first-1+last)*60
+	}
+	if ngen > maxGenerations || (p.Window == 0 && ngen > 1) {
+		return nil, fmt.Errorf("%w: %d generations", ErrCorrupt, ngen)
+	}
+	var total uint64
+	prev := int64(0)
+	f.gens = make([]generation, 0, ngen)
+	for gi := uint64(0); gi < ngen; gi++ {
+		delta := d.varint()
+		bucket := prev + delta
+		if d.err != nil {
+			return nil, d.err
+		}
+		if (gi > 0 && delta <= 0) || (p.Window == 0 && bucket != 0) || bucket < -(1<<40) || bucket > 1<<40 {
+			return nil, fmt.Errorf("%w: bucket order", ErrCorrupt)
+		}
+		prev = bucket
+		nl := d.uvarint()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if nl > maxLayers {
+			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
+		}
+		g := generation{bucket: bucket}
+		var before uint64
+		for li := 0; li < int(nl); li++ {
+			l, err := f.decodeLayer(d, &g, li, before, &total)
+			if err != nil {
+				return nil, err
+			}
+			before += l.cap
+		}
+		f.gens = append(f.gens, g)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return f, nil
+}
+
+func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64) (*layer, error) {
+	n := d.uvarint()
+	fk := d.byte()
+	slice := d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	form, k := fk>>6, uint64(fk&63)
+	if k < 1 || k > 32 || slice < 8 || slice > maxBitsTotal {
+		return nil, fmt.Errorf("%w: layer shape k=%d slice=%d", ErrCorrupt, k, slice)
+	}
+	m := k * slice
+	*total += m
+	if *total > maxBitsTotal {
+		return nil, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
+	}
+	capacity := f.layerCapacity(li, before)
+	if n > capacity {
+		return nil, fmt.Errorf("%w: layer %d holds %d items over its capacity %d", ErrCorrupt, li, n, capacity)
+	}
+	l := g.appendLayer(layer{slice: slice, k: uint32(k), salt: uint64(li) * golden, cap: capacity, n: n})
+	switch form {
+	case formRaw:
+		rawLen := int((m + 7) / 8)
+		if len(d.b) < rawLen {
+			return nil, fmt.Errorf("%w: truncated layer", ErrCorrupt)
+		}
+		for i := 0; i < rawLen; i++ {
+			pos, c := uint64(i)*8, d.b[i]
+			if n := m - pos; n < 8 && c>>n != 0 {
+				return nil, fmt.Errorf("%w: bits past the layer's end", ErrCorrupt)
+			}
+			orBitsAt(g.slab, l.off+pos, uint64(c), uint(min(8, m-pos)))
+		}
+		d.b = d.b[rawLen:]
+	case formSparse:
+		set := d.uvarint()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if set > m || set > uint64(len(d.b)) {
+			return nil, fmt.Errorf("%w: %d set bits", ErrCorrupt, set)
+		}
+		var pos uint64
+		for i := uint64(0); i < set; i++ {
+			gap := d.uvarint()
+			if d.err != nil {
+				return nil, d.err
+			}
+			if (i > 0 && gap == 0) || gap >= m || pos+gap >= m {
+				return nil, fmt.Errorf("%w: bad sparse position", ErrCorrupt)
+			}
+			pos += gap
+			orBitsAt(g.slab, l.off+pos, 1, 1)
+		}
+	default:
+		return nil, fmt.Errorf("%w: layer form %d", ErrCorrupt, form)
+	}
+	return l, nil
+}

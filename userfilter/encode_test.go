@@ -1,0 +1,166 @@
+package userfilter
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+func encode(t testing.TB, f *Filter) []byte {
+	t.Helper()
+	b, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEncodingRoundTrip(t *testing.T) {
+	for name, p := range profiles() {
+		for _, n := range []int{0, 1, 10, 1000, 30000} {
+			f := mustNew(t, p)
+			its := items("rt", n)
+			f.Add(its, t0)
+			f.Add(items("later", n/3), t0.Add(25*time.Hour))
+			b := encode(t, f)
+			g, err := Decode(b)
+			if err != nil {
+				t.Fatalf("%s/%d: %v", name, n, err)
+			}
+			if !bytes.Equal(encode(t, g), b) {
+				t.Fatalf("%s/%d: re-encoding differs", name, n)
+			}
+			now := t0.Add(25 * time.Hour)
+			if f.Stats(now).Items != g.Stats(now).Items || g.Profile() != f.Profile() {
+				t.Fatalf("%s/%d: stats or profile differ after decoding", name, n)
+			}
+			for i, ok := range g.Check(its, t0, nil) {
+				if ok != f.Test(its[i], t0) {
+					t.Fatalf("%s/%d: %q answers differently after decoding", name, n, its[i])
+				}
+			}
+		}
+	}
+}
+
+func TestSmallUserEncodesSmall(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add(items("u", 10), t0)
+	if b := encode(t, f); len(b) > 48 {
+		t.Fatalf("10-item user encodes to %d bytes, want at most 48", len(b))
+	}
+}
+
+func TestEncodedNeverLargerThanMemory(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	for n := 1; n <= 100000; n *= 2 {
+		f.Add(items("e", n), t0)
+		if enc, mem := len(encode(t, f)), f.MemoryBytes(); enc > mem {
+			t.Fatalf("at %d items: encoded %d bytes > %d bytes in memory", n, enc, mem)
+		}
+	}
+}
+
+func TestDecodeRejectsCorruption(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add(items("c", 500), t0)
+	b := encode(t, f)
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x10
+		if _, err := Decode(c); !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+			t.Fatalf("flipping byte %d: err = %v, want ErrCorrupt", i, err)
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		if _, err := Decode(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes decodes", i)
+		}
+	}
+}
+
+// goldenCase builds the filters whose encodings are pinned in testdata: a
+// change to hashing, bit positions or layout breaks stored filters and must
+// show up here.
+func goldenCases() map[string]*Filter {
+	out := map[string]*Filter{}
+	mk := func(name string, p Profile, n int, at time.Time) {
+		f, err := New(p)
+		if err != nil {
+			panic(err)
+		}
+		f.Add(items("golden", n), at)
+		out[name] = f
+	}
+	mk("default-10", DefaultProfile(), 10, t0)
+	mk("default-300", DefaultProfile(), 300, t0)
+	mk("p0.001-50", Profile{FPRate: 0.001}, 50, t0)
+	mk("window-40", Profile{Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
+	return out
+}
+
+func TestGoldenEncodings(t *testing.T) {
+	for name, f := range goldenCases() {
+		path := filepath.Join("testdata", "golden", name+".hex")
+		got := hex.EncodeToString(encode(t, f))
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(got+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != strings.TrimSpace(string(want)) {
+			t.Fatalf("%s: encoding changed:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+func TestHashGoldenVectors(t *testing.T) {
+	for item, want := range map[string]Hash{
+		"":         {Lo: 0x6001c324468d497f, Hi: 0x99aa06d3014798d8},
+		"i:981":    {Lo: 0xaebad50feec00999, Hi: 0x02a01bc1a30710ff},
+		"video-42": {Lo: 0xb9ba62875b899446, Hi: 0xf47457642bba2b4d},
+	} {
+		if got := HashItem(item); got != want {
+			t.Fatalf("HashItem(%q) = %#x, want %#x", item, got, want)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, g := range goldenCases() {
+		f.Add(encode(f, g))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("error %v wraps neither ErrCorrupt nor ErrVersion", err)
+			}
+			return
+		}
+		// A filter that decodes must work and re-encode to the same bytes.
+		g.Add([]string{"x"}, t0)
+		g.Stats(t0)
+		if _, err := Decode(encode(t, g)); err != nil {
+			t.Fatalf("re-encoded filter does not decode: %v", err)
+		}
+	})
+}

@@ -1,0 +1,437 @@
+package userfilter
+
+import (
+	"math"
+	"time"
+	"unsafe"
+)
+
+// generation is the scalable Bloom filter of one time bucket: a chain of
+// layers, the last one taking new items, all in one contiguous slab.
+type generation struct {
+	bucket int64    // absolute bucket number (unix seconds / granularity); 0 without a window
+	slab   []uint64 // the layers' bits, back to back (a bitset.BitSet's words)
+	used   uint64   // bits of slab taken by layers
+	layers []layer
+}
+
+// Filter is one user's seen history. It is not safe for concurrent use: the
+// hot set serializes calls per user.
+type Filter struct {
+	p     Profile
+	gens  []generation // by bucket, oldest first; exactly one (bucket 0) without a window
+	first int64        // unix seconds of the first and last recording (0: never)
+	last  int64
+}
+
+// New returns an empty filter built with profile p (zero fields take their defaults).
+func New(p Profile) (*Filter, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Filter{p: p}, nil
+}
+
+// Profile returns the parameters the filter was built with.
+func (f *Filter) Profile() Profile { return f.p }
+
+// capacity of layer i: c0 * s^i, computed in integers so that every process
+// derives the same sizes, and cut so that a capped user's last layer holds
+// exactly what the cap leaves.
+func (f *Filter) layerCapacity(i int, before uint64) uint64 {
+	c := uint64(f.p.InitialCapacity)
+	g := uint64(math.Round(f.p.Growth * 100))
+	for j := 0; j < i; j++ {
+		c = (c*g + 99) / 100
+	}
+	if f.p.MaxItems > 0 && before < f.p.MaxItems && c > f.p.MaxItems-before {
+		c = f.p.MaxItems - before
+	}
+	return c
+}
+
+// layerError of layer i: p0 * r^i with p0 = p * (1 - r), so the compound rate
+// sum_i p0 r^i stays under p however many layers there are.
+func (f *Filter) layerError(i int) float64 {
+	r := math.Round(f.p.Tightening*100) / 100
+	return f.p.FPRate * (1 - r) * math.Pow(r, float64(i))
+}
+
+// bucketOf returns the bucket number of time t (0 without a window).
+func (f *Filter) bucketOf(t time.Time) int64 {
+	if f.p.Window == 0 {
+		return 0
+	}
+	g := int64(f.p.Granularity / time.Second)
+	s := t.Unix()
+	b := s / g
+	if s < 0 && s%g != 0 {
+		b--
+	}
+	return b
+}
+
+// oldestLive returns the oldest bucket still inside the window at now.
+func (f *Filter) oldestLive(now time.Time) int64 {
+	if f.p.Window == 0 {
+		return 0
+	}
+	return f.bucketOf(now) - int64(f.p.Window/f.p.Granularity)
+}
+
+// live returns the generations inside the window at now (a suffix of gens).
+func (f *Filter) live(now time.Time) []generation {
+	if f.p.Window == 0 {
+		return f.gens
+	}
+	old := f.oldestLive(now)
+	for i := range f.gens {
+		if f.gens[i].bucket >= old {
+			return f.gens[i:]
+		}
+	}
+	return nil
+}
+
+// Expire drops generations that fell out of the window; it reports whether
+// anything was dropped.
+func (f *Filter) Expire(now time.Time) bool {
+	l := f.live(now)
+	if len(l) == len(f.gens) {
+		return false
+	}
+	f.gens = append(f.gens[:0:0], l...)
+	return true
+}
+
+// Empty reports whether the filter holds no item at now.
+func (f *Filter) Empty(now time.Time) bool {
+	for _, g := range f.live(now) {
+		for i := range g.layers {
+			if g.layers[i].n > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ExpiresAt returns when every item now in the filter will have left the
+// window (zero time without a window or when empty).
+func (f *Filter) ExpiresAt() time.Time {
+	if f.p.Window == 0 || len(f.gens) == 0 {
+		return time.Time{}
+	}
+	g := int64(f.p.Granularity / time.Second)
+	end := (f.gens[len(f.gens)-1].bucket + 1) * g
+	return time.Unix(end, 0).Add(f.p.Window)
+}
+
+func (g *generation) test(h Hash) bool {
+	// Newest layers hold most items: test them first.
+	for i := len(g.layers) - 1; i >= 0; i-- {
+		if g.layers[i].test(g.slab, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func testLive(gens []generation, h Hash) bool {
+	for i := len(gens) - 1; i >= 0; i-- {
+		if gens[i].test(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// items counts the items held at now.
+func (f *Filter) items(now time.Time) uint64 {
+	var n uint64
+	for _, g := range f.live(now) {
+		for i := range g.layers {
+			n += g.layers[i].n
+		}
+	}
+	return n
+}
+
+// gen returns the generation of bucket b, creating it in order if needed.
+func (f *Filter) gen(b int64) *generation {
+	i := len(f.gens)
+	for i > 0 && f.gens[i-1].bucket > b {
+		i--
+	}
+	if i > 0 && f.gens[i-1].bucket == b {
+		return &f.gens[i-1]
+	}
+	f.gens = append(f.gens, generation{})
+	copy(f.gens[i+1:], f.gens[i:])
+	f.gens[i] = generation{bucket: b}
+	return &f.gens[i]
+}
+
+// addLayer appends a layer to g, growing the slab.
+func (f *Filter) addLayer(g *generation) *layer {
+	i := len(g.layers)
+	var before uint64
+	for j := range g.layers {
+		before += g.layers[j].cap
+	}
+	c := f.layerCapacity(i, before)
+	sh := layerShape(c, f.layerError(i))
+	return g.appendLayer(layer{slice: sh.slice, k: sh.k, salt: uint64(i) * golden, cap: c})
+}
+
+// appendLayer places l right after the last layer, growing the slab to fit.
+func (g *generation) appendLayer(l layer) *layer {
+	l.off = g.used
+	g.used += l.bits()
+	if n := slabWords(g.used); n > len(g.slab) {
+		ns := make([]uint64, n)
+		copy(ns, g.slab)
+		g.slab = ns
+	}
+	g.layers = append(g.layers, l)
+	return &g.layers[len(g.layers)-1]
+}
+
+// add records h in bucket b unless it is already there or the user is at
+// the cap; it reports whether h was added.
+func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) bool {
+	if f.p.MaxItems > 0 && *held >= f.p.MaxItems {
+		return false
+	}
+	g := f.gen(b)
+	if g.test(h) {
+		return false
+	}
+	if len(g.layers) == 0 || g.layers[len(g.layers)-1].n >= g.layers[len(g.layers)-1].cap {
+		f.addLayer(g)
+	}
+	l := &g.layers[len(g.layers)-1]
+	l.set(g.slab, h)
+	l.n++
+	*held++
+	return true
+}
+
+func (f *Filter) touch(now time.Time) {
+	s := now.Unix()
+	if f.first == 0 || s < f.first {
+		f.first = s
+	}
+	if s > f.last {
+		f.last = s
+	}
+}
+
+// AddHashes records hashed items as seen at time at (used to replay the
+// journal); items already present are not counted again. It returns how
+// many were added and whether the cap stopped any.
+func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (added int, saturated bool) {
+	b := f.bucketOf(at)
+	if b < f.oldestLive(now) {
+		return 0, false // already outside the window
+	}
+	held := f.items(now)
+	for _, h := range hs {
+		if f.add(h, b, now, &held) {
+			added++
+		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+			saturated = true
+		}
+	}
+	if added > 0 {
+		f.touch(at)
+	}
+	return added, saturated
+}
+
+// Add records items as seen at now and returns how many were new.
+func (f *Filter) Add(items []string, now time.Time) (added int, saturated bool) {
+	b := f.bucketOf(now)
+	f.Expire(now)
+	held := f.items(now)
+	for _, it := range items {
+		if f.add(HashItem(it), b, now, &held) {
+			added++
+		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+			saturated = true
+		}
+	}
+	if added > 0 {
+		f.touch(now)
+	}
+	return added, saturated
+}
+
+// Check appends to out whether each item tests seen at now.
+func (f *Filter) Check(items []string, now time.Time, out []bool) []bool {
+	live := f.live(now)
+	for _, it := range items {
+		out = append(out, testLive(live, HashItem(it)))
+	}
+	return out
+}
+
+// Test reports whether one item tests seen at now.
+func (f *Filter) Test(item string, now time.Time) bool {
+	return testLive(f.live(now), HashItem(item))
+}
+
+// Scratch holds the buffers of FilterAndRecord so that a call allocates
+// nothing per candidate. Reuse one per goroutine; not safe for concurrent use.
+type Scratch struct {
+	hashes []Hash
+	table  []uint64 // open addressing over Hash.Lo|1, for in-request duplicates
+	record []Hash
+	// Unseen holds the indexes (into candidates) of the unseen candidates returned.
+	Unseen []int32
+	// Recorded holds the hashes this call added, for the journal.
+	Recorded []Hash
+}
+
+// CallResult is what FilterAndRecord found.
+type CallResult struct {
+	SeenCount int  // distinct candidates that tested seen
+	Recorded  int  // items that became seen
+	Saturated bool // the cap stopped some items from being recorded
+}
+
+// FilterAndRecord is the one call: it tests every distinct candidate,
+// returns in s.Unseen the indexes of the unseen ones in order (at most limit;
+// limit <= 0 means all), and records per mode: RecordReturned the returned
+// ones, RecordAll every candidate, RecordNone nothing. The hashes actually
+// added are left in s.Recorded.
+func (f *Filter) FilterAndRecord(candidates []string, limit int, mode Mode, now time.Time, s *Scratch) CallResult {
+	f.Expire(now)
+	n := len(candidates)
+	if cap(s.hashes) < n {
+		s.hashes = make([]Hash, n)
+	}
+	hs := s.hashes[:n]
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	if cap(s.table) < size {
+		s.table = make([]uint64, size)
+	}
+	table := s.table[:size]
+	clear(table)
+	mask := uint64(size - 1)
+	s.Unseen = s.Unseen[:0]
+	s.record = s.record[:0]
+	s.Recorded = s.Recorded[:0]
+	live := f.live(now)
+	var res CallResult
+	for i, c := range candidates {
+		h := HashItem(c)
+		hs[i] = h
+		key := h.Lo | 1
+		j := (h.Hi * golden) >> 32 & mask
+		dup := false
+		for table[j] != 0 {
+			if table[j] == key {
+				dup = true
+				break
+			}
+			j = (j + 1) & mask
+		}
+		if dup {
+			continue
+		}
+		table[j] = key
+		if testLive(live, h) {
+			res.SeenCount++
+			if mode == RecordAll {
+				s.record = append(s.record, h)
+			}
+			continue
+		}
+		if limit <= 0 || len(s.Unseen) < limit {
+			s.Unseen = append(s.Unseen, int32(i))
+			if mode != RecordNone {
+				s.record = append(s.record, h)
+			}
+		} else if mode == RecordAll {
+			s.record = append(s.record, h)
+		}
+	}
+	if len(s.record) > 0 {
+		b := f.bucketOf(now)
+		held := f.items(now)
+		for _, h := range s.record {
+			if f.add(h, b, now, &held) {
+				s.Recorded = append(s.Recorded, h)
+			} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+				res.Saturated = true
+			}
+		}
+		res.Recorded = len(s.Recorded)
+		if res.Recorded > 0 {
+			f.touch(now)
+		}
+	}
+	return res
+}
+
+// FirstSeen and LastSeen return when the filter first and last recorded an
+// item (zero if never), to the minute once encoded.
+func (f *Filter) FirstSeen() time.Time { return unixOrZero(f.first) }
+
+// LastSeen: see FirstSeen.
+func (f *Filter) LastSeen() time.Time { return unixOrZero(f.last) }
+
+func unixOrZero(s int64) time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return time.Unix(s, 0).UTC()
+}
+
+// MemoryBytes is the filter's in-memory size: bit slabs plus structures.
+func (f *Filter) MemoryBytes() int {
+	n := int(unsafe.Sizeof(*f)) + cap(f.gens)*int(unsafe.Sizeof(generation{}))
+	for i := range f.gens {
+		n += cap(f.gens[i].slab)*8 + cap(f.gens[i].layers)*int(unsafe.Sizeof(layer{}))
+	}
+	return n
+}
+
+// Stats returns exact figures of the filter at now.
+func (f *Filter) Stats(now time.Time) Stats {
+	st := Stats{Kind: f.p.Kind.String(), TargetFPRate: f.p.FPRate, MemoryBytes: f.MemoryBytes()}
+	notFP := 1.0
+	g := int64(f.p.Granularity / time.Second)
+	for _, gen := range f.live(now) {
+		gs := GenerationStats{Bucket: gen.bucket}
+		if g > 0 {
+			gs.Start = time.Unix(gen.bucket*g, 0).UTC()
+		}
+		for i := range gen.layers {
+			l := &gen.layers[i]
+			set := l.bitsSet(gen.slab)
+			m := l.bits()
+			fp := l.fpRate(gen.slab)
+			notFP *= 1 - fp
+			gs.Items += l.n
+			gs.Layers = append(gs.Layers, LayerStats{Capacity: l.cap, Items: l.n, Bits: m, BitsSet: set,
+				Hashes: l.k, Fill: float64(set) / float64(m), FPRate: fp})
+			st.Bits += m
+			st.BitsSet += set
+			st.Layers++
+		}
+		st.Items += gs.Items
+		st.Generations = append(st.Generations, gs)
+	}
+	st.FPRate = 1 - notFP
+	st.Saturated = f.p.MaxItems > 0 && st.Items >= f.p.MaxItems
+	if b, err := f.AppendBinary(nil); err == nil {
+		st.EncodedBytes = len(b)
+	}
+	return st
+}

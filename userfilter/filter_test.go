@@ -1,0 +1,221 @@
+package userfilter
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func mustNew(t testing.TB, p Profile) *Filter {
+	t.Helper()
+	f, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func items(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return out
+}
+
+// profiles covers every shape a namespace can take.
+func profiles() map[string]Profile {
+	return map[string]Profile{
+		"default":    DefaultProfile(),
+		"p0.1%":      {FPRate: 0.001},
+		"tiny-c0":    {InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
+		"big-c0":     {InitialCapacity: 4096, Growth: 4, Tightening: 0.9},
+		"window":     {Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"window4":    {Window: 30 * 24 * time.Hour},
+		"capped":     {MaxItems: 5000},
+		"loose-p":    {FPRate: 0.2},
+		"window+cap": {Window: time.Hour, Granularity: time.Minute, MaxItems: 300},
+	}
+}
+
+func TestNoFalseNegatives(t *testing.T) {
+	for name, p := range profiles() {
+		t.Run(name, func(t *testing.T) {
+			f := mustNew(t, p)
+			rng := rand.New(rand.NewPCG(1, 2))
+			var added []string
+			for len(added) < 20000 {
+				batch := make([]string, 1+rng.IntN(300))
+				for i := range batch {
+					batch[i] = fmt.Sprintf("it-%x", rng.Uint64())
+				}
+				var s Scratch
+				res := f.FilterAndRecord(batch, 0, RecordAll, t0, &s)
+				if res.Saturated {
+					break
+				}
+				added = append(added, batch...)
+			}
+			got := f.Check(added, t0, nil)
+			for i, ok := range got {
+				if !ok {
+					t.Fatalf("item %q recorded but tests unseen", added[i])
+				}
+			}
+		})
+	}
+}
+
+func TestFilterAndRecordKeepsOrderAndDropsDuplicates(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add([]string{"b", "d"}, t0)
+	var s Scratch
+	cands := []string{"a", "b", "c", "a", "d", "e", "c", "f"}
+	res := f.FilterAndRecord(cands, 0, RecordNone, t0, &s)
+	var got []string
+	for _, i := range s.Unseen {
+		got = append(got, cands[i])
+	}
+	if want := []string{"a", "c", "e", "f"}; !slices.Equal(got, want) {
+		t.Fatalf("unseen = %v, want %v", got, want)
+	}
+	if res.SeenCount != 2 || res.Recorded != 0 {
+		t.Fatalf("result = %+v, want seen 2, recorded 0", res)
+	}
+}
+
+func TestFilterAndRecordModes(t *testing.T) {
+	cands := []string{"a", "b", "c", "d", "e"}
+	for _, tc := range []struct {
+		mode     Mode
+		limit    int
+		recorded []string
+		unseen   []string
+	}{
+		{RecordReturned, 2, []string{"a", "b"}, []string{"c", "d", "e"}},
+		{RecordReturned, 0, cands, nil},
+		{RecordNone, 2, nil, cands},
+		{RecordAll, 2, cands, nil},
+	} {
+		t.Run(fmt.Sprintf("%v/limit%d", tc.mode, tc.limit), func(t *testing.T) {
+			f := mustNew(t, DefaultProfile())
+			var s Scratch
+			res := f.FilterAndRecord(cands, tc.limit, tc.mode, t0, &s)
+			wantRet := len(cands)
+			if tc.limit > 0 {
+				wantRet = tc.limit
+			}
+			if len(s.Unseen) != wantRet || res.Recorded != len(tc.recorded) || len(s.Recorded) != len(tc.recorded) {
+				t.Fatalf("returned %d recorded %d, want %d and %d", len(s.Unseen), res.Recorded, wantRet, len(tc.recorded))
+			}
+			for _, it := range tc.recorded {
+				if !f.Test(it, t0) {
+					t.Errorf("%q should be seen", it)
+				}
+			}
+			for _, it := range tc.unseen {
+				if f.Test(it, t0) {
+					t.Errorf("%q should be unseen", it)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordingTwiceCountsOnce(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	if n, _ := f.Add([]string{"x", "y"}, t0); n != 2 {
+		t.Fatalf("first add: %d", n)
+	}
+	if n, _ := f.Add([]string{"x", "y", "z"}, t0); n != 1 {
+		t.Fatalf("second add: %d new, want 1", n)
+	}
+	if st := f.Stats(t0); st.Items != 3 {
+		t.Fatalf("items = %d, want 3", st.Items)
+	}
+}
+
+func TestWindowEdges(t *testing.T) {
+	p := Profile{Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour}
+	f := mustNew(t, p)
+	at := t0
+	f.Add([]string{"old"}, at)
+	// Anything less than W after recording is still seen.
+	if !f.Test("old", at.Add(p.Window-time.Second)) {
+		t.Fatal("item recorded less than the window ago tests unseen")
+	}
+	// Anything more than W + g after recording is unseen.
+	if f.Test("old", at.Add(p.Window+p.Granularity+time.Second)) {
+		t.Fatal("item recorded more than window+granularity ago tests seen")
+	}
+	// Expired generations are dropped.
+	later := at.Add(p.Window + p.Granularity + time.Second)
+	f.Add([]string{"new"}, later)
+	if len(f.gens) != 1 || !f.Test("new", later) {
+		t.Fatalf("gens = %d after expiry, want 1", len(f.gens))
+	}
+}
+
+func TestWindowRefreshesItemsRecordedAgain(t *testing.T) {
+	p := Profile{Window: 4 * time.Hour, Granularity: time.Hour}
+	f := mustNew(t, p)
+	f.Add([]string{"a"}, t0)
+	f.Add([]string{"a"}, t0.Add(3*time.Hour))
+	if !f.Test("a", t0.Add(6*time.Hour)) {
+		t.Fatal("item recorded again 3h later expired with the first recording")
+	}
+}
+
+func TestCapSaturates(t *testing.T) {
+	f := mustNew(t, Profile{MaxItems: 100})
+	its := items("i", 150)
+	n, sat := f.Add(its, t0)
+	if n != 100 || !sat {
+		t.Fatalf("added %d saturated %v, want 100 true", n, sat)
+	}
+	st := f.Stats(t0)
+	if st.Items != 100 || !st.Saturated {
+		t.Fatalf("stats items %d saturated %v", st.Items, st.Saturated)
+	}
+	var capSum uint64
+	for _, l := range st.Generations[0].Layers {
+		capSum += l.Capacity
+	}
+	if capSum != 100 {
+		t.Fatalf("layers sized for %d items, want exactly the cap 100", capSum)
+	}
+	for _, it := range its[:100] {
+		if !f.Test(it, t0) {
+			t.Fatalf("%s forgotten at the cap", it)
+		}
+	}
+}
+
+func TestStatsAreExact(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add(items("s", 1000), t0)
+	st := f.Stats(t0)
+	// An item that already tests seen (a false positive) is not added again,
+	// so the count may fall short of 1000 by about the false-positive rate.
+	if st.Items > 1000 || st.Items < 970 {
+		t.Fatalf("items %d, want 970..1000", st.Items)
+	}
+	var bits, set uint64
+	for _, l := range st.Generations[0].Layers {
+		bits += l.Bits
+		set += l.BitsSet
+		if l.Items > l.Capacity {
+			t.Fatalf("layer over capacity: %+v", l)
+		}
+	}
+	if bits != st.Bits || set != st.BitsSet || st.Layers != len(st.Generations[0].Layers) {
+		t.Fatalf("totals do not add up: %+v", st)
+	}
+	if st.FPRate <= 0 || st.FPRate > st.TargetFPRate {
+		t.Fatalf("estimated fp %v, target %v", st.FPRate, st.TargetFPRate)
+	}
+}

@@ -1,0 +1,153 @@
+package userfilter
+
+import (
+	"math"
+	"math/bits"
+
+)
+
+// layer is one partitioned Bloom filter: k slices of `slice` bits each,
+// hash function i setting one bit in slice i. Its bits live in the owning
+// generation's slab at bit offset off, right after the previous layer's, so
+// no layer pays for rounding to whole words.
+type layer struct {
+	off   uint64 // bit offset in the generation's slab
+	slice uint64 // bits per slice
+	k     uint32   // slices (hash functions)
+	salt  uint64   // decorrelates layers that share the item hash
+	cap   uint64   // items it is sized for
+	n     uint64   // items added (an item already present is not added)
+}
+
+// Slice i's position is the high bits of v_i * slice, where v_0 = Lo + salt
+// and v_{i+1} = v_i * lcgMul + Hi|1. Plain double hashing (v_i = Lo + i*Hi)
+// puts every item's positions on a two-parameter line, which in the tiny
+// slices of a small user's first layer gives a false-positive floor several
+// times the target; the multiply stirs the low bits into the next position.
+const lcgMul = 6364136223846793005
+
+// golden is 2^64/phi, used to spread layer indexes over the hash space.
+const golden = 0x9E3779B97F4A7C15
+
+// shape is the size of a layer built for capacity items at error p.
+type shape struct {
+	slice uint64
+	k     uint32
+}
+
+// layerShape returns the smallest (k, slice) whose false-positive rate at
+// capacity items, (1 - e^(-capacity/slice))^k, is at most p.
+func layerShape(capacity uint64, p float64) shape {
+	best := shape{}
+	kopt := math.Log2(1 / p)
+	for _, k := range []float64{math.Floor(kopt), math.Ceil(kopt)} {
+		if k < 1 {
+			k = 1
+		}
+		if k > 32 {
+			k = 32
+		}
+		// Per-slice fill f = p^(1/k); slice = -capacity / ln(1 - f).
+		f := math.Pow(p, 1/k)
+		slice := uint64(math.Ceil(-float64(capacity) / math.Log1p(-f)))
+		if slice < 8 {
+			slice = 8
+		}
+		if best.k == 0 || uint64(k)*slice < uint64(best.k)*best.slice {
+			best = shape{slice: slice, k: uint32(k)}
+		}
+	}
+	return best
+}
+
+func (s shape) bits() uint64 { return uint64(s.k) * s.slice }
+
+func (l *layer) bits() uint64 { return uint64(l.k) * l.slice }
+
+// test reports whether every slice has the item's bit set, stopping at the
+// first zero bit.
+func (l *layer) test(w []uint64, h Hash) bool {
+	v, b := h.Lo+l.salt, h.Hi|1
+	base := l.off
+	for i := uint32(0); i < l.k; i++ {
+		hi, _ := bits.Mul64(v, l.slice)
+		pos := base + hi
+		if w[pos>>6]&(1<<(pos&63)) == 0 {
+			return false
+		}
+		v = v*lcgMul + b
+		base += l.slice
+	}
+	return true
+}
+
+// set sets the item's bit in every slice.
+func (l *layer) set(w []uint64, h Hash) {
+	v, b := h.Lo+l.salt, h.Hi|1
+	base := l.off
+	for i := uint32(0); i < l.k; i++ {
+		hi, _ := bits.Mul64(v, l.slice)
+		pos := base + hi
+		w[pos>>6] |= 1 << (pos & 63)
+		v = v*lcgMul + b
+		base += l.slice
+	}
+}
+
+// bitsSet counts the layer's set bits (popcount).
+func (l *layer) bitsSet(w []uint64) uint64 {
+	var n uint64
+	for pos, end := l.off, l.off+l.bits(); pos < end; pos += 64 {
+		n += uint64(bits.OnesCount64(bitsAt(w, pos, uint(min(64, end-pos)))))
+	}
+	return n
+}
+
+// fpRate is the layer's false-positive rate now, from the fill of each slice.
+func (l *layer) fpRate(w []uint64) float64 {
+	if l.n == 0 {
+		return 0
+	}
+	// Slices fill alike; the overall fill is an unbiased estimate of each.
+	fill := float64(l.bitsSet(w)) / float64(l.bits())
+	return math.Pow(fill, float64(l.k))
+}
+
+// estimateItems estimates the items a layer holds from its fill; used after
+// a merge, when the union's count is not known exactly.
+func (l *layer) estimateItems(w []uint64) uint64 {
+	m := float64(l.bits())
+	x := float64(l.bitsSet(w))
+	if x >= m {
+		return l.cap * 4
+	}
+	return uint64(math.Round(-float64(l.slice) * math.Log1p(-x/m)))
+}
+
+// bitsAt returns the n <= 64 bits of w starting at bit pos, in the low bits.
+func bitsAt(w []uint64, pos uint64, n uint) uint64 {
+	i, s := pos>>6, pos&63
+	v := w[i] >> s
+	if s+uint64(n) > 64 {
+		v |= w[i+1] << (64 - s)
+	}
+	if n < 64 {
+		v &= 1<<n - 1
+	}
+	return v
+}
+
+// orBitsAt ORs the n <= 64 low bits of v into w at bit pos.
+func orBitsAt(w []uint64, pos uint64, v uint64, n uint) {
+	if n < 64 {
+		v &= 1<<n - 1
+	}
+	i, s := pos>>6, pos&63
+	w[i] |= v << s
+	if s+uint64(n) > 64 {
+		w[i+1] |= v >> (64 - s)
+	}
+}
+
+// slabWords is the words a slab of n bits takes.
+func slabWords(n uint64) int { return int((n + 63) / 64) }

@@ -1,0 +1,86 @@
+package userfilter
+
+import (
+	"fmt"
+	"math"
+)
+
+// Compatible reports whether o was built with the same parameters as f, so
+// that the two can be merged.
+func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p }
+
+// Merge ORs o into f: afterwards every item seen by either tests seen in f.
+// Both must be built with the same parameters (ErrIncompatible otherwise);
+// f is unchanged on error. Merge is commutative, associative and idempotent
+// (bits and counts alike): a merged layer's item count is the larger of
+// the two, or its capacity when the merged fill says the union holds
+// clearly more than that (a function of the merged bits, so the laws hold).
+func (f *Filter) Merge(o *Filter) error {
+	if !f.Compatible(o) {
+		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, f.p, o.p)
+	}
+	// Check every shared layer first so that an error leaves f untouched.
+	for gi := range o.gens {
+		og := &o.gens[gi]
+		for fi := range f.gens {
+			if f.gens[fi].bucket != og.bucket {
+				continue
+			}
+			fg := &f.gens[fi]
+			for li := 0; li < len(fg.layers) && li < len(og.layers); li++ {
+				a, b := &fg.layers[li], &og.layers[li]
+				if a.k != b.k || a.slice != b.slice || a.cap != b.cap {
+					return fmt.Errorf("%w: layer %d shapes differ", ErrIncompatible, li)
+				}
+			}
+		}
+	}
+	for gi := range o.gens {
+		og := &o.gens[gi]
+		fg := f.gen(og.bucket)
+		// Layers of one profile have the same shapes and so the same offsets:
+		// the shared layers merge by ORing the shared slab prefix.
+		shared := min(len(fg.layers), len(og.layers))
+		var sharedBits uint64
+		if shared > 0 {
+			last := &fg.layers[shared-1]
+			sharedBits = last.off + last.bits()
+		}
+		for pos := uint64(0); pos < sharedBits; pos += 64 {
+			n := uint(min(64, sharedBits-pos))
+			orBitsAt(fg.slab, pos, bitsAt(og.slab, pos, n), n)
+		}
+		for li := 0; li < shared; li++ {
+			a, b := &fg.layers[li], &og.layers[li]
+			a.n = max(a.n, b.n)
+			if a.n < a.cap && a.estimateItems(fg.slab) >= a.cap+4*uint64(math.Sqrt(float64(a.cap)))+2 {
+				// The union is over capacity (the inputs held different
+				// items): seal the layer so new items go to a fresh one.
+				a.n = a.cap
+			}
+		}
+		for li := shared; li < len(og.layers); li++ {
+			b := &og.layers[li]
+			l := fg.appendLayer(*b)
+			for pos := uint64(0); pos < b.bits(); pos += 64 {
+				n := uint(min(64, b.bits()-pos))
+				orBitsAt(fg.slab, l.off+pos, bitsAt(og.slab, b.off+pos, n), n)
+			}
+		}
+	}
+	if o.first != 0 && (f.first == 0 || o.first < f.first) {
+		f.first = o.first
+	}
+	f.last = max(f.last, o.last)
+	return nil
+}
+
+// Clone returns a deep copy of f.
+func (f *Filter) Clone() *Filter {
+	c := &Filter{p: f.p, first: f.first, last: f.last, gens: make([]generation, len(f.gens))}
+	for i, g := range f.gens {
+		c.gens[i] = generation{bucket: g.bucket, used: g.used, slab: append([]uint64(nil), g.slab...),
+			layers: append([]layer(nil), g.layers...)}
+	}
+	return c
+}

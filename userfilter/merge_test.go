@@ -1,0 +1,82 @@
+package userfilter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func merged(t *testing.T, fs ...*Filter) *Filter {
+	t.Helper()
+	out := fs[0].Clone()
+	for _, f := range fs[1:] {
+		if err := out.Merge(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// mergeInputs returns three filters of one profile with overlapping items,
+// different sizes and, for windowed profiles, different buckets.
+func mergeInputs(t *testing.T, p Profile) (a, b, c *Filter, itemsOf [3][]string) {
+	fs := [3]*Filter{mustNew(t, p), mustNew(t, p), mustNew(t, p)}
+	for i, n := range []int{50, 3000, 700} {
+		its := append(items(fmt.Sprintf("m%d", i), n), items("shared", 100)...)
+		fs[i].Add(its, t0.Add(time.Duration(i)*25*time.Hour))
+		itemsOf[i] = its
+	}
+	return fs[0], fs[1], fs[2], itemsOf
+}
+
+func TestMergeIsCommutativeAssociativeIdempotent(t *testing.T) {
+	for name, p := range profiles() {
+		t.Run(name, func(t *testing.T) {
+			a, b, c, _ := mergeInputs(t, p)
+			if !bytes.Equal(encode(t, merged(t, a, b)), encode(t, merged(t, b, a))) {
+				t.Fatal("a+b != b+a")
+			}
+			left := merged(t, merged(t, a, b), c)
+			right := merged(t, a, merged(t, b, c))
+			if !bytes.Equal(encode(t, left), encode(t, right)) {
+				t.Fatal("(a+b)+c != a+(b+c)")
+			}
+			ab := merged(t, a, b)
+			if !bytes.Equal(encode(t, merged(t, ab, ab)), encode(t, ab)) || !bytes.Equal(encode(t, merged(t, a, a)), encode(t, a)) {
+				t.Fatal("merge is not idempotent")
+			}
+		})
+	}
+}
+
+func TestMergeLosesNoItem(t *testing.T) {
+	for name, p := range profiles() {
+		t.Run(name, func(t *testing.T) {
+			a, b, c, its := mergeInputs(t, p)
+			m := merged(t, a, b, c)
+			now := t0.Add(50 * time.Hour)
+			for i, src := range []*Filter{a, b, c} {
+				for _, it := range its[i] {
+					if src.Test(it, now) && !m.Test(it, now) {
+						t.Fatalf("%q seen in input %d is unseen after merge", it, i)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestMergeRefusesOtherParameters(t *testing.T) {
+	a := mustNew(t, DefaultProfile())
+	b := mustNew(t, Profile{FPRate: 0.001})
+	a.Add([]string{"x"}, t0)
+	before := encode(t, a)
+	if err := a.Merge(b); !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("err = %v, want ErrIncompatible", err)
+	}
+	if !bytes.Equal(before, encode(t, a)) {
+		t.Fatal("failed merge changed the filter")
+	}
+}
