@@ -3,7 +3,6 @@ package userfilter
 import (
 	"math"
 	"math/bits"
-
 )
 
 // layer is one partitioned Bloom filter: k slices of `slice` bits each,
@@ -13,10 +12,10 @@ import (
 type layer struct {
 	off   uint64 // bit offset in the generation's slab
 	slice uint64 // bits per slice
-	k     uint32   // slices (hash functions)
-	salt  uint64   // decorrelates layers that share the item hash
-	cap   uint64   // items it is sized for
-	n     uint64   // items added (an item already present is not added)
+	k     uint32 // slices (hash functions)
+	salt  uint64 // decorrelates layers that share the item hash
+	cap   uint64 // items it is sized for
+	n     uint64 // items added (an item already present is not added)
 }
 
 // Slice i's position is the high bits of v_i * slice, where v_0 = Lo + salt
@@ -59,8 +58,6 @@ func layerShape(capacity uint64, p float64) shape {
 	}
 	return best
 }
-
-func (s shape) bits() uint64 { return uint64(s.k) * s.slice }
 
 func (l *layer) bits() uint64 { return uint64(l.k) * l.slice }
 

@@ -55,4 +55,3 @@ func itoa(i int) string {
 		}
 	}
 }
-
