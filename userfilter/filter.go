@@ -287,7 +287,8 @@ func (f *Filter) Test(item string, now time.Time) bool {
 type Scratch struct {
 	hashes []Hash
 	table  []uint64 // open addressing over Hash.Lo|1, for in-request duplicates
-	record []Hash
+	// ToRecord holds the hashes Select chose to record.
+	ToRecord []Hash
 	// Unseen holds the indexes (into candidates) of the unseen candidates returned.
 	Unseen []int32
 	// Recorded holds the hashes this call added, for the journal.
@@ -305,8 +306,17 @@ type CallResult struct {
 // returns in s.Unseen the indexes of the unseen ones in order (at most limit;
 // limit <= 0 means all), and records per mode: RecordReturned the returned
 // ones, RecordAll every candidate, RecordNone nothing. The hashes actually
-// added are left in s.Recorded.
+// added are left in s.Recorded. It is Select followed by Commit.
 func (f *Filter) FilterAndRecord(candidates []string, limit int, mode Mode, now time.Time, s *Scratch) CallResult {
+	res := f.Select(candidates, limit, mode, now, s)
+	res.Recorded, res.Saturated = f.Commit(now, s)
+	return res
+}
+
+// Select does the testing half of FilterAndRecord and changes nothing but
+// expiry: it fills s.Unseen and leaves the hashes to record in s.ToRecord,
+// so that the caller can make them durable before Commit applies them.
+func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time, s *Scratch) CallResult {
 	f.Expire(now)
 	n := len(candidates)
 	if cap(s.hashes) < n {
@@ -324,7 +334,7 @@ func (f *Filter) FilterAndRecord(candidates []string, limit int, mode Mode, now 
 	clear(table)
 	mask := uint64(size - 1)
 	s.Unseen = s.Unseen[:0]
-	s.record = s.record[:0]
+	s.ToRecord = s.ToRecord[:0]
 	s.Recorded = s.Recorded[:0]
 	live := f.live(now)
 	var res CallResult
@@ -348,35 +358,43 @@ func (f *Filter) FilterAndRecord(candidates []string, limit int, mode Mode, now 
 		if testLive(live, h) {
 			res.SeenCount++
 			if mode == RecordAll {
-				s.record = append(s.record, h)
+				s.ToRecord = append(s.ToRecord, h)
 			}
 			continue
 		}
 		if limit <= 0 || len(s.Unseen) < limit {
 			s.Unseen = append(s.Unseen, int32(i))
 			if mode != RecordNone {
-				s.record = append(s.record, h)
+				s.ToRecord = append(s.ToRecord, h)
 			}
 		} else if mode == RecordAll {
-			s.record = append(s.record, h)
-		}
-	}
-	if len(s.record) > 0 {
-		b := f.bucketOf(now)
-		held := f.items(now)
-		for _, h := range s.record {
-			if f.add(h, b, now, &held) {
-				s.Recorded = append(s.Recorded, h)
-			} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
-				res.Saturated = true
-			}
-		}
-		res.Recorded = len(s.Recorded)
-		if res.Recorded > 0 {
-			f.touch(now)
+			s.ToRecord = append(s.ToRecord, h)
 		}
 	}
 	return res
+}
+
+// Commit records the hashes in s.ToRecord at now and leaves those actually
+// added in s.Recorded; it returns how many were added and whether the cap
+// stopped any.
+func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool) {
+	s.Recorded = s.Recorded[:0]
+	if len(s.ToRecord) == 0 {
+		return 0, false
+	}
+	b := f.bucketOf(now)
+	held := f.items(now)
+	for _, h := range s.ToRecord {
+		if f.add(h, b, now, &held) {
+			s.Recorded = append(s.Recorded, h)
+		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+			saturated = true
+		}
+	}
+	if len(s.Recorded) > 0 {
+		f.touch(now)
+	}
+	return len(s.Recorded), saturated
 }
 
 // FirstSeen and LastSeen return when the filter first and last recorded an
