@@ -1,0 +1,59 @@
+// Package bench is seenapi's benchmark harness: it drives the reference
+// workload (WORKLOAD.md) through one adapter per system, one system after
+// the other in the same process and on the same machine, and measures what
+// the README and issue notes quote. cmd/seenbench is its command.
+//
+// # Workload
+//
+// Workload and Gen generate the feed workload deterministically from a
+// seed: U users, chosen per call by a Zipf law (s = 1.1) over their ranks
+// (rank 0 the most popular) or uniformly; each user has a pool of P = 2000
+// items derived from hash(user, j); a call offers 200 distinct items drawn
+// from the user's pool with limit 20, record returned. User ids are 6 to 16
+// bytes, item ids 8 to 24. A Gen's call costs one allocation (none for the
+// cached pools of the most popular users, see Source).
+//
+// # Systems
+//
+// A System is set up fresh for each user count, called concurrently, and
+// closed: seenapi over HTTP (a server process built from the module),
+// seenapi's hot set in-process (the ceiling), Redis with a SET per user
+// (SMISMEMBER then SADD), Redis with a bitmap Bloom filter per user (k
+// GETBITs per candidate pipelined, SETBITs for the recorded, m and k of a
+// 1% filter for P items, the same for every user). redis-server is Debian's,
+// started by the harness on a free loopback port with persistence off, and
+// stopped by it.
+//
+// # Method
+//
+// Run measures one system at one user count, in phases:
+//
+//  1. fill: one call per user offering Fill items with limit Fill, so every
+//     user has a history; memory per user is measured right after it, as
+//     (memory now - memory right after start) / users;
+//  2. warm-up: closed-loop load, not measured;
+//  3. saturation: closed loop, Concurrency goroutines each calling as soon
+//     as the previous answer arrives; calls/s, and the server's CPU time
+//     (user + system, /proc/<pid>/stat) over the phase divided by its calls;
+//  4. open loop: calls on a fixed schedule at OpenFraction of the measured
+//     saturation rate; each latency runs from the call's intended send time,
+//     so a stall is charged to every call it delays (no coordinated
+//     omission); recorded in HdrHistogram;
+//  5. one more checked call for every sampled user; cache statistics; a
+//     flush and the data directory's size; for a system that can restart,
+//     a restart and one call per sampled user (the cold-user latency, and
+//     proof that nothing recorded was lost).
+//
+// Correctness rides along: a Tracker keeps the exact seen set of a sample
+// of users (every stride-th rank) and checks every answer they get for
+// false negatives (a shown item called unseen: must be none) and false
+// positives (never-shown items called seen, over never-shown items
+// classified). Calls of one sampled user are serialized by the tracker.
+//
+// # Concurrency
+//
+// Workload and Source are safe for concurrent use; a Gen is not (one per
+// goroutine). Systems' Call is safe for concurrent use; Setup, Close and
+// the measurement methods are called by one goroutine. Tracker and Progress
+// are safe for concurrent use.
+package bench

@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100
+// on every Linux architecture this runs on.
+const clockTicks = 100
+
+// ProcCPU returns the user + system CPU time of process pid from /proc/<pid>/stat.
+func ProcCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: parse after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bench: unreadable /proc/%d/stat", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("bench: short /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	st, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bench: bad utime/stime in /proc/%d/stat", pid)
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// ProcRSS returns the resident set size of process pid (VmRSS of /proc/<pid>/status) in bytes.
+func ProcRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			f := bytes.Fields(rest)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseInt(string(f[0]), 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				return kb * 1024, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("bench: no VmRSS in /proc/%d/status", pid)
+}
+
+// DiskUsage returns the bytes the files under dir occupy on disk (allocated
+// blocks, as du counts them: preallocated sparse files count what they hold).
+func DiskUsage(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		} else {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

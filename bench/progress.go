@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Progress prints one status line while a run goes on: rewritten in place
+// (\r) on a terminal, a plain line every few seconds otherwise. Its methods
+// are safe for concurrent use; a nil *Progress prints nothing.
+type Progress struct {
+	w        io.Writer
+	tty      bool
+	every    time.Duration
+	mu       sync.Mutex
+	label    string
+	phase    string
+	total    int64 // calls expected in the phase (0: time-bound)
+	deadline time.Time
+	start    time.Time
+	calls    atomic.Int64
+	errs     atomic.Int64
+	stop     chan struct{}
+	stopped  chan struct{}
+	lastLen  int
+}
+
+// NewProgress starts a progress line on w (terminal detection applies when w is os.Stderr or os.Stdout).
+func NewProgress(w io.Writer) *Progress {
+	p := &Progress{w: w, every: 5 * time.Second, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty, p.every = true, 250*time.Millisecond
+		}
+	}
+	go p.loop()
+	return p
+}
+
+// Phase starts a new phase of the given system: total calls if known, or a deadline.
+func (p *Progress) Phase(label, phase string, total int64, deadline time.Time) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.label, p.phase, p.total, p.deadline, p.start = label, phase, total, deadline, time.Now()
+	p.calls.Store(0)
+	p.errs.Store(0)
+	p.mu.Unlock()
+}
+
+// Add counts calls and errors of the current phase.
+func (p *Progress) Add(calls, errs int64) {
+	if p == nil {
+		return
+	}
+	p.calls.Add(calls)
+	if errs != 0 {
+		p.errs.Add(errs)
+	}
+}
+
+// Printf prints a line above the progress line.
+func (p *Progress) Printf(format string, a ...any) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintf(p.w, format+"\n", a...)
+}
+
+// Close stops the progress line.
+func (p *Progress) Close() {
+	if p == nil {
+		return
+	}
+	close(p.stop)
+	<-p.stopped
+	p.mu.Lock()
+	p.clear()
+	p.mu.Unlock()
+}
+
+func (p *Progress) clear() {
+	if p.tty && p.lastLen > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.lastLen))
+		p.lastLen = 0
+	}
+}
+
+func (p *Progress) loop() {
+	defer close(p.stopped)
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.print()
+		}
+	}
+}
+
+func (p *Progress) print() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.label == "" {
+		return
+	}
+	calls, errs := p.calls.Load(), p.errs.Load()
+	el := time.Since(p.start).Seconds()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(calls) / el
+	}
+	var where string
+	switch {
+	case p.total > 0:
+		where = fmt.Sprintf("%d/%d calls (%.0f%%)", calls, p.total, 100*float64(calls)/float64(p.total))
+	case !p.deadline.IsZero():
+		left := max(time.Until(p.deadline), 0).Round(time.Second)
+		where = fmt.Sprintf("%d calls, %s left", calls, left)
+	default:
+		where = fmt.Sprintf("%d calls", calls)
+	}
+	line := fmt.Sprintf("[%s] %s: %s, %.0f calls/s, %d errors", p.label, p.phase, where, rate, errs)
+	if p.tty {
+		pad := ""
+		if n := p.lastLen - len(line); n > 0 {
+			pad = strings.Repeat(" ", n)
+		}
+		fmt.Fprintf(p.w, "\r%s%s", line, pad)
+		p.lastLen = len(line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}

@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+)
+
+// redisBin returns redis-server's path, skipping the test when it is missing
+// unless CI=true, where its absence fails the test.
+func redisBin(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is missing (CI=true: install it, e.g. ./test.sh)")
+		}
+		t.Skip("redis-server is missing")
+	}
+	return p
+}
+
+func setUp(t *testing.T, s System) {
+	t.Helper()
+	if err := s.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+}
+
+func TestBloomParamsOfThePoolAtOnePercent(t *testing.T) {
+	m, k := BloomParams(2000, 0.01)
+	if m != 19171 || k != 7 {
+		t.Errorf("BloomParams(2000, 0.01) = %d, %d; want 19171, 7", m, k)
+	}
+}
+
+func TestBloomPositionsAreStableAndInRange(t *testing.T) {
+	a := BloomPositions(nil, "i1.abcdef", 19171, 7)
+	b := BloomPositions(nil, "i1.abcdef", 19171, 7)
+	if len(a) != 7 || !slices.Equal(a, b) {
+		t.Fatalf("positions %v then %v", a, b)
+	}
+	for _, p := range a {
+		if p >= 19171 {
+			t.Errorf("position %d >= m", p)
+		}
+	}
+}
+
+// testCalls checks the one call's contract on a fresh user of s: the first
+// call returns the first limit candidates, the second the next ones.
+func testCalls(t *testing.T, s System) {
+	t.Helper()
+	ctx := context.Background()
+	w := DefaultWorkload(10)
+	g, _ := NewGen(w, 1)
+	var c Call
+	g.Fill(&c, 3, 200, 20)
+	got, err := s.Call(ctx, c.User, c.Candidates, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, c.Candidates[:20]) {
+		t.Fatalf("first call returned %d items %v..., want the first 20 candidates", len(got), got[:min(3, len(got))])
+	}
+	got, err = s.Call(ctx, c.User, c.Candidates, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, c.Candidates[20:40]) {
+		t.Fatalf("second call returned %v..., want candidates 20..39", got[:min(3, len(got))])
+	}
+}
+
+func TestRedisSetReturnsAndRecordsTheFirstUnseen(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
+	setUp(t, s)
+	testCalls(t, s)
+}
+
+func TestRedisBloomReturnsAndRecordsTheFirstUnseen(t *testing.T) {
+	s := NewRedisBloom(RedisOptions{Bin: redisBin(t)})
+	setUp(t, s)
+	testCalls(t, s)
+}
+
+// A bitmap Bloom filter of m = 19171 bits, k = 7 holding its 2000 items has
+// the false-positive rate (1 - e^(-kn/m))^k = 1.003%. Over 20,000 items never
+// added the standard error is 0.07%; the test allows 0.3% (over 4 standard errors).
+func TestRedisBloomFalsePositiveRateAtThePoolSize(t *testing.T) {
+	s := NewRedisBloom(RedisOptions{Bin: redisBin(t)})
+	setUp(t, s)
+	ctx := context.Background()
+	w := DefaultWorkload(20)
+	g, _ := NewGen(w, 1)
+	var c Call
+	g.Fill(&c, 0, DefaultPool, DefaultPool)
+	user := c.User
+	if got, err := s.Call(ctx, user, c.Candidates, DefaultPool); err != nil || len(got) < DefaultPool-5 {
+		t.Fatalf("filling 2000 items: %d returned, %v", len(got), err)
+	}
+	var others []string
+	for r := 1; r <= 10; r++ {
+		for j := range DefaultPool {
+			others = append(others, w.Item(r, j))
+		}
+	}
+	// Ask with limit 0 items recorded: one call, limit len, then count.
+	unseen, err := s.Call(ctx, user, others, len(others))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := float64(len(others)-len(unseen)) / float64(len(others))
+	if math.Abs(fp-0.01003) > 0.003 {
+		t.Errorf("false-positive rate %.4f, want 0.0100 +- 0.003", fp)
+	}
+}
+
+func TestRedisMemoryAndCPUAreReported(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
+	setUp(t, s)
+	m0, err := s.Memory(context.Background())
+	if err != nil || m0.Kind != "used_memory" || m0.Bytes <= 0 {
+		t.Fatalf("memory %+v, %v", m0, err)
+	}
+	testCalls(t, s)
+	m1, _ := s.Memory(context.Background())
+	if m1.Bytes <= m0.Bytes {
+		t.Errorf("used_memory %d after recording items, %d before", m1.Bytes, m0.Bytes)
+	}
+	if _, err := s.CPU(); err != nil {
+		t.Errorf("CPU: %v", err)
+	}
+}
+
+func TestRunOnRedisSetIsExactAndMeasuresEverything(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
+	res, err := Run(context.Background(), s, RunOptions{Workload: DefaultWorkload(300),
+		Concurrency: 4, Warm: 200 * time.Millisecond, Duration: time.Second, Sample: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Ran() {
+		t.Fatalf("run did not complete: %+v", res)
+	}
+	c := res.Correctness
+	if c.FalseNegatives != 0 || c.FalsePositives != 0 || c.NeverShown == 0 || c.Checks < 100 {
+		t.Errorf("correctness %+v: want an exact system checked at least 100 times", c)
+	}
+	if res.MemPerUser < 1000 || res.Saturation.Rate <= 0 || res.Open.Latency.P99 <= 0 || res.CPUPerCall <= 0 {
+		t.Errorf("memory/user %.0f, rate %.0f, open p99 %v, cpu/call %v: want all measured",
+			res.MemPerUser, res.Saturation.Rate, res.Open.Latency.P99, res.CPUPerCall)
+	}
+}

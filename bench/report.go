@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is a whole run: its settings and one Result per system and user count.
+type Report struct {
+	Command     string    `json:"command"`
+	Started     time.Time `json:"started"`
+	GoVersion   string    `json:"go_version"`
+	CPUs        int       `json:"cpus"`         // cores of the machine
+	ClientProcs int       `json:"client_procs"` // GOMAXPROCS of the harness (the client)
+	Concurrency int       `json:"concurrency"`
+	Workload    Workload  `json:"workload"` // Users is per result
+	Fill        int       `json:"fill_items_per_user"`
+	Warm        string    `json:"warm"`
+	Duration    string    `json:"duration"`
+	OpenFrac    float64   `json:"open_fraction"`
+	Sample      int       `json:"sampled_users"`
+	Notes       []string  `json:"notes"`
+	Results     []Result  `json:"results"`
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// formatUsers writes a user count as 1e4, 2e3, 12345.
+func formatUsers(n int) string {
+	if n <= 0 {
+		return strconv.Itoa(n)
+	}
+	e := int(math.Floor(math.Log10(float64(n))))
+	for ; e >= 1; e-- {
+		p := int(math.Pow10(e))
+		if n%p == 0 && n/p < 10 {
+			return fmt.Sprintf("%de%d", n/p, e)
+		}
+	}
+	return strconv.Itoa(n)
+}
+
+// FormatUsers is formatUsers for the command.
+func FormatUsers(n int) string { return formatUsers(n) }
+
+func us(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	v := float64(d) / float64(time.Microsecond)
+	switch {
+	case v >= 10000:
+		return fmt.Sprintf("%.1f ms", v/1000)
+	case v >= 100:
+		return fmt.Sprintf("%.0f us", v)
+	default:
+		return fmt.Sprintf("%.1f us", v)
+	}
+}
+
+func bytesPer(v float64) string {
+	switch {
+	case v < 0:
+		return "-"
+	case v >= 10000:
+		return fmt.Sprintf("%.1f KB", v/1000)
+	default:
+		return fmt.Sprintf("%.0f B", v)
+	}
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "-"
+	}
+	r := a / b
+	switch {
+	case r >= 10:
+		return fmt.Sprintf("%.0fx", r)
+	case r >= 0.1:
+		return fmt.Sprintf("%.2fx", r)
+	default:
+		return fmt.Sprintf("1/%.0f", 1/r)
+	}
+}
+
+// ReferenceSystem is the system the ratios of the report are taken against.
+const ReferenceSystem = "redis-set"
+
+func (r *Report) reference(res Result) (Result, bool) {
+	for _, x := range r.Results {
+		if x.System == ReferenceSystem && x.Users == res.Users && x.Zipf == res.Zipf && x.Fill == res.Fill {
+			return x, x.Stopped == "" && x.Saturation.Calls > 0
+		}
+	}
+	return Result{}, false
+}
+
+// WriteMarkdown writes the report's table (the one the README shows) with
+// its settings.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	dist := "uniform"
+	if r.Workload.Zipf > 0 {
+		dist = fmt.Sprintf("Zipf s=%g", r.Workload.Zipf)
+	}
+	fmt.Fprintf(&b, "# seenbench results\n\n")
+	fmt.Fprintf(&b, "Workload: feed, users chosen by %s; pool %d items/user; %d candidates/call; limit %d, record returned; seed %d.\n\n",
+		dist, r.Workload.Pool, r.Workload.Candidates, r.Workload.Limit, r.Workload.Seed)
+	fmt.Fprintf(&b, "Run: %s on %d cores; client GOMAXPROCS %d; %d client goroutines closed loop (%d open loop); "+
+		"fill %d items/user (one call per user), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
+		"%d users checked exactly.\n\n",
+		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
+		100*r.OpenFrac, r.Sample)
+	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
+	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, res := range r.Results {
+		ref, hasRef := r.reference(res)
+		row := []string{res.System, formatUsers(res.Users)}
+		if res.Stopped != "" {
+			row = append(row, "stopped: "+res.Stopped)
+			for len(row) < 17 {
+				row = append(row, "")
+			}
+			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+			continue
+		}
+		rr := func(a, b float64) string {
+			if !hasRef || res.System == ReferenceSystem {
+				return "-"
+			}
+			return ratio(a, b)
+		}
+		cpu := us(res.CPUPerCall)
+		if res.CPUInclClient {
+			cpu += " (incl. client)"
+		}
+		mem := bytesPer(res.MemPerUser)
+		if res.MemoryFilled.Kind != "" {
+			mem += " (" + res.MemoryFilled.Kind + ")"
+		}
+		fp := "-"
+		if res.Correctness.NeverShown > 0 {
+			fp = fmt.Sprintf("%.3f%%", 100*res.Correctness.FPRate)
+		}
+		hit := "-"
+		if res.HitRatio >= 0 {
+			hit = fmt.Sprintf("%.4f", res.HitRatio)
+		}
+		cold := "-"
+		if res.Cold.Count > 0 {
+			cold = us(res.Cold.P50) + " / " + us(res.Cold.P99)
+		}
+		rate := fmt.Sprintf("%.0f", res.Saturation.Rate)
+		if res.Err != "" {
+			rate += " (errors)"
+		}
+		row = append(row, rate, rr(res.Saturation.Rate, ref.Saturation.Rate),
+			us(res.Open.Latency.P50), us(res.Open.Latency.P99), us(res.Open.Latency.P999),
+			rr(float64(res.Open.Latency.P99), float64(ref.Open.Latency.P99)),
+			cpu, rr(float64(res.CPUPerCall), float64(ref.CPUPerCall)),
+			mem, rr(res.MemPerUser, ref.MemPerUser),
+			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold)
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	b.WriteString("\nLatency is measured in the open-loop phase from each call's intended send time (no coordinated omission). " +
+		"Server CPU/call is user+system time of the server process (/proc/<pid>/stat) over the saturation phase divided by its calls. " +
+		"Memory/user is (memory after the fill - memory right after start) / users: RSS of the seenapi process, " +
+		"used_memory of redis-server, the hot set's accounted bytes in-process. Disk/user is the data directory's allocated bytes after write-back. " +
+		"Cold latency: one call per checked user right after a restart (every user cold).\n")
+	for _, n := range r.Notes {
+		b.WriteString("\n" + n + "\n")
+	}
+	var errs []string
+	for _, res := range r.Results {
+		if res.Err != "" {
+			errs = append(errs, fmt.Sprintf("- %s U=%s: %s", res.System, formatUsers(res.Users), res.Err))
+		}
+	}
+	if len(errs) > 0 {
+		b.WriteString("\nErrors:\n" + strings.Join(errs, "\n") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

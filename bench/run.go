@@ -1,0 +1,512 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// RunOptions configure the run of one system at one user count.
+type RunOptions struct {
+	// Workload is what the calls are drawn from. Required (Users).
+	Workload Workload
+	// Concurrency is the client goroutines of the closed-loop phases; the
+	// open-loop phase uses twice as many so that the client never queues
+	// at half of saturation. Default 16.
+	Concurrency int
+	// Fill is the items recorded for every user before anything is
+	// measured: one call per user offering Fill items of its pool with limit
+	// Fill. Memory per user is measured right after it. Default 200; -1
+	// skips the fill.
+	Fill int
+	// Warm is the unmeasured Zipf (or uniform) load after the fill. Default 5s.
+	Warm time.Duration
+	// Duration is the length of each measured phase (saturation, then
+	// open loop). Default 20s.
+	Duration time.Duration
+	// OpenFraction is the open-loop rate as a fraction of the measured
+	// saturation rate. Default 0.5.
+	OpenFraction float64
+	// Sample is how many users the tracker checks exactly. Default 1000.
+	Sample int
+	// MemoryLimit stops the run when the system's memory figure exceeds it.
+	// Default 16 GiB.
+	MemoryLimit int64
+	// MemoryOnly stops after the fill: memory, disk and correctness of the
+	// fill calls only.
+	MemoryOnly bool
+	// Progress shows the run's progress. Default none.
+	Progress *Progress
+}
+
+func (o RunOptions) withDefaults() RunOptions {
+	o.Workload = o.Workload.withDefaults()
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.Fill == 0 {
+		o.Fill = 200
+	}
+	if o.Warm == 0 {
+		o.Warm = 5 * time.Second
+	}
+	if o.Duration == 0 {
+		o.Duration = 20 * time.Second
+	}
+	if o.OpenFraction == 0 {
+		o.OpenFraction = 0.5
+	}
+	if o.Sample == 0 {
+		o.Sample = 1000
+	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = 16 << 30
+	}
+	return o
+}
+
+// Latency summarizes a latency histogram.
+type Latency struct {
+	Count int64         `json:"count"`
+	P50   time.Duration `json:"p50_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+}
+
+// Phase is one load phase's figures.
+type Phase struct {
+	Calls   int64         `json:"calls"`
+	Errors  int64         `json:"errors"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Rate    float64       `json:"calls_per_s"` // completed calls / elapsed
+	Latency Latency       `json:"latency"`
+	CPU     time.Duration `json:"server_cpu_ns"` // server CPU over the phase
+}
+
+// Result is everything measured of one system at one user count.
+type Result struct {
+	System      string  `json:"system"`
+	Users       int     `json:"users"`
+	Zipf        float64 `json:"zipf"` // 0: uniform
+	Concurrency int     `json:"concurrency"`
+	Fill        int     `json:"fill_items_per_user"`
+
+	FillPhase  Phase   `json:"fill"`
+	Warm       Phase   `json:"warm"`
+	Saturation Phase   `json:"saturation"`
+	Open       Phase   `json:"open_loop"` // Latency measured from each call's intended send time
+	OpenTarget float64 `json:"open_loop_target_calls_per_s"`
+
+	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
+	CPUInclClient bool          `json:"cpu_includes_client"`
+
+	MemoryBase   Memory  `json:"memory_base"`       // right after setup
+	MemoryFilled Memory  `json:"memory_after_fill"` // after the fill
+	MemPerUser   float64 `json:"memory_bytes_per_user"`
+	DiskBytes    int64   `json:"disk_bytes"` // -1: not applicable
+	DiskPerUser  float64 `json:"disk_bytes_per_user"`
+	HitRatio     float64 `json:"cache_hit_ratio"` // -1: not applicable
+	Cold         Latency `json:"cold_user_latency"`
+
+	Correctness Correctness `json:"correctness"`
+	// Stopped says why the run stopped early (memory limit), if it did.
+	Stopped string `json:"stopped,omitempty"`
+	// Err is the first call error seen, if any.
+	Err string `json:"error,omitempty"`
+}
+
+// Ran reports whether the system completed the measured phases with calls and no errors.
+func (r Result) Ran() bool {
+	return r.Stopped == "" && r.Err == "" && r.Saturation.Calls > 0 && r.Open.Calls > 0 &&
+		r.Saturation.Errors == 0 && r.Open.Errors == 0 && r.FillPhase.Errors == 0 && r.Warm.Errors == 0
+}
+
+// hotPools is how many of the most popular users' pools the run caches
+// (about 100 MB at the default pool), to keep the client's work per call small.
+const hotPools = 1024
+
+// runner holds one run's state.
+type runner struct {
+	sys     System
+	o       RunOptions
+	tr      *Tracker
+	src     *Source
+	label   string
+	firstMu sync.Mutex
+	first   error // first call error
+	stream  atomic.Uint64
+}
+
+func (r *runner) noteErr(err error) {
+	r.firstMu.Lock()
+	if r.first == nil {
+		r.first = err
+	}
+	r.firstMu.Unlock()
+}
+
+// call makes one call, checking it against the tracker (sampled users) or
+// validating the answer's shape (others).
+func (r *runner) call(ctx context.Context, c *Call) error {
+	tu := r.tr.Lock(c.Rank)
+	unseen, err := r.sys.Call(ctx, c.User, c.Candidates, c.Limit)
+	if tu != nil {
+		if err != nil {
+			r.tr.Fail(tu)
+			return err
+		}
+		return r.tr.Check(tu, c.Candidates, unseen, c.Limit)
+	}
+	if err != nil {
+		return err
+	}
+	return validAnswer(c.Candidates, unseen, c.Limit)
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) } // microseconds
+
+func record(h *hdrhistogram.Histogram, d time.Duration) {
+	us := d.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	_ = h.RecordValue(min(us, h.HighestTrackableValue()))
+}
+
+func summarize(h *hdrhistogram.Histogram) Latency {
+	us := time.Microsecond
+	return Latency{Count: h.TotalCount(), P50: time.Duration(h.ValueAtQuantile(50)) * us,
+		P99: time.Duration(h.ValueAtQuantile(99)) * us, P999: time.Duration(h.ValueAtQuantile(99.9)) * us,
+		Max: time.Duration(h.Max()) * us}
+}
+
+// errTooMany stops a phase whose calls mostly fail.
+var errTooMany = errors.New("bench: too many failed calls")
+
+// worker is the state of one load goroutine.
+type worker struct {
+	gen    *Gen
+	call   Call
+	hist   *hdrhistogram.Histogram
+	calls  int64
+	errors int64
+}
+
+// phase runs fn on n workers until ctx ends or fn returns false, then merges.
+func (r *runner) phase(ctx context.Context, name string, n int, total int64, deadline time.Time,
+	fn func(ctx context.Context, w *worker) bool) (Phase, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.o.Progress.Phase(r.label, name, total, deadline)
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = &worker{gen: r.src.Gen(r.stream.Add(1)), hist: newHist()}
+	}
+	var failed atomic.Int64
+	var all atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				before := w.errors
+				if !fn(ctx, w) {
+					return
+				}
+				errs := w.errors - before
+				r.o.Progress.Add(1, errs)
+				a := all.Add(1)
+				if errs > 0 {
+					if f := failed.Add(errs); f > 100 && f*2 > a {
+						cancel(errTooMany)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	p := Phase{Elapsed: time.Since(start)}
+	h := newHist()
+	for _, w := range ws {
+		p.Calls += w.calls
+		p.Errors += w.errors
+		h.Merge(w.hist)
+	}
+	p.Latency = summarize(h)
+	if p.Elapsed > 0 {
+		p.Rate = float64(p.Calls) / p.Elapsed.Seconds()
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errTooMany) {
+		r.firstMu.Lock()
+		first := r.first
+		r.firstMu.Unlock()
+		return p, fmt.Errorf("%s: %w (%d of %d); first: %v", name, errTooMany, failed.Load(), all.Load(), first)
+	}
+	return p, nil
+}
+
+// closedLoop: each worker calls, waits for the answer, calls again, until d
+// passes; calls in flight at the end finish and count.
+func (r *runner) closedLoop(ctx context.Context, name string, d time.Duration) (Phase, error) {
+	deadline := time.Now().Add(d)
+	return r.phase(ctx, name, r.o.Concurrency, 0, deadline, func(ctx context.Context, w *worker) bool {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		w.gen.Next(&w.call)
+		t0 := time.Now()
+		err := r.call(ctx, &w.call)
+		record(w.hist, time.Since(t0))
+		w.calls++
+		if err != nil {
+			w.errors++
+			r.noteErr(err)
+		}
+		return true
+	})
+}
+
+// openLoop issues calls on a fixed schedule (call i intended at start + i/rate)
+// for d; any free worker takes the next slot, and latency runs from the
+// slot's intended time, so a slow answer delays no measurement (no
+// coordinated omission).
+func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time.Duration) (Phase, error) {
+	start := time.Now().Add(10 * time.Millisecond)
+	end := start.Add(d)
+	var next atomic.Int64
+	total := int64(rate * d.Seconds())
+	return r.phase(ctx, name, 2*r.o.Concurrency, total, end, func(ctx context.Context, w *worker) bool {
+		i := next.Add(1) - 1
+		intended := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if !intended.Before(end) {
+			return false
+		}
+		w.gen.Next(&w.call)
+		if wait := time.Until(intended); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return false
+			}
+		}
+		err := r.call(ctx, &w.call)
+		record(w.hist, time.Since(intended))
+		w.calls++
+		if err != nil {
+			w.errors++
+			r.noteErr(err)
+		}
+		return true
+	})
+}
+
+// fill makes one call per user, ranks 0..U-1, each offering n items with limit n.
+func (r *runner) fill(ctx context.Context, n int) (Phase, error) {
+	var next atomic.Int64
+	users := int64(r.o.Workload.Users)
+	return r.phase(ctx, fmt.Sprintf("fill %d items/user", n), r.o.Concurrency, users, time.Time{},
+		func(ctx context.Context, w *worker) bool {
+			rank := next.Add(1) - 1
+			if rank >= users {
+				return false
+			}
+			w.gen.Fill(&w.call, int(rank), n, n)
+			t0 := time.Now()
+			err := r.call(ctx, &w.call)
+			record(w.hist, time.Since(t0))
+			w.calls++
+			if err != nil {
+				w.errors++
+				r.noteErr(err)
+			}
+			return true
+		})
+}
+
+// ranks calls each of the given users once, with the workload's call shape,
+// on n workers.
+func (r *runner) ranks(ctx context.Context, name string, ranks []int, n int) (Phase, error) {
+	var next atomic.Int64
+	return r.phase(ctx, name, n, int64(len(ranks)), time.Time{}, func(ctx context.Context, w *worker) bool {
+		i := next.Add(1) - 1
+		if i >= int64(len(ranks)) {
+			return false
+		}
+		w.gen.Fill(&w.call, ranks[i], r.o.Workload.Candidates, r.o.Workload.Limit)
+		t0 := time.Now()
+		err := r.call(ctx, &w.call)
+		record(w.hist, time.Since(t0))
+		w.calls++
+		if err != nil {
+			w.errors++
+			r.noteErr(err)
+		}
+		return true
+	})
+}
+
+// watchMemory cancels ctx with ErrMemoryLimit when the system's memory
+// exceeds limit; it polls every half second until ctx ends.
+func (r *runner) watchMemory(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m, err := r.sys.Memory(ctx)
+			if err == nil && m.Bytes > r.o.MemoryLimit {
+				cancel(fmt.Errorf("%w: %s %d bytes > %d at %d users", ErrMemoryLimit, m.Kind, m.Bytes, r.o.MemoryLimit, r.o.Workload.Users))
+				return
+			}
+		}
+	}
+}
+
+// Run sets sys up, fills every user, warms it, measures saturation and then
+// the open-loop latency at OpenFraction of it, checks the sampled users once
+// more, reads cache, disk and cold-user figures where the system has them,
+// and closes sys. A run stopped by the memory limit returns its Result with
+// Stopped set and a nil error; a failed run returns what it measured and
+// the error.
+func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err error) {
+	o := opts.withDefaults()
+	if err := o.Workload.Validate(); err != nil {
+		return Result{}, err
+	}
+	src, err := NewSource(o.Workload, hotPools)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &runner{sys: sys, o: o, tr: NewTracker(o.Workload.Users, o.Sample), src: src,
+		label: fmt.Sprintf("%s U=%d", sys.Name(), o.Workload.Users)}
+	res = Result{System: sys.Name(), Users: o.Workload.Users, Zipf: o.Workload.Zipf,
+		Concurrency: o.Concurrency, Fill: max(o.Fill, 0), DiskBytes: -1, DiskPerUser: -1, HitRatio: -1}
+	defer func() {
+		res.Correctness = r.tr.Result()
+		if r.first != nil && res.Err == "" {
+			res.Err = r.first.Error()
+		}
+		if err != nil && res.Err == "" {
+			res.Err = err.Error()
+		}
+	}()
+
+	if err := sys.Setup(ctx); err != nil {
+		return res, fmt.Errorf("%s: setup: %w", sys.Name(), err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = sys.Close()
+		}
+	}()
+	if res.MemoryBase, err = sys.Memory(ctx); err != nil {
+		return res, fmt.Errorf("%s: memory: %w", sys.Name(), err)
+	}
+
+	mctx, mcancel := context.WithCancelCause(ctx)
+	defer mcancel(nil)
+	go r.watchMemory(mctx, mcancel)
+	stopped := func() bool {
+		if cause := context.Cause(mctx); errors.Is(cause, ErrMemoryLimit) {
+			res.Stopped = cause.Error()
+			return true
+		}
+		return false
+	}
+
+	users := float64(o.Workload.Users)
+	if o.Fill > 0 {
+		if res.FillPhase, err = r.fill(mctx, o.Fill); err != nil {
+			return res, err
+		}
+		if stopped() {
+			return res, nil
+		}
+	}
+	if res.MemoryFilled, err = sys.Memory(ctx); err != nil {
+		return res, fmt.Errorf("%s: memory: %w", sys.Name(), err)
+	}
+	res.MemPerUser = float64(res.MemoryFilled.Bytes-res.MemoryBase.Bytes) / users
+
+	if !o.MemoryOnly {
+		if res.Warm, err = r.closedLoop(mctx, "warm-up (unmeasured)", o.Warm); err != nil || stopped() {
+			return res, err
+		}
+		cpu0, err := sys.CPU()
+		if err != nil {
+			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+		}
+		if res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration); err != nil || stopped() {
+			return res, err
+		}
+		cpu1, err := sys.CPU()
+		if err != nil {
+			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+		}
+		res.Saturation.CPU = cpu1.Time - cpu0.Time
+		res.CPUInclClient = cpu1.InclClient
+		if res.Saturation.Calls > 0 {
+			res.CPUPerCall = res.Saturation.CPU / time.Duration(res.Saturation.Calls)
+		}
+		res.OpenTarget = math.Max(1, o.OpenFraction*res.Saturation.Rate)
+		name := fmt.Sprintf("open loop at %.0f calls/s", res.OpenTarget)
+		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
+			return res, err
+		}
+		cpu2, err := sys.CPU()
+		if err != nil {
+			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+		}
+		res.Open.CPU = cpu2.Time - cpu1.Time
+		if _, err = r.ranks(mctx, "check every sampled user", r.tr.Sampled(), o.Concurrency); err != nil || stopped() {
+			return res, err
+		}
+	}
+	mcancel(nil)
+
+	if cs, ok := sys.(CacheStater); ok {
+		hits, misses, err := cs.CacheStats(ctx)
+		if err != nil {
+			return res, fmt.Errorf("%s: cache stats: %w", sys.Name(), err)
+		}
+		if hits+misses > 0 {
+			res.HitRatio = float64(hits) / float64(hits+misses)
+		}
+	}
+	if f, ok := sys.(Flusher); ok {
+		if res.DiskBytes, err = f.FlushDisk(ctx); err != nil {
+			return res, fmt.Errorf("%s: flush: %w", sys.Name(), err)
+		}
+		res.DiskPerUser = float64(res.DiskBytes) / users
+	}
+	if rs, ok := sys.(Restarter); ok {
+		// After a restart every user is cold: one call per sampled user
+		// measures the storage-read latency and checks that nothing
+		// recorded was lost across the restart.
+		if err := rs.Restart(ctx); err != nil {
+			return res, fmt.Errorf("%s: restart: %w", sys.Name(), err)
+		}
+		p, err := r.ranks(ctx, "cold users after restart", r.tr.Sampled(), 1)
+		res.Cold = p.Latency
+		if err != nil {
+			return res, err
+		}
+	}
+	closed = true
+	if err := sys.Close(); err != nil {
+		return res, fmt.Errorf("%s: close: %w", sys.Name(), err)
+	}
+	return res, nil
+}

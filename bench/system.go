@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// System is one system under test, driven through the one call. A System is
+// set up once per user count, called from many goroutines, then closed.
+type System interface {
+	// Name is the system's short name as used in --systems and the report.
+	Name() string
+	// Setup starts the system fresh (a new server process, an empty store).
+	Setup(ctx context.Context) error
+	// Call asks which candidates the user has not seen, in candidate order,
+	// at most limit of them, and records the returned ones as seen. Safe for
+	// concurrent use. The returned strings may alias candidates.
+	Call(ctx context.Context, user string, candidates []string, limit int) (unseen []string, err error)
+	// Memory returns what the system holds in memory now.
+	Memory(ctx context.Context) (Memory, error)
+	// CPU returns the CPU time (user + system) the server has spent since it
+	// started; the run takes differences of it.
+	CPU() (CPU, error)
+	// Close stops the system and frees what Setup took.
+	Close() error
+}
+
+// Memory is a system's memory figure.
+type Memory struct {
+	Bytes int64
+	Kind  string // what Bytes is: "rss", "used_memory", "cache_bytes"
+}
+
+// CPU is a server's cumulative CPU time.
+type CPU struct {
+	Time time.Duration
+	// InclClient is true when the figure includes the load generator
+	// (the system runs inside the harness process).
+	InclClient bool
+}
+
+// Flusher is a System that writes everything it holds back to disk; the run
+// reports disk bytes per user after the flush. A stopped server counts as
+// flushed (its shutdown writes back); Flush may stop it.
+type Flusher interface {
+	// FlushDisk writes every change back and returns the bytes the system
+	// takes on disk.
+	FlushDisk(ctx context.Context) (int64, error)
+}
+
+// CacheStater is a System with a hot set in front of storage.
+type CacheStater interface {
+	// CacheStats returns the hot set's hits and misses since it started.
+	CacheStats(ctx context.Context) (hits, misses uint64, err error)
+}
+
+// Restarter is a System whose users can be made cold: Restart stops it
+// (writing back) and starts it again on the same data, with an empty hot
+// set. The run uses it to measure the cold-user (storage read) latency.
+type Restarter interface {
+	Restart(ctx context.Context) error
+}

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Tracker keeps the exact seen set of a sample of users and checks every
+// answer a system gives for them: a false negative is an item the user was
+// shown (returned by an earlier call) that the system calls unseen; a false
+// positive is an item never shown that the system calls seen.
+//
+// Calls of one sampled user are serialized by the tracker (Lock/Unlock
+// around the call) so that its exact set is the truth at the time of each
+// call. Safe for concurrent use.
+type Tracker struct {
+	users  map[int]*trackedUser // sampled ranks; read-only after NewTracker
+	stride int
+
+	checks   atomic.Int64 // answers checked
+	fn       atomic.Int64 // false negatives
+	tested   atomic.Int64 // never-shown candidates whose answer was classified
+	fp       atomic.Int64 // of those, reported seen
+	bad      atomic.Int64 // invalid answers
+	tainted  atomic.Int64 // users dropped after a failed call
+	shownSum atomic.Int64 // items recorded in exact sets
+}
+
+type trackedUser struct {
+	mu      sync.Mutex
+	seen    map[string]struct{}
+	tainted bool // a call failed: the state is unknown, stop checking
+}
+
+// NewTracker samples about n of the users' ranks: every stride-th rank
+// starting at stride/2 (stride = users/n), so the sample spans hot and cold
+// users without holding the few hottest, whose serialization would disturb
+// the load.
+func NewTracker(users, n int) *Tracker {
+	t := &Tracker{users: map[int]*trackedUser{}}
+	if n <= 0 || users <= 0 {
+		return t
+	}
+	if n > users {
+		n = users
+	}
+	t.stride = users / n
+	for r := t.stride / 2; r < users && len(t.users) < n; r += t.stride {
+		t.users[r] = &trackedUser{seen: map[string]struct{}{}}
+	}
+	return t
+}
+
+// Sampled returns the ranks of the sampled users.
+func (t *Tracker) Sampled() []int {
+	out := make([]int, 0, len(t.users))
+	for r := t.stride / 2; len(out) < len(t.users); r += t.stride {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Lock returns the tracked state of the user of rank, locked, or nil if the
+// user is not sampled. The caller makes the call, then calls Check (on
+// success) or Fail (on error), which unlock.
+func (t *Tracker) Lock(rank int) *trackedUser {
+	u := t.users[rank]
+	if u != nil {
+		u.mu.Lock()
+	}
+	return u
+}
+
+// Fail records that the call failed: the user's state is unknown from now
+// on and the user is no longer checked. It unlocks u.
+func (t *Tracker) Fail(u *trackedUser) {
+	if !u.tainted {
+		u.tainted = true
+		t.tainted.Add(1)
+	}
+	u.mu.Unlock()
+}
+
+// Check checks the answer unseen to candidates (distinct items) with the
+// given limit against u's exact set, then adds the returned items to it.
+// Candidates after the limit-th returned one were not classified by the
+// system and are not counted. It unlocks u and returns
+// ErrBadAnswer if the answer is not a subsequence of the candidates of at
+// most limit items.
+func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) error {
+	defer u.mu.Unlock()
+	if u.tainted {
+		return nil
+	}
+	if err := validAnswer(candidates, unseen, limit); err != nil {
+		t.bad.Add(1)
+		u.tainted = true
+		t.tainted.Add(1)
+		return err
+	}
+	t.checks.Add(1)
+	var fn, tested, fp int64
+	j := 0
+	for _, c := range candidates {
+		if j == len(unseen) && len(unseen) >= limit {
+			break // the limit was reached: the remaining candidates were not classified
+		}
+		reportedUnseen := j < len(unseen) && unseen[j] == c
+		if reportedUnseen {
+			j++
+		}
+		_, shown := u.seen[c]
+		switch {
+		case shown && reportedUnseen:
+			fn++
+		case !shown:
+			tested++
+			if !reportedUnseen {
+				fp++
+			}
+		}
+	}
+	for _, c := range unseen {
+		if _, ok := u.seen[c]; !ok {
+			u.seen[c] = struct{}{}
+			t.shownSum.Add(1)
+		}
+	}
+	t.fn.Add(fn)
+	t.tested.Add(tested)
+	t.fp.Add(fp)
+	return nil
+}
+
+// validAnswer reports whether unseen is a subsequence of candidates with at
+// most limit items.
+func validAnswer(candidates, unseen []string, limit int) error {
+	if len(unseen) > limit {
+		return fmt.Errorf("%w: %d items returned, limit %d", ErrBadAnswer, len(unseen), limit)
+	}
+	j := 0
+	for _, c := range candidates {
+		if j < len(unseen) && unseen[j] == c {
+			j++
+		}
+	}
+	if j != len(unseen) {
+		return fmt.Errorf("%w: item %q is not a candidate or is out of order", ErrBadAnswer, unseen[j])
+	}
+	return nil
+}
+
+// Correctness is what the tracker found.
+type Correctness struct {
+	SampledUsers   int     `json:"sampled_users"`
+	Checks         int64   `json:"checks"`           // answers checked
+	FalseNegatives int64   `json:"false_negatives"`  // shown items reported unseen
+	NeverShown     int64   `json:"never_shown"`      // never-shown items whose answer was classified
+	FalsePositives int64   `json:"false_positives"`  // of those, reported seen
+	FPRate         float64 `json:"fp_rate"`          // FalsePositives / NeverShown
+	BadAnswers     int64   `json:"bad_answers"`      // answers that were not a subsequence of the candidates
+	TaintedUsers   int64   `json:"tainted_users"`    // users dropped after a failed call
+	ShownItems     int64   `json:"shown_items"`      // items in the exact sets
+	MeanShown      float64 `json:"mean_shown_items"` // per sampled user
+}
+
+// Result returns the figures so far.
+func (t *Tracker) Result() Correctness {
+	c := Correctness{SampledUsers: len(t.users), Checks: t.checks.Load(),
+		FalseNegatives: t.fn.Load(), NeverShown: t.tested.Load(), FalsePositives: t.fp.Load(),
+		BadAnswers: t.bad.Load(), TaintedUsers: t.tainted.Load(), ShownItems: t.shownSum.Load()}
+	if c.NeverShown > 0 {
+		c.FPRate = float64(c.FalsePositives) / float64(c.NeverShown)
+	}
+	if c.SampledUsers > 0 {
+		c.MeanShown = float64(c.ShownItems) / float64(c.SampledUsers)
+	}
+	return c
+}
