@@ -1,6 +1,6 @@
-// Package web holds the dashboard's static files, embedded into the binary
-// and served at / by the API.
 package web
+
+//go:generate go run ./internal/cmd/jsclient -spec ../openapi.yaml -out static/api.js
 
 import (
 	"embed"

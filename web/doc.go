@@ -1,0 +1,15 @@
+// Package web holds the dashboard's static files, embedded into the binary
+// and served at / by the API: static/index.html, static/style.css,
+// static/app.js (plain ES modules, no build step, no external assets) and
+// static/api.js, the operation table generated from openapi.yaml by
+// `go generate ./web` (a test fails when it is stale).
+//
+// The dashboard shows the service's figures (GET /v1/stats every 2 s, with
+// sparklines of calls/s and hit ratio computed from successive answers),
+// the namespaces, and one user's filter, and it checks, records and erases
+// items with the API key kept in the browser's sessionStorage. It learns the
+// key's role from the answers it gets: a success proves at least the
+// operation's role, a 401 or 403 narrows it down.
+//
+// FS is safe for concurrent use: the embedded tree is read-only.
+package web

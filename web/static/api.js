@@ -1,0 +1,231 @@
+// Code generated from openapi.yaml by web/internal/cmd/jsclient. DO NOT EDIT.
+// Change openapi.yaml, then run `go generate ./web`; a test fails while this file is stale.
+// Contract: seenapi 1.0.0.
+
+/**
+ * @typedef {Object} Operation
+ * @property {string} method HTTP method.
+ * @property {string} path Path template; {name} is a path parameter, percent-encoded when filled.
+ * @property {string[]} params Path parameters in path order.
+ * @property {("none"|"read"|"write"|"admin")} role The least key role the operation needs.
+ * @property {string|null} body Request media type, null without a body.
+ */
+
+/** Every operation of the contract, by operationId. @type {Readonly<Record<string, Operation>>} */
+export const operations = Object.freeze({
+  checkSeen: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/check", params: ["ns", "user"], role: "read", body: "application/json" }),
+  exportUser: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}/users/{user}/export", params: ["ns", "user"], role: "admin", body: null }),
+  filterBatch: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/filter", params: ["ns"], role: "write", body: "application/json" }),
+  filterUser: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/filter", params: ["ns", "user"], role: "write", body: "application/json" }),
+  forgetItems: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}/items", params: ["ns", "user"], role: "write", body: "application/json" }),
+  forgetUser: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}", params: ["ns", "user"], role: "admin", body: null }),
+  getDashboard: Object.freeze({ method: "GET", path: "/", params: [], role: "none", body: null }),
+  getHealth: Object.freeze({ method: "GET", path: "/healthz", params: [], role: "none", body: null }),
+  getMetrics: Object.freeze({ method: "GET", path: "/metrics", params: [], role: "read", body: null }),
+  getNamespace: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}", params: ["ns"], role: "read", body: null }),
+  getOpenAPI: Object.freeze({ method: "GET", path: "/openapi.yaml", params: [], role: "none", body: null }),
+  getReady: Object.freeze({ method: "GET", path: "/readyz", params: [], role: "none", body: null }),
+  getStats: Object.freeze({ method: "GET", path: "/v1/stats", params: [], role: "read", body: null }),
+  getUser: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}/users/{user}", params: ["ns", "user"], role: "read", body: null }),
+  importUser: Object.freeze({ method: "PUT", path: "/v1/namespaces/{ns}/users/{user}/export", params: ["ns", "user"], role: "admin", body: "application/octet-stream" }),
+  listNamespaces: Object.freeze({ method: "GET", path: "/v1/namespaces", params: [], role: "read", body: null }),
+  recordSeen: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/seen", params: ["ns", "user"], role: "write", body: "application/json" }),
+});
+
+/** Key roles, lowest first; each implies the ones before it. */
+export const roles = Object.freeze(["none", "read", "write", "admin"]);
+
+/**
+ * @typedef {Object} BatchFilterEntry
+ * @property {Array<Item>} candidates
+ * @property {number} [limit]
+ * @property {OnError} [on_error] `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
+ * @property {RecordMode} [record] Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
+ * @property {string} user User id (not percent-encoded), 1 to 256 bytes.
+ */
+
+/**
+ * @typedef {Object} BatchFilterRequest
+ * @property {Array<BatchFilterEntry>} requests
+ */
+
+/**
+ * @typedef {Object} BatchFilterResponse
+ * @property {Array<BatchFilterResult>} results
+ */
+
+/**
+ * The one call's answer for one user, or its error.
+ * @typedef {Object} BatchFilterResult
+ * @property {boolean} [degraded]
+ * @property {Problem} [error] An RFC 9457 problem detail.
+ * @property {number} [recorded]
+ * @property {boolean} [saturated]
+ * @property {number} [seen_count]
+ * @property {Array<string>} [unseen]
+ * @property {string} user
+ */
+
+/**
+ * @typedef {Object} CheckResponse
+ * @property {Array<boolean>} seen seen[i] says whether items[i] was seen.
+ * @property {number} seen_count How many entries of seen are true.
+ */
+
+/**
+ * @typedef {Object} FieldError
+ * @property {string} detail
+ * @property {string} [parameter] Name of the offending path or query parameter.
+ * @property {string} [pointer] JSON pointer to the offending member of the request body.
+ */
+
+/**
+ * @typedef {Object} FilterRequest
+ * @property {Array<Item>} candidates
+ * @property {number} [limit] At most this many unseen candidates come back; 0 means no limit.
+ * @property {OnError} [on_error] `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
+ * @property {RecordMode} [record] Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
+ */
+
+/**
+ * @typedef {Object} FilterResponse
+ * @property {boolean} [degraded] The filter could not be used and on_error was open; unseen is unfiltered.
+ * @property {number} recorded Items that became seen by this call.
+ * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
+ * @property {number} seen_count Distinct candidates that tested seen.
+ * @property {Array<string>} unseen The unseen candidates in request order, each once, at most limit.
+ */
+
+/**
+ * @typedef {Object} ForgetItemsResult
+ * @property {number} forgotten
+ */
+
+/**
+ * One time bucket of a windowed filter (the only one, numbered 0, without a window).
+ * @typedef {Object} GenerationStats
+ * @property {number} bucket Absolute bucket number, start time / granularity.
+ * @property {number} items
+ * @property {Array<LayerStats>|null} layers
+ * @property {string} start
+ */
+
+/**
+ * @typedef {Object} Health
+ * @property {string} status
+ */
+
+/**
+ * @typedef {("merge"|"replace")} ImportMode
+ */
+
+/**
+ * An item id, 1 to 256 bytes of UTF-8 without control characters.
+ * @typedef {string} Item
+ */
+
+/**
+ * @typedef {Object} ItemsRequest
+ * @property {Array<Item>} items
+ */
+
+/**
+ * @typedef {Object} LayerStats
+ * @property {number} bits
+ * @property {number} bits_set
+ * @property {number} capacity
+ * @property {number} fill
+ * @property {number} fp_rate This layer's false-positive rate now, from its fill.
+ * @property {number} hashes
+ * @property {number} items
+ */
+
+/**
+ * @typedef {Object} Namespace
+ * @property {number} fp_rate Target false-positive rate.
+ * @property {number} granularity Width of one time bucket of the window in seconds; 0 without a window.
+ * @property {number} growth Layer i holds initial_capacity * growth^i items.
+ * @property {number} initial_capacity Items the first layer holds.
+ * @property {string} kind
+ * @property {number} max_items Items one user holds at most; 0 means no cap.
+ * @property {string} name
+ * @property {number} tightening Layer i has error p0 * tightening^i.
+ * @property {number} window Retention window in seconds; 0 means forever.
+ */
+
+/**
+ * @typedef {Object} NamespaceList
+ * @property {Array<Namespace>} namespaces
+ */
+
+/**
+ * `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
+ * @typedef {("fail"|"open")} OnError
+ */
+
+/**
+ * An RFC 9457 problem detail.
+ * @typedef {Object} Problem
+ * @property {string} [detail]
+ * @property {Array<FieldError>} [errors]
+ * @property {string} [instance] The request path.
+ * @property {number} status
+ * @property {string} title
+ * @property {string} type
+ */
+
+/**
+ * Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
+ * @typedef {("returned"|"none"|"all")} RecordMode
+ */
+
+/**
+ * @typedef {Object} SeenResponse
+ * @property {number} recorded Items that became seen by this call.
+ * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
+ * @property {number} seen_count Items that had already been seen.
+ */
+
+/**
+ * @typedef {Object} ServiceStats
+ * @property {number} cache_budget_bytes
+ * @property {number} cache_bytes Bytes accounted to hot users.
+ * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}".
+ * @property {number} degraded Answers given unfiltered because on_error was open.
+ * @property {number} dirty_users
+ * @property {Object<string, number>} errors Error responses by HTTP status.
+ * @property {number} evictions
+ * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
+ * @property {number} flushed_users
+ * @property {number} flushes
+ * @property {number} hit_ratio
+ * @property {number} hits
+ * @property {number} hot_users
+ * @property {number} in_flight Requests being served now.
+ * @property {number} journal_appends
+ * @property {number} loads Storage reads of cold users.
+ * @property {number} misses
+ * @property {string} started_at
+ * @property {number} storage_bytes
+ * @property {number} storage_errors
+ * @property {number} uptime_seconds
+ */
+
+/**
+ * @typedef {Object} UserStats
+ * @property {number} bits
+ * @property {number} bits_set
+ * @property {boolean} dirty The filter has changes not yet written back.
+ * @property {number} encoded_bytes
+ * @property {string} first_seen
+ * @property {number} fp_rate Estimated false-positive rate now.
+ * @property {Array<GenerationStats>|null} [generations]
+ * @property {boolean} hot The filter is in memory now.
+ * @property {number} items Items added inside the window (an item added twice counts once).
+ * @property {string} kind
+ * @property {string} last_seen
+ * @property {number} layers
+ * @property {number} memory_bytes
+ * @property {boolean} saturated At the namespace's item cap; new items are not recorded.
+ * @property {number} target_fp_rate
+ */

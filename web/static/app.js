@@ -1,0 +1,654 @@
+// seenapi dashboard: one ES module, no build step. It calls the REST API
+// through the operation table generated from openapi.yaml (api.js), exactly
+// as any client does, with the API key kept in sessionStorage.
+import { operations, roles as ROLES } from './api.js';
+
+const KEY_STORE = 'seenapi.key';
+const ROLE_STORE = 'seenapi.role';
+const REFRESH_MS = 2000;
+const HISTORY_MS = 5 * 60 * 1000;
+
+const state = {
+  key: sessionStorage.getItem(KEY_STORE) || '',
+  // What is known of the key's role: a range of levels in ROLES.
+  role: loadRole(),
+  samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
+  statsError: null,
+  namespaces: null,
+  view: '',
+  seq: 0, // bumped on every render; a late answer for an older view is dropped
+  timer: 0,
+};
+
+// ---------- API ----------
+
+/** A failed call: the problem+json document the API answered, or one made up for a network failure. */
+class Problem extends Error {
+  constructor(status, doc) {
+    super((doc && (doc.detail || doc.title)) || `HTTP ${status}`);
+    this.status = status;
+    this.type = (doc && doc.type) || '';
+    this.title = (doc && doc.title) || '';
+    this.detail = (doc && doc.detail) || '';
+    this.errors = (doc && Array.isArray(doc.errors)) ? doc.errors : [];
+  }
+  /** The problem type's last path segment, e.g. "user-not-found". */
+  get kind() { return this.type.split('/').pop(); }
+}
+
+/** Calls the operation named opId of openapi.yaml with path params and an optional JSON body. */
+async function call(opId, params = {}, body) {
+  const op = operations[opId];
+  if (!op) throw new Error(`the dashboard calls ${opId}, which openapi.yaml does not define`);
+  const path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
+    if (params[name] === undefined || params[name] === '') throw new Problem(0, { title: 'Missing input', detail: `${name} is required` });
+    return encodeURIComponent(params[name]);
+  });
+  const headers = { Accept: 'application/json, application/problem+json' };
+  if (state.key) headers.Authorization = `Bearer ${state.key}`;
+  const init = { method: op.method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
+  }
+  const text = await res.text();
+  let doc = null;
+  try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: keep the text below */ }
+  if (!res.ok) {
+    const p = new Problem(res.status, doc && typeof doc === 'object' ? doc
+      : { title: res.statusText, detail: text.trim().slice(0, 300) || `The service answered HTTP ${res.status}.` });
+    learnRole(op, p);
+    throw p;
+  }
+  learnRole(op, null);
+  return doc;
+}
+
+// ---------- role ----------
+
+function loadRole() {
+  try {
+    const r = JSON.parse(sessionStorage.getItem(ROLE_STORE) || 'null');
+    if (r && Number.isInteger(r.min) && Number.isInteger(r.max)) return r;
+  } catch { /* fall through */ }
+  return { min: 0, max: 3, checked: false, open: false, rejected: false };
+}
+
+function saveRole() { sessionStorage.setItem(ROLE_STORE, JSON.stringify(state.role)); }
+
+function level(role) { const i = ROLES.indexOf(role); return i < 0 ? 1 : i; }
+
+/** Narrows what is known of the key's role from the outcome of a call to op. */
+function learnRole(op, problem) {
+  const r = state.role;
+  const need = level(op.role);
+  const before = JSON.stringify(r);
+  if (!problem) {
+    if (need > 0) {
+      r.checked = true;
+      r.rejected = false;
+      if (!state.key) { r.open = true; r.min = 3; r.max = 3; }
+      r.min = Math.max(r.min, need);
+      if (r.max < r.min) r.max = r.min;
+    }
+  } else if (problem.status === 401) {
+    r.checked = true; r.rejected = true; r.open = false; r.min = 0; r.max = 0;
+  } else if (problem.status === 403) {
+    r.checked = true; r.rejected = false;
+    const said = /has role (read|write|admin)\b/.exec(problem.detail);
+    if (said) { r.min = r.max = level(said[1]); } else { r.max = Math.min(r.max, need - 1); if (r.min > r.max) r.min = r.max; }
+  }
+  if (JSON.stringify(r) !== before) { saveRole(); showRole(); }
+}
+
+function roleText() {
+  const r = state.role;
+  if (!r.checked) return state.key ? 'role: checking…' : 'role: no key';
+  if (r.rejected) return state.key ? 'key rejected' : 'role: no key (the service needs one)';
+  if (r.open) return 'role: admin (open service, no keys configured)';
+  if (r.min === r.max) return `role: ${ROLES[r.min]}`;
+  if (r.max === 3) return `role: ${ROLES[r.min]} or higher`;
+  return `role: ${ROLES.slice(r.min, r.max + 1).join(' or ')}`;
+}
+
+function showRole() {
+  const out = document.getElementById('role');
+  out.textContent = roleText();
+  out.title = state.role.min === state.role.max ? '' :
+    'The key is checked on every call; the role becomes exact once an action succeeds or is refused.';
+  for (const b of document.querySelectorAll('button[data-op]')) gate(b);
+}
+
+/** Disables a button whose operation needs more than the key is known to have, saying why. */
+function gate(button) {
+  const op = operations[button.dataset.op];
+  const need = level(op.role);
+  const hint = button.parentElement.querySelector('.need');
+  const short = state.role.checked && !state.role.rejected && state.role.max < need;
+  button.disabled = short;
+  if (hint) hint.textContent = short ? `needs a ${op.role} key; this key is ${ROLES[state.role.max]}` : `needs a ${op.role} key`;
+}
+
+// ---------- DOM helpers ----------
+
+/** h builds an element: h('p', {class: 'x'}, 'text', child). Text is never parsed as HTML. */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function s(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+function problemBox(p, what) {
+  const box = h('div', { class: 'problem', role: 'alert' },
+    p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
+    h('span', { class: 'detail' }, p.detail || p.message));
+  if (what) box.prepend(h('span', {}, `${what} failed. `));
+  if (p.errors && p.errors.length) {
+    box.append(h('ul', {}, p.errors.map((e) => h('li', {}, `${e.pointer || e.parameter || ''} ${e.detail}`.trim()))));
+  }
+  return box;
+}
+
+function banner(p) {
+  const b = document.getElementById('banner');
+  if (!p) { b.hidden = true; b.replaceChildren(); return; }
+  b.replaceChildren(
+    h('span', {}, p instanceof Problem && p.status ? `${p.status} ${p.title}: ` : 'Error: '),
+    h('span', { class: 'detail' }, p.detail || p.message || String(p)),
+    h('button', { type: 'button', onclick: () => banner(null) }, 'Dismiss'));
+  b.hidden = false;
+}
+
+// ---------- formatting ----------
+
+const nf = new Intl.NumberFormat('en-US');
+function num(n) { return n === undefined || n === null ? '–' : nf.format(n); }
+function bytes(n) {
+  if (n === undefined || n === null) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0; let v = n;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+}
+function pct(x, digits) {
+  if (x === undefined || x === null || Number.isNaN(x)) return '–';
+  const v = x * 100;
+  const d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
+  return `${v.toFixed(d).replace(/\.?0+$/, '') || '0'}%`;
+}
+function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
+function duration(sec) {
+  if (!sec) return '0';
+  if (sec < 1) return `${Math.round(sec * 1000)} ms`;
+  if (sec < 120) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
+  if (sec < 7200) return `${Math.round(sec / 60)} min`;
+  if (sec < 172800) return `${Math.round(sec / 3600)} h`;
+  return `${Math.round(sec / 86400)} d`;
+}
+function when(iso) {
+  if (!iso) return '–';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime()) || d.getTime() <= 0) return '–';
+  const ago = (Date.now() - d.getTime()) / 1000;
+  return `${d.toLocaleString()} (${ago >= 0 ? duration(ago) + ' ago' : 'in ' + duration(-ago)})`;
+}
+
+// ---------- overview ----------
+
+/** Rates between successive samples: [{t, v}] for the value f(prev, cur, dtSeconds). */
+function series(f) {
+  const out = [];
+  for (let i = 1; i < state.samples.length; i++) {
+    const a = state.samples[i - 1]; const b = state.samples[i];
+    const dt = (b.t - a.t) / 1000;
+    if (dt <= 0) continue;
+    const v = f(a.s, b.s, dt);
+    if (v !== null && Number.isFinite(v)) out.push({ t: b.t, v });
+  }
+  return out;
+}
+
+function sumCalls(s) { return Object.values(s.calls || {}).reduce((x, y) => x + y, 0); }
+function callsRate(route) {
+  return (a, b, dt) => ((route ? (b.calls || {})[route] || 0 : sumCalls(b)) - (route ? (a.calls || {})[route] || 0 : sumCalls(a))) / dt;
+}
+function hitRatio(a, b) {
+  const hits = b.hits - a.hits; const misses = b.misses - a.misses;
+  return hits + misses > 0 ? hits / (hits + misses) : null;
+}
+
+/** An inline SVG sparkline of points [{t, v}] over the history window, labelled for screen readers. */
+function sparkline(points, label, fmt, fixedMax) {
+  const w = 200; const hgt = 40;
+  const now = Date.now();
+  const svg = s('svg', { class: 'spark', viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: 'none', role: 'img' });
+  if (points.length < 2) {
+    svg.setAttribute('aria-label', `${label}: collecting, a trend needs two refreshes`);
+    return svg;
+  }
+  const max = fixedMax ?? Math.max(...points.map((p) => p.v), 1e-9);
+  const x = (t) => ((t - (now - HISTORY_MS)) / HISTORY_MS) * w;
+  const y = (v) => hgt - 2 - (Math.max(0, v) / max) * (hgt - 4);
+  const pts = points.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(' ');
+  svg.append(s('polygon', { class: 'area', points: `${x(points[0].t).toFixed(1)},${hgt} ${pts} ${x(points[points.length - 1].t).toFixed(1)},${hgt}` }));
+  svg.append(s('polyline', { points: pts }));
+  const vs = points.map((p) => p.v);
+  svg.setAttribute('aria-label', `${label} over the last ${Math.round((now - points[0].t) / 60000) || 1} min: now ${fmt(vs[vs.length - 1])}, min ${fmt(Math.min(...vs))}, max ${fmt(Math.max(...vs))}`);
+  const title = s('title'); title.textContent = svg.getAttribute('aria-label'); svg.prepend(title);
+  return svg;
+}
+
+function card(id, label, value, sub, extra) {
+  return h('div', { class: 'card', id: `card-${id}` },
+    h('dl', {}, h('dt', {}, label), h('dd', {}, h('span', { class: 'value', 'data-k': id }, value), sub ? h('span', { class: 'sub' }, sub) : null)),
+    extra || null);
+}
+
+function renderOverview(view) {
+  view.replaceChildren(
+    h('h2', {}, 'Service overview'),
+    h('div', { id: 'overview-error' }),
+    h('div', { id: 'overview', 'aria-live': 'off' }, h('p', { class: 'muted' }, 'Loading figures…')));
+  drawOverview();
+}
+
+function drawOverview() {
+  const box = document.getElementById('overview');
+  if (!box) return;
+  const errBox = document.getElementById('overview-error');
+  errBox.replaceChildren(state.statsError ? problemBox(state.statsError, 'Refreshing the figures') : '');
+  const last = state.samples[state.samples.length - 1];
+  if (!last) {
+    if (state.statsError) box.replaceChildren();
+    return;
+  }
+  const st = last.s;
+  const calls = series(callsRate(null));
+  const hits = series(hitRatio);
+  const degraded = series((a, b, dt) => (b.degraded - a.degraded) / dt);
+  const lastRate = (pts) => (pts.length ? pts[pts.length - 1].v : null);
+  const usedFrac = st.cache_budget_bytes > 0 ? st.cache_bytes / st.cache_budget_bytes : 0;
+  const totalCalls = sumCalls(st);
+
+  const cards = h('div', { class: 'cards' },
+    card('calls', 'Calls per second', rate(lastRate(calls)), `${num(totalCalls)} calls since start · ${num(st.in_flight)} in flight`,
+      sparkline(calls, 'Calls per second', rate)),
+    card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(st.hit_ratio, 1),
+      `${pct(st.hit_ratio, 1)} since start · ${num(st.hits)} hits, ${num(st.misses)} misses`,
+      sparkline(hits, 'Hit ratio', (v) => pct(v, 1), 1)),
+    card('hot-users', 'Hot users', num(st.hot_users), `${num(st.loads)} loaded from storage · ${num(st.evictions)} evicted`),
+    card('cache', 'Cache bytes', bytes(st.cache_bytes), `of ${bytes(st.cache_budget_bytes)} budget (${pct(usedFrac, 1)})`,
+      h('div', { class: `bar${usedFrac > 0.9 ? ' warn' : ''}`, role: 'img', 'aria-label': `cache ${pct(usedFrac, 1)} of budget` },
+        h('span', { style: `width:${Math.min(100, usedFrac * 100).toFixed(1)}%` }))),
+    card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushes)} flushes`),
+    card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now`),
+    card('storage', 'Storage size', bytes(st.storage_bytes), `${num(st.storage_errors)} storage errors · ${num(st.journal_appends)} journal appends`),
+    card('uptime', 'Uptime', duration(st.uptime_seconds), `since ${when(st.started_at)}`));
+
+  const routes = Object.keys(st.calls || {}).sort((a, b) => (st.calls[b] - st.calls[a]) || a.localeCompare(b));
+  const routeTable = h('table', { id: 'routes' },
+    h('caption', {}, 'Calls per route'),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Route'), h('th', { scope: 'col', class: 'num' }, 'Calls/s'),
+      h('th', { scope: 'col', class: 'num' }, 'Total'), h('th', { scope: 'col' }, 'Last 5 min'))),
+    h('tbody', {}, routes.length ? routes.map((r) => {
+      const pts = series(callsRate(r));
+      return h('tr', {}, h('td', {}, h('code', {}, r)), h('td', { class: 'num' }, rate(lastRate(pts))),
+        h('td', { class: 'num' }, num(st.calls[r])), h('td', { style: 'width:12rem' }, sparkline(pts, `${r} calls per second`, rate)));
+    }) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No calls yet.'))));
+
+  const statuses = Object.keys(st.errors || {}).sort();
+  const errTable = h('table', { id: 'errors' },
+    h('caption', {}, 'Error answers by status'),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col', class: 'num' }, 'Answers'))),
+    h('tbody', {}, statuses.length ? statuses.map((c) => h('tr', {}, h('td', {}, c), h('td', { class: 'num' }, num(st.errors[c]))))
+      : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))));
+
+  box.replaceChildren(cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
+}
+
+async function poll() {
+  clearTimeout(state.timer);
+  if (!document.hidden) {
+    try {
+      const st = await call('getStats');
+      const now = Date.now();
+      const prev = state.samples[state.samples.length - 1];
+      // A restarted service starts its counters again: its old history no longer subtracts.
+      if (prev && (st.started_at !== prev.s.started_at || sumCalls(st) < sumCalls(prev.s))) state.samples = [];
+      state.samples.push({ t: now, s: st });
+      while (state.samples.length && state.samples[0].t < now - HISTORY_MS) state.samples.shift();
+      state.statsError = null;
+      document.getElementById('updated').textContent = `Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000} s`;
+    } catch (e) {
+      state.statsError = e;
+      document.getElementById('updated').textContent = `Figures not refreshed: ${e.detail || e.message}`;
+    }
+    if (state.view === 'overview') drawOverview();
+  }
+  state.timer = setTimeout(poll, REFRESH_MS);
+}
+
+// ---------- namespaces ----------
+
+async function loadNamespaces() {
+  const doc = await call('listNamespaces');
+  state.namespaces = doc.namespaces || [];
+  return state.namespaces;
+}
+
+function seconds(sec) { return sec ? duration(sec) : 'none'; }
+
+async function renderNamespaces(view, seq) {
+  view.replaceChildren(h('h2', {}, 'Namespaces'), h('p', { class: 'muted' }, 'Loading…'));
+  let list;
+  try { list = await loadNamespaces(); } catch (e) {
+    if (seq !== state.seq) return;
+    view.replaceChildren(h('h2', {}, 'Namespaces'), problemBox(e, 'Listing the namespaces'));
+    return;
+  }
+  if (seq !== state.seq) return;
+  view.replaceChildren(h('h2', {}, 'Namespaces'),
+    h('p', { class: 'muted' }, 'Each namespace is one kind of seen history with its own filter profile. A profile is stored with each user\'s filter, so changing it only affects new filters.'),
+    h('table', { id: 'namespaces' },
+      h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Target FP rate', 'Window', 'Granularity', 'Item cap', 'Initial capacity', 'Growth', 'Tightening']
+        .map((c, i) => h('th', { scope: 'col', class: i >= 2 && i !== 3 && i !== 4 ? 'num' : null }, c)))),
+      h('tbody', {}, list.length ? list.map((n) => h('tr', { 'data-ns': n.name },
+        h('th', { scope: 'row' }, h('a', { href: `#/ns/${encodeURIComponent(n.name)}` }, n.name)),
+        h('td', {}, n.kind), h('td', { class: 'num' }, pct(n.fp_rate)), h('td', {}, seconds(n.window)),
+        h('td', {}, seconds(n.granularity)), h('td', { class: 'num' }, n.max_items ? num(n.max_items) : 'no cap'),
+        h('td', { class: 'num' }, num(n.initial_capacity)), h('td', { class: 'num' }, `×${n.growth}`),
+        h('td', { class: 'num' }, `×${n.tightening}`)))
+        : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.')))));
+}
+
+// ---------- user inspector ----------
+
+function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${encodeURIComponent(user)}`; }
+
+function parseItems(text) {
+  return text.split(/[\n,]/).map((x) => x.trim()).filter((x) => x.length > 0);
+}
+
+async function renderInspector(view, seq, ns, user) {
+  const nsSelect = h('select', { id: 'lookup-ns', name: 'ns', required: true });
+  const userInput = h('input', { id: 'lookup-user', name: 'user', type: 'text', required: true, spellcheck: 'false', value: user || '', placeholder: 'e.g. 42' });
+  const form = h('form', { class: 'form', id: 'lookup', role: 'search', 'aria-label': 'Look up a user' },
+    h('div', {}, h('label', { for: 'lookup-ns' }, 'Namespace'), nsSelect),
+    h('div', {}, h('label', { for: 'lookup-user' }, 'User id'), userInput),
+    h('div', {}, h('button', { type: 'submit' }, 'Look up')));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const u = userInput.value.trim();
+    if (!u) { userInput.focus(); return; }
+    const target = userHash(nsSelect.value, u);
+    if (location.hash === target) route(); else location.hash = target;
+  });
+  const out = h('div', { id: 'user' });
+  view.replaceChildren(h('h2', {}, 'User inspector'), form, out);
+
+  const fill = (names) => {
+    const all = [...names];
+    if (ns && !all.includes(ns)) all.unshift(ns);
+    nsSelect.replaceChildren(...all.map((n) => h('option', { value: n, selected: n === (ns || 'default') }, n)));
+  };
+  fill(ns ? [ns] : ['default']);
+  (state.namespaces ? Promise.resolve(state.namespaces) : loadNamespaces())
+    .then((list) => { if (seq === state.seq) fill(list.map((n) => n.name)); })
+    .catch(() => { /* the list is a convenience; the lookup itself reports errors */ });
+
+  if (!ns || !user) {
+    out.append(h('p', { class: 'muted' }, 'Choose a namespace and a user id. The page address then links to this user, for a ticket.'));
+    if (!user) userInput.focus();
+    return;
+  }
+  document.title = `${user} in ${ns} · seenapi`;
+  await drawUser(out, seq, ns, user);
+}
+
+async function drawUser(out, seq, ns, user) {
+  out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  let stats = null; let missing = null;
+  try {
+    stats = await call('getUser', { ns, user });
+  } catch (e) {
+    if (seq !== state.seq) return;
+    if (e.kind !== 'user-not-found') {
+      out.replaceChildren(problemBox(e, `Looking up user ${user} in ${ns}`));
+      return;
+    }
+    missing = e;
+  }
+  if (seq !== state.seq) return;
+  const reload = () => drawUser(out, seq, ns, user);
+  out.replaceChildren(
+    h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
+      stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
+        stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
+        stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
+    missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
+    stats ? h('div', { class: 'row' }, summaryPanel(stats), layersPanel(stats)) : null,
+    h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload), erasePanel(ns, user, reload)));
+  showRole();
+}
+
+function summaryPanel(st) {
+  const ratio = st.target_fp_rate > 0 ? st.fp_rate / st.target_fp_rate : 0;
+  const scale = Math.max(st.fp_rate, st.target_fp_rate) || 1;
+  const fpBar = (label, v, id, warn) => h('div', { class: 'barrow' }, h('span', {}, label),
+    h('div', { class: `bar${warn ? ' warn' : ''}`, role: 'img', 'aria-label': `${label} ${pct(v)}` }, h('span', { style: `width:${((v / scale) * 100).toFixed(1)}%` })),
+    h('span', { class: 'pct', id }, pct(v)));
+  return h('section', { class: 'panel', 'aria-labelledby': 'sum-h' },
+    h('h3', { id: 'sum-h' }, 'Filter'),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Items recorded'), h('dd', { id: 'user-items' }, num(st.items)),
+      h('dt', {}, 'Kind'), h('dd', {}, st.kind),
+      h('dt', {}, 'Layers'), h('dd', { id: 'user-layers' }, num(st.layers)),
+      h('dt', {}, 'Bits set'), h('dd', {}, `${num(st.bits_set)} of ${num(st.bits)}`),
+      h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
+      h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen)),
+      h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen))),
+    h('h3', {}, 'False-positive rate'),
+    h('div', { class: 'fp' }, fpBar('Now', st.fp_rate, 'user-fp', ratio > 1), fpBar('Target', st.target_fp_rate, 'user-fp-target', false)),
+    h('p', { class: ratio > 1 ? 'note' : 'muted', id: 'user-fp-ratio' },
+      ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
+}
+
+function layersPanel(st) {
+  const gens = st.generations || [];
+  const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0);
+  return h('section', { class: 'panel', 'aria-labelledby': 'layers-h', id: 'layers' },
+    h('h3', { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
+    gens.length ? gens.map((g) => h('div', { class: 'generation' },
+      windowed ? h('h4', {}, `Bucket ${g.bucket} from ${new Date(g.start).toLocaleString()} · ${num(g.items)} items`) : null,
+      (g.layers || []).map((l, i) => h('div', { class: 'barrow layer' },
+        h('span', {}, `Layer ${i + 1}`),
+        h('div', { class: `bar${l.fill > 0.5 ? ' warn' : ''}`, role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
+          h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
+        h('span', { class: 'pct' }, pct(l.fill, 1)),
+        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${num(l.capacity)} items · ${num(l.bits)} bits · ${l.hashes} hashes · FP ${pct(l.fp_rate)}`)))))
+      : h('p', { class: 'muted' }, 'No layers: the filter is empty.'));
+}
+
+function actionPanel(id, title, text, op, buttonText, onrun, danger) {
+  const ta = h('textarea', { id: `${id}-items`, name: 'items', spellcheck: 'false', 'aria-describedby': `${id}-help` });
+  const result = h('div', { id: `${id}-result`, 'aria-live': 'polite' });
+  const button = h('button', { type: 'submit', 'data-op': op, class: danger ? 'danger' : null }, buttonText);
+  const form = h('form', { id: `${id}-form` },
+    h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line or comma-separated'), ta),
+    h('p', { class: 'muted', id: `${id}-help` }, text),
+    h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const items = parseItems(ta.value);
+    if (!items.length) { result.replaceChildren(h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
+    button.disabled = true;
+    result.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
+    try { await onrun(items, result); } catch (e) { result.replaceChildren(problemBox(e, buttonText)); }
+    button.disabled = false;
+    gate(button);
+  });
+  return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
+}
+
+function checkPanel(ns, user) {
+  return actionPanel('check', 'Check items', 'Says whether each item was seen, recording nothing. False positives happen at the namespace\'s rate; false negatives never.',
+    'checkSeen', 'Check', async (items, result) => {
+      const r = await call('checkSeen', { ns, user }, { items });
+      result.replaceChildren(h('p', { class: 'done' }, `${num(r.seen_count)} of ${num(items.length)} seen.`),
+        h('ul', { class: 'results', 'aria-label': 'Check results' }, items.map((it, i) => h('li', {},
+          h('code', {}, it), h('span', { class: `tag ${r.seen[i] ? 'seen' : 'unseen'}` }, r.seen[i] ? 'seen' : 'not seen')))));
+    });
+}
+
+function recordPanel(ns, user, reload) {
+  return actionPanel('record', 'Record items', 'Marks the items seen for this user, as the recommender does when it shows them.',
+    'recordSeen', 'Record', async (items, result) => {
+      const r = await call('recordSeen', { ns, user }, { items });
+      await reload();
+      const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen${r.saturated ? '; the user is at the item cap, some were not recorded' : ''}.`;
+      const box = document.getElementById('record-result');
+      if (box) box.replaceChildren(h('p', { class: 'done' }, msg)); else result.replaceChildren(h('p', { class: 'done' }, msg));
+    });
+}
+
+function erasePanel(ns, user, reload) {
+  const result = h('div', { id: 'erase-result', 'aria-live': 'polite' });
+  const open = h('button', { type: 'button', id: 'erase-open', class: 'danger', 'data-op': 'forgetUser' }, 'Erase user…');
+  const confirmBtn = h('button', { type: 'button', id: 'erase-confirm', class: 'danger' }, 'Erase');
+  const cancel = h('button', { type: 'button', id: 'erase-cancel', class: 'quiet', autofocus: true }, 'Cancel');
+  const dialog = h('dialog', { id: 'erase-dialog', 'aria-labelledby': 'erase-dh', 'aria-describedby': 'erase-dd' },
+    h('h3', { id: 'erase-dh' }, 'Erase this user?'),
+    h('p', { id: 'erase-dd' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns),
+      ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'),
+    h('div', { class: 'actions' }, cancel, confirmBtn));
+  open.addEventListener('click', () => { result.replaceChildren(); dialog.showModal(); });
+  cancel.addEventListener('click', () => dialog.close());
+  confirmBtn.addEventListener('click', async () => {
+    dialog.close();
+    open.disabled = true;
+    try {
+      await call('forgetUser', { ns, user });
+      await reload();
+      const box = document.getElementById('erase-result');
+      if (box) box.replaceChildren(h('p', { class: 'done' }, `User ${user} was erased from ${ns}.`));
+    } catch (e) {
+      result.replaceChildren(problemBox(e, 'Erasing'));
+      open.disabled = false;
+      gate(open);
+    }
+  });
+  return h('section', { class: 'panel', 'aria-labelledby': 'erase-h' },
+    h('h3', { id: 'erase-h' }, 'Erase user'),
+    h('p', { class: 'muted' }, 'Right to erasure: forget everything this user has seen in this namespace.'),
+    h('div', { class: 'actions' }, open, h('span', { class: 'need muted' })), dialog, result);
+}
+
+// ---------- routing ----------
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  let parts;
+  try { parts = raw.split('/').filter(Boolean).map(decodeURIComponent); } catch { return { view: 'bad' }; }
+  if (parts.length === 0) return { view: 'overview' };
+  if (parts[0] === 'ns' && parts.length === 1) return { view: 'namespaces' };
+  if (parts[0] === 'ns' && parts.length === 2) return { view: 'users', ns: parts[1] };
+  if (parts[0] === 'ns' && parts.length === 4 && parts[2] === 'users') return { view: 'users', ns: parts[1], user: parts[3] };
+  if (parts[0] === 'users' && parts.length === 1) return { view: 'users' };
+  return { view: 'bad' };
+}
+
+async function route() {
+  const seq = ++state.seq;
+  const r = parseHash();
+  state.view = r.view;
+  document.title = 'seenapi';
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === (r.view === 'bad' ? '' : r.view)) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  const view = document.getElementById('view');
+  try {
+    switch (r.view) {
+      case 'overview': renderOverview(view); break;
+      case 'namespaces': await renderNamespaces(view, seq); break;
+      case 'users': await renderInspector(view, seq, r.ns, r.user); break;
+      default:
+        view.replaceChildren(h('h2', {}, 'Not a page of this dashboard'),
+          h('p', {}, 'The address ', h('code', {}, location.hash), ' names no page. Try the ', h('a', { href: '#/' }, 'overview'),
+            ' or a user link such as ', h('code', {}, '#/ns/default/users/42'), '.'));
+    }
+  } catch (e) {
+    view.replaceChildren(h('h2', {}, 'Something went wrong'), problemBox(e instanceof Problem ? e : new Problem(0, { title: 'Dashboard error', detail: e.message })));
+  }
+}
+
+// ---------- key ----------
+
+function setupKey() {
+  const form = document.getElementById('key-form');
+  const input = document.getElementById('key-input');
+  const placeholder = () => { input.placeholder = state.key ? 'key in use (hidden)' : 'paste a key'; };
+  placeholder();
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const k = input.value.trim();
+    if (!k) { input.focus(); return; }
+    state.key = k;
+    sessionStorage.setItem(KEY_STORE, k);
+    input.value = '';
+    placeholder();
+    resetRole();
+  });
+  document.getElementById('key-forget').addEventListener('click', () => {
+    state.key = '';
+    sessionStorage.removeItem(KEY_STORE);
+    input.value = '';
+    placeholder();
+    resetRole();
+  });
+}
+
+function resetRole() {
+  state.role = { min: 0, max: 3, checked: false, open: false, rejected: false };
+  saveRole();
+  showRole();
+  banner(null);
+  state.samples = [];
+  state.statsError = null;
+  state.namespaces = null;
+  poll(); // checks the key at once (role read), then refreshes every REFRESH_MS
+  route();
+}
+
+// ---------- start ----------
+
+window.addEventListener('error', (ev) => banner(new Problem(0, { title: 'Dashboard error', detail: ev.message })));
+window.addEventListener('unhandledrejection', (ev) => banner(ev.reason instanceof Problem ? ev.reason : new Problem(0, { title: 'Dashboard error', detail: String(ev.reason && ev.reason.message || ev.reason) })));
+window.addEventListener('hashchange', () => { document.getElementById('view').focus({ preventScroll: true }); route(); });
+document.addEventListener('visibilitychange', () => { if (!document.hidden) poll(); });
+
+setupKey();
+showRole();
+route();
+poll();
