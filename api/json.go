@@ -1,7 +1,13 @@
 package api
 
 import (
+	"bytes"
 	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/bytedance/sonic"
 )
@@ -17,7 +23,7 @@ import (
 // the input bytes (sonic does not copy strings without escapes), so nothing
 // decoded from a request body may be kept after the handler returns.
 var (
-	strictAPI = sonic.Config{DisallowUnknownFields: true}.Froze()
+	strictAPI = sonic.Config{DisallowUnknownFields: true, CaseSensitive: true}.Froze()
 	encodeAPI = sonic.Config{}.Froze()
 )
 
@@ -32,3 +38,47 @@ func encode(v any) ([]byte, error) { return encodeAPI.Marshal(v) }
 // the error path to tell malformed JSON from a well-formed body of the wrong
 // shape.
 func validJSON(data []byte) bool { return stdjson.Valid(data) }
+
+// shapeError explains why well-formed JSON did not decode into v: it decodes
+// again with encoding/json (error path only) for the offending field's name.
+func shapeError(body []byte, v any, cause error) error {
+	d := stdjson.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	err := d.Decode(reflect.New(reflect.TypeOf(v).Elem()).Interface())
+	var te *stdjson.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		ptr := "/" + strings.ReplaceAll(te.Field, ".", "/")
+		detail := fmt.Sprintf("%s is a JSON %s; want %s", ptr, te.Value, jsonTypeName(te.Type))
+		return &apiError{kind: pBadRequest, detail: detail, cause: cause,
+			fields: []FieldError{{Pointer: ptr, Detail: detail}}}
+	case errors.As(err, &te):
+		return &apiError{kind: pBadRequest, detail: "the body is a JSON " + te.Value + "; want an object", cause: cause}
+	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &apiError{kind: pBadRequest, detail: "unknown field " + strconv.Quote(name), cause: cause,
+			fields: []FieldError{{Pointer: "/" + name, Detail: "unknown field"}}}
+	}
+	// The decoders disagree (for instance on a field name's case): report
+	// sonic's first line.
+	msg, _, _ := strings.Cut(cause.Error(), "\n")
+	return &apiError{kind: pBadRequest, detail: "the body does not fit the request schema: " + msg, cause: cause}
+}
+
+// jsonTypeName names a Go type the way the API documents it.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return t.String()
+}

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures a Server. The zero value of each field means its default.
+type Config struct {
+	// Keys are the API keys and their roles. None means the API is open:
+	// every caller has every role (the command then listens on loopback only).
+	Keys []Key
+	// MaxBodyBytes caps a JSON request body. Default 1 MiB.
+	MaxBodyBytes int
+	// MaxImportBytes caps the body of an import (an encoded filter). Default 64 MiB.
+	MaxImportBytes int
+	// MaxCandidates caps the candidates (or items) of one call, and of each
+	// user of a batch. Default 10000.
+	MaxCandidates int
+	// MaxItemBytes caps the bytes of one item id. Default 256.
+	MaxItemBytes int
+	// MaxUserBytes caps the bytes of one user id. Default 256.
+	MaxUserBytes int
+	// MaxBatchUsers caps the users of one batch call. Default 100.
+	MaxBatchUsers int
+	// MaxInFlight caps the requests served at once; beyond it the API answers
+	// 503 overloaded with Retry-After. Default 4096.
+	MaxInFlight int
+	// ReadTimeout bounds reading one request, headers and body. Default 10s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response. Default 10s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long. Default 2m.
+	IdleTimeout time.Duration
+	// Ready reports whether the service can serve (store open, journal
+	// replayed); /readyz answers 503 while it returns an error. Default: ready.
+	Ready func() error
+	// Logger receives server errors and the auth warning. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the uptime figure. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultMaxImportBytes = 64 << 20
+	DefaultMaxCandidates  = 10000
+	DefaultMaxItemBytes   = 256
+	DefaultMaxUserBytes   = 256
+	DefaultMaxBatchUsers  = 100
+	DefaultMaxInFlight    = 4096
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultIdleTimeout    = 2 * time.Minute
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setInt(&c.MaxImportBytes, DefaultMaxImportBytes)
+	setInt(&c.MaxCandidates, DefaultMaxCandidates)
+	setInt(&c.MaxItemBytes, DefaultMaxItemBytes)
+	setInt(&c.MaxUserBytes, DefaultMaxUserBytes)
+	setInt(&c.MaxBatchUsers, DefaultMaxBatchUsers)
+	setInt(&c.MaxInFlight, DefaultMaxInFlight)
+	setDur(&c.ReadTimeout, DefaultReadTimeout)
+	setDur(&c.WriteTimeout, DefaultWriteTimeout)
+	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.Ready == nil {
+		c.Ready = func() error { return nil }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports whether c (after WithDefaults) can serve.
+func (c Config) Validate() error {
+	for _, l := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxImportBytes", c.MaxImportBytes},
+		{"MaxCandidates", c.MaxCandidates}, {"MaxItemBytes", c.MaxItemBytes},
+		{"MaxUserBytes", c.MaxUserBytes}, {"MaxBatchUsers", c.MaxBatchUsers},
+		{"MaxInFlight", c.MaxInFlight},
+	} {
+		if l.v < 1 {
+			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrBadConfig, l.name, l.v)
+		}
+	}
+	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
+		return fmt.Errorf("%w: negative timeout", ErrBadConfig)
+	}
+	seen := map[[32]byte]bool{}
+	for i, k := range c.Keys {
+		if err := k.validate(); err != nil {
+			return fmt.Errorf("%w: key %d: %w", ErrBadConfig, i+1, err)
+		}
+		d := digest(k.Secret)
+		if seen[d] {
+			return fmt.Errorf("%w: key %d appears twice", ErrBadConfig, i+1)
+		}
+		seen[d] = true
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+// Package api is seenapi's REST API: fiber handlers over the hot set,
+// request validation and limits, problem+json errors, API keys, figures for
+// /v1/stats and /metrics, the OpenAPI document and the dashboard.
+//
+// # Contract
+//
+// openapi.yaml (embedded, served at /openapi.yaml) describes every route;
+// tests hold the server to it in both directions and validate requests and
+// answers against it. The one call:
+//
+//	POST /v1/namespaces/{ns}/users/{user}/filter
+//	{"candidates": ["i:981", "i:17"], "record": "returned", "limit": 20, "on_error": "fail"}
+//	-> 200 {"unseen": ["i:17"], "seen_count": 1, "recorded": 1}
+//
+// # Requests
+//
+// Limits (Config) are checked before any work, in this order: role, namespace
+// name and existence, user id, body size, JSON shape (strict: unknown fields
+// are rejected), then each field. A rejected request never reaches the hot
+// set, so it never changes stored state. Errors are mapped to problem types
+// in one place (problemFor in errors.go).
+//
+// Strings decoded from a request (user ids, items) alias the request's
+// buffer, which fiber reuses once the handler returns: handlers never keep
+// them, and the hot set clones what it keeps.
+//
+// # Auth
+//
+// Keys carry a role, read < write < admin, each implying the ones below.
+// Presented keys are hashed with SHA-256 and compared in constant time with
+// every configured key. With no keys the API is open.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use: fiber serves each request on its own
+// goroutine; the API's own state is atomic counters. Shutdown stops
+// accepting, waits for in-flight requests, and leaves closing the hot set and
+// the store to the caller.
+package api

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seenapi/seenapi/eviction"
+)
+
+// Sentinel errors of the API's own configuration.
+var (
+	// ErrBadConfig is returned by New for a Config that cannot serve.
+	ErrBadConfig = errors.New("api: bad config")
+	// ErrBadKeys is returned for a keys file or SEENAPI_KEYS value that cannot be parsed.
+	ErrBadKeys = errors.New("api: bad API keys")
+)
+
+// ProblemBase prefixes every problem type URI.
+const ProblemBase = "https://seenapi.dev/problems/"
+
+// problemKind is one documented problem type: its URI suffix, title and
+// HTTP status. Every error the API answers is one of these (openapi.yaml
+// lists them).
+type problemKind struct {
+	slug   string
+	title  string
+	status int
+}
+
+var (
+	pBadRequest         = problemKind{"bad-request", "Bad request", fiber.StatusBadRequest}
+	pInvalidJSON        = problemKind{"invalid-json", "Invalid JSON", fiber.StatusBadRequest}
+	pItemTooLong        = problemKind{"item-too-long", "Item too long", fiber.StatusBadRequest}
+	pBadImport          = problemKind{"bad-import", "Bad import", fiber.StatusBadRequest}
+	pUnauthorized       = problemKind{"unauthorized", "Unauthorized", fiber.StatusUnauthorized}
+	pForbidden          = problemKind{"forbidden", "Forbidden", fiber.StatusForbidden}
+	pUnknownNamespace   = problemKind{"unknown-namespace", "Unknown namespace", fiber.StatusNotFound}
+	pUserNotFound       = problemKind{"user-not-found", "User not found", fiber.StatusNotFound}
+	pNotFound           = problemKind{"not-found", "Not found", fiber.StatusNotFound}
+	pMethodNotAllowed   = problemKind{"method-not-allowed", "Method not allowed", fiber.StatusMethodNotAllowed}
+	pUnsupported        = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
+	pBodyTooLarge       = problemKind{"body-too-large", "Body too large", fiber.StatusRequestEntityTooLarge}
+	pTooManyCandidates  = problemKind{"too-many-candidates", "Too many candidates", fiber.StatusRequestEntityTooLarge}
+	pTooManyUsers       = problemKind{"too-many-users", "Too many users", fiber.StatusRequestEntityTooLarge}
+	pCorruptFilter      = problemKind{"corrupt-filter", "Corrupt filter", fiber.StatusInternalServerError}
+	pInternal           = problemKind{"internal", "Internal error", fiber.StatusInternalServerError}
+	pStorageUnavailable = problemKind{"storage-unavailable", "Storage unavailable", fiber.StatusServiceUnavailable}
+	pOverloaded         = problemKind{"overloaded", "Overloaded", fiber.StatusServiceUnavailable}
+	pUnavailable        = problemKind{"unavailable", "Unavailable", fiber.StatusServiceUnavailable}
+	pStorageFull        = problemKind{"storage-full", "Storage full", fiber.StatusInsufficientStorage}
+)
+
+// problemKinds lists every kind, for the test that holds openapi.yaml to them.
+var problemKinds = []problemKind{
+	pBadRequest, pInvalidJSON, pItemTooLong, pBadImport, pUnauthorized, pForbidden,
+	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported,
+	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
+	pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
+}
+
+// FieldError names one offending member of the body (Pointer, a JSON
+// pointer) or one parameter (Parameter), with what is wrong with it.
+type FieldError struct {
+	Pointer   string `json:"pointer,omitempty"`
+	Parameter string `json:"parameter,omitempty"`
+	Detail    string `json:"detail"`
+}
+
+// Problem is an RFC 9457 problem detail, the body of every error answer.
+type Problem struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Status   int          `json:"status"`
+	Detail   string       `json:"detail,omitempty"`
+	Instance string       `json:"instance,omitempty"`
+	Errors   []FieldError `json:"errors,omitempty"`
+}
+
+// apiError is an error the handlers return for a problem they recognised.
+type apiError struct {
+	kind   problemKind
+	detail string
+	fields []FieldError
+	cause  error // the underlying error, if any, for errors.Is and logs
+}
+
+func (e *apiError) Error() string { return e.kind.slug + ": " + e.detail }
+func (e *apiError) Unwrap() error { return e.cause }
+
+// newError returns an apiError of kind with a formatted detail.
+func newError(kind problemKind, format string, a ...any) *apiError {
+	return &apiError{kind: kind, detail: fmt.Sprintf(format, a...)}
+}
+
+// fieldError returns a bad-request apiError naming one field.
+func fieldError(kind problemKind, pointer, param, detail string) *apiError {
+	return &apiError{kind: kind, detail: detail, fields: []FieldError{{Pointer: pointer, Parameter: param, Detail: detail}}}
+}
+
+// problemFor maps any error a handler, the hot set or fiber returns to its
+// problem. This is the one place errors become statuses and problem types.
+func problemFor(err error) Problem {
+	var (
+		ae *apiError
+		fe *fiber.Error
+	)
+	k, detail := pInternal, "internal error"
+	var fields []FieldError
+	switch {
+	case errors.As(err, &ae):
+		k, detail, fields = ae.kind, ae.detail, ae.fields
+	case errors.Is(err, eviction.ErrUnknownNamespace):
+		k, detail = pUnknownNamespace, err.Error()
+	case errors.Is(err, eviction.ErrUserNotFound):
+		k, detail = pUserNotFound, "the user has no filter in this namespace"
+	case errors.Is(err, eviction.ErrCorrupt):
+		k, detail = pCorruptFilter, "the user's stored filter is corrupt; other users are unaffected"
+	case errors.Is(err, eviction.ErrStorageFull):
+		k, detail = pStorageFull, "the store refused a write for lack of disk space"
+	case errors.Is(err, eviction.ErrStorage):
+		k, detail = pStorageUnavailable, "the store failed: "+err.Error()
+	case errors.Is(err, eviction.ErrBadImport):
+		k, detail = pBadImport, err.Error()
+	case errors.Is(err, eviction.ErrClosed):
+		k, detail = pUnavailable, "the service is shutting down"
+	case errors.As(err, &fe):
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			k, detail = pNotFound, "no such route"
+		case fiber.StatusMethodNotAllowed:
+			k, detail = pMethodNotAllowed, "the route does not take this method"
+		case fiber.StatusRequestEntityTooLarge:
+			k, detail = pBodyTooLarge, "the request body is larger than the server accepts"
+		case fiber.StatusForbidden:
+			k, detail = pForbidden, fe.Message
+		case fiber.StatusServiceUnavailable:
+			k, detail = pUnavailable, fe.Message
+		default:
+			if fe.Code >= 400 && fe.Code < 500 {
+				k, detail = problemKind{pBadRequest.slug, pBadRequest.title, fe.Code}, fe.Message
+			}
+		}
+	}
+	return Problem{Type: ProblemBase + k.slug, Title: k.title, Status: k.status, Detail: detail, Errors: fields}
+}
+
+// retryAfter returns the Retry-After seconds for a problem status, or "".
+func retryAfter(p Problem) string {
+	if p.Status == fiber.StatusServiceUnavailable {
+		return strconv.Itoa(1)
+	}
+	return ""
+}

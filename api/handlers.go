@@ -1,0 +1,404 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seenapi/seenapi/eviction"
+)
+
+// itemsRequest is the body of /seen, /check and DELETE /items.
+type itemsRequest struct {
+	Items []string `json:"items"`
+}
+
+type seenResponse struct {
+	Recorded  int  `json:"recorded"`
+	SeenCount int  `json:"seen_count"`
+	Saturated bool `json:"saturated,omitempty"`
+}
+
+type checkResponse struct {
+	Seen      []bool `json:"seen"`
+	SeenCount int    `json:"seen_count"`
+}
+
+type batchEntry struct {
+	User       string   `json:"user"`
+	Candidates []string `json:"candidates"`
+	Record     string   `json:"record"`
+	Limit      int64    `json:"limit"`
+	OnError    string   `json:"on_error"`
+}
+
+type batchRequest struct {
+	Requests []batchEntry `json:"requests"`
+}
+
+type batchAnswer struct {
+	User string `json:"user"`
+	filterResponse
+}
+
+type batchFailure struct {
+	User  string  `json:"user"`
+	Error Problem `json:"error"`
+}
+
+type batchResponse struct {
+	Results []any `json:"results"`
+}
+
+// namespaceJSON is a namespace as the API shows it.
+type namespaceJSON struct {
+	Name            string  `json:"name"`
+	Kind            string  `json:"kind"`
+	FPRate          float64 `json:"fp_rate"`
+	InitialCapacity uint32  `json:"initial_capacity"`
+	Growth          float64 `json:"growth"`
+	Tightening      float64 `json:"tightening"`
+	Window          int64   `json:"window"`      // seconds
+	Granularity     int64   `json:"granularity"` // seconds
+	MaxItems        uint64  `json:"max_items"`
+}
+
+type healthJSON struct {
+	Status string `json:"status"`
+}
+
+func toNamespaceJSON(n eviction.Namespace) namespaceJSON {
+	p := n.Profile.WithDefaults()
+	return namespaceJSON{Name: n.Name, Kind: p.Kind.String(), FPRate: p.FPRate,
+		InitialCapacity: p.InitialCapacity, Growth: p.Growth, Tightening: p.Tightening,
+		Window: int64(p.Window / time.Second), Granularity: int64(p.Granularity / time.Second),
+		MaxItems: p.MaxItems}
+}
+
+// degradable reports whether an error of the hot set is one on_error=open
+// answers unfiltered: the user's filter could not be read or written.
+// Errors about the request itself are never degraded.
+func degradable(err error) bool {
+	return !errors.Is(err, eviction.ErrUnknownNamespace) && !errors.Is(err, eviction.ErrUserNotFound) &&
+		!errors.Is(err, eviction.ErrBadImport)
+}
+
+// unfiltered is the degraded answer: the candidates in order, each once, at
+// most limit (0: all).
+func unfiltered(candidates []string, limit int) []string {
+	n := len(candidates)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]string, 0, n)
+	seen := make(map[string]struct{}, len(candidates))
+	for _, c := range candidates {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		if _, dup := seen[c]; dup {
+			continue
+		}
+		seen[c] = struct{}{}
+		out = append(out, c)
+	}
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// call runs the one call for one user and builds its answer, degrading per
+// on_error. The answer's strings alias candidates.
+func (s *Server) call(ns, user string, candidates []string, a filterArgs) (filterResponse, error) {
+	res, err := s.hot.Filter(ns, user, candidates, a.limit, a.mode)
+	if err != nil {
+		if !a.open || !degradable(err) {
+			return filterResponse{}, err
+		}
+		s.k.degraded.Add(1)
+		s.cfg.Logger.Warn("seenapi: answering unfiltered (on_error open)", "ns", ns, "err", err)
+		return filterResponse{Unseen: unfiltered(candidates, a.limit), Degraded: true}, nil
+	}
+	if res.Unseen == nil {
+		res.Unseen = []string{}
+	}
+	return filterResponse{Unseen: res.Unseen, SeenCount: res.SeenCount, Recorded: res.Recorded,
+		Saturated: res.Saturated}, nil
+}
+
+// filterUser is the one call.
+func (s *Server) filterUser(c *fiber.Ctx) error {
+	ns, user, body, err := s.userRequest(c)
+	if err != nil {
+		return err
+	}
+	var req filterRequest
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	a, err := s.filterCall(req.Candidates, req.Record, req.Limit, req.OnError, "")
+	if err != nil {
+		return err
+	}
+	resp, err := s.call(ns, user, req.Candidates, a)
+	if err != nil {
+		return err
+	}
+	return c.JSON(&resp)
+}
+
+// userRequest validates the namespace, the user and the JSON body of a
+// per-user route.
+func (s *Server) userRequest(c *fiber.Ctx) (ns, user string, body []byte, err error) {
+	if ns, err = s.namespace(c); err != nil {
+		return
+	}
+	if user, err = s.user(c); err != nil {
+		return
+	}
+	body, err = s.jsonBody(c)
+	return
+}
+
+// itemsBody decodes and validates an items request.
+func (s *Server) itemsBody(body []byte) ([]string, error) {
+	var req itemsRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	return req.Items, s.items(req.Items, "/items")
+}
+
+func (s *Server) recordSeen(c *fiber.Ctx) error {
+	ns, user, body, err := s.userRequest(c)
+	if err != nil {
+		return err
+	}
+	items, err := s.itemsBody(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.hot.Record(ns, user, items)
+	if err != nil {
+		return err
+	}
+	return c.JSON(&seenResponse{Recorded: res.Recorded, SeenCount: res.SeenCount, Saturated: res.Saturated})
+}
+
+func (s *Server) checkSeen(c *fiber.Ctx) error {
+	ns, user, body, err := s.userRequest(c)
+	if err != nil {
+		return err
+	}
+	items, err := s.itemsBody(body)
+	if err != nil {
+		return err
+	}
+	seen, err := s.hot.Check(ns, user, items, make([]bool, 0, len(items)))
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, b := range seen {
+		n += boolInt(b)
+	}
+	return c.JSON(&checkResponse{Seen: seen, SeenCount: n})
+}
+
+func (s *Server) forgetItems(c *fiber.Ctx) error {
+	ns, user, body, err := s.userRequest(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.itemsBody(body); err != nil {
+		return err
+	}
+	_ = user
+	n, _ := s.hot.Namespace(ns)
+	// Only a filter kind that can delete (none is configured yet) could
+	// forget items; a Bloom filter cannot.
+	return newError(pUnsupported, "namespace %q uses %v filters, which cannot forget items", ns, n.Profile.WithDefaults().Kind)
+}
+
+func (s *Server) getUser(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	st, err := s.hot.User(ns, user)
+	if err != nil {
+		return err
+	}
+	return c.JSON(&st)
+}
+
+func (s *Server) forgetUser(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	if err := s.hot.Forget(ns, user); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (s *Server) exportUser(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.hot.Export(ns, user)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
+	return c.Send(b)
+}
+
+func (s *Server) importUser(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	user, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	var replace bool
+	switch c.Query("mode") {
+	case "", "merge":
+	case "replace":
+		replace = true
+	default:
+		return fieldError(pBadRequest, "", "mode", "mode is merge or replace")
+	}
+	if err := checkEncoding(c); err != nil {
+		return err
+	}
+	body := c.Request().Body()
+	if len(body) == 0 {
+		return newError(pBadImport, "the body is empty; send the bytes of an export")
+	}
+	if len(body) > s.cfg.MaxImportBytes {
+		return newError(pBodyTooLarge, "the body is %d bytes; at most %d", len(body), s.cfg.MaxImportBytes)
+	}
+	// The request buffer is reused after this handler: the filter gets its own copy.
+	if err := s.hot.Import(ns, user, bytes.Clone(body), replace); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// filterBatch is the one call for many users. The whole batch is validated
+// before any work; per-user failures while serving are that user's error.
+func (s *Server) filterBatch(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	body, err := s.jsonBody(c)
+	if err != nil {
+		return err
+	}
+	var req batchRequest
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	if len(req.Requests) == 0 {
+		return fieldError(pBadRequest, "/requests", "", "at least one request is required")
+	}
+	if len(req.Requests) > s.cfg.MaxBatchUsers {
+		return &apiError{kind: pTooManyUsers,
+			detail: "too many users in one batch",
+			fields: []FieldError{{Pointer: "/requests", Detail: "at most " + itoa(s.cfg.MaxBatchUsers) + " users per batch"}}}
+	}
+	args := make([]filterArgs, len(req.Requests))
+	for i, e := range req.Requests {
+		prefix := "/requests/" + itoa(i)
+		if p := textProblem(e.User, s.cfg.MaxUserBytes); p != "" {
+			return fieldError(pBadRequest, prefix+"/user", "", "the user id "+p)
+		}
+		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix); err != nil {
+			return err
+		}
+	}
+	out := batchResponse{Results: make([]any, len(req.Requests))}
+	for i, e := range req.Requests {
+		resp, err := s.call(ns, e.User, e.Candidates, args[i])
+		if err != nil {
+			if errors.Is(err, eviction.ErrUnknownNamespace) {
+				return err
+			}
+			p := problemFor(err)
+			out.Results[i] = &batchFailure{User: e.User, Error: p}
+			continue
+		}
+		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
+	}
+	return c.JSON(&out)
+}
+
+func (s *Server) listNamespaces(c *fiber.Ctx) error {
+	nss := s.hot.Namespaces()
+	out := struct {
+		Namespaces []namespaceJSON `json:"namespaces"`
+	}{Namespaces: make([]namespaceJSON, 0, len(nss))}
+	for _, n := range nss {
+		out.Namespaces = append(out.Namespaces, toNamespaceJSON(n))
+	}
+	return c.JSON(&out)
+}
+
+func (s *Server) getNamespace(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	n, _ := s.hot.Namespace(ns)
+	out := toNamespaceJSON(n)
+	return c.JSON(&out)
+}
+
+func (s *Server) getStats(c *fiber.Ctx) error {
+	st := s.Stats()
+	return c.JSON(&st)
+}
+
+func (s *Server) health(c *fiber.Ctx) error {
+	return c.JSON(&healthJSON{Status: "ok"})
+}
+
+func (s *Server) ready(c *fiber.Ctx) error {
+	if s.draining.Load() {
+		return newError(pUnavailable, "shutting down")
+	}
+	if err := s.cfg.Ready(); err != nil {
+		return &apiError{kind: pUnavailable, detail: "not ready: " + err.Error(), cause: err}
+	}
+	return c.JSON(&healthJSON{Status: "ready"})
+}
+
+func (s *Server) openAPI(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/yaml")
+	return c.Send(openAPISpec)
+}

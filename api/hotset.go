@@ -1,0 +1,35 @@
+package api
+
+import (
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// HotSet is what the API needs of the hot set (implemented by
+// *eviction.HotSet). Its methods must be safe for concurrent use. Strings
+// passed to it may alias request buffers that are reused once the handler
+// returns: the hot set clones whatever it keeps.
+type HotSet interface {
+	// Filter is the one call (see eviction.HotSet.Filter).
+	Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (eviction.Result, error)
+	// Record marks items seen without filtering.
+	Record(ns, user string, items []string) (eviction.Result, error)
+	// Check appends to seen whether each item was seen, recording nothing.
+	Check(ns, user string, items []string, seen []bool) ([]bool, error)
+	// User returns the user's stats, or eviction.ErrUserNotFound.
+	User(ns, user string) (eviction.UserStats, error)
+	// Forget erases the user everywhere.
+	Forget(ns, user string) error
+	// Export returns the user's encoded filter.
+	Export(ns, user string) ([]byte, error)
+	// Import merges data into (or with replace, replaces) the user's filter.
+	Import(ns, user string, data []byte, replace bool) error
+	// Namespaces returns the configured namespaces sorted by name.
+	Namespaces() []eviction.Namespace
+	// Namespace returns one namespace.
+	Namespace(name string) (eviction.Namespace, bool)
+	// Stats returns service-wide figures.
+	Stats() eviction.Stats
+}
+
+var _ HotSet = (*eviction.HotSet)(nil)

@@ -1,0 +1,182 @@
+package api
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seenapi/seenapi/web"
+)
+
+// Server is the REST API over a hot set. Its methods are safe for
+// concurrent use.
+type Server struct {
+	app      *fiber.App
+	hot      HotSet
+	cfg      Config
+	keys     *keyring
+	k        counters
+	started  time.Time
+	inFlight atomic.Int64
+	draining atomic.Bool
+}
+
+// New returns the API over hot, configured by cfg (zero fields take their
+// defaults). It fails with ErrBadConfig for a config that cannot serve.
+func New(hot HotSet, cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{hot: hot, cfg: cfg, keys: newKeyring(cfg.Keys), started: cfg.Now()}
+	s.app = fiber.New(fiber.Config{
+		AppName:               "seenapi",
+		DisableStartupMessage: true,
+		CaseSensitive:         true, // user ids and items are case-sensitive
+		BodyLimit:             max(cfg.MaxBodyBytes, cfg.MaxImportBytes),
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		JSONEncoder:           encode,
+		JSONDecoder:           decodeStrict,
+		ErrorHandler:          s.errorHandler,
+		// Prefork stays off: one process owns the store and the hot set.
+	})
+	s.routes()
+	return s, nil
+}
+
+// App returns the fiber app, for app.Test and for listing routes.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+
+// Shutdown stops accepting connections, marks the service not ready, and
+// waits for in-flight requests to finish (or ctx to end). It does not close
+// the hot set: the caller does that after Shutdown returns.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	return s.app.ShutdownWithContext(ctx)
+}
+
+// Open reports whether the API has no keys (every caller has every role).
+func (s *Server) Open() bool { return s.keys.open() }
+
+// routes registers every route. Each documented route is in openapi.yaml
+// with the same path (fiber's :param written {param}).
+func (s *Server) routes() {
+	const user = "/v1/namespaces/:ns/users/:user"
+	s.handle(fiber.MethodPost, user+"/filter", RoleWrite, s.filterUser)
+	s.handle(fiber.MethodPost, user+"/seen", RoleWrite, s.recordSeen)
+	s.handle(fiber.MethodPost, user+"/check", RoleRead, s.checkSeen)
+	s.handle(fiber.MethodDelete, user+"/items", RoleWrite, s.forgetItems)
+	s.handle(fiber.MethodGet, user, RoleRead, s.getUser)
+	s.handle(fiber.MethodDelete, user, RoleAdmin, s.forgetUser)
+	s.handle(fiber.MethodGet, user+"/export", RoleAdmin, s.exportUser)
+	s.handle(fiber.MethodPut, user+"/export", RoleAdmin, s.importUser)
+	s.handle(fiber.MethodPost, "/v1/namespaces/:ns/filter", RoleWrite, s.filterBatch)
+	s.handle(fiber.MethodGet, "/v1/namespaces", RoleRead, s.listNamespaces)
+	s.handle(fiber.MethodGet, "/v1/namespaces/:ns", RoleRead, s.getNamespace)
+	s.handle(fiber.MethodGet, "/v1/stats", RoleRead, s.getStats)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(s), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.handle(fiber.MethodGet, "/metrics", RoleRead,
+		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
+
+	s.handle(fiber.MethodGet, "/healthz", RoleNone, s.health)
+	s.handle(fiber.MethodGet, "/readyz", RoleNone, s.ready)
+	s.handle(fiber.MethodGet, "/openapi.yaml", RoleNone, s.openAPI)
+	dashboard := http.FS(web.FS())
+	s.handle(fiber.MethodGet, "/", RoleNone, func(c *fiber.Ctx) error {
+		return filesystem.SendFile(c, dashboard, "/index.html")
+	})
+	// The dashboard's other files; anything else falls through to 404.
+	s.app.Use(filesystem.New(filesystem.Config{Root: dashboard}))
+}
+
+// handle registers h for method and path behind the in-flight cap, the
+// route's call counter and the role check.
+func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
+	s.k.routes = append(s.k.routes, method+" "+docPath(path))
+	calls := new(atomic.Uint64)
+	s.k.calls = append(s.k.calls, calls)
+	s.app.Add(method, path, func(c *fiber.Ctx) error {
+		calls.Add(1)
+		n := s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		if n > int64(s.cfg.MaxInFlight) {
+			return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
+		}
+		if role != RoleNone && !s.keys.open() {
+			if err := s.authorize(c, role); err != nil {
+				return err
+			}
+		}
+		return h(c)
+	})
+}
+
+// docPath writes a fiber path the way openapi.yaml does: :param as {param}.
+func docPath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if strings.HasPrefix(part, ":") {
+			parts[i] = "{" + part[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// authorize checks the bearer key has at least role.
+func (s *Server) authorize(c *fiber.Ctx, role Role) error {
+	h := c.Get(fiber.HeaderAuthorization)
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
+	}
+	got := s.keys.role(strings.TrimSpace(key))
+	if got == RoleNone {
+		return newError(pUnauthorized, "the API key is not known")
+	}
+	if got < role {
+		return newError(pForbidden, "this route needs role %v; the key has role %v", role, got)
+	}
+	return nil
+}
+
+// errorHandler answers every error as problem+json; fiber calls it for
+// errors returned by handlers and for its own (no route, body too large).
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	p := problemFor(err)
+	p.Instance = c.Path()
+	s.k.countError(p.Status)
+	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug {
+		s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err)
+	}
+	body, merr := encode(&p)
+	if merr != nil {
+		return merr
+	}
+	c.Status(p.Status)
+	c.Set(fiber.HeaderContentType, "application/problem+json")
+	if ra := retryAfter(p); ra != "" {
+		c.Set(fiber.HeaderRetryAfter, ra)
+	}
+	if p.Status == fiber.StatusUnauthorized {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="seenapi"`)
+	}
+	return c.Send(body)
+}

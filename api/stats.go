@@ -1,0 +1,124 @@
+package api
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seenapi/seenapi/eviction"
+)
+
+// ServiceStats are the hot set's figures plus the API's own.
+type ServiceStats struct {
+	eviction.Stats
+	StartedAt     time.Time         `json:"started_at"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
+	InFlight      int64             `json:"in_flight"`          // requests being served now
+	Calls         map[string]uint64 `json:"calls"`              // calls per route, "METHOD /path/{param}"
+	Degraded      uint64            `json:"degraded"`           // answers given unfiltered with on_error open
+	Errors        map[string]uint64 `json:"errors"`             // error answers by HTTP status
+}
+
+// counters are the API's figures: lock-free, one atomic per route and per
+// error status, read at scrape time.
+type counters struct {
+	routes   []string // route names, indexed like calls
+	calls    []*atomic.Uint64
+	errors   [200]atomic.Uint64 // statuses 400..599
+	degraded atomic.Uint64
+}
+
+func (k *counters) countError(status int) {
+	if status >= 400 && status < 600 {
+		k.errors[status-400].Add(1)
+	}
+}
+
+// Stats returns the service's figures now. Safe for concurrent use.
+func (s *Server) Stats() ServiceStats {
+	now := s.cfg.Now()
+	st := ServiceStats{
+		Stats:         s.hot.Stats(),
+		StartedAt:     s.started.UTC(),
+		UptimeSeconds: now.Sub(s.started).Seconds(),
+		InFlight:      s.inFlight.Load(),
+		Calls:         make(map[string]uint64, len(s.k.routes)),
+		Degraded:      s.k.degraded.Load(),
+		Errors:        map[string]uint64{},
+	}
+	for i, r := range s.k.routes {
+		st.Calls[r] = s.k.calls[i].Load()
+	}
+	for i := range s.k.errors {
+		if n := s.k.errors[i].Load(); n > 0 {
+			st.Errors[strconv.Itoa(400+i)] = n
+		}
+	}
+	return st
+}
+
+// collector exports Stats to Prometheus at scrape time.
+type collector struct {
+	s     *Server
+	descs map[string]*prometheus.Desc
+}
+
+type metric struct {
+	name, help string
+	kind       prometheus.ValueType
+	value      func(ServiceStats) float64
+}
+
+var hotSetMetrics = []metric{
+	{"seenapi_hot_users", "Users whose filter is in memory.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.HotUsers) }},
+	{"seenapi_cache_bytes", "Bytes accounted to hot users.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBytes) }},
+	{"seenapi_cache_budget_bytes", "The hot set's byte budget.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBudgetBytes) }},
+	{"seenapi_cache_hits_total", "Calls that found the user hot.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Hits) }},
+	{"seenapi_cache_misses_total", "Calls that did not find the user hot.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Misses) }},
+	{"seenapi_cache_hit_ratio", "Hits over hits plus misses.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
+	{"seenapi_loads_total", "Storage reads of cold users.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Loads) }},
+	{"seenapi_evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Evictions) }},
+	{"seenapi_dirty_users", "Hot users with changes not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
+	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},
+	{"seenapi_flushes_total", "Write-back rounds.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
+	{"seenapi_flushed_users_total", "Filters written back.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.FlushedUsers) }},
+	{"seenapi_journal_appends_total", "Journal records appended.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.JournalAppends) }},
+	{"seenapi_storage_errors_total", "Failed storage operations.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.StorageErrors) }},
+	{"seenapi_storage_bytes", "Bytes the store takes on disk.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.StorageBytes) }},
+	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
+	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
+	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
+}
+
+func newCollector(s *Server) *collector {
+	c := &collector{s: s, descs: map[string]*prometheus.Desc{}}
+	for _, m := range hotSetMetrics {
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
+	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	for _, m := range hotSetMetrics {
+		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(st))
+	}
+	for r, n := range st.Calls {
+		ch <- prometheus.MustNewConstMetric(c.descs["calls"], prometheus.CounterValue, float64(n), r)
+	}
+	for code, n := range st.Errors {
+		ch <- prometheus.MustNewConstMetric(c.descs["errors"], prometheus.CounterValue, float64(n), code)
+	}
+}

@@ -1,0 +1,187 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// textProblem returns why s is not a valid user id or item of at most max
+// bytes, or "" if it is: it must be 1 to max bytes of valid UTF-8 without
+// control characters (C0, DEL, C1).
+func textProblem(s string, max int) string {
+	if len(s) == 0 {
+		return "is empty"
+	}
+	if len(s) > max {
+		return "is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(max)
+	}
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b < 0x20 || b == 0x7f {
+				return "contains a control character"
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return "is not valid UTF-8"
+		}
+		if unicode.IsControl(r) {
+			return "contains a control character"
+		}
+		i += size
+	}
+	return ""
+}
+
+// validNamespaceName reports whether s matches [a-z0-9_-]{1,64}.
+func validNamespaceName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// namespace returns the {ns} parameter after checking it names a configured
+// namespace. The string aliases the request.
+func (s *Server) namespace(c *fiber.Ctx) (string, error) {
+	ns := c.Params("ns")
+	if !validNamespaceName(ns) {
+		return "", fieldError(pBadRequest, "", "ns", "a namespace name matches [a-z0-9_-]{1,64}")
+	}
+	if _, ok := s.hot.Namespace(ns); !ok {
+		return "", newError(pUnknownNamespace, "no namespace named %q", ns)
+	}
+	return ns, nil
+}
+
+// user returns the percent-decoded {user} parameter after validating it.
+// The string may alias the request.
+func (s *Server) user(c *fiber.Ctx) (string, error) {
+	raw := c.Params("user")
+	u := raw
+	if strings.IndexByte(raw, '%') >= 0 {
+		var err error
+		if u, err = url.PathUnescape(raw); err != nil {
+			return "", fieldError(pBadRequest, "", "user", "the user id is not validly percent-encoded")
+		}
+	}
+	if p := textProblem(u, s.cfg.MaxUserBytes); p != "" {
+		return "", fieldError(pBadRequest, "", "user", "the user id "+p)
+	}
+	return u, nil
+}
+
+// jsonBody returns the request body of a JSON route after checking its size
+// and encoding. It aliases the request buffer.
+func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
+	if err := checkEncoding(c); err != nil {
+		return nil, err
+	}
+	body := c.Request().Body()
+	if len(body) > s.cfg.MaxBodyBytes {
+		return nil, newError(pBodyTooLarge, "the body is %d bytes; at most %d", len(body), s.cfg.MaxBodyBytes)
+	}
+	return body, nil
+}
+
+// checkEncoding refuses compressed bodies: decompressing them would let a
+// small body bypass the size limit.
+func checkEncoding(c *fiber.Ctx) error {
+	if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fieldError(pBadRequest, "", "Content-Encoding", "compressed request bodies are not accepted")
+	}
+	return nil
+}
+
+// decode decodes a JSON body strictly into v and maps failures to problems:
+// malformed JSON is invalid-json; well-formed JSON of the wrong shape (wrong
+// types, unknown fields, not an object) is bad-request.
+func decode(body []byte, v any) error {
+	err := decodeStrict(body, v)
+	if err == nil {
+		return nil
+	}
+	if len(body) == 0 {
+		return newError(pInvalidJSON, "the body is empty; it must be a JSON object")
+	}
+	if !validJSON(body) {
+		return &apiError{kind: pInvalidJSON, detail: "the body is not valid JSON", cause: err}
+	}
+	return shapeError(body, v, err)
+}
+
+// items validates a list of items (candidates) at pointer.
+func (s *Server) items(items []string, pointer string) error {
+	if len(items) == 0 {
+		return fieldError(pBadRequest, pointer, "", "at least one item is required")
+	}
+	if len(items) > s.cfg.MaxCandidates {
+		return &apiError{kind: pTooManyCandidates,
+			detail: fmt.Sprintf("%d items; at most %d per call", len(items), s.cfg.MaxCandidates),
+			fields: []FieldError{{Pointer: pointer, Detail: fmt.Sprintf("at most %d items", s.cfg.MaxCandidates)}}}
+	}
+	for i, it := range items {
+		if p := textProblem(it, s.cfg.MaxItemBytes); p != "" {
+			kind := pBadRequest
+			if len(it) > s.cfg.MaxItemBytes {
+				kind = pItemTooLong
+			}
+			ptr := pointer + "/" + strconv.Itoa(i)
+			return &apiError{kind: kind, detail: "item " + ptr + " " + p,
+				fields: []FieldError{{Pointer: ptr, Detail: "the item " + p}}}
+		}
+	}
+	return nil
+}
+
+// filterArgs are the validated arguments of one call.
+type filterArgs struct {
+	limit int
+	mode  userfilter.Mode
+	open  bool
+}
+
+// filterCall validates one call's request; prefix is the JSON pointer of the
+// request object ("" for the body itself).
+func (s *Server) filterCall(candidates []string, record string, limit int64, onError, prefix string) (filterArgs, error) {
+	var a filterArgs
+	if err := s.items(candidates, prefix+"/candidates"); err != nil {
+		return a, err
+	}
+	mode, err := userfilter.ParseMode(record)
+	if err != nil {
+		return a, fieldError(pBadRequest, prefix+"/record", "", "record is returned, none or all")
+	}
+	if limit < 0 {
+		return a, fieldError(pBadRequest, prefix+"/limit", "", "limit is an integer >= 0 (0: no limit)")
+	}
+	if limit > int64(len(candidates)) {
+		limit = int64(len(candidates)) // the same answer, and an int on every platform
+	}
+	switch onError {
+	case "", "fail":
+	case "open":
+		a.open = true
+	default:
+		return a, fieldError(pBadRequest, prefix+"/on_error", "", "on_error is fail or open")
+	}
+	a.limit, a.mode = int(limit), mode
+	return a, nil
+}
