@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// appendReq is one queued journal append, waiting for its group commit.
+type appendReq struct {
+	ns, user string
+	value    []byte
+	ttl      time.Duration
+	seq      uint64
+	err      error
+	done     chan struct{}
+}
+
+var appendReqPool = sync.Pool{New: func() any { return &appendReq{done: make(chan struct{}, 1)} }}
+
+// Append adds one journal entry for the user and returns its sequence
+// number once the entry is committed (fsync'd with Options.Sync).
+// Concurrent appends are written together in one Badger transaction by a
+// single writer goroutine (group commit), so each waits for at most one
+// commit in progress plus its own. The entry expires after ttl (<= 0: never).
+// value must not be modified until Append returns.
+func (s *Store) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	if err := checkKey(ns, user); err != nil {
+		return 0, fmt.Errorf("storage: append: %w", err)
+	}
+	if err := s.enterWrite(); err != nil {
+		return 0, fmt.Errorf("storage: append %s/%s: %w", ns, user, err)
+	}
+	r := appendReqPool.Get().(*appendReq)
+	r.ns, r.user, r.value, r.ttl = ns, user, value, ttl
+	s.appends <- r
+	s.leave() // Close waits for the writer, which answers every queued request
+	<-r.done
+	seq, err := r.seq, r.err
+	*r = appendReq{done: r.done}
+	appendReqPool.Put(r)
+	if err != nil {
+		return 0, fmt.Errorf("storage: append %s/%s: %w", ns, user, err)
+	}
+	return seq, nil
+}
+
+// writer is the group-commit loop: it takes whatever appends are queued (at
+// least one, at most MaxAppendBatch), commits them in one transaction and
+// answers each. It returns when the queue is closed and drained.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	max := s.opts.MaxAppendBatch
+	batch := make([]*appendReq, 0, max)
+	for r := range s.appends {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < max {
+			select {
+			case r, ok := <-s.appends:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitAppends(batch)
+		clear(batch)
+	}
+}
+
+// commitAppends writes batch in as few transactions as fit and answers
+// every request.
+func (s *Store) commitAppends(batch []*appendReq) {
+	answer := func(rs []*appendReq, err error) {
+		for _, r := range rs {
+			r.err = err
+			r.done <- struct{}{}
+		}
+	}
+	if s.full.Load() {
+		answer(batch, s.errFull())
+		return
+	}
+	first, err := s.takeSeqs(uint64(len(batch)))
+	if err != nil {
+		answer(batch, err)
+		return
+	}
+	size := 0
+	for _, r := range batch {
+		size += journalKeyLen(r.ns, r.user)
+	}
+	keys := make([]byte, 0, size)
+	entries := make([]badger.Entry, len(batch))
+	now := time.Now()
+	for i, r := range batch {
+		r.seq = first + uint64(i)
+		off := len(keys)
+		keys = journalKey(keys, r.ns, r.user, r.seq)
+		e := &entries[i]
+		e.Key, e.Value = keys[off:len(keys):len(keys)], r.value
+		if r.ttl > 0 {
+			e.ExpiresAt = uint64(now.Add(r.ttl).Unix())
+		}
+	}
+	for start := 0; start < len(batch); {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		var err error
+		for start+n < len(batch) {
+			if err = txn.SetEntry(&entries[start+n]); err != nil {
+				break
+			}
+			n++
+		}
+		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+			err = nil // commit what fits, the rest goes in the next transaction
+		}
+		if err == nil {
+			err = txn.Commit()
+		} else {
+			txn.Discard()
+			n = len(batch) - start
+		}
+		if err != nil {
+			err = s.writeErr(err)
+		}
+		answer(batch[start:start+n], err)
+		start += n
+	}
+}

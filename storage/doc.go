@@ -1,0 +1,74 @@
+// Package storage is seenapi's on-disk store: per-user filters and journal
+// records in Badger (github.com/dgraph-io/badger/v4) under one data
+// directory. It knows bytes, not filters: values are opaque to it, and it
+// imports nothing else of seenapi.
+//
+// # What it owns
+//
+//   - A user's filter: the encoded filter written back by the hot set.
+//   - A user's journal: small records appended before a recording call is
+//     acknowledged, each with a store-wide sequence number. A write-back
+//     carries the highest sequence number its filter covers (Write.UpTo) and
+//     deletes the entries it covers in the same transaction, so loading a
+//     user (Load) returns the filter plus exactly the entries newer than it.
+//   - The store format version, checked on every Open, and the lease of
+//     journal sequence numbers (numbers keep increasing across restarts).
+//
+// # Key layout
+//
+// Every key starts with a one-byte kind; namespaces and user ids are
+// length-prefixed so no user's keys are a prefix of another's ("ab" and
+// "abc", or one namespace and another):
+//
+//	filter:   'f' | uvarint(len(ns)) | ns | user
+//	journal:  'j' | uvarint(len(ns)) | ns | uvarint(len(user)) | user | seq (8 bytes, big-endian)
+//	meta:     'm' | name              ("mformat": uvarint format version; "mseq": uint64 sequence lease)
+//
+// One namespace's users are a prefix scan of 'f' | uvarint(len(ns)) | ns,
+// in user byte order (Users); one user's journal is a prefix scan in
+// sequence order (Load). The pair (ns, user) is the unit of every key, so
+// the same layout maps onto Redis Cluster keys hash-tagged by user, e.g.
+// "{ns:user}:f" and "{ns:user}:j", with the user's keys on one shard.
+//
+// # Writes and durability
+//
+// Append is a group commit: callers queue their record and wait; one writer
+// goroutine takes every queued record (up to Options.MaxAppendBatch),
+// writes them in one Badger transaction and acknowledges each caller once
+// it has committed. An acknowledged record survives a process crash; with
+// Options.Sync the commit is also fsync'd and survives a power loss.
+//
+// WriteBack writes filters in transactions of up to 256 users: for each
+// user it reads the stored filter, merges the new value into it with the
+// caller's MergeFunc (bitwise OR for Bloom filters, so a second writer, a
+// replayed journal or a restore never rolls a user back), sets it and
+// deletes the covered journal entries, atomically per user. A merge that
+// fails for one user skips that user only (see WriteBackError).
+//
+// # Faults are errors
+//
+// Free space is measured (statfs) at Open, every Options.FreeSpaceInterval
+// and after every failed write; below Options.MinFreeBytes, or after
+// ENOSPC, writes fail with an error wrapping ErrFull while reads go on
+// (Badger does not survive a full disk gracefully, so it must not get
+// there). Delete stays allowed, since erasing frees space. A closed store
+// answers ErrClosed. Badger's errors are wrapped with %w and name the user;
+// a value that fails Badger's checksum fails that user's calls only.
+//
+// # Keeping disk use bounded
+//
+// Values below Options.ValueThreshold (journal records, typical filters)
+// live in the LSM tree, where compaction drops superseded versions and
+// deleted journal records. Larger filters go to the value log, which a
+// background loop garbage-collects every Options.GCInterval.
+//
+// # Concurrency
+//
+// Every method of Store is safe for concurrent use. Close waits for the
+// calls in progress, commits every queued append, stops the background
+// loops and closes Badger; calls after Close return ErrClosed. Two
+// write-backs (or a write-back and a Delete) of the same user are
+// serialized by Badger's conflict detection and retried; ordering a
+// Delete against a later write-back of the same user (so it cannot bring
+// the user back) is the caller's job.
+package storage

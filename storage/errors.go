@@ -1,0 +1,79 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Every error the store returns wraps one of these (or a
+// Badger or I/O error) with %w and names the namespace and user concerned,
+// so callers test them with errors.Is.
+var (
+	// ErrClosed: the store was closed; nothing was read or written.
+	ErrClosed = errors.New("storage: store closed")
+
+	// ErrFull: the filesystem's free space is below Options.MinFreeBytes (or
+	// a write failed with ENOSPC), so the write was refused. Reads keep
+	// working; writes succeed again once space is freed.
+	ErrFull = errors.New("storage: disk full")
+
+	// ErrBadKey: a namespace or user id is empty or longer than
+	// MaxNamespaceLen / MaxUserLen.
+	ErrBadKey = errors.New("storage: bad namespace or user id")
+
+	// ErrBadOptions: Options hold a value Open cannot use.
+	ErrBadOptions = errors.New("storage: bad options")
+
+	// ErrFormatVersion: the store (or a backup) was written in a format
+	// version this build does not know, usually by a newer seenapi.
+	ErrFormatVersion = errors.New("storage: unsupported store format version")
+
+	// ErrBadBackup: the stream given to Restore is not a seenapi backup or is
+	// truncated or corrupt.
+	ErrBadBackup = errors.New("storage: bad backup stream")
+)
+
+// UserError is a failure that concerns one user only; other users of the
+// same call were not affected by it.
+type UserError struct {
+	NS, User string
+	Err      error
+}
+
+func (e *UserError) Error() string {
+	return fmt.Sprintf("%s/%s: %v", e.NS, e.User, e.Err)
+}
+
+func (e *UserError) Unwrap() error { return e.Err }
+
+// WriteBackError is returned by WriteBack and Restore when some users were
+// not written. Failed names each such user with its cause; every user of
+// the call not listed was written. errors.Is sees through it to the causes
+// (ErrFull, ErrClosed, ...).
+type WriteBackError struct {
+	Failed []UserError
+}
+
+func (e *WriteBackError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "storage: %d user(s) not written", len(e.Failed))
+	for i := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(e.Failed[i].Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the causes, so errors.Is and errors.As match any of them.
+func (e *WriteBackError) Unwrap() []error {
+	errs := make([]error, len(e.Failed))
+	for i := range e.Failed {
+		errs[i] = &e.Failed[i]
+	}
+	return errs
+}

@@ -1,0 +1,128 @@
+package storage
+
+import (
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// journalUsersPage is how many users JournalUsers reads per read transaction.
+const journalUsersPage = 1024
+
+// Users returns up to limit users of the namespace that have a stored
+// filter, in byte order, starting after the user after ("" to start at the
+// first). limit <= 0 means no limit.
+func (s *Store) Users(ns, after string, limit int) ([]string, error) {
+	if err := checkKey(ns, "-"); err != nil {
+		return nil, fmt.Errorf("storage: users: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("storage: users of %s: %w", ns, err)
+	}
+	defer s.leave()
+	prefix := appendNSPrefix(nil, prefixFilter, ns)
+	var users []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(append(slices.Clip(prefix), after...)); it.Valid(); it.Next() {
+			user := it.Item().Key()[len(prefix):]
+			if string(user) == after { // after == "" never matches: users are not empty
+				continue
+			}
+			users = append(users, string(user))
+			if limit > 0 && len(users) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: users of %s: %w", ns, err)
+	}
+	return users, nil
+}
+
+// Namespaces returns the namespaces that hold a stored filter or a journal
+// entry, sorted. It skips from one namespace to the next, so it reads a
+// few keys per namespace, not every key.
+func (s *Store) Namespaces() ([]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, fmt.Errorf("storage: namespaces: %w", err)
+	}
+	defer s.leave()
+	var names []string
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, p := range []byte{prefixFilter, prefixJournal} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
+			for it.Seek([]byte{p}); it.Valid(); {
+				key := it.Item().Key()
+				ns, rest, ok := splitNS(key)
+				if !ok {
+					s.opts.Logger.Warn("storage: skipping malformed key", "key", hex.EncodeToString(key))
+					it.Next()
+					continue
+				}
+				names = append(names, string(ns))
+				it.Seek(prefixEnd(key[:len(key)-len(rest)])) // past this namespace
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: namespaces: %w", err)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// JournalUsers calls fn once for every user that has journal entries (in
+// key order), for example to fold them into the user's filter at start. fn
+// is called outside any Badger transaction and may call the store; users
+// whose first entry is appended while JournalUsers runs may or may not be
+// visited. An error from fn stops the walk and is returned.
+func (s *Store) JournalUsers(fn func(ns, user string) error) error {
+	start := []byte{prefixJournal}
+	for start != nil {
+		var page [][2]string
+		if err := s.enter(); err != nil {
+			return fmt.Errorf("storage: journal users: %w", err)
+		}
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}})
+			defer it.Close()
+			it.Seek(start)
+			start = nil
+			for it.Valid() {
+				key := it.Item().Key()
+				ns, user, _, ok := parseJournalKey(key)
+				if !ok {
+					s.opts.Logger.Warn("storage: skipping malformed journal key", "key", hex.EncodeToString(key))
+					it.Next()
+					continue
+				}
+				next := prefixEnd(key[:len(key)-8]) // past every entry of this user
+				if len(page) == journalUsersPage {
+					start = append([]byte(nil), key[:len(key)-8]...) // the next page starts here
+					return nil
+				}
+				page = append(page, [2]string{string(ns), string(user)})
+				it.Seek(next)
+			}
+			return nil
+		})
+		s.leave()
+		if err != nil {
+			return fmt.Errorf("storage: journal users: %w", err)
+		}
+		for _, u := range page {
+			if err := fn(u[0], u[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,483 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// maxConflictRetries bounds how often a transaction that lost a conflict
+// with a concurrent one (same user) is retried.
+const maxConflictRetries = 16
+
+// seqLease is how many journal sequence numbers are reserved on disk at a
+// time; a restart skips what was reserved but unused.
+const seqLease = 1 << 20
+
+// Store is the Badger store of user filters and journal records. All its
+// methods are safe for concurrent use.
+type Store struct {
+	db   *badger.DB
+	opts Options
+
+	// mu guards closed: every call holds it for reading while it runs,
+	// Close takes it for writing.
+	mu     sync.RWMutex
+	closed bool
+
+	appends    chan *appendReq
+	writerDone chan struct{}
+	stop       chan struct{}
+	loops      sync.WaitGroup
+
+	full atomic.Bool  // free space below MinFreeBytes
+	free atomic.Int64 // free bytes at the last check
+
+	seqMu     sync.Mutex
+	nextSeq   uint64 // next journal sequence number to hand out
+	leasedSeq uint64 // highest sequence number reserved on disk
+}
+
+// Open opens (or creates) the store in opts.Dir. It checks the store's
+// format version and refuses, with ErrFormatVersion, a store written by a
+// newer seenapi.
+func Open(opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	bopts := badger.DefaultOptions(opts.Dir).
+		WithSyncWrites(opts.Sync).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithValueThreshold(opts.ValueThreshold).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithVerifyValueChecksum(true).
+		WithMetricsEnabled(false)
+	db, err := badger.Open(bopts)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+	}
+	s := &Store{
+		db:         db,
+		opts:       opts,
+		appends:    make(chan *appendReq, 4*opts.MaxAppendBatch),
+		writerDone: make(chan struct{}),
+		stop:       make(chan struct{}),
+	}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadSeq(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.checkFree()
+	go s.writer()
+	if opts.MinFreeBytes >= 0 {
+		s.loops.Add(1)
+		go s.freeSpaceLoop()
+	}
+	if opts.GCInterval > 0 {
+		s.loops.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// checkFormat writes the format version into a new store and checks it in an
+// existing one.
+func (s *Store) checkFormat() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyFormat)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			for _, p := range []byte{prefixFilter, prefixJournal} {
+				if hasPrefix(txn, []byte{p}) {
+					return fmt.Errorf("%w: %s holds data but no format version: not a seenapi store", ErrFormatVersion, s.opts.Dir)
+				}
+			}
+			return txn.Set(keyFormat, binary.AppendUvarint(nil, FormatVersion))
+		}
+		if err != nil {
+			return fmt.Errorf("storage: open %s: read format version: %w", s.opts.Dir, err)
+		}
+		return item.Value(func(v []byte) error {
+			ver, n := binary.Uvarint(v)
+			switch {
+			case n <= 0 || ver == 0:
+				return fmt.Errorf("%w: %s has an unreadable format version %x", ErrFormatVersion, s.opts.Dir, v)
+			case ver > FormatVersion:
+				return fmt.Errorf("%w: %s is in format version %d, newer than this build supports (%d); use a newer seenapi",
+					ErrFormatVersion, s.opts.Dir, ver, FormatVersion)
+			}
+			return nil
+		})
+	})
+}
+
+func hasPrefix(txn *badger.Txn, prefix []byte) bool {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	it.Seek(prefix)
+	return it.Valid()
+}
+
+// loadSeq reads the sequence lease: numbers up to it may have been used.
+func (s *Store) loadSeq() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keySeq)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			s.nextSeq = 1
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("storage: open %s: read sequence: %w", s.opts.Dir, err)
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("storage: open %s: sequence record of %d bytes", s.opts.Dir, len(v))
+			}
+			s.leasedSeq = binary.BigEndian.Uint64(v)
+			s.nextSeq = s.leasedSeq + 1
+			return nil
+		})
+	})
+}
+
+// takeSeqs hands out n consecutive sequence numbers, first reserving more on
+// disk when the lease runs out, so numbers keep increasing across restarts.
+func (s *Store) takeSeqs(n uint64) (uint64, error) {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if err := s.leaseLocked(s.nextSeq + n - 1); err != nil {
+		return 0, err
+	}
+	first := s.nextSeq
+	s.nextSeq += n
+	return first, nil
+}
+
+// raiseSeq makes every later sequence number greater than seq.
+func (s *Store) raiseSeq(seq uint64) error {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if seq < s.nextSeq {
+		return nil
+	}
+	if err := s.leaseLocked(seq); err != nil {
+		return err
+	}
+	s.nextSeq = seq + 1
+	return nil
+}
+
+func (s *Store) leaseLocked(upTo uint64) error {
+	if upTo <= s.leasedSeq {
+		return nil
+	}
+	lease := upTo + seqLease
+	if lease < upTo {
+		lease = math.MaxUint64
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(keySeq, binary.BigEndian.AppendUint64(nil, lease))
+	})
+	if err != nil {
+		return fmt.Errorf("storage: reserve journal sequence numbers: %w", s.writeErr(err))
+	}
+	s.leasedSeq = lease
+	return nil
+}
+
+// Close stops the background loops, waits for running calls, commits every
+// queued append, and closes Badger. Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.appends)
+	s.mu.Unlock()
+	<-s.writerDone
+	close(s.stop)
+	s.loops.Wait()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("storage: close %s: %w", s.opts.Dir, err)
+	}
+	return nil
+}
+
+// enter starts a call: it fails with ErrClosed once Close has begun.
+// A nil return must be paired with leave.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.mu.RUnlock() }
+
+// enterWrite is enter for a call that writes: it also fails with ErrFull
+// while free space is below MinFreeBytes.
+func (s *Store) enterWrite() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	if s.full.Load() {
+		s.leave()
+		return s.errFull()
+	}
+	return nil
+}
+
+func (s *Store) errFull() error {
+	return fmt.Errorf("%w: %d bytes free under %s, below the %d required", ErrFull, s.free.Load(), s.opts.Dir, s.opts.MinFreeBytes)
+}
+
+// checkFree measures free space and returns whether it is below MinFreeBytes.
+func (s *Store) checkFree() bool {
+	if s.opts.MinFreeBytes < 0 {
+		return false
+	}
+	n, err := freeBytes(s.opts.Dir)
+	if err != nil {
+		s.opts.Logger.Warn("storage: cannot measure free space", "dir", s.opts.Dir, "err", err)
+		return s.full.Load()
+	}
+	s.free.Store(n)
+	full := n < s.opts.MinFreeBytes
+	if was := s.full.Swap(full); was != full {
+		if full {
+			s.opts.Logger.Warn("storage: free space below minimum, refusing writes",
+				"dir", s.opts.Dir, "free_bytes", n, "min_free_bytes", s.opts.MinFreeBytes)
+		} else {
+			s.opts.Logger.Warn("storage: free space recovered, accepting writes",
+				"dir", s.opts.Dir, "free_bytes", n, "min_free_bytes", s.opts.MinFreeBytes)
+		}
+	}
+	return full
+}
+
+// writeErr classifies a failed write: out of space becomes ErrFull, a
+// Badger closed underneath becomes ErrClosed.
+func (s *Store) writeErr(err error) error {
+	switch {
+	case errors.Is(err, ErrFull), errors.Is(err, ErrClosed):
+		return err
+	case isNoSpace(err):
+		s.full.Store(true)
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	case s.checkFree():
+		return fmt.Errorf("%w: %w", s.errFull(), err)
+	case errors.Is(err, badger.ErrDBClosed), errors.Is(err, badger.ErrBlockedWrites):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+func (s *Store) freeSpaceLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.opts.FreeSpaceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.checkFree()
+		}
+	}
+}
+
+func (s *Store) gcLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.runGC()
+		}
+	}
+}
+
+// runGC rewrites value-log files until none has enough garbage.
+func (s *Store) runGC() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		err := s.db.RunValueLogGC(s.opts.GCDiscardRatio)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+			s.opts.Logger.Warn("storage: value-log GC", "dir", s.opts.Dir, "err", err)
+		}
+		return
+	}
+}
+
+// Load returns the user's stored filter (nil if none) and the user's
+// journal entries in sequence order. The returned slices are the caller's.
+func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, err error) {
+	if err := checkKey(ns, user); err != nil {
+		return nil, nil, fmt.Errorf("storage: load: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+	}
+	defer s.leave()
+	var key [64]byte
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(filterKey(key[:0], ns, user))
+		switch {
+		case err == nil:
+			if filter, err = item.ValueCopy(nil); err != nil {
+				return fmt.Errorf("read filter: %w", err)
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return fmt.Errorf("read filter: %w", err)
+		}
+		prefix := journalPrefix(key[:0], ns, user)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		for it.Seek(prefix); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if len(k) != len(prefix)+8 {
+				continue // not a journal key of this user (cannot happen with a sound key layout)
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return fmt.Errorf("read journal: %w", err)
+			}
+			journal = append(journal, JournalEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Value: v})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+	}
+	return filter, journal, nil
+}
+
+// Delete removes the user's filter and every journal entry of the user.
+// It is allowed while the disk is below MinFreeBytes (erasure frees space).
+func (s *Store) Delete(ns, user string) error {
+	if err := checkKey(ns, user); err != nil {
+		return fmt.Errorf("storage: delete: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
+	}
+	defer s.leave()
+	fk := filterKey(nil, ns, user)
+	prefix := journalPrefix(nil, ns, user)
+	for attempt := 0; ; attempt++ {
+		err := s.db.Update(func(txn *badger.Txn) error {
+			for _, k := range journalKeys(txn, prefix, math.MaxUint64) {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+			return txn.Delete(fk)
+		})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, badger.ErrTxnTooBig):
+			// More journal entries than one transaction holds: delete them
+			// in batches first, then retry with the filter.
+			if err := s.deleteJournal(prefix, math.MaxUint64); err != nil {
+				return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
+			}
+			continue
+		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
+			continue
+		}
+		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, s.writeErr(err))
+	}
+}
+
+// journalKeys returns copies of the keys under the user's journal prefix
+// whose sequence number is at most upTo.
+func journalKeys(txn *badger.Txn, prefix []byte, upTo uint64) [][]byte {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	var keys [][]byte
+	for it.Seek(prefix); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+8 {
+			continue
+		}
+		if binary.BigEndian.Uint64(k[len(prefix):]) > upTo {
+			break
+		}
+		keys = append(keys, it.Item().KeyCopy(nil))
+	}
+	return keys
+}
+
+// deleteJournal deletes the user's journal entries up to upTo in as many
+// batches as it takes (not atomically).
+func (s *Store) deleteJournal(prefix []byte, upTo uint64) error {
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		keys = journalKeys(txn, prefix, upTo)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return s.writeErr(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return s.writeErr(err)
+	}
+	return nil
+}
+
+// Size returns the bytes the store's files take on disk (allocated blocks
+// of the LSM tables, value log, memtable logs and manifest).
+func (s *Store) Size() int64 {
+	var total int64
+	_ = filepath.WalkDir(s.opts.Dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			total += allocatedBytes(fi)
+		}
+		return nil
+	})
+	return total
+}
+
+// Dir returns the store's data directory.
+func (s *Store) Dir() string { return s.opts.Dir }

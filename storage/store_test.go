@@ -1,0 +1,722 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+func TestLoadUnknownUserIsEmpty(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	f, j := mustLoad(t, s, "feed", "nobody")
+	if f != nil || j != nil {
+		t.Fatalf("Load of unknown user = %q, %v; want nil, nil", f, j)
+	}
+}
+
+func TestAppendLoadWriteBackDeleteRoundTrip(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	s1 := mustAppend(t, s, "feed", "u1", "a")
+	s2 := mustAppend(t, s, "feed", "u1", "b")
+	if s2 <= s1 {
+		t.Fatalf("second seq %d not above first %d", s2, s1)
+	}
+	f, j := mustLoad(t, s, "feed", "u1")
+	if f != nil {
+		t.Fatalf("filter before write-back = %q, want nil", f)
+	}
+	if got, want := journalValues(j), []string{fmt.Sprint(s1, ":a"), fmt.Sprint(s2, ":b")}; !slices.Equal(got, want) {
+		t.Fatalf("journal = %v, want %v", got, want)
+	}
+
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u1", Value: []byte("filter"), UpTo: s2}}, nil); err != nil {
+		t.Fatalf("WriteBack: %v", err)
+	}
+	f, j = mustLoad(t, s, "feed", "u1")
+	if string(f) != "filter" || len(j) != 0 {
+		t.Fatalf("after write-back: filter %q, journal %v; want \"filter\", none", f, journalValues(j))
+	}
+
+	if err := s.Delete("feed", "u1"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	f, j = mustLoad(t, s, "feed", "u1")
+	if f != nil || len(j) != 0 {
+		t.Fatalf("after Delete: filter %q, journal %v; want nothing", f, journalValues(j))
+	}
+}
+
+func TestLoadReturnsCopies(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	mustAppend(t, s, "feed", "u", "journal")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("filter")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, j := mustLoad(t, s, "feed", "u")
+	copy(f, "XXXXXX")
+	copy(j[0].Value, "XXXXXXX")
+	f, j = mustLoad(t, s, "feed", "u")
+	if string(f) != "filter" || string(j[0].Value) != "journal" {
+		t.Fatalf("stored values changed through returned slices: %q, %q", f, j[0].Value)
+	}
+}
+
+// The users below share prefixes of their ids and namespaces; each must see
+// only its own keys.
+var prefixUsers = [][2]string{
+	{"n", "a"}, {"n", "ab"}, {"n", "abc"}, {"n", "b"},
+	{"na", "b"}, {"n2", "ab"}, {"n", "a\x00"}, {"n\x01a", "b"},
+}
+
+func TestJournalDoesNotLeakAcrossPrefixUsersOrNamespaces(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	seqs := map[[2]string]uint64{}
+	for _, u := range prefixUsers {
+		seqs[u] = mustAppend(t, s, u[0], u[1], u[0]+"/"+u[1])
+	}
+	for _, u := range prefixUsers {
+		_, j := mustLoad(t, s, u[0], u[1])
+		want := []string{fmt.Sprintf("%d:%s/%s", seqs[u], u[0], u[1])}
+		if got := journalValues(j); !slices.Equal(got, want) {
+			t.Errorf("journal of %q/%q = %q, want %q", u[0], u[1], got, want)
+		}
+	}
+}
+
+func TestWriteBackAndDeleteTouchOnlyTheirUser(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	for _, u := range prefixUsers {
+		mustAppend(t, s, u[0], u[1], "j")
+		if err := s.WriteBack([]Write{{NS: u[0], User: u[1], Value: []byte(u[0] + "/" + u[1])}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cover and then delete ("n", "ab"): every other user keeps filter and journal.
+	if err := s.WriteBack([]Write{{NS: "n", User: "ab", Value: []byte("new"), UpTo: 1 << 60}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("n", "ab"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range prefixUsers {
+		f, j := mustLoad(t, s, u[0], u[1])
+		if u == [2]string{"n", "ab"} {
+			if f != nil || len(j) != 0 {
+				t.Errorf("deleted user still has filter %q, journal %v", f, journalValues(j))
+			}
+			continue
+		}
+		if string(f) != u[0]+"/"+u[1] || len(j) != 1 {
+			t.Errorf("%q/%q: filter %q, %d journal entries; want its own filter and 1 entry", u[0], u[1], f, len(j))
+		}
+	}
+}
+
+func TestWriteBackDeletesExactlyTheCoveredJournal(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	var seqs []uint64
+	for i := range 5 {
+		seqs = append(seqs, mustAppend(t, s, "feed", "u", fmt.Sprint("v", i)))
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f"), UpTo: seqs[2]}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, j := mustLoad(t, s, "feed", "u")
+	want := []string{fmt.Sprint(seqs[3], ":v3"), fmt.Sprint(seqs[4], ":v4")}
+	if got := journalValues(j); !slices.Equal(got, want) {
+		t.Fatalf("journal after write-back up to %d = %v, want %v", seqs[2], got, want)
+	}
+}
+
+func TestWriteBackMergeIsCalledWithTheStoredValue(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x0f}}}, orMerge); err != nil {
+		t.Fatal(err)
+	}
+	var calls [][2]string
+	merge := func(stored, value []byte) ([]byte, error) {
+		calls = append(calls, [2]string{string(stored), string(value)})
+		return orMerge(stored, value)
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0xf0}}}, merge); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][2]string{{"\x0f", "\xf0"}}; !slices.Equal(calls, want) {
+		t.Fatalf("merge calls = %q, want %q", calls, want)
+	}
+	if f, _ := mustLoad(t, s, "feed", "u"); string(f) != "\xff" {
+		t.Fatalf("stored %x, want ff", f)
+	}
+}
+
+func TestWriteBackWithoutMergeReplaces(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	for _, v := range []string{"old", "new"} {
+		if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte(v)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, _ := mustLoad(t, s, "feed", "u"); string(f) != "new" {
+		t.Fatalf("stored %q, want \"new\"", f)
+	}
+}
+
+func TestWriteBackMergeErrorSkipsOnlyThatUser(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{
+		{NS: "feed", User: "u1", Value: []byte{1}},
+		{NS: "feed", User: "u2", Value: []byte{1, 1}}, // a different length: orMerge fails
+		{NS: "feed", User: "u3", Value: []byte{1}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seq := mustAppend(t, s, "feed", "u2", "pending")
+	err := s.WriteBack([]Write{
+		{NS: "feed", User: "u1", Value: []byte{2}},
+		{NS: "feed", User: "u2", Value: []byte{2}, UpTo: seq},
+		{NS: "feed", User: "u3", Value: []byte{4}},
+	}, orMerge)
+	var wbe *WriteBackError
+	if !errors.As(err, &wbe) {
+		t.Fatalf("WriteBack error = %v, want a *WriteBackError", err)
+	}
+	if len(wbe.Failed) != 1 || wbe.Failed[0].NS != "feed" || wbe.Failed[0].User != "u2" {
+		t.Fatalf("failed users = %+v, want only feed/u2", wbe.Failed)
+	}
+	if !strings.Contains(err.Error(), "feed/u2") {
+		t.Errorf("error %q does not name the user", err)
+	}
+	for user, want := range map[string]string{"u1": "\x03", "u2": "\x01\x01", "u3": "\x05"} {
+		if f, _ := mustLoad(t, s, "feed", user); string(f) != want {
+			t.Errorf("%s: stored %x, want %x", user, f, want)
+		}
+	}
+	if _, j := mustLoad(t, s, "feed", "u2"); len(j) != 1 {
+		t.Errorf("skipped user's journal has %d entries, want its 1 entry kept", len(j))
+	}
+}
+
+func TestWriteBackOfManyUsersWritesAll(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	const users = 3000 // several transactions of writeBackChunk users
+	writes := make([]Write, users)
+	for i := range writes {
+		u := fmt.Sprint("user", i)
+		seq := mustAppend(t, s, "feed", u, "j")
+		writes[i] = Write{NS: "feed", User: u, Value: []byte(u), UpTo: seq}
+	}
+	if err := s.WriteBack(writes, orMerge); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes {
+		f, j := mustLoad(t, s, "feed", w.User)
+		if string(f) != w.User || len(j) != 0 {
+			t.Fatalf("%s: filter %q, %d journal entries; want its filter and none", w.User, f, len(j))
+		}
+	}
+}
+
+// smallTxnOptions make Badger's transactions hold about 1,500 entries.
+func smallTxnOptions(t testing.TB) Options {
+	return testOptions(t).WithMemTableSize(1 << 20).WithValueThreshold(1 << 10)
+}
+
+func appendMany(t testing.TB, s *Store, ns, user string, n int) uint64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last uint64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				seq, err := s.Append(ns, user, []byte("0123456789abcdef"), 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				last = max(last, seq)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return last
+}
+
+func TestWriteBackOfAJournalLargerThanATransaction(t *testing.T) {
+	s := openTest(t, smallTxnOptions(t))
+	last := appendMany(t, s, "feed", "heavy", 5000)
+	later := mustAppend(t, s, "feed", "heavy", "later")
+	if err := s.WriteBack([]Write{
+		{NS: "feed", User: "light", Value: []byte("l")},
+		{NS: "feed", User: "heavy", Value: []byte("h"), UpTo: last},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, j := mustLoad(t, s, "feed", "heavy")
+	if string(f) != "h" || len(j) != 1 || j[0].Seq != later {
+		t.Fatalf("heavy user: filter %q, journal %v; want \"h\" and only seq %d", f, journalValues(j), later)
+	}
+	if f, _ := mustLoad(t, s, "feed", "light"); string(f) != "l" {
+		t.Fatalf("light user: filter %q, want \"l\"", f)
+	}
+}
+
+func TestDeleteOfAJournalLargerThanATransaction(t *testing.T) {
+	s := openTest(t, smallTxnOptions(t))
+	appendMany(t, s, "feed", "heavy", 5000)
+	if err := s.WriteBack([]Write{{NS: "feed", User: "heavy", Value: []byte("h")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("feed", "heavy"); err != nil {
+		t.Fatal(err)
+	}
+	if f, j := mustLoad(t, s, "feed", "heavy"); f != nil || len(j) != 0 {
+		t.Fatalf("after Delete: filter %q, %d journal entries", f, len(j))
+	}
+}
+
+func TestConcurrentAppendsGetDistinctIncreasingSeqsAndSurviveReopen(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 32, 100
+	seqs := make([][]uint64, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprint("u", w%8) // four writers share each user
+			for i := range each {
+				seq, err := s.Append("feed", user, []byte(fmt.Sprint(w, "-", i)), 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seqs[w] = append(seqs[w], seq)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	all := map[uint64]string{}
+	var maxSeq uint64
+	for w, ss := range seqs {
+		for i, seq := range ss {
+			if i > 0 && seq <= ss[i-1] {
+				t.Fatalf("writer %d: seq %d after %d", w, seq, ss[i-1])
+			}
+			if prev, dup := all[seq]; dup {
+				t.Fatalf("seq %d given twice (%s and %d-%d)", seq, prev, w, i)
+			}
+			all[seq] = fmt.Sprint(w, "-", i)
+			maxSeq = max(maxSeq, seq)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, opts)
+	found := 0
+	for u := range 8 {
+		_, j := mustLoad(t, s, "feed", fmt.Sprint("u", u))
+		for i, e := range j {
+			if i > 0 && e.Seq <= j[i-1].Seq {
+				t.Fatalf("journal out of order: %d after %d", e.Seq, j[i-1].Seq)
+			}
+			if all[e.Seq] != string(e.Value) {
+				t.Fatalf("seq %d holds %q, want %q", e.Seq, e.Value, all[e.Seq])
+			}
+			found++
+		}
+	}
+	if found != writers*each {
+		t.Fatalf("%d entries after reopen, want %d", found, writers*each)
+	}
+	if seq := mustAppend(t, s, "feed", "u0", "after"); seq <= maxSeq {
+		t.Fatalf("seq after reopen %d not above %d", seq, maxSeq)
+	}
+}
+
+func TestAppendsAcknowledgedBeforeCloseSurviveReopen(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 16
+	acked := make([][]uint64, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				seq, err := s.Append("feed", fmt.Sprint("w", w), []byte(fmt.Sprint(i)), 0)
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("writer %d: %v, want ErrClosed", w, err)
+					}
+					return
+				}
+				acked[w] = append(acked[w], seq)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let appends run; the check below does not depend on timing
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	s = openTest(t, opts)
+	total := 0
+	for w := range writers {
+		_, j := mustLoad(t, s, "feed", fmt.Sprint("w", w))
+		stored := map[uint64]bool{}
+		for _, e := range j {
+			stored[e.Seq] = true
+		}
+		for _, seq := range acked[w] {
+			if !stored[seq] {
+				t.Fatalf("writer %d: acknowledged seq %d lost", w, seq)
+			}
+		}
+		total += len(acked[w])
+	}
+	if total == 0 {
+		t.Fatal("no append was acknowledged before Close")
+	}
+}
+
+func TestNewerFormatVersionRefusesToOpen(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyFormat, []byte{99}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(opts)
+	if !errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), "99") {
+		t.Fatalf("Open of a version-99 store: %v, want ErrFormatVersion naming 99", err)
+	}
+}
+
+func TestStoreWithoutFormatVersionRefusesToOpen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(filterKey(nil, "feed", "u"), []byte("x")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(DefaultOptions(dir).WithLogger(testLogger(t))); !errors.Is(err, ErrFormatVersion) {
+		t.Fatalf("Open of data without a version: %v, want ErrFormatVersion", err)
+	}
+}
+
+func TestOpenWritesFormatVersion(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyFormat)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 1 || v[0] != FormatVersion {
+				return fmt.Errorf("format version %x, want %d", v, FormatVersion)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitGone polls until the user has no filter and no journal; Badger's TTL
+// has a granularity of one second.
+func waitGone(t *testing.T, s *Store, ns, user string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, j := mustLoad(t, s, ns, user)
+		if f == nil && len(j) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s still has filter %q and %d journal entries 10s after a 1s TTL", ns, user, f, len(j))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestJournalEntryWithTTLExpires(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if _, err := s.Append("feed", "u", []byte("x"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "feed", "keeper", "x")
+	if _, j := mustLoad(t, s, "feed", "u"); len(j) != 1 {
+		t.Fatalf("fresh entry: %d journal entries, want 1", len(j))
+	}
+	waitGone(t, s, "feed", "u")
+	if _, j := mustLoad(t, s, "feed", "keeper"); len(j) != 1 {
+		t.Fatalf("entry without TTL: %d journal entries, want 1", len(j))
+	}
+}
+
+func TestFilterWithTTLExpires(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("x"), TTL: time.Second}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := mustLoad(t, s, "feed", "u"); string(f) != "x" {
+		t.Fatalf("fresh filter %q, want \"x\"", f)
+	}
+	waitGone(t, s, "feed", "u")
+}
+
+func TestWritesBelowMinFreeBytesFailWithErrFullWhileReadsWork(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := mustAppend(t, s, "feed", "u", "j")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var backup strings.Builder
+	if err := s.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, opts.WithMinFreeBytes(1<<62)) // more than any disk has
+	if _, err := s.Append("feed", "u", []byte("x"), 0); !errors.Is(err, ErrFull) {
+		t.Errorf("Append: %v, want ErrFull", err)
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("g")}}, nil); !errors.Is(err, ErrFull) {
+		t.Errorf("WriteBack: %v, want ErrFull", err)
+	}
+	if err := s.Restore(strings.NewReader(backup.String()), nil); !errors.Is(err, ErrFull) {
+		t.Errorf("Restore: %v, want ErrFull", err)
+	}
+	f, j := mustLoad(t, s, "feed", "u")
+	if string(f) != "f" || len(j) != 1 || j[0].Seq != seq {
+		t.Errorf("Load while full: filter %q, journal %v; want the stored state", f, journalValues(j))
+	}
+	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"u"}) {
+		t.Errorf("Users while full: %v, %v", users, err)
+	}
+	if err := s.Delete("feed", "u"); err != nil {
+		t.Errorf("Delete while full: %v, want it allowed", err)
+	}
+}
+
+func TestClosedStoreReturnsErrClosed(t *testing.T) {
+	s, err := Open(testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	checks := map[string]error{}
+	_, checks["Append"] = s.Append("feed", "u", nil, 0)
+	_, _, checks["Load"] = s.Load("feed", "u")
+	checks["WriteBack"] = s.WriteBack([]Write{{NS: "feed", User: "u"}}, nil)
+	checks["Delete"] = s.Delete("feed", "u")
+	_, checks["Users"] = s.Users("feed", "", 1)
+	_, checks["Namespaces"] = s.Namespaces()
+	checks["JournalUsers"] = s.JournalUsers(func(string, string) error { return nil })
+	checks["Backup"] = s.Backup(&strings.Builder{})
+	checks["Restore"] = s.Restore(strings.NewReader(""), nil)
+	for name, err := range checks {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestBadKeysAreRefused(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	long := strings.Repeat("x", MaxUserLen+1)
+	for _, k := range [][2]string{{"", "u"}, {"feed", ""}, {strings.Repeat("n", MaxNamespaceLen+1), "u"}, {"feed", long}} {
+		if _, err := s.Append(k[0], k[1], nil, 0); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Append(%.10q, %.10q): %v, want ErrBadKey", k[0], k[1], err)
+		}
+		if _, _, err := s.Load(k[0], k[1]); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Load(%.10q, %.10q): %v, want ErrBadKey", k[0], k[1], err)
+		}
+		if err := s.Delete(k[0], k[1]); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Delete(%.10q, %.10q): %v, want ErrBadKey", k[0], k[1], err)
+		}
+	}
+	err := s.WriteBack([]Write{{NS: "feed", User: "ok", Value: []byte("v")}, {NS: "feed", User: ""}}, nil)
+	if !errors.Is(err, ErrBadKey) {
+		t.Errorf("WriteBack with a bad key: %v, want ErrBadKey", err)
+	}
+	if f, _ := mustLoad(t, s, "feed", "ok"); string(f) != "v" {
+		t.Errorf("the good user of that write-back: %q, want written", f)
+	}
+	if _, err := s.Append("feed", strings.Repeat("x", MaxUserLen), nil, 0); err != nil {
+		t.Errorf("Append with a user id of exactly MaxUserLen: %v", err)
+	}
+}
+
+func TestOpenRefusesBadOptions(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"no dir":            {},
+		"threshold too big": DefaultOptions(t.TempDir()).WithValueThreshold(10 << 20),
+		"one memtable MB":   DefaultOptions(t.TempDir()).WithMemTableSize(1000),
+		"discard ratio":     DefaultOptions(t.TempDir()).WithGCDiscardRatio(1.5),
+	} {
+		if _, err := Open(opts); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%s: Open: %v, want ErrBadOptions", name, err)
+		}
+	}
+}
+
+func TestZeroOptionsMeanDefaults(t *testing.T) {
+	got, err := Options{Dir: "d"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultOptions("d")
+	got.Logger = nil
+	if got != want {
+		t.Fatalf("defaults filled in: %+v, want %+v", got, want)
+	}
+}
+
+func TestUsersArePaginatedInOrder(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	var want []string
+	for i := range 10 {
+		u := fmt.Sprintf("user%02d", 9-i)
+		want = append(want, u)
+		if err := s.WriteBack([]Write{{NS: "n", User: u, Value: []byte("f")}, {NS: "n1", User: u + "x", Value: []byte("f")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, s, "n", "journal-only", "j") // no filter: not listed
+	slices.Sort(want)
+	var got []string
+	after := ""
+	for {
+		page, err := s.Users("n", after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if len(page) > 3 {
+			t.Fatalf("page of %d users, limit 3", len(page))
+		}
+		got = append(got, page...)
+		after = page[len(page)-1]
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged users = %v, want %v", got, want)
+	}
+}
+
+func TestNamespacesListsEachOnce(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	for _, u := range prefixUsers {
+		if err := s.WriteBack([]Write{{NS: u[0], User: u[1], Value: []byte("f")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, s, "journal-only", "u", "j")
+	got, err := s.Namespaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"journal-only", "n", "n\x01a", "n2", "na"}; !slices.Equal(got, want) {
+		t.Fatalf("Namespaces = %q, want %q", got, want)
+	}
+}
+
+func TestJournalUsersVisitsEachUserWithAJournalOnce(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	want := map[[2]string]bool{}
+	for i := range 2*journalUsersPage + 10 { // several pages
+		u := [2]string{fmt.Sprint("ns", i%3), fmt.Sprint("u", i)}
+		want[u] = true
+		for range 1 + i%3 {
+			mustAppend(t, s, u[0], u[1], "j")
+		}
+	}
+	if err := s.WriteBack([]Write{{NS: "ns0", User: "no-journal", Value: []byte("f")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]string]int{}
+	err := s.JournalUsers(func(ns, user string) error {
+		got[[2]string{ns, user}]++
+		// fold the journal, as compaction at start does
+		_, j, err := s.Load(ns, user)
+		if err != nil {
+			return err
+		}
+		return s.WriteBack([]Write{{NS: ns, User: user, Value: []byte("f"), UpTo: j[len(j)-1].Seq}}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("visited %d users, want %d", len(got), len(want))
+	}
+	for u, n := range got {
+		if !want[u] || n != 1 {
+			t.Fatalf("user %v visited %d times (has journal: %v)", u, n, want[u])
+		}
+	}
+	if err := s.JournalUsers(func(ns, user string) error { return fmt.Errorf("%s/%s has a journal left", ns, user) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJournalUsersStopsAtTheFirstError(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	mustAppend(t, s, "feed", "a", "j")
+	mustAppend(t, s, "feed", "b", "j")
+	stop := errors.New("stop")
+	calls := 0
+	err := s.JournalUsers(func(string, string) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("JournalUsers: %v after %d calls, want stop after 1", err, calls)
+	}
+}

@@ -1,0 +1,192 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// writeBackChunk is how many users one write-back transaction holds at most.
+const writeBackChunk = 256
+
+// WriteBack stores each write's value and deletes that user's journal
+// entries with Seq <= UpTo, atomically per user. When merge is non-nil and
+// a filter is stored, the value written is merge(stored, value). Users are
+// written in transactions of up to 256 users (fewer if they do not fit).
+//
+// On failure it returns a *WriteBackError naming every user that was not
+// written and why (a merge error, ErrFull, ErrClosed, a Badger error);
+// every user not named was written. A user whose covered journal does not
+// fit in one transaction with its filter has the filter written first and
+// the covered entries deleted after, in batches: a crash in between leaves
+// entries that are already in the filter, and replaying them is harmless
+// for filters that merge by union.
+//
+// Write values must not be modified until WriteBack returns.
+func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
+	var failed []UserError
+	fail := func(ws []Write, err error) {
+		for _, w := range ws {
+			failed = append(failed, UserError{NS: w.NS, User: w.User, Err: err})
+		}
+	}
+	if err := s.enterWrite(); err != nil {
+		fail(writes, err)
+		return &WriteBackError{Failed: failed}
+	}
+	defer s.leave()
+
+	ok := writes
+	for _, w := range writes {
+		if checkKey(w.NS, w.User) != nil {
+			ok = nil
+			break
+		}
+	}
+	if ok == nil { // some keys are bad: keep the good ones
+		ok = make([]Write, 0, len(writes))
+		for _, w := range writes {
+			if err := checkKey(w.NS, w.User); err != nil {
+				fail([]Write{w}, err)
+				continue
+			}
+			ok = append(ok, w)
+		}
+	}
+
+	for len(ok) > 0 {
+		n, errs := s.writeBackSome(ok, merge)
+		for i, err := range errs {
+			if err != nil {
+				failed = append(failed, UserError{NS: ok[i].NS, User: ok[i].User, Err: err})
+			}
+		}
+		ok = ok[n:]
+	}
+	if len(failed) > 0 {
+		return &WriteBackError{Failed: failed}
+	}
+	return nil
+}
+
+// writeBackSome writes back a first part of ws (at least one user). It
+// returns how many users it handled and, for each, the error that kept it
+// from being written (nil: written).
+func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error) {
+	limit := min(len(ws), writeBackChunk)
+	errs = make([]error, limit)
+	for attempt := 0; ; {
+		clear(errs)
+		tooBig, err := s.writeBackTxn(ws[:limit], merge, errs[:limit])
+		switch {
+		case tooBig && limit > 1:
+			limit /= 2
+			continue
+		case tooBig:
+			errs[0] = s.writeBackLarge(ws[0], merge)
+			return 1, errs[:1]
+		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
+			attempt++
+			continue
+		case err != nil:
+			err = s.writeErr(err)
+			for i := range errs[:limit] {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+		return limit, errs[:limit]
+	}
+}
+
+// writeBackTxn writes back every user of ws in one transaction, setting
+// errs[i] for a user skipped for an error of its own. tooBig reports that
+// the users do not fit in one transaction; err is the commit's error.
+func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig bool, err error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	var key []byte
+	for i, w := range ws {
+		key = filterKey(key[:0], w.NS, w.User)
+		value, journal, err := s.prepareWriteBack(txn, key, w, merge, true)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := s.setFilter(txn, w, value); err != nil {
+			return errors.Is(err, badger.ErrTxnTooBig), err
+		}
+		for _, k := range journal {
+			if err := txn.Delete(k); err != nil {
+				return errors.Is(err, badger.ErrTxnTooBig), err
+			}
+		}
+	}
+	return false, txn.Commit()
+}
+
+// prepareWriteBack reads what a user's write-back needs: the value to write
+// (merged with the stored one) and, with listJournal, the journal keys it
+// covers. Its errors concern that user only.
+func (s *Store) prepareWriteBack(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, listJournal bool) (value []byte, journal [][]byte, err error) {
+	value = w.Value
+	if merge != nil {
+		item, err := txn.Get(fkey)
+		switch {
+		case err == nil:
+			stored, err := item.ValueCopy(nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("read stored filter: %w", err)
+			}
+			if value, err = merge(stored, value); err != nil {
+				return nil, nil, fmt.Errorf("merge: %w", err)
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return nil, nil, fmt.Errorf("read stored filter: %w", err)
+		}
+	}
+	if listJournal && w.UpTo > 0 {
+		journal = journalKeys(txn, journalPrefix(nil, w.NS, w.User), w.UpTo)
+	}
+	return value, journal, nil
+}
+
+func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
+	e := badger.NewEntry(filterKey(nil, w.NS, w.User), value)
+	if w.TTL > 0 {
+		e = e.WithTTL(w.TTL)
+	}
+	return txn.SetEntry(e)
+}
+
+// writeBackLarge writes back one user whose filter and covered journal do
+// not fit in one transaction: the filter first, then the journal deletions.
+func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
+	fkey := filterKey(nil, w.NS, w.User)
+	for attempt := 0; ; attempt++ {
+		var userErr error
+		err := s.db.Update(func(txn *badger.Txn) error {
+			value, _, err := s.prepareWriteBack(txn, fkey, w, merge, false)
+			if err != nil {
+				userErr = err
+				return nil
+			}
+			return s.setFilter(txn, w, value)
+		})
+		switch {
+		case userErr != nil:
+			return userErr
+		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
+			continue
+		case err != nil:
+			return s.writeErr(err)
+		}
+		break
+	}
+	if w.UpTo == 0 {
+		return nil
+	}
+	return s.deleteJournal(journalPrefix(nil, w.NS, w.User), w.UpTo)
+}
