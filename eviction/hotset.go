@@ -1,9 +1,18 @@
 package eviction
 
 import (
+	"errors"
+	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -13,6 +22,9 @@ type Options struct {
 	CacheBytes int64
 	// FlushInterval is how often dirty filters are written back. Default 1s.
 	FlushInterval time.Duration
+	// Shards splits the hot set so calls for different users rarely share
+	// a lock. Rounded up to a power of two. Default 64.
+	Shards int
 	// NoJournal turns the journal off: acknowledged writes can then be lost
 	// on a crash. For benchmarks only.
 	NoJournal bool
@@ -22,54 +34,787 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// HotSet holds user filters in memory under a byte budget. Safe for concurrent use.
-type HotSet struct{}
+// Defaults of Options.
+const (
+	DefaultCacheBytes    = 512 << 20
+	DefaultFlushInterval = time.Second
+	DefaultShards        = 64
+	// writeBatch is how many users one store write-back carries.
+	writeBatch = 512
+)
 
-// New returns a hot set over store for the given namespaces.
+func (o Options) withDefaults() Options {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Shards <= 0 {
+		o.Shards = DefaultShards
+	}
+	n := 1
+	for n < o.Shards {
+		n <<= 1
+	}
+	o.Shards = n
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+type key struct{ ns, user string }
+
+// entry is one hot user. mu serializes the user's calls; the shard's lock
+// guards the fields marked so.
+type entry struct {
+	key key
+	mu  sync.Mutex
+	f   *userfilter.Filter // nil until loaded
+	// Guarded by mu:
+	upTo       uint64    // highest journal sequence applied to f
+	dirty      bool      // f has changes not written back
+	dirtySince time.Time // when f first differed from storage
+	gone       bool      // evicted or erased: callers must look the user up again
+	// Guarded by the shard lock:
+	bytes int64 // accounted size
+}
+
+// entryOverhead is what a hot user costs beyond its filter: the entry, the
+// LRU element and map slot, and the key strings (added per user).
+const entryOverhead = 200
+
+type loadCall struct {
+	done chan struct{}
+	err  error
+}
+
+type shard struct {
+	mu      sync.Mutex
+	lru     *simplelru.LRU[key, *entry]
+	bytes   int64
+	budget  int64
+	loading map[key]*loadCall
+	dirty   map[*entry]struct{} // dirty entries, hot or evicted but not yet written back
+	evicted map[key]*entry      // evicted while dirty: still the truth until written back
+}
+
+type nsInfo struct {
+	Namespace
+	journalTTL time.Duration
+}
+
+// HotSet holds user filters in memory under a byte budget, writes changes
+// back to the store in batches and journals every recording call before it
+// is acknowledged. Safe for concurrent use.
+type HotSet struct {
+	store  Store
+	opts   Options
+	ns     map[string]*nsInfo
+	names  []string
+	seed   maphash.Seed
+	shards []*shard
+	mask   uint64
+
+	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
+	scratch sync.Pool
+
+	hits, misses, loads, evictions  atomic.Uint64
+	flushes, flushedUsers, journals atomic.Uint64
+	storageErrors                   atomic.Uint64
+	hotUsers, hotBytes, dirtyUsers  atomic.Int64
+	closed                          atomic.Bool
+	stop                            chan struct{}
+	stopped                         chan struct{}
+}
+
+// New returns a hot set over store for the given namespaces and starts its
+// write-back loop. Close stops it.
 func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
-	return nil, ErrClosed // implementation in progress
+	opts = opts.withDefaults()
+	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{}, seed: maphash.MakeSeed(),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	for _, n := range namespaces {
+		p := n.Profile.WithDefaults()
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("namespace %q: %w", n.Name, err)
+		}
+		if _, dup := h.ns[n.Name]; dup {
+			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
+		}
+		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}}
+		if p.Window > 0 {
+			info.journalTTL = p.Window + p.Granularity
+		}
+		h.ns[n.Name] = info
+		h.names = append(h.names, n.Name)
+	}
+	slices.Sort(h.names)
+	h.shards = make([]*shard, opts.Shards)
+	for i := range h.shards {
+		l, err := simplelru.NewLRU[key, *entry](math.MaxInt32, nil)
+		if err != nil {
+			return nil, err
+		}
+		h.shards[i] = &shard{lru: l, budget: opts.CacheBytes / int64(opts.Shards),
+			loading: map[key]*loadCall{}, dirty: map[*entry]struct{}{}, evicted: map[key]*entry{}}
+	}
+	h.mask = uint64(opts.Shards - 1)
+	h.scratch.New = func() any { return new(userfilter.Scratch) }
+	go h.flushLoop()
+	return h, nil
+}
+
+func (h *HotSet) shardOf(k key) *shard {
+	var m maphash.Hash
+	m.SetSeed(h.seed)
+	m.WriteString(k.ns)
+	m.WriteByte(0)
+	m.WriteString(k.user)
+	return h.shards[m.Sum64()&h.mask]
+}
+
+func (h *HotSet) namespace(ns string) (*nsInfo, error) {
+	if h.closed.Load() {
+		return nil, ErrClosed
+	}
+	info, ok := h.ns[ns]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownNamespace, ns)
+	}
+	return info, nil
+}
+
+// acquire returns the user's entry locked, loading it if it is cold. A user
+// with nothing stored gets an empty filter if create, else ErrUserNotFound.
+// hot says whether the user was in memory already.
+func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot bool, err error) {
+	for {
+		s := h.shardOf(key{info.Name, user})
+		s.mu.Lock()
+		k := key{info.Name, user} // the strings are cloned only when kept
+		if e, ok := s.lru.Get(k); ok {
+			s.mu.Unlock()
+			e.mu.Lock()
+			if e.gone {
+				e.mu.Unlock()
+				continue
+			}
+			h.hits.Add(1)
+			return e, true, nil
+		}
+		if e, ok := s.evicted[k]; ok {
+			// Evicted but not yet written back: it is still the truth. Lock
+			// order is entry before shard, so let go of the shard first.
+			s.mu.Unlock()
+			e.mu.Lock()
+			s.mu.Lock()
+			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty {
+				delete(s.evicted, k)
+				e.gone = false
+				h.insertLocked(s, e)
+				evicted := h.trimLocked(s, e)
+				s.mu.Unlock()
+				h.afterEvict(evicted)
+				h.hits.Add(1)
+				return e, true, nil
+			}
+			s.mu.Unlock()
+			e.mu.Unlock()
+			continue
+		}
+		if lc, ok := s.loading[k]; ok {
+			s.mu.Unlock()
+			<-lc.done
+			if lc.err != nil && !errors.Is(lc.err, ErrUserNotFound) {
+				return nil, false, lc.err
+			}
+			if errors.Is(lc.err, ErrUserNotFound) && !create {
+				return nil, false, lc.err
+			}
+			continue
+		}
+		lc := &loadCall{done: make(chan struct{})}
+		k = key{ns: info.Name, user: string(append([]byte(nil), user...))}
+		s.loading[k] = lc
+		s.mu.Unlock()
+		h.misses.Add(1)
+
+		f, upTo, replayed, err := h.load(info, k.user)
+		if err == nil && f == nil && create {
+			f, err = userfilter.New(info.Profile)
+		}
+		s.mu.Lock()
+		delete(s.loading, k)
+		if err != nil || f == nil {
+			if err == nil {
+				err = ErrUserNotFound
+			}
+			lc.err = err
+			s.mu.Unlock()
+			close(lc.done)
+			return nil, false, err
+		}
+		e = &entry{key: k, f: f, upTo: upTo}
+		e.mu.Lock()
+		if replayed {
+			// The journal is folded into the filter at the next write-back.
+			e.dirty, e.dirtySince = true, h.opts.Now()
+			s.dirty[e] = struct{}{}
+			h.dirtyUsers.Add(1)
+		}
+		h.insertLocked(s, e)
+		evicted := h.trimLocked(s, e)
+		s.mu.Unlock()
+		close(lc.done)
+		h.afterEvict(evicted)
+		return e, false, nil
+	}
+}
+
+// load reads a cold user: the stored filter plus the journal not yet folded
+// into it. A nil filter with no error means nothing is stored.
+func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, upTo uint64, replayed bool, err error) {
+	h.loads.Add(1)
+	raw, journal, err := h.store.Load(info.Name, user)
+	if err != nil {
+		h.storageErrors.Add(1)
+		return nil, 0, false, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
+	}
+	now := h.opts.Now()
+	if raw != nil {
+		f, err = userfilter.Decode(raw)
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
+		}
+	}
+	if len(journal) == 0 {
+		return f, 0, false, nil
+	}
+	if f == nil {
+		if f, err = userfilter.New(info.Profile); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	for _, j := range journal {
+		at, hashes, err := decodeJournal(j.Value)
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
+		}
+		f.AddHashes(hashes, at, now)
+		upTo = max(upTo, j.Seq)
+	}
+	return f, upTo, true, nil
+}
+
+// insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
+func (h *HotSet) insertLocked(s *shard, e *entry) {
+	e.bytes = entrySize(e)
+	s.lru.Add(e.key, e)
+	s.bytes += e.bytes
+	h.hotUsers.Add(1)
+	h.hotBytes.Add(e.bytes)
+}
+
+// trimLocked evicts least recently used users (never keep) while the shard
+// is over budget and returns them. s.mu held.
+func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
+	var out []*entry
+	for s.bytes > s.budget && s.lru.Len() > 1 {
+		k, e, ok := s.lru.GetOldest()
+		if !ok {
+			break
+		}
+		if e == keep {
+			s.lru.Get(k) // make it the newest; evict the next one
+			continue
+		}
+		s.lru.Remove(k)
+		s.bytes -= e.bytes
+		h.hotUsers.Add(-1)
+		h.hotBytes.Add(-e.bytes)
+		h.evictions.Add(1)
+		out = append(out, e)
+	}
+	return out
+}
+
+// afterEvict marks evicted entries gone; dirty ones stay reachable through
+// the shard's evicted map until the next write-back. No lock held.
+func (h *HotSet) afterEvict(evicted []*entry) {
+	for _, e := range evicted {
+		e.mu.Lock()
+		e.gone = true
+		if e.dirty {
+			s := h.shardOf(e.key)
+			s.mu.Lock()
+			s.evicted[e.key] = e
+			s.mu.Unlock()
+		}
+		e.mu.Unlock()
+	}
+}
+
+// release unlocks e after a call, marking it dirty if it changed and
+// re-accounting its size.
+func (h *HotSet) release(e *entry, changed bool) {
+	var size int64
+	if changed {
+		if !e.dirty {
+			e.dirty, e.dirtySince = true, h.opts.Now()
+			h.dirtyUsers.Add(1)
+			s := h.shardOf(e.key)
+			s.mu.Lock()
+			s.dirty[e] = struct{}{}
+			s.mu.Unlock()
+		}
+		size = entrySize(e)
+	}
+	e.mu.Unlock()
+	if changed {
+		s := h.shardOf(e.key)
+		s.mu.Lock()
+		if cur, ok := s.lru.Peek(e.key); ok && cur == e && size != e.bytes {
+			grow := size - e.bytes
+			e.bytes = size
+			s.bytes += grow
+			h.hotBytes.Add(grow)
+		}
+		evicted := h.trimLocked(s, e)
+		s.mu.Unlock()
+		h.afterEvict(evicted)
+	}
+}
+
+// entrySize is what e is accounted for. e.mu held (or e not yet shared).
+func entrySize(e *entry) int64 {
+	return int64(e.f.MemoryBytes() + entryOverhead + len(e.key.ns) + len(e.key.user))
+}
+
+// journal makes the hashes about to be recorded durable. e.mu held.
+func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilter.Hash) error {
+	if h.opts.NoJournal || len(hashes) == 0 {
+		return nil
+	}
+	seq, err := h.store.Append(info.Name, e.key.user, encodeJournal(at, hashes), info.journalTTL)
+	if err != nil {
+		h.storageErrors.Add(1)
+		if errors.Is(err, storage.ErrFull) {
+			return fmt.Errorf("%w: %w", ErrStorageFull, err)
+		}
+		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.key.user, err)
+	}
+	h.journals.Add(1)
+	e.upTo = max(e.upTo, seq)
+	return nil
 }
 
 // Filter is the one call: it returns the candidates the user has not seen
 // (order kept, duplicates once, at most limit; limit <= 0 means no limit)
 // and records per mode before returning. Result.Unseen aliases candidates.
 func (h *HotSet) Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
-	return Result{}, ErrClosed
+	info, err := h.namespace(ns)
+	if err != nil {
+		return Result{}, err
+	}
+	e, _, err := h.acquire(info, user, true)
+	if err != nil {
+		return Result{}, err
+	}
+	s := h.scratch.Get().(*userfilter.Scratch)
+	defer h.scratch.Put(s)
+	now := h.opts.Now()
+	res := e.f.Select(candidates, limit, mode, now, s)
+	if err := h.journal(info, e, now, s.ToRecord); err != nil {
+		h.release(e, false)
+		return Result{}, err
+	}
+	recorded, saturated := e.f.Commit(now, s)
+	h.release(e, recorded > 0)
+	out := Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
+		Unseen: make([]string, len(s.Unseen))}
+	for i, idx := range s.Unseen {
+		out.Unseen[i] = candidates[idx]
+	}
+	return out, nil
 }
 
 // Record marks items seen without filtering (Result.Recorded new, Result.SeenCount already seen).
-func (h *HotSet) Record(ns, user string, items []string) (Result, error) { return Result{}, ErrClosed }
+func (h *HotSet) Record(ns, user string, items []string) (Result, error) {
+	res, err := h.Filter(ns, user, items, 0, userfilter.RecordAll)
+	res.Unseen = nil
+	return res, err
+}
 
 // Check appends to seen whether each item was seen, recording nothing. An
 // unknown user has seen nothing.
 func (h *HotSet) Check(ns, user string, items []string, seen []bool) ([]bool, error) {
-	return seen, ErrClosed
+	info, err := h.namespace(ns)
+	if err != nil {
+		return seen, err
+	}
+	e, _, err := h.acquire(info, user, false)
+	if errors.Is(err, ErrUserNotFound) {
+		for range items {
+			seen = append(seen, false)
+		}
+		return seen, nil
+	}
+	if err != nil {
+		return seen, err
+	}
+	seen = e.f.Check(items, h.opts.Now(), seen)
+	h.release(e, false)
+	return seen, nil
 }
 
 // User returns the user's stats, or ErrUserNotFound.
-func (h *HotSet) User(ns, user string) (UserStats, error) { return UserStats{}, ErrClosed }
+func (h *HotSet) User(ns, user string) (UserStats, error) {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return UserStats{}, err
+	}
+	e, hot, err := h.acquire(info, user, false)
+	if err != nil {
+		return UserStats{}, err
+	}
+	st := UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty,
+		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}
+	h.release(e, false)
+	return st, nil
+}
 
-// Forget erases the user from the hot set, the journal and the store.
-func (h *HotSet) Forget(ns, user string) error { return ErrClosed }
+// Forget erases the user from the hot set, the journal and the store. A
+// write-back running concurrently cannot bring it back.
+func (h *HotSet) Forget(ns, user string) error {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return err
+	}
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	k := key{info.Name, string(append([]byte(nil), user...))}
+	s := h.shardOf(k)
+	for {
+		s.mu.Lock()
+		lc, loading := s.loading[k]
+		if !loading {
+			break
+		}
+		s.mu.Unlock()
+		<-lc.done
+	}
+	// Hold the user's load slot while erasing, so that no call reloads
+	// what is about to be deleted.
+	lc := &loadCall{done: make(chan struct{})}
+	s.loading[k] = lc
+	var victims []*entry
+	if e, ok := s.lru.Peek(k); ok {
+		s.lru.Remove(k)
+		s.bytes -= e.bytes
+		h.hotUsers.Add(-1)
+		h.hotBytes.Add(-e.bytes)
+		victims = append(victims, e)
+	}
+	if e, ok := s.evicted[k]; ok {
+		delete(s.evicted, k)
+		victims = append(victims, e)
+	}
+	s.mu.Unlock()
+	for _, e := range victims {
+		e.mu.Lock()
+		e.gone = true
+		if e.dirty {
+			e.dirty = false
+			h.dirtyUsers.Add(-1)
+		}
+		s.mu.Lock()
+		delete(s.dirty, e)
+		s.mu.Unlock()
+		e.mu.Unlock()
+	}
+	err = h.store.Delete(info.Name, user)
+	if err != nil {
+		h.storageErrors.Add(1)
+		err = h.storageErr(err, "erasing", info.Name, user)
+	}
+	s.mu.Lock()
+	delete(s.loading, k)
+	lc.err = err
+	if err == nil {
+		lc.err = ErrUserNotFound
+	}
+	s.mu.Unlock()
+	close(lc.done)
+	return err
+}
 
 // Export returns the user's encoded filter (including unflushed changes), or ErrUserNotFound.
-func (h *HotSet) Export(ns, user string) ([]byte, error) { return nil, ErrClosed }
+func (h *HotSet) Export(ns, user string) ([]byte, error) {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	e, _, err := h.acquire(info, user, false)
+	if err != nil {
+		return nil, err
+	}
+	defer h.release(e, false)
+	return e.f.MarshalBinary()
+}
 
 // Import merges (or with replace, replaces) the user's filter with data
-// from Export. Bad bytes or a filter of other parameters: ErrBadImport.
-func (h *HotSet) Import(ns, user string, data []byte, replace bool) error { return ErrClosed }
+// from Export and writes it to the store before returning. Bad bytes or,
+// when merging, a filter of other parameters: ErrBadImport.
+func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return err
+	}
+	in, err := userfilter.Decode(data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadImport, err)
+	}
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	e, _, err := h.acquire(info, user, true)
+	if err != nil {
+		return err
+	}
+	next := in
+	if !replace {
+		next = e.f.Clone()
+		if err := next.Merge(in); err != nil {
+			h.release(e, false)
+			return fmt.Errorf("%w: %w", ErrBadImport, err)
+		}
+	}
+	now := h.opts.Now()
+	next.Expire(now)
+	raw, err := next.MarshalBinary()
+	if err == nil {
+		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: e.upTo,
+			TTL: ttlOf(next, now)}}, nil)
+	}
+	if err != nil {
+		h.storageErrors.Add(1)
+		h.release(e, false)
+		return h.storageErr(err, "importing", info.Name, user)
+	}
+	e.f = next
+	if e.dirty {
+		e.dirty = false
+		h.dirtyUsers.Add(-1)
+		s := h.shardOf(e.key)
+		s.mu.Lock()
+		delete(s.dirty, e)
+		s.mu.Unlock()
+	}
+	h.release(e, false)
+	return nil
+}
+
+func (h *HotSet) storageErr(err error, what, ns, user string) error {
+	if errors.Is(err, storage.ErrFull) {
+		return fmt.Errorf("%w: %s %s/%s: %w", ErrStorageFull, what, ns, user, err)
+	}
+	return fmt.Errorf("%w: %s %s/%s: %w", ErrStorage, what, ns, user, err)
+}
+
+// ttlOf is how long a windowed filter stays useful in the store.
+func ttlOf(f *userfilter.Filter, now time.Time) time.Duration {
+	exp := f.ExpiresAt()
+	if exp.IsZero() {
+		return 0
+	}
+	return max(exp.Sub(now), time.Second)
+}
 
 // Namespaces returns the configured namespaces sorted by name.
-func (h *HotSet) Namespaces() []Namespace { return nil }
+func (h *HotSet) Namespaces() []Namespace {
+	out := make([]Namespace, len(h.names))
+	for i, n := range h.names {
+		out[i] = h.ns[n].Namespace
+	}
+	return out
+}
 
 // Namespace returns one namespace.
-func (h *HotSet) Namespace(name string) (Namespace, bool) { return Namespace{}, false }
+func (h *HotSet) Namespace(name string) (Namespace, bool) {
+	info, ok := h.ns[name]
+	if !ok {
+		return Namespace{}, false
+	}
+	return info.Namespace, true
+}
 
 // Stats returns service-wide figures.
-func (h *HotSet) Stats() Stats { return Stats{} }
+func (h *HotSet) Stats() Stats {
+	st := Stats{HotUsers: h.hotUsers.Load(), CacheBytes: h.hotBytes.Load(), CacheBudgetBytes: h.opts.CacheBytes,
+		Hits: h.hits.Load(), Misses: h.misses.Load(), Loads: h.loads.Load(), Evictions: h.evictions.Load(),
+		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
+		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), StorageBytes: h.store.Size()}
+	if total := st.Hits + st.Misses; total > 0 {
+		st.HitRatio = float64(st.Hits) / float64(total)
+	}
+	now := h.opts.Now()
+	for _, s := range h.shards {
+		s.mu.Lock()
+		for e := range s.dirty {
+			// dirtySince is written under e.mu; a racy read would do for a
+			// figure, but the race detector is right to object.
+			if e.mu.TryLock() {
+				if e.dirty {
+					st.FlushLag = max(st.FlushLag, now.Sub(e.dirtySince))
+				}
+				e.mu.Unlock()
+			}
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
 
-// Flush writes every dirty filter back now.
-func (h *HotSet) Flush() error { return ErrClosed }
+func (h *HotSet) flushLoop() {
+	defer close(h.stopped)
+	t := time.NewTicker(h.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			if err := h.Flush(); err != nil {
+				h.opts.Logger.Warn("seenapi: write-back failed; will retry", "err", err)
+			}
+		}
+	}
+}
+
+// Flush writes every dirty filter back now, merging into what is stored.
+func (h *HotSet) Flush() error {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	var all []*entry
+	for _, s := range h.shards {
+		s.mu.Lock()
+		for e := range s.dirty {
+			all = append(all, e)
+		}
+		s.mu.Unlock()
+	}
+	var errs []error
+	for len(all) > 0 {
+		n := min(len(all), writeBatch)
+		if err := h.writeBack(all[:n]); err != nil {
+			errs = append(errs, err)
+		}
+		all = all[n:]
+	}
+	h.flushes.Add(1)
+	return errors.Join(errs...)
+}
+
+// writeBack writes a batch of dirty entries. flushMu held.
+func (h *HotSet) writeBack(batch []*entry) error {
+	now := h.opts.Now()
+	writes := make([]storage.Write, 0, len(batch))
+	taken := make([]*entry, 0, len(batch))
+	for _, e := range batch {
+		e.mu.Lock()
+		if !e.dirty {
+			e.mu.Unlock()
+			continue
+		}
+		e.f.Expire(now)
+		raw, err := e.f.MarshalBinary()
+		if err != nil {
+			e.mu.Unlock()
+			return err
+		}
+		writes = append(writes, storage.Write{NS: e.key.ns, User: e.key.user, Value: raw, UpTo: e.upTo,
+			TTL: ttlOf(e.f, now)})
+		// Clean from here on: a call that changes it again marks it dirty
+		// again and is journalled past UpTo.
+		e.dirty = false
+		h.dirtyUsers.Add(-1)
+		taken = append(taken, e)
+		e.mu.Unlock()
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	err := h.store.WriteBack(writes, mergeEncoded)
+	failedAll := err != nil
+	failed := map[key]bool{}
+	if err != nil {
+		h.storageErrors.Add(1)
+		var wbe *storage.WriteBackError
+		if errors.As(err, &wbe) {
+			failedAll = false
+			for _, u := range wbe.Failed {
+				failed[key{u.NS, u.User}] = true
+			}
+		}
+	}
+	// Users not written stay dirty and are retried at the next write-back.
+	for _, e := range taken {
+		e.mu.Lock()
+		s := h.shardOf(e.key)
+		if (failedAll || failed[e.key]) && !e.dirty {
+			e.dirty = true
+			h.dirtyUsers.Add(1)
+		}
+		clean := !e.dirty
+		s.mu.Lock()
+		if clean {
+			delete(s.dirty, e)
+			if cur, ok := s.evicted[e.key]; ok && cur == e {
+				delete(s.evicted, e.key)
+			}
+		}
+		s.mu.Unlock()
+		e.mu.Unlock()
+	}
+	if !failedAll {
+		h.flushedUsers.Add(uint64(len(writes) - len(failed)))
+	}
+	return err
+}
+
+// mergeEncoded merges a filter about to be written into the stored one, so
+// a second writer, a replayed journal or a restore never rolls a user back.
+func mergeEncoded(stored, value []byte) ([]byte, error) {
+	old, err := userfilter.Decode(stored)
+	if err != nil {
+		// A corrupt stored value is replaced by the good one in memory.
+		return value, nil
+	}
+	cur, err := userfilter.Decode(value)
+	if err != nil {
+		return nil, err
+	}
+	if !cur.Compatible(old) {
+		// The user was re-created with a new profile (after an erase or a
+		// replace import): what is in memory is the truth.
+		return value, nil
+	}
+	if err := cur.Merge(old); err != nil {
+		return nil, err
+	}
+	return cur.MarshalBinary()
+}
 
 // Close flushes every dirty filter and stops background work. It does not close the store.
-func (h *HotSet) Close() error { return nil }
+func (h *HotSet) Close() error {
+	if h.closed.Swap(true) {
+		return nil
+	}
+	close(h.stop)
+	<-h.stopped
+	return h.Flush()
+}

@@ -1,0 +1,424 @@
+package eviction
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+var defaultNS = []Namespace{
+	{Name: "default", Profile: userfilter.DefaultProfile()},
+	{Name: "push", Profile: userfilter.Profile{Window: 7 * 24 * time.Hour, Granularity: 24 * time.Hour}},
+}
+
+func openStore(t testing.TB, dir string) *storage.Store {
+	t.Helper()
+	st, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// fixture is a hot set over a real Badger store in a temp dir.
+type fixture struct {
+	t   testing.TB
+	dir string
+	st  *storage.Store
+	h   *HotSet
+}
+
+func newFixture(t testing.TB, opts Options) *fixture {
+	t.Helper()
+	fx := &fixture{t: t, dir: t.TempDir()}
+	fx.st = openStore(t, fx.dir)
+	fx.h = fx.newHotSet(opts)
+	t.Cleanup(func() {
+		fx.h.Close()
+		fx.st.Close()
+	})
+	return fx
+}
+
+func (fx *fixture) newHotSet(opts Options) *HotSet {
+	if opts.FlushInterval == 0 {
+		opts.FlushInterval = time.Hour // tests flush when they mean to
+	}
+	h, err := New(fx.st, defaultNS, opts)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return h
+}
+
+// restart closes the store without flushing the hot set (as a crash would
+// leave it, minus Badger's own clean close) and opens both again.
+func (fx *fixture) restart(flush bool, opts Options) {
+	fx.t.Helper()
+	if flush {
+		if err := fx.h.Close(); err != nil {
+			fx.t.Fatal(err)
+		}
+	} else {
+		close(fx.h.stop)
+		<-fx.h.stopped
+		fx.h.closed.Store(true)
+	}
+	if err := fx.st.Close(); err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.st = openStore(fx.t, fx.dir)
+	fx.h = fx.newHotSet(opts)
+}
+
+func record(t testing.TB, h *HotSet, ns, user string, items ...string) Result {
+	t.Helper()
+	res, err := h.Filter(ns, user, items, 0, userfilter.RecordReturned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func seen(t testing.TB, h *HotSet, ns, user string, items ...string) []bool {
+	t.Helper()
+	out, err := h.Check(ns, user, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func allTrue(b []bool) bool {
+	for _, v := range b {
+		if !v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFilterReturnsUnseenAndRecords(t *testing.T) {
+	fx := newFixture(t, Options{})
+	res, err := fx.h.Filter("default", "u1", []string{"a", "b", "c", "a"}, 2, userfilter.RecordReturned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Unseen) != "[a b]" || res.Recorded != 2 || res.SeenCount != 0 {
+		t.Fatalf("first call: %+v", res)
+	}
+	res, _ = fx.h.Filter("default", "u1", []string{"a", "b", "c", "d"}, 0, userfilter.RecordNone)
+	if fmt.Sprint(res.Unseen) != "[c d]" || res.SeenCount != 2 || res.Recorded != 0 {
+		t.Fatalf("second call: %+v", res)
+	}
+}
+
+func TestUnknownNamespace(t *testing.T) {
+	fx := newFixture(t, Options{})
+	if _, err := fx.h.Filter("nope", "u", []string{"a"}, 0, 0); !errors.Is(err, ErrUnknownNamespace) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestWriteBackSurvivesRestart(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "u1", "a", "b")
+	fx.restart(true, Options{})
+	if got := seen(t, fx.h, "default", "u1", "a", "b", "zzz"); fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("after restart: %v", got)
+	}
+	if n, _, _ := fx.st.Load("default", "u1"); n == nil {
+		t.Fatal("no filter written back")
+	}
+}
+
+func TestJournalReplaysWhatWasNotWrittenBack(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "u1", "a")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "default", "u1", "b") // journalled only
+	fx.restart(false, Options{})
+	if got := seen(t, fx.h, "default", "u1", "a", "b"); !allTrue(got) {
+		t.Fatalf("after restart without write-back: %v", got)
+	}
+	// The replay is folded in at the next write-back, which empties the journal.
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, j, err := fx.st.Load("default", "u1"); err != nil || len(j) != 0 {
+		t.Fatalf("journal after write-back: %d entries, err %v", len(j), err)
+	}
+}
+
+func TestNoWriteForCallsThatChangeNothing(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "u1", "a")
+	fx.h.Flush()
+	before := fx.h.Stats()
+	fx.h.Filter("default", "u1", []string{"a", "b"}, 0, userfilter.RecordNone)
+	fx.h.Filter("default", "u1", []string{"a"}, 0, userfilter.RecordReturned) // a is seen: nothing returned
+	fx.h.Check("default", "u1", []string{"a"}, nil)
+	fx.h.Flush()
+	after := fx.h.Stats()
+	if after.JournalAppends != before.JournalAppends || after.FlushedUsers != before.FlushedUsers || after.DirtyUsers != 0 {
+		t.Fatalf("calls that changed nothing wrote: before %+v after %+v", before, after)
+	}
+}
+
+func TestConcurrentCallsForOneUserLoseNothing(t *testing.T) {
+	fx := newFixture(t, Options{})
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				record(t, fx.h, "default", "hot", fmt.Sprintf("g%d-%d", g, i))
+			}
+		}()
+	}
+	wg.Wait()
+	fx.restart(false, Options{})
+	for g := 0; g < 16; g++ {
+		for i := 0; i < 50; i++ {
+			if !seen(t, fx.h, "default", "hot", fmt.Sprintf("g%d-%d", g, i))[0] {
+				t.Fatalf("g%d-%d lost", g, i)
+			}
+		}
+	}
+}
+
+func TestColdUserLoadsOnceUnderConcurrentCalls(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "cold", "a")
+	fx.restart(true, Options{})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if !seen(t, fx.h, "default", "cold", "a")[0] {
+				t.Error("a unseen")
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if l := fx.h.Stats().Loads; l != 1 {
+		t.Fatalf("storage loads = %d, want 1", l)
+	}
+}
+
+func TestBudgetHeldAndEvictedUsersKeepHistory(t *testing.T) {
+	const users = 20000
+	const budget = 1 << 20
+	fx := newFixture(t, Options{CacheBytes: budget, Shards: 4})
+	for u := 0; u < users; u++ {
+		record(t, fx.h, "default", fmt.Sprintf("user-%d", u), fmt.Sprintf("item-%d", u), "common")
+		if u%1000 == 0 {
+			if b := fx.h.Stats().CacheBytes; b > budget {
+				t.Fatalf("cache holds %d bytes over budget %d", b, budget)
+			}
+		}
+	}
+	st := fx.h.Stats()
+	if st.CacheBytes > budget || st.Evictions == 0 || st.HotUsers >= users {
+		t.Fatalf("budget not held: %+v", st)
+	}
+	for u := 0; u < users; u += 7 {
+		if got := seen(t, fx.h, "default", fmt.Sprintf("user-%d", u), fmt.Sprintf("item-%d", u), "common"); !allTrue(got) {
+			t.Fatalf("user-%d lost history through eviction: %v", u, got)
+		}
+	}
+}
+
+func TestEvictedDirtyUsersSurviveWithoutJournal(t *testing.T) {
+	fx := newFixture(t, Options{CacheBytes: 64 << 10, Shards: 1, NoJournal: true})
+	for u := 0; u < 2000; u++ {
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "x")
+	}
+	for u := 0; u < 2000; u++ {
+		if !seen(t, fx.h, "default", fmt.Sprintf("u%d", u), "x")[0] {
+			t.Fatalf("u%d lost after eviction with no journal and no write-back yet", u)
+		}
+	}
+}
+
+func TestForgetErasesEverywhere(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "gone", "a")
+	fx.h.Flush()
+	record(t, fx.h, "default", "gone", "b") // dirty and journalled
+	record(t, fx.h, "default", "kept", "a")
+	if err := fx.h.Forget("default", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	fx.h.Flush() // a write-back after the erase must not bring it back
+	if f, j, _ := fx.st.Load("default", "gone"); f != nil || len(j) != 0 {
+		t.Fatalf("store still holds the user: filter %d bytes, %d journal entries", len(f), len(j))
+	}
+	if _, err := fx.h.User("default", "gone"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("User after Forget: %v", err)
+	}
+	fx.restart(false, Options{})
+	if got := seen(t, fx.h, "default", "gone", "a", "b"); got[0] || got[1] {
+		t.Fatalf("erased user came back after restart: %v", got)
+	}
+	if !seen(t, fx.h, "default", "kept", "a")[0] {
+		t.Fatal("erasing one user hurt another")
+	}
+}
+
+func TestForgetRacingCallsNeverResurrects(t *testing.T) {
+	fx := newFixture(t, Options{})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				fx.h.Filter("default", "racer", []string{fmt.Sprintf("x%d-%d", g, i)}, 0, userfilter.RecordReturned)
+				fx.h.Flush()
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	fx.h.Forget("default", "racer")
+	stop.Store(true)
+	wg.Wait()
+	// Whatever the racers recorded after the erase may stay; what they
+	// recorded before may not. x0-0 was recorded first, long before.
+	if seen(t, fx.h, "default", "racer", "x0-0")[0] {
+		t.Fatal("an item recorded before the erase is seen after it")
+	}
+}
+
+func TestTwoWritersMergeInsteadOfOverwriting(t *testing.T) {
+	fx := newFixture(t, Options{})
+	other := fx.newHotSet(Options{}) // a second node over the same store
+	defer other.Close()
+	record(t, fx.h, "default", "shared", "from-a")
+	record(t, other, "default", "shared", "from-b")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(false, Options{})
+	if got := seen(t, fx.h, "default", "shared", "from-a", "from-b"); !allTrue(got) {
+		t.Fatalf("a write-back rolled the other writer back: %v", got)
+	}
+}
+
+func TestCorruptUserFailsAloneAndClearly(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "good", "a")
+	if err := fx.st.WriteBack([]storage.Write{{NS: "default", User: "bad", Value: []byte("not a filter at all")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.h.Filter("default", "bad", []string{"a"}, 0, 0); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt user: err = %v, want ErrCorrupt", err)
+	}
+	if !seen(t, fx.h, "default", "good", "a")[0] {
+		t.Fatal("a corrupt user hurt another")
+	}
+	record(t, fx.h, "default", "other", "z")
+}
+
+func TestStorageFailureKeepsHotReadsWorking(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "hot", "a")
+	fx.st.Close() // the store fails underneath
+	if !seen(t, fx.h, "default", "hot", "a")[0] {
+		t.Fatal("hot read failed with the store down")
+	}
+	_, err := fx.h.Filter("default", "hot", []string{"new"}, 0, userfilter.RecordReturned)
+	if !errors.Is(err, ErrStorage) {
+		t.Fatalf("recording with the store down: err = %v, want ErrStorage", err)
+	}
+	// The failed call changed nothing.
+	if seen(t, fx.h, "default", "hot", "new")[0] {
+		t.Fatal("an unacknowledged item was recorded")
+	}
+	if _, err := fx.h.Check("default", "cold", []string{"a"}, nil); !errors.Is(err, ErrStorage) {
+		t.Fatalf("cold read with the store down: err = %v", err)
+	}
+	fx.st = openStore(t, t.TempDir()) // for cleanup
+}
+
+func TestExportImport(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "src", "a", "b")
+	data, err := fx.h.Export("default", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "default", "dst", "c")
+	if err := fx.h.Import("default", "dst", data, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); !allTrue(got) {
+		t.Fatalf("merge import: %v", got)
+	}
+	if err := fx.h.Import("default", "dst", data, true); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(true, Options{})
+	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("replace import after restart: %v", got)
+	}
+	if err := fx.h.Import("default", "dst", []byte("junk"), false); !errors.Is(err, ErrBadImport) {
+		t.Fatalf("junk import: %v", err)
+	}
+	if _, err := fx.h.Export("default", "nobody"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("export of unknown user: %v", err)
+	}
+}
+
+func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	fx := newFixture(t, Options{Now: clock})
+	record(t, fx.h, "push", "u", "old")
+	mu.Lock()
+	now = now.Add(9 * 24 * time.Hour)
+	mu.Unlock()
+	record(t, fx.h, "push", "u", "new")
+	if got := seen(t, fx.h, "push", "u", "old", "new"); fmt.Sprint(got) != "[false true]" {
+		t.Fatalf("window: %v", got)
+	}
+	st, err := fx.h.User("push", "u")
+	if err != nil || len(st.Generations) != 1 {
+		t.Fatalf("stats %+v err %v: want one generation left", st, err)
+	}
+}
+
+func TestUserStats(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "s", "a", "b", "c")
+	st, err := fx.h.User("default", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != 3 || !st.Hot || !st.Dirty || st.LastSeen.IsZero() {
+		t.Fatalf("stats %+v", st)
+	}
+	fx.restart(true, Options{})
+	st, _ = fx.h.User("default", "s")
+	if st.Items != 3 || st.Hot || st.Dirty {
+		t.Fatalf("stats after restart %+v", st)
+	}
+}

@@ -1,0 +1,38 @@
+package eviction
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// A journal record is uvarint(unix seconds of the call) followed by the
+// 16-byte item hashes (little-endian Lo then Hi) it recorded. Replaying it
+// adds the hashes at that time; adding twice is harmless.
+
+func encodeJournal(at time.Time, hashes []userfilter.Hash) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64+16*len(hashes))
+	b = binary.AppendUvarint(b, uint64(at.Unix()))
+	for _, h := range hashes {
+		b = binary.LittleEndian.AppendUint64(b, h.Lo)
+		b = binary.LittleEndian.AppendUint64(b, h.Hi)
+	}
+	return b
+}
+
+var errBadJournal = errors.New("bad journal record")
+
+func decodeJournal(b []byte) (time.Time, []userfilter.Hash, error) {
+	sec, n := binary.Uvarint(b)
+	if n <= 0 || (len(b)-n)%16 != 0 || sec > 1<<40 {
+		return time.Time{}, nil, errBadJournal
+	}
+	b = b[n:]
+	hs := make([]userfilter.Hash, len(b)/16)
+	for i := range hs {
+		hs[i] = userfilter.Hash{Lo: binary.LittleEndian.Uint64(b[16*i:]), Hi: binary.LittleEndian.Uint64(b[16*i+8:])}
+	}
+	return time.Unix(int64(sec), 0), hs, nil
+}
