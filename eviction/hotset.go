@@ -127,7 +127,7 @@ type HotSet struct {
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors                   atomic.Uint64
 	hotUsers, hotBytes, dirtyUsers  atomic.Int64
-	closed                          atomic.Bool
+	closed, ready                   atomic.Bool
 	stop                            chan struct{}
 	stopped                         chan struct{}
 }
@@ -818,3 +818,52 @@ func (h *HotSet) Close() error {
 	<-h.stopped
 	return h.Flush()
 }
+
+// journalLister is what Recover needs of the store beyond Store.
+type journalLister interface {
+	JournalUsers(fn func(ns, user string) error) error
+}
+
+// Recover folds every pending journal (left by a crash) into its user's
+// filter and writes them back, so the journal does not wait for each user's
+// next call. Users of namespaces no longer configured are left as they are.
+// Ready reports true once it has run.
+func (h *HotSet) Recover() error {
+	defer h.ready.Store(true)
+	jl, ok := h.store.(journalLister)
+	if !ok {
+		return nil
+	}
+	pending := 0
+	var errs []error
+	err := jl.JournalUsers(func(ns, user string) error {
+		info, err := h.namespace(ns)
+		if err != nil {
+			return nil
+		}
+		e, _, err := h.acquire(info, user, false)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		h.release(e, false)
+		if pending++; pending%writeBatch == 0 {
+			if err := h.Flush(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.Flush(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Ready reports whether Recover has run: the journal left by a crash has
+// been folded in (calls are answered correctly before that too; they replay
+// their user's journal when they load it).
+func (h *HotSet) Ready() bool { return h.ready.Load() }

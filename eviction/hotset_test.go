@@ -422,3 +422,27 @@ func TestUserStats(t *testing.T) {
 		t.Fatalf("stats after restart %+v", st)
 	}
 }
+
+func TestRecoverFoldsPendingJournals(t *testing.T) {
+	fx := newFixture(t, Options{})
+	for u := 0; u < 50; u++ {
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "a")
+	}
+	fx.restart(false, Options{})
+	if fx.h.Ready() {
+		t.Fatal("ready before Recover")
+	}
+	if err := fx.h.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if !fx.h.Ready() {
+		t.Fatal("not ready after Recover")
+	}
+	n := 0
+	if err := fx.st.JournalUsers(func(ns, user string) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("%d users still have a journal after Recover (err %v)", n, err)
+	}
+	if !seen(t, fx.h, "default", "u7", "a")[0] {
+		t.Fatal("recovered user lost its item")
+	}
+}

@@ -1,0 +1,54 @@
+// Package eviction is the hot set: it holds user filters in memory under a
+// byte budget, loads cold users from storage, journals every recording call
+// before it is acknowledged and writes changed filters back in batches.
+//
+// # Layout
+//
+// Users are spread over a power-of-two number of shards by a hash of
+// (namespace, user). Each shard is a golang-lru simplelru (the thread-unsafe
+// core) under the shard's own lock, with a byte count: after every insert
+// or growth the shard evicts its least recently used users until it is
+// within CacheBytes/Shards. A user costs its filter's MemoryBytes plus
+// entryOverhead plus its key. Calls for one user are serialized by the
+// entry's own lock; calls for different users share at most a shard lock
+// held for a map lookup. Lock order: entry before shard.
+//
+// # Loading
+//
+// A cold user is read once however many calls want it (single flight):
+// the first call loads, the others wait for it. Loading reads the stored
+// filter and the journal entries not yet covered by it and replays them.
+//
+// # Durability
+//
+// A call that records first selects the hashes to record, appends them to
+// the journal (the store groups concurrent appends into one write) and
+// only then applies them and answers: an acknowledged impression survives
+// kill -9, and a call whose journal write failed changes nothing. The write-
+// back loop (every FlushInterval, on eviction through the next write-back,
+// and at Close) stores each dirty filter merged by OR into what is stored,
+// and deletes the journal entries it covers in the same transaction, so a
+// second writer, a replayed journal or a restore can never roll a user back.
+// A dirty user evicted before its write-back stays reachable (the shard's
+// evicted map) until the write-back lands, so eviction never loses a change,
+// even with the journal off.
+//
+// # Erase
+//
+// Forget holds the user's load slot and the write-back lock while it drops
+// the user from memory and deletes it from the store, so neither a
+// concurrent load nor a write-back already under way can bring it back.
+//
+// # Retention
+//
+// Filters of windowed namespaces are written with a time-to-live that ends
+// when their newest bucket leaves the window, and journal entries with one
+// of a window plus a bucket, so the store drops users untouched for longer
+// than their window on its own (Badger expires them at compaction).
+// Expired buckets inside a live filter are dropped at every call and
+// write-back.
+//
+// # Concurrency
+//
+// Every exported method of HotSet is safe for concurrent use.
+package eviction

@@ -1,0 +1,21 @@
+package eviction
+
+import "errors"
+
+// Sentinel errors; the API maps them to problem types in one place.
+var (
+	// ErrUnknownNamespace: no profile of that name.
+	ErrUnknownNamespace = errors.New("eviction: unknown namespace")
+	// ErrUserNotFound: the user has no filter (hot or stored).
+	ErrUserNotFound = errors.New("eviction: user not found")
+	// ErrCorrupt: the user's stored filter failed its checksum; other users are unaffected.
+	ErrCorrupt = errors.New("eviction: stored filter is corrupt")
+	// ErrStorage: the store failed (read or write); wraps the store's error.
+	ErrStorage = errors.New("eviction: storage failure")
+	// ErrStorageFull: the store refused a write for lack of disk space.
+	ErrStorageFull = errors.New("eviction: storage full")
+	// ErrClosed: the hot set was closed.
+	ErrClosed = errors.New("eviction: closed")
+	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.
+	ErrBadImport = errors.New("eviction: bad import")
+)
