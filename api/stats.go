@@ -15,10 +15,10 @@ type ServiceStats struct {
 	eviction.Stats
 	StartedAt     time.Time         `json:"started_at"`
 	UptimeSeconds float64           `json:"uptime_seconds"`
-	InFlight      int64             `json:"in_flight"`          // requests being served now
-	Calls         map[string]uint64 `json:"calls"`              // calls per route, "METHOD /path/{param}"
-	Degraded      uint64            `json:"degraded"`           // answers given unfiltered with on_error open
-	Errors        map[string]uint64 `json:"errors"`             // error answers by HTTP status
+	InFlight      int64             `json:"in_flight"` // requests being served now
+	Calls         map[string]uint64 `json:"calls"`     // calls per route, "METHOD /path/{param}"
+	Degraded      uint64            `json:"degraded"`  // answers given unfiltered with on_error open
+	Errors        map[string]uint64 `json:"errors"`    // error answers by HTTP status
 }
 
 // counters are the API's figures: lock-free, one atomic per route and per

@@ -85,6 +85,10 @@ func (s *Server) user(c *fiber.Ctx) (string, error) {
 	if p := textProblem(u, s.cfg.MaxUserBytes); p != "" {
 		return "", fieldError(pBadRequest, "", "user", "the user id "+p)
 	}
+	if u == "." || u == ".." {
+		// Clients resolve these path segments away; refuse them everywhere.
+		return "", fieldError(pBadRequest, "", "user", `the user ids "." and ".." cannot be used in a path`)
+	}
 	return u, nil
 }
 

@@ -1,0 +1,342 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+var ctx = context.Background()
+
+func ptr[T any](v T) *T { return &v }
+
+// filter is the one call through the generated client; it fails the test
+// unless the answer is 200.
+func filter(t *testing.T, c *client.ClientWithResponses, ns, user string, req client.FilterRequest) client.FilterResponse {
+	t.Helper()
+	r, err := c.FilterUserWithResponse(ctx, ns, user, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JSON200 == nil {
+		t.Fatalf("filter: %d %s", r.StatusCode(), r.Body)
+	}
+	return *r.JSON200
+}
+
+func TestOneCallReturnsUnseenInOrderOnceAndRecordsThem(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	got := filter(t, c, "default", "u:1", client.FilterRequest{Candidates: []string{"a", "b", "a", "c", "d"}, Limit: ptr(2)})
+	if !slices.Equal(got.Unseen, []string{"a", "b"}) || got.SeenCount != 0 || got.Recorded != 2 {
+		t.Fatalf("first call: %+v, want unseen [a b], seen 0, recorded 2", got)
+	}
+	got = filter(t, c, "default", "u:1", client.FilterRequest{Candidates: []string{"d", "a", "b", "c"}})
+	if !slices.Equal(got.Unseen, []string{"d", "c"}) || got.SeenCount != 2 || got.Recorded != 2 {
+		t.Fatalf("second call: %+v, want unseen [d c], seen 2, recorded 2", got)
+	}
+	got = filter(t, c, "default", "u:1", client.FilterRequest{Candidates: []string{"a", "b", "c", "d"}})
+	if len(got.Unseen) != 0 || got.Unseen == nil || got.SeenCount != 4 {
+		t.Fatalf("third call: %+v, want unseen [] (not null), seen 4", got)
+	}
+}
+
+func TestRecordNoneIsADryRun(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	got := filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b"}, Record: ptr(client.None)})
+	if got.Recorded != 0 || len(got.Unseen) != 2 {
+		t.Fatalf("dry run: %+v", got)
+	}
+	if st := e.stateOf("default", "u"); st != nil && st["items"].(float64) != 0 {
+		t.Fatalf("a dry run recorded items: %v", st["items"])
+	}
+	got = filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b"}})
+	if len(got.Unseen) != 2 {
+		t.Fatalf("after a dry run the items must still be unseen: %+v", got)
+	}
+}
+
+func TestRecordAllRecordsEveryCandidate(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	got := filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b", "c"}, Limit: ptr(1), Record: ptr(client.All)})
+	if !slices.Equal(got.Unseen, []string{"a"}) || got.Recorded != 3 {
+		t.Fatalf("record all: %+v, want unseen [a], recorded 3", got)
+	}
+	got = filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b", "c", "z"}})
+	if !slices.Equal(got.Unseen, []string{"z"}) {
+		t.Fatalf("after record all: %+v, want unseen [z]", got)
+	}
+}
+
+func TestSeenThenCheck(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	r, err := c.RecordSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"x", "y"}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("seen: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if r.JSON200.Recorded != 2 || r.JSON200.SeenCount != 0 {
+		t.Fatalf("seen: %+v", r.JSON200)
+	}
+	ch, err := c.CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"x", "q", "y"}})
+	if err != nil || ch.JSON200 == nil {
+		t.Fatalf("check: %v %d %s", err, ch.StatusCode(), ch.Body)
+	}
+	if !slices.Equal(ch.JSON200.Seen, []bool{true, false, true}) || ch.JSON200.SeenCount != 2 {
+		t.Fatalf("check: %+v, want [true false true], 2", ch.JSON200)
+	}
+	ch, _ = c.CheckSeenWithResponse(ctx, "default", "nobody", client.ItemsRequest{Items: []string{"x"}})
+	if ch.JSON200 == nil || ch.JSON200.Seen[0] {
+		t.Fatalf("an unknown user has seen nothing: %d %s", ch.StatusCode(), ch.Body)
+	}
+}
+
+func TestUserStats(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	r, err := c.GetUserWithResponse(ctx, "default", "u")
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	st := r.JSON200
+	if st.Items != 3 || st.Kind != "bloom" || !st.Hot || st.Bits == 0 || st.TargetFpRate != 0.01 || st.LastSeen.IsZero() {
+		t.Fatalf("stats: %+v", st)
+	}
+	r, _ = c.GetUserWithResponse(ctx, "default", "stranger")
+	if r.ApplicationproblemJSON404 == nil || r.ApplicationproblemJSON404.Type != "https://seenapi.dev/problems/user-not-found" {
+		t.Fatalf("unknown user: %d %s", r.StatusCode(), r.Body)
+	}
+}
+
+func TestForgetUserErasesHistory(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b"}})
+	r, err := c.ForgetUserWithResponse(ctx, "default", "u")
+	if err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatalf("forget: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("forgotten user still has stats: %v", st)
+	}
+	got := filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a", "b"}})
+	if len(got.Unseen) != 2 {
+		t.Fatalf("a forgotten user has seen nothing: %+v", got)
+	}
+}
+
+func TestExportImportMergeAndReplace(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "src", client.FilterRequest{Candidates: []string{"a", "b"}})
+	filter(t, c, "default", "dst", client.FilterRequest{Candidates: []string{"z"}})
+	ex, err := c.ExportUserWithResponse(ctx, "default", "src")
+	if err != nil || ex.StatusCode() != http.StatusOK || len(ex.Body) == 0 {
+		t.Fatalf("export: %v %d", err, ex.StatusCode())
+	}
+	if ct := ex.HTTPResponse.Header.Get("Content-Type"); ct != "application/octet-stream" {
+		t.Fatalf("export content type %q", ct)
+	}
+	check := func(user string, items ...string) []bool {
+		t.Helper()
+		r, err := c.CheckSeenWithResponse(ctx, "default", user, client.ItemsRequest{Items: items})
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("check: %v %d %s", err, r.StatusCode(), r.Body)
+		}
+		return r.JSON200.Seen
+	}
+	im, err := c.ImportUserWithBodyWithResponse(ctx, "default", "dst", nil, "application/octet-stream", bytes.NewReader(ex.Body))
+	if err != nil || im.StatusCode() != http.StatusNoContent {
+		t.Fatalf("import merge: %v %d %s", err, im.StatusCode(), im.Body)
+	}
+	if got := check("dst", "a", "b", "z"); !slices.Equal(got, []bool{true, true, true}) {
+		t.Fatalf("after merge dst saw %v, want all", got)
+	}
+	im, err = c.ImportUserWithBodyWithResponse(ctx, "default", "dst", &client.ImportUserParams{Mode: ptr(client.Replace)},
+		"application/octet-stream", bytes.NewReader(ex.Body))
+	if err != nil || im.StatusCode() != http.StatusNoContent {
+		t.Fatalf("import replace: %v %d %s", err, im.StatusCode(), im.Body)
+	}
+	if got := check("dst", "a", "b", "z"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("after replace dst saw %v, want a and b only", got)
+	}
+	im, _ = c.ImportUserWithBodyWithResponse(ctx, "default", "dst", nil, "application/octet-stream", strings.NewReader("not a filter"))
+	if im.ApplicationproblemJSON400 == nil || im.ApplicationproblemJSON400.Type != "https://seenapi.dev/problems/bad-import" {
+		t.Fatalf("bad import: %d %s", im.StatusCode(), im.Body)
+	}
+	if got := check("dst", "a", "b", "z"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("a bad import changed dst: %v", got)
+	}
+}
+
+func TestBatchAnswersEachUserInOrder(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u2", client.FilterRequest{Candidates: []string{"a"}})
+	r, err := c.FilterBatchWithResponse(ctx, "default", client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "u1", Candidates: []string{"a", "b"}, Limit: ptr(1)},
+		{User: "u2", Candidates: []string{"a", "b"}, Record: ptr(client.None)},
+	}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	res := r.JSON200.Results
+	if len(res) != 2 || res[0].User != "u1" || res[1].User != "u2" {
+		t.Fatalf("batch results: %+v", res)
+	}
+	if res[0].Error != nil || !slices.Equal(*res[0].Unseen, []string{"a"}) || *res[0].Recorded != 1 {
+		t.Fatalf("u1: %+v", res[0])
+	}
+	if res[1].Error != nil || !slices.Equal(*res[1].Unseen, []string{"b"}) || *res[1].SeenCount != 1 || *res[1].Recorded != 0 {
+		t.Fatalf("u2: %+v", res[1])
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	l, err := c.ListNamespacesWithResponse(ctx)
+	if err != nil || l.JSON200 == nil {
+		t.Fatalf("list: %v %d %s", err, l.StatusCode(), l.Body)
+	}
+	var names []string
+	for _, n := range l.JSON200.Namespaces {
+		names = append(names, n.Name)
+	}
+	if !slices.Equal(names, []string{"capped", "default"}) {
+		t.Fatalf("namespaces %v", names)
+	}
+	g, err := c.GetNamespaceWithResponse(ctx, "capped")
+	if err != nil || g.JSON200 == nil {
+		t.Fatalf("get: %v %d %s", err, g.StatusCode(), g.Body)
+	}
+	if n := g.JSON200; n.MaxItems != 5 || n.FpRate != 0.01 || n.Kind != "bloom" || n.Window != 0 || n.InitialCapacity == 0 {
+		t.Fatalf("capped: %+v", n)
+	}
+	g, _ = c.GetNamespaceWithResponse(ctx, "nope")
+	if g.ApplicationproblemJSON404 == nil || g.ApplicationproblemJSON404.Type != "https://seenapi.dev/problems/unknown-namespace" {
+		t.Fatalf("unknown namespace: %d %s", g.StatusCode(), g.Body)
+	}
+}
+
+func TestSaturatedUserSaysSo(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	items := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+	got := filter(t, c, "capped", "u", client.FilterRequest{Candidates: items})
+	if got.Saturated == nil || !*got.Saturated || got.Recorded > 5 {
+		t.Fatalf("capped at 5 items: %+v", got)
+	}
+}
+
+func TestForgetItemsIsUnsupportedForBloom(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	r, err := c.ForgetItemsWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/unsupported" {
+		t.Fatalf("forget items: %d %s", r.StatusCode(), r.Body)
+	}
+}
+
+func TestUserIDsArePercentDecodedAndExact(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	ids := []string{"a/b", "a", "A", "ü ☃ x", "a%2Fb", "...", "a b?c#d", "%"}
+	for i, id := range ids {
+		filter(t, c, "default", id, client.FilterRequest{Candidates: []string{"item-" + string(rune('0'+i))}})
+	}
+	for i, id := range ids {
+		r, err := c.CheckSeenWithResponse(ctx, "default", id, client.ItemsRequest{Items: []string{"item-0", "item-" + string(rune('0'+i))}})
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("%q: %v %d %s", id, err, r.StatusCode(), r.Body)
+		}
+		if want := []bool{i == 0, true}; !slices.Equal(r.JSON200.Seen, want) {
+			t.Errorf("user %q saw %v, want %v: ids must map to distinct users", id, r.JSON200.Seen, want)
+		}
+	}
+}
+
+func TestStatsCountCallsAndErrors(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	for range 3 {
+		filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	}
+	e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json", []byte(`{`))
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	st := r.JSON200
+	if n := st.Calls["POST /v1/namespaces/{ns}/users/{user}/filter"]; n != 4 {
+		t.Errorf("filter calls %d, want 4", n)
+	}
+	if n := st.Errors["400"]; n != 1 {
+		t.Errorf("400 errors %d, want 1", n)
+	}
+	if st.HotUsers != 1 || st.UptimeSeconds <= 0 || st.Degraded != 0 {
+		t.Errorf("stats: %+v", st)
+	}
+}
+
+func TestMetricsInPrometheusFormat(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	r, err := c.GetMetricsWithResponse(ctx)
+	if err != nil || r.StatusCode() != http.StatusOK {
+		t.Fatalf("metrics: %v %d", err, r.StatusCode())
+	}
+	body := string(r.Body)
+	for _, want := range []string{
+		`seenapi_http_requests_total{route="POST /v1/namespaces/{ns}/users/{user}/filter"} 1`,
+		"seenapi_hot_users 1", "seenapi_degraded_total 0", "go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestHealthReadyOpenAPIAndDashboard(t *testing.T) {
+	e := newEnv(t, withKeys)
+	c := e.client("") // these routes need no key
+	h, err := c.GetHealthWithResponse(ctx)
+	if err != nil || h.JSON200 == nil || h.JSON200.Status != "ok" {
+		t.Fatalf("healthz: %v %d %s", err, h.StatusCode(), h.Body)
+	}
+	r, err := c.GetReadyWithResponse(ctx)
+	if err != nil || r.JSON200 == nil || r.JSON200.Status != "ready" {
+		t.Fatalf("readyz: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	o, err := c.GetOpenAPIWithResponse(ctx)
+	if err != nil || o.StatusCode() != http.StatusOK {
+		t.Fatalf("openapi.yaml: %v %d", err, o.StatusCode())
+	}
+	want, err := os.ReadFile("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(o.Body, want) {
+		t.Fatal("/openapi.yaml differs from openapi.yaml")
+	}
+	d, err := c.GetDashboardWithResponse(ctx)
+	if err != nil || d.StatusCode() != http.StatusOK || !strings.HasPrefix(d.HTTPResponse.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("dashboard: %v %d", err, d.StatusCode())
+	}
+	if !bytes.Contains(bytes.ToLower(d.Body), []byte("<html")) {
+		t.Fatalf("dashboard is not HTML: %.200s", d.Body)
+	}
+}

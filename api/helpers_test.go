@@ -1,0 +1,328 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+func init() {
+	// The dashboard's page is text/html; the validator reads it as text.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+}
+
+// Keys of the tests' key-protected servers.
+const (
+	readKey  = "read-key-0123456789abcdef"
+	writeKey = "write-key-0123456789abcdef"
+	adminKey = "admin-key-0123456789abcdef"
+)
+
+var testKeys = []api.Key{
+	{Role: api.RoleRead, Secret: readKey},
+	{Role: api.RoleWrite, Secret: writeKey},
+	{Role: api.RoleAdmin, Secret: adminKey},
+}
+
+// testNamespaces are "default" and "capped" (a user holds at most 5 items).
+func testNamespaces() []eviction.Namespace {
+	capped := userfilter.DefaultProfile()
+	capped.MaxItems = 5
+	return []eviction.Namespace{
+		{Name: "default", Profile: userfilter.DefaultProfile()},
+		{Name: "capped", Profile: capped},
+	}
+}
+
+// loadSpec loads and validates openapi.yaml.
+func loadSpec(t testing.TB) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("openapi.yaml is not valid: %v", err)
+	}
+	return doc
+}
+
+// env is a real server on a loopback port over a real hot set over a real
+// Badger store in a temp dir, with a generated client whose every request
+// and answer is validated against openapi.yaml.
+type env struct {
+	t     testing.TB
+	store *storage.Store
+	hot   *eviction.HotSet
+	srv   *api.Server
+	base  string
+	val   *validator
+	done  chan error
+	once  sync.Once
+}
+
+type envOption func(*api.Config)
+
+func withKeys(c *api.Config) { c.Keys = testKeys }
+
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, err := eviction.New(store, testNamespaces(), eviction.Options{FlushInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	cfg := api.Config{Logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := api.New(hot, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, store: store, hot: hot, srv: srv, base: "http://" + ln.Addr().String(), done: make(chan error, 1)}
+	go func() { e.done <- srv.Serve(ln) }()
+	e.val = newValidator(t, e.base)
+	t.Cleanup(e.close)
+	return e
+}
+
+// close shuts the server down, then the hot set (writing back), then the
+// store; once.
+func (e *env) close() { e.once.Do(e.shutdown) }
+
+func (e *env) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		e.t.Errorf("shutdown: %v", err)
+	}
+	if err := <-e.done; err != nil {
+		e.t.Errorf("serve: %v", err)
+	}
+	if err := e.hot.Close(); err != nil {
+		e.t.Errorf("hot set close: %v", err)
+	}
+	if err := e.store.Close(); err != nil {
+		e.t.Errorf("store close: %v", err)
+	}
+}
+
+// client returns a generated client sending key (none if ""), validating
+// every request and answer.
+func (e *env) client(key string) *client.ClientWithResponses {
+	e.t.Helper()
+	c, err := client.NewClientWithResponses(e.base, client.WithHTTPClient(e.val.doer(true)),
+		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			if key != "" {
+				r.Header.Set("Authorization", "Bearer "+key)
+			}
+			return nil
+		}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// raw sends a hand-made request (validating only the answer against the
+// document) and returns the status, headers and body.
+func (e *env) raw(method, path, contentType string, body []byte, header ...string) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := e.val.doer(false).Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// validator checks requests and answers against openapi.yaml.
+type validator struct {
+	t      testing.TB
+	router routers.Router
+	hc     *http.Client
+}
+
+func newValidator(t testing.TB, base string) *validator {
+	doc := loadSpec(t)
+	doc.Servers = openapi3.Servers{{URL: base}}
+	r, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &validator{t: t, router: r, hc: &http.Client{Timeout: 30 * time.Second}}
+}
+
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+// doer returns an HTTP client that validates each answer, and each request
+// too when checkRequest is set.
+func (v *validator) doer(checkRequest bool) doerFunc {
+	return func(req *http.Request) (*http.Response, error) {
+		v.t.Helper()
+		var body []byte
+		if req.Body != nil {
+			var err error
+			if body, err = io.ReadAll(req.Body); err != nil {
+				return nil, err
+			}
+			req.Body.Close()
+		}
+		reset := func() { req.Body = io.NopCloser(bytes.NewReader(body)) }
+		// Route on the escaped path so that a user id holding "%2F" stays one
+		// segment, then decode the parameters.
+		find := req.Clone(req.Context())
+		find.URL.Path = req.URL.EscapedPath()
+		route, params, err := v.router.FindRoute(find)
+		if err != nil {
+			v.t.Errorf("%s %s is not in openapi.yaml: %v", req.Method, req.URL.Path, err)
+			reset()
+			return v.hc.Do(req)
+		}
+		for k, p := range params {
+			if u, err := url.PathUnescape(p); err == nil {
+				params[k] = u
+			}
+		}
+		opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			IncludeResponseStatus: true, MultiError: true}
+		// Validate a copy: the validator rewrites the body it reads (filling defaults).
+		vreq := req.Clone(req.Context())
+		vreq.Body = io.NopCloser(bytes.NewReader(body))
+		in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: opts}
+		if checkRequest {
+			if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
+				v.t.Errorf("request %s %s does not fit openapi.yaml: %v", req.Method, req.URL.Path, err)
+			}
+		}
+		reset()
+		resp, err := v.hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		rb, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(rb))
+		if req.Method == http.MethodHead {
+			return resp, nil
+		}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode,
+			Header: resp.Header, Options: opts}
+		out.SetBodyBytes(rb)
+		if err := openapi3filter.ValidateResponse(req.Context(), out); err != nil {
+			v.t.Errorf("answer %d to %s %s does not fit openapi.yaml: %v\n%s", resp.StatusCode, req.Method,
+				req.URL.Path, err, truncate(rb))
+		}
+		return resp, nil
+	}
+}
+
+func truncate(b []byte) string {
+	if len(b) > 400 {
+		return string(b[:400]) + "..."
+	}
+	return string(b)
+}
+
+// problem decodes a problem body and checks its content type and status.
+func problem(t testing.TB, status int, h http.Header, body []byte) api.Problem {
+	t.Helper()
+	if ct := h.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("content type %q, want application/problem+json", ct)
+	}
+	var p api.Problem
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatalf("problem body %q: %v", body, err)
+	}
+	if p.Status != status {
+		t.Errorf("problem status %d, HTTP status %d", p.Status, status)
+	}
+	if !strings.HasPrefix(p.Type, api.ProblemBase) || p.Title == "" || p.Detail == "" {
+		t.Errorf("problem lacks type, title or detail: %+v", p)
+	}
+	return p
+}
+
+// mustJSON marshals v.
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// userPath is the path of a user's resource, the id percent-encoded.
+func userPath(ns, user, suffix string) string {
+	return "/v1/namespaces/" + ns + "/users/" + url.PathEscape(user) + suffix
+}
+
+// stateOf returns the user's stats as the API shows them, or nil if the
+// user has no filter: the witness that a request changed nothing.
+func (e *env) stateOf(ns, user string) map[string]any {
+	e.t.Helper()
+	status, _, body := e.raw(http.MethodGet, userPath(ns, user, ""), "", nil, "Authorization", "Bearer "+adminKey)
+	if status == http.StatusNotFound {
+		return nil
+	}
+	if status != http.StatusOK {
+		e.t.Fatalf("user stats: %d %s", status, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		e.t.Fatal(err)
+	}
+	delete(m, "hot") // may change with eviction, not with a request
+	delete(m, "dirty")
+	return m
+}
