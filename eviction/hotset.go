@@ -3,10 +3,10 @@ package eviction
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
+	"github.com/zeebo/xxh3"
 )
 
 // Options configure a HotSet. The zero value of each field means its default.
@@ -67,25 +68,37 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-type key struct{ ns, user string }
+// key identifies a user in the hot set: XXH3-128 of the user id seeded by
+// the namespace. 16 bytes instead of two strings in the LRU's map and list;
+// the entry keeps the id itself and every lookup checks it, so a collision
+// (about 1e-25 at ten million users) would be an error, never a mix-up.
+type key [2]uint64
 
 // entry is one hot user. mu serializes the user's calls; the shard's lock
 // guards the fields marked so.
 type entry struct {
-	key key
-	mu  sync.Mutex
-	f   *userfilter.Filter // nil until loaded
-	// Guarded by mu:
-	upTo       uint64    // highest journal sequence applied to f
-	dirty      bool      // f has changes not written back
-	dirtySince time.Time // when f first differed from storage
-	gone       bool      // evicted or erased: callers must look the user up again
+	info *nsInfo
+	user string
+	f    *userfilter.Filter
+	mu   sync.Mutex
 	// Guarded by the shard lock:
-	bytes int64 // accounted size
+	bytes  int32 // accounted size
+	queued bool  // in the shard's dirty list
+	// Guarded by mu:
+	gone       bool   // evicted or erased: callers must look the user up again
+	upTo       uint64 // highest journal sequence applied to f
+	dirtySince int64  // unix nanoseconds when f first differed from storage; 0: clean
 }
 
-// entryOverhead is what a hot user costs beyond its filter: the entry, the
-// LRU element and map slot, and the key strings (added per user).
+// key of the entry's user (recomputed rather than stored: 16 bytes a user).
+func (e *entry) key() key { return e.info.key(e.user) }
+
+func (e *entry) dirty() bool { return e.dirtySince != 0 }
+
+// entryOverhead is what a hot user costs beyond its filter and its id: the
+// entry (64 B), golang-lru's element (80 B) and map slot (about 40 B), a
+// dirty-list slot, rounded up. BenchmarkBytesPerHotUser measures it (about
+// 200-240 B of heap a user over the filter's own size).
 const entryOverhead = 200
 
 type loadCall struct {
@@ -99,13 +112,19 @@ type shard struct {
 	bytes   int64
 	budget  int64
 	loading map[key]*loadCall
-	dirty   map[*entry]struct{} // dirty entries, hot or evicted but not yet written back
-	evicted map[key]*entry      // evicted while dirty: still the truth until written back
+	dirty   []*entry       // entries that turned dirty since the last write-back
+	evicted map[key]*entry // evicted while dirty: still the truth until written back
 }
 
 type nsInfo struct {
 	Namespace
+	seed       uint64 // namespace part of every key
 	journalTTL time.Duration
+}
+
+func (n *nsInfo) key(user string) key {
+	h := xxh3.HashString128Seed(user, n.seed)
+	return key{h.Lo, h.Hi}
 }
 
 // HotSet holds user filters in memory under a byte budget, writes changes
@@ -116,7 +135,6 @@ type HotSet struct {
 	opts   Options
 	ns     map[string]*nsInfo
 	names  []string
-	seed   maphash.Seed
 	shards []*shard
 	mask   uint64
 
@@ -136,7 +154,7 @@ type HotSet struct {
 // write-back loop. Close stops it.
 func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	opts = opts.withDefaults()
-	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{}, seed: maphash.MakeSeed(),
+	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	for _, n := range namespaces {
 		p := n.Profile.WithDefaults()
@@ -146,7 +164,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 		if _, dup := h.ns[n.Name]; dup {
 			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
 		}
-		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}}
+		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, seed: xxh3.HashString(n.Name)}
 		if p.Window > 0 {
 			info.journalTTL = p.Window + p.Granularity
 		}
@@ -161,7 +179,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 			return nil, err
 		}
 		h.shards[i] = &shard{lru: l, budget: opts.CacheBytes / int64(opts.Shards),
-			loading: map[key]*loadCall{}, dirty: map[*entry]struct{}{}, evicted: map[key]*entry{}}
+			loading: map[key]*loadCall{}, evicted: map[key]*entry{}}
 	}
 	h.mask = uint64(opts.Shards - 1)
 	h.scratch.New = func() any { return new(userfilter.Scratch) }
@@ -169,13 +187,16 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	return h, nil
 }
 
-func (h *HotSet) shardOf(k key) *shard {
-	var m maphash.Hash
-	m.SetSeed(h.seed)
-	m.WriteString(k.ns)
-	m.WriteByte(0)
-	m.WriteString(k.user)
-	return h.shards[m.Sum64()&h.mask]
+func (h *HotSet) shardOf(k key) *shard { return h.shards[k[0]&h.mask] }
+
+// errCollision would mean two users share a 128-bit key.
+var errCollision = errors.New("eviction: user key collision")
+
+func (e *entry) is(info *nsInfo, user string) error {
+	if e.info != info || e.user != user {
+		return fmt.Errorf("%w: %s/%s and %s/%s", errCollision, e.info.Name, e.user, info.Name, user)
+	}
+	return nil
 }
 
 func (h *HotSet) namespace(ns string) (*nsInfo, error) {
@@ -193,12 +214,15 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 // with nothing stored gets an empty filter if create, else ErrUserNotFound.
 // hot says whether the user was in memory already.
 func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot bool, err error) {
+	k := info.key(user)
+	s := h.shardOf(k)
 	for {
-		s := h.shardOf(key{info.Name, user})
 		s.mu.Lock()
-		k := key{info.Name, user} // the strings are cloned only when kept
 		if e, ok := s.lru.Get(k); ok {
 			s.mu.Unlock()
+			if err := e.is(info, user); err != nil {
+				return nil, false, err
+			}
 			e.mu.Lock()
 			if e.gone {
 				e.mu.Unlock()
@@ -213,7 +237,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			s.mu.Unlock()
 			e.mu.Lock()
 			s.mu.Lock()
-			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty {
+			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty() {
 				delete(s.evicted, k)
 				e.gone = false
 				h.insertLocked(s, e)
@@ -230,21 +254,17 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		if lc, ok := s.loading[k]; ok {
 			s.mu.Unlock()
 			<-lc.done
-			if lc.err != nil && !errors.Is(lc.err, ErrUserNotFound) {
-				return nil, false, lc.err
-			}
-			if errors.Is(lc.err, ErrUserNotFound) && !create {
+			if lc.err != nil && (!errors.Is(lc.err, ErrUserNotFound) || !create) {
 				return nil, false, lc.err
 			}
 			continue
 		}
 		lc := &loadCall{done: make(chan struct{})}
-		k = key{ns: info.Name, user: string(append([]byte(nil), user...))}
 		s.loading[k] = lc
 		s.mu.Unlock()
 		h.misses.Add(1)
 
-		f, upTo, replayed, err := h.load(info, k.user)
+		f, upTo, replayed, err := h.load(info, user)
 		if err == nil && f == nil && create {
 			f, err = userfilter.New(info.Profile)
 		}
@@ -259,13 +279,12 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			close(lc.done)
 			return nil, false, err
 		}
-		e = &entry{key: k, f: f, upTo: upTo}
+		// The id is cloned: callers' strings may alias request buffers.
+		e = &entry{info: info, user: strings.Clone(user), f: f, upTo: upTo}
 		e.mu.Lock()
 		if replayed {
 			// The journal is folded into the filter at the next write-back.
-			e.dirty, e.dirtySince = true, h.opts.Now()
-			s.dirty[e] = struct{}{}
-			h.dirtyUsers.Add(1)
+			h.markDirtyLocked(s, e)
 		}
 		h.insertLocked(s, e)
 		evicted := h.trimLocked(s, e)
@@ -273,6 +292,26 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		close(lc.done)
 		h.afterEvict(evicted)
 		return e, false, nil
+	}
+}
+
+// markDirtyLocked records that e differs from storage. e.mu and s.mu held.
+func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
+	if !e.dirty() {
+		e.dirtySince = h.opts.Now().UnixNano()
+		h.dirtyUsers.Add(1)
+	}
+	if !e.queued {
+		e.queued = true
+		s.dirty = append(s.dirty, e)
+	}
+}
+
+// markClean records that e was written back. e.mu held.
+func (h *HotSet) markClean(e *entry) {
+	if e.dirty() {
+		e.dirtySince = 0
+		h.dirtyUsers.Add(-1)
 	}
 }
 
@@ -314,10 +353,10 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, upTo uin
 // insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
 func (h *HotSet) insertLocked(s *shard, e *entry) {
 	e.bytes = entrySize(e)
-	s.lru.Add(e.key, e)
-	s.bytes += e.bytes
+	s.lru.Add(e.key(), e)
+	s.bytes += int64(e.bytes)
 	h.hotUsers.Add(1)
-	h.hotBytes.Add(e.bytes)
+	h.hotBytes.Add(int64(e.bytes))
 }
 
 // trimLocked evicts least recently used users (never keep) while the shard
@@ -334,9 +373,9 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 			continue
 		}
 		s.lru.Remove(k)
-		s.bytes -= e.bytes
+		s.bytes -= int64(e.bytes)
 		h.hotUsers.Add(-1)
-		h.hotBytes.Add(-e.bytes)
+		h.hotBytes.Add(-int64(e.bytes))
 		h.evictions.Add(1)
 		out = append(out, e)
 	}
@@ -349,10 +388,10 @@ func (h *HotSet) afterEvict(evicted []*entry) {
 	for _, e := range evicted {
 		e.mu.Lock()
 		e.gone = true
-		if e.dirty {
-			s := h.shardOf(e.key)
+		if e.dirty() {
+			s := h.shardOf(e.key())
 			s.mu.Lock()
-			s.evicted[e.key] = e
+			s.evicted[e.key()] = e
 			s.mu.Unlock()
 		}
 		e.mu.Unlock()
@@ -362,37 +401,31 @@ func (h *HotSet) afterEvict(evicted []*entry) {
 // release unlocks e after a call, marking it dirty if it changed and
 // re-accounting its size.
 func (h *HotSet) release(e *entry, changed bool) {
-	var size int64
-	if changed {
-		if !e.dirty {
-			e.dirty, e.dirtySince = true, h.opts.Now()
-			h.dirtyUsers.Add(1)
-			s := h.shardOf(e.key)
-			s.mu.Lock()
-			s.dirty[e] = struct{}{}
-			s.mu.Unlock()
-		}
-		size = entrySize(e)
+	if !changed {
+		e.mu.Unlock()
+		return
 	}
+	s := h.shardOf(e.key())
+	size := entrySize(e)
+	s.mu.Lock()
+	h.markDirtyLocked(s, e)
+	s.mu.Unlock()
 	e.mu.Unlock()
-	if changed {
-		s := h.shardOf(e.key)
-		s.mu.Lock()
-		if cur, ok := s.lru.Peek(e.key); ok && cur == e && size != e.bytes {
-			grow := size - e.bytes
-			e.bytes = size
-			s.bytes += grow
-			h.hotBytes.Add(grow)
-		}
-		evicted := h.trimLocked(s, e)
-		s.mu.Unlock()
-		h.afterEvict(evicted)
+	s.mu.Lock()
+	if cur, ok := s.lru.Peek(e.key()); ok && cur == e && size != e.bytes {
+		grow := size - e.bytes
+		e.bytes = size
+		s.bytes += int64(grow)
+		h.hotBytes.Add(int64(grow))
 	}
+	evicted := h.trimLocked(s, e)
+	s.mu.Unlock()
+	h.afterEvict(evicted)
 }
 
 // entrySize is what e is accounted for. e.mu held (or e not yet shared).
-func entrySize(e *entry) int64 {
-	return int64(e.f.MemoryBytes() + entryOverhead + len(e.key.ns) + len(e.key.user))
+func entrySize(e *entry) int32 {
+	return int32(min(e.f.MemoryBytes()+entryOverhead+len(e.user), math.MaxInt32))
 }
 
 // journal makes the hashes about to be recorded durable. e.mu held.
@@ -400,13 +433,13 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilt
 	if h.opts.NoJournal || len(hashes) == 0 {
 		return nil
 	}
-	seq, err := h.store.Append(info.Name, e.key.user, encodeJournal(at, hashes), info.journalTTL)
+	seq, err := h.store.Append(info.Name, e.user, encodeJournal(at, hashes), info.journalTTL)
 	if err != nil {
 		h.storageErrors.Add(1)
 		if errors.Is(err, storage.ErrFull) {
 			return fmt.Errorf("%w: %w", ErrStorageFull, err)
 		}
-		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.key.user, err)
+		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.user, err)
 	}
 	h.journals.Add(1)
 	e.upTo = max(e.upTo, seq)
@@ -482,7 +515,7 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 	if err != nil {
 		return UserStats{}, err
 	}
-	st := UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty,
+	st := UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty(),
 		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}
 	h.release(e, false)
 	return st, nil
@@ -497,7 +530,7 @@ func (h *HotSet) Forget(ns, user string) error {
 	}
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
-	k := key{info.Name, string(append([]byte(nil), user...))}
+	k := info.key(user)
 	s := h.shardOf(k)
 	for {
 		s.mu.Lock()
@@ -515,9 +548,9 @@ func (h *HotSet) Forget(ns, user string) error {
 	var victims []*entry
 	if e, ok := s.lru.Peek(k); ok {
 		s.lru.Remove(k)
-		s.bytes -= e.bytes
+		s.bytes -= int64(e.bytes)
 		h.hotUsers.Add(-1)
-		h.hotBytes.Add(-e.bytes)
+		h.hotBytes.Add(-int64(e.bytes))
 		victims = append(victims, e)
 	}
 	if e, ok := s.evicted[k]; ok {
@@ -528,13 +561,7 @@ func (h *HotSet) Forget(ns, user string) error {
 	for _, e := range victims {
 		e.mu.Lock()
 		e.gone = true
-		if e.dirty {
-			e.dirty = false
-			h.dirtyUsers.Add(-1)
-		}
-		s.mu.Lock()
-		delete(s.dirty, e)
-		s.mu.Unlock()
+		h.markClean(e) // a queued entry that is clean is skipped by write-back
 		e.mu.Unlock()
 	}
 	err = h.store.Delete(info.Name, user)
@@ -606,14 +633,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 		return h.storageErr(err, "importing", info.Name, user)
 	}
 	e.f = next
-	if e.dirty {
-		e.dirty = false
-		h.dirtyUsers.Add(-1)
-		s := h.shardOf(e.key)
-		s.mu.Lock()
-		delete(s.dirty, e)
-		s.mu.Unlock()
-	}
+	h.markClean(e)
 	h.release(e, false)
 	return nil
 }
@@ -661,15 +681,15 @@ func (h *HotSet) Stats() Stats {
 	if total := st.Hits + st.Misses; total > 0 {
 		st.HitRatio = float64(st.Hits) / float64(total)
 	}
-	now := h.opts.Now()
+	now := h.opts.Now().UnixNano()
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for e := range s.dirty {
-			// dirtySince is written under e.mu; a racy read would do for a
-			// figure, but the race detector is right to object.
+		for _, e := range s.dirty {
+			// dirtySince is written under e.mu; skip a user busy right now
+			// rather than wait for it.
 			if e.mu.TryLock() {
-				if e.dirty {
-					st.FlushLag = max(st.FlushLag, now.Sub(e.dirtySince))
+				if e.dirty() {
+					st.FlushLag = max(st.FlushLag, time.Duration(now-e.dirtySince))
 				}
 				e.mu.Unlock()
 			}
@@ -702,9 +722,11 @@ func (h *HotSet) Flush() error {
 	var all []*entry
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for e := range s.dirty {
-			all = append(all, e)
+		for _, e := range s.dirty {
+			e.queued = false
 		}
+		all = append(all, s.dirty...)
+		s.dirty = nil
 		s.mu.Unlock()
 	}
 	var errs []error
@@ -726,7 +748,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	taken := make([]*entry, 0, len(batch))
 	for _, e := range batch {
 		e.mu.Lock()
-		if !e.dirty {
+		if !e.dirty() {
 			e.mu.Unlock()
 			continue
 		}
@@ -736,12 +758,11 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.mu.Unlock()
 			return err
 		}
-		writes = append(writes, storage.Write{NS: e.key.ns, User: e.key.user, Value: raw, UpTo: e.upTo,
+		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw, UpTo: e.upTo,
 			TTL: ttlOf(e.f, now)})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
-		e.dirty = false
-		h.dirtyUsers.Add(-1)
+		h.markClean(e)
 		taken = append(taken, e)
 		e.mu.Unlock()
 	}
@@ -750,31 +771,28 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	}
 	err := h.store.WriteBack(writes, mergeEncoded)
 	failedAll := err != nil
-	failed := map[key]bool{}
+	failed := map[string]bool{}
 	if err != nil {
 		h.storageErrors.Add(1)
 		var wbe *storage.WriteBackError
 		if errors.As(err, &wbe) {
 			failedAll = false
 			for _, u := range wbe.Failed {
-				failed[key{u.NS, u.User}] = true
+				failed[u.NS+"\x00"+u.User] = true
 			}
 		}
 	}
-	// Users not written stay dirty and are retried at the next write-back.
+	// Users not written stay dirty and are retried at the next write-back;
+	// written ones that were evicted meanwhile are let go.
 	for _, e := range taken {
 		e.mu.Lock()
-		s := h.shardOf(e.key)
-		if (failedAll || failed[e.key]) && !e.dirty {
-			e.dirty = true
-			h.dirtyUsers.Add(1)
-		}
-		clean := !e.dirty
+		s := h.shardOf(e.key())
 		s.mu.Lock()
-		if clean {
-			delete(s.dirty, e)
-			if cur, ok := s.evicted[e.key]; ok && cur == e {
-				delete(s.evicted, e.key)
+		if failedAll || failed[e.info.Name+"\x00"+e.user] {
+			h.markDirtyLocked(s, e)
+		} else if !e.dirty() {
+			if cur, ok := s.evicted[e.key()]; ok && cur == e {
+				delete(s.evicted, e.key())
 			}
 		}
 		s.mu.Unlock()

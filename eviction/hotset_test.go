@@ -446,3 +446,11 @@ func TestRecoverFoldsPendingJournals(t *testing.T) {
 		t.Fatal("recovered user lost its item")
 	}
 }
+
+func openStoreOrDie(dir string) *storage.Store {
+	st, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		panic(err)
+	}
+	return st
+}

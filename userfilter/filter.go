@@ -189,10 +189,15 @@ func (f *Filter) addLayer(g *generation) *layer {
 func (g *generation) appendLayer(l layer) *layer {
 	l.off = g.used
 	g.used += l.bits()
-	if n := slabWords(g.used); n > len(g.slab) {
-		ns := make([]uint64, n)
+	if n := slabWords(g.used); n > cap(g.slab) {
+		// Appending to an empty slice rounds the capacity up to the
+		// allocator's size class: MemoryBytes then counts what is really
+		// allocated, and the spare words host the next layer's start.
+		ns := append(make([]uint64, 0), make([]uint64, n)...)
 		copy(ns, g.slab)
 		g.slab = ns
+	} else if n > len(g.slab) {
+		g.slab = g.slab[:n]
 	}
 	g.layers = append(g.layers, l)
 	return &g.layers[len(g.layers)-1]
