@@ -1,0 +1,103 @@
+package api_test
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+)
+
+func TestNoKeyIs401WithChallenge(t *testing.T) {
+	e := newEnv(t, withKeys)
+	for _, path := range []string{"/v1/stats", "/v1/namespaces", "/metrics", userPath("default", "u", "")} {
+		status, h, body := e.raw("GET", path, "", nil)
+		if status != http.StatusUnauthorized {
+			t.Fatalf("GET %s without a key: %d", path, status)
+		}
+		if p := problem(t, status, h, body); p.Type != api.ProblemBase+"unauthorized" {
+			t.Fatalf("type %s", p.Type)
+		}
+		if h.Get("WWW-Authenticate") == "" {
+			t.Fatalf("401 without WWW-Authenticate")
+		}
+	}
+}
+
+func TestUnknownKeyOrSchemeIs401(t *testing.T) {
+	e := newEnv(t, withKeys)
+	for _, auth := range []string{"Bearer nope-nope-nope-nope-nope", "Bearer " + adminKey + "x", "Basic " + adminKey, adminKey, "Bearer "} {
+		status, h, body := e.raw("GET", "/v1/stats", "", nil, "Authorization", auth)
+		if status != http.StatusUnauthorized {
+			t.Fatalf("%q: %d, want 401", auth, status)
+		}
+		problem(t, status, h, body)
+	}
+}
+
+func TestReadKeyCannotWrite(t *testing.T) {
+	e := newEnv(t, withKeys)
+	filter(t, e.client(writeKey), "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	before := e.stateOf("default", "u")
+	r := e.client(readKey)
+	f, err := r.FilterUserWithResponse(ctx, "default", "u", client.FilterRequest{Candidates: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ApplicationproblemJSON403 == nil || f.ApplicationproblemJSON403.Type != api.ProblemBase+"forbidden" {
+		t.Fatalf("read key on the one call: %d %s", f.StatusCode(), f.Body)
+	}
+	if after := e.stateOf("default", "u"); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a forbidden call changed the user: %v -> %v", before, after)
+	}
+	if s, _ := r.GetStatsWithResponse(ctx); s.JSON200 == nil {
+		t.Fatalf("read key on stats: %d", s.StatusCode())
+	}
+	if c, _ := r.CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}}); c.JSON200 == nil || !c.JSON200.Seen[0] {
+		t.Fatalf("read key on check: %d %s", c.StatusCode(), c.Body)
+	}
+}
+
+func TestWriteImpliesReadButNotAdmin(t *testing.T) {
+	e := newEnv(t, withKeys)
+	w := e.client(writeKey)
+	filter(t, w, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	if u, _ := w.GetUserWithResponse(ctx, "default", "u"); u.JSON200 == nil {
+		t.Fatalf("write key reading stats: %d", u.StatusCode())
+	}
+	if d, _ := w.ForgetUserWithResponse(ctx, "default", "u"); d.ApplicationproblemJSON403 == nil {
+		t.Fatalf("write key erasing a user: %d", d.StatusCode())
+	}
+	if x, _ := w.ExportUserWithResponse(ctx, "default", "u"); x.ApplicationproblemJSON403 == nil {
+		t.Fatalf("write key exporting: %d", x.StatusCode())
+	}
+	if e.stateOf("default", "u") == nil {
+		t.Fatal("a forbidden erase erased the user")
+	}
+}
+
+func TestAdminCanDoEverything(t *testing.T) {
+	e := newEnv(t, withKeys)
+	a := e.client(adminKey)
+	filter(t, a, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	if s, _ := a.GetStatsWithResponse(ctx); s.JSON200 == nil {
+		t.Fatalf("admin stats: %d", s.StatusCode())
+	}
+	if x, _ := a.ExportUserWithResponse(ctx, "default", "u"); x.StatusCode() != http.StatusOK {
+		t.Fatalf("admin export: %d", x.StatusCode())
+	}
+	if d, _ := a.ForgetUserWithResponse(ctx, "default", "u"); d.StatusCode() != http.StatusNoContent {
+		t.Fatalf("admin erase: %d %s", d.StatusCode(), d.Body)
+	}
+}
+
+func TestOpenServerNeedsNoKey(t *testing.T) {
+	e := newEnv(t)
+	if !e.srv.Open() {
+		t.Fatal("a server without keys must say it is open")
+	}
+	if d, _ := e.client("").ForgetUserWithResponse(ctx, "default", "u"); d.StatusCode() != http.StatusNoContent {
+		t.Fatalf("open server erase: %d %s", d.StatusCode(), d.Body)
+	}
+}

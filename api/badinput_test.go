@@ -1,0 +1,192 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+)
+
+func candidates(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"candidates":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"i:%d"`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+func batchOf(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"user":"b%d","candidates":["a"]}`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestBadInputIsRejectedAndChangesNothing sends every kind of bad input and
+// asserts the status, the problem type and its content type, and that
+// neither the existing user nor a new one changed.
+func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxBodyBytes = 128 << 10
+		c.MaxImportBytes = 256 << 10
+	})
+	c := e.client("")
+	filter(t, c, "default", "victim", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	before := e.stateOf("default", "victim")
+	if before == nil {
+		t.Fatal("victim has no state")
+	}
+
+	const (
+		victim   = "/v1/namespaces/default/users/victim"
+		vFilter  = victim + "/filter"
+		newcomer = "/v1/namespaces/default/users/newcomer"
+		batch    = "/v1/namespaces/default/filter"
+	)
+	long := strings.Repeat("x", api.DefaultMaxItemBytes+1)
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		header []string
+		status int
+		typ    string
+	}{
+		{"malformed JSON", "POST", vFilter, `{"candidates":`, nil, 400, "invalid-json"},
+		{"empty body", "POST", vFilter, ``, nil, 400, "invalid-json"},
+		{"not JSON", "POST", vFilter, `candidates=a`, nil, 400, "invalid-json"},
+		{"trailing data", "POST", vFilter, `{"candidates":["a"]} {}`, nil, 400, "invalid-json"},
+		{"array body", "POST", vFilter, `["a"]`, nil, 400, "bad-request"},
+		{"null body", "POST", vFilter, `null`, nil, 400, "bad-request"},
+		{"candidates a string", "POST", vFilter, `{"candidates":"a"}`, nil, 400, "bad-request"},
+		{"candidates numbers", "POST", vFilter, `{"candidates":[1,2]}`, nil, 400, "bad-request"},
+		{"candidates null items", "POST", vFilter, `{"candidates":[null]}`, nil, 400, "bad-request"},
+		{"limit a string", "POST", vFilter, `{"candidates":["a"],"limit":"5"}`, nil, 400, "bad-request"},
+		{"limit a fraction", "POST", vFilter, `{"candidates":["a"],"limit":2.5}`, nil, 400, "bad-request"},
+		{"limit negative", "POST", vFilter, `{"candidates":["a"],"limit":-1}`, nil, 400, "bad-request"},
+		{"limit huge", "POST", vFilter, `{"candidates":["a"],"limit":1e30}`, nil, 400, "bad-request"},
+		{"bad record mode", "POST", vFilter, `{"candidates":["a"],"record":"some"}`, nil, 400, "bad-request"},
+		{"record not a string", "POST", vFilter, `{"candidates":["a"],"record":1}`, nil, 400, "bad-request"},
+		{"bad on_error", "POST", vFilter, `{"candidates":["a"],"on_error":"ignore"}`, nil, 400, "bad-request"},
+		{"unknown field", "POST", vFilter, `{"candidates":["a"],"candidate":["b"]}`, nil, 400, "bad-request"},
+		{"field name in other case", "POST", vFilter, `{"Candidates":["a"]}`, nil, 400, "bad-request"},
+		{"no candidates", "POST", vFilter, `{}`, nil, 400, "bad-request"},
+		{"empty candidates", "POST", vFilter, `{"candidates":[]}`, nil, 400, "bad-request"},
+		{"too many candidates", "POST", vFilter, candidates(api.DefaultMaxCandidates + 1), nil, 413, "too-many-candidates"},
+		{"item too long", "POST", vFilter, `{"candidates":["a","` + long + `"]}`, nil, 400, "item-too-long"},
+		{"empty item", "POST", vFilter, `{"candidates":["a",""]}`, nil, 400, "bad-request"},
+		{"item with NUL", "POST", vFilter, `{"candidates":["a\u0000b"]}`, nil, 400, "bad-request"},
+		{"item with control character", "POST", vFilter, `{"candidates":["a\u0007"]}`, nil, 400, "bad-request"},
+		{"item with C1 control", "POST", vFilter, `{"candidates":["a\u0085"]}`, nil, 400, "bad-request"},
+		{"item not UTF-8", "POST", vFilter, "{\"candidates\":[\"a\xff\xfe\"]}", nil, 400, "bad-request"},
+		{"body too large", "POST", vFilter, `{"candidates":["` + strings.Repeat("y", 200<<10) + `"]}`, nil, 413, "body-too-large"},
+		{"body over every limit", "POST", vFilter, `{"candidates":["` + strings.Repeat("y", 300<<10) + `"]}`, nil, 413, "body-too-large"},
+		{"compressed body", "POST", vFilter, `{"candidates":["a"]}`, []string{"Content-Encoding", "gzip"}, 400, "bad-request"},
+		{"user id too long", "POST", "/v1/namespaces/default/users/" + strings.Repeat("u", api.DefaultMaxUserBytes+1) + "/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"user id with control character", "POST", "/v1/namespaces/default/users/new%01comer/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"user id binary", "POST", "/v1/namespaces/default/users/%FF%FEnew/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"user id badly escaped", "POST", "/v1/namespaces/default/users/new%zzcomer/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"user id dot-dot", "POST", "/v1/namespaces/default/users/%2E%2E/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"unknown namespace", "POST", "/v1/namespaces/nope/users/victim/filter", `{"candidates":["a"]}`, nil, 404, "unknown-namespace"},
+		{"bad namespace name", "POST", "/v1/namespaces/Default/users/victim/filter", `{"candidates":["a"]}`, nil, 400, "bad-request"},
+		{"seen without items", "POST", victim + "/seen", `{"items":[]}`, nil, 400, "bad-request"},
+		{"seen with candidates", "POST", victim + "/seen", `{"candidates":["z"]}`, nil, 400, "bad-request"},
+		{"seen item too long", "POST", newcomer + "/seen", `{"items":["` + long + `"]}`, nil, 400, "item-too-long"},
+		{"check too many", "POST", victim + "/check", strings.Replace(candidates(api.DefaultMaxCandidates+1), "candidates", "items", 1), nil, 413, "too-many-candidates"},
+		{"forget items malformed", "DELETE", victim + "/items", `{"items":`, nil, 400, "invalid-json"},
+		{"import bad mode", "PUT", victim + "/export?mode=overwrite", "x", nil, 400, "bad-request"},
+		{"import empty", "PUT", victim + "/export", "", nil, 400, "bad-import"},
+		{"import garbage", "PUT", victim + "/export", "garbage bytes", nil, 400, "bad-import"},
+		{"stats of unknown namespace", "GET", "/v1/namespaces/nope/users/victim", "", nil, 404, "unknown-namespace"},
+		{"batch empty", "POST", batch, `{"requests":[]}`, nil, 400, "bad-request"},
+		{"batch not a list", "POST", batch, `{"requests":{}}`, nil, 400, "bad-request"},
+		{"batch too many users", "POST", batch, batchOf(api.DefaultMaxBatchUsers + 1), nil, 413, "too-many-users"},
+		{"batch with one bad limit", "POST", batch, `{"requests":[{"user":"newcomer","candidates":["a"]},{"user":"victim","candidates":["z"],"limit":-2}]}`, nil, 400, "bad-request"},
+		{"batch with one bad user", "POST", batch, `{"requests":[{"user":"newcomer","candidates":["a"]},{"user":"","candidates":["z"]}]}`, nil, 400, "bad-request"},
+		{"batch with unknown field", "POST", batch, `{"requests":[{"user":"newcomer","candidates":["a"],"x":1}]}`, nil, 400, "bad-request"},
+		{"batch item too long", "POST", batch, `{"requests":[{"user":"newcomer","candidates":["a"]},{"user":"victim","candidates":["` + long + `"]}]}`, nil, 400, "item-too-long"},
+		{"batch unknown namespace", "POST", "/v1/namespaces/nope/filter", `{"requests":[{"user":"victim","candidates":["z"]}]}`, nil, 404, "unknown-namespace"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, body := e.raw(tc.method, tc.path, "application/json", []byte(tc.body), tc.header...)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, truncate(body))
+			}
+			p := problem(t, status, h, body)
+			if p.Type != api.ProblemBase+tc.typ {
+				t.Fatalf("problem type %s, want %s: %s", p.Type, tc.typ, p.Detail)
+			}
+			if after := e.stateOf("default", "victim"); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the victim changed:\nbefore %v\nafter  %v", before, after)
+			}
+			if st := e.stateOf("default", "newcomer"); st != nil {
+				t.Fatalf("a rejected request created a user: %v", st)
+			}
+		})
+	}
+}
+
+func TestFieldErrorsPointAtTheField(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ body, pointer string }{
+		{`{"candidates":["a"],"limit":-1}`, "/limit"},
+		{`{"candidates":["a"],"limit":"x"}`, "/limit"},
+		{`{"candidates":["a","b\u0001"]}`, "/candidates/1"},
+		{`{"candidates":["a"],"record":"x"}`, "/record"},
+		{`{"candidates":["a"],"zzz":1}`, "/zzz"},
+	} {
+		status, h, body := e.raw("POST", userPath("default", "u", "/filter"), "application/json", []byte(tc.body))
+		p := problem(t, status, h, body)
+		if len(p.Errors) == 0 || p.Errors[0].Pointer != tc.pointer {
+			t.Errorf("%s: errors %+v, want pointer %s", tc.body, p.Errors, tc.pointer)
+		}
+	}
+	status, h, body := e.raw("POST", "/v1/namespaces/default/users/%01/filter", "application/json", []byte(`{"candidates":["a"]}`))
+	if p := problem(t, status, h, body); len(p.Errors) == 0 || p.Errors[0].Parameter != "user" {
+		t.Errorf("bad user id: errors %+v, want parameter user", p.Errors)
+	}
+}
+
+func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		typ          string
+	}{
+		{"GET", "/v1/nothing", 404, "not-found"},
+		{"POST", "/v1/stats", 405, "method-not-allowed"},
+		{"PATCH", userPath("default", "u", "/filter"), 405, "method-not-allowed"},
+	} {
+		req, _ := http.NewRequest(tc.method, e.base+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.status)
+			continue
+		}
+		if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+tc.typ {
+			t.Errorf("%s %s: type %s, want %s", tc.method, tc.path, p.Type, tc.typ)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParseKeysFile(t *testing.T) {
+	keys, err := ParseKeys(`# recommenders
+write:w-0123456789abcdef
+
+  read:r-0123456789abcdef  
+ADMIN:a-0123456789abcdef
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Key{{RoleWrite, "w-0123456789abcdef"}, {RoleRead, "r-0123456789abcdef"}, {RoleAdmin, "a-0123456789abcdef"}}
+	if len(keys) != len(want) {
+		t.Fatalf("got %v", keys)
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Errorf("key %d: %v, want %v", i, keys[i], want[i])
+		}
+	}
+}
+
+func TestParseKeysRejectsBadLines(t *testing.T) {
+	for _, text := range []string{
+		"write-0123456789abcdef",         // no role
+		"owner:0123456789abcdef",         // unknown role
+		"read:short",                     // too short
+		"read:0123456789 abcdef",         // space
+		"read:",                          // empty
+		"read:0123456789abcdef\x01ghijk", // control character
+	} {
+		if _, err := ParseKeys(text); !errors.Is(err, ErrBadKeys) {
+			t.Errorf("%q: err %v, want ErrBadKeys", text, err)
+		}
+	}
+}
+
+func TestParseKeysList(t *testing.T) {
+	keys, err := ParseKeysList("read:r-0123456789abcdef, admin:a-0123456789abcdef,")
+	if err != nil || len(keys) != 2 || keys[1].Role != RoleAdmin || keys[0].Secret != "r-0123456789abcdef" {
+		t.Fatalf("%v %v", keys, err)
+	}
+	if _, err := ParseKeysList("read:r-0123456789abcdef,bogus"); !errors.Is(err, ErrBadKeys) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestLoadKeysFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(p, []byte("admin:a-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeysFile(p)
+	if err != nil || len(keys) != 1 || keys[0].Role != RoleAdmin {
+		t.Fatalf("%v %v", keys, err)
+	}
+	if _, err := LoadKeysFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, ErrBadKeys) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
+	kr := newKeyring([]Key{{RoleRead, "r-0123456789abcdef"}, {RoleAdmin, "a-0123456789abcdef"}})
+	for secret, want := range map[string]Role{
+		"r-0123456789abcdef": RoleRead, "a-0123456789abcdef": RoleAdmin,
+		"a-0123456789abcde": RoleNone, "": RoleNone, "a-0123456789abcdefg": RoleNone,
+	} {
+		if got := kr.role(secret); got != want {
+			t.Errorf("%q: %v, want %v", secret, got, want)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"negative limit": {MaxCandidates: -1},
+		"short key":      {Keys: []Key{{RoleRead, "short"}}},
+		"duplicate key":  {Keys: []Key{{RoleRead, "k-0123456789abcdef"}, {RoleAdmin, "k-0123456789abcdef"}}},
+		"no role":        {Keys: []Key{{RoleNone, "k-0123456789abcdef"}}},
+	} {
+		if _, err := New(nil, cfg); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: err %v, want ErrBadConfig", name, err)
+		}
+	}
+}
+
+func TestTextProblem(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"u:1001": true, "ü ☃": true, "a/b c": true, "": false, "a\x00": false, "a\x7f": false,
+		"a\u0085": false, "\xff": false, "a\tb": false, string(make([]byte, 257)): false,
+	} {
+		if got := textProblem(s, 256) == ""; got != ok {
+			t.Errorf("%q: valid %v, want %v", s, got, ok)
+		}
+	}
+}
