@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -94,4 +95,28 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// MachineBusy returns the CPU time all processes of the machine have spent
+// (user, nice, system, irq, softirq, steal of /proc/stat's cpu line), to tell
+// how much of a phase's CPU went to processes outside the run.
+func MachineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" {
+		return 0, errors.New("bench: unreadable /proc/stat")
+	}
+	var busy uint64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseUint(string(f[i]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: bad /proc/stat: %w", err)
+		}
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / clockTicks, nil
 }

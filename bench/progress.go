@@ -27,6 +27,7 @@ type Progress struct {
 	errs     atomic.Int64
 	stop     chan struct{}
 	stopped  chan struct{}
+	once     sync.Once
 	lastLen  int
 }
 
@@ -76,16 +77,20 @@ func (p *Progress) Printf(format string, a ...any) {
 	fmt.Fprintf(p.w, format+"\n", a...)
 }
 
-// Close stops the progress line.
+// Close stops the progress line; Printf still prints after it. Calling it
+// again does nothing.
 func (p *Progress) Close() {
 	if p == nil {
 		return
 	}
-	close(p.stop)
-	<-p.stopped
-	p.mu.Lock()
-	p.clear()
-	p.mu.Unlock()
+	p.once.Do(func() {
+		close(p.stop)
+		<-p.stopped
+		p.mu.Lock()
+		p.clear()
+		p.label = ""
+		p.mu.Unlock()
+	})
 }
 
 func (p *Progress) clear() {

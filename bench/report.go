@@ -123,14 +123,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)
 	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
-	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		ref, hasRef := r.reference(res)
 		row := []string{res.System, formatUsers(res.Users)}
 		if res.Stopped != "" {
 			row = append(row, "stopped: "+res.Stopped)
-			for len(row) < 17 {
+			for len(row) < 19 {
 				row = append(row, "")
 			}
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
@@ -171,14 +171,17 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			rr(float64(res.Open.Latency.P99), float64(ref.Open.Latency.P99)),
 			cpu, rr(float64(res.CPUPerCall), float64(ref.CPUPerCall)),
 			mem, rr(res.MemPerUser, ref.MemPerUser),
-			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold)
+			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold,
+			us(res.ClientCPUPerCall), fmt.Sprintf("%.2f cores", res.OtherLoad))
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	b.WriteString("\nLatency is measured in the open-loop phase from each call's intended send time (no coordinated omission). " +
 		"Server CPU/call is user+system time of the server process (/proc/<pid>/stat) over the saturation phase divided by its calls. " +
 		"Memory/user is (memory after the fill - memory right after start) / users: RSS of the seenapi process, " +
 		"used_memory of redis-server, the hot set's accounted bytes in-process. Disk/user is the data directory's allocated bytes after write-back. " +
-		"Cold latency: one call per checked user right after a restart (every user cold).\n")
+		"Cold latency: one call per checked user right after a restart (every user cold). " +
+		"Client CPU/call is the harness's own CPU per call; other load is the CPU that other processes on the machine took during the saturation phase " +
+		"(from /proc/stat), which disturbs every figure but CPU/call.\n")
 	for _, n := range r.Notes {
 		b.WriteString("\n" + n + "\n")
 	}

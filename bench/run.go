@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +107,13 @@ type Result struct {
 
 	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
 	CPUInclClient bool          `json:"cpu_includes_client"`
+	// ClientCPUPerCall is the harness process's CPU per call over the
+	// saturation phase (for seenapi-inproc, the same as CPUPerCall).
+	ClientCPUPerCall time.Duration `json:"client_cpu_per_call_ns"`
+	// OtherLoad is the CPU (in cores) that processes other than the server
+	// and the harness used during the saturation phase: other work on the
+	// machine that disturbed the measurement.
+	OtherLoad float64 `json:"other_load_cores"`
 
 	MemoryBase   Memory  `json:"memory_base"`       // right after setup
 	MemoryFilled Memory  `json:"memory_after_fill"` // after the fill
@@ -448,6 +456,8 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
+		self0, _ := ProcCPU(os.Getpid())
+		busy0, _ := MachineBusy()
 		if res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration); err != nil || stopped() {
 			return res, err
 		}
@@ -455,10 +465,18 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
+		self1, _ := ProcCPU(os.Getpid())
+		busy1, _ := MachineBusy()
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
 		res.CPUInclClient = cpu1.InclClient
+		other := (busy1 - busy0) - (self1 - self0)
+		if !cpu1.InclClient {
+			other -= res.Saturation.CPU
+		}
+		res.OtherLoad = max(0, other.Seconds()/res.Saturation.Elapsed.Seconds())
 		if res.Saturation.Calls > 0 {
 			res.CPUPerCall = res.Saturation.CPU / time.Duration(res.Saturation.Calls)
+			res.ClientCPUPerCall = (self1 - self0) / time.Duration(res.Saturation.Calls)
 		}
 		res.OpenTarget = math.Max(1, o.OpenFraction*res.Saturation.Rate)
 		name := fmt.Sprintf("open loop at %.0f calls/s", res.OpenTarget)

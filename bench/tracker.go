@@ -11,6 +11,14 @@ import (
 // shown (returned by an earlier call) that the system calls unseen; a false
 // positive is an item never shown that the system calls seen.
 //
+// False positives are counted once per (user, item), at the item's first
+// classification: a filter's false positive stays one (the item is never
+// returned, so never shown), while a true negative is returned and becomes
+// shown. Counting every call would make the never-shown rest of a busy
+// user's pool consist mostly of its false positives, counted again and
+// again; counting each item once estimates the probability that an item
+// never shown tests seen.
+//
 // Calls of one sampled user are serialized by the tracker (Lock/Unlock
 // around the call) so that its exact set is the truth at the time of each
 // call. Safe for concurrent use.
@@ -20,7 +28,7 @@ type Tracker struct {
 
 	checks   atomic.Int64 // answers checked
 	fn       atomic.Int64 // false negatives
-	tested   atomic.Int64 // never-shown candidates whose answer was classified
+	tested   atomic.Int64 // never-shown (user, item) pairs classified, each once
 	fp       atomic.Int64 // of those, reported seen
 	bad      atomic.Int64 // invalid answers
 	tainted  atomic.Int64 // users dropped after a failed call
@@ -29,8 +37,9 @@ type Tracker struct {
 
 type trackedUser struct {
 	mu      sync.Mutex
-	seen    map[string]struct{}
-	tainted bool // a call failed: the state is unknown, stop checking
+	seen    map[string]struct{} // items returned (shown)
+	fp      map[string]struct{} // items never shown, once reported seen: counted already
+	tainted bool                // a call failed: the state is unknown, stop checking
 }
 
 // NewTracker samples about n of the users' ranks: every stride-th rank
@@ -47,7 +56,7 @@ func NewTracker(users, n int) *Tracker {
 	}
 	t.stride = users / n
 	for r := t.stride / 2; r < users && len(t.users) < n; r += t.stride {
-		t.users[r] = &trackedUser{seen: map[string]struct{}{}}
+		t.users[r] = &trackedUser{seen: map[string]struct{}{}, fp: map[string]struct{}{}}
 	}
 	return t
 }
@@ -111,17 +120,20 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 			j++
 		}
 		_, shown := u.seen[c]
+		_, counted := u.fp[c]
 		switch {
 		case shown && reportedUnseen:
 			fn++
-		case !shown:
+		case !shown && !counted:
 			tested++
 			if !reportedUnseen {
 				fp++
+				u.fp[c] = struct{}{}
 			}
 		}
 	}
 	for _, c := range unseen {
+		delete(u.fp, c) // no longer never shown
 		if _, ok := u.seen[c]; !ok {
 			u.seen[c] = struct{}{}
 			t.shownSum.Add(1)
@@ -156,8 +168,8 @@ type Correctness struct {
 	SampledUsers   int     `json:"sampled_users"`
 	Checks         int64   `json:"checks"`           // answers checked
 	FalseNegatives int64   `json:"false_negatives"`  // shown items reported unseen
-	NeverShown     int64   `json:"never_shown"`      // never-shown items whose answer was classified
-	FalsePositives int64   `json:"false_positives"`  // of those, reported seen
+	NeverShown     int64   `json:"never_shown"`      // distinct never-shown (user, item) pairs classified
+	FalsePositives int64   `json:"false_positives"`  // of those, reported seen at their first classification
 	FPRate         float64 `json:"fp_rate"`          // FalsePositives / NeverShown
 	BadAnswers     int64   `json:"bad_answers"`      // answers that were not a subsequence of the candidates
 	TaintedUsers   int64   `json:"tainted_users"`    // users dropped after a failed call

@@ -90,3 +90,17 @@ func TestTrackerSamplesSpreadRanks(t *testing.T) {
 		t.Error("rank 6 is reported sampled")
 	}
 }
+
+func TestTrackerCountsAFalsePositiveOnce(t *testing.T) {
+	tr := NewTracker(1, 1)
+	for range 5 {
+		// b is reported seen at every call, never shown.
+		if err := checkOnce(t, tr, []string{"b", "x"}, nil, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := tr.Result()
+	if r.FalsePositives != 2 || r.NeverShown != 2 {
+		t.Errorf("fp %d of %d, want 2 of 2: b and x count once each however often asked", r.FalsePositives, r.NeverShown)
+	}
+}

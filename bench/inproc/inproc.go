@@ -1,0 +1,138 @@
+// Package inproc is the in-process seenapi system of the benchmark harness:
+// seenapi's hot set called directly, the ceiling of what the server can do.
+// It lives apart from package bench so that the harness builds without the
+// service's packages.
+//
+// Its Call is safe for concurrent use; its other methods are called by one
+// goroutine (see bench.System).
+package inproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/seenapi/seenapi/bench"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// Options configure the in-process seenapi system.
+type Options struct {
+	// DataParent is where the fresh data directory is made. Default os.TempDir().
+	DataParent string
+	// CacheBytes is the hot set's byte budget. Default: the hot set's.
+	CacheBytes int64
+	// NoJournal turns the journal off. Default false: journaled, as the server.
+	NoJournal bool
+}
+
+// System is seenapi's hot set (eviction over userfilter and a
+// Badger store) called in-process: the ceiling of what the server can do,
+// the gap to bench.SeenapiHTTP being what HTTP costs. Its CPU figure is the
+// harness process's, client included; its memory figure is the hot set's
+// accounted bytes.
+type System struct {
+	opts  Options
+	dir   string
+	store *storage.Store
+	hs    *eviction.HotSet
+}
+
+// New returns the in-process seenapi system.
+func New(opts Options) *System { return &System{opts: opts} }
+
+// Name returns "seenapi-inproc".
+func (s *System) Name() string { return "seenapi-inproc" }
+
+// Setup opens a hot set over a store in a fresh directory, with the
+// default namespace.
+func (s *System) Setup(ctx context.Context) error {
+	dir, err := os.MkdirTemp(s.opts.DataParent, "seenbench-inproc-")
+	if err != nil {
+		return err
+	}
+	s.dir = dir
+	return s.open()
+}
+
+func (s *System) open() error {
+	store, err := storage.Open(storage.DefaultOptions(s.dir))
+	if err != nil {
+		return fmt.Errorf("%w: %v", bench.ErrServer, err)
+	}
+	hs, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+		eviction.Options{CacheBytes: s.opts.CacheBytes, NoJournal: s.opts.NoJournal})
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("%w: %v", bench.ErrServer, err)
+	}
+	s.store, s.hs = store, hs
+	return nil
+}
+
+// Call is the one call on the hot set. Safe for concurrent use.
+func (s *System) Call(_ context.Context, user string, candidates []string, limit int) ([]string, error) {
+	res, err := s.hs.Filter("default", user, candidates, limit, userfilter.RecordReturned)
+	return res.Unseen, err
+}
+
+// Memory returns the bytes the hot set accounts to hot users.
+func (s *System) Memory(context.Context) (bench.Memory, error) {
+	return bench.Memory{Bytes: s.hs.Stats().CacheBytes, Kind: "cache_bytes"}, nil
+}
+
+// CPU returns the harness process's CPU time (client included).
+func (s *System) CPU() (bench.CPU, error) {
+	t, err := bench.ProcCPU(os.Getpid())
+	return bench.CPU{Time: t, InclClient: true}, err
+}
+
+// CacheStats returns the hot set's hits and misses.
+func (s *System) CacheStats(context.Context) (hits, misses uint64, err error) {
+	st := s.hs.Stats()
+	return st.Hits, st.Misses, nil
+}
+
+// FlushDisk writes every dirty filter back and returns the data directory's size.
+func (s *System) FlushDisk(context.Context) (int64, error) {
+	if err := s.hs.Flush(); err != nil {
+		return 0, err
+	}
+	return bench.DiskUsage(s.dir)
+}
+
+// Restart closes the hot set and the store and opens them again on the same data.
+func (s *System) Restart(context.Context) error {
+	if err := s.shut(); err != nil {
+		return err
+	}
+	return s.open()
+}
+
+func (s *System) shut() error {
+	var err error
+	if s.hs != nil {
+		err = s.hs.Close()
+	}
+	if s.store != nil {
+		if e := s.store.Close(); err == nil {
+			err = e
+		}
+	}
+	s.hs, s.store = nil, nil
+	return err
+}
+
+// Close closes the hot set and the store and removes the data directory.
+func (s *System) Close() error {
+	err := s.shut()
+	if s.dir != "" {
+		if e := os.RemoveAll(s.dir); err == nil {
+			err = e
+		}
+		s.dir = ""
+	}
+	return err
+}

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slowSet is an exact in-memory system whose calls take a fixed time, one
+// at a time: a server with a known capacity, to test the load generator
+// itself.
+type slowSet struct {
+	mu    sync.Mutex
+	delay time.Duration
+	seen  map[string]map[string]bool
+}
+
+func (s *slowSet) Name() string                { return "slow-set" }
+func (s *slowSet) Setup(context.Context) error { s.seen = map[string]map[string]bool{}; return nil }
+func (s *slowSet) Memory(context.Context) (Memory, error) {
+	return Memory{Bytes: 1, Kind: "none"}, nil
+}
+func (s *slowSet) CPU() (CPU, error) { return CPU{}, nil }
+func (s *slowSet) Close() error      { return nil }
+func (s *slowSet) Call(_ context.Context, user string, candidates []string, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	time.Sleep(s.delay)
+	u := s.seen[user]
+	if u == nil {
+		u = map[string]bool{}
+		s.seen[user] = u
+	}
+	var out []string
+	for _, c := range candidates {
+		if len(out) == limit {
+			break
+		}
+		if !u[c] {
+			out = append(out, c)
+			u[c] = true
+		}
+	}
+	return out, nil
+}
+
+// A system that answers 1 call per 5 ms (200/s) driven open-loop at 400/s for
+// 1 s falls 200 calls behind: the last calls wait about 0.5 s from their
+// intended send time. Latency measured from the actual send (coordinated
+// omission) would stay near 5 ms times the queue of at most 2*Concurrency.
+func TestOpenLoopChargesQueueingToTheCalls(t *testing.T) {
+	sys := &slowSet{delay: 5 * time.Millisecond}
+	if err := sys.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := NewSource(DefaultWorkload(100), 0)
+	r := &runner{sys: sys, o: RunOptions{Concurrency: 1}.withDefaults(), tr: NewTracker(100, 10), src: src}
+	r.o.Concurrency = 1
+	p, err := r.openLoop(context.Background(), "open", 400, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Calls < 380 {
+		t.Errorf("%d calls made, want the 400 scheduled (a few may be cut at the end)", p.Calls)
+	}
+	if p.Latency.Max < 300*time.Millisecond {
+		t.Errorf("max latency %v, want at least 300ms: queueing behind the slow system must count", p.Latency.Max)
+	}
+}
+
+func TestClosedLoopRateMatchesCapacity(t *testing.T) {
+	sys := &slowSet{delay: 2 * time.Millisecond}
+	_ = sys.Setup(context.Background())
+	src, _ := NewSource(DefaultWorkload(100), 0)
+	r := &runner{sys: sys, o: RunOptions{Concurrency: 4}.withDefaults(), tr: NewTracker(100, 10), src: src}
+	p, err := r.closedLoop(context.Background(), "closed", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One call at a time, 2 ms each (plus sleep overshoot): at most 500/s.
+	if p.Rate > 520 || p.Rate < 200 {
+		t.Errorf("closed-loop rate %.0f/s, want 200..520 for a 2 ms serial system", p.Rate)
+	}
+}
+
+// failing always fails its calls.
+type failing struct{ slowSet }
+
+func (f *failing) Call(context.Context, string, []string, int) ([]string, error) {
+	return nil, errors.New("down")
+}
+
+func TestPhaseStopsWhenMostCallsFail(t *testing.T) {
+	sys := &failing{}
+	src, _ := NewSource(DefaultWorkload(100), 0)
+	r := &runner{sys: sys, o: RunOptions{Concurrency: 2}.withDefaults(), tr: NewTracker(100, 10), src: src}
+	start := time.Now()
+	_, err := r.closedLoop(context.Background(), "closed", 10*time.Second)
+	if !errors.Is(err, errTooMany) {
+		t.Fatalf("err = %v, want errTooMany", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v to give up", time.Since(start))
+	}
+}
+
+func TestRunChecksSampledUsersAcrossPhases(t *testing.T) {
+	res, err := Run(context.Background(), &slowSet{}, RunOptions{Workload: DefaultWorkload(200), Concurrency: 4,
+		Warm: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Sample: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Correctness
+	if !res.Ran() || c.SampledUsers != 20 || c.Checks < 40 || c.FalseNegatives != 0 || c.FalsePositives != 0 {
+		t.Errorf("ran %v, correctness %+v: want 20 users checked at least twice each, exact", res.Ran(), c)
+	}
+	if c.MeanShown < 200 {
+		t.Errorf("sampled users hold %.0f items on average, want at least the 200 of the fill", c.MeanShown)
+	}
+}
+
+func TestParseUnseenReturnsCandidatesInOrder(t *testing.T) {
+	cands := []string{"a", "b", "c", "d"}
+	got, err := parseUnseen([]byte(`{"unseen": ["b" , "d"],"seen_count":2,"recorded":2}`), cands, 20)
+	if err != nil || !slices.Equal(got, []string{"b", "d"}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	got, err = parseUnseen([]byte(`{"unseen":[],"seen_count":4}`), cands, 20)
+	if err != nil || len(got) != 0 {
+		t.Errorf("empty: got %v, %v", got, err)
+	}
+	got, err = parseUnseen([]byte(`{"unseen":["\u0061","c"]}`), cands, 20)
+	if err != nil || !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("escaped: got %v, %v", got, err)
+	}
+}
+
+func TestParseUnseenRejectsStrangersAndDisorder(t *testing.T) {
+	cands := []string{"a", "b", "c"}
+	for _, body := range []string{`{"unseen":["z"]}`, `{"unseen":["c","a"]}`, `{"unseen":["a"`, `{"seen_count":1}`} {
+		if _, err := parseUnseen([]byte(body), cands, 20); !errors.Is(err, ErrBadAnswer) {
+			t.Errorf("%s: err = %v, want ErrBadAnswer", body, err)
+		}
+	}
+}
+
+func TestAppendJSONStringEscapes(t *testing.T) {
+	got := string(appendJSONString(nil, "a\"b\\c\x01"))
+	if want := `"a\"b\\c\u0001"`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,367 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// BuildSeenapi builds the seenapi server of the module in moduleDir into
+// out (go build -o out ./cmd/seenapi).
+func BuildSeenapi(ctx context.Context, moduleDir, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/seenapi")
+	cmd.Dir = moduleDir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: go build ./cmd/seenapi: %v: %s", ErrServer, err, lastLines(b, 10))
+	}
+	return nil
+}
+
+// HTTPOptions configure the seenapi-over-HTTP system.
+type HTTPOptions struct {
+	// Bin is the seenapi server binary (see BuildSeenapi). Required.
+	Bin string
+	// DataParent is where the fresh data directory is made. Default os.TempDir().
+	DataParent string
+	// CacheBytes is passed as --cache-bytes when non-zero. Default: the server's.
+	CacheBytes int64
+	// Args are extra server flags.
+	Args []string
+	// LogDir receives the server's output (seenapi-http.log). Default: discarded.
+	LogDir string
+	// Conns caps the client's connections. Default 64.
+	Conns int
+}
+
+// SeenapiHTTP is seenapi over HTTP: a server process started from Bin on a
+// free loopback port with a fresh data directory, called through one
+// keep-alive fasthttp client. It can flush (a SIGTERM: the server writes
+// back on shutdown) and restart on the same data.
+type SeenapiHTTP struct {
+	opts    HTTPOptions
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	done    chan error
+	client  *fasthttp.HostClient
+	uriPre  []byte // "http://addr/v1/namespaces/default/users/"
+}
+
+// NewSeenapiHTTP returns the seenapi-over-HTTP system.
+func NewSeenapiHTTP(opts HTTPOptions) *SeenapiHTTP {
+	if opts.Conns == 0 {
+		opts.Conns = 64
+	}
+	return &SeenapiHTTP{opts: opts}
+}
+
+// Name returns "seenapi-http".
+func (s *SeenapiHTTP) Name() string { return "seenapi-http" }
+
+// Setup makes a fresh data directory and starts the server on it.
+func (s *SeenapiHTTP) Setup(ctx context.Context) error {
+	if s.opts.Bin == "" {
+		return fmt.Errorf("%w: no seenapi binary", ErrBadConfig)
+	}
+	dir, err := os.MkdirTemp(s.opts.DataParent, "seenbench-seenapi-")
+	if err != nil {
+		return err
+	}
+	s.dataDir = dir
+	return s.start(ctx)
+}
+
+func (s *SeenapiHTTP) start(ctx context.Context) error {
+	port, err := FreePort()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrServer, err)
+	}
+	s.addr = "127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"--addr", s.addr, "--data-dir", s.dataDir}
+	if s.opts.CacheBytes > 0 {
+		args = append(args, "--cache-bytes", strconv.FormatInt(s.opts.CacheBytes, 10))
+	}
+	args = append(args, s.opts.Args...)
+	cmd := exec.Command(s.opts.Bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	logPath := ""
+	if s.opts.LogDir != "" {
+		logPath = filepath.Join(s.opts.LogDir, "seenapi-http.log")
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: start %s: %v", ErrServer, s.opts.Bin, err)
+	}
+	s.cmd, s.done = cmd, make(chan error, 1)
+	go func() { s.done <- cmd.Wait() }()
+	s.client = &fasthttp.HostClient{Addr: s.addr, MaxConns: s.opts.Conns, ReadTimeout: 60 * time.Second,
+		WriteTimeout: 60 * time.Second, MaxIdleConnDuration: time.Minute, NoDefaultUserAgentHeader: true,
+		DisableHeaderNamesNormalizing: true, DisablePathNormalizing: true}
+	s.uriPre = []byte("http://" + s.addr + "/v1/namespaces/default/users/")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, _, err := s.client.GetTimeout(nil, "http://"+s.addr+"/readyz", time.Second)
+		if err == nil && code == fasthttp.StatusOK {
+			return nil
+		}
+		select {
+		case werr := <-s.done:
+			s.cmd = nil
+			return fmt.Errorf("%w: seenapi exited before ready: %v (log: %s)", ErrServer, werr, logPath)
+		case <-ctx.Done():
+			s.stop()
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return fmt.Errorf("%w: seenapi on %s not ready after 60s (last: %d %v; log: %s)", ErrServer, s.addr, code, err, logPath)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for the server to write back and exit (SIGKILL after 5 minutes).
+func (s *SeenapiHTTP) stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	defer func() { s.cmd = nil }()
+	if s.client != nil {
+		s.client.CloseIdleConnections()
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			return fmt.Errorf("%w: seenapi exited with %v after SIGTERM", ErrServer, err)
+		}
+		return nil
+	case <-time.After(5 * time.Minute):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return fmt.Errorf("%w: seenapi did not exit within 5 minutes of SIGTERM", ErrServer)
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8192); return &b }}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, `\u00`...)
+			dst = append(dst, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// Call posts the one call. Safe for concurrent use.
+func (s *SeenapiHTTP) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	b := append((*bp)[:0], s.uriPre...)
+	b = append(b, user...) // user ids are URL-safe
+	b = append(b, "/filter"...)
+	req.SetRequestURIBytes(b)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	b = append(b[:0], `{"candidates":[`...)
+	for i, c := range candidates {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c)
+	}
+	b = append(b, `],"limit":`...)
+	b = strconv.AppendInt(b, int64(limit), 10)
+	b = append(b, `,"record":"returned"}`...)
+	req.SetBodyRaw(b)
+	var err error
+	if dl, ok := ctx.Deadline(); ok {
+		err = s.client.DoDeadline(req, resp, dl)
+	} else {
+		err = s.client.Do(req, resp)
+	}
+	*bp = b[:0]
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		body := resp.Body()
+		return nil, fmt.Errorf("%w: HTTP %d: %.300s", ErrServer, resp.StatusCode(), body)
+	}
+	return parseUnseen(resp.Body(), candidates, limit)
+}
+
+// parseUnseen reads the "unseen" array of a filter answer and returns its
+// items as the candidates they equal (no copy), checking on the way that
+// they are candidates in candidate order. Escaped strings are decoded with
+// encoding/json.
+func parseUnseen(body []byte, candidates []string, limit int) ([]string, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %s in %.200s", ErrBadAnswer, what, body)
+	}
+	i := bytes.Index(body, []byte(`"unseen"`))
+	if i < 0 {
+		return nil, bad("no unseen")
+	}
+	p := body[i+len(`"unseen"`):]
+	p = bytes.TrimLeft(p, " \t\r\n")
+	if len(p) == 0 || p[0] != ':' {
+		return nil, bad("no ':' after unseen")
+	}
+	p = bytes.TrimLeft(p[1:], " \t\r\n")
+	if bytes.HasPrefix(p, []byte("null")) {
+		return nil, nil
+	}
+	if len(p) == 0 || p[0] != '[' {
+		return nil, bad("unseen is not an array")
+	}
+	p = p[1:]
+	out := make([]string, 0, min(limit, len(candidates)))
+	ci := 0
+	for {
+		p = bytes.TrimLeft(p, " \t\r\n")
+		if len(p) == 0 {
+			return nil, bad("unterminated unseen")
+		}
+		if p[0] == ']' {
+			return out, nil
+		}
+		if p[0] == ',' && len(out) > 0 {
+			p = bytes.TrimLeft(p[1:], " \t\r\n")
+		}
+		if len(p) == 0 || p[0] != '"' {
+			return nil, bad("unseen item is not a string")
+		}
+		end := bytes.IndexByte(p[1:], '"')
+		if end < 0 {
+			return nil, bad("unterminated string")
+		}
+		raw := p[1 : 1+end]
+		var item []byte
+		if bytes.IndexByte(raw, '\\') < 0 {
+			item = raw
+			p = p[2+end:]
+		} else {
+			// An escaped string: find its real end and decode it.
+			j := 1
+			for j < len(p) && p[j] != '"' {
+				if p[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(p) {
+				return nil, bad("unterminated string")
+			}
+			var str string
+			if err := json.Unmarshal(p[:j+1], &str); err != nil {
+				return nil, bad("bad string")
+			}
+			item = []byte(str)
+			p = p[j+1:]
+		}
+		for ci < len(candidates) && candidates[ci] != string(item) {
+			ci++
+		}
+		if ci == len(candidates) {
+			return nil, bad(fmt.Sprintf("item %q is not a candidate or is out of order", item))
+		}
+		out = append(out, candidates[ci])
+		ci++
+	}
+}
+
+// Memory returns the server's resident set size.
+func (s *SeenapiHTTP) Memory(context.Context) (Memory, error) {
+	if s.cmd == nil {
+		return Memory{}, fmt.Errorf("%w: not running", ErrServer)
+	}
+	n, err := ProcRSS(s.cmd.Process.Pid)
+	return Memory{Bytes: n, Kind: "rss"}, err
+}
+
+// CPU returns the server's CPU time.
+func (s *SeenapiHTTP) CPU() (CPU, error) {
+	if s.cmd == nil {
+		return CPU{}, fmt.Errorf("%w: not running", ErrServer)
+	}
+	t, err := ProcCPU(s.cmd.Process.Pid)
+	return CPU{Time: t}, err
+}
+
+// CacheStats reads hits and misses from GET /v1/stats.
+func (s *SeenapiHTTP) CacheStats(context.Context) (hits, misses uint64, err error) {
+	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	if code != fasthttp.StatusOK {
+		return 0, 0, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
+	}
+	var st struct {
+		Hits   uint64 `json:"hits"`
+		Misses uint64 `json:"misses"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, 0, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
+	}
+	return st.Hits, st.Misses, nil
+}
+
+// FlushDisk stops the server (it writes every dirty filter back on
+// SIGTERM) and returns the data directory's size.
+func (s *SeenapiHTTP) FlushDisk(context.Context) (int64, error) {
+	if err := s.stop(); err != nil {
+		return 0, err
+	}
+	return DiskUsage(s.dataDir)
+}
+
+// Restart stops the server if it runs and starts it again on the same data.
+func (s *SeenapiHTTP) Restart(ctx context.Context) error {
+	if err := s.stop(); err != nil {
+		return err
+	}
+	return s.start(ctx)
+}
+
+// Close stops the server and removes its data directory.
+func (s *SeenapiHTTP) Close() error {
+	err := s.stop()
+	if s.dataDir != "" {
+		if e := os.RemoveAll(s.dataDir); err == nil {
+			err = e
+		}
+		s.dataDir = ""
+	}
+	return err
+}

@@ -1,0 +1,446 @@
+// Command seenbench runs the reference workload (WORKLOAD.md) against
+// seenapi over HTTP, seenapi's hot set in-process, a Redis SET per user and
+// a Redis bitmap Bloom filter per user, one after the other on this machine,
+// and writes a Markdown table, a JSON file and PNG plots to --out.
+//
+//	go run ./cmd/seenbench --quick                  # about a minute; exits non-zero if a system failed
+//	go run ./cmd/seenbench --users 1e4,1e5,1e6,1e7  # the full run
+//
+// See package bench for the method.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seenapi/seenapi/bench"
+	"github.com/seenapi/seenapi/bench/inproc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "seenbench:", err)
+		os.Exit(1)
+	}
+}
+
+// allSystems are the systems in the order they run.
+var allSystems = []string{"seenapi-http", "seenapi-inproc", "redis-set", "redis-bloom"}
+
+type config struct {
+	users       []int
+	systems     []string
+	duration    time.Duration
+	warm        time.Duration
+	concurrency int
+	clientProcs int
+	zipf        float64
+	uniform     bool
+	seed        uint64
+	fill        int
+	sample      int
+	openFrac    float64
+	out         string
+	quick       bool
+	memoryOnly  bool
+	memLimit    int64
+	cacheBytes  int64
+	seenapiBin  string
+	seenapiArgs string
+	dataParent  string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("seenbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	users := fs.String("users", "1e4,1e5,1e6,1e7", "user counts U, comma-separated (1e5 or 100000)")
+	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of each measured phase (saturation, then open loop)")
+	fs.DurationVar(&c.warm, "warm", 5*time.Second, "unmeasured closed-loop load after the fill")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "client goroutines in the closed loop (twice as many in the open loop)")
+	fs.IntVar(&c.clientProcs, "client-procs", 0, "GOMAXPROCS of the client (0: Go's default, all cores); printed with the results")
+	fs.Float64Var(&c.zipf, "zipf", bench.DefaultZipf, "Zipf exponent s of the users' popularity")
+	fs.BoolVar(&c.uniform, "uniform", false, "choose users uniformly instead of by Zipf")
+	fs.Uint64Var(&c.seed, "seed", 1, "workload seed")
+	fs.IntVar(&c.fill, "fill", 200, "items recorded per user before measuring (one call per user); memory per user is measured after it")
+	fs.IntVar(&c.sample, "sample", 1000, "users whose exact sets the harness keeps to check every answer")
+	fs.Float64Var(&c.openFrac, "open-fraction", 0.5, "open-loop rate as a fraction of the measured saturation")
+	fs.StringVar(&c.out, "out", filepath.Join(os.TempDir(), "seenbench"), "output directory (results.md, results.json, PNG plots, logs)")
+	fs.BoolVar(&c.quick, "quick", false, "about a minute, U=2e3, every system; exit non-zero unless every system ran and correctness held")
+	fs.BoolVar(&c.memoryOnly, "memory-only", false, "only the fill: memory and disk per user (e.g. with --fill 2000)")
+	memLimit := fs.String("memory-limit", "16GiB", "stop a system at the user count where its memory (used_memory, RSS) would exceed this")
+	cacheBytes := fs.String("cache-bytes", "0", "seenapi hot set budget (--cache-bytes of the server and the in-process hot set; 0: their default)")
+	fs.StringVar(&c.seenapiBin, "seenapi-bin", "", "seenapi server binary (default: built from this module with go build)")
+	fs.StringVar(&c.seenapiArgs, "seenapi-args", "", "extra seenapi server flags, space-separated")
+	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		// The quick run's settings, unless given explicitly.
+		if !set["users"] {
+			*users = "2e3"
+		}
+		if !set["duration"] {
+			c.duration = 3 * time.Second
+		}
+		if !set["warm"] {
+			c.warm = time.Second
+		}
+		if !set["sample"] {
+			c.sample = 400
+		}
+	}
+	var err error
+	if c.users, err = parseUsers(*users); err != nil {
+		return nil, err
+	}
+	for _, s := range strings.Split(*systems, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allSystems, s) {
+			return nil, fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ", "))
+		}
+		c.systems = append(c.systems, s)
+	}
+	if len(c.systems) == 0 {
+		return nil, errors.New("no systems")
+	}
+	if c.memLimit, err = parseBytes(*memLimit); err != nil {
+		return nil, fmt.Errorf("--memory-limit: %w", err)
+	}
+	if c.cacheBytes, err = parseBytes(*cacheBytes); err != nil {
+		return nil, fmt.Errorf("--cache-bytes: %w", err)
+	}
+	if c.uniform {
+		c.zipf = 0
+	}
+	if c.concurrency < 1 {
+		return nil, errors.New("--concurrency must be at least 1")
+	}
+	return c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseUsers parses "1e4,1e5,100000".
+func parseUsers(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v < 1 || v > 1<<31 || v != math.Trunc(v) {
+			return nil, fmt.Errorf("bad user count %q", f)
+		}
+		out = append(out, int(v))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no user counts")
+	}
+	return out, nil
+}
+
+// parseBytes parses "16GiB", "512MiB", "1e9", "0".
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// moduleDir returns the directory of the Go module the command runs in.
+func moduleDir(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the seenapi module: run from the repository or pass --seenapi-bin")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if c.clientProcs > 0 {
+		prev := runtime.GOMAXPROCS(c.clientProcs)
+		defer runtime.GOMAXPROCS(prev)
+	}
+	logDir := filepath.Join(c.out, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	progress := bench.NewProgress(stderr)
+	defer progress.Close()
+	logf := func(format string, a ...any) { progress.Printf("seenbench: "+format, a...) }
+
+	// Build the server once, and find (or install) redis-server once.
+	seenapiBin := c.seenapiBin
+	if seenapiBin == "" && contains(c.systems, "seenapi-http") {
+		dir, err := moduleDir(ctx)
+		if err != nil {
+			return err
+		}
+		seenapiBin = filepath.Join(c.out, "bin", "seenapi")
+		logf("building %s from %s", seenapiBin, dir)
+		if err := bench.BuildSeenapi(ctx, dir, seenapiBin); err != nil {
+			return err
+		}
+	}
+	var redisBin string
+	if contains(c.systems, "redis-set") || contains(c.systems, "redis-bloom") {
+		if redisBin, err = bench.EnsureRedis(ctx, logf); err != nil {
+			return err
+		}
+	}
+	newSystem := func(name string) bench.System {
+		ropts := bench.RedisOptions{Bin: redisBin, Conns: 2*c.concurrency + 8, LogDir: logDir, Logf: logf}
+		switch name {
+		case "seenapi-http":
+			var extra []string
+			if c.seenapiArgs != "" {
+				extra = strings.Fields(c.seenapiArgs)
+			}
+			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
+				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: 2*c.concurrency + 8})
+		case "seenapi-inproc":
+			return inproc.New(inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes})
+		case "redis-set":
+			return bench.NewRedisSet(ropts)
+		default:
+			return bench.NewRedisBloom(ropts)
+		}
+	}
+
+	w := bench.DefaultWorkload(0)
+	w.Zipf, w.Seed = c.zipf, c.seed
+	rep := &bench.Report{Command: "seenbench " + strings.Join(args, " "), Started: time.Now().UTC(),
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), ClientProcs: runtime.GOMAXPROCS(0),
+		Concurrency: c.concurrency, Workload: w, Fill: c.fill, Warm: c.warm.String(), Duration: c.duration.String(),
+		OpenFrac: c.openFrac, Sample: c.sample}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("The client (this harness) ran with GOMAXPROCS %d on a %d-core machine, "+
+		"sharing the cores with the server under test; seenapi-inproc runs inside it.", rep.ClientProcs, rep.CPUs))
+	if c.memoryOnly {
+		rep.Notes = append(rep.Notes, "Memory-only run: fill phase only; no throughput or latency figures.")
+	}
+	logf("client GOMAXPROCS %d on %d cores; %d client goroutines; output in %s", rep.ClientProcs, rep.CPUs, c.concurrency, c.out)
+
+	// perUser remembers each system's measured memory per user to skip a
+	// user count that would exceed the limit.
+	type seen struct {
+		perUser float64
+		users   int
+		stopped string
+	}
+	last := map[string]seen{}
+	var failures []string
+	for _, users := range c.users {
+		for _, name := range c.systems {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			wl := w
+			wl.Users = users
+			if prev, ok := last[name]; ok {
+				var why string
+				switch {
+				case prev.stopped != "":
+					why = fmt.Sprintf("stopped at U=%s: %s", bench.FormatUsers(prev.users), prev.stopped)
+				case prev.perUser*float64(users)*1.1 > float64(c.memLimit):
+					why = fmt.Sprintf("would exceed %s: %.0f B/user measured at U=%s", formatBytes(c.memLimit), prev.perUser, bench.FormatUsers(prev.users))
+				}
+				if why != "" {
+					logf("%s U=%s skipped: %s", name, bench.FormatUsers(users), why)
+					rep.Results = append(rep.Results, bench.Result{System: name, Users: users, Zipf: wl.Zipf,
+						Fill: c.fill, Stopped: why})
+					if prev.stopped == "" {
+						last[name] = seen{perUser: prev.perUser, users: prev.users, stopped: why}
+					}
+					continue
+				}
+			}
+			res, err := bench.Run(ctx, newSystem(name), bench.RunOptions{Workload: wl, Concurrency: c.concurrency,
+				Fill: fillOpt(c.fill), Warm: c.warm, Duration: c.duration, OpenFraction: c.openFrac,
+				Sample: c.sample, MemoryLimit: c.memLimit, MemoryOnly: c.memoryOnly, Progress: progress})
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				logf("%s U=%s failed: %v", name, bench.FormatUsers(users), err)
+				failures = append(failures, fmt.Sprintf("%s U=%s: %v", name, bench.FormatUsers(users), err))
+			} else {
+				logf("%s U=%s: %s", name, bench.FormatUsers(users), summary(res))
+			}
+			rep.Results = append(rep.Results, res)
+			last[name] = seen{perUser: res.MemPerUser, users: users, stopped: res.Stopped}
+			if err := writeOutputs(rep, c.out); err != nil { // after every system: a long run keeps what it measured
+				return err
+			}
+		}
+	}
+	progress.Close()
+	if err := writeOutputs(rep, c.out); err != nil {
+		return err
+	}
+	if files, err := rep.WritePlots(c.out); err != nil {
+		fmt.Fprintf(stderr, "seenbench: plots: %v\n", err)
+		failures = append(failures, "plots: "+err.Error())
+	} else {
+		fmt.Fprintf(stderr, "seenbench: wrote %s\n", strings.Join(files, ", "))
+	}
+	if err := rep.WriteMarkdown(stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "seenbench: wrote %s and %s\n", filepath.Join(c.out, "results.md"), filepath.Join(c.out, "results.json"))
+	if c.quick {
+		failures = append(failures, quickChecks(rep, c.systems, c.memoryOnly)...)
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d failure(s):\n  %s", len(failures), strings.Join(failures, "\n  "))
+	}
+	return nil
+}
+
+func fillOpt(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+func summary(r bench.Result) string {
+	if r.Stopped != "" {
+		return "stopped: " + r.Stopped
+	}
+	return fmt.Sprintf("%.0f calls/s, p99 %v at %.0f calls/s, cpu %v/call, %.0f B/user, fp %.4f%%, fn %d",
+		r.Saturation.Rate, r.Open.Latency.P99, r.OpenTarget, r.CPUPerCall, r.MemPerUser,
+		100*r.Correctness.FPRate, r.Correctness.FalseNegatives)
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func writeOutputs(rep *bench.Report, dir string) error {
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"results.md", rep.WriteMarkdown}, {"results.json", rep.WriteJSON}} {
+		fh, err := os.Create(filepath.Join(dir, f.name))
+		if err != nil {
+			return err
+		}
+		err = f.write(fh)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targetFP is the default namespace's target false-positive rate, which
+// every system of the run is sized for.
+const targetFP = 0.01
+
+// quickChecks returns what makes a quick run fail: a system that did not run
+// (or had errors), a false negative, an invalid answer, or a measured
+// false-positive rate above the target by more than three standard errors.
+func quickChecks(rep *bench.Report, systems []string, memoryOnly bool) []string {
+	var bad []string
+	for _, name := range systems {
+		found := false
+		for _, r := range rep.Results {
+			if r.System != name {
+				continue
+			}
+			found = true
+			id := fmt.Sprintf("%s U=%s", name, bench.FormatUsers(r.Users))
+			if memoryOnly {
+				if r.FillPhase.Calls == 0 || r.Err != "" || r.Stopped != "" {
+					bad = append(bad, id+": did not complete the fill")
+				}
+			} else if !r.Ran() {
+				bad = append(bad, fmt.Sprintf("%s: did not run cleanly (saturation %d calls, %d errors; open loop %d calls, %d errors; %s%s)",
+					id, r.Saturation.Calls, r.Saturation.Errors, r.Open.Calls, r.Open.Errors, r.Stopped, r.Err))
+			}
+			k := r.Correctness
+			if k.Checks == 0 {
+				bad = append(bad, id+": no answer was checked")
+			}
+			if k.FalseNegatives != 0 {
+				bad = append(bad, fmt.Sprintf("%s: %d false negatives", id, k.FalseNegatives))
+			}
+			if k.BadAnswers != 0 {
+				bad = append(bad, fmt.Sprintf("%s: %d invalid answers", id, k.BadAnswers))
+			}
+			if k.NeverShown > 0 {
+				limit := targetFP + 3*math.Sqrt(targetFP*(1-targetFP)/float64(k.NeverShown))
+				if k.FPRate > limit {
+					bad = append(bad, fmt.Sprintf("%s: false-positive rate %.4f%% over %.4f%% (target + 3 standard errors)", id, 100*k.FPRate, 100*limit))
+				}
+			}
+		}
+		if !found {
+			bad = append(bad, name+": no result")
+		}
+	}
+	return bad
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/bench"
+)
+
+// TestQuickRunsEverySystemAndHoldsCorrectness runs `seenbench --quick` end
+// to end: it builds and starts the real seenapi server, starts a real
+// redis-server, drives all four systems and checks the outputs. Without
+// redis-server it skips, unless CI=true, where it fails.
+func TestQuickRunsEverySystemAndHoldsCorrectness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the quick run takes about a minute")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is missing (CI=true: install it, e.g. ./test.sh)")
+		}
+		t.Skip("redis-server is missing")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"--quick", "--out", out, "--data-dir", t.TempDir()}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("seenbench --quick: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	var rep bench.Report
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range allSystems {
+		var r *bench.Result
+		for i := range rep.Results {
+			if rep.Results[i].System == name {
+				r = &rep.Results[i]
+			}
+		}
+		if r == nil {
+			t.Errorf("%s: no result", name)
+			continue
+		}
+		if !r.Ran() || r.Correctness.Checks == 0 || r.Correctness.FalseNegatives != 0 {
+			t.Errorf("%s: ran %v, %d checks, %d false negatives", name, r.Ran(), r.Correctness.Checks, r.Correctness.FalseNegatives)
+		}
+		if !strings.Contains(stdout.String(), "| "+name+" |") {
+			t.Errorf("%s: no row in the Markdown table", name)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil || !bytes.Equal(md, stdout.Bytes()) {
+		t.Errorf("results.md differs from the table printed (err %v)", err)
+	}
+	for _, f := range []string{bench.PlotRate, bench.PlotP99, bench.PlotMemory} {
+		fh, err := os.Open(filepath.Join(out, f))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		img, err := png.Decode(fh)
+		fh.Close()
+		if err != nil || img.Bounds().Dx() < 100 {
+			t.Errorf("%s: not a plot: %v", f, err)
+		}
+	}
+}
+
+func TestParseUsersAcceptsExponents(t *testing.T) {
+	got, err := parseUsers("1e4, 2e3,100000")
+	if err != nil || len(got) != 3 || got[0] != 10000 || got[1] != 2000 || got[2] != 100000 {
+		t.Errorf("parseUsers = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "1.5", "-3", "x"} {
+		if _, err := parseUsers(bad); err == nil {
+			t.Errorf("parseUsers(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseBytesAcceptsUnits(t *testing.T) {
+	for in, want := range map[string]int64{"16GiB": 16 << 30, "512MiB": 512 << 20, "1e9": 1e9, "0": 0, "2GB": 2e9} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
+
+func TestQuickRejectsAnUnknownSystem(t *testing.T) {
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"--quick", "--systems", "memcached", "--out", t.TempDir()}, &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "unknown system") {
+		t.Errorf("err = %v, want unknown system", err)
+	}
+}
