@@ -72,15 +72,25 @@ async function call(opId, params = {}, body) {
 
 // ---------- role ----------
 
+/** A short fingerprint of the key, so a role learnt for one key is not taken for another's. */
+function fingerprint(key) {
+  let x = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) { x ^= key.charCodeAt(i); x = Math.imul(x, 0x01000193) >>> 0; }
+  return x.toString(16);
+}
+
+function freshRole() { return { min: 0, max: 3, checked: false, open: false, rejected: false }; }
+
 function loadRole() {
   try {
     const r = JSON.parse(sessionStorage.getItem(ROLE_STORE) || 'null');
-    if (r && Number.isInteger(r.min) && Number.isInteger(r.max)) return r;
+    const key = sessionStorage.getItem(KEY_STORE) || '';
+    if (r && r.fp === fingerprint(key) && Number.isInteger(r.min) && Number.isInteger(r.max)) return r;
   } catch { /* fall through */ }
-  return { min: 0, max: 3, checked: false, open: false, rejected: false };
+  return freshRole();
 }
 
-function saveRole() { sessionStorage.setItem(ROLE_STORE, JSON.stringify(state.role)); }
+function saveRole() { sessionStorage.setItem(ROLE_STORE, JSON.stringify({ ...state.role, fp: fingerprint(state.key) })); }
 
 function level(role) { const i = ROLES.indexOf(role); return i < 0 ? 1 : i; }
 
@@ -91,8 +101,8 @@ function learnRole(op, problem) {
   const before = JSON.stringify(r);
   if (!problem) {
     if (need > 0) {
+      if (r.rejected) Object.assign(r, freshRole());
       r.checked = true;
-      r.rejected = false;
       if (!state.key) { r.open = true; r.min = 3; r.max = 3; }
       r.min = Math.max(r.min, need);
       if (r.max < r.min) r.max = r.min;
@@ -132,7 +142,8 @@ function gate(button) {
   const hint = button.parentElement.querySelector('.need');
   const short = state.role.checked && !state.role.rejected && state.role.max < need;
   button.disabled = short;
-  if (hint) hint.textContent = short ? `needs a ${op.role} key; this key is ${ROLES[state.role.max]}` : `needs a ${op.role} key`;
+  const a = (r) => (r === 'admin' ? 'an admin' : `a ${r}`);
+  if (hint) hint.textContent = need <= 1 ? '' : short ? `needs ${a(op.role)} key; this key is ${ROLES[state.role.max]}` : `needs ${a(op.role)} key`;
 }
 
 // ---------- DOM helpers ----------
@@ -154,6 +165,11 @@ function h(tag, attrs = {}, ...children) {
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
+/** put replaces el's children, skipping null, undefined and false as h does. */
+function put(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function s(tag, attrs = {}) {
   const el = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
@@ -173,8 +189,8 @@ function problemBox(p, what) {
 
 function banner(p) {
   const b = document.getElementById('banner');
-  if (!p) { b.hidden = true; b.replaceChildren(); return; }
-  b.replaceChildren(
+  if (!p) { b.hidden = true; put(b, ); return; }
+  put(b, 
     h('span', {}, p instanceof Problem && p.status ? `${p.status} ${p.title}: ` : 'Error: '),
     h('span', { class: 'detail' }, p.detail || p.message || String(p)),
     h('button', { type: 'button', onclick: () => banner(null) }, 'Dismiss'));
@@ -195,6 +211,7 @@ function bytes(n) {
 function pct(x, digits) {
   if (x === undefined || x === null || Number.isNaN(x)) return '–';
   const v = x * 100;
+  if (v > 0 && v < 0.0001) return '< 0.0001%';
   const d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
   return `${v.toFixed(d).replace(/\.?0+$/, '') || '0'}%`;
 }
@@ -240,16 +257,18 @@ function hitRatio(a, b) {
 }
 
 /** An inline SVG sparkline of points [{t, v}] over the history window, labelled for screen readers. */
-function sparkline(points, label, fmt, fixedMax) {
+function sparkline(points, label, fmt, fixedMax, small) {
   const w = 200; const hgt = 40;
   const now = Date.now();
-  const svg = s('svg', { class: 'spark', viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: 'none', role: 'img' });
+  const svg = s('svg', { class: small ? 'spark small' : 'spark', viewBox: `0 0 ${w} ${hgt}`, preserveAspectRatio: 'none', role: 'img' });
   if (points.length < 2) {
     svg.setAttribute('aria-label', `${label}: collecting, a trend needs two refreshes`);
     return svg;
   }
   const max = fixedMax ?? Math.max(...points.map((p) => p.v), 1e-9);
-  const x = (t) => ((t - (now - HISTORY_MS)) / HISTORY_MS) * w;
+  // The x axis spans the history there is (at least 20 s), up to HISTORY_MS.
+  const span = Math.min(HISTORY_MS, Math.max(now - points[0].t, 20000));
+  const x = (t) => ((t - (now - span)) / span) * w;
   const y = (v) => hgt - 2 - (Math.max(0, v) / max) * (hgt - 4);
   const pts = points.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(' ');
   svg.append(s('polygon', { class: 'area', points: `${x(points[0].t).toFixed(1)},${hgt} ${pts} ${x(points[points.length - 1].t).toFixed(1)},${hgt}` }));
@@ -267,7 +286,7 @@ function card(id, label, value, sub, extra) {
 }
 
 function renderOverview(view) {
-  view.replaceChildren(
+  put(view, 
     h('h2', {}, 'Service overview'),
     h('div', { id: 'overview-error' }),
     h('div', { id: 'overview', 'aria-live': 'off' }, h('p', { class: 'muted' }, 'Loading figures…')));
@@ -278,10 +297,10 @@ function drawOverview() {
   const box = document.getElementById('overview');
   if (!box) return;
   const errBox = document.getElementById('overview-error');
-  errBox.replaceChildren(state.statsError ? problemBox(state.statsError, 'Refreshing the figures') : '');
+  put(errBox, state.statsError ? problemBox(state.statsError, 'Refreshing the figures') : '');
   const last = state.samples[state.samples.length - 1];
   if (!last) {
-    if (state.statsError) box.replaceChildren();
+    if (state.statsError) put(box, );
     return;
   }
   const st = last.s;
@@ -307,7 +326,9 @@ function drawOverview() {
     card('storage', 'Storage size', bytes(st.storage_bytes), `${num(st.storage_errors)} storage errors · ${num(st.journal_appends)} journal appends`),
     card('uptime', 'Uptime', duration(st.uptime_seconds), `since ${when(st.started_at)}`));
 
-  const routes = Object.keys(st.calls || {}).sort((a, b) => (st.calls[b] - st.calls[a]) || a.localeCompare(b));
+  const allRoutes = Object.keys(st.calls || {});
+  const routes = allRoutes.filter((r) => st.calls[r] > 0).sort((a, b) => (st.calls[b] - st.calls[a]) || a.localeCompare(b));
+  const idle = allRoutes.length - routes.length;
   const routeTable = h('table', { id: 'routes' },
     h('caption', {}, 'Calls per route'),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Route'), h('th', { scope: 'col', class: 'num' }, 'Calls/s'),
@@ -315,8 +336,9 @@ function drawOverview() {
     h('tbody', {}, routes.length ? routes.map((r) => {
       const pts = series(callsRate(r));
       return h('tr', {}, h('td', {}, h('code', {}, r)), h('td', { class: 'num' }, rate(lastRate(pts))),
-        h('td', { class: 'num' }, num(st.calls[r])), h('td', { style: 'width:12rem' }, sparkline(pts, `${r} calls per second`, rate)));
-    }) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No calls yet.'))));
+        h('td', { class: 'num' }, num(st.calls[r])), h('td', { class: 'spark-cell' }, sparkline(pts, `${r} calls per second`, rate, undefined, true)));
+    }) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No calls yet.'))),
+    idle ? h('tfoot', {}, h('tr', {}, h('td', { colspan: 4, class: 'muted' }, `${idle} other route${idle === 1 ? '' : 's'} without calls.`))) : null);
 
   const statuses = Object.keys(st.errors || {}).sort();
   const errTable = h('table', { id: 'errors' },
@@ -325,7 +347,7 @@ function drawOverview() {
     h('tbody', {}, statuses.length ? statuses.map((c) => h('tr', {}, h('td', {}, c), h('td', { class: 'num' }, num(st.errors[c]))))
       : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))));
 
-  box.replaceChildren(cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
+  put(box, cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
 }
 
 async function poll() {
@@ -358,18 +380,25 @@ async function loadNamespaces() {
   return state.namespaces;
 }
 
-function seconds(sec) { return sec ? duration(sec) : 'none'; }
+/** A configured span in seconds, exact: "30 d", "7.5 d", "90 min"; 0 is "none". */
+function seconds(sec) {
+  if (!sec) return 'none';
+  for (const [unit, n] of [['d', 86400], ['h', 3600], ['min', 60]]) {
+    if (sec >= n && (sec * 10) % n === 0) return `${sec / n} ${unit}`;
+  }
+  return `${sec} s`;
+}
 
 async function renderNamespaces(view, seq) {
-  view.replaceChildren(h('h2', {}, 'Namespaces'), h('p', { class: 'muted' }, 'Loading…'));
+  put(view, h('h2', {}, 'Namespaces'), h('p', { class: 'muted' }, 'Loading…'));
   let list;
   try { list = await loadNamespaces(); } catch (e) {
     if (seq !== state.seq) return;
-    view.replaceChildren(h('h2', {}, 'Namespaces'), problemBox(e, 'Listing the namespaces'));
+    put(view, h('h2', {}, 'Namespaces'), problemBox(e, 'Listing the namespaces'));
     return;
   }
   if (seq !== state.seq) return;
-  view.replaceChildren(h('h2', {}, 'Namespaces'),
+  put(view, h('h2', {}, 'Namespaces'),
     h('p', { class: 'muted' }, 'Each namespace is one kind of seen history with its own filter profile. A profile is stored with each user\'s filter, so changing it only affects new filters.'),
     h('table', { id: 'namespaces' },
       h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Target FP rate', 'Window', 'Granularity', 'Item cap', 'Initial capacity', 'Growth', 'Tightening']
@@ -406,12 +435,12 @@ async function renderInspector(view, seq, ns, user) {
     if (location.hash === target) route(); else location.hash = target;
   });
   const out = h('div', { id: 'user' });
-  view.replaceChildren(h('h2', {}, 'User inspector'), form, out);
+  put(view, h('h2', {}, 'User inspector'), form, out);
 
   const fill = (names) => {
     const all = [...names];
     if (ns && !all.includes(ns)) all.unshift(ns);
-    nsSelect.replaceChildren(...all.map((n) => h('option', { value: n, selected: n === (ns || 'default') }, n)));
+    put(nsSelect, ...all.map((n) => h('option', { value: n, selected: n === (ns || 'default') }, n)));
   };
   fill(ns ? [ns] : ['default']);
   (state.namespaces ? Promise.resolve(state.namespaces) : loadNamespaces())
@@ -428,21 +457,21 @@ async function renderInspector(view, seq, ns, user) {
 }
 
 async function drawUser(out, seq, ns, user) {
-  out.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  put(out, h('p', { class: 'muted' }, 'Loading…'));
   let stats = null; let missing = null;
   try {
     stats = await call('getUser', { ns, user });
   } catch (e) {
     if (seq !== state.seq) return;
     if (e.kind !== 'user-not-found') {
-      out.replaceChildren(problemBox(e, `Looking up user ${user} in ${ns}`));
+      put(out, problemBox(e, `Looking up user ${user} in ${ns}`));
       return;
     }
     missing = e;
   }
   if (seq !== state.seq) return;
   const reload = () => drawUser(out, seq, ns, user);
-  out.replaceChildren(
+  put(out, 
     h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
@@ -484,7 +513,7 @@ function layersPanel(st) {
       windowed ? h('h4', {}, `Bucket ${g.bucket} from ${new Date(g.start).toLocaleString()} · ${num(g.items)} items`) : null,
       (g.layers || []).map((l, i) => h('div', { class: 'barrow layer' },
         h('span', {}, `Layer ${i + 1}`),
-        h('div', { class: `bar${l.fill > 0.5 ? ' warn' : ''}`, role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
+        h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
           h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
         h('span', { class: 'pct' }, pct(l.fill, 1)),
         h('span', { class: 'layer-detail' }, `${num(l.items)} of ${num(l.capacity)} items · ${num(l.bits)} bits · ${l.hashes} hashes · FP ${pct(l.fp_rate)}`)))))
@@ -502,10 +531,10 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const items = parseItems(ta.value);
-    if (!items.length) { result.replaceChildren(h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
+    if (!items.length) { put(result, h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
     button.disabled = true;
-    result.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
-    try { await onrun(items, result); } catch (e) { result.replaceChildren(problemBox(e, buttonText)); }
+    put(result, h('p', { class: 'muted' }, 'Working…'));
+    try { await onrun(items, result); } catch (e) { put(result, problemBox(e, buttonText)); }
     button.disabled = false;
     gate(button);
   });
@@ -516,7 +545,7 @@ function checkPanel(ns, user) {
   return actionPanel('check', 'Check items', 'Says whether each item was seen, recording nothing. False positives happen at the namespace\'s rate; false negatives never.',
     'checkSeen', 'Check', async (items, result) => {
       const r = await call('checkSeen', { ns, user }, { items });
-      result.replaceChildren(h('p', { class: 'done' }, `${num(r.seen_count)} of ${num(items.length)} seen.`),
+      put(result, h('p', { class: 'done' }, `${num(r.seen_count)} of ${num(items.length)} seen.`),
         h('ul', { class: 'results', 'aria-label': 'Check results' }, items.map((it, i) => h('li', {},
           h('code', {}, it), h('span', { class: `tag ${r.seen[i] ? 'seen' : 'unseen'}` }, r.seen[i] ? 'seen' : 'not seen')))));
     });
@@ -529,7 +558,7 @@ function recordPanel(ns, user, reload) {
       await reload();
       const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen${r.saturated ? '; the user is at the item cap, some were not recorded' : ''}.`;
       const box = document.getElementById('record-result');
-      if (box) box.replaceChildren(h('p', { class: 'done' }, msg)); else result.replaceChildren(h('p', { class: 'done' }, msg));
+      if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
 }
 
@@ -543,7 +572,7 @@ function erasePanel(ns, user, reload) {
     h('p', { id: 'erase-dd' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns),
       ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'),
     h('div', { class: 'actions' }, cancel, confirmBtn));
-  open.addEventListener('click', () => { result.replaceChildren(); dialog.showModal(); });
+  open.addEventListener('click', () => { put(result, ); dialog.showModal(); });
   cancel.addEventListener('click', () => dialog.close());
   confirmBtn.addEventListener('click', async () => {
     dialog.close();
@@ -552,9 +581,9 @@ function erasePanel(ns, user, reload) {
       await call('forgetUser', { ns, user });
       await reload();
       const box = document.getElementById('erase-result');
-      if (box) box.replaceChildren(h('p', { class: 'done' }, `User ${user} was erased from ${ns}.`));
+      if (box) put(box, h('p', { class: 'done' }, `User ${user} was erased from ${ns}.`));
     } catch (e) {
-      result.replaceChildren(problemBox(e, 'Erasing'));
+      put(result, problemBox(e, 'Erasing'));
       open.disabled = false;
       gate(open);
     }
@@ -594,12 +623,12 @@ async function route() {
       case 'namespaces': await renderNamespaces(view, seq); break;
       case 'users': await renderInspector(view, seq, r.ns, r.user); break;
       default:
-        view.replaceChildren(h('h2', {}, 'Not a page of this dashboard'),
+        put(view, h('h2', {}, 'Not a page of this dashboard'),
           h('p', {}, 'The address ', h('code', {}, location.hash), ' names no page. Try the ', h('a', { href: '#/' }, 'overview'),
             ' or a user link such as ', h('code', {}, '#/ns/default/users/42'), '.'));
     }
   } catch (e) {
-    view.replaceChildren(h('h2', {}, 'Something went wrong'), problemBox(e instanceof Problem ? e : new Problem(0, { title: 'Dashboard error', detail: e.message })));
+    put(view, h('h2', {}, 'Something went wrong'), problemBox(e instanceof Problem ? e : new Problem(0, { title: 'Dashboard error', detail: e.message })));
   }
 }
 
@@ -630,7 +659,7 @@ function setupKey() {
 }
 
 function resetRole() {
-  state.role = { min: 0, max: 3, checked: false, open: false, rejected: false };
+  state.role = freshRole();
   saveRole();
   showRole();
   banner(null);

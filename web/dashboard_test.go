@@ -1,0 +1,572 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// fragment is the page's deep link to a user, encoded as the page encodes it
+// (encodeURIComponent; the page decodes any %XX).
+func fragment(ns, user string) string {
+	return "#/ns/" + ns + "/users/" + strings.ReplaceAll(url.QueryEscape(user), "+", "%20")
+}
+
+// userItems returns the user's item count from the API, or -1 when the user is unknown.
+func userItems(t *testing.T, s *suite, ns, user string) int64 {
+	t.Helper()
+	resp, err := s.svc.api(t, s.keys.read).GetUserWithResponse(context.Background(), ns, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case resp.JSON200 != nil:
+		return resp.JSON200.Items
+	case resp.StatusCode() == http.StatusNotFound:
+		return -1
+	}
+	t.Fatalf("get user: HTTP %d: %s", resp.StatusCode(), resp.Body)
+	return 0
+}
+
+func TestLookUpFormLinksToTheUser(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "i:1", "i:2", "i:3")
+
+	tb := s.newTab(t, nil)
+	tb.open("#/users")
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
+	tb.do("choose the namespace", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "default"))
+	tb.fill("#lookup-user", user)
+	tb.click(`#lookup button[type="submit"]`)
+
+	tb.waitText("#user-items", "3")
+	if got, want := eval[string](tb, "location.hash"), fragment("default", user); got != want {
+		t.Errorf("after the lookup the address is %q, want the deep link %q", got, want)
+	}
+}
+
+func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
+	s := setup(t)
+	user := "web/deep link é+?&#" + userID(t) // every character that needs encoding in a path or a fragment
+	items := make([]string, 40)
+	for i := range items {
+		items[i] = fmt.Sprintf("item:%d", i)
+	}
+	s.svc.record(t, s.keys.write, "default", user, items...)
+	resp, err := s.svc.api(t, s.keys.read).GetUserWithResponse(context.Background(), "default", user)
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("get user: %v %s", err, resp.Body)
+	}
+	api := resp.JSON200
+
+	tb := s.newTab(t, nil)
+	tb.open("")
+	tb.useKey(s.keys.read)
+	tb.open(fragment("default", user))
+
+	tb.waitText("#user-items", "40")
+	if got := tb.text("#user-title"); !strings.Contains(got, user) {
+		t.Errorf("title %q does not name the user %q", got, user)
+	}
+	if api.Layers < 2 {
+		t.Fatalf("40 items made %d layers; the test wants several", api.Layers)
+	}
+	if got := eval[int](tb, `document.querySelectorAll('#layers .layer .bar').length`); got != api.Layers {
+		t.Errorf("%d layer fill bars, the API says %d layers", got, api.Layers)
+	}
+	if got := tb.text("#user-fp-target"); got != "1%" {
+		t.Errorf("target FP rate shown as %q, want 1%%", got)
+	}
+	if got := tb.text("#user-fp"); !strings.HasSuffix(got, "%") {
+		t.Errorf("FP rate now shown as %q, want a percentage", got)
+	}
+	for _, sel := range []string{"#user-first", "#user-last"} {
+		if got := tb.text(sel); !strings.Contains(got, "ago") {
+			t.Errorf("%s = %q, want a time and how long ago", sel, got)
+		}
+	}
+	if got := tb.text("#user-hot"); got != "hot" {
+		t.Errorf("hot tag = %q, want hot (just recorded)", got)
+	}
+}
+
+func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "i:a", "i:b")
+	items := []string{"i:a", "i:never-shown", "i:b"}
+	resp, err := s.svc.api(t, s.keys.read).CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: items})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("check: %v %s", err, resp.Body)
+	}
+	want := make([][]string, len(items))
+	for i, it := range items {
+		want[i] = []string{it, map[bool]string{true: "seen", false: "not seen"}[resp.JSON200.Seen[i]]}
+	}
+	if want[0][1] != "seen" || want[2][1] != "seen" {
+		t.Fatalf("the API forgot recorded items: %v", want)
+	}
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "2")
+	tb.fill("#check-items", "i:a\ni:never-shown, i:b")
+	tb.click(`#check-form button[type="submit"]`)
+
+	tb.waitText("#check-result .done", "of 3 seen")
+	got := eval[[][]string](tb, `[...document.querySelectorAll('#check-result li')].map((li) => [li.querySelector('code').textContent, li.querySelector('.tag').textContent])`)
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("page says %v, the API says %v", got, want)
+	}
+	if n := userItems(t, s, "default", user); n != 2 {
+		t.Errorf("after a check the user has %d items, want 2 (a check records nothing)", n)
+	}
+}
+
+func TestRecordChangesTheItemCount(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "r:0")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	tb.fill("#record-items", "r:1, r:2\nr:3\nr:0")
+	tb.click(`#record-form button[type="submit"]`)
+
+	tb.waitText("#record-result .done", "Recorded 3 new, 1 already seen")
+	tb.waitText("#user-items", "4")
+	if n := userItems(t, s, "default", user); n != 4 {
+		t.Errorf("the API says %d items, want 4", n)
+	}
+}
+
+func TestEraseAsksForConfirmation(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "e:1")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.admin)
+	tb.waitText("#user-items", "1")
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
+	if got := tb.text("#erase-dialog"); !strings.Contains(got, user) || !strings.Contains(got, "cannot be undone") {
+		t.Errorf("the confirmation %q does not name the user and say it is final", got)
+	}
+	tb.click("#erase-cancel")
+	tb.waitJS(`!document.querySelector('#erase-dialog').open`, "the dialog to close")
+	if n := userItems(t, s, "default", user); n != 1 {
+		t.Errorf("after cancelling, the API says %d items, want 1", n)
+	}
+}
+
+func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "e:1", "e:2")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.admin)
+	tb.waitText("#user-items", "2")
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
+	tb.click("#erase-confirm")
+
+	tb.waitText("#erase-result .done", "was erased")
+	tb.waitText("#user-missing", "No history")
+	if n := userItems(t, s, "default", user); n != -1 {
+		t.Errorf("after the erase the API still has the user (%d items)", n)
+	}
+	if got := tb.text("#role"); got != "role: admin" {
+		t.Errorf("role after an erase = %q, want role: admin", got)
+	}
+}
+
+func TestReadKeyIsRefusedWithTheProblemDetail(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "x:1")
+	status, detail := s.svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+url.PathEscape(user)+"/seen",
+		s.keys.read, `{"items":["x:2"]}`)
+	if status != http.StatusForbidden {
+		t.Fatalf("recording with a read key: HTTP %d, want 403", status)
+	}
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "1")
+	if got := tb.text("#role"); got != "role: read or higher" {
+		t.Errorf("role before any refusal = %q, want role: read or higher", got)
+	}
+	tb.fill("#record-items", "x:2")
+	tb.click(`#record-form button[type="submit"]`)
+
+	tb.waitText("#record-result .problem", "403")
+	if got := tb.text("#record-result .problem .detail"); got != detail {
+		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
+	}
+	tb.waitText("#role", "role: read")
+	if got := tb.text("#role"); got != "role: read" {
+		t.Errorf("role after the refusal = %q, want role: read", got)
+	}
+	if !eval[bool](tb, `document.querySelector('#record-form button[type="submit"]').disabled && document.querySelector('#erase-open').disabled`) {
+		t.Errorf("record and erase stay enabled for a key known to be read-only")
+	}
+	if n := userItems(t, s, "default", user); n != 1 {
+		t.Errorf("a refused record changed the user: %d items, want 1", n)
+	}
+}
+
+func TestEraseIsRefusedToAWriteKey(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "w:1")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
+	tb.click("#erase-confirm")
+
+	tb.waitText("#erase-result .problem", "403")
+	if got := tb.text("#erase-result .problem .detail"); !strings.Contains(got, "admin") {
+		t.Errorf("the refusal %q does not say admin is needed", got)
+	}
+	tb.waitText("#role", "role: write")
+	if n := userItems(t, s, "default", user); n != 1 {
+		t.Errorf("a refused erase changed the user: %d items, want 1", n)
+	}
+}
+
+// routeCalls returns the total and the calls/s the overview's route table
+// shows for route (0 and -1 when the route has no row).
+const routeCalls = `((route) => {
+	const row = [...document.querySelectorAll('#routes tbody tr')].find((r) => r.cells[0].textContent === route);
+	if (!row) return [0, -1];
+	return [Number(row.cells[2].textContent.replace(/,/g, '')), Number(row.cells[1].textContent.replace(/,/g, ''))];
+})`
+
+func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
+	s := setup(t)
+	const route = "POST /v1/namespaces/{ns}/users/{user}/filter"
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	// Two refreshes: rates need a previous figure.
+	tb.waitJS(`!!document.querySelector('#card-calls svg polyline')`, "a calls/s sparkline")
+	before := eval[[]float64](tb, routeCalls+"("+strconv.Quote(route)+")")
+	hotBefore, err := strconv.Atoi(strings.ReplaceAll(tb.text(`[data-k="hot-users"]`), ",", ""))
+	if err != nil {
+		t.Fatalf("hot users: %v", err)
+	}
+
+	w := s.svc.api(t, s.keys.write)
+	const users, callsPerUser = 5, 6
+	base := userID(t)
+	for u := range users {
+		for c := range callsPerUser {
+			resp, err := w.FilterUserWithResponse(context.Background(), "default", fmt.Sprintf("%s-%d", base, u),
+				client.FilterRequest{Candidates: []string{fmt.Sprintf("c:%d", c), fmt.Sprintf("c:%d", c+1)}})
+			if err != nil || resp.JSON200 == nil {
+				t.Fatalf("filter: %v %s", err, resp.Body)
+			}
+		}
+	}
+
+	want := before[0] + users*callsPerUser
+	tb.waitJS(fmt.Sprintf(`(() => { const [n, rate] = %s(%q); return n >= %v && rate > 0; })()`, routeCalls, route, want),
+		fmt.Sprintf("the filter route to show %v calls and a rate above 0", want))
+	tb.waitJS(fmt.Sprintf(`Number(document.querySelector('[data-k="hot-users"]').textContent.replace(/,/g, '')) >= %d`, hotBefore+users),
+		fmt.Sprintf("hot users to reach %d", hotBefore+users))
+	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
+		t.Errorf("calls/s card shows %q", got)
+	}
+}
+
+func TestNamespacesTableShowsTheDefaultProfile(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/ns")
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the default namespace's row")
+	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="default"]').cells].map((c) => c.textContent)`)
+	if len(cells) < 4 || cells[0] != "default" || cells[1] != "bloom" || cells[2] != "1%" || cells[3] != "none" {
+		t.Errorf("default namespace row = %q, want default, bloom, 1%%, none, ...", cells)
+	}
+}
+
+func TestKeyIsKeptForTheSessionOnly(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	tb.open("#/ns") // a fresh page load in the same tab
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the namespaces, read with the kept key")
+	if got := tb.text("#role"); got != "role: read or higher" {
+		t.Errorf("role after a reload = %q", got)
+	}
+	if eval[string](tb, `sessionStorage.getItem('seenapi.key')`) != s.keys.read || eval[int](tb, `localStorage.length`) != 0 {
+		t.Errorf("the key is not in sessionStorage alone")
+	}
+	if eval[string](tb, `document.querySelector('#key-input').value`) != "" {
+		t.Errorf("the key stays visible in the key field")
+	}
+	tb.click("#key-forget")
+	tb.waitText("#role", "no key")
+	if eval[bool](tb, `sessionStorage.getItem('seenapi.key') !== null`) {
+		t.Errorf("Forget key left the key in sessionStorage")
+	}
+}
+
+func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
+	s := setup(t)
+	_, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/stats", "not-a-key-of-this-service", "")
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.useKey("not-a-key-of-this-service")
+	tb.waitText("#role", "key rejected")
+	tb.waitText("#overview-error .problem", "401")
+	if got := tb.text("#overview-error .problem .detail"); got != detail {
+		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
+	}
+}
+
+func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
+	s := setup(t)
+	status, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/namespaces/no-such-ns/users/42", s.keys.read, "")
+	if status != http.StatusNotFound {
+		t.Fatalf("unknown namespace: HTTP %d, want 404", status)
+	}
+	tb := s.newTab(t, nil)
+	tb.open("#/ns/no-such-ns/users/42")
+	tb.useKey(s.keys.read)
+	tb.waitText("#user .problem", "404")
+	if got := tb.text("#user .problem .detail"); got != detail {
+		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
+	}
+}
+
+func TestUnknownAddressSaysSo(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/no/such/page")
+	tb.waitText("#view h2", "Not a page")
+	if got := tb.text("#view"); !strings.Contains(got, "#/no/such/page") {
+		t.Errorf("the page %q does not name the address", got)
+	}
+}
+
+func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startService("data-" + userID(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	tb := s.newTab(t, svc)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
+
+	svc.stop()
+	tb.waitText("#overview-error .problem", "did not answer")
+	tb.waitText("#updated", "not refreshed")
+	if !eval[bool](tb, `!!document.querySelector('[data-k="hot-users"]')`) {
+		t.Errorf("the last figures disappeared when the service stopped")
+	}
+}
+
+// labelled lists the page's controls that have no accessible name, and counts them all.
+const labelled = `(() => {
+	const bad = [];
+	const controls = [...document.querySelectorAll('input, select, textarea, button, [role="img"]')]
+		.filter((e) => e.type !== 'hidden');
+	for (const e of controls) {
+		const label = [...(e.labels || [])].map((l) => l.textContent.trim()).join('') ||
+			e.getAttribute('aria-label') || (e.getAttribute('aria-labelledby') || '').split(' ')
+				.map((id) => document.getElementById(id)?.textContent.trim() || '').join('') ||
+			(e.tagName === 'BUTTON' ? e.textContent.trim() : '');
+		if (!label) bad.push(e.outerHTML.slice(0, 120));
+	}
+	return { count: controls.length, bad };
+})()`
+
+type labelReport struct {
+	Count int      `json:"count"`
+	Bad   []string `json:"bad"`
+}
+
+func TestEveryControlHasALabel(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "l:1")
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('#card-calls svg polyline')`, "the overview's charts")
+	pages := []struct{ name, frag, ready string }{
+		{"overview", "#/", `!!document.querySelector('#card-calls svg')`},
+		{"namespaces", "#/ns", `!!document.querySelector('#namespaces tbody tr')`},
+		{"user", fragment("default", user), `!!document.querySelector('#layers .bar')`},
+	}
+	for _, p := range pages {
+		tb.open(p.frag)
+		tb.waitJS(p.ready, p.name+" page")
+		r := eval[labelReport](tb, labelled)
+		if r.Count < 3 {
+			t.Errorf("%s: only %d controls found; the check is not looking", p.name, r.Count)
+		}
+		for _, b := range r.Bad {
+			t.Errorf("%s: control without an accessible name: %s", p.name, b)
+		}
+	}
+}
+
+// lowContrast lists the visible text whose contrast with its background is
+// under WCAG AA: 4.5:1, or 3:1 for large text. Disabled controls are exempt.
+const lowContrast = `(() => {
+	const parse = (c) => {
+		const m = /rgba?\(([^)]+)\)/.exec(c);
+		if (!m) return null;
+		const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+		return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+	};
+	const over = (top, under) => ({ r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a),
+		b: top.b * top.a + under.b * (1 - top.a), a: 1 });
+	const lum = (c) => {
+		const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+		return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);
+	};
+	const background = (el) => {
+		const chain = [];
+		for (let e = el; e; e = e.parentElement) chain.unshift(e);
+		let bg = { r: 255, g: 255, b: 255, a: 1 };
+		for (const e of chain) {
+			const c = parse(getComputedStyle(e).backgroundColor);
+			if (c && c.a > 0) bg = over(c, bg);
+		}
+		return bg;
+	};
+	const bad = [];
+	let checked = 0;
+	for (const el of document.querySelectorAll('body *')) {
+		if (!el.checkVisibility() || el.closest('svg, :disabled, noscript')) continue;
+		if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+		const cs = getComputedStyle(el);
+		const bg = background(el);
+		const fg = over(parse(cs.color), bg);
+		const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+		const ratio = (hi + 0.05) / (lo + 0.05);
+		const size = parseFloat(cs.fontSize);
+		const large = size >= 24 || (Number(cs.fontWeight) >= 700 && size >= 18.66);
+		checked++;
+		if (ratio < (large ? 3 : 4.5)) bad.push(ratio.toFixed(2) + ':1 ' + cs.color + ' on ' + JSON.stringify(bg) + ': ' + el.textContent.trim().slice(0, 60));
+	}
+	return { count: checked, bad };
+})()`
+
+func TestTextContrastIsReadable(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "c:1")
+	for _, scheme := range []string{"light", "dark"} {
+		t.Run(scheme, func(t *testing.T) {
+			tb := s.newTab(t, nil)
+			if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
+				t.Fatal(err)
+			}
+			tb.open("#/")
+			tb.useKey(s.keys.read)
+			tb.waitJS(`!!document.querySelector('#card-calls svg polyline')`, "the overview's charts")
+			check := func(page string) {
+				r := eval[labelReport](tb, lowContrast)
+				if r.Count < 10 {
+					t.Errorf("%s: only %d texts checked; the check is not looking", page, r.Count)
+				}
+				for _, b := range r.Bad {
+					t.Errorf("%s: low contrast %s", page, b)
+				}
+			}
+			check("overview")
+			tb.open("#/ns")
+			tb.waitJS(`!!document.querySelector('#namespaces tbody tr')`, "the namespaces")
+			check("namespaces")
+			// The user page with check results, a refusal (problem box) and the role hints.
+			tb.open(fragment("default", user))
+			tb.waitText("#user-items", "1")
+			tb.fill("#check-items", "c:1\nc:2")
+			tb.click(`#check-form button[type="submit"]`)
+			tb.waitText("#check-result .done", "seen")
+			tb.fill("#record-items", "c:3")
+			tb.click(`#record-form button[type="submit"]`)
+			tb.waitText("#record-result .problem", "403")
+			check("user")
+		})
+	}
+}
+
+func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "k:0")
+	tb := s.newTab(t, nil)
+	tb.open("#/users")
+
+	// tabTo presses Tab until the element sel has the focus.
+	tabTo := func(sel string) {
+		t.Helper()
+		for range 40 {
+			if eval[bool](tb, fmt.Sprintf(`document.activeElement === document.querySelector(%q)`, sel)) {
+				return
+			}
+			tb.do("press Tab", chromedp.KeyEvent(kb.Tab))
+		}
+		t.Fatalf("40 presses of Tab never reached %s", sel)
+	}
+	tabTo("#key-input")
+	tb.do("type the key", chromedp.KeyEvent(s.keys.write+kb.Enter))
+	tb.waitText("#role", "role: read or higher")
+
+	tabTo("#lookup-user")
+	tb.do("type the user", chromedp.KeyEvent(user+kb.Enter))
+	tb.waitText("#user-items", "1")
+
+	tabTo("#record-items")
+	tb.do("type an item", chromedp.KeyEvent("k:1"))
+	tabTo(`#record-form button[type="submit"]`)
+	tb.do("press Enter", chromedp.KeyEvent(kb.Enter))
+	tb.waitText("#user-items", "2")
+
+	tabTo("#erase-open")
+	tb.do("press Enter", chromedp.KeyEvent(kb.Enter))
+	tb.waitJS(`document.querySelector('#erase-dialog').open && document.activeElement.id === 'erase-cancel'`,
+		"the dialog, with the focus on Cancel")
+	tb.do("press Escape", chromedp.KeyEvent(kb.Escape))
+	tb.waitJS(`!document.querySelector('#erase-dialog').open`, "Escape to close the dialog")
+	if n := userItems(t, s, "default", user); n != 2 {
+		t.Errorf("the API says %d items, want 2", n)
+	}
+}

@@ -1,0 +1,587 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// The dashboard tests build the real seenapi binary (or take $SEENAPI_BIN),
+// run it on a loopback port with a temporary data directory and a keys file,
+// and drive Debian's chromium headless through chromedp. One service and one browser serve every test
+// (each test has its own tab, so its own sessionStorage, and its own users);
+// TestMain stops them.
+
+const chromiumPath = "/usr/bin/chromium"
+
+// waitFor bounds every wait on the page; the dashboard refreshes every 2 s.
+const waitFor = 15 * time.Second
+
+// service is one running seenapi process.
+type service struct {
+	base string // http://127.0.0.1:PORT
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan struct{} // closed when the process exits
+}
+
+// suite is what the tests share: the built binary, a service, a browser.
+type suite struct {
+	dir     string // temp dir: binary, keys file, data dirs, browser profile
+	bin     string
+	keysArg string
+	keys    struct{ read, write, admin string }
+	svc     *service
+	browser context.Context
+	spec    *openapi3.T
+	err     error
+	stops   []func()
+}
+
+var (
+	once   sync.Once
+	shared suite
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(shared.stops) - 1; i >= 0; i-- {
+		shared.stops[i]()
+	}
+	os.Exit(code)
+}
+
+// setup returns the shared suite, starting it on first use. Without chromium
+// the test skips, unless CI=true, where a missing browser fails the run.
+func setup(t *testing.T) *suite {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s is missing (apt-get install chromium): %v", chromiumPath, err)
+		}
+		t.Skipf("%s is missing (apt-get install chromium; CI=true makes this a failure)", chromiumPath)
+	}
+	if testing.Short() {
+		t.Skip("builds the binary and drives a browser")
+	}
+	once.Do(shared.start)
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return &shared
+}
+
+func (s *suite) start() {
+	s.err = s.startErr()
+}
+
+func (s *suite) startErr() error {
+	dir, err := os.MkdirTemp("", "seenapi-web-test-")
+	if err != nil {
+		return err
+	}
+	s.dir = dir
+	s.stops = append(s.stops, func() { os.RemoveAll(dir) })
+
+	if s.bin = os.Getenv("SEENAPI_BIN"); s.bin == "" {
+		s.bin = filepath.Join(dir, "seenapi")
+		build := exec.Command("go", "build", "-o", s.bin, "../cmd/seenapi")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ../cmd/seenapi: %v\n%s", err, out)
+		}
+	}
+
+	s.keys.read, s.keys.write, s.keys.admin = newKey(), newKey(), newKey()
+	s.keysArg = filepath.Join(dir, "keys")
+	keys := fmt.Sprintf("read:%s\nwrite:%s\nadmin:%s\n", s.keys.read, s.keys.write, s.keys.admin)
+	if err := os.WriteFile(s.keysArg, []byte(keys), 0o600); err != nil {
+		return err
+	}
+
+	spec, err := openapi3.NewLoader().LoadFromFile("../openapi.yaml")
+	if err != nil {
+		return fmt.Errorf("openapi.yaml: %w", err)
+	}
+	s.spec = spec
+
+	svc, err := s.startService("data")
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	s.stops = append(s.stops, func() { svc.stop() })
+
+	profile := filepath.Join(dir, "chromium-profile")
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 900),
+	)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	s.stops = append(s.stops, cancelAlloc, cancelBrowser)
+	if err := chromedp.Do(browser); err != nil { // starts the browser, with no timeout
+		return fmt.Errorf("start %s: %w", chromiumPath, err)
+	}
+	s.browser = browser
+	return nil
+}
+
+func newKey() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// startService runs the binary with its own data directory under s.dir on a
+// free loopback port and waits for /readyz.
+func (s *suite) startService(data string) (*service, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	svc := &service{base: "http://" + addr, logs: new(bytes.Buffer), done: make(chan struct{})}
+	svc.cmd = exec.Command(s.bin, "serve",
+		"--listen", addr,
+		"--data", filepath.Join(s.dir, data),
+		"--keys-file", s.keysArg)
+	svc.cmd.Stdout = svc.logs
+	svc.cmd.Stderr = svc.logs
+	if err := svc.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { svc.cmd.Wait(); close(svc.done) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(svc.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return svc, nil
+			}
+		}
+		select {
+		case <-svc.done:
+			return nil, fmt.Errorf("seenapi exited before it was ready: %v\n%s", svc.cmd.ProcessState, svc.logs)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			svc.stop()
+			return nil, fmt.Errorf("seenapi not ready after 30s:\n%s", svc.logs)
+		}
+	}
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after 10 s.
+func (svc *service) stop() {
+	select {
+	case <-svc.done:
+		return
+	default:
+	}
+	svc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-svc.done:
+	case <-time.After(10 * time.Second):
+		svc.cmd.Process.Kill()
+		<-svc.done
+	}
+}
+
+// api returns a client of the generated Go client package sending key.
+func (svc *service) api(t *testing.T, key string) *client.ClientWithResponses {
+	t.Helper()
+	c, err := client.NewClientWithResponses(svc.base, client.WithRequestEditorFn(
+		func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+key)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// record makes items seen for user through the API, as a recommender would.
+func (svc *service) record(t *testing.T, key, ns, user string, items ...string) {
+	t.Helper()
+	resp, err := svc.api(t, key).RecordSeenWithResponse(context.Background(), ns, user, client.ItemsRequest{Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("record: HTTP %d: %s", resp.StatusCode(), resp.Body)
+	}
+}
+
+// userID returns a user id no other test uses.
+func userID(t *testing.T) string {
+	return fmt.Sprintf("web-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+}
+
+// ---------- tabs ----------
+
+// exchange is one API call the page made, as the browser saw it.
+type exchange struct {
+	method      string
+	url         string
+	reqHeaders  network.Headers
+	reqBody     []byte
+	status      int
+	respHeaders network.Headers
+	respBody    []byte
+	done        bool
+	bodyErr     error
+	page        int // tab.pages when sent: a body is gone once the page is left
+}
+
+// tab is one browser tab on the dashboard, recording what the page does:
+// uncaught exceptions, requests leaving the service's origin, and every API
+// exchange, validated against openapi.yaml when the test ends.
+type tab struct {
+	t    *testing.T
+	s    *suite
+	base string
+	ctx  context.Context // the tab, with the test's deadline
+	tabc context.Context // the tab, without deadline (screenshots on failure)
+
+	mu         sync.Mutex
+	pages      int // page loads by open
+	exchanges  map[network.RequestID]*exchange
+	order      []network.RequestID
+	exceptions []string
+	foreign    []string
+	bodies     sync.WaitGroup
+}
+
+// newTab opens a tab for svc (the shared service when nil).
+func (s *suite) newTab(t *testing.T, svc *service) *tab {
+	t.Helper()
+	if svc == nil {
+		svc = s.svc
+	}
+	tb := &tab{t: t, s: s, base: svc.base, exchanges: map[network.RequestID]*exchange{}}
+	tabCtx, cancelTab := chromedp.NewContext(s.browser, chromedp.WithListener(tb.onEvent))
+	tb.tabc = tabCtx
+	if err := chromedp.Do(tabCtx); err != nil { // opens the tab, with no deadline
+		cancelTab()
+		t.Fatalf("open a tab: %v", err)
+	}
+	ctx, cancelCtx := context.WithTimeout(tabCtx, 2*time.Minute)
+	tb.ctx = ctx
+	t.Cleanup(cancelTab)
+	t.Cleanup(cancelCtx)
+	t.Cleanup(tb.finish)
+	return tb
+}
+
+// onEvent runs in the tab's event loop: it records and returns at once.
+func (tb *tab) onEvent(ev any) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	switch e := ev.(type) {
+	case *runtime.EventExceptionThrown:
+		tb.exceptions = append(tb.exceptions, exceptionText(e.ExceptionDetails))
+	case *network.EventRequestWillBeSent:
+		u := e.Request.URL
+		if !strings.HasPrefix(u, tb.base+"/") && u != tb.base && !strings.HasPrefix(u, "data:") && u != "about:blank" {
+			tb.foreign = append(tb.foreign, u)
+		}
+		if p, err := url.Parse(u); err == nil && strings.HasPrefix(u, tb.base) && strings.HasPrefix(p.Path, "/v1/") {
+			var body []byte
+			for _, d := range e.Request.PostDataEntries {
+				body = append(body, d.Bytes...)
+			}
+			tb.exchanges[e.RequestID] = &exchange{method: e.Request.Method, url: u, reqHeaders: e.Request.Headers, reqBody: body, page: tb.pages}
+			tb.order = append(tb.order, e.RequestID)
+		}
+	case *network.EventResponseReceived:
+		if x := tb.exchanges[e.RequestID]; x != nil {
+			x.status = int(e.Response.Status)
+			x.respHeaders = e.Response.Headers
+		}
+	case *network.EventLoadingFinished:
+		if x := tb.exchanges[e.RequestID]; x != nil {
+			id := e.RequestID
+			tb.bodies.Add(1)
+			go func() { // a command cannot run in the event loop
+				defer tb.bodies.Done()
+				res, err := chromedp.Call(tb.tabc, network.GetResponseBody, network.GetResponseBodyParams{RequestID: id})
+				tb.mu.Lock()
+				defer tb.mu.Unlock()
+				x.respBody, x.bodyErr, x.done = res.Body, err, true
+			}()
+		}
+	}
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d == nil {
+		return "exception"
+	}
+	msg := d.Text
+	if d.Exception != nil && d.Exception.Description != "" {
+		msg += " " + d.Exception.Description
+	}
+	return fmt.Sprintf("%s (%s:%d:%d)", msg, d.URL, d.LineNumber+1, d.ColumnNumber+1)
+}
+
+// finish checks what the tab recorded and saves a screenshot when the test failed.
+func (tb *tab) finish() {
+	t := tb.t
+	waited := make(chan struct{})
+	go func() { tb.bodies.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("response bodies still unread after 10 s")
+	}
+	tb.mu.Lock()
+	exceptions, foreign, pages := tb.exceptions, tb.foreign, tb.pages
+	var xs []*exchange
+	for _, id := range tb.order {
+		xs = append(xs, tb.exchanges[id])
+	}
+	tb.mu.Unlock()
+	for _, e := range exceptions {
+		t.Errorf("uncaught exception in the page: %s", e)
+	}
+	for _, u := range foreign {
+		t.Errorf("the page requested %s, outside the service (every asset must be embedded)", u)
+	}
+	tb.checkContract(xs, pages)
+	if t.Failed() {
+		tb.screenshot()
+	}
+}
+
+// checkContract validates every API request the page sent and every answer
+// it got against openapi.yaml.
+func (tb *tab) checkContract(xs []*exchange, pages int) {
+	t := tb.t
+	doc := *tb.s.spec
+	doc.Servers = openapi3.Servers{{URL: tb.base}}
+	router, err := legacy.NewRouter(&doc)
+	if err != nil {
+		t.Errorf("openapi.yaml router: %v", err)
+		return
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true}
+	for _, x := range xs {
+		if !x.done || x.status == 0 {
+			continue // cancelled or still in flight when the test ended
+		}
+		what := fmt.Sprintf("%s %s -> %d", x.method, strings.TrimPrefix(x.url, tb.base), x.status)
+		if x.bodyErr != nil && x.page < pages {
+			continue // the browser drops a page's bodies when it leaves the page
+		}
+		if x.bodyErr != nil {
+			t.Errorf("%s: read the response body: %v", what, x.bodyErr)
+			continue
+		}
+		req, err := http.NewRequest(x.method, x.url, bytes.NewReader(x.reqBody))
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		for k, v := range x.reqHeaders {
+			req.Header.Set(k, fmt.Sprint(v))
+		}
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Errorf("%s: no operation of openapi.yaml matches: %v", what, err)
+			continue
+		}
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			t.Errorf("%s: the request breaks openapi.yaml: %v", what, err)
+		}
+		h := http.Header{}
+		for k, v := range x.respHeaders {
+			h.Set(k, fmt.Sprint(v))
+		}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: x.status, Header: h, Options: opts}
+		out.SetBodyBytes(x.respBody)
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+			t.Errorf("%s: the answer breaks openapi.yaml: %v", what, err)
+		}
+	}
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// artifacts is where screenshots of failed tests go: $SEENAPI_ARTIFACTS, or
+// a directory kept under the system's temp dir.
+var artifacts = sync.OnceValues(func() (string, error) {
+	if d := os.Getenv("SEENAPI_ARTIFACTS"); d != "" {
+		d = filepath.Join(d, "web")
+		return d, os.MkdirAll(d, 0o755)
+	}
+	return os.MkdirTemp("", "seenapi-web-artifacts-")
+})
+
+func (tb *tab) screenshot() {
+	t := tb.t
+	dir, err := artifacts()
+	if err != nil {
+		t.Logf("no screenshot: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.tabc, 10*time.Second)
+	defer cancel()
+	name := filepath.Join(dir, unsafeName.ReplaceAllString(t.Name(), "_"))
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err != nil {
+		t.Logf("no screenshot: %v", err)
+	} else if err := os.WriteFile(name+".png", png, 0o644); err == nil {
+		t.Logf("screenshot of the failed page: %s.png", name)
+	}
+	if html, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`)); err == nil {
+		os.WriteFile(name+".html", []byte(html), 0o644)
+	}
+}
+
+// ---------- page actions ----------
+
+// do runs steps in the tab and fails the test on error.
+func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	if err := chromedp.Do(tb.ctx, steps...); err != nil {
+		tb.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open loads the dashboard at fragment (e.g. "#/ns/default/users/42") as a
+// fresh page load; sessionStorage survives, as in a real tab.
+func (tb *tab) open(fragment string) {
+	tb.t.Helper()
+	tb.mu.Lock()
+	tb.pages++
+	tb.mu.Unlock()
+	tb.do("open "+fragment, chromedp.Navigate("about:blank"), chromedp.Navigate(tb.base+"/"+fragment),
+		chromedp.WaitReady(chromedp.CSS("#view")))
+}
+
+// useKey enters key in the page's key form and waits for the key's first check.
+func (tb *tab) useKey(key string) {
+	tb.t.Helper()
+	tb.do("enter the key",
+		chromedp.SendKeys(chromedp.CSS("#key-input"), key),
+		chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)))
+	tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the key to be checked")
+}
+
+// eval returns the value of a JavaScript expression in the page.
+func eval[T any](tb *tab, expr string) T {
+	tb.t.Helper()
+	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		tb.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS waits until the expression is truthy.
+func (tb *tab) waitJS(expr, what string) {
+	tb.t.Helper()
+	if _, err := chromedp.Run(tb.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(waitFor),
+		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		view, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		tb.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, view)
+	}
+}
+
+// waitText waits until the element sel exists and its text contains want, and returns the text.
+func (tb *tab) waitText(sel, want string) string {
+	tb.t.Helper()
+	tb.waitJS(fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want),
+		fmt.Sprintf("%s to contain %q", sel, want))
+	return tb.text(sel)
+}
+
+// text returns the text of the first element matching sel ("" when none).
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	return eval[string](tb, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent.trim() : ''; })()`, sel))
+}
+
+// fill replaces the value of the field sel.
+func (tb *tab) fill(sel, value string) {
+	tb.t.Helper()
+	tb.do("fill "+sel, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ''`, sel)),
+		chromedp.SendKeys(chromedp.CSS(sel), value))
+}
+
+func (tb *tab) click(sel string) {
+	tb.t.Helper()
+	tb.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// problemDetail returns the detail of the problem+json the API answers
+// method path with key, for comparing with what the page shows.
+func (svc *service) problemDetail(t *testing.T, method, path, key, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, svc.base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &p); err != nil || p.Detail == "" {
+		t.Fatalf("%s %s: HTTP %d without a problem detail: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, p.Detail
+}
