@@ -1,0 +1,22 @@
+// Command seenapi runs the seenapi service: per-user "already seen" filters
+// for recommender systems, hot in memory, written back to an embedded
+// Badger store, answered over REST.
+//
+// Usage:
+//
+//	seenapi [serve] [flags]           run the service (the default)
+//	seenapi backup --out FILE [flags] write a backup of --data-dir (service stopped)
+//	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
+//
+// Every flag has an environment variable: --cache-bytes is
+// SEENAPI_CACHE_BYTES, and so on; a flag given on the command line wins.
+// API keys come from --keys-file (one "ROLE:KEY" a line, # comments) and
+// SEENAPI_KEYS ("role:key,role:key"). Without keys the service listens on a
+// loopback address only, unless --insecure. Namespace profiles come from the
+// YAML file --namespaces; "default" exists without one. `seenapi --help`
+// lists every flag with its default.
+//
+// On SIGTERM or SIGINT the service stops accepting connections, finishes
+// the requests in flight, writes every changed filter back, and closes the
+// store.
+package main

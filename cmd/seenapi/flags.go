@@ -1,0 +1,192 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+// options are the settings of every subcommand.
+type options struct {
+	addr            string
+	dataDir         string
+	cacheBytes      byteSize
+	flushInterval   time.Duration
+	sync            bool
+	keysFile        string
+	namespacesFile  string
+	insecure        bool
+	shutdownTimeout time.Duration
+	minFreeBytes    byteSize
+	limits          api.Config
+
+	out, in string // backup --out, restore --in
+	merge   bool   // restore --merge
+}
+
+// envName is the environment variable of a flag: SEENAPI_ and the flag's
+// name in upper case with - as _.
+func envName(flagName string) string {
+	return "SEENAPI_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// newFlagSet defines the flags of cmd on o.
+func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("seenapi "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the Badger store (created if missing)")
+	o.minFreeBytes = storage.DefaultMinFreeBytes
+	fs.Var(&o.minFreeBytes, "min-free-bytes", "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)")
+	switch cmd {
+	case "serve":
+		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
+		o.cacheBytes = byteSize(512 << 20)
+		fs.Var(&o.cacheBytes, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
+		fs.DurationVar(&o.flushInterval, "flush-interval", time.Second, "how often changed filters are written back")
+		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
+		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; SEENAPI_KEYS="role:key,role:key" adds keys`)
+		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
+		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
+		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
+		fs.IntVar(&o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
+		fs.IntVar(&o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter")
+		fs.IntVar(&o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
+		fs.IntVar(&o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
+		fs.IntVar(&o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
+		fs.IntVar(&o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
+		fs.IntVar(&o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once; beyond, 503 overloaded")
+	case "backup":
+		fs.StringVar(&o.out, "out", "", "file to write the backup to (required)")
+	case "restore":
+		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
+		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
+	}
+	fs.Usage = func() { usage(fs, cmd) }
+	return fs
+}
+
+func usage(fs *flag.FlagSet, cmd string) {
+	w := fs.Output()
+	switch cmd {
+	case "serve":
+		fmt.Fprint(w, `seenapi: "which of these items has this user not seen yet?" for recommender systems.
+
+Usage:
+  seenapi [serve] [flags]            run the service (the default)
+  seenapi backup --out FILE [flags]  back up --data-dir (with the service stopped)
+  seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
+  seenapi help [serve|backup|restore]
+
+Flags of serve (each also read from the environment variable shown; a flag wins):
+`)
+	default:
+		fmt.Fprintf(w, "Usage: seenapi %s [flags]\n\nFlags (each also read from the environment variable shown):\n", cmd)
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  --%s  [%s]\n      %s%s\n", f.Name, envName(f.Name), f.Usage, def)
+	})
+	if cmd == "serve" {
+		fmt.Fprint(w, `
+API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
+
+Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 720h):
+  feed:
+    fp_rate: 0.01
+    window: 30d
+    granularity: 7.5d
+    max_items: 100000
+  push:
+    window: 7d
+`)
+	}
+}
+
+// parseFlags sets o from the environment, then from args.
+func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" && err == nil {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, serr)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return nil
+}
+
+// byteSize is a flag of bytes: a number with an optional unit (B, KB, KiB,
+// MB, MiB, GB, GiB, TB, TiB), or a negative number.
+type byteSize int64
+
+func (b *byteSize) String() string { return formatBytes(int64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
+}
+
+func parseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := 1.0
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f*mult > 1<<62 || f*mult < -(1<<62) {
+		return 0, fmt.Errorf("not a byte size: %q (want e.g. 512MiB)", s)
+	}
+	return int64(f * mult), nil
+}
+
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// hotSetOptions are the hot set's options from o.
+func (o *options) hotSetOptions() eviction.Options {
+	return eviction.Options{CacheBytes: int64(o.cacheBytes), FlushInterval: o.flushInterval}
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+func TestParseDuration(t *testing.T) {
+	for s, want := range map[string]time.Duration{
+		"30d": 30 * 24 * time.Hour, "7.5d": 180 * time.Hour, "720h": 720 * time.Hour, "90m": 90 * time.Minute, "": 0, "0": 0,
+	} {
+		if got, err := parseDuration(s); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"30", "d", "-1d", "thirty days", "1w"} {
+		if _, err := parseDuration(s); err == nil {
+			t.Errorf("%q: no error", s)
+		}
+	}
+}
+
+func TestParseNamespaces(t *testing.T) {
+	nss, err := parseNamespaces([]byte(`
+feed:
+  fp_rate: 0.001
+  window: 30d
+  granularity: 7.5d
+  max_items: 100000
+push:
+  window: 168h
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nss {
+		names = append(names, n.Name)
+	}
+	if !slices.Equal(names, []string{"default", "feed", "push"}) {
+		t.Fatalf("names %v, want default added", names)
+	}
+	feed := nss[1].Profile
+	if feed.FPRate != 0.001 || feed.Window != 720*time.Hour || feed.Granularity != 180*time.Hour || feed.MaxItems != 100000 || feed.Growth == 0 {
+		t.Fatalf("feed %+v", feed)
+	}
+	if push := nss[2].Profile; push.Granularity != 42*time.Hour {
+		t.Fatalf("push granularity %v, want window/4", push.Granularity)
+	}
+}
+
+func TestParseNamespacesRejectsBadFiles(t *testing.T) {
+	for name, text := range map[string]string{
+		"bad name":        "Feed:\n  fp_rate: 0.01\n",
+		"unknown field":   "feed:\n  fp: 0.01\n",
+		"bad fp rate":     "feed:\n  fp_rate: 2\n",
+		"bad kind":        "feed:\n  kind: cuckoo\n",
+		"bad granularity": "feed:\n  window: 30d\n  granularity: 7d\n",
+		"not a map":       "- feed\n",
+	} {
+		if _, err := parseNamespaces([]byte(text)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestDefaultNamespaceWithoutFile(t *testing.T) {
+	nss, err := loadNamespaces("")
+	if err != nil || len(nss) != 1 || nss[0].Name != "default" || nss[0].Profile.FPRate != 0.01 {
+		t.Fatalf("%v %v", nss, err)
+	}
+}
+
+func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
+	env := map[string]string{"SEENAPI_ADDR": "127.0.0.1:9999", "SEENAPI_CACHE_BYTES": "1GiB", "SEENAPI_SYNC": "true",
+		"SEENAPI_FLUSH_INTERVAL": "5s"}
+	var o options
+	fs := newFlagSet("serve", &o, io.Discard)
+	if err := parseFlags(fs, []string{"--flush-interval", "2s"}, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if o.addr != "127.0.0.1:9999" || o.cacheBytes != 1<<30 || !o.sync || o.flushInterval != 2*time.Second {
+		t.Fatalf("options %+v", o)
+	}
+	env["SEENAPI_CACHE_BYTES"] = "lots"
+	fs = newFlagSet("serve", &o, io.Discard)
+	if err := parseFlags(fs, nil, func(k string) string { return env[k] }); err == nil {
+		t.Fatal("a bad environment value must fail")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for s, want := range map[string]int64{"512MiB": 512 << 20, "1GiB": 1 << 30, "1gb": 1e9, "4096": 4096, "1.5k": 1536, "-1": -1} {
+		if got, err := parseBytes(s); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", s, got, err, want)
+		}
+	}
+}
+
+func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var o options
+	newFlagSet("serve", &o, io.Discard).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(out.String(), "--"+f.Name) || !strings.Contains(out.String(), envName(f.Name)) {
+			t.Errorf("help lacks --%s or %s", f.Name, envName(f.Name))
+		}
+	})
+	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "window: 30d"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func noEnv(string) string { return "" }
+
+func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, noEnv, &out, &out, nil)
+	if code == 0 || !strings.Contains(out.String(), "refusing to listen on a non-loopback address") {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true,
+		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.com:80": false} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("%s: %v", addr, got)
+		}
+	}
+}
+
+// service runs `seenapi serve` in-process on a loopback port until stop.
+type service struct {
+	t    *testing.T
+	url  string
+	out  *syncBuffer
+	stop context.CancelFunc
+	code chan int
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func startService(t *testing.T, env map[string]string, args ...string) *service {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &service{t: t, out: &syncBuffer{}, stop: cancel, code: make(chan int, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		s.code <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--min-free-bytes", "-1"}, args...),
+			func(k string) string { return env[k] }, s.out, s.out, func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+	case code := <-s.code:
+		t.Fatalf("serve exited %d: %s", code, s.out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	t.Cleanup(func() { s.shutdown() })
+	return s
+}
+
+// shutdown cancels the service (as SIGTERM does) and returns its exit code.
+func (s *service) shutdown() int {
+	s.stop()
+	select {
+	case code := <-s.code:
+		s.code <- code
+		return code
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("serve did not stop")
+		return -1
+	}
+}
+
+func post(t *testing.T, url, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, m
+}
+
+// seenAfterRestart opens the data directory with a fresh store and hot set
+// and returns whether the user has seen each item.
+func seenAfterRestart(t *testing.T, dir, ns, user string, items ...string) []bool {
+	t.Helper()
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nss, _ := loadNamespaces("")
+	hot, err := eviction.New(store, nss, eviction.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hot.Close()
+	seen, err := hot.Check(ns, user, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+func TestServeAnswersAndShutsDownKeepingEveryCall(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir, "--flush-interval", "1h")
+	status, m := post(t, s.url+"/v1/namespaces/default/users/u1/filter", `{"candidates":["a","b","c"],"limit":2}`)
+	if status != 200 || fmt.Sprint(m["unseen"]) != "[a b]" {
+		t.Fatalf("%d %v", status, m)
+	}
+	if !strings.Contains(s.out.String(), "NO API KEYS") {
+		t.Errorf("an open service must say so loudly: %s", s.out.String())
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("exit %d: %s", code, s.out.String())
+	}
+	if got := seenAfterRestart(t, dir, "default", "u1", "a", "b", "c"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("after shutdown the user saw %v, want a and b", got)
+	}
+}
+
+func TestKeysFromFileAndEnvironment(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("# keys\nread:r-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, map[string]string{"SEENAPI_KEYS": "write:w-0123456789abcdef"},
+		"--data-dir", t.TempDir(), "--keys-file", keys)
+	url := s.url + "/v1/namespaces/default/users/u/filter"
+	if status, _ := post(t, url, `{"candidates":["a"]}`); status != 401 {
+		t.Fatalf("no key: %d", status)
+	}
+	if status, _ := post(t, url, `{"candidates":["a"]}`, "Authorization", "Bearer r-0123456789abcdef"); status != 403 {
+		t.Fatalf("read key: %d", status)
+	}
+	if status, _ := post(t, url, `{"candidates":["a"]}`, "Authorization", "Bearer w-0123456789abcdef"); status != 200 {
+		t.Fatalf("write key: %d", status)
+	}
+	if strings.Contains(s.out.String(), "NO API KEYS") {
+		t.Error("a service with keys claims to be open")
+	}
+}
+
+func TestNamespacesFileServesItsProfiles(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ns.yaml")
+	if err := os.WriteFile(f, []byte("feed:\n  window: 30d\n  max_items: 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--namespaces", f)
+	resp, err := http.Get(s.url + "/v1/namespaces/feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	if resp.StatusCode != 200 || m["window"] != float64(30*24*3600) || m["max_items"] != float64(7) {
+		t.Fatalf("%d %v", resp.StatusCode, m)
+	}
+}
+
+func TestBackupAndRestore(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir)
+	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x","y"]}`)
+	if code := s.shutdown(); code != 0 {
+		t.Fatal(s.out.String())
+	}
+	file := filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	if code := run(context.Background(), []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("restore exit %d: %s", code, out.String())
+	}
+	if got := seenAfterRestart(t, restored, "default", "u1", "x", "y", "z"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("restored user saw %v", got)
+	}
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir}, noEnv, &out, &out, nil); code == 0 {
+		t.Fatal("backup without --out must fail")
+	}
+}
+
+// TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
+// SIGTERM, and checks the answered call survived into a second run.
+func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "seenapi")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	start := func() (*exec.Cmd, string, *syncBuffer) {
+		cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1", "--flush-interval", "1h")
+		cmd.Env = append(os.Environ(), "SEENAPI_ADDR=") // the flag wins anyway
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		log := &syncBuffer{}
+		url := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			re := regexp.MustCompile(`url=(http://\S+)`)
+			for sc.Scan() {
+				log.Write(append(sc.Bytes(), '\n'))
+				if m := re.FindStringSubmatch(sc.Text()); m != nil {
+					url <- m[1]
+				}
+			}
+		}()
+		select {
+		case u := <-url:
+			return cmd, u, log
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("no url logged: %s", log.String())
+		}
+		return nil, "", nil
+	}
+	cmd, url, log := start()
+	if status, m := post(t, url+"/v1/namespaces/default/users/u/filter", `{"candidates":["a","b"]}`); status != 200 {
+		t.Fatalf("%d %v", status, m)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, log.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no exit after SIGTERM: %s", log.String())
+	}
+	if !strings.Contains(log.String(), "written back") {
+		t.Errorf("shutdown log: %s", log.String())
+	}
+	cmd, url, _ = start()
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	status, m := post(t, url+"/v1/namespaces/default/users/u/check", `{"items":["a","b","c"]}`)
+	if status != 200 || fmt.Sprint(m["seen"]) != "[true true false]" {
+		t.Fatalf("after restart: %d %v", status, m)
+	}
+}

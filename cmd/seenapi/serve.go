@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+// errPublicWithoutKeys refuses an open service on a non-loopback address.
+var errPublicWithoutKeys = errors.New("refusing to listen on a non-loopback address without API keys: " +
+	"set --keys-file or SEENAPI_KEYS, or pass --insecure")
+
+// isLoopback reports whether addr's host is a loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// keys returns the API keys of the keys file and of SEENAPI_KEYS.
+func keys(o *options, getenv func(string) string) ([]api.Key, error) {
+	var ks []api.Key
+	if o.keysFile != "" {
+		k, err := api.LoadKeysFile(o.keysFile)
+		if err != nil {
+			return nil, err
+		}
+		ks = append(ks, k...)
+	}
+	if list := getenv("SEENAPI_KEYS"); list != "" {
+		k, err := api.ParseKeysList(list)
+		if err != nil {
+			return nil, fmt.Errorf("SEENAPI_KEYS: %w", err)
+		}
+		ks = append(ks, k...)
+	}
+	return ks, nil
+}
+
+// serve runs the service until ctx ends, then shuts down gracefully: stop
+// accepting, finish requests in flight, write back, close the store.
+func serve(ctx context.Context, o *options, getenv func(string) string, logger *slog.Logger, onListen func(string)) (err error) {
+	ks, err := keys(o, getenv)
+	if err != nil {
+		return err
+	}
+	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
+		return errPublicWithoutKeys
+	}
+	namespaces, err := loadNamespaces(o.namespacesFile)
+	if err != nil {
+		return err
+	}
+
+	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
+		WithMinFreeBytes(int64(o.minFreeBytes)).WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	hopts := o.hotSetOptions()
+	hopts.Logger = logger
+	hot, err := eviction.New(store, namespaces, hopts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := hot.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("writing back: %w", cerr))
+		}
+	}()
+	go func() {
+		if err := hot.Recover(); err != nil && !errors.Is(err, eviction.ErrClosed) {
+			logger.Error("seenapi: folding the journal left by a crash failed for some users", "err", err)
+		}
+	}()
+
+	cfg := o.limits
+	cfg.Keys, cfg.Logger = ks, logger
+	cfg.Ready = func() error {
+		if !hot.Ready() {
+			return errors.New("folding the journal left by a crash")
+		}
+		return nil
+	}
+	srv, err := api.New(hot, cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	if srv.Open() {
+		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + addr +
+			"; set --keys-file or SEENAPI_KEYS to require keys")
+	}
+	names := make([]string, len(namespaces))
+	for i, n := range namespaces {
+		names[i] = n.Name
+	}
+	logger.Info("seenapi: serving", "url", "http://"+addr, "data_dir", o.dataDir,
+		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync)
+	if onListen != nil {
+		onListen(addr)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("seenapi: shutting down: finishing requests in flight, then writing back")
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Error("seenapi: requests still in flight at the shutdown timeout", "err", err)
+	}
+	<-served
+	return nil // the deferred closes write back and close the store
+}
