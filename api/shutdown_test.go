@@ -1,0 +1,85 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShutdownFinishesInFlightRequests starts a request, shuts down while
+// its body is still arriving, and checks that the request is answered, that
+// new connections are refused, that Shutdown returned only after the answer,
+// and that /readyz no longer says ready.
+func TestShutdownFinishesInFlightRequests(t *testing.T) {
+	e := newEnv(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"candidates":["a","b","c"],"limit":2}`
+	head := fmt.Sprintf("POST /v1/namespaces/default/users/inflight/filter HTTP/1.1\r\nHost: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, len(body))
+	if _, err := io.WriteString(conn, head+body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the server is reading the body
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		shut <- e.srv.Shutdown(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) with a request in flight", err)
+	default:
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("a new connection was accepted during shutdown")
+	}
+
+	if _, err := io.WriteString(conn, body[10:]); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"unseen":["a","b"]`) {
+		t.Fatalf("in-flight request: %d %s", resp.StatusCode, got)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the last request")
+	}
+	r, err := e.srv.App().Test(httptest.NewRequest(http.MethodGet, "/readyz", nil), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz after shutdown: %d", r.StatusCode)
+	}
+	// What the in-flight request recorded is in the hot set, to be written back on Close.
+	seen, err := e.hot.Check("default", "inflight", []string{"a", "b", "c"}, nil)
+	if err != nil || !seen[0] || !seen[1] || seen[2] {
+		t.Fatalf("after shutdown: %v %v", seen, err)
+	}
+}
