@@ -215,7 +215,7 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			ns, user, _ := parseFilterKey(key)
 			if err == nil {
 				var stored []byte
-				if stored, err = item.ValueCopy(nil); err == nil {
+				if stored, err = readValue(item); err == nil {
 					value, err = merge(stored, value)
 				}
 			}
@@ -233,10 +233,11 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 				break
 			}
 			if err == nil {
-				same := false
-				err = item.Value(func(v []byte) error { same = bytes.Equal(v, value); return nil })
-				if err == nil && same {
-					continue // restored before
+				// Another entry holds this number: keep both, unless this one
+				// was restored before under a new number.
+				var dup bool
+				if dup, err = hasJournalValue(txn, key[:len(key)-8], item, value); err == nil && dup {
+					continue
 				}
 			}
 			if err != nil {
@@ -252,4 +253,22 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 		}
 	}
 	return failed, len(kvs), txn.Commit()
+}
+
+// hasJournalValue reports whether the item or any journal entry under
+// prefix holds value.
+func hasJournalValue(txn *badger.Txn, prefix []byte, item *badger.Item, value []byte) (bool, error) {
+	same := false
+	if err := item.Value(func(v []byte) error { same = bytes.Equal(v, value); return nil }); err != nil || same {
+		return same, err
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Seek(prefix); it.Valid(); it.Next() {
+		err := it.Item().Value(func(v []byte) error { same = bytes.Equal(v, value); return nil })
+		if err != nil || same {
+			return same, err
+		}
+	}
+	return false, nil
 }

@@ -22,6 +22,11 @@ var (
 	// MaxNamespaceLen / MaxUserLen.
 	ErrBadKey = errors.New("storage: bad namespace or user id")
 
+	// ErrCorrupt: a stored value could not be read back intact (Badger
+	// found a checksum mismatch or a truncated value log). It concerns the
+	// user named in the error only.
+	ErrCorrupt = errors.New("storage: stored value is corrupt")
+
 	// ErrBadOptions: Options hold a value Open cannot use.
 	ErrBadOptions = errors.New("storage: bad options")
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // maxConflictRetries bounds how often a transaction that lost a conflict
@@ -63,6 +64,7 @@ func Open(opts Options) (*Store, error) {
 		WithValueThreshold(opts.ValueThreshold).
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(bopts)
 	if err != nil {
@@ -353,7 +355,7 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		item, err := txn.Get(filterKey(key[:0], ns, user))
 		switch {
 		case err == nil:
-			if filter, err = item.ValueCopy(nil); err != nil {
+			if filter, err = readValue(item); err != nil {
 				return fmt.Errorf("read filter: %w", err)
 			}
 		case !errors.Is(err, badger.ErrKeyNotFound):
@@ -368,9 +370,9 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 			if len(k) != len(prefix)+8 {
 				continue // not a journal key of this user (cannot happen with a sound key layout)
 			}
-			v, err := item.ValueCopy(nil)
+			v, err := readValue(item)
 			if err != nil {
-				return fmt.Errorf("read journal: %w", err)
+				return fmt.Errorf("read journal entry %d: %w", binary.BigEndian.Uint64(k[len(prefix):]), err)
 			}
 			journal = append(journal, JournalEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Value: v})
 		}
@@ -380,6 +382,23 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
 	}
 	return filter, journal, nil
+}
+
+// readValue returns a copy of the item's value. Badger logs a value-log
+// read that fails (checksum mismatch, truncated file) and returns an empty
+// value without an error; an empty value whose recorded size is not empty
+// is that failure, reported as ErrCorrupt.
+func readValue(item *badger.Item) ([]byte, error) {
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	// For a value-log record, ValueSize exceeds the value's length by at
+	// most the header's size (under 32 bytes).
+	if len(v) == 0 && item.ValueSize() > 32 {
+		return nil, fmt.Errorf("%w: value of about %d bytes unreadable in the value log", ErrCorrupt, item.ValueSize())
+	}
+	return v, nil
 }
 
 // Delete removes the user's filter and every journal entry of the user.

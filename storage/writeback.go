@@ -74,7 +74,7 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 // returns how many users it handled and, for each, the error that kept it
 // from being written (nil: written).
 func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error) {
-	limit := min(len(ws), writeBackChunk)
+	limit := distinctPrefix(ws, writeBackChunk)
 	errs = make([]error, limit)
 	for attempt := 0; ; {
 		clear(errs)
@@ -101,24 +101,53 @@ func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error)
 	}
 }
 
-// writeBackTxn writes back every user of ws in one transaction, setting
-// errs[i] for a user skipped for an error of its own. tooBig reports that
-// the users do not fit in one transaction; err is the commit's error.
+// distinctPrefix returns the length, at most max, of the longest prefix of
+// ws in which no user appears twice (a user's second write must see its
+// first, so it goes in a later transaction).
+func distinctPrefix(ws []Write, max int) int {
+	seen := make(map[[2]string]struct{}, min(len(ws), max))
+	for i, w := range ws {
+		if i == max {
+			return max
+		}
+		k := [2]string{w.NS, w.User}
+		if _, dup := seen[k]; dup {
+			return i
+		}
+		seen[k] = struct{}{}
+	}
+	return len(ws)
+}
+
+// writeBackTxn writes back every user of ws (no user twice) in one
+// transaction, setting errs[i] for a user skipped for an error of its own.
+// tooBig reports that the users do not fit in one transaction; err is the
+// commit's error.
+//
+// Every read comes before the first write: an iterator of a transaction
+// with pending writes sorts them all, which would make a transaction of n
+// users cost n^2 log n.
 func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
+	type prepared struct {
+		value   []byte
+		journal [][]byte
+	}
+	preps := make([]prepared, len(ws))
 	var key []byte
 	for i, w := range ws {
 		key = filterKey(key[:0], w.NS, w.User)
-		value, journal, err := s.prepareWriteBack(txn, key, w, merge, true)
-		if err != nil {
-			errs[i] = err
+		preps[i].value, preps[i].journal, errs[i] = s.prepareWriteBack(txn, key, w, merge, true)
+	}
+	for i, w := range ws {
+		if errs[i] != nil {
 			continue
 		}
-		if err := s.setFilter(txn, w, value); err != nil {
+		if err := s.setFilter(txn, w, preps[i].value); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
-		for _, k := range journal {
+		for _, k := range preps[i].journal {
 			if err := txn.Delete(k); err != nil {
 				return errors.Is(err, badger.ErrTxnTooBig), err
 			}
@@ -136,7 +165,7 @@ func (s *Store) prepareWriteBack(txn *badger.Txn, fkey []byte, w Write, merge Me
 		item, err := txn.Get(fkey)
 		switch {
 		case err == nil:
-			stored, err := item.ValueCopy(nil)
+			stored, err := readValue(item)
 			if err != nil {
 				return nil, nil, fmt.Errorf("read stored filter: %w", err)
 			}

@@ -1,0 +1,229 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// userState is what Load returns for one user.
+type userState struct {
+	filter  string
+	journal []string
+}
+
+func snapshot(t *testing.T, s *Store, users [][2]string) map[[2]string]userState {
+	t.Helper()
+	out := map[[2]string]userState{}
+	for _, u := range users {
+		f, j := mustLoad(t, s, u[0], u[1])
+		out[u] = userState{string(f), journalValues(j)}
+	}
+	return out
+}
+
+// populate writes filters and journals for users in two namespaces,
+// including one large filter (kept in the value log) and entries with a TTL.
+func populate(t *testing.T, s *Store) [][2]string {
+	t.Helper()
+	var users [][2]string
+	for i := range 50 {
+		u := [2]string{[]string{"feed", "push"}[i%2], fmt.Sprint("user", i)}
+		users = append(users, u)
+		var upTo uint64
+		for k := range i % 4 {
+			upTo = mustAppend(t, s, u[0], u[1], fmt.Sprint("covered", k))
+		}
+		value := []byte(fmt.Sprint("filter of ", u))
+		if i == 7 {
+			value = bytes.Repeat([]byte{7}, 64<<10) // above ValueThreshold
+		}
+		if err := s.WriteBack([]Write{{NS: u[0], User: u[1], Value: value, UpTo: upTo, TTL: time.Hour}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for k := range i % 3 {
+			if _, err := s.Append(u[0], u[1], []byte(fmt.Sprint("pending", k)), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return users
+}
+
+func TestBackupRestoresIntoAFreshStore(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	users := populate(t, src)
+	mustAppend(t, src, "journal-only", "u", "j")
+	users = append(users, [2]string{"journal-only", "u"})
+	want := snapshot(t, src, users)
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	got := snapshot(t, dst, users)
+	for _, u := range users {
+		if got[u].filter != want[u].filter || !slices.Equal(got[u].journal, want[u].journal) {
+			t.Fatalf("%v after restore: filter %.20q journal %v; want %.20q %v",
+				u, got[u].filter, got[u].journal, want[u].filter, want[u].journal)
+		}
+	}
+	for _, ns := range []string{"feed", "push"} {
+		a, _ := src.Users(ns, "", 0)
+		b, _ := dst.Users(ns, "", 0)
+		if !slices.Equal(a, b) || len(a) != 25 {
+			t.Fatalf("users of %s: %d restored, want the 25 of the source", ns, len(b))
+		}
+	}
+	var maxRestored uint64
+	for _, u := range users {
+		_, j := mustLoad(t, dst, u[0], u[1])
+		for _, e := range j {
+			maxRestored = max(maxRestored, e.Seq)
+		}
+	}
+	if seq := mustAppend(t, dst, "feed", "user0", "new"); seq <= maxRestored {
+		t.Fatalf("seq %d after restore not above the restored %d", seq, maxRestored)
+	}
+}
+
+func TestRestoreMergesFiltersAndKeepsBothJournals(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x0f}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	srcSeq := mustAppend(t, src, "feed", "u", "from backup")
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := openTest(t, testOptions(t))
+	if err := dst.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0xf0}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dstSeq := mustAppend(t, dst, "feed", "u", "already here")
+	if dstSeq != srcSeq {
+		t.Fatalf("test needs colliding seqs, got %d and %d", srcSeq, dstSeq)
+	}
+	for range 2 { // restoring twice adds nothing the second time
+		if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge); err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+	}
+	f, j := mustLoad(t, dst, "feed", "u")
+	if string(f) != "\xff" {
+		t.Errorf("filter after restore %x, want ff (merged)", f)
+	}
+	var values []string
+	for _, e := range j {
+		values = append(values, string(e.Value))
+	}
+	slices.Sort(values)
+	if want := []string{"already here", "from backup"}; !slices.Equal(values, want) {
+		t.Errorf("journal after restore %q, want %q", values, want)
+	}
+}
+
+func TestRestoreWithoutMergeReplacesFilters(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("backup")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("current")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := mustLoad(t, dst, "feed", "u"); string(f) != "backup" {
+		t.Fatalf("filter %q, want \"backup\"", f)
+	}
+}
+
+func TestRestoreNamesUsersWhoseMergeFailed(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{{NS: "feed", User: "bad", Value: []byte{1, 1}}, {NS: "feed", User: "good", Value: []byte{1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.WriteBack([]Write{{NS: "feed", User: "bad", Value: []byte{2}}, {NS: "feed", User: "good", Value: []byte{2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := dst.Restore(&buf, orMerge)
+	var wbe *WriteBackError
+	if !errors.As(err, &wbe) || len(wbe.Failed) != 1 || wbe.Failed[0].User != "bad" {
+		t.Fatalf("Restore: %v, want a WriteBackError naming only feed/bad", err)
+	}
+	if f, _ := mustLoad(t, dst, "feed", "good"); string(f) != "\x03" {
+		t.Errorf("good user %x, want 03 (merged)", f)
+	}
+	if f, _ := mustLoad(t, dst, "feed", "bad"); string(f) != "\x02" {
+		t.Errorf("bad user %x, want 02 (unchanged)", f)
+	}
+}
+
+func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	populate(t, src)
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	newer := binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion+1)
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"empty":          {nil, ErrBadBackup},
+		"garbage":        {[]byte("this is not a backup at all"), ErrBadBackup},
+		"raw badger":     {good[len(backupMagic)+1:], ErrBadBackup},
+		"truncated":      {good[:len(good)-10], ErrBadBackup},
+		"newer format":   {append(newer, good[len(backupMagic)+1:]...), ErrFormatVersion},
+		"huge list size": {append(binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), ErrBadBackup},
+	} {
+		dst := openTest(t, testOptions(t))
+		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Restore: %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+func TestRestoreSkipsExpiredEntries(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if _, err := src.Append("feed", "u", []byte("short"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keep := mustAppend(t, src, "feed", "u", "long")
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond) // past the 1s TTL at Badger's 1s granularity
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, j := mustLoad(t, dst, "feed", "u")
+	if got, want := journalValues(j), []string{fmt.Sprint(keep, ":long")}; !slices.Equal(got, want) {
+		t.Fatalf("journal after restore %v, want %v", got, want)
+	}
+}

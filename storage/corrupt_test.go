@@ -1,0 +1,132 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bigValue is a value above ValueThreshold (it goes to the value log),
+// unique to its user.
+func bigValue(user string) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("<%s>", user)), 14000/(len(user)+2))
+}
+
+// damage flips one byte in the middle of value in whichever value-log file
+// holds it.
+func damage(t *testing.T, dir string, value []byte) {
+	t.Helper()
+	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	for _, path := range vlogs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(data, value); i >= 0 {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte{data[i+len(value)/2] ^ 0xff}, int64(i+len(value)/2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("value not found in any value-log file")
+}
+
+// A record damaged on disk in a value-log file fails that user's calls
+// with ErrCorrupt naming the user, and every other user keeps working.
+func TestCorruptValueFailsOnlyThatUser(t *testing.T) {
+	opts := testOptions(t).WithValueLogFileSize(1 << 20)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := []string{"before", "victim", "after"}
+	var writes []Write
+	for _, u := range users {
+		writes = append(writes, Write{NS: "feed", User: u, Value: bigValue(u)})
+	}
+	writes = append(writes, Write{NS: "feed", User: "small", Value: []byte("small")})
+	if err := s.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the first value-log file so it is sealed and a new one is active.
+	for i := range 100 {
+		u := fmt.Sprint("filler", i)
+		if err := s.WriteBack([]Write{{NS: "feed", User: u, Value: bigValue(u)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage(t, opts.Dir, bigValue("victim"))
+
+	s = openTest(t, opts)
+	_, _, err = s.Load("feed", "victim")
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "feed/victim") {
+		t.Fatalf("Load of the damaged user: %v, want ErrCorrupt naming feed/victim", err)
+	}
+	for _, u := range []string{"before", "after", "filler0", "filler99"} {
+		if f, _ := mustLoad(t, s, "feed", u); !bytes.Equal(f, bigValue(u)) {
+			t.Errorf("%s: filter of %d bytes, want its own %d", u, len(f), len(bigValue(u)))
+		}
+	}
+	// A merging write-back fails for the damaged user only; a replacing one
+	// (a fresh filter, or an import) repairs it.
+	err = s.WriteBack([]Write{{NS: "feed", User: "victim", Value: []byte("fresh")}, {NS: "feed", User: "small", Value: []byte("again")}}, orMerge)
+	var wbe *WriteBackError
+	if !errors.As(err, &wbe) || len(wbe.Failed) != 1 || wbe.Failed[0].User != "victim" || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("merging write-back over the damaged value: %v, want only feed/victim to fail with ErrCorrupt", err)
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "victim", Value: []byte("fresh")}}, nil); err != nil {
+		t.Fatalf("replacing write-back over the damaged value: %v", err)
+	}
+	if f, _ := mustLoad(t, s, "feed", "victim"); string(f) != "fresh" {
+		t.Errorf("victim after replace: %q", f)
+	}
+}
+
+// Badger truncates the active value-log file at its first damaged record
+// when it opens, so later records of that file are lost too. They must
+// fail with ErrCorrupt, never read back as an empty value.
+func TestDamagedActiveValueLogIsReportedNotReadAsEmpty(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for i := range 10 {
+		u := fmt.Sprint("user", i)
+		users = append(users, u)
+		if err := s.WriteBack([]Write{{NS: "feed", User: u, Value: bigValue(u)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage(t, opts.Dir, bigValue("user5"))
+
+	s = openTest(t, opts)
+	for i, u := range users {
+		f, _, err := s.Load("feed", u)
+		switch {
+		case i < 5 && (err != nil || !bytes.Equal(f, bigValue(u))):
+			t.Errorf("%s (before the damage): %d bytes, %v; want its value", u, len(f), err)
+		case i >= 5 && !errors.Is(err, ErrCorrupt):
+			t.Errorf("%s (at or after the damage): %d bytes, %v; want ErrCorrupt", u, len(f), err)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// soakDuration is the length of the soak.
+const soakDuration = 20 * time.Second
+
+// A steady workload (journal appends from 8 writers, write-backs every
+// 50 ms that cover them and overwrite every touched user's filter, 10% of
+// filters large enough for the value log) with value-log GC running: disk
+// use levels off. Size() is sampled every 250 ms; its mean over the second
+// half must stay within 1.5x its mean over the first half (it moves in a
+// sawtooth as memtables fill and compactions run, so single samples would
+// not do). Run for 90 s, the same workload stays within 8-31 MiB.
+func TestSoakDiskUseLevelsOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak test skipped with -short")
+	}
+	if raceEnabled {
+		// Badger v4.9.6 reads a memtable's maxVersion in value-log GC
+		// (DB.MaxVersion) while its writer updates it (memTable.Put), which
+		// the race detector reports; and at race-detector speed the workload
+		// writes too little to show reclaiming.
+		t.Skip("soak test needs a build without -race")
+	}
+	opts := testOptions(t).
+		WithMemTableSize(4 << 20).
+		WithValueLogFileSize(4 << 20).
+		WithGCInterval(500 * time.Millisecond)
+	s := openTest(t, opts)
+
+	const users = 2000
+	filterSize := func(u int) int {
+		if u%10 == 0 {
+			return 8 << 10 // value log
+		}
+		return 1 << 10 // LSM tree
+	}
+	var (
+		mu    sync.Mutex
+		dirty = map[int]uint64{} // user -> highest appended seq
+	)
+	noise := make([]byte, 1<<20)
+	for i := range noise {
+		noise[i] = byte(rand.Uint32())
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var appends, writeBacks, written int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			value := make([]byte, 160) // 20 item hashes
+			for n := int64(0); ; n++ {
+				select {
+				case <-stop:
+					mu.Lock()
+					appends += n
+					written += n * 160
+					mu.Unlock()
+					return
+				default:
+				}
+				u := rng.IntN(users)
+				seq, err := s.Append("feed", fmt.Sprint("user", u), value, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				dirty[u] = max(dirty[u], seq)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(99, 1))
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			batch := dirty
+			dirty = map[int]uint64{}
+			mu.Unlock()
+			writes := make([]Write, 0, len(batch))
+			for u, upTo := range batch {
+				v := make([]byte, filterSize(u)) // random bytes, as incompressible as filter bits
+				copy(v, noise[rng.IntN(len(noise)-len(v)):])
+				writes = append(writes, Write{NS: "feed", User: fmt.Sprint("user", u), Value: v, UpTo: upTo})
+			}
+			if err := s.WriteBack(writes, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			writeBacks += int64(len(writes))
+			for _, w := range writes {
+				written += int64(len(w.Value))
+			}
+			mu.Unlock()
+		}
+	}()
+
+	start := time.Now()
+	var sizes []int64
+	for time.Since(start) < soakDuration {
+		time.Sleep(250 * time.Millisecond)
+		sizes = append(sizes, s.Size())
+	}
+	close(stop)
+	wg.Wait()
+	first, second := mean(sizes[:len(sizes)/2]), mean(sizes[len(sizes)/2:])
+	t.Logf("%d appends, %d filter writes, %.0f MiB of values written in %v; disk use: mean %.1f MiB in the first half, %.1f MiB in the second; every second (MiB): %v",
+		appends, writeBacks, float64(written)/(1<<20), soakDuration, first/(1<<20), second/(1<<20), mib(sizes, 4))
+	if appends == 0 || writeBacks == 0 {
+		t.Fatal("the workload did not run")
+	}
+	if last := sizes[len(sizes)-1]; written < 5*last {
+		t.Fatalf("only %d bytes written for %d on disk: too little to show reclaiming", written, last)
+	}
+	if second > 1.5*first {
+		t.Fatalf("mean disk use grew from %.1f MiB in the first half to %.1f MiB in the second (more than 1.5x)", first/(1<<20), second/(1<<20))
+	}
+}
+
+func mean(xs []int64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += float64(x)
+	}
+	return sum / float64(len(xs))
+}
+
+// mib renders every step-th size in MiB.
+func mib(sizes []int64, step int) []string {
+	var out []string
+	for i := step - 1; i < len(sizes); i += step {
+		out = append(out, fmt.Sprintf("%.1f", float64(sizes[i])/(1<<20)))
+	}
+	return out
+}
