@@ -50,7 +50,13 @@ func (r *Report) plot(path, title, ylabel string, logY bool, value func(Result) 
 	p.X.Label.Text = "users"
 	p.Y.Label.Text = ylabel
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{}
+	var ticks []plot.Tick
+	for _, x := range r.Results {
+		if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == float64(x.Users) }) {
+			ticks = append(ticks, plot.Tick{Value: float64(x.Users), Label: formatUsers(x.Users)})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	if logY {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}

@@ -161,6 +161,10 @@ type RedisOptions struct {
 	BloomFP    float64
 	// Logf receives notices (installing redis-server). Default: discarded.
 	Logf func(format string, a ...any)
+	// Client is the client of the load: "go-redis" (default) or "resp", a
+	// minimal pipelining client without per-command allocations, to see
+	// how much of the figures is go-redis's own cost.
+	Client string
 }
 
 func (o RedisOptions) withDefaults() RedisOptions {
@@ -176,6 +180,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.Client == "" {
+		o.Client = "go-redis"
+	}
 	return o
 }
 
@@ -185,6 +192,7 @@ type redisSystem struct {
 	opts RedisOptions
 	srv  *RedisServer
 	rdb  *redis.Client
+	resp *respPool // with Client "resp"
 }
 
 func (s *redisSystem) Name() string { return s.name }
@@ -209,6 +217,13 @@ func (s *redisSystem) Setup(ctx context.Context) error {
 	s.rdb = redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: s.opts.Conns,
 		PipelinePoolSize: s.opts.Conns, MaxRetries: -1, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, Protocol: 2})
+	switch s.opts.Client {
+	case "go-redis":
+	case "resp":
+		s.resp = newRespPool(srv.Addr, s.opts.Conns)
+	default:
+		return fmt.Errorf("%w: unknown Redis client %q (go-redis or resp)", ErrBadConfig, s.opts.Client)
+	}
 	return nil
 }
 
@@ -236,6 +251,10 @@ func (s *redisSystem) CPU() (CPU, error) {
 
 func (s *redisSystem) Close() error {
 	var err error
+	if s.resp != nil {
+		s.resp.close()
+		s.resp = nil
+	}
 	if s.rdb != nil {
 		err = s.rdb.Close()
 	}
@@ -263,6 +282,9 @@ var argsPool = sync.Pool{New: func() any { s := make([]any, 0, 4*DefaultCandidat
 
 // Call is the one call on a Redis SET. Safe for concurrent use.
 func (s *RedisSet) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	if s.resp != nil {
+		return s.callResp(ctx, user, candidates, limit)
+	}
 	key := "s:" + user
 	ap := argsPool.Get().(*[]any)
 	defer argsPool.Put(ap)
@@ -295,6 +317,54 @@ func (s *RedisSet) Call(ctx context.Context, user string, candidates []string, l
 		}
 	}
 	return unseen, nil
+}
+
+func (s *RedisSet) callResp(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	key := "s:" + user
+	var member []int64
+	err := s.resp.do(ctx, func(b []byte) []byte {
+		b = appendArrayHeader(b, 2+len(candidates))
+		b = appendBulk(b, "SMISMEMBER")
+		b = appendBulk(b, key)
+		for _, c := range candidates {
+			b = appendBulk(b, c)
+		}
+		return b
+	}, func(c *respConn) (err error) {
+		member, err = c.readIntArray(make([]int64, 0, len(candidates)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(member) != len(candidates) {
+		return nil, fmt.Errorf("%w: SMISMEMBER returned %d answers for %d members", ErrBadAnswer, len(member), len(candidates))
+	}
+	unseen := make([]string, 0, min(limit, len(candidates)))
+	for i, c := range candidates {
+		if len(unseen) == limit {
+			break
+		}
+		if member[i] == 0 {
+			unseen = append(unseen, c)
+		}
+	}
+	if len(unseen) == 0 {
+		return unseen, nil
+	}
+	err = s.resp.do(ctx, func(b []byte) []byte {
+		b = appendArrayHeader(b, 2+len(unseen))
+		b = appendBulk(b, "SADD")
+		b = appendBulk(b, key)
+		for _, c := range unseen {
+			b = appendBulk(b, c)
+		}
+		return b
+	}, func(c *respConn) error {
+		_, err := c.readInt()
+		return err
+	})
+	return unseen, err
 }
 
 // RedisBloom is a Bloom filter on a bitmap per user (key "b:<user>"), the
@@ -335,6 +405,9 @@ func (s *RedisBloom) Call(ctx context.Context, user string, candidates []string,
 	for _, c := range candidates {
 		pos = BloomPositions(pos, c, s.m, s.k)
 	}
+	if s.resp != nil {
+		return s.callResp(ctx, key, candidates, limit, pos)
+	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(pos))
 	for i, p := range pos {
@@ -367,4 +440,64 @@ func (s *RedisBloom) Call(ctx context.Context, user string, candidates []string,
 		}
 	}
 	return unseen, nil
+}
+
+func (s *RedisBloom) callResp(ctx context.Context, key string, candidates []string, limit int, pos []uint64) ([]string, error) {
+	bits := make([]int64, 0, len(pos))
+	err := s.resp.do(ctx, func(b []byte) []byte {
+		for _, p := range pos {
+			b = appendArrayHeader(b, 3)
+			b = appendBulk(b, "GETBIT")
+			b = appendBulk(b, key)
+			b = appendBulkInt(b, p)
+		}
+		return b
+	}, func(c *respConn) error {
+		for range pos {
+			v, err := c.readInt()
+			if err != nil {
+				return err
+			}
+			bits = append(bits, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	unseen := make([]string, 0, min(limit, len(candidates)))
+	var set []uint64
+	for i, c := range candidates {
+		if len(unseen) == limit {
+			break
+		}
+		for j := 0; j < s.k; j++ {
+			if bits[i*s.k+j] == 0 {
+				unseen = append(unseen, c)
+				set = append(set, pos[i*s.k:(i+1)*s.k]...)
+				break
+			}
+		}
+	}
+	if len(set) == 0 {
+		return unseen, nil
+	}
+	err = s.resp.do(ctx, func(b []byte) []byte {
+		for _, p := range set {
+			b = appendArrayHeader(b, 4)
+			b = appendBulk(b, "SETBIT")
+			b = appendBulk(b, key)
+			b = appendBulkInt(b, p)
+			b = appendBulk(b, "1")
+		}
+		return b
+	}, func(c *respConn) error {
+		for range set {
+			if _, err := c.readInt(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return unseen, err
 }

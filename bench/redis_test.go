@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -77,23 +78,48 @@ func testCalls(t *testing.T, s System) {
 	}
 }
 
+var redisClients = []string{"go-redis", "resp"}
+
 func TestRedisSetReturnsAndRecordsTheFirstUnseen(t *testing.T) {
-	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
-	setUp(t, s)
-	testCalls(t, s)
+	for _, client := range redisClients {
+		t.Run(client, func(t *testing.T) {
+			s := NewRedisSet(RedisOptions{Bin: redisBin(t), Client: client})
+			setUp(t, s)
+			testCalls(t, s)
+		})
+	}
 }
 
 func TestRedisBloomReturnsAndRecordsTheFirstUnseen(t *testing.T) {
-	s := NewRedisBloom(RedisOptions{Bin: redisBin(t)})
-	setUp(t, s)
-	testCalls(t, s)
+	for _, client := range redisClients {
+		t.Run(client, func(t *testing.T) {
+			s := NewRedisBloom(RedisOptions{Bin: redisBin(t), Client: client})
+			setUp(t, s)
+			testCalls(t, s)
+		})
+	}
+}
+
+func TestRedisRejectsAnUnknownClient(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t), Client: "telnet"})
+	err := s.Setup(context.Background())
+	s.Close()
+	if !errors.Is(err, ErrBadConfig) {
+		t.Errorf("err = %v, want ErrBadConfig", err)
+	}
 }
 
 // A bitmap Bloom filter of m = 19171 bits, k = 7 holding its 2000 items has
 // the false-positive rate (1 - e^(-kn/m))^k = 1.003%. Over 20,000 items never
 // added the standard error is 0.07%; the test allows 0.3% (over 4 standard errors).
 func TestRedisBloomFalsePositiveRateAtThePoolSize(t *testing.T) {
-	s := NewRedisBloom(RedisOptions{Bin: redisBin(t)})
+	for _, client := range redisClients {
+		t.Run(client, func(t *testing.T) { testBloomFP(t, client) })
+	}
+}
+
+func testBloomFP(t *testing.T, client string) {
+	s := NewRedisBloom(RedisOptions{Bin: redisBin(t), Client: client})
 	setUp(t, s)
 	ctx := context.Background()
 	w := DefaultWorkload(20)
@@ -139,7 +165,7 @@ func TestRedisMemoryAndCPUAreReported(t *testing.T) {
 }
 
 func TestRunOnRedisSetIsExactAndMeasuresEverything(t *testing.T) {
-	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t), Client: "resp"})
 	res, err := Run(context.Background(), s, RunOptions{Workload: DefaultWorkload(300),
 		Concurrency: 4, Warm: 200 * time.Millisecond, Duration: time.Second, Sample: 50})
 	if err != nil {

@@ -64,6 +64,7 @@ type config struct {
 	seenapiBin  string
 	seenapiArgs string
 	dataParent  string
+	redisClient string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cacheBytes := fs.String("cache-bytes", "0", "seenapi hot set budget (--cache-bytes of the server and the in-process hot set; 0: their default)")
 	fs.StringVar(&c.seenapiBin, "seenapi-bin", "", "seenapi server binary (default: built from this module with go build)")
 	fs.StringVar(&c.seenapiArgs, "seenapi-args", "", "extra seenapi server flags, space-separated")
+	fs.StringVar(&c.redisClient, "redis-client", "go-redis", "client of the Redis systems' load: go-redis, or resp (a minimal pipelining client, to gauge go-redis's own cost)")
 	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -138,6 +140,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.uniform {
 		c.zipf = 0
+	}
+	if c.redisClient != "go-redis" && c.redisClient != "resp" {
+		return nil, fmt.Errorf("--redis-client %q: want go-redis or resp", c.redisClient)
 	}
 	if c.concurrency < 1 {
 		return nil, errors.New("--concurrency must be at least 1")
@@ -243,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	newSystem := func(name string) bench.System {
-		ropts := bench.RedisOptions{Bin: redisBin, Conns: 2*c.concurrency + 8, LogDir: logDir, Logf: logf}
+		ropts := bench.RedisOptions{Bin: redisBin, Conns: 2*c.concurrency + 8, LogDir: logDir, Logf: logf, Client: c.redisClient}
 		switch name {
 		case "seenapi-http":
 			var extra []string
@@ -269,6 +274,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		OpenFrac: c.openFrac, Sample: c.sample}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("The client (this harness) ran with GOMAXPROCS %d on a %d-core machine, "+
 		"sharing the cores with the server under test; seenapi-inproc runs inside it.", rep.ClientProcs, rep.CPUs))
+	rep.Notes = append(rep.Notes, "Redis systems' client: "+c.redisClient+".")
 	if c.memoryOnly {
 		rep.Notes = append(rep.Notes, "Memory-only run: fill phase only; no throughput or latency figures.")
 	}

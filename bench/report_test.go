@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleReport() *Report {
+	r := &Report{Workload: DefaultWorkload(0), Fill: 200, OpenFrac: 0.5, Concurrency: 16}
+	for _, u := range []int{10000, 100000} {
+		for i, sys := range []string{"seenapi-http", ReferenceSystem} {
+			f := float64(i + 1)
+			r.Results = append(r.Results, Result{System: sys, Users: u, Zipf: 1.1, Fill: 200,
+				Saturation: Phase{Calls: 1000, Rate: 30000 / f}, Open: Phase{Calls: 500, Latency: Latency{P99: time.Duration(f) * time.Millisecond}},
+				CPUPerCall: time.Duration(20*f) * time.Microsecond, MemPerUser: 400 * f * f * f, DiskPerUser: -1, HitRatio: -1})
+		}
+	}
+	r.Results = append(r.Results, Result{System: ReferenceSystem, Users: 10000000, Stopped: "would exceed 16 GiB"})
+	return r
+}
+
+func TestMarkdownTableGivesRatiosAgainstTheRedisSet(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| seenapi-http | 1e4 | 30000 | 2.00x |", "| 0.50x |", "| 0.12x |", "stopped: would exceed 16 GiB"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestReportRoundTripsThroughJSON(t *testing.T) {
+	var b bytes.Buffer
+	r := sampleReport()
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != len(r.Results) || back.Results[0].Saturation.Rate != 30000 {
+		t.Errorf("results after a round trip: %+v", back.Results)
+	}
+}
+
+func TestWritePlotsDrawsEveryPNG(t *testing.T) {
+	dir := t.TempDir()
+	files, err := sampleReport().WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Fatalf("wrote %v, want 3 plots", files)
+	}
+	for _, name := range []string{PlotRate, PlotP99, PlotMemory} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 300 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestFormatUsers(t *testing.T) {
+	for n, want := range map[int]string{10000: "1e4", 2000: "2e3", 12345: "12345", 7: "7", 10000000: "1e7"} {
+		if got := formatUsers(n); got != want {
+			t.Errorf("formatUsers(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
