@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -139,8 +140,9 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var req filterRequest
-	if err := decode(body, &req); err != nil {
+	req := filterRequests.Get().(*filterRequest)
+	defer s.releaseFilterRequest(req)
+	if err := decode(body, req); err != nil {
 		return err
 	}
 	a, err := s.filterCall(req.Candidates, req.Record, req.Limit, req.OnError, "")
@@ -152,6 +154,23 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(&resp)
+}
+
+// filterRequests recycles the one call's request and its candidates slice,
+// which the decoder fills in place instead of growing a new one each call.
+var filterRequests = sync.Pool{New: func() any { return new(filterRequest) }}
+
+// releaseFilterRequest returns req to the pool once the answer is encoded,
+// dropping its strings (they alias the request buffer) and any slice larger
+// than a call may carry.
+func (s *Server) releaseFilterRequest(req *filterRequest) {
+	c := req.Candidates
+	clear(c)
+	if cap(c) > s.cfg.MaxCandidates {
+		c = nil
+	}
+	*req = filterRequest{Candidates: c[:0]}
+	filterRequests.Put(req)
 }
 
 // userRequest validates the namespace, the user and the JSON body of a
