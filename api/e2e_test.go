@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"net/http"
 	"os"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/web"
 )
 
 var ctx = context.Background()
@@ -338,5 +340,27 @@ func TestHealthReadyOpenAPIAndDashboard(t *testing.T) {
 	}
 	if !bytes.Contains(bytes.ToLower(d.Body), []byte("<html")) {
 		t.Fatalf("dashboard is not HTML: %.200s", d.Body)
+	}
+}
+
+func TestDashboardFilesAreServed(t *testing.T) {
+	e := newEnv(t)
+	files, err := fs.Glob(web.FS(), "*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboard files: %v", err)
+	}
+	for _, name := range files {
+		want, err := fs.ReadFile(web.FS(), name)
+		if err != nil {
+			continue // a directory
+		}
+		resp, err := http.Get(e.base + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, resp)
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+			t.Errorf("/%s: %d, %d bytes, want %d", name, resp.StatusCode, len(got), len(want))
+		}
 	}
 }
