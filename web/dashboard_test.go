@@ -570,3 +570,36 @@ func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
 		t.Errorf("the API says %d items, want 2", n)
 	}
 }
+
+func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "feed", user, "f:1", "f:2", "f:3")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("feed", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "3")
+	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30 d in buckets of 7.5 d") || !strings.Contains(got, "cap 100,000 items") {
+		t.Errorf("profile line = %q, want the window, its buckets and the cap", got)
+	}
+	if got := tb.text("#layers-h"); got != "Generations and layers" {
+		t.Errorf("layers heading = %q, want Generations and layers", got)
+	}
+	gen := tb.text("#layers h4.gen")
+	if !strings.Contains(gen, "3 items") || !strings.Contains(gen, "unseen again from") {
+		t.Errorf("generation heading = %q, want its items and when they expire", gen)
+	}
+}
+
+func TestNamespacesTableShowsTheWindow(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/ns")
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="feed"]')`, "the feed namespace's row")
+	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="feed"]').cells].map((c) => c.textContent)`)
+	if len(cells) < 6 || cells[3] != "30 d" || cells[4] != "7.5 d" || cells[5] != "100,000" {
+		t.Errorf("feed namespace row = %q, want window 30 d, granularity 7.5 d, cap 100,000", cells)
+	}
+}

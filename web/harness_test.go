@@ -52,21 +52,30 @@ type service struct {
 
 // suite is what the tests share: the built binary, a service, a browser.
 type suite struct {
-	dir     string // temp dir: binary, keys file, data dirs, browser profile
-	bin     string
-	keysArg string
-	keys    struct{ read, write, admin string }
-	svc     *service
-	browser context.Context
-	spec    *openapi3.T
-	err     error
-	stops   []func()
+	dir           string // temp dir: binary, keys file, data dirs, browser profile
+	bin           string
+	keysArg       string
+	namespacesArg string
+	keys          struct{ read, write, admin string }
+	svc           *service
+	browser       context.Context
+	spec          *openapi3.T
+	err           error
+	stops         []func()
 }
 
 var (
 	once   sync.Once
 	shared suite
 )
+
+// namespacesYAML adds a windowed namespace to "default".
+const namespacesYAML = `feed:
+  fp_rate: 0.01
+  window: 30d
+  granularity: 7.5d
+  max_items: 100000
+`
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -120,6 +129,11 @@ func (s *suite) startErr() error {
 	s.keysArg = filepath.Join(dir, "keys")
 	keys := fmt.Sprintf("read:%s\nwrite:%s\nadmin:%s\n", s.keys.read, s.keys.write, s.keys.admin)
 	if err := os.WriteFile(s.keysArg, []byte(keys), 0o600); err != nil {
+		return err
+	}
+
+	s.namespacesArg = filepath.Join(dir, "namespaces.yaml")
+	if err := os.WriteFile(s.namespacesArg, []byte(namespacesYAML), 0o600); err != nil {
 		return err
 	}
 
@@ -180,9 +194,11 @@ func (s *suite) startService(data string) (*service, error) {
 
 	svc := &service{base: "http://" + addr, logs: new(bytes.Buffer), done: make(chan struct{})}
 	svc.cmd = exec.Command(s.bin, "serve",
-		"--listen", addr,
-		"--data", filepath.Join(s.dir, data),
-		"--keys-file", s.keysArg)
+		"--addr", addr,
+		"--data-dir", filepath.Join(s.dir, data),
+		"--keys-file", s.keysArg,
+		"--namespaces", s.namespacesArg,
+		"--min-free-bytes=-1")
 	svc.cmd.Stdout = svc.logs
 	svc.cmd.Stderr = svc.logs
 	if err := svc.cmd.Start(); err != nil {
@@ -285,7 +301,8 @@ type tab struct {
 	tabc context.Context // the tab, without deadline (screenshots on failure)
 
 	mu         sync.Mutex
-	pages      int // page loads by open
+	closed     bool // finish has begun: later events are ignored
+	pages      int  // page loads by open
 	exchanges  map[network.RequestID]*exchange
 	order      []network.RequestID
 	exceptions []string
@@ -318,6 +335,9 @@ func (s *suite) newTab(t *testing.T, svc *service) *tab {
 func (tb *tab) onEvent(ev any) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
+	if tb.closed {
+		return
+	}
 	switch e := ev.(type) {
 	case *runtime.EventExceptionThrown:
 		tb.exceptions = append(tb.exceptions, exceptionText(e.ExceptionDetails))
@@ -368,6 +388,9 @@ func exceptionText(d *runtime.ExceptionDetails) string {
 // finish checks what the tab recorded and saves a screenshot when the test failed.
 func (tb *tab) finish() {
 	t := tb.t
+	tb.mu.Lock()
+	tb.closed = true
+	tb.mu.Unlock()
 	waited := make(chan struct{})
 	go func() { tb.bodies.Wait(); close(waited) }()
 	select {
@@ -377,9 +400,9 @@ func (tb *tab) finish() {
 	}
 	tb.mu.Lock()
 	exceptions, foreign, pages := tb.exceptions, tb.foreign, tb.pages
-	var xs []*exchange
+	var xs []exchange
 	for _, id := range tb.order {
-		xs = append(xs, tb.exchanges[id])
+		xs = append(xs, *tb.exchanges[id])
 	}
 	tb.mu.Unlock()
 	for _, e := range exceptions {
@@ -396,7 +419,7 @@ func (tb *tab) finish() {
 
 // checkContract validates every API request the page sent and every answer
 // it got against openapi.yaml.
-func (tb *tab) checkContract(xs []*exchange, pages int) {
+func (tb *tab) checkContract(xs []exchange, pages int) {
 	t := tb.t
 	doc := *tb.s.spec
 	doc.Servers = openapi3.Servers{{URL: tb.base}}

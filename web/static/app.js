@@ -217,7 +217,7 @@ function pct(x, digits) {
 }
 function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
 function duration(sec) {
-  if (!sec) return '0';
+  if (!sec) return '0 s';
   if (sec < 1) return `${Math.round(sec * 1000)} ms`;
   if (sec < 120) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
   if (sec < 7200) return `${Math.round(sec / 60)} min`;
@@ -266,8 +266,8 @@ function sparkline(points, label, fmt, fixedMax, small) {
     return svg;
   }
   const max = fixedMax ?? Math.max(...points.map((p) => p.v), 1e-9);
-  // The x axis spans the history there is (at least 20 s), up to HISTORY_MS.
-  const span = Math.min(HISTORY_MS, Math.max(now - points[0].t, 20000));
+  // The x axis spans the history there is (at least 10 s), up to HISTORY_MS.
+  const span = Math.min(HISTORY_MS, Math.max(now - points[0].t, 10000));
   const x = (t) => ((t - (now - span)) / span) * w;
   const y = (v) => hgt - 2 - (Math.max(0, v) / max) * (hgt - 4);
   const pts = points.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(' ');
@@ -458,6 +458,8 @@ async function renderInspector(view, seq, ns, user) {
 
 async function drawUser(out, seq, ns, user) {
   put(out, h('p', { class: 'muted' }, 'Loading…'));
+  // The profile explains the figures (window, cap); the user's own answer decides what is shown.
+  const profile = call('getNamespace', { ns }).catch(() => null);
   let stats = null; let missing = null;
   try {
     stats = await call('getUser', { ns, user });
@@ -469,6 +471,7 @@ async function drawUser(out, seq, ns, user) {
     }
     missing = e;
   }
+  const prof = await profile;
   if (seq !== state.seq) return;
   const reload = () => drawUser(out, seq, ns, user);
   put(out, 
@@ -477,12 +480,23 @@ async function drawUser(out, seq, ns, user) {
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
     missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
-    stats ? h('div', { class: 'row' }, summaryPanel(stats), layersPanel(stats)) : null,
+    stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats, prof)) : null,
     h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload), erasePanel(ns, user, reload)));
   showRole();
 }
 
-function summaryPanel(st) {
+/** One line on the namespace's profile: what bounds this user's history. */
+function profileText(p) {
+  if (!p) return '–';
+  const parts = [`target ${pct(p.fp_rate)}`];
+  parts.push(p.window ? `window ${seconds(p.window)} in buckets of ${seconds(p.granularity)}` : 'no window');
+  parts.push(p.max_items ? `cap ${num(p.max_items)} items` : 'no cap');
+  return parts.join(' · ');
+}
+
+function day(ms) { return new Date(ms).toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' }); }
+
+function summaryPanel(st, prof) {
   const ratio = st.target_fp_rate > 0 ? st.fp_rate / st.target_fp_rate : 0;
   const scale = Math.max(st.fp_rate, st.target_fp_rate) || 1;
   const fpBar = (label, v, id, warn) => h('div', { class: 'barrow' }, h('span', {}, label),
@@ -492,6 +506,7 @@ function summaryPanel(st) {
     h('h3', { id: 'sum-h' }, 'Filter'),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Items recorded'), h('dd', { id: 'user-items' }, num(st.items)),
+      h('dt', {}, 'Namespace'), h('dd', { id: 'user-profile' }, profileText(prof)),
       h('dt', {}, 'Kind'), h('dd', {}, st.kind),
       h('dt', {}, 'Layers'), h('dd', { id: 'user-layers' }, num(st.layers)),
       h('dt', {}, 'Bits set'), h('dd', {}, `${num(st.bits_set)} of ${num(st.bits)}`),
@@ -504,13 +519,19 @@ function summaryPanel(st) {
       ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
 }
 
-function layersPanel(st) {
+function layersPanel(st, prof) {
   const gens = st.generations || [];
-  const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0);
+  const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0) || !!(prof && prof.window);
+  const genTitle = (g) => {
+    const start = new Date(g.start).getTime();
+    if (!prof || !prof.window) return `Bucket ${g.bucket} from ${day(start)} · ${num(g.items)} items`;
+    const end = start + prof.granularity * 1000;
+    return `Seen ${day(start)} – ${day(end)} · ${num(g.items)} items · unseen again from ${day(end + prof.window * 1000)}`;
+  };
   return h('section', { class: 'panel', 'aria-labelledby': 'layers-h', id: 'layers' },
     h('h3', { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
     gens.length ? gens.map((g) => h('div', { class: 'generation' },
-      windowed ? h('h4', {}, `Bucket ${g.bucket} from ${new Date(g.start).toLocaleString()} · ${num(g.items)} items`) : null,
+      windowed ? h('h4', { class: 'gen' }, genTitle(g)) : null,
       (g.layers || []).map((l, i) => h('div', { class: 'barrow layer' },
         h('span', {}, `Layer ${i + 1}`),
         h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
