@@ -27,6 +27,8 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 race_pkgs="./storage/... ./eviction/... ./api/..."
 echo "== go test -race $race_pkgs"
 go test -race -count=1 -timeout 30m $race_pkgs
+echo "== go test: a million users through a tenth of the budget (too slow under -race)"
+go test -count=1 -timeout 30m -run '^TestMillionUsersThroughTenthBudget$' -v ./eviction | grep -E '^(---|ok|FAIL|\s+million)'
 echo "== go test (the rest)"
 go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|api)(/|$)')
 echo "== fuzz (bounded)"
