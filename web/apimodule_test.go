@@ -125,7 +125,7 @@ func TestEveryEmbeddedAssetIsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"index.html", "app.js", "api.js", "style.css"} {
+	for _, f := range []string{"index.html", "boot.js", "app.js", "api.js", "style.css"} {
 		if _, err := fs.Stat(web.FS(), f); err != nil {
 			t.Errorf("%s is not embedded: %v", f, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -601,5 +602,19 @@ func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="feed"]').cells].map((c) => c.textContent)`)
 	if len(cells) < 6 || cells[3] != "30 d" || cells[4] != "7.5 d" || cells[5] != "100,000" {
 		t.Errorf("feed namespace row = %q, want window 30 d, granularity 7.5 d, cap 100,000", cells)
+	}
+}
+
+func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	if _, err := chromedp.Call(tb.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/api.js", Block: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("#/")
+	tb.waitText("#loading.problem", "did not start")
+	if got := tb.text("#view h2"); got != "" {
+		t.Errorf("the dashboard rendered %q without its API module", got)
 	}
 }

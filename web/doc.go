@@ -1,15 +1,23 @@
 // Package web holds the dashboard's static files, embedded into the binary
 // and served at / by the API: static/index.html, static/style.css,
-// static/app.js (plain ES modules, no build step, no external assets) and
-// static/api.js, the operation table generated from openapi.yaml by
-// `go generate ./web` (a test fails when it is stale).
+// static/app.js (plain ES modules, no build step, no external assets),
+// static/boot.js (a classic script that explains a page whose module could
+// not start) and static/api.js, the operation table generated from
+// openapi.yaml by `go generate ./web` (a test fails when it is stale).
 //
 // The dashboard shows the service's figures (GET /v1/stats every 2 s, with
 // sparklines of calls/s and hit ratio computed from successive answers),
 // the namespaces, and one user's filter, and it checks, records and erases
 // items with the API key kept in the browser's sessionStorage. It learns the
 // key's role from the answers it gets: a success proves at least the
-// operation's role, a 401 or 403 narrows it down.
+// operation's role, a 401 or 403 narrows it down (a 403's detail names the
+// key's role).
+//
+// The tests (go test ./web) build cmd/seenapi, run it on a loopback port and
+// drive /usr/bin/chromium headless through chromedp; without chromium they
+// skip, unless CI=true. Every API exchange the page makes is validated
+// against openapi.yaml. Screenshots of failed pages go to $SEENAPI_ARTIFACTS
+// (or a seenapi-web-artifacts-* directory under the system's temp dir).
 //
 // FS is safe for concurrent use: the embedded tree is read-only.
 package web

@@ -3,6 +3,8 @@
 // as any client does, with the API key kept in sessionStorage.
 import { operations, roles as ROLES } from './api.js';
 
+document.documentElement.dataset.started = '1'; // boot.js reports a module that never got here
+
 const KEY_STORE = 'seenapi.key';
 const ROLE_STORE = 'seenapi.role';
 const REFRESH_MS = 2000;
