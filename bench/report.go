@@ -185,6 +185,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, n := range r.Notes {
 		b.WriteString("\n" + n + "\n")
 	}
+	for _, res := range r.Results {
+		if c := res.Correctness; res.Window != "" {
+			fmt.Fprintf(&b, "\n%s U=%s, window %s: %d items tested after expiring, %d of them reported seen; %d false negatives.\n",
+				res.System, formatUsers(res.Users), res.Window, c.Expired, c.ExpiredSeen, c.FalseNegatives)
+		}
+	}
 	var errs []string
 	for _, res := range r.Results {
 		if res.Err != "" {

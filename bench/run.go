@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,16 @@ type RunOptions struct {
 	MemoryOnly bool
 	// Progress shows the run's progress. Default none.
 	Progress *Progress
+	// Window, if non-zero, is the retention window of the system under
+	// test, with Granularity its bucket width and Clock the clock the system
+	// runs on: the tracker then expects expired items unseen again (see
+	// Tracker). Default none.
+	Window, Granularity time.Duration
+	Clock               func() time.Time
+	// CPUProfile, if set, is where a CPU profile of the harness process
+	// during the saturation phase is written (for seenapi-inproc, the hot
+	// set's own costs with the client's). Default none.
+	CPUProfile string
 }
 
 func (o RunOptions) withDefaults() RunOptions {
@@ -98,6 +109,7 @@ type Result struct {
 	Zipf        float64 `json:"zipf"` // 0: uniform
 	Concurrency int     `json:"concurrency"`
 	Fill        int     `json:"fill_items_per_user"`
+	Window      string  `json:"window,omitempty"` // retention window of the run, if any
 
 	FillPhase  Phase   `json:"fill"`
 	Warm       Phase   `json:"warm"`
@@ -398,8 +410,17 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	}
 	r := &runner{sys: sys, o: o, tr: NewTracker(o.Workload.Users, o.Sample), src: src,
 		label: fmt.Sprintf("%s U=%d", sys.Name(), o.Workload.Users)}
+	if o.Window > 0 {
+		if o.Clock == nil {
+			return Result{}, fmt.Errorf("%w: a window needs the system's clock", ErrBadConfig)
+		}
+		r.tr.SetWindow(o.Clock, o.Window, o.Granularity)
+	}
 	res = Result{System: sys.Name(), Users: o.Workload.Users, Zipf: o.Workload.Zipf,
 		Concurrency: o.Concurrency, Fill: max(o.Fill, 0), DiskBytes: -1, DiskPerUser: -1, HitRatio: -1}
+	if o.Window > 0 {
+		res.Window = o.Window.String()
+	}
 	defer func() {
 		res.Correctness = r.tr.Result()
 		if r.first != nil && res.Err == "" {
@@ -456,9 +477,17 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
+		stopProfile, err := startProfile(o.CPUProfile)
+		if err != nil {
+			return res, err
+		}
 		self0, _ := ProcCPU(os.Getpid())
 		busy0, _ := MachineBusy()
-		if res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration); err != nil || stopped() {
+		res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration)
+		if perr := stopProfile(); err == nil {
+			err = perr
+		}
+		if err != nil || stopped() {
 			return res, err
 		}
 		cpu1, err := sys.CPU()
@@ -527,4 +556,24 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		return res, fmt.Errorf("%s: close: %w", sys.Name(), err)
 	}
 	return res, nil
+}
+
+// startProfile starts a CPU profile into path (nothing if path is empty)
+// and returns the function that stops it.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

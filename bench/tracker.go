@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Tracker keeps the exact seen set of a sample of users and checks every
@@ -19,6 +20,11 @@ import (
 // again; counting each item once estimates the probability that an item
 // never shown tests seen.
 //
+// With a retention window (SetWindow) an item shown longer ago than the
+// window plus one granularity must test unseen again (it counts with the
+// never-shown items), an item shown less than the window ago must test seen,
+// and an item in between may go either way and is not counted.
+//
 // Calls of one sampled user are serialized by the tracker (Lock/Unlock
 // around the call) so that its exact set is the truth at the time of each
 // call. Safe for concurrent use.
@@ -26,18 +32,29 @@ type Tracker struct {
 	users  map[int]*trackedUser // sampled ranks; read-only after NewTracker
 	stride int
 
+	clock  func() time.Time // nil: no window
+	window time.Duration    // items younger than this must test seen
+	grace  time.Duration    // items older than this (window + granularity) must test unseen
+
 	checks   atomic.Int64 // answers checked
 	fn       atomic.Int64 // false negatives
 	tested   atomic.Int64 // never-shown (user, item) pairs classified, each once
 	fp       atomic.Int64 // of those, reported seen
+	expired  atomic.Int64 // of the tested, items shown once but past the window
+	expSeen  atomic.Int64 // of those, reported seen
 	bad      atomic.Int64 // invalid answers
 	tainted  atomic.Int64 // users dropped after a failed call
 	shownSum atomic.Int64 // items recorded in exact sets
 }
 
+// span is when an item was last shown: during a call from a to b (Unix ns
+// of the tracker's clock; zero without a window).
+type span struct{ a, b int64 }
+
 type trackedUser struct {
 	mu      sync.Mutex
-	seen    map[string]struct{} // items returned (shown)
+	t0      int64               // clock at Lock
+	seen    map[string]span     // items returned (shown), with when
 	fp      map[string]struct{} // items never shown, once reported seen: counted already
 	tainted bool                // a call failed: the state is unknown, stop checking
 }
@@ -56,9 +73,23 @@ func NewTracker(users, n int) *Tracker {
 	}
 	t.stride = users / n
 	for r := t.stride / 2; r < users && len(t.users) < n; r += t.stride {
-		t.users[r] = &trackedUser{seen: map[string]struct{}{}, fp: map[string]struct{}{}}
+		t.users[r] = &trackedUser{seen: map[string]span{}, fp: map[string]struct{}{}}
 	}
 	return t
+}
+
+// SetWindow makes the tracker judge answers by a retention window on the
+// given clock (the one the system under test uses): see Tracker. Call it
+// before any call.
+func (t *Tracker) SetWindow(clock func() time.Time, window, granularity time.Duration) {
+	t.clock, t.window, t.grace = clock, window, window+granularity
+}
+
+func (t *Tracker) now() int64 {
+	if t.clock == nil {
+		return 0
+	}
+	return t.clock().UnixNano()
 }
 
 // Sampled returns the ranks of the sampled users.
@@ -77,6 +108,7 @@ func (t *Tracker) Lock(rank int) *trackedUser {
 	u := t.users[rank]
 	if u != nil {
 		u.mu.Lock()
+		u.t0 = t.now()
 	}
 	return u
 }
@@ -109,7 +141,8 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 		return err
 	}
 	t.checks.Add(1)
-	var fn, tested, fp int64
+	t0, t1 := u.t0, t.now()
+	var fn, tested, fp, expired, expSeen int64
 	j := 0
 	for _, c := range candidates {
 		if j == len(unseen) && len(unseen) >= limit {
@@ -119,29 +152,42 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 		if reportedUnseen {
 			j++
 		}
-		_, shown := u.seen[c]
+		sp, shown := u.seen[c]
+		mustSeen, mustUnseen := shown, !shown
+		if shown && t.clock != nil {
+			mustSeen = t1-sp.a < int64(t.window)
+			mustUnseen = t0-sp.b >= int64(t.grace)
+		}
 		_, counted := u.fp[c]
 		switch {
-		case shown && reportedUnseen:
+		case mustSeen && reportedUnseen:
 			fn++
-		case !shown && !counted:
+		case mustUnseen && !counted:
 			tested++
+			if shown {
+				expired++
+			}
 			if !reportedUnseen {
 				fp++
 				u.fp[c] = struct{}{}
+				if shown {
+					expSeen++
+				}
 			}
 		}
 	}
 	for _, c := range unseen {
 		delete(u.fp, c) // no longer never shown
 		if _, ok := u.seen[c]; !ok {
-			u.seen[c] = struct{}{}
 			t.shownSum.Add(1)
 		}
+		u.seen[c] = span{t0, t1}
 	}
 	t.fn.Add(fn)
 	t.tested.Add(tested)
 	t.fp.Add(fp)
+	t.expired.Add(expired)
+	t.expSeen.Add(expSeen)
 	return nil
 }
 
@@ -171,9 +217,11 @@ type Correctness struct {
 	NeverShown     int64   `json:"never_shown"`      // distinct never-shown (user, item) pairs classified
 	FalsePositives int64   `json:"false_positives"`  // of those, reported seen at their first classification
 	FPRate         float64 `json:"fp_rate"`          // FalsePositives / NeverShown
+	Expired        int64   `json:"expired"`          // of NeverShown, items shown once but past the window (window runs)
+	ExpiredSeen    int64   `json:"expired_seen"`     // of those, reported seen (false positives or late expiry)
 	BadAnswers     int64   `json:"bad_answers"`      // answers that were not a subsequence of the candidates
 	TaintedUsers   int64   `json:"tainted_users"`    // users dropped after a failed call
-	ShownItems     int64   `json:"shown_items"`      // items in the exact sets
+	ShownItems     int64   `json:"shown_items"`      // distinct items ever shown to the sampled users
 	MeanShown      float64 `json:"mean_shown_items"` // per sampled user
 }
 
@@ -181,6 +229,7 @@ type Correctness struct {
 func (t *Tracker) Result() Correctness {
 	c := Correctness{SampledUsers: len(t.users), Checks: t.checks.Load(),
 		FalseNegatives: t.fn.Load(), NeverShown: t.tested.Load(), FalsePositives: t.fp.Load(),
+		Expired: t.expired.Load(), ExpiredSeen: t.expSeen.Load(),
 		BadAnswers: t.bad.Load(), TaintedUsers: t.tainted.Load(), ShownItems: t.shownSum.Load()}
 	if c.NeverShown > 0 {
 		c.FPRate = float64(c.FalsePositives) / float64(c.NeverShown)

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // checkOnce runs one checked call of the sampled user 0 of a one-user tracker.
@@ -102,5 +103,49 @@ func TestTrackerCountsAFalsePositiveOnce(t *testing.T) {
 	r := tr.Result()
 	if r.FalsePositives != 2 || r.NeverShown != 2 {
 		t.Errorf("fp %d of %d, want 2 of 2: b and x count once each however often asked", r.FalsePositives, r.NeverShown)
+	}
+}
+
+// manualClock is a clock the test moves by hand.
+type manualClock struct{ t time.Time }
+
+func (c *manualClock) Now() time.Time { return c.t }
+
+func TestTrackerWithWindowExpectsExpiredItemsUnseen(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1e9, 0)}
+	tr := NewTracker(1, 1)
+	tr.SetWindow(clk.Now, 30*24*time.Hour, 24*time.Hour)
+	if err := checkOnce(t, tr, []string{"a", "b"}, []string{"a", "b"}, 20); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(10 * 24 * time.Hour) // inside the window: a reported unseen is a false negative
+	if err := checkOnce(t, tr, []string{"a"}, []string{"a"}, 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Result().FalseNegatives; got != 1 {
+		t.Fatalf("false negatives = %d, want 1", got)
+	}
+	clk.t = clk.t.Add(20*24*time.Hour + 12*time.Hour) // b: 30.5 days, between window and window+granularity: not counted
+	if err := checkOnce(t, tr, []string{"b"}, nil, 20); err != nil {
+		t.Fatal(err)
+	}
+	if r := tr.Result(); r.NeverShown != 2 || r.FalsePositives != 0 {
+		t.Fatalf("b in the grace period was counted: %+v", r)
+	}
+	clk.t = clk.t.Add(24 * time.Hour) // b: 31.5 days, past window+granularity, must test unseen; reported seen
+	if err := checkOnce(t, tr, []string{"b"}, nil, 20); err != nil {
+		t.Fatal(err)
+	}
+	if r := tr.Result(); r.NeverShown != 3 || r.FalsePositives != 1 || r.Expired != 1 || r.ExpiredSeen != 1 {
+		t.Errorf("expired b reported seen: fp %d of %d, want 1 of 3 (a and b first, then b expired)", r.FalsePositives, r.NeverShown)
+	}
+}
+
+func TestSimClockRunsFaster(t *testing.T) {
+	c := NewSimClock(1000)
+	t0 := c.Now()
+	time.Sleep(10 * time.Millisecond)
+	if d := c.Now().Sub(t0); d < 9*time.Second {
+		t.Errorf("10ms at speed 1000 advanced %v, want about 10s", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/seenapi/seenapi/bench"
 	"github.com/seenapi/seenapi/eviction"
@@ -26,6 +27,11 @@ type Options struct {
 	CacheBytes int64
 	// NoJournal turns the journal off. Default false: journaled, as the server.
 	NoJournal bool
+	// Window and Granularity set the default namespace's retention window.
+	// Default none (the default profile).
+	Window, Granularity time.Duration
+	// Now is the hot set's clock. Default time.Now.
+	Now func() time.Time
 }
 
 // System is seenapi's hot set (eviction over userfilter and a
@@ -62,8 +68,10 @@ func (s *System) open() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", bench.ErrServer, err)
 	}
-	hs, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-		eviction.Options{CacheBytes: s.opts.CacheBytes, NoJournal: s.opts.NoJournal})
+	profile := userfilter.DefaultProfile()
+	profile.Window, profile.Granularity = s.opts.Window, s.opts.Granularity
+	hs, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: profile}},
+		eviction.Options{CacheBytes: s.opts.CacheBytes, NoJournal: s.opts.NoJournal, Now: s.opts.Now})
 	if err != nil {
 		store.Close()
 		return fmt.Errorf("%w: %v", bench.ErrServer, err)

@@ -65,6 +65,10 @@ type config struct {
 	seenapiArgs string
 	dataParent  string
 	redisClient string
+	cpuProfile  bool
+	window      time.Duration
+	granularity time.Duration
+	windowSpeed time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -91,6 +95,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.seenapiBin, "seenapi-bin", "", "seenapi server binary (default: built from this module with go build)")
 	fs.StringVar(&c.seenapiArgs, "seenapi-args", "", "extra seenapi server flags, space-separated")
 	fs.StringVar(&c.redisClient, "redis-client", "go-redis", "client of the Redis systems' load: go-redis, or resp (a minimal pipelining client, to gauge go-redis's own cost)")
+	window := fs.String("window", "", "retention window (e.g. 30d): the window run, seenapi-inproc only, on a clock the harness advances")
+	granularity := fs.String("window-granularity", "", "bucket width of the window (default window/4)")
+	windowSpeed := fs.String("window-speed", "10d", "simulated time per real second of the window run's clock")
+	fs.BoolVar(&c.cpuProfile, "cpuprofile", false, "write a CPU profile of the harness (client, and the hot set for seenapi-inproc) during each saturation phase to --out")
 	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -140,6 +148,29 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.uniform {
 		c.zipf = 0
+	}
+	for _, d := range []struct {
+		flag string
+		in   string
+		out  *time.Duration
+	}{{"window", *window, &c.window}, {"window-granularity", *granularity, &c.granularity}, {"window-speed", *windowSpeed, &c.windowSpeed}} {
+		if d.in == "" {
+			continue
+		}
+		if *d.out, err = parseDays(d.in); err != nil {
+			return nil, fmt.Errorf("--%s: %w", d.flag, err)
+		}
+	}
+	if c.window > 0 {
+		if c.granularity == 0 {
+			c.granularity = c.window / 4
+		}
+		if !set["systems"] {
+			c.systems = []string{"seenapi-inproc"}
+		}
+		if len(c.systems) != 1 || c.systems[0] != "seenapi-inproc" {
+			return nil, errors.New("--window runs seenapi-inproc only: the server has no clock the harness can advance, and Redis has no window")
+		}
 	}
 	if c.redisClient != "go-redis" && c.redisClient != "resp" {
 		return nil, fmt.Errorf("--redis-client %q: want go-redis or resp", c.redisClient)
@@ -198,6 +229,22 @@ func parseBytes(s string) (int64, error) {
 	return int64(v * float64(mult)), nil
 }
 
+// parseDays parses a Go duration, or a number of days like "30d" or "7.5d".
+func parseDays(s string) (time.Duration, error) {
+	if v, ok := strings.CutSuffix(s, "d"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return 0, fmt.Errorf("bad duration %q", s)
+		}
+		return time.Duration(f * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	return d, nil
+}
+
 // moduleDir returns the directory of the Go module the command runs in.
 func moduleDir(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
@@ -247,6 +294,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// The window run's clock, advanced windowSpeed per real second.
+	clock := bench.NewSimClock(float64(c.windowSpeed) / float64(time.Second))
 	newSystem := func(name string) bench.System {
 		ropts := bench.RedisOptions{Bin: redisBin, Conns: 2*c.concurrency + 8, LogDir: logDir, Logf: logf, Client: c.redisClient}
 		switch name {
@@ -258,7 +307,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
 				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: 2*c.concurrency + 8})
 		case "seenapi-inproc":
-			return inproc.New(inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes})
+			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes}
+			if c.window > 0 {
+				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
+			}
+			return inproc.New(o)
 		case "redis-set":
 			return bench.NewRedisSet(ropts)
 		default:
@@ -275,6 +328,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep.Notes = append(rep.Notes, fmt.Sprintf("The client (this harness) ran with GOMAXPROCS %d on a %d-core machine, "+
 		"sharing the cores with the server under test; seenapi-inproc runs inside it.", rep.ClientProcs, rep.CPUs))
 	rep.Notes = append(rep.Notes, "Redis systems' client: "+c.redisClient+".")
+	if c.window > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Window run: retention window %s with buckets of %s on a clock the harness advances %s per real second; "+
+			"seenapi-inproc only (the server has no clock the harness can advance; Redis has no window). "+
+			"Items shown longer ago than the window plus one bucket must test unseen (counted with the never-shown items in the FP rate); "+
+			"items shown less than the window ago must test seen.", c.window, c.granularity, c.windowSpeed))
+	}
 	if c.memoryOnly {
 		rep.Notes = append(rep.Notes, "Memory-only run: fill phase only; no throughput or latency figures.")
 	}
@@ -314,7 +373,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					continue
 				}
 			}
-			res, err := bench.Run(ctx, newSystem(name), bench.RunOptions{Workload: wl, Concurrency: c.concurrency,
+			profile := ""
+			if c.cpuProfile {
+				profile = filepath.Join(c.out, fmt.Sprintf("cpu-%s-%s.pprof", name, bench.FormatUsers(users)))
+			}
+			var window, gran time.Duration
+			var clk func() time.Time
+			if c.window > 0 {
+				window, gran, clk = c.window, c.granularity, clock.Now
+			}
+			res, err := bench.Run(ctx, newSystem(name), bench.RunOptions{CPUProfile: profile,
+				Window: window, Granularity: gran, Clock: clk, Workload: wl, Concurrency: c.concurrency,
 				Fill: fillOpt(c.fill), Warm: c.warm, Duration: c.duration, OpenFraction: c.openFrac,
 				Sample: c.sample, MemoryLimit: c.memLimit, MemoryOnly: c.memoryOnly, Progress: progress})
 			if err != nil {
