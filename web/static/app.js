@@ -183,6 +183,7 @@ function problemBox(p, what) {
     p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
     h('span', { class: 'detail' }, p.detail || p.message));
   if (what) box.prepend(h('span', {}, `${what} failed. `));
+  if (p.status === 401) box.append(h('div', { class: 'hint' }, 'Enter an API key in the bar at the top (a read key is enough to look).'));
   if (p.errors && p.errors.length) {
     box.append(h('ul', {}, p.errors.map((e) => h('li', {}, `${e.pointer || e.parameter || ''} ${e.detail}`.trim()))));
   }
