@@ -29,7 +29,9 @@
 // Run measures one system at one user count, in phases:
 //
 //  1. fill: one call per user offering Fill items with limit Fill, so every
-//     user has a history; memory per user is measured right after it, as
+//     user has a history (a Recorder records the items of unchecked users
+//     directly: the Redis systems, whose fill by calls would take hours at
+//     U = 1e6); memory per user is measured right after it, as
 //     (memory now - memory right after start) / users;
 //  2. warm-up: closed-loop load, not measured;
 //  3. saturation: closed loop, Concurrency goroutines each calling as soon

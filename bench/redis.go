@@ -501,3 +501,65 @@ func (s *RedisBloom) callResp(ctx context.Context, key string, candidates []stri
 	})
 	return unseen, err
 }
+
+// Record adds items to the user's SET with one SADD (the fill phase).
+func (s *RedisSet) Record(ctx context.Context, user string, items []string) error {
+	if len(items) == 0 {
+		return nil
+	}
+	key := "s:" + user
+	if s.resp != nil {
+		return s.resp.do(ctx, func(b []byte) []byte {
+			b = appendArrayHeader(b, 2+len(items))
+			b = appendBulk(b, "SADD")
+			b = appendBulk(b, key)
+			for _, c := range items {
+				b = appendBulk(b, c)
+			}
+			return b
+		}, func(c *respConn) error {
+			_, err := c.readInt()
+			return err
+		})
+	}
+	args := make([]any, len(items))
+	for i, c := range items {
+		args[i] = c
+	}
+	return s.rdb.SAdd(ctx, key, args...).Err()
+}
+
+// Record sets the items' bits with one BITFIELD SET u1 command (the fill
+// phase): the same bits as SETBIT, which numbers bits the same way.
+func (s *RedisBloom) Record(ctx context.Context, user string, items []string) error {
+	if len(items) == 0 {
+		return nil
+	}
+	key := "b:" + user
+	pos := make([]uint64, 0, len(items)*s.k)
+	for _, c := range items {
+		pos = BloomPositions(pos, c, s.m, s.k)
+	}
+	if s.resp != nil {
+		return s.resp.do(ctx, func(b []byte) []byte {
+			b = appendArrayHeader(b, 2+4*len(pos))
+			b = appendBulk(b, "BITFIELD")
+			b = appendBulk(b, key)
+			for _, p := range pos {
+				b = appendBulk(b, "SET")
+				b = appendBulk(b, "u1")
+				b = appendBulkInt(b, p)
+				b = appendBulk(b, "1")
+			}
+			return b
+		}, func(c *respConn) error {
+			_, err := c.readIntArray(make([]int64, 0, len(pos)))
+			return err
+		})
+	}
+	args := make([]any, 0, 4*len(pos))
+	for _, p := range pos {
+		args = append(args, "SET", "u1", p, 1)
+	}
+	return s.rdb.BitField(ctx, key, args...).Err()
+}

@@ -183,3 +183,39 @@ func TestRunOnRedisSetIsExactAndMeasuresEverything(t *testing.T) {
 			res.MemPerUser, res.Saturation.Rate, res.Open.Latency.P99, res.CPUPerCall)
 	}
 }
+
+// After Record, a call over the recorded items and as many others returns
+// only the others (a few may be false positives for the Bloom filter).
+func TestRedisRecordMarksItemsSeen(t *testing.T) {
+	for _, client := range redisClients {
+		for _, s := range []interface {
+			System
+			Recorder
+		}{NewRedisSet(RedisOptions{Bin: redisBin(t), Client: client}), NewRedisBloom(RedisOptions{Bin: redisBin(t), Client: client})} {
+			t.Run(s.Name()+"/"+client, func(t *testing.T) {
+				setUp(t, s)
+				w := DefaultWorkload(10)
+				var recorded, others []string
+				for j := range 200 {
+					recorded = append(recorded, w.Item(1, j))
+					others = append(others, w.Item(1, 1000+j))
+				}
+				if err := s.Record(context.Background(), w.User(1), recorded); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.Call(context.Background(), w.User(1), append(slices.Clone(recorded), others...), 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range got {
+					if slices.Contains(recorded, it) {
+						t.Fatalf("recorded item %q reported unseen", it)
+					}
+				}
+				if len(got) < 190 {
+					t.Errorf("%d of 200 unrecorded items reported unseen, want at least 190", len(got))
+				}
+			})
+		}
+	}
+}

@@ -118,7 +118,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Workload: feed, users chosen by %s; pool %d items/user; %d candidates/call; limit %d, record returned; seed %d.\n\n",
 		dist, r.Workload.Pool, r.Workload.Candidates, r.Workload.Limit, r.Workload.Seed)
 	fmt.Fprintf(&b, "Run: %s on %d cores; client GOMAXPROCS %d; %d client goroutines closed loop (%d open loop); "+
-		"fill %d items/user (one call per user), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
+		"fill %d items/user (one call per user; the Redis systems record unchecked users' items with one SADD or BITFIELD), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
 		"%d users checked exactly.\n\n",
 		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)

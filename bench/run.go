@@ -329,7 +329,8 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 	})
 }
 
-// fill makes one call per user, ranks 0..U-1, each offering n items with limit n.
+// fill makes one call per user, ranks 0..U-1, each offering n items with
+// limit n; a Recorder records the items of users not checked instead.
 func (r *runner) fill(ctx context.Context, n int) (Phase, error) {
 	var next atomic.Int64
 	users := int64(r.o.Workload.Users)
@@ -341,7 +342,12 @@ func (r *runner) fill(ctx context.Context, n int) (Phase, error) {
 			}
 			w.gen.Fill(&w.call, int(rank), n, n)
 			t0 := time.Now()
-			err := r.call(ctx, &w.call)
+			var err error
+			if rec, ok := r.sys.(Recorder); ok && !r.tr.IsSampled(int(rank)) {
+				err = rec.Record(ctx, w.call.User, w.call.Candidates)
+			} else {
+				err = r.call(ctx, &w.call)
+			}
 			record(w.hist, time.Since(t0))
 			w.calls++
 			if err != nil {

@@ -60,3 +60,12 @@ type CacheStater interface {
 type Restarter interface {
 	Restart(ctx context.Context) error
 }
+
+// Recorder is a System that can record items as seen without answering a
+// call, faster than the call. The fill phase (which is not measured) uses it
+// for the users the tracker does not check; checked users are filled by the
+// call itself.
+type Recorder interface {
+	// Record marks items seen for user. Safe for concurrent use.
+	Record(ctx context.Context, user string, items []string) error
+}

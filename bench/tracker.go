@@ -101,6 +101,9 @@ func (t *Tracker) Sampled() []int {
 	return out
 }
 
+// IsSampled reports whether the user of rank is checked.
+func (t *Tracker) IsSampled(rank int) bool { return t.users[rank] != nil }
+
 // Lock returns the tracked state of the user of rank, locked, or nil if the
 // user is not sampled. The caller makes the call, then calls Check (on
 // success) or Fail (on error), which unlock.
