@@ -13,9 +13,9 @@
 // operation's role, a 401 or 403 narrows it down (a 403's detail names the
 // key's role).
 //
-// The tests (go test ./web) build cmd/seenapi, run it on a loopback port and
-// drive /usr/bin/chromium headless through chromedp; without chromium they
-// skip, unless CI=true. Every API exchange the page makes is validated
+// The tests (go test ./web) build cmd/seenapi (or take $SEENAPI_BIN), run it
+// on a loopback port and drive /usr/bin/chromium (or $SEENAPI_CHROMIUM)
+// headless through chromedp; without chromium they skip, unless CI=true. Every API exchange the page makes is validated
 // against openapi.yaml. Screenshots of failed pages go to $SEENAPI_ARTIFACTS
 // (or a seenapi-web-artifacts-* directory under the system's temp dir).
 //

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -37,7 +38,8 @@ import (
 // (each test has its own tab, so its own sessionStorage, and its own users);
 // TestMain stops them.
 
-const chromiumPath = "/usr/bin/chromium"
+// chromiumPath is Debian's chromium, or $SEENAPI_CHROMIUM.
+var chromiumPath = cmp.Or(os.Getenv("SEENAPI_CHROMIUM"), "/usr/bin/chromium")
 
 // waitFor bounds every wait on the page; the dashboard refreshes every 2 s.
 const waitFor = 15 * time.Second
