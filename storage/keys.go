@@ -80,13 +80,15 @@ func uvarintLen(n int) int {
 	return l
 }
 
-// splitNS splits a key (prefix byte included) into its namespace and the rest.
+// splitNS splits a key (prefix byte included) into its namespace and the
+// rest. Lengths must be in canonical (shortest) uvarint form, so every key
+// that parses is the one its parts encode to.
 func splitNS(key []byte) (ns, rest []byte, ok bool) {
 	if len(key) < 2 {
 		return nil, nil, false
 	}
 	n, w := binary.Uvarint(key[1:])
-	if w <= 0 || n == 0 || n > MaxNamespaceLen || uint64(len(key)-1-w) < n {
+	if w <= 0 || n == 0 || n > MaxNamespaceLen || w != uvarintLen(int(n)) || uint64(len(key)-1-w) < n {
 		return nil, nil, false
 	}
 	ns = key[1+w : 1+w+int(n)]
@@ -115,7 +117,7 @@ func parseJournalKey(key []byte) (ns, user []byte, seq uint64, ok bool) {
 		return nil, nil, 0, false
 	}
 	n, w := binary.Uvarint(rest)
-	if w <= 0 || n == 0 || n > MaxUserLen || uint64(len(rest)-w) != n+8 {
+	if w <= 0 || n == 0 || n > MaxUserLen || w != uvarintLen(int(n)) || uint64(len(rest)-w) != n+8 {
 		return nil, nil, 0, false
 	}
 	user = rest[w : w+int(n)]

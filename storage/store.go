@@ -444,8 +444,13 @@ func (s *Store) Delete(ns, user string) error {
 func journalKeys(txn *badger.Txn, prefix []byte, upTo uint64) [][]byte {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
+	return seekJournalKeys(it, prefix, upTo)
+}
+
+// seekJournalKeys is journalKeys on an iterator that may serve many users.
+func seekJournalKeys(it *badger.Iterator, prefix []byte, upTo uint64) [][]byte {
 	var keys [][]byte
-	for it.Seek(prefix); it.Valid(); it.Next() {
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		k := it.Item().Key()
 		if len(k) != len(prefix)+8 {
 			continue

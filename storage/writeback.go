@@ -136,10 +136,16 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig 
 	}
 	preps := make([]prepared, len(ws))
 	var key []byte
+	it := txn.NewIterator(badger.IteratorOptions{}) // one for every user's journal
 	for i, w := range ws {
 		key = filterKey(key[:0], w.NS, w.User)
-		preps[i].value, preps[i].journal, errs[i] = s.prepareWriteBack(txn, key, w, merge, true)
+		preps[i].value, errs[i] = prepareValue(txn, key, w, merge)
+		if errs[i] == nil && w.UpTo > 0 {
+			key = journalPrefix(key[:0], w.NS, w.User)
+			preps[i].journal = seekJournalKeys(it, key, w.UpTo)
+		}
 	}
+	it.Close()
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
@@ -156,30 +162,29 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig 
 	return false, txn.Commit()
 }
 
-// prepareWriteBack reads what a user's write-back needs: the value to write
-// (merged with the stored one) and, with listJournal, the journal keys it
-// covers. Its errors concern that user only.
-func (s *Store) prepareWriteBack(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, listJournal bool) (value []byte, journal [][]byte, err error) {
-	value = w.Value
-	if merge != nil {
-		item, err := txn.Get(fkey)
-		switch {
-		case err == nil:
-			stored, err := readValue(item)
-			if err != nil {
-				return nil, nil, fmt.Errorf("read stored filter: %w", err)
-			}
-			if value, err = merge(stored, value); err != nil {
-				return nil, nil, fmt.Errorf("merge: %w", err)
-			}
-		case !errors.Is(err, badger.ErrKeyNotFound):
-			return nil, nil, fmt.Errorf("read stored filter: %w", err)
-		}
+// prepareValue returns the value a user's write-back writes: w.Value, or
+// merged into the stored filter when there is one and merge is not nil.
+// Its errors concern that user only.
+func prepareValue(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc) ([]byte, error) {
+	if merge == nil {
+		return w.Value, nil
 	}
-	if listJournal && w.UpTo > 0 {
-		journal = journalKeys(txn, journalPrefix(nil, w.NS, w.User), w.UpTo)
+	item, err := txn.Get(fkey)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return w.Value, nil
+	case err != nil:
+		return nil, fmt.Errorf("read stored filter: %w", err)
 	}
-	return value, journal, nil
+	stored, err := readValue(item)
+	if err != nil {
+		return nil, fmt.Errorf("read stored filter: %w", err)
+	}
+	value, err := merge(stored, w.Value)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	return value, nil
 }
 
 func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
@@ -197,7 +202,7 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
-			value, _, err := s.prepareWriteBack(txn, fkey, w, merge, false)
+			value, err := prepareValue(txn, fkey, w, merge)
 			if err != nil {
 				userErr = err
 				return nil

@@ -1,0 +1,181 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// Benchmark data follows the reference workload: user ids of 8 bytes in
+// namespace "feed" (journal keys of 23 bytes), journal records of 160 bytes
+// (20 item hashes), filters of 1 KiB.
+const (
+	benchRecordSize = 160
+	benchFilterSize = 1 << 10
+)
+
+func benchUser(i int) string { return fmt.Sprintf("u%07d", i) }
+
+func openBench(b *testing.B, sync bool) *Store {
+	b.Helper()
+	return openTest(b, testOptions(b).WithSync(sync))
+}
+
+// run16 runs body on 16 goroutines (whatever GOMAXPROCS is), each with its
+// own user, and reports appends per second.
+func run16(b *testing.B, body func(user string) error) {
+	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		user := benchUser(int(n.Add(1)))
+		for pb.Next() {
+			if err := body(user); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+}
+
+// BenchmarkAppend: journal appends from 16 concurrent writers through the
+// group commit. Compare with BenchmarkAppendUpdateEach in the same run.
+func BenchmarkAppend(b *testing.B) {
+	for _, sync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync=%v", sync), func(b *testing.B) {
+			s := openBench(b, sync)
+			value := make([]byte, benchRecordSize)
+			run16(b, func(user string) error {
+				_, err := s.Append("feed", user, value, 0)
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkAppendUpdateEach: the same appends, each in its own db.Update
+// (the reference that group commit improves on).
+func BenchmarkAppendUpdateEach(b *testing.B) {
+	for _, sync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync=%v", sync), func(b *testing.B) {
+			s := openBench(b, sync)
+			value := make([]byte, benchRecordSize)
+			run16(b, func(user string) error {
+				seq, err := s.takeSeqs(1)
+				if err != nil {
+					return err
+				}
+				return s.db.Update(func(txn *badger.Txn) error {
+					return txn.Set(journalKey(nil, "feed", user, seq), value)
+				})
+			})
+		})
+	}
+}
+
+// populateBench stores users with a filter and journal entries each, then
+// reopens the store so they are read from tables, not memtables.
+func populateBench(b *testing.B, users, journal int) *Store {
+	b.Helper()
+	opts := testOptions(b)
+	s, err := Open(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	filter := make([]byte, benchFilterSize)
+	record := make([]byte, benchRecordSize)
+	wb := s.db.NewWriteBatch()
+	for i := range users {
+		u := benchUser(i)
+		if err := wb.Set(filterKey(nil, "feed", u), filter); err != nil {
+			b.Fatal(err)
+		}
+		for range journal {
+			seq, _ := s.takeSeqs(1)
+			if err := wb.Set(journalKey(nil, "feed", u, seq), record); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return openTest(b, opts)
+}
+
+// BenchmarkLoad: loading a random one of 100k stored users (a 1 KiB filter
+// plus 0 or 4 journal records).
+func BenchmarkLoad(b *testing.B) {
+	const users = 100_000
+	for _, journal := range []int{0, 4} {
+		b.Run(fmt.Sprintf("journal=%d", journal), func(b *testing.B) {
+			s := populateBench(b, users, journal)
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			for b.Loop() {
+				f, j, err := s.Load("feed", benchUser(rng.IntN(users)))
+				if err != nil || len(f) != benchFilterSize || len(j) != journal {
+					b.Fatalf("Load: %d bytes, %d entries, %v", len(f), len(j), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWriteBack: write-back batches of 256 users (1 KiB filters) over
+// stored filters of 64k users: replacing them, merging into them (OR), and
+// merging while deleting one covered journal record per user (appended
+// with the timer stopped).
+func BenchmarkWriteBack(b *testing.B) {
+	const users, batch = 1 << 16, 256
+	for _, tc := range []struct {
+		name    string
+		merge   MergeFunc
+		journal bool
+	}{
+		{"replace", nil, false},
+		{"merge", orMerge, false},
+		{"merge+journal", orMerge, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := populateBench(b, users, 0)
+			filter := make([]byte, benchFilterSize)
+			record := make([]byte, benchRecordSize)
+			writes := make([]Write, batch)
+			b.ReportAllocs()
+			next := 0
+			for b.Loop() {
+				for i := range writes {
+					writes[i] = Write{NS: "feed", User: benchUser((next + i) % users), Value: filter}
+				}
+				next += batch
+				if tc.journal {
+					b.StopTimer()
+					wb := s.db.NewWriteBatch()
+					for i := range writes {
+						seq, _ := s.takeSeqs(1)
+						_ = wb.Set(journalKey(nil, "feed", writes[i].User, seq), record)
+						writes[i].UpTo = seq
+					}
+					if err := wb.Flush(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				if err := s.WriteBack(writes, tc.merge); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "users/s")
+		})
+	}
+}
