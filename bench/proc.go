@@ -41,25 +41,40 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// ProcRSS returns the resident set size of process pid (VmRSS of /proc/<pid>/status) in bytes.
-func ProcRSS(pid int) (int64, error) {
+// ProcRSS returns the resident set size of process pid (VmRSS of
+// /proc/<pid>/status) in bytes, and its anonymous part (RssAnon: the heap,
+// as opposed to mapped files such as Badger's memory-mapped tables and logs).
+func ProcRSS(pid int) (rss, anon int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	found := 0
 	for _, line := range bytes.Split(b, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
-			f := bytes.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(string(f[0]), 10, 64)
-				if err != nil {
-					return 0, err
-				}
-				return kb * 1024, nil
+		for _, f := range []struct {
+			prefix string
+			dst    *int64
+		}{{"VmRSS:", &rss}, {"RssAnon:", &anon}} {
+			rest, ok := bytes.CutPrefix(line, []byte(f.prefix))
+			if !ok {
+				continue
 			}
+			fields := bytes.Fields(rest)
+			if len(fields) < 1 {
+				continue
+			}
+			kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
+			if err != nil {
+				return 0, 0, err
+			}
+			*f.dst = kb * 1024
+			found++
 		}
 	}
-	return 0, fmt.Errorf("bench: no VmRSS in /proc/%d/status", pid)
+	if found < 2 {
+		return 0, 0, fmt.Errorf("bench: no VmRSS or RssAnon in /proc/%d/status", pid)
+	}
+	return rss, anon, nil
 }
 
 // DiskUsage returns the bytes the files under dir occupy on disk (allocated

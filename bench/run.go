@@ -130,7 +130,8 @@ type Result struct {
 	MemoryBase   Memory  `json:"memory_base"`       // right after setup
 	MemoryFilled Memory  `json:"memory_after_fill"` // after the fill
 	MemPerUser   float64 `json:"memory_bytes_per_user"`
-	DiskBytes    int64   `json:"disk_bytes"` // -1: not applicable
+	AnonPerUser  float64 `json:"anon_rss_bytes_per_user,omitempty"` // the anonymous part of an RSS figure
+	DiskBytes    int64   `json:"disk_bytes"`                        // -1: not applicable
 	DiskPerUser  float64 `json:"disk_bytes_per_user"`
 	HitRatio     float64 `json:"cache_hit_ratio"` // -1: not applicable
 	Cold         Latency `json:"cold_user_latency"`
@@ -474,6 +475,17 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		return res, fmt.Errorf("%s: memory: %w", sys.Name(), err)
 	}
 	res.MemPerUser = float64(res.MemoryFilled.Bytes-res.MemoryBase.Bytes) / users
+	if res.MemoryFilled.Anon > 0 {
+		res.AnonPerUser = float64(res.MemoryFilled.Anon-res.MemoryBase.Anon) / users
+	}
+	// The hit ratio covers the phases after the fill (whose users are all new).
+	var hits0, misses0 uint64
+	cs, hasCache := sys.(CacheStater)
+	if hasCache {
+		if hits0, misses0, err = cs.CacheStats(ctx); err != nil {
+			return res, fmt.Errorf("%s: cache stats: %w", sys.Name(), err)
+		}
+	}
 
 	if !o.MemoryOnly {
 		if res.Warm, err = r.closedLoop(mctx, "warm-up (unmeasured)", o.Warm); err != nil || stopped() {
@@ -529,11 +541,12 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	}
 	mcancel(nil)
 
-	if cs, ok := sys.(CacheStater); ok {
+	if hasCache {
 		hits, misses, err := cs.CacheStats(ctx)
 		if err != nil {
 			return res, fmt.Errorf("%s: cache stats: %w", sys.Name(), err)
 		}
+		hits, misses = hits-hits0, misses-misses0
 		if hits+misses > 0 {
 			res.HitRatio = float64(hits) / float64(hits+misses)
 		}

@@ -305,8 +305,8 @@ func (s *SeenapiHTTP) Memory(context.Context) (Memory, error) {
 	if s.cmd == nil {
 		return Memory{}, fmt.Errorf("%w: not running", ErrServer)
 	}
-	n, err := ProcRSS(s.cmd.Process.Pid)
-	return Memory{Bytes: n, Kind: "rss"}, err
+	n, anon, err := ProcRSS(s.cmd.Process.Pid)
+	return Memory{Bytes: n, Kind: "rss", Anon: anon}, err
 }
 
 // CPU returns the server's CPU time.

@@ -27,8 +27,10 @@ type System interface {
 
 // Memory is a system's memory figure.
 type Memory struct {
-	Bytes int64
-	Kind  string // what Bytes is: "rss", "used_memory", "cache_bytes"
+	Bytes int64  `json:"bytes"`
+	Kind  string `json:"kind"` // what Bytes is: "rss", "used_memory", "cache_bytes"
+	// Anon is the anonymous part of an RSS (heap, not mapped files); 0 if not applicable.
+	Anon int64 `json:"anon,omitempty"`
 }
 
 // CPU is a server's cumulative CPU time.
