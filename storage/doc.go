@@ -52,8 +52,21 @@
 // ENOSPC, writes fail with an error wrapping ErrFull while reads go on
 // (Badger does not survive a full disk gracefully, so it must not get
 // there). Delete stays allowed, since erasing frees space. A closed store
-// answers ErrClosed. Badger's errors are wrapped with %w and name the user;
-// a value that fails Badger's checksum fails that user's calls only.
+// answers ErrClosed. Badger's errors are wrapped with %w and name the user.
+// A value Badger cannot read back intact (its value-log checksum fails)
+// fails that user's calls with ErrCorrupt; Badger itself would return it
+// as an empty value. One caveat is Badger's: on open it truncates the
+// active value-log file at its first damaged record (as after a torn
+// write), so the large values written after that record in the same file
+// fail with ErrCorrupt too.
+//
+// # Backup and restore
+//
+// Backup writes a header (magic and format version) and Badger's backup
+// stream of a consistent snapshot. Restore reads it back into any store,
+// empty or not, merging filters with the caller's MergeFunc and keeping
+// both journal entries when two share a sequence number, so restoring into
+// a live store, or twice, loses nothing.
 //
 // # Keeping disk use bounded
 //

@@ -25,6 +25,9 @@ const writeBackChunk = 256
 //
 // Write values must not be modified until WriteBack returns.
 func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
+	if len(writes) == 0 {
+		return nil
+	}
 	var failed []UserError
 	fail := func(ws []Write, err error) {
 		for _, w := range ws {
@@ -56,6 +59,10 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 	}
 
 	for len(ok) > 0 {
+		if s.full.Load() { // found full while writing: fail the rest without trying
+			fail(ok, s.errFull())
+			break
+		}
 		n, errs := s.writeBackSome(ok, merge)
 		for i, err := range errs {
 			if err != nil {
