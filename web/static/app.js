@@ -157,6 +157,7 @@ function h(tag, attrs = {}, ...children) {
     if (v === false || v === null || v === undefined) continue;
     if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
     else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k === 'style') el.style.cssText = v; // CSSOM, allowed by a style-src 'self' policy
     else el.setAttribute(k, v === true ? '' : String(v));
   }
   for (const c of children.flat(Infinity)) {
