@@ -769,7 +769,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	err := h.store.WriteBack(writes, mergeEncoded)
+	err := h.store.WriteBack(writes, MergeFilters)
 	failedAll := err != nil
 	failed := map[string]bool{}
 	if err != nil {
@@ -804,9 +804,12 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	return err
 }
 
-// mergeEncoded merges a filter about to be written into the stored one, so
-// a second writer, a replayed journal or a restore never rolls a user back.
-func mergeEncoded(stored, value []byte) ([]byte, error) {
+// MergeFilters is the storage.MergeFunc of write-back (and of a merging
+// restore): it ORs a filter about to be written into the stored one, so a
+// second writer, a replayed journal or a restore never rolls a user back.
+// A corrupt stored value, or one built with other parameters (the user was
+// erased or replaced since), gives way to the new value.
+func MergeFilters(stored, value []byte) ([]byte, error) {
 	old, err := userfilter.Decode(stored)
 	if err != nil {
 		// A corrupt stored value is replaced by the good one in memory.

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
-	"github.com/seenapi/seenapi/userfilter"
 )
 
 // openStore opens the store of --data-dir for an offline subcommand; it
@@ -68,28 +68,11 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, store.Close()) }()
 	var merge storage.MergeFunc
 	if o.merge {
-		merge = mergeFilters
+		merge = eviction.MergeFilters
 	}
 	if err := store.Restore(bufio.NewReaderSize(f, 1<<20), merge); err != nil {
 		return err
 	}
 	logger.Info("seenapi: backup restored", "in", o.in, "data_dir", o.dataDir, "merged", o.merge)
 	return nil
-}
-
-// mergeFilters ORs a restored filter into the stored one when both were
-// built with the same parameters; otherwise the restored one wins.
-func mergeFilters(stored, value []byte) ([]byte, error) {
-	cur, err := userfilter.Decode(value)
-	if err != nil {
-		return nil, err
-	}
-	old, err := userfilter.Decode(stored)
-	if err != nil || !cur.Compatible(old) {
-		return value, nil
-	}
-	if err := cur.Merge(old); err != nil {
-		return nil, err
-	}
-	return cur.MarshalBinary()
 }
