@@ -43,6 +43,34 @@ type HTTPOptions struct {
 	Conns int
 }
 
+// HTTPClient makes the one call of a seenapi server over keep-alive HTTP
+// connections (fasthttp's HostClient), without per-call allocations but
+// the answer's slice. Safe for concurrent use.
+type HTTPClient struct {
+	addr   string
+	client *fasthttp.HostClient
+	uriPre []byte // "http://addr/v1/namespaces/default/users/"
+}
+
+// NewHTTPClient returns a client of the server at addr (host:port) with at
+// most conns connections.
+func NewHTTPClient(addr string, conns int) *HTTPClient {
+	return &HTTPClient{addr: addr,
+		client: &fasthttp.HostClient{Addr: addr, MaxConns: conns, ReadTimeout: 60 * time.Second,
+			WriteTimeout: 60 * time.Second, MaxIdleConnDuration: time.Minute, NoDefaultUserAgentHeader: true,
+			DisableHeaderNamesNormalizing: true, DisablePathNormalizing: true},
+		uriPre: []byte("http://" + addr + "/v1/namespaces/default/users/")}
+}
+
+// Ready reports whether GET /readyz answers 200.
+func (c *HTTPClient) Ready() (bool, error) {
+	code, _, err := c.client.GetTimeout(nil, "http://"+c.addr+"/readyz", time.Second)
+	return err == nil && code == fasthttp.StatusOK, err
+}
+
+// CloseIdle closes the client's idle connections.
+func (c *HTTPClient) CloseIdle() { c.client.CloseIdleConnections() }
+
 // SeenapiHTTP is seenapi over HTTP: a server process started from Bin on a
 // free loopback port with a fresh data directory, called through one
 // keep-alive fasthttp client. It can flush (a SIGTERM: the server writes
@@ -53,8 +81,7 @@ type SeenapiHTTP struct {
 	addr    string
 	cmd     *exec.Cmd
 	done    chan error
-	client  *fasthttp.HostClient
-	uriPre  []byte // "http://addr/v1/namespaces/default/users/"
+	client  *HTTPClient
 }
 
 // NewSeenapiHTTP returns the seenapi-over-HTTP system.
@@ -109,14 +136,11 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	}
 	s.cmd, s.done = cmd, make(chan error, 1)
 	go func() { s.done <- cmd.Wait() }()
-	s.client = &fasthttp.HostClient{Addr: s.addr, MaxConns: s.opts.Conns, ReadTimeout: 60 * time.Second,
-		WriteTimeout: 60 * time.Second, MaxIdleConnDuration: time.Minute, NoDefaultUserAgentHeader: true,
-		DisableHeaderNamesNormalizing: true, DisablePathNormalizing: true}
-	s.uriPre = []byte("http://" + s.addr + "/v1/namespaces/default/users/")
+	s.client = NewHTTPClient(s.addr, s.opts.Conns)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, _, err := s.client.GetTimeout(nil, "http://"+s.addr+"/readyz", time.Second)
-		if err == nil && code == fasthttp.StatusOK {
+		ok, err := s.client.Ready()
+		if ok {
 			return nil
 		}
 		select {
@@ -130,7 +154,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return fmt.Errorf("%w: seenapi on %s not ready after 60s (last: %d %v; log: %s)", ErrServer, s.addr, code, err, logPath)
+			return fmt.Errorf("%w: seenapi on %s not ready after 60s (last: %v; log: %s)", ErrServer, s.addr, err, logPath)
 		}
 	}
 }
@@ -142,7 +166,7 @@ func (s *SeenapiHTTP) stop() error {
 	}
 	defer func() { s.cmd = nil }()
 	if s.client != nil {
-		s.client.CloseIdleConnections()
+		s.client.CloseIdle()
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -180,6 +204,11 @@ func appendJSONString(dst []byte, s string) []byte {
 
 // Call posts the one call. Safe for concurrent use.
 func (s *SeenapiHTTP) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	return s.client.Call(ctx, user, candidates, limit)
+}
+
+// Call posts the one call for user. Safe for concurrent use.
+func (s *HTTPClient) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -319,7 +348,12 @@ func (s *SeenapiHTTP) CPU() (CPU, error) {
 }
 
 // CacheStats reads hits and misses from GET /v1/stats.
-func (s *SeenapiHTTP) CacheStats(context.Context) (hits, misses uint64, err error) {
+func (s *SeenapiHTTP) CacheStats(ctx context.Context) (hits, misses uint64, err error) {
+	return s.client.CacheStats(ctx)
+}
+
+// CacheStats reads hits and misses from GET /v1/stats.
+func (s *HTTPClient) CacheStats(context.Context) (hits, misses uint64, err error) {
 	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
 	if err != nil {
 		return 0, 0, err

@@ -10,9 +10,11 @@ package inproc
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/bench"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
@@ -32,6 +34,13 @@ type Options struct {
 	Window, Granularity time.Duration
 	// Now is the hot set's clock. Default time.Now.
 	Now func() time.Time
+	// HTTP serves the hot set with seenapi's API (package api) on a
+	// loopback port inside the harness and calls it over HTTP: the system
+	// "seenapi-http-inproc", whose CPU profile (--cpuprofile) shows what the
+	// HTTP layer costs. Default false: the hot set is called directly.
+	HTTP bool
+	// Conns caps the HTTP client's connections. Default 64.
+	Conns int
 }
 
 // System is seenapi's hot set (eviction over userfilter and a
@@ -44,13 +53,21 @@ type System struct {
 	dir   string
 	store *storage.Store
 	hs    *eviction.HotSet
+	srv   *api.Server
+	srvCh chan error
+	cl    *bench.HTTPClient
 }
 
 // New returns the in-process seenapi system.
 func New(opts Options) *System { return &System{opts: opts} }
 
-// Name returns "seenapi-inproc".
-func (s *System) Name() string { return "seenapi-inproc" }
+// Name returns "seenapi-inproc", or "seenapi-http-inproc" with Options.HTTP.
+func (s *System) Name() string {
+	if s.opts.HTTP {
+		return "seenapi-http-inproc"
+	}
+	return "seenapi-inproc"
+}
 
 // Setup opens a hot set over a store in a fresh directory, with the
 // default namespace.
@@ -77,11 +94,43 @@ func (s *System) open() error {
 		return fmt.Errorf("%w: %v", bench.ErrServer, err)
 	}
 	s.store, s.hs = store, hs
-	return nil
+	if !s.opts.HTTP {
+		return nil
+	}
+	srv, err := api.New(hs, api.Config{})
+	if err != nil {
+		s.shut()
+		return fmt.Errorf("%w: %v", bench.ErrServer, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.shut()
+		return fmt.Errorf("%w: %v", bench.ErrServer, err)
+	}
+	s.srv, s.srvCh = srv, make(chan error, 1)
+	go func() { s.srvCh <- srv.Serve(ln) }()
+	conns := s.opts.Conns
+	if conns == 0 {
+		conns = 64
+	}
+	s.cl = bench.NewHTTPClient(ln.Addr().String(), conns)
+	for i := 0; ; i++ {
+		if ok, _ := s.cl.Ready(); ok {
+			return nil
+		}
+		if i == 500 {
+			s.shut()
+			return fmt.Errorf("%w: in-process API not ready", bench.ErrServer)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Call is the one call on the hot set. Safe for concurrent use.
-func (s *System) Call(_ context.Context, user string, candidates []string, limit int) ([]string, error) {
+func (s *System) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	if s.cl != nil {
+		return s.cl.Call(ctx, user, candidates, limit)
+	}
 	res, err := s.hs.Filter("default", user, candidates, limit, userfilter.RecordReturned)
 	return res.Unseen, err
 }
@@ -121,8 +170,16 @@ func (s *System) Restart(context.Context) error {
 
 func (s *System) shut() error {
 	var err error
+	if s.srv != nil {
+		s.cl.CloseIdle()
+		err = s.srv.Shutdown(context.Background())
+		<-s.srvCh
+		s.srv, s.cl = nil, nil
+	}
 	if s.hs != nil {
-		err = s.hs.Close()
+		if e := s.hs.Close(); err == nil {
+			err = e
+		}
 	}
 	if s.store != nil {
 		if e := s.store.Close(); err == nil {

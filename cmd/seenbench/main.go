@@ -43,6 +43,10 @@ func main() {
 // allSystems are the systems in the order they run.
 var allSystems = []string{"seenapi-http", "seenapi-inproc", "redis-set", "redis-bloom"}
 
+// extraSystems run only when named: seenapi-http-inproc serves the API
+// inside the harness, to profile the HTTP layer with --cpuprofile.
+var extraSystems = []string{"seenapi-http-inproc"}
+
 type config struct {
 	users       []int
 	systems     []string
@@ -132,8 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if s == "" {
 			continue
 		}
-		if !contains(allSystems, s) {
-			return nil, fmt.Errorf("unknown system %q (have %s)", s, strings.Join(allSystems, ", "))
+		if !contains(allSystems, s) && !contains(extraSystems, s) {
+			return nil, fmt.Errorf("unknown system %q (have %s)", s, strings.Join(append(allSystems, extraSystems...), ", "))
 		}
 		c.systems = append(c.systems, s)
 	}
@@ -306,8 +310,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
 				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: 2*c.concurrency + 8})
-		case "seenapi-inproc":
-			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes}
+		case "seenapi-inproc", "seenapi-http-inproc":
+			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
+				HTTP: name == "seenapi-http-inproc", Conns: 2*c.concurrency + 8}
 			if c.window > 0 {
 				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
 			}
