@@ -153,3 +153,19 @@ func TestAppendJSONStringEscapes(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+func BenchmarkAppendJSONString(b *testing.B) {
+	w := DefaultWorkload(10)
+	items := make([]string, 200)
+	for j := range items {
+		items[j] = w.Item(1, j)
+	}
+	buf := make([]byte, 0, 8192)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = buf[:0]
+		for _, it := range items {
+			buf = appendJSONString(buf, it)
+		}
+	}
+}

@@ -186,8 +186,13 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8192); return &b 
 
 // appendJSONString appends s as a JSON string.
 func appendJSONString(dst []byte, s string) []byte {
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
 	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
+	dst = append(dst, s[:i]...)
+	for ; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
