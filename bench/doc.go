@@ -17,7 +17,9 @@
 //
 // A System is set up fresh for each user count, called concurrently, and
 // closed: seenapi over HTTP (a server process built from the module),
-// seenapi's hot set in-process (the ceiling), Redis with a SET per user
+// seenapi's hot set in-process (the ceiling; package inproc, which also
+// serves the API inside the harness to profile the HTTP layer), Redis with
+// a SET per user
 // (SMISMEMBER then SADD), Redis with a bitmap Bloom filter per user (k
 // GETBITs per candidate pipelined, SETBITs for the recorded, m and k of a
 // 1% filter for P items, the same for every user). redis-server is Debian's,
@@ -46,11 +48,21 @@
 //     a restart and one call per sampled user (the cold-user latency, and
 //     proof that nothing recorded was lost).
 //
+// Figures that other processes on the machine disturb (all but CPU/call)
+// come with OtherLoad: the CPU other processes took during the saturation
+// phase, from /proc/stat.
+//
+// A window run (RunOptions.Window) gives the system a retention window and
+// a clock the harness advances faster than real time (SimClock); the
+// tracker then expects items older than the window plus one bucket to test
+// unseen again. Only the in-process system takes a clock.
+//
 // Correctness rides along: a Tracker keeps the exact seen set of a sample
 // of users (every stride-th rank) and checks every answer they get for
 // false negatives (a shown item called unseen: must be none) and false
 // positives (never-shown items called seen, over never-shown items
-// classified). Calls of one sampled user are serialized by the tracker.
+// classified, each (user, item) counted once: see Tracker). Calls of one
+// sampled user are serialized by the tracker.
 //
 // # Concurrency
 //

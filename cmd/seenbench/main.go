@@ -5,8 +5,12 @@
 //
 //	go run ./cmd/seenbench --quick                  # about a minute; exits non-zero if a system failed
 //	go run ./cmd/seenbench --users 1e4,1e5,1e6,1e7  # the full run
+//	go run ./cmd/seenbench --users 1e5 --fill 2000 --memory-only  # memory at 2,000 items per user
+//	go run ./cmd/seenbench --quick --window 30d     # the window run (in-process, clock advanced)
+//	go run ./cmd/seenbench --users 1e5 --systems seenapi-inproc,seenapi-http-inproc --cpuprofile
 //
-// See package bench for the method.
+// Redis is Debian's redis-server, installed with apt-get when missing. See
+// package bench for the method.
 package main
 
 import (
