@@ -101,3 +101,53 @@ func TestOpenServerNeedsNoKey(t *testing.T) {
 		t.Fatalf("open server erase: %d %s", d.StatusCode(), d.Body)
 	}
 }
+
+func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
+	e := newEnv(t, withKeys)
+	for _, k := range []struct {
+		key  string
+		want client.Role
+	}{{readKey, client.Read}, {writeKey, client.Write}, {adminKey, client.Admin}} {
+		t.Run(string(k.want), func(t *testing.T) {
+			r, err := e.client(k.key).GetAuthWithResponse(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.JSON200 == nil {
+				t.Fatalf("auth with a %s key: %d %s", k.want, r.StatusCode(), r.Body)
+			}
+			if r.JSON200.Role != k.want || r.JSON200.Open {
+				t.Fatalf("auth with a %s key: %+v, want role %s, open false", k.want, *r.JSON200, k.want)
+			}
+		})
+	}
+}
+
+func TestAuthRefusesAWrongKeyOrNone(t *testing.T) {
+	e := newEnv(t, withKeys)
+	for _, key := range []string{"wrong-key-0123456789abcdef", adminKey + "x", ""} {
+		r, err := e.client(key).GetAuthWithResponse(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ApplicationproblemJSON401 == nil || r.ApplicationproblemJSON401.Type != api.ProblemBase+"unauthorized" {
+			t.Fatalf("auth with key %q: %d %s, want 401 unauthorized", key, r.StatusCode(), r.Body)
+		}
+		if r.HTTPResponse.Header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("auth with key %q: 401 without WWW-Authenticate", key)
+		}
+	}
+}
+
+func TestAuthOnAnOpenServerIsAdmin(t *testing.T) {
+	e := newEnv(t)
+	for _, key := range []string{"", "any-key-0123456789abcdef"} {
+		r, err := e.client(key).GetAuthWithResponse(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.JSON200 == nil || r.JSON200.Role != client.Admin || !r.JSON200.Open {
+			t.Fatalf("auth on an open server with key %q: %d %s, want role admin, open true", key, r.StatusCode(), r.Body)
+		}
+	}
+}

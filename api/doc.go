@@ -28,7 +28,15 @@
 //
 // Keys carry a role, read < write < admin, each implying the ones below.
 // Presented keys are hashed with SHA-256 and compared in constant time with
-// every configured key. With no keys the API is open.
+// every configured key. With no keys the API is open. GET /v1/auth tells a
+// client (the dashboard) the role of the key it sends, admin on an open
+// server.
+//
+// # Dashboard
+//
+// The dashboard's page and files (package web) are served at / with a
+// Content-Security-Policy that allows only the service's own origin (and
+// data: images): no inline script or style attribute, no eval, no framing.
 //
 // # Concurrency
 //

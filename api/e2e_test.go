@@ -364,3 +364,29 @@ func TestDashboardFilesAreServed(t *testing.T) {
 		}
 	}
 }
+
+func TestDashboardIsServedUnderAContentSecurityPolicy(t *testing.T) {
+	const want = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	e := newEnv(t, withKeys)
+	d, err := e.client("").GetDashboardWithResponse(ctx)
+	if err != nil || d.StatusCode() != http.StatusOK {
+		t.Fatalf("dashboard: %v %d", err, d.StatusCode())
+	}
+	if got := d.HTTPResponse.Header.Get("Content-Security-Policy"); got != want {
+		t.Errorf("/: Content-Security-Policy %q, want %q", got, want)
+	}
+	files, err := fs.Glob(web.FS(), "*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboard files: %v", err)
+	}
+	for _, name := range files {
+		resp, err := http.Get(e.base + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if got := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != http.StatusOK || got != want {
+			t.Errorf("/%s: %d, Content-Security-Policy %q, want 200 and %q", name, resp.StatusCode, got, want)
+		}
+	}
+}

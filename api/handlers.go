@@ -403,6 +403,26 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 	return c.JSON(&st)
 }
 
+// authJSON is the answer of GET /v1/auth.
+type authJSON struct {
+	Role string `json:"role"`
+	Open bool   `json:"open"`
+}
+
+// getAuth answers the role of the key sent; the route's role check has
+// already refused a missing or unknown key. An open server gives everyone
+// every role.
+func (s *Server) getAuth(c *fiber.Ctx) error {
+	if s.keys.open() {
+		return c.JSON(&authJSON{Role: RoleAdmin.String(), Open: true})
+	}
+	role, err := s.keyRole(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(&authJSON{Role: role.String()})
+}
+
 func (s *Server) health(c *fiber.Ctx) error {
 	return c.JSON(&healthJSON{Status: "ok"})
 }

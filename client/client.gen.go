@@ -76,6 +76,36 @@ func (e RecordMode) Valid() bool {
 	}
 }
 
+// Defines values for Role.
+const (
+	Admin Role = "admin"
+	Read  Role = "read"
+	Write Role = "write"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case Admin:
+		return true
+	case Read:
+		return true
+	case Write:
+		return true
+	default:
+		return false
+	}
+}
+
+// Auth defines model for Auth.
+type Auth struct {
+	// Open No keys are configured; every caller has every role.
+	Open bool `json:"open"`
+
+	// Role A key's role; `admin` implies `write` implies `read`.
+	Role Role `json:"role"`
+}
+
 // BatchFilterEntry defines model for BatchFilterEntry.
 type BatchFilterEntry struct {
 	Candidates []Item `json:"candidates"`
@@ -274,6 +304,9 @@ type Problem struct {
 // RecordMode Which candidates become seen: `returned` (what comes back), `none`
 // (a dry run), `all` (every candidate).
 type RecordMode string
+
+// Role A key's role; `admin` implies `write` implies `read`.
+type Role string
 
 // SeenResponse defines model for SeenResponse.
 type SeenResponse struct {
@@ -486,7 +519,9 @@ type ClientInterface interface {
 
 	// GetDashboard The dashboard
 	//
-	// The dashboard's page; its files are served under the same root.
+	// The dashboard's page; its files are served under the same root. The
+	// page and its files come with a `Content-Security-Policy` that lets
+	// them load nothing but the service's own files.
 	//
 	// Corresponds with GET / (the `GetDashboard` operationId).
 	GetDashboard(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -512,6 +547,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAuth The role of the key sent
+	//
+	// Which role the key in `Authorization` has, so that a client (the
+	// dashboard) can offer only what the key may do. With no keys
+	// configured the server is open: every caller may do everything, so
+	// the role is `admin` and `open` is true. Role `read`.
+	//
+	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
+	GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNamespaces The configured namespaces, sorted by name
 	//
@@ -678,7 +723,9 @@ type ClientInterface interface {
 
 // GetDashboard The dashboard
 //
-// The dashboard's page; its files are served under the same root.
+// The dashboard's page; its files are served under the same root. The
+// page and its files come with a `Content-Security-Policy` that lets
+// them load nothing but the service's own files.
 //
 // Corresponds with GET / (the `GetDashboard` operationId).
 func (c *Client) GetDashboard(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -745,6 +792,26 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReady` operationId).
 func (c *Client) GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAuth The role of the key sent
+//
+// Which role the key in `Authorization` has, so that a client (the
+// dashboard) can offer only what the key may do. With no keys
+// configured the server is open: every caller may do everything, so
+// the role is `admin` and `open` is true. Role `read`.
+//
+// Corresponds with GET /v1/auth (the `GetAuth` operationId).
+func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAuthRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1205,6 +1272,33 @@ func NewGetReadyRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAuthRequest constructs an http.Request for the GetAuth method
+func NewGetAuthRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1812,7 +1906,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetDashboardWithResponse The dashboard
 	//
-	// The dashboard's page; its files are served under the same root.
+	// The dashboard's page; its files are served under the same root. The
+	// page and its files come with a `Content-Security-Policy` that lets
+	// them load nothing but the service's own files.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1848,6 +1944,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyResponse, error)
+
+	// GetAuthWithResponse The role of the key sent
+	//
+	// Which role the key in `Authorization` has, so that a client (the
+	// dashboard) can offer only what the key may do. With no keys
+	// configured the server is open: every caller may do everything, so
+	// the role is `admin` and `open` is true. Role `read`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
+	GetAuthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAuthResponse, error)
 
 	// ListNamespacesWithResponse The configured namespaces, sorted by name
 	//
@@ -2024,9 +2132,16 @@ type ClientWithResponsesInterface interface {
 	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 }
 
+// GetDashboardResponse200Headers the declared response headers of an HTTP 200 response for GetDashboard
+type GetDashboardResponse200Headers struct {
+	ContentSecurityPolicy *string
+}
+
 type GetDashboardResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDashboardResponse200Headers
 }
 
 // GetBody returns the raw response body bytes
@@ -2244,6 +2359,61 @@ func (r GetReadyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReadyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAuthResponse401Headers the declared response headers of an HTTP 401 response for GetAuth
+type GetAuthResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetAuthResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Auth
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAuthResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAuthResponse) GetJSON200() *Auth {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetAuthResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAuthResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAuthResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAuthResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAuthResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3381,7 +3551,9 @@ func (r GetStatsResponse) ContentType() string {
 
 // GetDashboardWithResponse The dashboard
 //
-// The dashboard's page; its files are served under the same root.
+// The dashboard's page; its files are served under the same root. The
+// page and its files come with a `Content-Security-Policy` that lets
+// them load nothing but the service's own files.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3446,6 +3618,24 @@ func (c *ClientWithResponses) GetReadyWithResponse(ctx context.Context, reqEdito
 		return nil, err
 	}
 	return ParseGetReadyResponse(rsp)
+}
+
+// GetAuthWithResponse The role of the key sent
+//
+// Which role the key in `Authorization` has, so that a client (the
+// dashboard) can offer only what the key may do. With no keys
+// configured the server is open: every caller may do everything, so
+// the role is `admin` and `open` is true. Role `read`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/auth (the `GetAuth` operationId).
+func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAuthResponse, error) {
+	rsp, err := c.GetAuth(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAuthResponse(rsp)
 }
 
 // ListNamespacesWithResponse The configured namespaces, sorted by name
@@ -3737,6 +3927,19 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 		HTTPResponse: rsp,
 	}
 
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDashboardResponse200Headers
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = &value
+		}
+		response.Headers200 = &headers
+	}
+
 	return response, nil
 }
 
@@ -3879,6 +4082,52 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAuthResponse parses an HTTP response from a GetAuthWithResponse call
+func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAuthResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Auth
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetAuthResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

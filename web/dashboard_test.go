@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
@@ -202,62 +205,134 @@ func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	}
 }
 
-func TestReadKeyIsRefusedWithTheProblemDetail(t *testing.T) {
+// actionState is what the user page offers a key: its role as shown, whether
+// the record and erase buttons are enabled, and the hints beside them.
+type actionState struct {
+	Role       string `json:"role"`
+	Record     bool   `json:"record"`
+	Erase      bool   `json:"erase"`
+	RecordHint string `json:"recordHint"`
+	EraseHint  string `json:"eraseHint"`
+}
+
+const actions = `(() => {
+	const q = (sel) => document.querySelector(sel);
+	return { role: q('#role').textContent, record: !q('#record-form button[type="submit"]').disabled,
+		erase: !q('#erase-open').disabled, recordHint: q('#record-form .need').textContent,
+		eraseHint: q('#erase-open ~ .need').textContent };
+})()`
+
+func TestEachKeyShowsItsExactRole(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "x:1")
-	status, detail := s.svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+url.PathEscape(user)+"/seen",
-		s.keys.read, `{"items":["x:2"]}`)
-	if status != http.StatusForbidden {
-		t.Fatalf("recording with a read key: HTTP %d, want 403", status)
+	for _, c := range []struct {
+		key  string
+		want actionState
+	}{
+		{s.keys.read, actionState{Role: "role: read",
+			RecordHint: "needs a write key; this key is read", EraseHint: "needs an admin key; this key is read"}},
+		{s.keys.write, actionState{Role: "role: write", Record: true,
+			RecordHint: "needs a write key", EraseHint: "needs an admin key; this key is write"}},
+		{s.keys.admin, actionState{Role: "role: admin", Record: true, Erase: true,
+			RecordHint: "needs a write key", EraseHint: "needs an admin key"}},
+	} {
+		t.Run(strings.TrimPrefix(c.want.Role, "role: "), func(t *testing.T) {
+			tb := s.newTab(t, nil)
+			tb.open(fragment("default", user))
+			tb.waitText("#role", "no key")
+			tb.useKey(c.key)
+			tb.waitText("#user-items", "1")
+			// A refresh of the figures after the key: the page has settled.
+			tb.waitText("#updated", "Figures updated")
+			if got := eval[actionState](tb, actions); got != c.want {
+				t.Errorf("the page offers %+v, want %+v", got, c.want)
+			}
+			if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 2 {
+				t.Errorf("the page asked GET /v1/auth %d times, want twice (at load without a key, then for the key)", n)
+			}
+		})
+	}
+}
+
+func TestOpenServiceShowsAdminToEveryone(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startServiceWith("data-"+userID(t), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.waitText("#user-missing", "No history")
+	tb.waitText("#role", "open service")
+	want := actionState{Role: "role: admin (open service, no keys configured)", Record: true, Erase: true,
+		RecordHint: "needs a write key", EraseHint: "needs an admin key"}
+	if got := eval[actionState](tb, actions); got != want {
+		t.Errorf("the page offers %+v, want %+v", got, want)
+	}
+}
+
+func TestRefusalOfAStaleRoleShowsTheProblemDetail(t *testing.T) {
+	s := setup(t)
+	key := newKey()
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("write:"+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := "data-" + userID(t)
+	svc, err := s.startServiceWith(data, keys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, key, "default", user, "x:1")
+
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.useKey(key)
+	tb.waitText("#user-items", "1")
+	if got := tb.text("#role"); got != "role: write" {
+		t.Fatalf("role = %q, want role: write", got)
 	}
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.read)
-	tb.waitText("#user-items", "1")
-	if got := tb.text("#role"); got != "role: read or higher" {
-		t.Errorf("role before any refusal = %q, want role: read or higher", got)
+	// The operator demotes the key and restarts the service; the page still
+	// believes the key may record.
+	svc.stop()
+	if err := os.WriteFile(keys, []byte("read:"+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	svc, err = s.startServiceWith(data, keys, strings.TrimPrefix(svc.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	status, detail := svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+url.PathEscape(user)+"/seen",
+		key, `{"items":["x:2"]}`)
+	if status != http.StatusForbidden {
+		t.Fatalf("recording with the demoted key: HTTP %d, want 403", status)
+	}
+
 	tb.fill("#record-items", "x:2")
 	tb.click(`#record-form button[type="submit"]`)
-
 	tb.waitText("#record-result .problem", "403")
 	if got := tb.text("#record-result .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
 	}
 	tb.waitText("#role", "role: read")
-	if got := tb.text("#role"); got != "role: read" {
-		t.Errorf("role after the refusal = %q, want role: read", got)
+	want := actionState{Role: "role: read",
+		RecordHint: "needs a write key; this key is read", EraseHint: "needs an admin key; this key is read"}
+	if got := eval[actionState](tb, actions); got != want {
+		t.Errorf("after the refusal the page offers %+v, want %+v", got, want)
 	}
-	if !eval[bool](tb, `document.querySelector('#record-form button[type="submit"]').disabled && document.querySelector('#erase-open').disabled`) {
-		t.Errorf("record and erase stay enabled for a key known to be read-only")
+	resp, err := svc.api(t, key).GetUserWithResponse(context.Background(), "default", user)
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("get user: %v %d %s", err, resp.StatusCode(), resp.Body)
 	}
-	if n := userItems(t, s, "default", user); n != 1 {
-		t.Errorf("a refused record changed the user: %d items, want 1", n)
-	}
-}
-
-func TestEraseIsRefusedToAWriteKey(t *testing.T) {
-	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "w:1")
-
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.write)
-	tb.waitText("#user-items", "1")
-	tb.click("#erase-open")
-	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
-	tb.click("#erase-confirm")
-
-	tb.waitText("#erase-result .problem", "403")
-	if got := tb.text("#erase-result .problem .detail"); !strings.Contains(got, "admin") {
-		t.Errorf("the refusal %q does not say admin is needed", got)
-	}
-	tb.waitText("#role", "role: write")
-	if n := userItems(t, s, "default", user); n != 1 {
-		t.Errorf("a refused erase changed the user: %d items, want 1", n)
+	if resp.JSON200.Items != 1 {
+		t.Errorf("a refused record changed the user: %d items, want 1", resp.JSON200.Items)
 	}
 }
 
@@ -325,8 +400,9 @@ func TestKeyIsKeptForTheSessionOnly(t *testing.T) {
 	tb.useKey(s.keys.read)
 	tb.open("#/ns") // a fresh page load in the same tab
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the namespaces, read with the kept key")
-	if got := tb.text("#role"); got != "role: read or higher" {
-		t.Errorf("role after a reload = %q", got)
+	tb.waitText("#role", "role: read")
+	if got := tb.text("#role"); got != "role: read" {
+		t.Errorf("role after a reload = %q, want role: read", got)
 	}
 	if eval[string](tb, `sessionStorage.getItem('seenapi.key')`) != s.keys.read || eval[int](tb, `localStorage.length`) != 0 {
 		t.Errorf("the key is not in sessionStorage alone")
@@ -515,16 +591,18 @@ func TestTextContrastIsReadable(t *testing.T) {
 			tb.open("#/ns")
 			tb.waitJS(`!!document.querySelector('#namespaces tbody tr')`, "the namespaces")
 			check("namespaces")
-			// The user page with check results, a refusal (problem box) and the role hints.
+			// The user page with check results, a problem box and the role hints.
 			tb.open(fragment("default", user))
 			tb.waitText("#user-items", "1")
+			tb.waitText("#record-form .need", "this key is read")
 			tb.fill("#check-items", "c:1\nc:2")
 			tb.click(`#check-form button[type="submit"]`)
 			tb.waitText("#check-result .done", "seen")
-			tb.fill("#record-items", "c:3")
-			tb.click(`#record-form button[type="submit"]`)
-			tb.waitText("#record-result .problem", "403")
 			check("user")
+			tb.fill("#check-items", strings.Repeat("c", 300))
+			tb.click(`#check-form button[type="submit"]`)
+			tb.waitText("#check-result .problem", "400")
+			check("user with a problem")
 		})
 	}
 }
@@ -548,8 +626,8 @@ func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
 		t.Fatalf("40 presses of Tab never reached %s", sel)
 	}
 	tabTo("#key-input")
-	tb.do("type the key", chromedp.KeyEvent(s.keys.write+kb.Enter))
-	tb.waitText("#role", "role: read or higher")
+	tb.do("type the key", chromedp.KeyEvent(s.keys.admin+kb.Enter))
+	tb.waitText("#role", "role: admin")
 
 	tabTo("#lookup-user")
 	tb.do("type the user", chromedp.KeyEvent(user+kb.Enter))
@@ -616,5 +694,25 @@ func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
 	tb.waitText("#loading.problem", "did not start")
 	if got := tb.text("#view h2"); got != "" {
 		t.Errorf("the dashboard rendered %q without its API module", got)
+	}
+}
+
+func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.waitJS(`document.documentElement.dataset.started === '1'`, "the dashboard to start")
+	if got := tb.takeViolations(); len(got) != 0 {
+		t.Fatalf("the dashboard broke its own policy: %q", got)
+	}
+	// What a careless change to the page would do: an inline style attribute.
+	tb.do("set an inline style", chromedp.Evaluate[chromedp.Void](`document.querySelector('#view').setAttribute('style', 'color: red')`))
+	var got []string
+	for deadline := time.Now().Add(waitFor); len(got) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		got = tb.takeViolations()
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "style-src-attr ") {
+		t.Fatalf("violations %q, want one of style-src-attr", got)
 	}
 }

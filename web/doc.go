@@ -8,16 +8,24 @@
 // The dashboard shows the service's figures (GET /v1/stats every 2 s, with
 // sparklines of calls/s and hit ratio computed from successive answers),
 // the namespaces, and one user's filter, and it checks, records and erases
-// items with the API key kept in the browser's sessionStorage. It learns the
-// key's role from the answers it gets: a success proves at least the
-// operation's role, a 401 or 403 narrows it down (a 403's detail names the
-// key's role).
+// items with the API key kept in the browser's sessionStorage. It asks
+// GET /v1/auth for the key's role at load and whenever a key is entered or
+// forgotten, shows it, and disables what the role cannot do (record needs
+// write, erase admin). A 401 or 403 from any later call still shows its
+// detail and updates the role (a 403's detail names the key's role), for
+// keys changed on the service since the check.
+//
+// The API serves these files under a Content-Security-Policy allowing only
+// the service's own origin (and data: images): the page has no inline script,
+// no style attribute (widths go through CSSOM), no eval.
 //
 // The tests (go test ./web) build cmd/seenapi (or take $SEENAPI_BIN), run it
 // on a loopback port and drive /usr/bin/chromium (or $SEENAPI_CHROMIUM)
-// headless through chromedp; without chromium they skip, unless CI=true. Every API exchange the page makes is validated
-// against openapi.yaml. Screenshots of failed pages go to $SEENAPI_ARTIFACTS
-// (or a seenapi-web-artifacts-* directory under the system's temp dir).
+// headless through chromedp; without chromium they skip, unless CI=true.
+// Every API exchange the page makes is validated against openapi.yaml; an
+// uncaught exception or a Content-Security-Policy violation fails the test.
+// Screenshots of failed pages go to $SEENAPI_ARTIFACTS (or a
+// seenapi-web-artifacts-* directory under the system's temp dir).
 //
 // FS is safe for concurrent use: the embedded tree is read-only.
 package web

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/getkin/kin-openapi/openapi3"
@@ -184,23 +185,32 @@ func newKey() string {
 	return hex.EncodeToString(b)
 }
 
-// startService runs the binary with its own data directory under s.dir on a
-// free loopback port and waits for /readyz.
+// startService runs the binary with the suite's keys and its own data
+// directory under s.dir on a free loopback port and waits for /readyz.
 func (s *suite) startService(data string) (*service, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	return s.startServiceWith(data, s.keysArg, "")
+}
+
+// startServiceWith runs the binary with the keys file keys (none, an open
+// service, when "") and the data directory data under s.dir, on addr (a free
+// loopback port when ""), and waits for /readyz.
+func (s *suite) startServiceWith(data, keys, addr string) (*service, error) {
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		addr = ln.Addr().String()
+		ln.Close()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 
 	svc := &service{base: "http://" + addr, logs: new(bytes.Buffer), done: make(chan struct{})}
-	svc.cmd = exec.Command(s.bin, "serve",
-		"--addr", addr,
-		"--data-dir", filepath.Join(s.dir, data),
-		"--keys-file", s.keysArg,
-		"--namespaces", s.namespacesArg,
-		"--min-free-bytes=-1")
+	args := []string{"serve", "--addr", addr, "--data-dir", filepath.Join(s.dir, data),
+		"--namespaces", s.namespacesArg, "--min-free-bytes=-1"}
+	if keys != "" {
+		args = append(args, "--keys-file", keys)
+	}
+	svc.cmd = exec.Command(s.bin, args...)
 	svc.cmd.Stdout = svc.logs
 	svc.cmd.Stderr = svc.logs
 	if err := svc.cmd.Start(); err != nil {
@@ -293,8 +303,9 @@ type exchange struct {
 }
 
 // tab is one browser tab on the dashboard, recording what the page does:
-// uncaught exceptions, requests leaving the service's origin, and every API
-// exchange, validated against openapi.yaml when the test ends.
+// uncaught exceptions, Content-Security-Policy violations, requests leaving
+// the service's origin, and every API exchange, validated against
+// openapi.yaml when the test ends. Each of the first three fails the test.
 type tab struct {
 	t    *testing.T
 	s    *suite
@@ -308,6 +319,7 @@ type tab struct {
 	exchanges  map[network.RequestID]*exchange
 	order      []network.RequestID
 	exceptions []string
+	violations []string
 	foreign    []string
 	bodies     sync.WaitGroup
 }
@@ -325,12 +337,62 @@ func (s *suite) newTab(t *testing.T, svc *service) *tab {
 		cancelTab()
 		t.Fatalf("open a tab: %v", err)
 	}
+	if err := watchCSP(tabCtx); err != nil {
+		cancelTab()
+		t.Fatalf("watch for Content-Security-Policy violations: %v", err)
+	}
 	ctx, cancelCtx := context.WithTimeout(tabCtx, 2*time.Minute)
 	tb.ctx = ctx
 	t.Cleanup(cancelTab)
 	t.Cleanup(cancelCtx)
 	t.Cleanup(tb.finish)
 	return tb
+}
+
+// The page's Content-Security-Policy violations reach the test through a
+// binding called from a listener of securitypolicyviolation events, which
+// runs in an isolated world of every document before the page's own scripts
+// (so it sees violations while the page loads, and the page cannot see it).
+const (
+	cspWorld   = "seenapi-test-csp"
+	cspBinding = "seenapiTestCSPViolation"
+	cspWatcher = `document.addEventListener('securitypolicyviolation', (e) => ` + cspBinding + `(JSON.stringify({
+	directive: e.effectiveDirective, blocked: e.blockedURI, sample: e.sample,
+	source: e.sourceFile, line: e.lineNumber, column: e.columnNumber })), true);`
+)
+
+// cspViolation is what cspWatcher reports of one violation.
+type cspViolation struct {
+	Directive string `json:"directive"`
+	Blocked   string `json:"blocked"`
+	Sample    string `json:"sample"`
+	Source    string `json:"source"`
+	Line      int    `json:"line"`
+	Column    int    `json:"column"`
+}
+
+func (v cspViolation) String() string {
+	return fmt.Sprintf("%s blocked %q (sample %q) at %s:%d:%d", v.Directive, v.Blocked, v.Sample, v.Source, v.Line, v.Column)
+}
+
+// watchCSP installs cspWatcher in every document the tab loads from now on.
+func watchCSP(ctx context.Context) error {
+	if _, err := chromedp.Call(ctx, runtime.AddBinding, runtime.AddBindingParams{Name: cspBinding, ExecutionContextName: cspWorld}); err != nil {
+		return err
+	}
+	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument,
+		page.AddScriptToEvaluateOnNewDocumentParams{Source: cspWatcher, WorldName: cspWorld})
+	return err
+}
+
+// takeViolations returns the Content-Security-Policy violations recorded so
+// far and forgets them, so that finish does not report them.
+func (tb *tab) takeViolations() []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	v := tb.violations
+	tb.violations = nil
+	return v
 }
 
 // onEvent runs in the tab's event loop: it records and returns at once.
@@ -343,6 +405,15 @@ func (tb *tab) onEvent(ev any) {
 	switch e := ev.(type) {
 	case *runtime.EventExceptionThrown:
 		tb.exceptions = append(tb.exceptions, exceptionText(e.ExceptionDetails))
+	case *runtime.EventBindingCalled:
+		if e.Name == cspBinding {
+			var v cspViolation
+			if err := json.Unmarshal([]byte(e.Payload), &v); err != nil {
+				tb.violations = append(tb.violations, e.Payload)
+			} else {
+				tb.violations = append(tb.violations, v.String())
+			}
+		}
 	case *network.EventRequestWillBeSent:
 		u := e.Request.URL
 		if !strings.HasPrefix(u, tb.base+"/") && u != tb.base && !strings.HasPrefix(u, "data:") && u != "about:blank" {
@@ -401,7 +472,7 @@ func (tb *tab) finish() {
 		t.Errorf("response bodies still unread after 10 s")
 	}
 	tb.mu.Lock()
-	exceptions, foreign, pages := tb.exceptions, tb.foreign, tb.pages
+	exceptions, violations, foreign, pages := tb.exceptions, tb.violations, tb.foreign, tb.pages
 	var xs []exchange
 	for _, id := range tb.order {
 		xs = append(xs, *tb.exchanges[id])
@@ -409,6 +480,9 @@ func (tb *tab) finish() {
 	tb.mu.Unlock()
 	for _, e := range exceptions {
 		t.Errorf("uncaught exception in the page: %s", e)
+	}
+	for _, v := range violations {
+		t.Errorf("Content-Security-Policy violation in the page: %s", v)
 	}
 	for _, u := range foreign {
 		t.Errorf("the page requested %s, outside the service (every asset must be embedded)", u)
@@ -532,6 +606,21 @@ func (tb *tab) useKey(key string) {
 		chromedp.SendKeys(chromedp.CSS("#key-input"), key),
 		chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)))
 	tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the key to be checked")
+}
+
+// apiCalls counts the requests for method path (without its query) the page
+// has sent so far.
+func (tb *tab) apiCalls(method, path string) int {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	n := 0
+	for _, id := range tb.order {
+		x := tb.exchanges[id]
+		if u, err := url.Parse(x.url); err == nil && x.method == method && u.Path == path {
+			n++
+		}
+	}
+	return n
 }
 
 // eval returns the value of a JavaScript expression in the page.

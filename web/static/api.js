@@ -19,6 +19,7 @@ export const operations = Object.freeze({
   filterUser: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/filter", params: ["ns", "user"], role: "write", body: "application/json" }),
   forgetItems: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}/items", params: ["ns", "user"], role: "write", body: "application/json" }),
   forgetUser: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}", params: ["ns", "user"], role: "admin", body: null }),
+  getAuth: Object.freeze({ method: "GET", path: "/v1/auth", params: [], role: "read", body: null }),
   getDashboard: Object.freeze({ method: "GET", path: "/", params: [], role: "none", body: null }),
   getHealth: Object.freeze({ method: "GET", path: "/healthz", params: [], role: "none", body: null }),
   getMetrics: Object.freeze({ method: "GET", path: "/metrics", params: [], role: "read", body: null }),
@@ -34,6 +35,12 @@ export const operations = Object.freeze({
 
 /** Key roles, lowest first; each implies the ones before it. */
 export const roles = Object.freeze(["none", "read", "write", "admin"]);
+
+/**
+ * @typedef {Object} Auth
+ * @property {boolean} open No keys are configured; every caller has every role.
+ * @property {Role} role A key's role; `admin` implies `write` implies `read`.
+ */
 
 /**
  * @typedef {Object} BatchFilterEntry
@@ -177,6 +184,11 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
  * @typedef {("returned"|"none"|"all")} RecordMode
+ */
+
+/**
+ * A key's role; `admin` implies `write` implies `read`.
+ * @typedef {("read"|"write"|"admin")} Role
  */
 
 /**

@@ -6,14 +6,14 @@ import { operations, roles as ROLES } from './api.js';
 document.documentElement.dataset.started = '1'; // boot.js reports a module that never got here
 
 const KEY_STORE = 'seenapi.key';
-const ROLE_STORE = 'seenapi.role';
 const REFRESH_MS = 2000;
 const HISTORY_MS = 5 * 60 * 1000;
 
 const state = {
   key: sessionStorage.getItem(KEY_STORE) || '',
-  // What is known of the key's role: a range of levels in ROLES.
-  role: loadRole(),
+  // The key's role as GET /v1/auth answered it; see checkRole.
+  role: { status: 'checking' },
+  roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
   samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
   statsError: null,
   namespaces: null,
@@ -46,8 +46,9 @@ async function call(opId, params = {}, body) {
     if (params[name] === undefined || params[name] === '') throw new Problem(0, { title: 'Missing input', detail: `${name} is required` });
     return encodeURIComponent(params[name]);
   });
+  const key = state.key;
   const headers = { Accept: 'application/json, application/problem+json' };
-  if (state.key) headers.Authorization = `Bearer ${state.key}`;
+  if (key) headers.Authorization = `Bearer ${key}`;
   const init = { method: op.method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -65,75 +66,74 @@ async function call(opId, params = {}, body) {
   if (!res.ok) {
     const p = new Problem(res.status, doc && typeof doc === 'object' ? doc
       : { title: res.statusText, detail: text.trim().slice(0, 300) || `The service answered HTTP ${res.status}.` });
-    learnRole(op, p);
+    learnRole(op, key, p);
     throw p;
   }
-  learnRole(op, null);
+  learnRole(op, key, null);
   return doc;
 }
 
 // ---------- role ----------
 
-/** A short fingerprint of the key, so a role learnt for one key is not taken for another's. */
-function fingerprint(key) {
-  let x = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) { x ^= key.charCodeAt(i); x = Math.imul(x, 0x01000193) >>> 0; }
-  return x.toString(16);
-}
-
-function freshRole() { return { min: 0, max: 3, checked: false, open: false, rejected: false }; }
-
-function loadRole() {
+/**
+ * Asks the service the key's role (GET /v1/auth): at load and whenever the key is
+ * entered or forgotten, and again when an answer contradicts what is known.
+ * Without a key, an open service answers admin; one with keys answers 401.
+ */
+async function checkRole() {
+  const seq = ++state.roleSeq;
+  setRole({ status: 'checking' });
   try {
-    const r = JSON.parse(sessionStorage.getItem(ROLE_STORE) || 'null');
-    const key = sessionStorage.getItem(KEY_STORE) || '';
-    if (r && r.fp === fingerprint(key) && Number.isInteger(r.min) && Number.isInteger(r.max)) return r;
-  } catch { /* fall through */ }
-  return freshRole();
+    const a = await call('getAuth');
+    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open });
+  } catch (e) {
+    if (seq !== state.roleSeq) return;
+    setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
+  }
 }
 
-function saveRole() { sessionStorage.setItem(ROLE_STORE, JSON.stringify({ ...state.role, fp: fingerprint(state.key) })); }
+function setRole(r) {
+  state.role = r;
+  showRole();
+}
 
 function level(role) { const i = ROLES.indexOf(role); return i < 0 ? 1 : i; }
 
-/** Narrows what is known of the key's role from the outcome of a call to op. */
-function learnRole(op, problem) {
+/**
+ * Keeps the role in step with what the service answers op sent with key: a 401
+ * means the key is not (or no longer) known; a 403 names the key's role, which
+ * the service's keys may have changed since the check; a success of something
+ * the role was thought not to allow, with a key thought rejected, or after a
+ * check that got no answer, asks again.
+ */
+function learnRole(op, key, problem) {
+  if (key !== state.key || op.role === 'none') return;
   const r = state.role;
-  const need = level(op.role);
-  const before = JSON.stringify(r);
   if (!problem) {
-    if (need > 0) {
-      if (r.rejected) Object.assign(r, freshRole());
-      r.checked = true;
-      if (!state.key) { r.open = true; r.min = 3; r.max = 3; }
-      r.min = Math.max(r.min, need);
-      if (r.max < r.min) r.max = r.min;
-    }
+    if (r.status === 'rejected' || r.status === 'unknown' || (r.status === 'known' && level(r.role) < level(op.role))) checkRole();
   } else if (problem.status === 401) {
-    r.checked = true; r.rejected = true; r.open = false; r.min = 0; r.max = 0;
+    if (r.status !== 'rejected') { state.roleSeq++; setRole({ status: 'rejected' }); }
   } else if (problem.status === 403) {
-    r.checked = true; r.rejected = false;
     const said = /has role (read|write|admin)\b/.exec(problem.detail);
-    if (said) { r.min = r.max = level(said[1]); } else { r.max = Math.min(r.max, need - 1); if (r.min > r.max) r.min = r.max; }
+    if (!said) checkRole();
+    else if (r.status !== 'known' || r.role !== said[1]) { state.roleSeq++; setRole({ status: 'known', role: said[1], open: false }); }
   }
-  if (JSON.stringify(r) !== before) { saveRole(); showRole(); }
 }
 
 function roleText() {
   const r = state.role;
-  if (!r.checked) return state.key ? 'role: checking…' : 'role: no key';
-  if (r.rejected) return state.key ? 'key rejected' : 'role: no key (the service needs one)';
-  if (r.open) return 'role: admin (open service, no keys configured)';
-  if (r.min === r.max) return `role: ${ROLES[r.min]}`;
-  if (r.max === 3) return `role: ${ROLES[r.min]} or higher`;
-  return `role: ${ROLES.slice(r.min, r.max + 1).join(' or ')}`;
+  switch (r.status) {
+    case 'checking': return 'role: checking…';
+    case 'rejected': return state.key ? 'key rejected' : 'role: no key (the service needs one)';
+    case 'known': return r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`;
+    default: return 'role: unknown';
+  }
 }
 
 function showRole() {
   const out = document.getElementById('role');
   out.textContent = roleText();
-  out.title = state.role.min === state.role.max ? '' :
-    'The key is checked on every call; the role becomes exact once an action succeeds or is refused.';
+  out.title = state.role.status === 'unknown' ? `The role could not be checked: ${state.role.detail}` : '';
   for (const b of document.querySelectorAll('button[data-op]')) gate(b);
 }
 
@@ -142,10 +142,11 @@ function gate(button) {
   const op = operations[button.dataset.op];
   const need = level(op.role);
   const hint = button.parentElement.querySelector('.need');
-  const short = state.role.checked && !state.role.rejected && state.role.max < need;
+  const r = state.role;
+  const short = r.status === 'known' && level(r.role) < need;
   button.disabled = short;
-  const a = (r) => (r === 'admin' ? 'an admin' : `a ${r}`);
-  if (hint) hint.textContent = need <= 1 ? '' : short ? `needs ${a(op.role)} key; this key is ${ROLES[state.role.max]}` : `needs ${a(op.role)} key`;
+  const a = (x) => (x === 'admin' ? 'an admin' : `a ${x}`);
+  if (hint) hint.textContent = need <= 1 ? '' : short ? `needs ${a(op.role)} key; this key is ${r.role}` : `needs ${a(op.role)} key`;
 }
 
 // ---------- DOM helpers ----------
@@ -684,14 +685,12 @@ function setupKey() {
 }
 
 function resetRole() {
-  state.role = freshRole();
-  saveRole();
-  showRole();
+  checkRole();
   banner(null);
   state.samples = [];
   state.statsError = null;
   state.namespaces = null;
-  poll(); // checks the key at once (role read), then refreshes every REFRESH_MS
+  poll();
   route();
 }
 
@@ -703,6 +702,6 @@ window.addEventListener('hashchange', () => { document.getElementById('view').fo
 document.addEventListener('visibilitychange', () => { if (!document.hidden) poll(); });
 
 setupKey();
-showRole();
+checkRole();
 route();
 poll();
