@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -25,13 +27,28 @@ func openBench(b *testing.B, sync bool) *Store {
 	return openTest(b, testOptions(b).WithSync(sync))
 }
 
+// cpuTime returns the process's user plus system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // run16 runs body on 16 goroutines (whatever GOMAXPROCS is), each with its
-// own user, and reports appends per second.
+// own user, and reports appends per second and the process's CPU time per
+// append (Badger's background work included; steadier than wall time on a
+// shared machine).
 func run16(b *testing.B, body func(user string) error) {
 	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime()
+	defer func() {
+		b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		user := benchUser(int(n.Add(1)))
 		for pb.Next() {
