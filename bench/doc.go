@@ -35,7 +35,9 @@
 //     directly: the Redis systems, whose fill by calls would take hours at
 //     U = 1e6); memory per user is measured right after it, as
 //     (memory now - memory right after start) / users;
-//  2. warm-up: closed-loop load, not measured;
+//  2. settle: for a Settler (seenapi), wait until the fill's write-back
+//     backlog is gone, so the measured phases see the steady state;
+//     warm-up: closed-loop load, not measured;
 //  3. saturation: closed loop, Concurrency goroutines each calling as soon
 //     as the previous answer arrives; calls/s, and the server's CPU time
 //     (user + system, /proc/<pid>/stat) over the phase divided by its calls;

@@ -190,6 +190,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n" + n + "\n")
 	}
 	for _, res := range r.Results {
+		if res.Settle > 0 {
+			fmt.Fprintf(&b, "\n%s U=%s worked off the fill's write-back backlog in %s before the warm-up.\n",
+				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond))
+		}
+	}
+	for _, res := range r.Results {
 		if c := res.Correctness; res.Window != "" {
 			fmt.Fprintf(&b, "\n%s U=%s, window %s: %d items tested after expiring, %d of them reported seen; %d false negatives.\n",
 				res.System, formatUsers(res.Users), res.Window, c.Expired, c.ExpiredSeen, c.FalseNegatives)

@@ -111,11 +111,14 @@ type Result struct {
 	Fill        int     `json:"fill_items_per_user"`
 	Window      string  `json:"window,omitempty"` // retention window of the run, if any
 
-	FillPhase  Phase   `json:"fill"`
-	Warm       Phase   `json:"warm"`
-	Saturation Phase   `json:"saturation"`
-	Open       Phase   `json:"open_loop"` // Latency measured from each call's intended send time
-	OpenTarget float64 `json:"open_loop_target_calls_per_s"`
+	FillPhase Phase `json:"fill"`
+	// Settle is how long the system took after the fill to work off its
+	// backlog (Settler) before the warm-up started.
+	Settle     time.Duration `json:"settle_ns"`
+	Warm       Phase         `json:"warm"`
+	Saturation Phase         `json:"saturation"`
+	Open       Phase         `json:"open_loop"` // Latency measured from each call's intended send time
+	OpenTarget float64       `json:"open_loop_target_calls_per_s"`
 
 	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
 	CPUInclClient bool          `json:"cpu_includes_client"`
@@ -381,6 +384,30 @@ func (r *runner) ranks(ctx context.Context, name string, ranks []int, n int) (Ph
 	})
 }
 
+// settleTimeout bounds the wait for a system's backlog after the fill.
+const settleTimeout = 10 * time.Minute
+
+// settle waits until st's backlog is gone (polling every 100ms), at most
+// settleTimeout, and returns how long it took.
+func (r *runner) settle(ctx context.Context, st Settler) (time.Duration, error) {
+	start := time.Now()
+	r.o.Progress.Phase(r.label, "settling after the fill (write-back)", 0, start.Add(settleTimeout))
+	for {
+		n, err := st.Backlog(ctx)
+		if err != nil {
+			return time.Since(start), err
+		}
+		if n == 0 || time.Since(start) > settleTimeout {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // watchMemory cancels ctx with ErrMemoryLimit when the system's memory
 // exceeds limit; it polls every half second until ctx ends.
 func (r *runner) watchMemory(ctx context.Context, cancel context.CancelCauseFunc) {
@@ -469,6 +496,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		}
 		if stopped() {
 			return res, nil
+		}
+	}
+	if st, ok := sys.(Settler); ok && !o.MemoryOnly {
+		if res.Settle, err = r.settle(mctx, st); err != nil {
+			return res, fmt.Errorf("%s: settle: %w", sys.Name(), err)
 		}
 	}
 	if res.MemoryFilled, err = sys.Memory(ctx); err != nil {

@@ -366,15 +366,38 @@ func (s *HTTPClient) CacheStats(context.Context) (hits, misses uint64, err error
 	if code != fasthttp.StatusOK {
 		return 0, 0, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
 	}
-	var st struct {
-		Hits   uint64 `json:"hits"`
-		Misses uint64 `json:"misses"`
-	}
+	var st serverStats
 	if err := json.Unmarshal(body, &st); err != nil {
 		return 0, 0, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
 	}
 	return st.Hits, st.Misses, nil
 }
+
+// serverStats is what the harness reads of GET /v1/stats.
+type serverStats struct {
+	Hits       uint64 `json:"hits"`
+	Misses     uint64 `json:"misses"`
+	DirtyUsers int64  `json:"dirty_users"`
+}
+
+// Backlog returns the server's dirty users (GET /v1/stats).
+func (s *HTTPClient) Backlog(context.Context) (int64, error) {
+	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if code != fasthttp.StatusOK {
+		return 0, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
+	}
+	var st serverStats
+	if err := json.Unmarshal(body, &st); err != nil {
+		return 0, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
+	}
+	return st.DirtyUsers, nil
+}
+
+// Backlog returns the server's dirty users.
+func (s *SeenapiHTTP) Backlog(ctx context.Context) (int64, error) { return s.client.Backlog(ctx) }
 
 // FlushDisk stops the server (it writes every dirty filter back on
 // SIGTERM) and returns the data directory's size.

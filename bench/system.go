@@ -71,3 +71,12 @@ type Recorder interface {
 	// Record marks items seen for user. Safe for concurrent use.
 	Record(ctx context.Context, user string, items []string) error
 }
+
+// Settler is a System that does background work after a burst of writes
+// (seenapi writes back the filters the fill changed). The run waits for it
+// after the fill so that the measured phases see the steady state, not the
+// fill's backlog, and reports how long it took.
+type Settler interface {
+	// Backlog returns the work still pending (seenapi: dirty users).
+	Backlog(ctx context.Context) (int64, error)
+}

@@ -152,6 +152,9 @@ func (s *System) CacheStats(context.Context) (hits, misses uint64, err error) {
 	return st.Hits, st.Misses, nil
 }
 
+// Backlog returns the hot set's dirty users.
+func (s *System) Backlog(context.Context) (int64, error) { return s.hs.Stats().DirtyUsers, nil }
+
 // FlushDisk writes every dirty filter back and returns the data directory's size.
 func (s *System) FlushDisk(context.Context) (int64, error) {
 	if err := s.hs.Flush(); err != nil {
