@@ -191,7 +191,7 @@ func (d *decoder) varint() int64 {
 // Decode returns the filter encoded in data. Any byte string gives either a
 // valid filter or an error wrapping ErrCorrupt or ErrVersion; it never panics.
 func Decode(data []byte) (*Filter, error) {
-	if len(data) < 4 {
+	if len(data) < 5 { // a version byte and the checksum at least
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(data))
 	}
 	body := data[:len(data)-4]
