@@ -38,6 +38,7 @@ echo "== go test (the rest)"
 go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|api)(/|$)')
 
 echo "== fuzz (bounded)"
-go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime 20s ./userfilter
+go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime 15s ./userfilter
+go test -run '^$' -fuzz '^FuzzDecodeBody$' -fuzztime 30s ./userfilter
 go test -run '^$' -fuzz '^FuzzParseKeys$' -fuzztime 10s ./storage
 echo "test.sh: all tests passed"

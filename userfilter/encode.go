@@ -40,7 +40,8 @@ const (
 const (
 	maxGenerations = 367
 	maxLayers      = 48
-	maxBitsTotal   = 1 << 32 // 512 MiB of bits per filter
+	maxBitsTotal   = 1 << 30 // 128 MiB of bits per filter: about 5e7 items at 1%
+	maxCapacity    = 1 << 40
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -295,8 +296,20 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		return nil, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
 	}
 	capacity := f.layerCapacity(li, before)
-	if n > capacity {
-		return nil, fmt.Errorf("%w: layer %d holds %d items over its capacity %d", ErrCorrupt, li, n, capacity)
+	if n > capacity || capacity > maxCapacity {
+		return nil, fmt.Errorf("%w: layer %d holds %d items, capacity %d", ErrCorrupt, li, n, capacity)
+	}
+	// A layer has about 1.44*log2(1/e) bits an item: at most 64 even at the
+	// smallest error a profile allows. Check before allocating anything.
+	if m > 128*capacity+1024 {
+		return nil, fmt.Errorf("%w: layer %d has %d bits for %d items", ErrCorrupt, li, m, capacity)
+	}
+	if form == formRaw && uint64(len(d.b)) < (m+7)/8 {
+		return nil, fmt.Errorf("%w: truncated layer", ErrCorrupt)
+	}
+	if li > 0 && g.layers[li-1].n != g.layers[li-1].cap {
+		// A layer is only ever added once the one before it is full.
+		return nil, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
 	}
 	l := g.appendLayer(layer{slice: slice, k: uint32(k), salt: uint64(li) * golden, cap: capacity, n: n})
 	switch form {

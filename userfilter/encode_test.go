@@ -2,9 +2,11 @@ package userfilter
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,6 +161,35 @@ func FuzzDecode(f *testing.F) {
 		// A filter that decodes must work and re-encode to the same bytes.
 		g.Add([]string{"x"}, t0)
 		g.Stats(t0)
+		if _, err := Decode(encode(t, g)); err != nil {
+			t.Fatalf("re-encoded filter does not decode: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeBody fuzzes what follows the checksum test: the input gets a
+// valid CRC appended, so the fuzzer explores the structure itself.
+func FuzzDecodeBody(f *testing.F) {
+	for _, g := range goldenCases() {
+		b := encode(f, g)
+		f.Add(b[:len(b)-4])
+	}
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		data := binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, castagnoli))
+		g, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("error %v wraps neither ErrCorrupt nor ErrVersion", err)
+			}
+			return
+		}
+		g.Add([]string{"x"}, t0)
+		g.Stats(t0)
+		other := g.Clone()
+		if err := g.Merge(other); err != nil {
+			t.Fatalf("merging a decoded filter with its clone: %v", err)
+		}
 		if _, err := Decode(encode(t, g)); err != nil {
 			t.Fatalf("re-encoded filter does not decode: %v", err)
 		}

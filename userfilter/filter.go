@@ -42,7 +42,7 @@ func (f *Filter) Profile() Profile { return f.p }
 func (f *Filter) layerCapacity(i int, before uint64) uint64 {
 	c := uint64(f.p.InitialCapacity)
 	g := uint64(math.Round(f.p.Growth * 100))
-	for j := 0; j < i; j++ {
+	for j := 0; j < i && c < 1<<50; j++ {
 		c = (c*g + 99) / 100
 	}
 	if f.p.MaxItems > 0 && before < f.p.MaxItems && c > f.p.MaxItems-before {
