@@ -75,6 +75,7 @@ type config struct {
 	dataParent  string
 	redisClient string
 	cpuProfile  bool
+	noJournal   bool
 	window      time.Duration
 	granularity time.Duration
 	windowSpeed time.Duration
@@ -107,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	window := fs.String("window", "", "retention window (e.g. 30d): the window run, seenapi-inproc only, on a clock the harness advances")
 	granularity := fs.String("window-granularity", "", "bucket width of the window (default window/4)")
 	windowSpeed := fs.String("window-speed", "10d", "simulated time per real second of the window run's clock")
+	fs.BoolVar(&c.noJournal, "inproc-no-journal", false, "run the in-process hot set without its journal (to measure what the journal costs; not the product's durability)")
 	fs.BoolVar(&c.cpuProfile, "cpuprofile", false, "write a CPU profile of the harness (client, and the hot set for seenapi-inproc) during each saturation phase to --out")
 	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
 	if err := fs.Parse(args); err != nil {
@@ -317,7 +319,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: 2*c.concurrency + 8})
 		case "seenapi-inproc", "seenapi-http-inproc":
 			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
-				HTTP: name == "seenapi-http-inproc", Conns: 2*c.concurrency + 8}
+				HTTP: name == "seenapi-http-inproc", Conns: 2*c.concurrency + 8, NoJournal: c.noJournal}
 			if c.window > 0 {
 				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
 			}
@@ -338,6 +340,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep.Notes = append(rep.Notes, fmt.Sprintf("The client (this harness) ran with GOMAXPROCS %d on a %d-core machine, "+
 		"sharing the cores with the server under test; seenapi-inproc runs inside it.", rep.ClientProcs, rep.CPUs))
 	rep.Notes = append(rep.Notes, "Redis systems' client: "+c.redisClient+".")
+	if c.noJournal {
+		rep.Notes = append(rep.Notes, "The in-process hot set ran without its journal (--inproc-no-journal).")
+	}
 	if c.window > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("Window run: retention window %s with buckets of %s on a clock the harness advances %s per real second; "+
 			"seenapi-inproc only (the server has no clock the harness can advance; Redis has no window). "+
