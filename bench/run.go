@@ -498,7 +498,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 			return res, nil
 		}
 	}
-	if st, ok := sys.(Settler); ok && !o.MemoryOnly {
+	if st, ok := sys.(Settler); ok {
 		if res.Settle, err = r.settle(mctx, st); err != nil {
 			return res, fmt.Errorf("%s: settle: %w", sys.Name(), err)
 		}
