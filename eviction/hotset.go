@@ -85,9 +85,9 @@ type entry struct {
 	bytes  int32 // accounted size
 	queued bool  // in the shard's dirty list
 	// Guarded by mu:
-	gone       bool   // evicted or erased: callers must look the user up again
-	upTo       uint64 // highest journal sequence applied to f
-	dirtySince int64  // unix nanoseconds when f first differed from storage; 0: clean
+	gone       bool     // evicted or erased: callers must look the user up again
+	pending    []uint64 // journal entries applied to f and not yet covered by a write-back
+	dirtySince int64    // unix nanoseconds when f first differed from storage; 0: clean
 }
 
 // key of the entry's user (recomputed rather than stored: 16 bytes a user).
@@ -264,7 +264,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		s.mu.Unlock()
 		h.misses.Add(1)
 
-		f, upTo, replayed, err := h.load(info, user)
+		f, pending, err := h.load(info, user)
 		if err == nil && f == nil && create {
 			f, err = userfilter.New(info.Profile)
 		}
@@ -280,9 +280,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			return nil, false, err
 		}
 		// The id is cloned: callers' strings may alias request buffers.
-		e = &entry{info: info, user: strings.Clone(user), f: f, upTo: upTo}
+		e = &entry{info: info, user: strings.Clone(user), f: f, pending: pending}
 		e.mu.Lock()
-		if replayed {
+		if len(pending) > 0 {
 			// The journal is folded into the filter at the next write-back.
 			h.markDirtyLocked(s, e)
 		}
@@ -317,37 +317,38 @@ func (h *HotSet) markClean(e *entry) {
 
 // load reads a cold user: the stored filter plus the journal not yet folded
 // into it. A nil filter with no error means nothing is stored.
-func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, upTo uint64, replayed bool, err error) {
+func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, pending []uint64, err error) {
 	h.loads.Add(1)
 	raw, journal, err := h.store.Load(info.Name, user)
 	if err != nil {
 		h.storageErrors.Add(1)
-		return nil, 0, false, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
+		return nil, nil, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
 	}
 	now := h.opts.Now()
 	if raw != nil {
 		f, err = userfilter.Decode(raw)
 		if err != nil {
-			return nil, 0, false, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
+			return nil, nil, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 	}
 	if len(journal) == 0 {
-		return f, 0, false, nil
+		return f, nil, nil
 	}
 	if f == nil {
 		if f, err = userfilter.New(info.Profile); err != nil {
-			return nil, 0, false, err
+			return nil, nil, err
 		}
 	}
+	pending = make([]uint64, 0, len(journal))
 	for _, j := range journal {
 		at, hashes, err := decodeJournal(j.Value)
 		if err != nil {
-			return nil, 0, false, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
+			return nil, nil, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 		f.AddHashes(hashes, at, now)
-		upTo = max(upTo, j.Seq)
+		pending = append(pending, j.Seq)
 	}
-	return f, upTo, true, nil
+	return f, pending, nil
 }
 
 // insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
@@ -442,7 +443,7 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilt
 		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.user, err)
 	}
 	h.journals.Add(1)
-	e.upTo = max(e.upTo, seq)
+	e.pending = append(e.pending, seq)
 	return nil
 }
 
@@ -624,7 +625,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 	next.Expire(now)
 	raw, err := next.MarshalBinary()
 	if err == nil {
-		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: e.upTo,
+		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, Journal: e.pending,
 			TTL: ttlOf(next, now)}}, nil)
 	}
 	if err != nil {
@@ -633,6 +634,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 		return h.storageErr(err, "importing", info.Name, user)
 	}
 	e.f = next
+	e.pending = nil
 	h.markClean(e)
 	h.release(e, false)
 	return nil
@@ -758,8 +760,8 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.mu.Unlock()
 			return err
 		}
-		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw, UpTo: e.upTo,
-			TTL: ttlOf(e.f, now)})
+		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw,
+			Journal: e.pending[:len(e.pending):len(e.pending)], TTL: ttlOf(e.f, now)})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
 		h.markClean(e)
@@ -784,13 +786,17 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	}
 	// Users not written stay dirty and are retried at the next write-back;
 	// written ones that were evicted meanwhile are let go.
-	for _, e := range taken {
+	for i, e := range taken {
 		e.mu.Lock()
 		s := h.shardOf(e.key())
 		s.mu.Lock()
 		if failedAll || failed[e.info.Name+"\x00"+e.user] {
 			h.markDirtyLocked(s, e)
-		} else if !e.dirty() {
+		} else if covered := len(writes[i].Journal); covered > 0 {
+			// Entries appended since the snapshot stay pending.
+			e.pending = append([]uint64(nil), e.pending[covered:]...)
+		}
+		if !e.dirty() {
 			if cur, ok := s.evicted[e.key()]; ok && cur == e {
 				delete(s.evicted, e.key())
 			}

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -147,7 +148,13 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig 
 	for i, w := range ws {
 		key = filterKey(key[:0], w.NS, w.User)
 		preps[i].value, errs[i] = prepareValue(txn, key, w, merge)
-		if errs[i] == nil && w.UpTo > 0 {
+		switch {
+		case errs[i] != nil:
+		case len(w.Journal) > 0:
+			for _, seq := range w.Journal {
+				preps[i].journal = append(preps[i].journal, journalKey(nil, w.NS, w.User, seq))
+			}
+		case w.UpTo > 0:
 			key = journalPrefix(key[:0], w.NS, w.User)
 			preps[i].journal = seekJournalKeys(it, key, w.UpTo)
 		}
@@ -225,6 +232,9 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 			return s.writeErr(err)
 		}
 		break
+	}
+	if len(w.Journal) > 0 {
+		w.UpTo = slices.Max(w.Journal)
 	}
 	if w.UpTo == 0 {
 		return nil
