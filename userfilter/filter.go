@@ -431,10 +431,8 @@ func (f *Filter) Stats(now time.Time) Stats {
 	notFP := 1.0
 	g := int64(f.p.Granularity / time.Second)
 	for _, gen := range f.live(now) {
-		gs := GenerationStats{Bucket: gen.bucket}
-		if g > 0 {
-			gs.Start = time.Unix(gen.bucket*g, 0).UTC()
-		}
+		// Without a window the one bucket is numbered 0 and starts at the epoch.
+		gs := GenerationStats{Bucket: gen.bucket, Start: time.Unix(gen.bucket*g, 0).UTC()}
 		for i := range gen.layers {
 			l := &gen.layers[i]
 			set := l.bitsSet(gen.slab)
