@@ -41,8 +41,9 @@
 //  3. saturation: closed loop, Concurrency goroutines each calling as soon
 //     as the previous answer arrives; calls/s, and the server's CPU time
 //     (user + system, /proc/<pid>/stat) over the phase divided by its calls;
-//  4. open loop: calls on a fixed schedule at OpenFraction of the measured
-//     saturation rate; each latency runs from the call's intended send time,
+//  4. open loop: after the saturation's backlog is worked off (Settler),
+//     calls on a fixed schedule at OpenFraction of the measured saturation
+//     rate; each latency runs from the call's intended send time,
 //     so a stall is charged to every call it delays (no coordinated
 //     omission); recorded in HdrHistogram;
 //  5. one more checked call for every sampled user; cache statistics; a

@@ -191,8 +191,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	for _, res := range r.Results {
 		if res.Settle > 0 {
-			fmt.Fprintf(&b, "\n%s U=%s worked off the fill's write-back backlog in %s before the warm-up.\n",
-				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond))
+			fmt.Fprintf(&b, "\n%s U=%s worked off its write-back backlog in %s after the fill and in %s after the saturation phase.\n",
+				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond), res.SettleSaturation.Round(100*time.Millisecond))
 		}
 	}
 	for _, res := range r.Results {

@@ -100,6 +100,9 @@ type Phase struct {
 	Rate    float64       `json:"calls_per_s"` // completed calls / elapsed
 	Latency Latency       `json:"latency"`
 	CPU     time.Duration `json:"server_cpu_ns"` // server CPU over the phase
+	// Timeline is the open loop's worst latency per 100 ms of intended
+	// send time: where in the phase the tail comes from.
+	Timeline []time.Duration `json:"max_latency_per_100ms_ns,omitempty"`
 }
 
 // Result is everything measured of one system at one user count.
@@ -114,11 +117,14 @@ type Result struct {
 	FillPhase Phase `json:"fill"`
 	// Settle is how long the system took after the fill to work off its
 	// backlog (Settler) before the warm-up started.
-	Settle     time.Duration `json:"settle_ns"`
-	Warm       Phase         `json:"warm"`
-	Saturation Phase         `json:"saturation"`
-	Open       Phase         `json:"open_loop"` // Latency measured from each call's intended send time
-	OpenTarget float64       `json:"open_loop_target_calls_per_s"`
+	Settle time.Duration `json:"settle_ns"`
+	// SettleSaturation is the same wait after the saturation phase, before
+	// the open loop.
+	SettleSaturation time.Duration `json:"settle_after_saturation_ns"`
+	Warm             Phase         `json:"warm"`
+	Saturation       Phase         `json:"saturation"`
+	Open             Phase         `json:"open_loop"` // Latency measured from each call's intended send time
+	OpenTarget       float64       `json:"open_loop_target_calls_per_s"`
 
 	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
 	CPUInclClient bool          `json:"cpu_includes_client"`
@@ -216,12 +222,16 @@ var errTooMany = errors.New("bench: too many failed calls")
 
 // worker is the state of one load goroutine.
 type worker struct {
-	gen    *Gen
-	call   Call
-	hist   *hdrhistogram.Histogram
-	calls  int64
-	errors int64
+	gen      *Gen
+	call     Call
+	hist     *hdrhistogram.Histogram
+	calls    int64
+	errors   int64
+	timeline []time.Duration // open loop: max latency per timelineSlot of intended send time
 }
+
+// timelineSlot is the resolution of an open-loop phase's latency timeline.
+const timelineSlot = 100 * time.Millisecond
 
 // phase runs fn on n workers until ctx ends or fn returns false, then merges.
 func (r *runner) phase(ctx context.Context, name string, n int, total int64, deadline time.Time,
@@ -264,6 +274,12 @@ func (r *runner) phase(ctx context.Context, name string, n int, total int64, dea
 		p.Calls += w.calls
 		p.Errors += w.errors
 		h.Merge(w.hist)
+		for i, d := range w.timeline {
+			for len(p.Timeline) <= i {
+				p.Timeline = append(p.Timeline, 0)
+			}
+			p.Timeline[i] = max(p.Timeline[i], d)
+		}
 	}
 	p.Latency = summarize(h)
 	if p.Elapsed > 0 {
@@ -323,7 +339,13 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 			}
 		}
 		err := r.call(ctx, &w.call)
-		record(w.hist, time.Since(intended))
+		lat := time.Since(intended)
+		record(w.hist, lat)
+		slot := int(intended.Sub(start) / timelineSlot)
+		for len(w.timeline) <= slot {
+			w.timeline = append(w.timeline, 0)
+		}
+		w.timeline[slot] = max(w.timeline[slot], lat)
 		w.calls++
 		if err != nil {
 			w.errors++
@@ -556,6 +578,14 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if res.Saturation.Calls > 0 {
 			res.CPUPerCall = res.Saturation.CPU / time.Duration(res.Saturation.Calls)
 			res.ClientCPUPerCall = (self1 - self0) / time.Duration(res.Saturation.Calls)
+		}
+		// The saturation phase overloads on purpose; the open loop measures
+		// latency at a sustainable rate, so it starts once the overload's
+		// backlog (seenapi's write-back) is worked off.
+		if st, ok := sys.(Settler); ok {
+			if res.SettleSaturation, err = r.settle(mctx, st); err != nil {
+				return res, fmt.Errorf("%s: settle: %w", sys.Name(), err)
+			}
 		}
 		res.OpenTarget = math.Max(1, o.OpenFraction*res.Saturation.Rate)
 		name := fmt.Sprintf("open loop at %.0f calls/s", res.OpenTarget)
