@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/bits-and-blooms/bitset"
 )
 
 // Encoding, version 1 (all integers uvarint unless said otherwise):
@@ -117,13 +119,10 @@ func appendLayer(b []byte, w []uint64, l *layer) []byte {
 
 // forEachSet calls fn with the position (relative to the layer) of every set bit.
 func (l *layer) forEachSet(w []uint64, fn func(pos uint64)) {
-	m := l.bits()
-	for base := uint64(0); base < m; base += 64 {
-		v := bitsAt(w, l.off+base, uint(min(64, m-base)))
-		for v != 0 {
-			fn(base + uint64(bits.TrailingZeros64(v)))
-			v &= v - 1
-		}
+	bs := bitset.From(w)
+	end := uint(l.off + l.bits())
+	for i, ok := bs.NextSet(uint(l.off)); ok && i < end; i, ok = bs.NextSet(i + 1) {
+		fn(uint64(i) - l.off)
 	}
 }
 

@@ -3,6 +3,8 @@ package userfilter
 import (
 	"fmt"
 	"math"
+
+	"github.com/bits-and-blooms/bitset"
 )
 
 // Compatible reports whether o was built with the same parameters as f, so
@@ -38,18 +40,15 @@ func (f *Filter) Merge(o *Filter) error {
 	for gi := range o.gens {
 		og := &o.gens[gi]
 		fg := f.gen(og.bucket)
-		// Layers of one profile have the same shapes and so the same offsets:
-		// the shared layers merge by ORing the shared slab prefix.
+		// Layers of one profile have the same shapes and so the same
+		// offsets, and a generation's layers are a prefix of the longer
+		// one's: the slabs merge by a plain union, which also brings the
+		// bits of the layers only o has.
 		shared := min(len(fg.layers), len(og.layers))
-		var sharedBits uint64
-		if shared > 0 {
-			last := &fg.layers[shared-1]
-			sharedBits = last.off + last.bits()
-		}
-		for pos := uint64(0); pos < sharedBits; pos += 64 {
-			n := uint(min(64, sharedBits-pos))
-			orBitsAt(fg.slab, pos, bitsAt(og.slab, pos, n), n)
-		}
+		union := bitset.From(fg.slab)
+		union.InPlaceUnion(bitset.From(og.slab))
+		fg.slab = union.Words()
+		fg.used = max(fg.used, og.used)
 		for li := 0; li < shared; li++ {
 			a, b := &fg.layers[li], &og.layers[li]
 			a.n = max(a.n, b.n)
@@ -59,14 +58,7 @@ func (f *Filter) Merge(o *Filter) error {
 				a.n = a.cap
 			}
 		}
-		for li := shared; li < len(og.layers); li++ {
-			b := &og.layers[li]
-			l := fg.appendLayer(*b)
-			for pos := uint64(0); pos < b.bits(); pos += 64 {
-				n := uint(min(64, b.bits()-pos))
-				orBitsAt(fg.slab, l.off+pos, bitsAt(og.slab, b.off+pos, n), n)
-			}
-		}
+		fg.layers = append(fg.layers, og.layers[shared:]...)
 	}
 	if o.first != 0 && (f.first == 0 || o.first < f.first) {
 		f.first = o.first
