@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -20,7 +21,8 @@ const (
 
 // WritePlots writes the report's PNG plots into dir: calls/s at saturation,
 // p99 at the open-loop rate and memory per user, each against users, one
-// line per system. It returns the files written.
+// line per system. It returns the files written, leaving out a plot no
+// result has values for.
 func (r *Report) WritePlots(dir string) ([]string, error) {
 	specs := []struct {
 		file, title, ylabel string
@@ -36,13 +38,23 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 	var files []string
 	for _, s := range specs {
 		path := filepath.Join(dir, s.file)
-		if err := r.plot(path, s.title, s.ylabel, s.logY, s.value); err != nil {
+		err := r.plot(path, s.title, s.ylabel, s.logY, s.value)
+		if errors.Is(err, errNothingToPlot) {
+			continue // e.g. no throughput in a memory-only run
+		}
+		if err != nil {
 			return files, fmt.Errorf("%s: %w", s.file, err)
 		}
 		files = append(files, path)
 	}
+	if len(files) == 0 {
+		return nil, errNothingToPlot
+	}
 	return files, nil
 }
+
+// errNothingToPlot: no result has a value for the plot.
+var errNothingToPlot = fmt.Errorf("%w: nothing to plot", ErrBadConfig)
 
 func (r *Report) plot(path, title, ylabel string, logY bool, value func(Result) float64) error {
 	p := plot.New()
@@ -96,7 +108,7 @@ func (r *Report) plot(path, title, ylabel string, logY bool, value func(Result) 
 		}
 	}
 	if len(args) == 0 {
-		return fmt.Errorf("%w: nothing to plot", ErrBadConfig)
+		return errNothingToPlot
 	}
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return err

@@ -82,3 +82,14 @@ func TestFormatUsers(t *testing.T) {
 		}
 	}
 }
+
+func TestWritePlotsLeavesOutPlotsWithoutValues(t *testing.T) {
+	r := sampleReport()
+	for i := range r.Results {
+		r.Results[i].Saturation, r.Results[i].Open = Phase{}, Phase{} // a memory-only run
+	}
+	files, err := r.WritePlots(t.TempDir())
+	if err != nil || len(files) != 1 || filepath.Base(files[0]) != PlotMemory {
+		t.Errorf("wrote %v, %v; want only the memory plot", files, err)
+	}
+}
