@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -217,5 +218,22 @@ func TestRedisRecordMarksItemsSeen(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestRunStopsAtTheMemoryLimit(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t)})
+	// 3,000 users of 200 items take about 45 MB of used_memory: a 4 MB limit
+	// stops the run (the watch polls every 500 ms, within the 2 s phases).
+	res, err := Run(context.Background(), s, RunOptions{Workload: DefaultWorkload(3000), Concurrency: 4,
+		Warm: 100 * time.Millisecond, Duration: 2 * time.Second, Sample: 10, MemoryLimit: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stopped, ErrMemoryLimit.Error()) {
+		t.Errorf("stopped %q, want the memory limit", res.Stopped)
+	}
+	if res.Ran() {
+		t.Error("a stopped run reports it ran")
 	}
 }
