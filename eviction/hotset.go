@@ -96,10 +96,11 @@ func (e *entry) key() key { return e.info.key(e.user) }
 func (e *entry) dirty() bool { return e.dirtySince != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter and its id: the
-// entry (64 B), golang-lru's element (80 B) and map slot (about 40 B), a
-// dirty-list slot, rounded up. BenchmarkBytesPerHotUser measures it (about
-// 200-240 B of heap a user over the filter's own size).
-const entryOverhead = 200
+// entry (80 B), golang-lru's element (80 B) and map slot (about 40 B), a
+// dirty-list slot and the pending journal list, rounded up.
+// BenchmarkBytesPerHotUser measures it (229-255 B of heap a user over the
+// filter's own size, id included).
+const entryOverhead = 240
 
 type loadCall struct {
 	done chan struct{}
