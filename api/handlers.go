@@ -247,11 +247,7 @@ func (s *Server) forgetItems(c *fiber.Ctx) error {
 }
 
 func (s *Server) getUser(c *fiber.Ctx) error {
-	ns, err := s.namespace(c)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(c)
+	ns, user, err := s.nsUser(c)
 	if err != nil {
 		return err
 	}
@@ -263,11 +259,7 @@ func (s *Server) getUser(c *fiber.Ctx) error {
 }
 
 func (s *Server) forgetUser(c *fiber.Ctx) error {
-	ns, err := s.namespace(c)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(c)
+	ns, user, err := s.nsUser(c)
 	if err != nil {
 		return err
 	}
@@ -278,11 +270,7 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 }
 
 func (s *Server) exportUser(c *fiber.Ctx) error {
-	ns, err := s.namespace(c)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(c)
+	ns, user, err := s.nsUser(c)
 	if err != nil {
 		return err
 	}
@@ -295,11 +283,7 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 }
 
 func (s *Server) importUser(c *fiber.Ctx) error {
-	ns, err := s.namespace(c)
-	if err != nil {
-		return err
-	}
-	user, err := s.user(c)
+	ns, user, err := s.nsUser(c)
 	if err != nil {
 		return err
 	}
@@ -440,4 +424,13 @@ func (s *Server) ready(c *fiber.Ctx) error {
 func (s *Server) openAPI(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/yaml")
 	return c.Send(openAPISpec)
+}
+
+// nsUser returns the validated namespace and user of a per-user route.
+func (s *Server) nsUser(c *fiber.Ctx) (ns, user string, err error) {
+	if ns, err = s.namespace(c); err != nil {
+		return "", "", err
+	}
+	user, err = s.user(c)
+	return ns, user, err
 }
