@@ -176,31 +176,28 @@ func (s *Server) releaseFilterRequest(req *filterRequest) {
 // userRequest validates the namespace, the user and the JSON body of a
 // per-user route.
 func (s *Server) userRequest(c *fiber.Ctx) (ns, user string, body []byte, err error) {
-	if ns, err = s.namespace(c); err != nil {
-		return
-	}
-	if user, err = s.user(c); err != nil {
+	if ns, user, err = s.nsUser(c); err != nil {
 		return
 	}
 	body, err = s.jsonBody(c)
 	return
 }
 
-// itemsBody decodes and validates an items request.
-func (s *Server) itemsBody(body []byte) ([]string, error) {
+// itemsRequest validates a per-user route and its items body.
+func (s *Server) itemsRequest(c *fiber.Ctx) (ns, user string, items []string, err error) {
+	ns, user, body, err := s.userRequest(c)
+	if err != nil {
+		return "", "", nil, err
+	}
 	var req itemsRequest
 	if err := decode(body, &req); err != nil {
-		return nil, err
+		return "", "", nil, err
 	}
-	return req.Items, s.items(req.Items, "/items")
+	return ns, user, req.Items, s.items(req.Items, "/items")
 }
 
 func (s *Server) recordSeen(c *fiber.Ctx) error {
-	ns, user, body, err := s.userRequest(c)
-	if err != nil {
-		return err
-	}
-	items, err := s.itemsBody(body)
+	ns, user, items, err := s.itemsRequest(c)
 	if err != nil {
 		return err
 	}
@@ -212,11 +209,7 @@ func (s *Server) recordSeen(c *fiber.Ctx) error {
 }
 
 func (s *Server) checkSeen(c *fiber.Ctx) error {
-	ns, user, body, err := s.userRequest(c)
-	if err != nil {
-		return err
-	}
-	items, err := s.itemsBody(body)
+	ns, user, items, err := s.itemsRequest(c)
 	if err != nil {
 		return err
 	}
@@ -232,14 +225,10 @@ func (s *Server) checkSeen(c *fiber.Ctx) error {
 }
 
 func (s *Server) forgetItems(c *fiber.Ctx) error {
-	ns, user, body, err := s.userRequest(c)
+	ns, _, _, err := s.itemsRequest(c)
 	if err != nil {
 		return err
 	}
-	if _, err := s.itemsBody(body); err != nil {
-		return err
-	}
-	_ = user
 	n, _ := s.hot.Namespace(ns)
 	// Only a filter kind that can delete (none is configured yet) could
 	// forget items; a Bloom filter cannot.

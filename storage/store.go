@@ -293,30 +293,21 @@ func (s *Store) writeErr(err error) error {
 	return err
 }
 
-func (s *Store) freeSpaceLoop() {
-	defer s.loops.Done()
-	t := time.NewTicker(s.opts.FreeSpaceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.checkFree()
-		}
-	}
-}
+func (s *Store) freeSpaceLoop() { s.every(s.opts.FreeSpaceInterval, func() { s.checkFree() }) }
 
-func (s *Store) gcLoop() {
+func (s *Store) gcLoop() { s.every(s.opts.GCInterval, s.runGC) }
+
+// every runs fn each interval until the store closes (one of s.loops).
+func (s *Store) every(interval time.Duration, fn func()) {
 	defer s.loops.Done()
-	t := time.NewTicker(s.opts.GCInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.runGC()
+			fn()
 		}
 	}
 }
