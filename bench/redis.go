@@ -352,19 +352,24 @@ func (s *RedisSet) callResp(ctx context.Context, user string, candidates []strin
 	if len(unseen) == 0 {
 		return unseen, nil
 	}
-	err = s.resp.do(ctx, func(b []byte) []byte {
-		b = appendArrayHeader(b, 2+len(unseen))
+	err = s.respSADD(ctx, key, unseen)
+	return unseen, err
+}
+
+// respSADD adds members to the set at key through the minimal RESP client.
+func (s *RedisSet) respSADD(ctx context.Context, key string, members []string) error {
+	return s.resp.do(ctx, func(b []byte) []byte {
+		b = appendArrayHeader(b, 2+len(members))
 		b = appendBulk(b, "SADD")
 		b = appendBulk(b, key)
-		for _, c := range unseen {
-			b = appendBulk(b, c)
+		for _, m := range members {
+			b = appendBulk(b, m)
 		}
 		return b
 	}, func(c *respConn) error {
 		_, err := c.readInt()
 		return err
 	})
-	return unseen, err
 }
 
 // RedisBloom is a Bloom filter on a bitmap per user (key "b:<user>"), the
@@ -509,18 +514,7 @@ func (s *RedisSet) Record(ctx context.Context, user string, items []string) erro
 	}
 	key := "s:" + user
 	if s.resp != nil {
-		return s.resp.do(ctx, func(b []byte) []byte {
-			b = appendArrayHeader(b, 2+len(items))
-			b = appendBulk(b, "SADD")
-			b = appendBulk(b, key)
-			for _, c := range items {
-				b = appendBulk(b, c)
-			}
-			return b
-		}, func(c *respConn) error {
-			_, err := c.readInt()
-			return err
-		})
+		return s.respSADD(ctx, key, items)
 	}
 	args := make([]any, len(items))
 	for i, c := range items {
