@@ -230,6 +230,18 @@ type worker struct {
 	timeline []time.Duration // open loop: max latency per timelineSlot of intended send time
 }
 
+// timedCall makes w's call, recording its latency and any error.
+func (r *runner) timedCall(ctx context.Context, w *worker) {
+	t0 := time.Now()
+	err := r.call(ctx, &w.call)
+	record(w.hist, time.Since(t0))
+	w.calls++
+	if err != nil {
+		w.errors++
+		r.noteErr(err)
+	}
+}
+
 // timelineSlot is the resolution of an open-loop phase's latency timeline.
 const timelineSlot = 100 * time.Millisecond
 
@@ -303,14 +315,7 @@ func (r *runner) closedLoop(ctx context.Context, name string, d time.Duration) (
 			return false
 		}
 		w.gen.Next(&w.call)
-		t0 := time.Now()
-		err := r.call(ctx, &w.call)
-		record(w.hist, time.Since(t0))
-		w.calls++
-		if err != nil {
-			w.errors++
-			r.noteErr(err)
-		}
+		r.timedCall(ctx, w)
 		return true
 	})
 }
@@ -394,14 +399,7 @@ func (r *runner) ranks(ctx context.Context, name string, ranks []int, n int) (Ph
 			return false
 		}
 		w.gen.Fill(&w.call, ranks[i], r.o.Workload.Candidates, r.o.Workload.Limit)
-		t0 := time.Now()
-		err := r.call(ctx, &w.call)
-		record(w.hist, time.Since(t0))
-		w.calls++
-		if err != nil {
-			w.errors++
-			r.noteErr(err)
-		}
+		r.timedCall(ctx, w)
 		return true
 	})
 }
