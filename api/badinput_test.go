@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/seenapi/seenapi/api"
@@ -125,13 +127,24 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			status, h, body := e.raw(tc.method, tc.path, "application/json", []byte(tc.body), tc.header...)
-			if status != tc.status {
-				t.Fatalf("status %d, want %d: %s", status, tc.status, truncate(body))
-			}
-			p := problem(t, status, h, body)
-			if p.Type != api.ProblemBase+tc.typ {
-				t.Fatalf("problem type %s, want %s: %s", p.Type, tc.typ, p.Detail)
+			status, h, body, err := e.rawErr(tc.method, tc.path, "application/json", []byte(tc.body), tc.header...)
+			if err != nil && tc.name == "body over every limit" && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+				// A body over the server's own limit is refused (413) and
+				// the connection closed before the rest is read; the
+				// kernel may reset it before the client reads the 413.
+				// Either way nothing was stored, which is checked below.
+				t.Logf("connection reset instead of the 413: %v", err)
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if status != tc.status {
+					t.Fatalf("status %d, want %d: %s", status, tc.status, truncate(body))
+				}
+				p := problem(t, status, h, body)
+				if p.Type != api.ProblemBase+tc.typ {
+					t.Fatalf("problem type %s, want %s: %s", p.Type, tc.typ, p.Detail)
+				}
 			}
 			if after := e.stateOf("default", "victim"); !reflect.DeepEqual(after, before) {
 				t.Fatalf("the victim changed:\nbefore %v\nafter  %v", before, after)

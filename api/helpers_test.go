@@ -162,9 +162,19 @@ func (e *env) client(key string) *client.ClientWithResponses {
 // document) and returns the status, headers and body.
 func (e *env) raw(method, path, contentType string, body []byte, header ...string) (int, http.Header, []byte) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.base+"/", bytes.NewReader(body))
+	status, h, b, err := e.rawErr(method, path, contentType, body, header...)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	return status, h, b
+}
+
+// rawErr is raw returning the transport's error instead of failing.
+func (e *env) rawErr(method, path, contentType string, body []byte, header ...string) (int, http.Header, []byte, error) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+"/", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	// Send the path exactly as given, even when it is not a valid escaping.
 	req.URL.Opaque, req.URL.RawQuery, _ = strings.Cut(path, "?")
@@ -176,13 +186,13 @@ func (e *env) raw(method, path, contentType string, body []byte, header ...strin
 	}
 	resp, err := e.val.doer(false).Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatal(err)
+		return 0, nil, nil, err
 	}
-	return resp.StatusCode, resp.Header, b
+	return resp.StatusCode, resp.Header, b, nil
 }
 
 // validator checks requests and answers against openapi.yaml.
