@@ -2,9 +2,12 @@ package api
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestParseKeysFile(t *testing.T) {
@@ -99,6 +102,54 @@ func TestTextProblem(t *testing.T) {
 	} {
 		if got := textProblem(s, 256) == ""; got != ok {
 			t.Errorf("%q: valid %v, want %v", s, got, ok)
+		}
+	}
+}
+
+// TestTextProblemFastPath holds the eight-bytes-at-a-time path to the plain
+// byte loop on random strings rich in the edge bytes.
+func TestTextProblemFastPath(t *testing.T) {
+	slow := func(s string) bool {
+		if !utf8.ValidString(s) {
+			return false
+		}
+		for _, r := range s {
+			if unicode.IsControl(r) {
+				return false
+			}
+		}
+		return len(s) > 0
+	}
+	edge := []byte{0x00, 0x1f, 0x20, 'a', '~', 0x7f, 0x80, 0xc2, 0x85, 0xe2, 0x98, 0x83, 0xff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 40)
+	for n := 0; n < 200000; n++ {
+		b := buf[:rng.IntN(len(buf)+1)]
+		for i := range b {
+			if rng.IntN(4) == 0 {
+				b[i] = edge[rng.IntN(len(edge))]
+			} else {
+				b[i] = byte(0x20 + rng.IntN(0x5f))
+			}
+		}
+		s := string(b)
+		if got, want := textProblem(s, 256) == "", slow(s); got != want {
+			t.Fatalf("%q: valid %v, want %v", s, got, want)
+		}
+	}
+}
+
+// BenchmarkTextProblem is the validation of one call's 200 candidates.
+func BenchmarkTextProblem(b *testing.B) {
+	items := make([]string, 200)
+	for i := range items {
+		items[i] = "item:" + string(rune('a'+i%26)) + "1234567"
+	}
+	for b.Loop() {
+		for _, it := range items {
+			if textProblem(it, 256) != "" {
+				b.Fatal(it)
+			}
 		}
 	}
 }

@@ -143,3 +143,4 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 		})
 	})
 }
+

@@ -23,7 +23,17 @@ func textProblem(s string, max int) string {
 	if len(s) > max {
 		return "is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(max)
 	}
-	for i := 0; i < len(s); {
+	// Fast path: eight bytes at a time while they are printable ASCII,
+	// which item ids nearly always are (this runs for every candidate).
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if notPrintableASCII(w) {
+			break
+		}
+	}
+	for i < len(s) {
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b < 0x20 || b == 0x7f {
@@ -42,6 +52,16 @@ func textProblem(s string, max int) string {
 		i += size
 	}
 	return ""
+}
+
+// notPrintableASCII reports whether any of the eight bytes in w is not
+// printable ASCII: 0x80 or above, below 0x20, or DEL (bit tricks from
+// "Bit Twiddling Hacks": a byte's high bit survives (b - c) & ^b only where
+// b < c, for bytes below 0x80).
+func notPrintableASCII(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	del := w ^ (0x7f * ones)
+	return (w|(w-0x20*ones)|(del-ones)&^del)&highs != 0
 }
 
 // validNamespaceName reports whether s matches [a-z0-9_-]{1,64}.

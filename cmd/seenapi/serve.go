@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"strings"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
@@ -59,6 +62,18 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}
 	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
 		return errPublicWithoutKeys
+	}
+	if o.debugAddr != "" {
+		if !isLoopback(o.debugAddr) {
+			return fmt.Errorf("--debug-addr %s: the profiler listens on loopback addresses only", o.debugAddr)
+		}
+		dln, err := net.Listen("tcp", o.debugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		defer dln.Close()
+		go serveDebug(dln)
+		logger.Info("seenapi: profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
 	namespaces, err := loadNamespaces(o.namespacesFile)
 	if err != nil {
@@ -138,4 +153,17 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}
 	<-served
 	return nil // the deferred closes write back and close the store
+}
+
+// serveDebug serves Go's profiler on ln (loopback only; see --debug-addr)
+// until ln is closed.
+func serveDebug(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	_ = srv.Serve(ln) // ends when serve closes ln
 }
