@@ -143,4 +143,3 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 		})
 	})
 }
-
