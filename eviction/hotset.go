@@ -85,9 +85,13 @@ type entry struct {
 	bytes  int32 // accounted size
 	queued bool  // in the shard's dirty list
 	// Guarded by mu:
-	gone       bool     // evicted or erased: callers must look the user up again
-	pending    []uint64 // journal entries applied to f and not yet covered by a write-back
-	dirtySince int64    // unix nanoseconds when f first differed from storage; 0: clean
+	gone bool // evicted or erased: callers must look the user up again
+	// lastSeq is the highest journal sequence number applied to f and not
+	// yet covered by a write-back; 0: none. The user's journal entries are
+	// appended only under mu, so their sequence numbers only grow and one
+	// number stands for all of them (storage.Write.UpTo).
+	lastSeq    uint64
+	dirtySince int64 // unix nanoseconds when f first differed from storage; 0: clean
 }
 
 // key of the entry's user (recomputed rather than stored: 16 bytes a user).
@@ -265,7 +269,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		s.mu.Unlock()
 		h.misses.Add(1)
 
-		f, pending, err := h.load(info, user)
+		f, lastSeq, err := h.load(info, user)
 		if err == nil && f == nil && create {
 			f, err = userfilter.New(info.Profile)
 		}
@@ -281,9 +285,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			return nil, false, err
 		}
 		// The id is cloned: callers' strings may alias request buffers.
-		e = &entry{info: info, user: strings.Clone(user), f: f, pending: pending}
+		e = &entry{info: info, user: strings.Clone(user), f: f, lastSeq: lastSeq}
 		e.mu.Lock()
-		if len(pending) > 0 {
+		if lastSeq > 0 {
 			// The journal is folded into the filter at the next write-back.
 			h.markDirtyLocked(s, e)
 		}
@@ -317,39 +321,39 @@ func (h *HotSet) markClean(e *entry) {
 }
 
 // load reads a cold user: the stored filter plus the journal not yet folded
-// into it. A nil filter with no error means nothing is stored.
-func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, pending []uint64, err error) {
+// into it, and the highest sequence number of that journal (0: none). A nil
+// filter with no error means nothing is stored.
+func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq uint64, err error) {
 	h.loads.Add(1)
 	raw, journal, err := h.store.Load(info.Name, user)
 	if err != nil {
 		h.storageErrors.Add(1)
-		return nil, nil, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
+		return nil, 0, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
 	}
 	now := h.opts.Now()
 	if raw != nil {
 		f, err = userfilter.Decode(raw)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
+			return nil, 0, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 	}
 	if len(journal) == 0 {
-		return f, nil, nil
+		return f, 0, nil
 	}
 	if f == nil {
 		if f, err = userfilter.New(info.Profile); err != nil {
-			return nil, nil, err
+			return nil, 0, err
 		}
 	}
-	pending = make([]uint64, 0, len(journal))
 	for _, j := range journal {
 		at, hashes, err := decodeJournal(j.Value)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
+			return nil, 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 		f.AddHashes(hashes, at, now)
-		pending = append(pending, j.Seq)
+		lastSeq = max(lastSeq, j.Seq)
 	}
-	return f, pending, nil
+	return f, lastSeq, nil
 }
 
 // insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
@@ -444,7 +448,7 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilt
 		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.user, err)
 	}
 	h.journals.Add(1)
-	e.pending = append(e.pending, seq)
+	e.lastSeq = max(e.lastSeq, seq)
 	return nil
 }
 
@@ -626,7 +630,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 	next.Expire(now)
 	raw, err := next.MarshalBinary()
 	if err == nil {
-		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, Journal: e.pending,
+		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: e.lastSeq,
 			TTL: ttlOf(next, now)}}, nil)
 	}
 	if err != nil {
@@ -635,7 +639,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 		return h.storageErr(err, "importing", info.Name, user)
 	}
 	e.f = next
-	e.pending = nil
+	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
 	h.release(e, false)
 	return nil
@@ -762,7 +766,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			return err
 		}
 		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw,
-			Journal: e.pending[:len(e.pending):len(e.pending)], TTL: ttlOf(e.f, now)})
+			UpTo: e.lastSeq, TTL: ttlOf(e.f, now)})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
 		h.markClean(e)
@@ -793,9 +797,12 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		s.mu.Lock()
 		if failedAll || failed[e.info.Name+"\x00"+e.user] {
 			h.markDirtyLocked(s, e)
-		} else if covered := len(writes[i].Journal); covered > 0 {
-			// Entries appended since the snapshot stay pending.
-			e.pending = append([]uint64(nil), e.pending[covered:]...)
+		} else if e.lastSeq == writes[i].UpTo {
+			// Nothing journalled since the snapshot: no entry is left to
+			// cover, and the next write-back need not look for any. Had
+			// there been one, lastSeq would have grown past UpTo and the
+			// next write-back's UpTo covers it and those before.
+			e.lastSeq = 0
 		}
 		if !e.dirty() {
 			if cur, ok := s.evicted[e.key()]; ok && cur == e {
