@@ -77,9 +77,9 @@ type key [2]uint64
 // entry is one hot user. mu serializes the user's calls; the shard's lock
 // guards the fields marked so.
 type entry struct {
+	f    userfilter.Filter // by value: one allocation with the entry (guarded by mu)
 	info *nsInfo
 	user string
-	f    *userfilter.Filter
 	mu   sync.Mutex
 	// Guarded by the shard lock:
 	bytes  int32 // accounted size
@@ -285,7 +285,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			return nil, false, err
 		}
 		// The id is cloned: callers' strings may alias request buffers.
-		e = &entry{info: info, user: strings.Clone(user), f: f, lastSeq: lastSeq}
+		e = &entry{f: *f, info: info, user: strings.Clone(user), lastSeq: lastSeq}
 		e.mu.Lock()
 		if lastSeq > 0 {
 			// The journal is folded into the filter at the next write-back.
@@ -638,7 +638,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 		h.release(e, false)
 		return h.storageErr(err, "importing", info.Name, user)
 	}
-	e.f = next
+	e.f = *next
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
 	h.release(e, false)
@@ -766,7 +766,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			return err
 		}
 		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw,
-			UpTo: e.lastSeq, TTL: ttlOf(e.f, now)})
+			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now)})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
 		h.markClean(e)
