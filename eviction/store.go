@@ -18,7 +18,7 @@ type Store interface {
 	Append(ns, user string, value []byte, ttl time.Duration) (seq uint64, err error)
 	// WriteBack stores each write's value, merged into what is stored with
 	// merge when both exist, and deletes that user's journal entries with
-	// Seq <= UpTo, atomically per user.
+	// Seq <= UpTo (or those listed in Journal) once the value is written.
 	WriteBack(writes []storage.Write, merge storage.MergeFunc) error
 	// Delete removes the user's filter and journal.
 	Delete(ns, user string) error

@@ -1,12 +1,9 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
-
-	badger "github.com/dgraph-io/badger/v4"
 )
 
 // appendReq is one queued journal append, waiting for its group commit.
@@ -23,9 +20,9 @@ var appendReqPool = sync.Pool{New: func() any { return &appendReq{done: make(cha
 
 // Append adds one journal entry for the user and returns its sequence
 // number once the entry is committed (fsync'd with Options.Sync).
-// Concurrent appends are written together in one Badger transaction by a
-// single writer goroutine (group commit), so each waits for at most one
-// commit in progress plus its own. The entry expires after ttl (<= 0: never).
+// Concurrent appends are written together, in one write to the journal's
+// active segment file, by a single writer goroutine (group commit), so each
+// waits for at most one write in progress plus its own. The entry expires after ttl (<= 0: never).
 // value must not be modified until Append returns.
 func (s *Store) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
 	if err := checkKey(ns, user); err != nil {
@@ -49,7 +46,7 @@ func (s *Store) Append(ns, user string, value []byte, ttl time.Duration) (uint64
 }
 
 // writer is the group-commit loop: it takes whatever appends are queued (at
-// least one, at most MaxAppendBatch), commits them in one transaction and
+// least one, at most MaxAppendBatch), writes them in one journal write and
 // answers each. It returns when the queue is closed and drained.
 func (s *Store) writer() {
 	defer close(s.writerDone)
@@ -74,8 +71,7 @@ func (s *Store) writer() {
 	}
 }
 
-// commitAppends writes batch in as few transactions as fit and answers
-// every request.
+// commitAppends writes batch to the journal and answers every request.
 func (s *Store) commitAppends(batch []*appendReq) {
 	answer := func(rs []*appendReq, err error) {
 		for _, r := range rs {
@@ -92,46 +88,18 @@ func (s *Store) commitAppends(batch []*appendReq) {
 		answer(batch, err)
 		return
 	}
-	size := 0
-	for _, r := range batch {
-		size += journalKeyLen(r.ns, r.user)
-	}
-	keys := make([]byte, 0, size)
-	entries := make([]badger.Entry, len(batch))
+	recs := make([]walAppend, len(batch))
 	now := time.Now()
 	for i, r := range batch {
 		r.seq = first + uint64(i)
-		off := len(keys)
-		keys = journalKey(keys, r.ns, r.user, r.seq)
-		e := &entries[i]
-		e.Key, e.Value = keys[off:len(keys):len(keys)], r.value
+		recs[i] = walAppend{seq: r.seq, ns: r.ns, user: r.user, value: r.value}
 		if r.ttl > 0 {
-			e.ExpiresAt = uint64(now.Add(r.ttl).Unix())
+			recs[i].expiresAt = now.Add(r.ttl).Unix()
 		}
 	}
-	for start := 0; start < len(batch); {
-		txn := s.db.NewTransaction(true)
-		n := 0
-		var err error
-		for start+n < len(batch) {
-			if err = txn.SetEntry(&entries[start+n]); err != nil {
-				break
-			}
-			n++
-		}
-		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
-			err = nil // commit what fits, the rest goes in the next transaction
-		}
-		if err == nil {
-			err = txn.Commit()
-		} else {
-			txn.Discard()
-			n = len(batch) - start
-		}
-		if err != nil {
-			err = s.writeErr(err)
-		}
-		answer(batch[start:start+n], err)
-		start += n
+	if err := s.wal.write(recs); err != nil {
+		answer(batch, s.writeErr(err))
+		return
 	}
+	answer(batch, nil)
 }

@@ -32,12 +32,38 @@ func (s *Store) Backup(w io.Writer) error {
 		return fmt.Errorf("storage: backup: %w", err)
 	}
 	defer s.leave()
+	// The journal first: a write-back between the two snapshots then puts
+	// a record in both (restoring it twice is harmless), never in neither.
+	journal, err := s.wal.snapshot(time.Now().Unix())
+	if err != nil {
+		return fmt.Errorf("storage: backup: %w", err)
+	}
 	hdr := binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion)
 	if _, err := w.Write(hdr); err != nil {
 		return fmt.Errorf("storage: backup: %w", err)
 	}
 	if _, err := s.db.Backup(w, 0); err != nil {
 		return fmt.Errorf("storage: backup: %w", err)
+	}
+	// Journal records travel as journal keys of format 1, in lists of the
+	// same stream format, so every backup reads back the same way.
+	for len(journal) > 0 {
+		n := min(len(journal), restoreChunkKeys)
+		list := &pb.KVList{}
+		for _, kv := range journal[:n] {
+			list.Kv = append(list.Kv, &pb.KV{Key: kv.key, Value: kv.value, ExpiresAt: kv.expiresAt, Version: 1})
+		}
+		journal = journal[n:]
+		buf, err := proto.Marshal(list)
+		if err == nil {
+			_, err = w.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(buf))))
+		}
+		if err == nil {
+			_, err = w.Write(buf)
+		}
+		if err != nil {
+			return fmt.Errorf("storage: backup: %w", err)
+		}
 	}
 	return nil
 }
@@ -224,29 +250,10 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 				continue
 			}
 		case prefixJournal:
-			ns, user, seq, _ := parseJournalKey(key)
-			if err := s.raiseSeq(seq); err != nil {
+			if err := s.restoreJournal(kv); err != nil {
 				return nil, i, err
 			}
-			item, err := txn.Get(key)
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				break
-			}
-			if err == nil {
-				// Another entry holds this number: keep both, unless this one
-				// was restored before under a new number.
-				var dup bool
-				if dup, err = hasJournalValue(txn, key[:len(key)-8], item, value); err == nil && dup {
-					continue
-				}
-			}
-			if err != nil {
-				return nil, i, err
-			}
-			if seq, err = s.takeSeqs(1); err != nil {
-				return nil, i, err
-			}
-			key = journalKey(nil, string(ns), string(user), seq)
+			continue
 		}
 		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: kv.expiresAt}); err != nil {
 			return nil, i, err
@@ -255,20 +262,30 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 	return failed, len(kvs), txn.Commit()
 }
 
-// hasJournalValue reports whether the item or any journal entry under
-// prefix holds value.
-func hasJournalValue(txn *badger.Txn, prefix []byte, item *badger.Item, value []byte) (bool, error) {
-	same := false
-	if err := item.Value(func(v []byte) error { same = bytes.Equal(v, value); return nil }); err != nil || same {
-		return same, err
-	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	for it.Seek(prefix); it.Valid(); it.Next() {
-		err := it.Item().Value(func(v []byte) error { same = bytes.Equal(v, value); return nil })
-		if err != nil || same {
-			return same, err
+// restoreJournal appends a restored journal record under its own sequence
+// number, or under a new one if the user holds another record under that
+// number, unless the same record is there already (restored before).
+func (s *Store) restoreJournal(kv restoreKV) error {
+	ns, user, seq, _ := parseJournalKey(kv.key)
+	found, same := s.wal.has(string(ns), string(user), seq, kv.value)
+	switch {
+	case same:
+		return nil
+	case found && s.wal.hasValue(string(ns), string(user), kv.value):
+		return nil // restored before under a new number
+	case found:
+		var err error
+		if seq, err = s.takeSeqs(1); err != nil {
+			return err
+		}
+	default:
+		if err := s.raiseSeq(seq); err != nil {
+			return err
 		}
 	}
-	return false, nil
+	rec := walAppend{seq: seq, ns: string(ns), user: string(user), expiresAt: int64(kv.expiresAt), value: kv.value}
+	if err := s.wal.write([]walAppend{rec}); err != nil {
+		return s.writeErr(err)
+	}
+	return nil
 }

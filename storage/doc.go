@@ -1,6 +1,6 @@
-// Package storage is seenapi's on-disk store: per-user filters and journal
-// records in Badger (github.com/dgraph-io/badger/v4) under one data
-// directory. It knows bytes, not filters: values are opaque to it, and it
+// Package storage is seenapi's on-disk store: per-user filters in Badger
+// (github.com/dgraph-io/badger/v4) and journal records in append-only
+// segment files beside it (<dir>/journal), under one data directory. It knows bytes, not filters: values are opaque to it, and it
 // imports nothing else of seenapi.
 //
 // # What it owns
@@ -8,9 +8,10 @@
 //   - A user's filter: the encoded filter written back by the hot set.
 //   - A user's journal: small records appended before a recording call is
 //     acknowledged, each with a store-wide sequence number. A write-back
-//     carries the highest sequence number its filter covers (Write.UpTo) and
-//     deletes the entries it covers in the same transaction, so loading a
-//     user (Load) returns the filter plus exactly the entries newer than it.
+//     carries the sequence numbers its filter covers (Write.UpTo or
+//     Write.Journal) and retires those records once the filter is written,
+//     so loading a user (Load) returns the filter plus the records newer
+//     than it. The journal is not in Badger: see "The journal" below.
 //   - The store format version, checked on every Open, and the lease of
 //     journal sequence numbers (numbers keep increasing across restarts).
 //
@@ -22,11 +23,11 @@
 //
 //	filter:   'f' | uvarint(len(ns)) | ns | user
 //	journal:  'j' | uvarint(len(ns)) | ns | uvarint(len(user)) | user | seq (8 bytes, big-endian)
+//	          (format 1 stores and backups only; Open moves them into the journal files)
 //	meta:     'm' | name              ("mformat": uvarint format version; "mseq": uint64 sequence lease)
 //
 // One namespace's users are a prefix scan of 'f' | uvarint(len(ns)) | ns,
-// in user byte order (Users); one user's journal is a prefix scan in
-// sequence order (Load). The pair (ns, user) is the unit of every key, so
+// in user byte order (Users). The pair (ns, user) is the unit of every key, so
 // the same layout maps onto Redis Cluster keys hash-tagged by user, e.g.
 // "{ns:user}:f" and "{ns:user}:j", with the user's keys on one shard.
 //
@@ -34,15 +35,32 @@
 //
 // Append is a group commit: callers queue their record and wait; one writer
 // goroutine takes every queued record (up to Options.MaxAppendBatch),
-// writes them in one Badger transaction and acknowledges each caller once
-// it has committed. An acknowledged record survives a process crash; with
-// Options.Sync the commit is also fsync'd and survives a power loss.
+// writes them with one write(2) to the journal's active segment and
+// acknowledges each caller once it is written. An acknowledged record
+// survives a process crash; with Options.Sync the write is also fsync'd
+// and survives a power loss.
+//
+// # The journal
+//
+// Segment files of CRC-32C-checked records (wal.go), rotated at
+// Options.JournalSegmentBytes, with an in-memory index of each user's live
+// records. Keeping it out of Badger is measured: there each record cost a
+// memtable insert, a tombstone and compaction, and appends queued behind
+// write-back transactions and memtable flushes (stalls of hundreds of
+// milliseconds under load). A segment is deleted once no live record is
+// left in it. Open replays the segments; a torn last record (a crash in
+// the middle of a write) is cut off. After a crash every record still in a
+// segment is live again, covered or not: folding a covered record into
+// the filter that covers it changes nothing, since filters merge by union.
+// Delete and a replacing write-back (nil MergeFunc) write an erase record,
+// so the user's older records never come back in a replay.
 //
 // WriteBack writes filters in transactions of up to 256 users: for each
 // user it reads the stored filter, merges the new value into it with the
 // caller's MergeFunc (bitwise OR for Bloom filters, so a second writer, a
 // replayed journal or a restore never rolls a user back), sets it and
-// deletes the covered journal entries, atomically per user. A merge that
+// then retires the covered journal records (a crash in between leaves
+// them to be replayed, harmlessly). A merge that
 // fails for one user skips that user only (see WriteBackError).
 //
 // # Faults are errors
@@ -62,17 +80,18 @@
 //
 // # Backup and restore
 //
-// Backup writes a header (magic and format version) and Badger's backup
-// stream of a consistent snapshot. Restore reads it back into any store,
+// Backup writes a header (magic and format version), Badger's backup
+// stream of a consistent snapshot, and the live journal records as
+// journal keys in the same stream format. Restore reads it back into any store,
 // empty or not, merging filters with the caller's MergeFunc and keeping
 // both journal entries when two share a sequence number, so restoring into
 // a live store, or twice, loses nothing.
 //
 // # Keeping disk use bounded
 //
-// Values below Options.ValueThreshold (journal records, typical filters)
-// live in the LSM tree, where compaction drops superseded versions and
-// deleted journal records. Larger filters go to the value log, which a
+// Values below Options.ValueThreshold (typical filters) live in the LSM
+// tree, where compaction drops superseded versions. Journal segments are
+// deleted as write-backs cover their records. Larger filters go to the value log, which a
 // background loop garbage-collects every Options.GCInterval.
 //
 // # Concurrency

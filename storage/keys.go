@@ -25,7 +25,7 @@ var (
 )
 
 // FormatVersion is the store format this build writes and reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 func checkKey(ns, user string) error {
 	switch {

@@ -61,6 +61,11 @@ type Options struct {
 	// Default 1024.
 	MaxAppendBatch int
 
+	// JournalSegmentBytes is the size at which the journal starts a new
+	// segment file; a segment is deleted once every record in it is covered
+	// by a write-back. Default 64 MiB.
+	JournalSegmentBytes int64
+
 	// Logger receives the store's and Badger's warnings and errors (Badger's
 	// informational messages are logged at debug level). Default
 	// slog.Default(), which drops debug: quiet except for warnings.
@@ -79,22 +84,24 @@ const (
 	DefaultValueThreshold    = 4 << 10
 	DefaultValueLogFileSize  = 128 << 20
 	DefaultMaxAppendBatch    = 1024
+	DefaultJournalSegment    = 64 << 20
 )
 
 // DefaultOptions returns the default options for a store in dir.
 func DefaultOptions(dir string) Options {
 	return Options{
-		Dir:               dir,
-		MinFreeBytes:      DefaultMinFreeBytes,
-		FreeSpaceInterval: DefaultFreeSpaceInterval,
-		GCInterval:        DefaultGCInterval,
-		GCDiscardRatio:    DefaultGCDiscardRatio,
-		MemTableSize:      DefaultMemTableSize,
-		NumMemtables:      DefaultNumMemtables,
-		BlockCacheSize:    DefaultBlockCacheSize,
-		ValueThreshold:    DefaultValueThreshold,
-		ValueLogFileSize:  DefaultValueLogFileSize,
-		MaxAppendBatch:    DefaultMaxAppendBatch,
+		Dir:                 dir,
+		MinFreeBytes:        DefaultMinFreeBytes,
+		FreeSpaceInterval:   DefaultFreeSpaceInterval,
+		GCInterval:          DefaultGCInterval,
+		GCDiscardRatio:      DefaultGCDiscardRatio,
+		MemTableSize:        DefaultMemTableSize,
+		NumMemtables:        DefaultNumMemtables,
+		BlockCacheSize:      DefaultBlockCacheSize,
+		ValueThreshold:      DefaultValueThreshold,
+		ValueLogFileSize:    DefaultValueLogFileSize,
+		MaxAppendBatch:      DefaultMaxAppendBatch,
+		JournalSegmentBytes: DefaultJournalSegment,
 	}
 }
 
@@ -135,6 +142,8 @@ func (o Options) WithValueLogFileSize(n int64) Options { o.ValueLogFileSize = n;
 func (o Options) WithMaxAppendBatch(n int) Options { o.MaxAppendBatch = n; return o }
 
 // WithLogger returns o with Logger set.
+func (o Options) WithJournalSegmentBytes(n int64) Options { o.JournalSegmentBytes = n; return o }
+
 func (o Options) WithLogger(l *slog.Logger) Options { o.Logger = l; return o }
 
 // withDefaults fills zero fields with their defaults and checks the rest.
@@ -173,6 +182,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxAppendBatch == 0 {
 		o.MaxAppendBatch = d.MaxAppendBatch
 	}
+	if o.JournalSegmentBytes == 0 {
+		o.JournalSegmentBytes = d.JournalSegmentBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -191,6 +203,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ValueThreshold %d not in [0, 15%% of MemTableSize]", ErrBadOptions, o.ValueThreshold)
 	case o.ValueLogFileSize < 1<<20 || o.ValueLogFileSize >= 2<<30:
 		return o, fmt.Errorf("%w: ValueLogFileSize %d not in [1 MiB, 2 GiB)", ErrBadOptions, o.ValueLogFileSize)
+	case o.JournalSegmentBytes < 1<<10:
+		return o, fmt.Errorf("%w: JournalSegmentBytes %d below 1 KiB", ErrBadOptions, o.JournalSegmentBytes)
 	case o.MaxAppendBatch < 1:
 		return o, fmt.Errorf("%w: MaxAppendBatch %d below 1", ErrBadOptions, o.MaxAppendBatch)
 	}

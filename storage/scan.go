@@ -55,7 +55,8 @@ func (s *Store) Namespaces() ([]string, error) {
 	defer s.leave()
 	var names []string
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{prefixFilter, prefixJournal} {
+		{
+			p := prefixFilter
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Seek([]byte{p}); it.Valid(); {
 				key := it.Item().Key()
@@ -75,6 +76,9 @@ func (s *Store) Namespaces() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: namespaces: %w", err)
 	}
+	for _, u := range s.wal.users() {
+		names = append(names, u[0])
+	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
 }
@@ -85,43 +89,14 @@ func (s *Store) Namespaces() ([]string, error) {
 // whose first entry is appended while JournalUsers runs may or may not be
 // visited. An error from fn stops the walk and is returned.
 func (s *Store) JournalUsers(fn func(ns, user string) error) error {
-	start := []byte{prefixJournal}
-	for start != nil {
-		var page [][2]string
-		if err := s.enter(); err != nil {
-			return fmt.Errorf("storage: journal users: %w", err)
-		}
-		err := s.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}})
-			defer it.Close()
-			it.Seek(start)
-			start = nil
-			for it.Valid() {
-				key := it.Item().Key()
-				ns, user, _, ok := parseJournalKey(key)
-				if !ok {
-					s.opts.Logger.Warn("storage: skipping malformed journal key", "key", hex.EncodeToString(key))
-					it.Next()
-					continue
-				}
-				next := prefixEnd(key[:len(key)-8]) // past every entry of this user
-				if len(page) == journalUsersPage {
-					start = append([]byte(nil), key[:len(key)-8]...) // the next page starts here
-					return nil
-				}
-				page = append(page, [2]string{string(ns), string(user)})
-				it.Seek(next)
-			}
-			return nil
-		})
-		s.leave()
-		if err != nil {
-			return fmt.Errorf("storage: journal users: %w", err)
-		}
-		for _, u := range page {
-			if err := fn(u[0], u[1]); err != nil {
-				return err
-			}
+	if err := s.enter(); err != nil {
+		return fmt.Errorf("storage: journal users: %w", err)
+	}
+	users := s.wal.users()
+	s.leave()
+	for _, u := range users {
+		if err := fn(u[0], u[1]); err != nil {
+			return err
 		}
 	}
 	return nil

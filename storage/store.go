@@ -42,6 +42,8 @@ type Store struct {
 	full atomic.Bool  // free space below MinFreeBytes
 	free atomic.Int64 // free bytes at the last check
 
+	wal *wal // the journal (see wal.go)
+
 	seqMu     sync.Mutex
 	nextSeq   uint64 // next journal sequence number to hand out
 	leasedSeq uint64 // highest sequence number reserved on disk
@@ -82,6 +84,20 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadSeq(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if s.wal, err = openWAL(opts.Dir, opts.Sync, opts.JournalSegmentBytes, opts.Logger, time.Now().Unix()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+	}
+	if err := s.raiseSeq(s.wal.maxSeqSeen()); err != nil {
+		s.wal.close()
+		db.Close()
+		return nil, err
+	}
+	if err := s.migrate(); err != nil {
+		s.wal.close()
 		db.Close()
 		return nil, err
 	}
@@ -216,8 +232,12 @@ func (s *Store) Close() error {
 	<-s.writerDone
 	close(s.stop)
 	s.loops.Wait()
+	werr := s.wal.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close %s: %w", s.opts.Dir, err)
+	}
+	if werr != nil {
+		return fmt.Errorf("storage: close %s: journal: %w", s.opts.Dir, werr)
 	}
 	return nil
 }
@@ -352,23 +372,11 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		case !errors.Is(err, badger.ErrKeyNotFound):
 			return fmt.Errorf("read filter: %w", err)
 		}
-		prefix := journalPrefix(key[:0], ns, user)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
-		defer it.Close()
-		for it.Seek(prefix); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != len(prefix)+8 {
-				continue // not a journal key of this user (cannot happen with a sound key layout)
-			}
-			v, err := readValue(item)
-			if err != nil {
-				return fmt.Errorf("read journal entry %d: %w", binary.BigEndian.Uint64(k[len(prefix):]), err)
-			}
-			journal = append(journal, JournalEntry{Seq: binary.BigEndian.Uint64(k[len(prefix):]), Value: v})
-		}
 		return nil
 	})
+	if err == nil {
+		journal, err = s.wal.load(ns, user, time.Now().Unix())
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
 	}
@@ -403,76 +411,33 @@ func (s *Store) Delete(ns, user string) error {
 	}
 	defer s.leave()
 	fk := filterKey(nil, ns, user)
-	prefix := journalPrefix(nil, ns, user)
 	for attempt := 0; ; attempt++ {
-		err := s.db.Update(func(txn *badger.Txn) error {
-			for _, k := range journalKeys(txn, prefix, math.MaxUint64) {
-				if err := txn.Delete(k); err != nil {
-					return err
-				}
-			}
-			return txn.Delete(fk)
-		})
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, badger.ErrTxnTooBig):
-			// More journal entries than one transaction holds: delete them
-			// in batches first, then retry with the filter.
-			if err := s.deleteJournal(prefix, math.MaxUint64); err != nil {
-				return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
-			}
-			continue
-		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
+		err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(fk) })
+		if errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries {
 			continue
 		}
-		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, s.writeErr(err))
+		if err != nil {
+			return fmt.Errorf("storage: delete %s/%s: %w", ns, user, s.writeErr(err))
+		}
+		break
 	}
-}
-
-// journalKeys returns copies of the keys under the user's journal prefix
-// whose sequence number is at most upTo.
-func journalKeys(txn *badger.Txn, prefix []byte, upTo uint64) [][]byte {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	return seekJournalKeys(it, prefix, upTo)
-}
-
-// seekJournalKeys is journalKeys on an iterator that may serve many users.
-func seekJournalKeys(it *badger.Iterator, prefix []byte, upTo uint64) [][]byte {
-	var keys [][]byte
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-		k := it.Item().Key()
-		if len(k) != len(prefix)+8 {
-			continue
-		}
-		if binary.BigEndian.Uint64(k[len(prefix):]) > upTo {
-			break
-		}
-		keys = append(keys, it.Item().KeyCopy(nil))
+	// The filter goes first: a crash before the erase record is written
+	// leaves journal records that bring part of the user back, never a
+	// lost acknowledged write.
+	if err := s.eraseJournal(ns, user); err != nil {
+		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
 	}
-	return keys
+	return nil
 }
 
-// deleteJournal deletes the user's journal entries up to upTo in as many
-// batches as it takes (not atomically).
-func (s *Store) deleteJournal(prefix []byte, upTo uint64) error {
-	var keys [][]byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		keys = journalKeys(txn, prefix, upTo)
-		return nil
-	})
+// eraseJournal voids every journal record of the user for good: an erase
+// record keeps a replay after a crash from reading them again.
+func (s *Store) eraseJournal(ns, user string) error {
+	seq, err := s.takeSeqs(1)
 	if err != nil {
 		return err
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range keys {
-		if err := wb.Delete(k); err != nil {
-			return s.writeErr(err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
+	if err := s.wal.erase(seq, ns, user, func(walRec) bool { return true }); err != nil {
 		return s.writeErr(err)
 	}
 	return nil
@@ -496,3 +461,82 @@ func (s *Store) Size() int64 {
 
 // Dir returns the store's data directory.
 func (s *Store) Dir() string { return s.opts.Dir }
+
+// migrate brings a store of an older format up to FormatVersion. Format 1
+// kept the journal in Badger under 'j' keys: they move into the journal
+// files (a crash halfway moves some twice, which replays harmlessly), then
+// the version is raised.
+func (s *Store) migrate() error {
+	var ver uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyFormat)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { ver, _ = binary.Uvarint(v); return nil })
+	})
+	if err != nil {
+		return fmt.Errorf("storage: open %s: read format version: %w", s.opts.Dir, err)
+	}
+	if ver >= FormatVersion {
+		return nil
+	}
+	var moved int
+	for {
+		var recs []walAppend
+		var keys [][]byte
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixJournal}, PrefetchValues: true})
+			defer it.Close()
+			for it.Seek([]byte{prefixJournal}); it.Valid() && len(recs) < 4096; it.Next() {
+				item := it.Item()
+				ns, user, seq, ok := parseJournalKey(item.Key())
+				if !ok {
+					continue
+				}
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				recs = append(recs, walAppend{seq: seq, ns: string(ns), user: string(user),
+					expiresAt: int64(item.ExpiresAt()), value: v})
+				keys = append(keys, item.KeyCopy(nil))
+			}
+			return nil
+		})
+		if err == nil && len(recs) > 0 {
+			err = s.wal.write(recs)
+		}
+		if err == nil && len(recs) > 0 {
+			err = s.raiseSeq(recs[len(recs)-1].seq)
+		}
+		if err == nil && len(keys) > 0 {
+			wb := s.db.NewWriteBatch()
+			for _, k := range keys {
+				if err = wb.Delete(k); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = wb.Flush()
+			} else {
+				wb.Cancel()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("storage: open %s: moving the journal out of format %d: %w", s.opts.Dir, ver, err)
+		}
+		moved += len(recs)
+		if len(recs) == 0 {
+			break
+		}
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(keyFormat, binary.AppendUvarint(nil, FormatVersion))
+	}); err != nil {
+		return fmt.Errorf("storage: open %s: write format version: %w", s.opts.Dir, err)
+	}
+	s.opts.Logger.Info("storage: store format upgraded", "dir", s.opts.Dir, "from", ver, "to", FormatVersion,
+		"journal_records_moved", moved)
+	return nil
+}

@@ -11,18 +11,18 @@ import (
 // writeBackChunk is how many users one write-back transaction holds at most.
 const writeBackChunk = 256
 
-// WriteBack stores each write's value and deletes that user's journal
-// entries with Seq <= UpTo, atomically per user. When merge is non-nil and
-// a filter is stored, the value written is merge(stored, value). Users are
-// written in transactions of up to 256 users (fewer if they do not fit).
+// WriteBack stores each write's value, then retires that user's journal
+// records it covers (Journal, or else Seq <= UpTo): a crash in between
+// leaves records already in the filter, and replaying them is harmless for
+// filters that merge by union. When merge is non-nil and a filter is
+// stored, the value written is merge(stored, value); with merge nil the
+// value replaces the stored one and the user's older journal records are
+// voided for good (an erase record). Users are written in Badger
+// transactions of up to 256 users (fewer if they do not fit).
 //
 // On failure it returns a *WriteBackError naming every user that was not
 // written and why (a merge error, ErrFull, ErrClosed, a Badger error);
-// every user not named was written. A user whose covered journal does not
-// fit in one transaction with its filter has the filter written first and
-// the covered entries deleted after, in batches: a crash in between leaves
-// entries that are already in the filter, and replaying them is harmless
-// for filters that merge by union.
+// every user not named was written.
 //
 // Write values must not be modified until WriteBack returns.
 func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
@@ -66,6 +66,9 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		}
 		n, errs := s.writeBackSome(ok, merge)
 		for i, err := range errs {
+			if err == nil {
+				err = s.coverJournal(ok[i], merge == nil)
+			}
 			if err != nil {
 				failed = append(failed, UserError{NS: ok[i].NS, User: ok[i].User, Err: err})
 			}
@@ -92,7 +95,7 @@ func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error)
 			limit /= 2
 			continue
 		case tooBig:
-			errs[0] = s.writeBackLarge(ws[0], merge)
+			errs[0] = s.writeBackLarge(ws[0], merge) // alone, in its own transaction
 			return 1, errs[:1]
 		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
 			attempt++
@@ -138,39 +141,18 @@ func distinctPrefix(ws []Write, max int) int {
 func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	type prepared struct {
-		value   []byte
-		journal [][]byte
-	}
-	preps := make([]prepared, len(ws))
+	values := make([][]byte, len(ws))
 	var key []byte
-	it := txn.NewIterator(badger.IteratorOptions{}) // one for every user's journal
 	for i, w := range ws {
 		key = filterKey(key[:0], w.NS, w.User)
-		preps[i].value, errs[i] = prepareValue(txn, key, w, merge)
-		switch {
-		case errs[i] != nil:
-		case len(w.Journal) > 0:
-			for _, seq := range w.Journal {
-				preps[i].journal = append(preps[i].journal, journalKey(nil, w.NS, w.User, seq))
-			}
-		case w.UpTo > 0:
-			key = journalPrefix(key[:0], w.NS, w.User)
-			preps[i].journal = seekJournalKeys(it, key, w.UpTo)
-		}
+		values[i], errs[i] = prepareValue(txn, key, w, merge)
 	}
-	it.Close()
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
 		}
-		if err := s.setFilter(txn, w, preps[i].value); err != nil {
+		if err := s.setFilter(txn, w, values[i]); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
-		}
-		for _, k := range preps[i].journal {
-			if err := txn.Delete(k); err != nil {
-				return errors.Is(err, badger.ErrTxnTooBig), err
-			}
 		}
 	}
 	return false, txn.Commit()
@@ -233,11 +215,27 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 		}
 		break
 	}
+	return nil
+}
+
+// coverJournal retires the journal records a written user's value covers.
+// A replacing write (merge nil) also voids the user's older records for
+// good, so a replay after a crash cannot fold them into the new value.
+func (s *Store) coverJournal(w Write, replace bool) error {
+	covered := func(r walRec) bool { return r.seq <= w.UpTo }
 	if len(w.Journal) > 0 {
-		w.UpTo = slices.Max(w.Journal)
+		covered = func(r walRec) bool { return slices.Contains(w.Journal, r.seq) }
 	}
-	if w.UpTo == 0 {
+	if !replace {
+		s.wal.cover(w.NS, w.User, covered)
 		return nil
 	}
-	return s.deleteJournal(journalPrefix(nil, w.NS, w.User), w.UpTo)
+	seq, err := s.takeSeqs(1)
+	if err != nil {
+		return err
+	}
+	if err := s.wal.erase(seq, w.NS, w.User, covered); err != nil {
+		return s.writeErr(err)
+	}
+	return nil
 }

@@ -1,0 +1,250 @@
+package storage
+
+import (
+	"encoding/binary"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// crashCopy copies the open store's directory as a crash would leave it
+// (what the process had written, nothing closed or flushed by Close) and
+// opens the copy.
+func crashCopy(t *testing.T, s *Store) *Store {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(s.opts.Dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.opts.Dir, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if d.Name() == "LOCK" {
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(filepath.Join(dst, rel))
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		_, err = io.Copy(out, in)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("copying the store: %v", err)
+	}
+	return openTest(t, s.opts.WithDir(dst))
+}
+
+func segmentFiles(t *testing.T, s *Store) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(s.opts.Dir, walDir, "*"+walSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func TestJournalSurvivesACrash(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	a := mustAppend(t, s, "feed", "u1", "one")
+	b := mustAppend(t, s, "feed", "u1", "two")
+	c := mustAppend(t, s, "feed", "u2", "three")
+	r := crashCopy(t, s)
+	if _, j := mustLoad(t, r, "feed", "u1"); !slices.Equal(journalValues(j), []string{fmtEntry(a, "one"), fmtEntry(b, "two")}) {
+		t.Errorf("u1 after the crash: %v", journalValues(j))
+	}
+	if _, j := mustLoad(t, r, "feed", "u2"); !slices.Equal(journalValues(j), []string{fmtEntry(c, "three")}) {
+		t.Errorf("u2 after the crash: %v", journalValues(j))
+	}
+	if d := mustAppend(t, r, "feed", "u2", "four"); d <= c {
+		t.Errorf("sequence after the crash %d, not above %d", d, c)
+	}
+}
+
+func fmtEntry(seq uint64, v string) string {
+	return journalValues([]JournalEntry{{Seq: seq, Value: []byte(v)}})[0]
+}
+
+// A covered record stays in its segment while other users' records keep the
+// segment alive; the erase record must keep it from bringing a deleted
+// user back after a crash.
+func TestDeletedUserStaysDeletedAfterACrash(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	seq := mustAppend(t, s, "feed", "gone", "old item")
+	other := mustAppend(t, s, "feed", "kept", "item")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "gone", Value: []byte("filter"), UpTo: seq}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("feed", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	r := crashCopy(t, s)
+	if f, j := mustLoad(t, r, "feed", "gone"); f != nil || len(j) != 0 {
+		t.Errorf("deleted user back after a crash: filter %q journal %v", f, journalValues(j))
+	}
+	if _, j := mustLoad(t, r, "feed", "kept"); !slices.Equal(journalValues(j), []string{fmtEntry(other, "item")}) {
+		t.Errorf("other user's journal after the crash: %v", journalValues(j))
+	}
+}
+
+func TestReplacingWriteBackVoidsOlderRecordsAfterACrash(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	first := mustAppend(t, s, "feed", "u", "before")
+	merge := func(stored, value []byte) ([]byte, error) { return append(stored, value...), nil }
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("a"), UpTo: first}}, merge); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("replaced")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	after := mustAppend(t, s, "feed", "u", "after")
+	r := crashCopy(t, s)
+	f, j := mustLoad(t, r, "feed", "u")
+	if string(f) != "replaced" || !slices.Equal(journalValues(j), []string{fmtEntry(after, "after")}) {
+		t.Errorf("after a crash: filter %q journal %v, want the replacement and only the later record", f, journalValues(j))
+	}
+}
+
+func TestTornJournalTailIsCutAndTheRestKept(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustAppend(t, s, "feed", "u", "kept")
+	segs := segmentFiles(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	last := segs[len(segs)-1]
+	// Half a record: a length promising more bytes than follow.
+	f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := binary.LittleEndian.AppendUint32(nil, 100)
+	if _, err := f.Write(append(torn, 1, 2, 3, 4, 5, 6)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.Stat(last)
+
+	r := openTest(t, opts)
+	if _, j := mustLoad(t, r, "feed", "u"); !slices.Equal(journalValues(j), []string{fmtEntry(a, "kept")}) {
+		t.Errorf("journal after a torn write: %v", journalValues(j))
+	}
+	if after, _ := os.Stat(last); after.Size() >= before.Size() {
+		t.Errorf("torn segment not truncated: %d bytes, was %d", after.Size(), before.Size())
+	}
+	b := mustAppend(t, r, "feed", "u", "next")
+	if _, j := mustLoad(t, r, "feed", "u"); !slices.Equal(journalValues(j), []string{fmtEntry(a, "kept"), fmtEntry(b, "next")}) {
+		t.Errorf("journal after appending past the cut: %v", journalValues(j))
+	}
+}
+
+func TestCoveredSegmentsAreDeleted(t *testing.T) {
+	s := openTest(t, testOptions(t).WithJournalSegmentBytes(1<<10))
+	var writes []Write
+	for u := range 50 {
+		user := "user" + strings.Repeat("x", u%7)
+		var seq uint64
+		for range 4 {
+			seq = mustAppend(t, s, "feed", user+string(rune('a'+u)), strings.Repeat("v", 40))
+		}
+		writes = append(writes, Write{NS: "feed", User: user + string(rune('a'+u)), Value: []byte("f"), UpTo: seq})
+	}
+	if n := len(segmentFiles(t, s)); n < 5 {
+		t.Fatalf("%d segments for 200 records of 1 KiB segments; want several", n)
+	}
+	if err := s.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The active segment stays, and erase records (a replacing write-back
+	// writes them) keep the oldest segment holding them.
+	if n := len(segmentFiles(t, s)); n > 2 {
+		t.Errorf("%d segments left after every record was covered; want at most 2", n)
+	}
+	// Records of another user keep their segment.
+	seq := mustAppend(t, s, "feed", "late", "x")
+	for range 40 {
+		mustAppend(t, s, "feed", "filler", strings.Repeat("v", 40))
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "filler", Value: []byte("f"), UpTo: 1 << 62}},
+		func(a, b []byte) ([]byte, error) { return b, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, j := mustLoad(t, s, "feed", "late"); !slices.Equal(journalValues(j), []string{fmtEntry(seq, "x")}) {
+		t.Errorf("uncovered record lost with its segment: %v", journalValues(j))
+	}
+}
+
+// A store of format 1 kept its journal in Badger; opening it moves the
+// records into the journal files.
+func TestFormat1JournalMovesToTheJournalFiles(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badger.Open(badger.DefaultOptions(opts.Dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyFormat, binary.AppendUvarint(nil, 1)); err != nil {
+			return err
+		}
+		if err := txn.Set(journalKey(nil, "feed", "u", 7), []byte("seven")); err != nil {
+			return err
+		}
+		return txn.Set(journalKey(nil, "feed", "u", 9), []byte("nine"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := openTest(t, opts)
+	if _, j := mustLoad(t, r, "feed", "u"); !slices.Equal(journalValues(j), []string{"7:seven", "9:nine"}) {
+		t.Errorf("journal after the upgrade: %v", journalValues(j))
+	}
+	if seq := mustAppend(t, r, "feed", "u", "ten"); seq <= 9 {
+		t.Errorf("sequence %d after moving records up to 9", seq)
+	}
+	err = r.db.View(func(txn *badger.Txn) error {
+		if hasPrefix(txn, []byte{prefixJournal}) {
+			t.Error("journal keys left in Badger")
+		}
+		item, err := txn.Get(keyFormat)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if ver, _ := binary.Uvarint(v); ver != FormatVersion {
+				t.Errorf("format version %d after the upgrade, want %d", ver, FormatVersion)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
