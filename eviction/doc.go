@@ -9,9 +9,13 @@
 // core) under the shard's own lock, with a byte count: after every insert
 // or growth the shard evicts its least recently used users until it is
 // within CacheBytes/Shards. A user costs its filter's MemoryBytes plus
-// entryOverhead plus its key. Calls for one user are serialized by the
-// entry's own lock; calls for different users share at most a shard lock
-// held for a map lookup. Lock order: entry before shard.
+// entryOverhead plus its id's length. An entry holds the filter by value,
+// the user's namespace as an index (at most 256 namespaces) and, for ids
+// shorter than 255 bytes, the id in the same allocation: one allocation a
+// hot user besides golang-lru's element and the filter's arrays. Calls
+// for one user are serialized by the entry's own lock; calls for different
+// users share at most a shard lock held for a map lookup. Lock order: entry
+// before shard.
 //
 // # Loading
 //

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,38 +73,6 @@ func (o Options) withDefaults() Options {
 // (about 1e-25 at ten million users) would be an error, never a mix-up.
 type key [2]uint64
 
-// entry is one hot user. mu serializes the user's calls; the shard's lock
-// guards the fields marked so.
-type entry struct {
-	f    userfilter.Filter // by value: one allocation with the entry (guarded by mu)
-	info *nsInfo
-	user string
-	mu   sync.Mutex
-	// Guarded by the shard lock:
-	bytes  int32 // accounted size
-	queued bool  // in the shard's dirty list
-	// Guarded by mu:
-	gone bool // evicted or erased: callers must look the user up again
-	// lastSeq is the highest journal sequence number applied to f and not
-	// yet covered by a write-back; 0: none. The user's journal entries are
-	// appended only under mu, so their sequence numbers only grow and one
-	// number stands for all of them (storage.Write.UpTo).
-	lastSeq    uint64
-	dirtySince int64 // unix nanoseconds when f first differed from storage; 0: clean
-}
-
-// key of the entry's user (recomputed rather than stored: 16 bytes a user).
-func (e *entry) key() key { return e.info.key(e.user) }
-
-func (e *entry) dirty() bool { return e.dirtySince != 0 }
-
-// entryOverhead is what a hot user costs beyond its filter and its id: the
-// entry (80 B), golang-lru's element (80 B) and map slot (about 40 B), a
-// dirty-list slot and the pending journal list, rounded up.
-// BenchmarkBytesPerHotUser measures it (229-255 B of heap a user over the
-// filter's own size, id included).
-const entryOverhead = 240
-
 type loadCall struct {
 	done chan struct{}
 	err  error
@@ -123,6 +90,7 @@ type shard struct {
 
 type nsInfo struct {
 	Namespace
+	index      uint8  // in HotSet.nsByIndex; what an entry keeps
 	seed       uint64 // namespace part of every key
 	journalTTL time.Duration
 }
@@ -136,12 +104,14 @@ func (n *nsInfo) key(user string) key {
 // back to the store in batches and journals every recording call before it
 // is acknowledged. Safe for concurrent use.
 type HotSet struct {
-	store  Store
-	opts   Options
-	ns     map[string]*nsInfo
-	names  []string
-	shards []*shard
-	mask   uint64
+	store     Store
+	opts      Options
+	ns        map[string]*nsInfo
+	nsByIndex []*nsInfo
+	names     []string
+	start     time.Time // origin of clock
+	shards    []*shard
+	mask      uint64
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
 	scratch sync.Pool
@@ -159,7 +129,10 @@ type HotSet struct {
 // write-back loop. Close stops it.
 func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	opts = opts.withDefaults()
-	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{},
+	if len(namespaces) > maxNamespaces {
+		return nil, fmt.Errorf("%d namespaces configured, at most %d", len(namespaces), maxNamespaces)
+	}
+	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{}, start: opts.Now(),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	for _, n := range namespaces {
 		p := n.Profile.WithDefaults()
@@ -169,11 +142,13 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 		if _, dup := h.ns[n.Name]; dup {
 			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
 		}
-		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, seed: xxh3.HashString(n.Name)}
+		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, index: uint8(len(h.nsByIndex)),
+			seed: xxh3.HashString(n.Name)}
 		if p.Window > 0 {
 			info.journalTTL = p.Window + p.Granularity
 		}
 		h.ns[n.Name] = info
+		h.nsByIndex = append(h.nsByIndex, info)
 		h.names = append(h.names, n.Name)
 	}
 	slices.Sort(h.names)
@@ -194,12 +169,24 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 
 func (h *HotSet) shardOf(k key) *shard { return h.shards[k[0]&h.mask] }
 
+// infoOf returns the namespace of e.
+func (h *HotSet) infoOf(e *entry) *nsInfo { return h.nsByIndex[e.ns] }
+
+// keyOf returns the key of e's user (recomputed rather than stored: 16 bytes a user).
+func (h *HotSet) keyOf(e *entry) key { return h.infoOf(e).key(e.id()) }
+
+// clock is the time in milliseconds since the hot set started, modulo
+// 2^32 (about 49.7 days), never 0: what entry.dirtySince holds.
+func (h *HotSet) clock() uint32 {
+	return max(uint32(h.opts.Now().Sub(h.start).Milliseconds()), 1)
+}
+
 // errCollision would mean two users share a 128-bit key.
 var errCollision = errors.New("eviction: user key collision")
 
-func (e *entry) is(info *nsInfo, user string) error {
-	if e.info != info || e.user != user {
-		return fmt.Errorf("%w: %s/%s and %s/%s", errCollision, e.info.Name, e.user, info.Name, user)
+func (h *HotSet) is(e *entry, info *nsInfo, user string) error {
+	if e.ns != info.index || e.id() != user {
+		return fmt.Errorf("%w: %s/%s and %s/%s", errCollision, h.infoOf(e).Name, e.id(), info.Name, user)
 	}
 	return nil
 }
@@ -225,7 +212,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		s.mu.Lock()
 		if e, ok := s.lru.Get(k); ok {
 			s.mu.Unlock()
-			if err := e.is(info, user); err != nil {
+			if err := h.is(e, info, user); err != nil {
 				return nil, false, err
 			}
 			e.mu.Lock()
@@ -284,8 +271,8 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			close(lc.done)
 			return nil, false, err
 		}
-		// The id is cloned: callers' strings may alias request buffers.
-		e = &entry{f: *f, info: info, user: strings.Clone(user), lastSeq: lastSeq}
+		e = newEntry(info.index, user)
+		e.f, e.lastSeq = *f, lastSeq
 		e.mu.Lock()
 		if lastSeq > 0 {
 			// The journal is folded into the filter at the next write-back.
@@ -303,7 +290,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 // markDirtyLocked records that e differs from storage. e.mu and s.mu held.
 func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 	if !e.dirty() {
-		e.dirtySince = h.opts.Now().UnixNano()
+		e.dirtySince = h.clock()
 		h.dirtyUsers.Add(1)
 	}
 	if !e.queued {
@@ -359,7 +346,7 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 // insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
 func (h *HotSet) insertLocked(s *shard, e *entry) {
 	e.bytes = entrySize(e)
-	s.lru.Add(e.key(), e)
+	s.lru.Add(h.keyOf(e), e)
 	s.bytes += int64(e.bytes)
 	h.hotUsers.Add(1)
 	h.hotBytes.Add(int64(e.bytes))
@@ -395,9 +382,10 @@ func (h *HotSet) afterEvict(evicted []*entry) {
 		e.mu.Lock()
 		e.gone = true
 		if e.dirty() {
-			s := h.shardOf(e.key())
+			k := h.keyOf(e)
+			s := h.shardOf(k)
 			s.mu.Lock()
-			s.evicted[e.key()] = e
+			s.evicted[k] = e
 			s.mu.Unlock()
 		}
 		e.mu.Unlock()
@@ -411,14 +399,15 @@ func (h *HotSet) release(e *entry, changed bool) {
 		e.mu.Unlock()
 		return
 	}
-	s := h.shardOf(e.key())
+	k := h.keyOf(e)
+	s := h.shardOf(k)
 	size := entrySize(e)
 	s.mu.Lock()
 	h.markDirtyLocked(s, e)
 	s.mu.Unlock()
 	e.mu.Unlock()
 	s.mu.Lock()
-	if cur, ok := s.lru.Peek(e.key()); ok && cur == e && size != e.bytes {
+	if cur, ok := s.lru.Peek(k); ok && cur == e && size != e.bytes {
 		grow := size - e.bytes
 		e.bytes = size
 		s.bytes += int64(grow)
@@ -431,7 +420,7 @@ func (h *HotSet) release(e *entry, changed bool) {
 
 // entrySize is what e is accounted for. e.mu held (or e not yet shared).
 func entrySize(e *entry) int32 {
-	return int32(min(e.f.MemoryBytes()+entryOverhead+len(e.user), math.MaxInt32))
+	return int32(min(e.f.MemoryBytes()+entryOverhead+len(e.id()), math.MaxInt32))
 }
 
 // journal makes the hashes about to be recorded durable. e.mu held.
@@ -439,13 +428,13 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilt
 	if h.opts.NoJournal || len(hashes) == 0 {
 		return nil
 	}
-	seq, err := h.store.Append(info.Name, e.user, encodeJournal(at, hashes), info.journalTTL)
+	seq, err := h.store.Append(info.Name, e.id(), encodeJournal(at, hashes), info.journalTTL)
 	if err != nil {
 		h.storageErrors.Add(1)
 		if errors.Is(err, storage.ErrFull) {
 			return fmt.Errorf("%w: %w", ErrStorageFull, err)
 		}
-		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.user, err)
+		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.id(), err)
 	}
 	h.journals.Add(1)
 	e.lastSeq = max(e.lastSeq, seq)
@@ -688,7 +677,7 @@ func (h *HotSet) Stats() Stats {
 	if total := st.Hits + st.Misses; total > 0 {
 		st.HitRatio = float64(st.Hits) / float64(total)
 	}
-	now := h.opts.Now().UnixNano()
+	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
 		for _, e := range s.dirty {
@@ -696,7 +685,10 @@ func (h *HotSet) Stats() Stats {
 			// rather than wait for it.
 			if e.mu.TryLock() {
 				if e.dirty() {
-					st.FlushLag = max(st.FlushLag, time.Duration(now-e.dirtySince))
+					// A difference of 2^31 ms or more is a clock that went back.
+					if d := now - e.dirtySince; d < 1<<31 {
+						st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
+					}
 				}
 				e.mu.Unlock()
 			}
@@ -765,7 +757,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.mu.Unlock()
 			return err
 		}
-		writes = append(writes, storage.Write{NS: e.info.Name, User: e.user, Value: raw,
+		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now)})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
@@ -793,9 +785,10 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	// written ones that were evicted meanwhile are let go.
 	for i, e := range taken {
 		e.mu.Lock()
-		s := h.shardOf(e.key())
+		k := h.keyOf(e)
+		s := h.shardOf(k)
 		s.mu.Lock()
-		if failedAll || failed[e.info.Name+"\x00"+e.user] {
+		if failedAll || failed[h.infoOf(e).Name+"\x00"+e.id()] {
 			h.markDirtyLocked(s, e)
 		} else if e.lastSeq == writes[i].UpTo {
 			// Nothing journalled since the snapshot: no entry is left to
@@ -805,8 +798,8 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.lastSeq = 0
 		}
 		if !e.dirty() {
-			if cur, ok := s.evicted[e.key()]; ok && cur == e {
-				delete(s.evicted, e.key())
+			if cur, ok := s.evicted[k]; ok && cur == e {
+				delete(s.evicted, k)
 			}
 		}
 		s.mu.Unlock()
