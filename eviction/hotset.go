@@ -745,6 +745,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	now := h.opts.Now()
 	writes := make([]storage.Write, 0, len(batch))
 	taken := make([]*entry, 0, len(batch))
+	var encodeErrs []error
 	for _, e := range batch {
 		e.mu.Lock()
 		if !e.dirty() {
@@ -754,8 +755,15 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		e.f.Expire(now)
 		raw, err := e.f.MarshalBinary()
 		if err != nil {
+			// Not written: it stays dirty and goes back on its shard's
+			// dirty list; the rest of the batch is written all the same.
+			s := h.shardOf(h.keyOf(e))
+			s.mu.Lock()
+			h.markDirtyLocked(s, e)
+			s.mu.Unlock()
 			e.mu.Unlock()
-			return err
+			encodeErrs = append(encodeErrs, fmt.Errorf("encoding %s/%s: %w", h.infoOf(e).Name, e.id(), err))
+			continue
 		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now)})
@@ -766,7 +774,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		e.mu.Unlock()
 	}
 	if len(writes) == 0 {
-		return nil
+		return errors.Join(encodeErrs...)
 	}
 	err := h.store.WriteBack(writes, MergeFilters)
 	failedAll := err != nil
@@ -808,7 +816,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	if !failedAll {
 		h.flushedUsers.Add(uint64(len(writes) - len(failed)))
 	}
-	return err
+	return errors.Join(append(encodeErrs, err)...)
 }
 
 // MergeFilters is the storage.MergeFunc of write-back (and of a merging
