@@ -77,9 +77,9 @@ type restoreKV struct {
 // Restore adds the filters and journal entries of a backup made by Backup
 // to the store, which may be empty or not and may be in use. A restored
 // filter replaces the stored one, or with merge non-nil is merged into it
-// as in WriteBack. Restored journal entries keep their sequence numbers
-// unless the store holds another entry under the same number, and later
-// appends get higher numbers than every restored entry. Entries already
+// as in WriteBack. Restored journal entries get new sequence numbers (the
+// store's own cover marks count its own numbers); one the user holds
+// already, value for value, is not added twice. Entries already
 // expired are skipped; the others keep their expiry.
 //
 // Restore is not atomic: on error, part of the backup may be restored, and
@@ -148,8 +148,10 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 			if err := checkBackupKey(kv.Key); err != nil {
 				return fmt.Errorf("storage: restore: %w", err)
 			}
-			if kv.Key[0] == prefixMeta {
-				continue // the header carried the format version
+			if kv.Key[0] == prefixMeta || kv.Key[0] == prefixCover {
+				// The header carried the format version; cover marks count
+				// the source store's journal numbers, not this one's.
+				continue
 			}
 			pending = append(pending, restoreKV{key: kv.Key, value: kv.Value, expiresAt: kv.ExpiresAt})
 			size += len(kv.Key) + len(kv.Value)
@@ -187,7 +189,7 @@ func readBackupHeader(br *bufio.Reader) error {
 func checkBackupKey(key []byte) error {
 	if len(key) > 0 {
 		switch key[0] {
-		case prefixMeta:
+		case prefixMeta, prefixCover:
 			return nil
 		case prefixFilter:
 			if _, _, ok := parseFilterKey(key); ok {
@@ -262,26 +264,17 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 	return failed, len(kvs), txn.Commit()
 }
 
-// restoreJournal appends a restored journal record under its own sequence
-// number, or under a new one if the user holds another record under that
-// number, unless the same record is there already (restored before).
+// restoreJournal appends a restored journal record under a new sequence
+// number (above every cover mark of this store), unless the user holds
+// the same record already (restored before).
 func (s *Store) restoreJournal(kv restoreKV) error {
-	ns, user, seq, _ := parseJournalKey(kv.key)
-	found, same := s.wal.has(string(ns), string(user), seq, kv.value)
-	switch {
-	case same:
+	ns, user, _, _ := parseJournalKey(kv.key)
+	if s.wal.hasValue(string(ns), string(user), kv.value) {
 		return nil
-	case found && s.wal.hasValue(string(ns), string(user), kv.value):
-		return nil // restored before under a new number
-	case found:
-		var err error
-		if seq, err = s.takeSeqs(1); err != nil {
-			return err
-		}
-	default:
-		if err := s.raiseSeq(seq); err != nil {
-			return err
-		}
+	}
+	seq, err := s.takeSeqs(1)
+	if err != nil {
+		return err
 	}
 	rec := walAppend{seq: seq, ns: string(ns), user: string(user), expiresAt: int64(kv.expiresAt), value: kv.value}
 	if err := s.wal.write([]walAppend{rec}); err != nil {

@@ -21,7 +21,12 @@ func snapshot(t *testing.T, s *Store, users [][2]string) map[[2]string]userState
 	out := map[[2]string]userState{}
 	for _, u := range users {
 		f, j := mustLoad(t, s, u[0], u[1])
-		out[u] = userState{string(f), journalValues(j)}
+		// Restored records get new sequence numbers: compare values, in order.
+		var values []string
+		for _, e := range j {
+			values = append(values, string(e.Value))
+		}
+		out[u] = userState{string(f), values}
 	}
 	return out
 }
@@ -212,7 +217,7 @@ func TestRestoreSkipsExpiredEntries(t *testing.T) {
 	if _, err := src.Append("feed", "u", []byte("short"), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	keep := mustAppend(t, src, "feed", "u", "long")
+	mustAppend(t, src, "feed", "u", "long")
 	var buf bytes.Buffer
 	if err := src.Backup(&buf); err != nil {
 		t.Fatal(err)
@@ -223,7 +228,8 @@ func TestRestoreSkipsExpiredEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, j := mustLoad(t, dst, "feed", "u")
-	if got, want := journalValues(j), []string{fmt.Sprint(keep, ":long")}; !slices.Equal(got, want) {
+	if len(j) != 1 || string(j[0].Value) != "long" {
+		got, want := journalValues(j), "one entry: long"
 		t.Fatalf("journal after restore %v, want %v", got, want)
 	}
 }

@@ -24,6 +24,7 @@
 //	filter:   'f' | uvarint(len(ns)) | ns | user
 //	journal:  'j' | uvarint(len(ns)) | ns | uvarint(len(user)) | user | seq (8 bytes, big-endian)
 //	          (format 1 stores and backups only; Open moves them into the journal files)
+//	cover:    'c' | uvarint(len(ns)) | ns | user   (uvarint journal number the filter covers)
 //	meta:     'm' | name              ("mformat": uvarint format version; "mseq": uint64 sequence lease)
 //
 // One namespace's users are a prefix scan of 'f' | uvarint(len(ns)) | ns,
@@ -48,12 +49,14 @@
 // memtable insert, a tombstone and compaction, and appends queued behind
 // write-back transactions and memtable flushes (stalls of hundreds of
 // milliseconds under load). A segment is deleted once no live record is
-// left in it. Open replays the segments; a torn last record (a crash in
-// the middle of a write) is cut off. After a crash every record still in a
-// segment is live again, covered or not: folding a covered record into
-// the filter that covers it changes nothing, since filters merge by union.
-// Delete and a replacing write-back (nil MergeFunc) write an erase record,
-// so the user's older records never come back in a replay.
+// left in it, so covered records can outlive their write-back in a segment
+// kept for others: each write-back therefore stores, in the same Badger
+// transaction as the filter, the user's cover mark (the journal number
+// below which the filter holds every record), and Open replays the
+// segments skipping what the marks cover. A torn last record (a crash in
+// the middle of a write) is cut off. Delete removes the mark with the
+// filter and writes an erase record, so the user's records never come back
+// in a replay.
 //
 // WriteBack writes filters in transactions of up to 256 users: for each
 // user it reads the stored filter, merges the new value into it with the

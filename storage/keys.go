@@ -16,6 +16,7 @@ const (
 	prefixFilter  byte = 'f'
 	prefixJournal byte = 'j'
 	prefixMeta    byte = 'm'
+	prefixCover   byte = 'c'
 )
 
 // Meta keys.
@@ -51,6 +52,12 @@ func appendNSPrefix(dst []byte, prefix byte, ns string) []byte {
 // filterKey appends 'f' | uvarint(len(ns)) | ns | user.
 func filterKey(dst []byte, ns, user string) []byte {
 	return append(appendNSPrefix(dst, prefixFilter, ns), user...)
+}
+
+// coverKey appends 'c' | uvarint(len(ns)) | ns | user: the key of the
+// highest journal sequence number the user's stored filter covers.
+func coverKey(dst []byte, ns, user string) []byte {
+	return append(appendNSPrefix(dst, prefixCover, ns), user...)
 }
 
 // journalPrefix appends 'j' | uvarint(len(ns)) | ns | uvarint(len(user)) | user:

@@ -101,6 +101,11 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := s.applyCoverMarks(); err != nil {
+		s.wal.close()
+		db.Close()
+		return nil, err
+	}
 	s.checkFree()
 	go s.writer()
 	if opts.MinFreeBytes >= 0 {
@@ -412,7 +417,12 @@ func (s *Store) Delete(ns, user string) error {
 	defer s.leave()
 	fk := filterKey(nil, ns, user)
 	for attempt := 0; ; attempt++ {
-		err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(fk) })
+		err := s.db.Update(func(txn *badger.Txn) error {
+			if err := txn.Delete(coverKey(nil, ns, user)); err != nil {
+				return err
+			}
+			return txn.Delete(fk)
+		})
 		if errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries {
 			continue
 		}
@@ -538,5 +548,40 @@ func (s *Store) migrate() error {
 	}
 	s.opts.Logger.Info("storage: store format upgraded", "dir", s.opts.Dir, "from", ver, "to", FormatVersion,
 		"journal_records_moved", moved)
+	return nil
+}
+
+// applyCoverMarks drops from the replayed journal the records each user's
+// stored filter already holds (its cover mark), so only the records a
+// crash left unwritten come back.
+func (s *Store) applyCoverMarks() error {
+	users := s.wal.users()
+	for start := 0; start < len(users); start += 1024 {
+		page := users[start:min(start+1024, len(users))]
+		marks := make([]uint64, len(page))
+		err := s.db.View(func(txn *badger.Txn) error {
+			for i, u := range page {
+				item, err := txn.Get(coverKey(nil, u[0], u[1]))
+				if errors.Is(err, badger.ErrKeyNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if err := item.Value(func(v []byte) error { marks[i], _ = binary.Uvarint(v); return nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: open %s: read cover marks: %w", s.opts.Dir, err)
+		}
+		for i, u := range page {
+			if mark := marks[i]; mark > 0 {
+				s.wal.cover(u[0], u[1], func(r walRec) bool { return r.seq <= mark })
+			}
+		}
+	}
 	return nil
 }

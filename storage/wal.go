@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -502,21 +503,25 @@ func (w *wal) load(ns, user string, now int64) ([]JournalEntry, error) {
 	return out, nil
 }
 
-// has reports whether the user has a live record seq holding value.
-func (w *wal) has(ns, user string, seq uint64, value []byte) (found, same bool) {
+// coverMark returns the highest sequence number below which every record
+// of the user is one that covered selects (0: none selected): the cover
+// mark a write-back stores with the filter, so a replay after a restart
+// skips what the filter holds.
+func (w *wal) coverMark(ns, user string, covered func(walRec) bool) uint64 {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
+	var mark, minKept uint64 = 0, math.MaxUint64
 	for _, r := range w.index[walKey(ns, user)] {
-		if r.seq != seq {
-			continue
+		if covered(r) {
+			mark = max(mark, r.seq)
+		} else {
+			minKept = min(minKept, r.seq)
 		}
-		v := make([]byte, r.n)
-		if _, err := r.seg.f.ReadAt(v, r.off); err != nil {
-			return true, false
-		}
-		return true, bytes.Equal(v, value)
 	}
-	return false, false
+	if minKept <= mark {
+		mark = minKept - 1
+	}
+	return mark
 }
 
 // hasValue reports whether any live record of the user holds value.

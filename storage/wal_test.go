@@ -248,3 +248,28 @@ func TestFormat1JournalMovesToTheJournalFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCoveredRecordsStayCoveredAfterARestartOrACrash(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := mustAppend(t, s, "feed", "u", "in the filter")
+	mustAppend(t, s, "feed", "other", "keeps the segment")
+	merge := func(stored, value []byte) ([]byte, error) { return value, nil }
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f"), UpTo: covered}}, merge); err != nil {
+		t.Fatal(err)
+	}
+	pending := mustAppend(t, s, "feed", "u", "after the write-back")
+	want := []string{fmtEntry(pending, "after the write-back")}
+	if _, j := mustLoad(t, crashCopy(t, s), "feed", "u"); !slices.Equal(journalValues(j), want) {
+		t.Errorf("after a crash: journal %v, want %v", journalValues(j), want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, j := mustLoad(t, openTest(t, opts), "feed", "u"); !slices.Equal(journalValues(j), want) {
+		t.Errorf("after a restart: journal %v, want %v", journalValues(j), want)
+	}
+}

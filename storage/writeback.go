@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,7 +68,7 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		n, errs := s.writeBackSome(ok, merge)
 		for i, err := range errs {
 			if err == nil {
-				err = s.coverJournal(ok[i], merge == nil)
+				s.wal.cover(ok[i].NS, ok[i].User, coveredBy(ok[i]))
 			}
 			if err != nil {
 				failed = append(failed, UserError{NS: ok[i].NS, User: ok[i].User, Err: err})
@@ -154,6 +155,9 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig 
 		if err := s.setFilter(txn, w, values[i]); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
+		if err := s.setCoverMark(txn, w); err != nil {
+			return errors.Is(err, badger.ErrTxnTooBig), err
+		}
 	}
 	return false, txn.Commit()
 }
@@ -203,7 +207,10 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 				userErr = err
 				return nil
 			}
-			return s.setFilter(txn, w, value)
+			if err := s.setFilter(txn, w, value); err != nil {
+				return err
+			}
+			return s.setCoverMark(txn, w)
 		})
 		switch {
 		case userErr != nil:
@@ -218,24 +225,25 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 	return nil
 }
 
-// coverJournal retires the journal records a written user's value covers.
-// A replacing write (merge nil) also voids the user's older records for
-// good, so a replay after a crash cannot fold them into the new value.
-func (s *Store) coverJournal(w Write, replace bool) error {
-	covered := func(r walRec) bool { return r.seq <= w.UpTo }
+// coveredBy selects the journal records w's value covers.
+func coveredBy(w Write) func(walRec) bool {
 	if len(w.Journal) > 0 {
-		covered = func(r walRec) bool { return slices.Contains(w.Journal, r.seq) }
+		return func(r walRec) bool { return slices.Contains(w.Journal, r.seq) }
 	}
-	if !replace {
-		s.wal.cover(w.NS, w.User, covered)
+	return func(r walRec) bool { return r.seq <= w.UpTo }
+}
+
+// setCoverMark sets, beside the user's filter, the journal number below
+// which the filter holds every record, so the replay at the next Open skips
+// them (journal segments outlive the records a write-back covers).
+func (s *Store) setCoverMark(txn *badger.Txn, w Write) error {
+	mark := s.wal.coverMark(w.NS, w.User, coveredBy(w))
+	if mark == 0 {
 		return nil
 	}
-	seq, err := s.takeSeqs(1)
-	if err != nil {
-		return err
+	e := badger.NewEntry(coverKey(nil, w.NS, w.User), binary.AppendUvarint(nil, mark))
+	if w.TTL > 0 {
+		e = e.WithTTL(w.TTL)
 	}
-	if err := s.wal.erase(seq, w.NS, w.User, covered); err != nil {
-		return s.writeErr(err)
-	}
-	return nil
+	return txn.SetEntry(e)
 }
