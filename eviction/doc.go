@@ -29,13 +29,18 @@
 // the journal (the store groups concurrent appends into one write) and
 // only then applies them and answers: an acknowledged impression survives
 // kill -9, and a call whose journal write failed changes nothing. The write-
-// back loop (every FlushInterval, on eviction through the next write-back,
-// and at Close) stores each dirty filter merged by OR into what is stored,
-// and deletes the journal entries it covers in the same transaction, so a
-// second writer, a replayed journal or a restore can never roll a user back.
-// A dirty user evicted before its write-back stays reachable (the shard's
-// evicted map) until the write-back lands, so eviction never loses a change,
-// even with the journal off.
+// back loop stores each dirty filter merged by OR into what is stored (so
+// a second writer, a replayed journal or a restore can never roll a user
+// back) and retires the journal records it covers. It runs every
+// FlushInterval/20 and writes the users that changed FlushInterval ago or
+// more, so the work is spread out instead of arriving in one burst, and a
+// user called many times in between is written once; it also writes every
+// evicted user at once, and everything at Close. A dirty user evicted
+// before its write-back stays reachable (the shard's evicted map) until the
+// write-back lands, so eviction never loses a change, even with the journal
+// off; past a sixteenth of the budget in such users, calls that load a
+// user wait for the write-back (at most two rounds of it), so memory stays
+// near the budget however fast users come.
 //
 // # Erase
 //

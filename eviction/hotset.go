@@ -20,7 +20,13 @@ import (
 type Options struct {
 	// CacheBytes is the byte budget of hot users (filters plus per-entry overhead). Default 512 MiB.
 	CacheBytes int64
-	// FlushInterval is how often dirty filters are written back. Default 1s.
+	// FlushInterval is how long a changed filter may wait before it is
+	// written back (the journal keeps its changes durable meanwhile): the
+	// write-back loop runs every FlushInterval/20 (5 ms to 500 ms) and
+	// writes the users changed at least FlushInterval ago, and every
+	// evicted one, so the work is spread evenly instead of coming in one
+	// burst per interval, and a user called again meanwhile is written
+	// once. Default 5s.
 	FlushInterval time.Duration
 	// Shards splits the hot set so calls for different users rarely share
 	// a lock. Rounded up to a power of two. Default 64.
@@ -37,7 +43,7 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultCacheBytes    = 512 << 20
-	DefaultFlushInterval = time.Second
+	DefaultFlushInterval = 5 * time.Second
 	DefaultShards        = 64
 	// writeBatch is how many users one store write-back carries.
 	writeBatch = 512
@@ -84,8 +90,15 @@ type shard struct {
 	bytes   int64
 	budget  int64
 	loading map[key]*loadCall
-	dirty   []*entry       // entries that turned dirty since the last write-back
+	dirty   []dirtyRef     // entries that turned dirty since their last write-back, oldest first
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
+}
+
+// dirtyRef is an entry in its shard's dirty list and when it was queued
+// (HotSet.clock), so the list is in time order.
+type dirtyRef struct {
+	e  *entry
+	at uint32
 }
 
 type nsInfo struct {
@@ -114,6 +127,17 @@ type HotSet struct {
 	mask      uint64
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
+
+	// Evicted users that are still dirty live outside the budget until
+	// written back: past backlogLimit bytes of them, calls that load a user
+	// (and so evict one) wait for the write-back to catch up (see
+	// waitBacklog).
+	evictedBytes atomic.Int64
+	backlogLimit int64
+	backlogMu    sync.Mutex
+	backlogCond  *sync.Cond
+	flushRounds  uint64 // guarded by backlogMu
+	kick         chan struct{}
 	scratch sync.Pool
 
 	hits, misses, loads, evictions  atomic.Uint64
@@ -133,7 +157,9 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 		return nil, fmt.Errorf("%d namespaces configured, at most %d", len(namespaces), maxNamespaces)
 	}
 	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{}, start: opts.Now(),
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1),
+		backlogLimit: max(opts.CacheBytes/16, 1<<20)}
+	h.backlogCond = sync.NewCond(&h.backlogMu)
 	for _, n := range namespaces {
 		p := n.Profile.WithDefaults()
 		if err := p.Validate(); err != nil {
@@ -231,6 +257,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			s.mu.Lock()
 			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty() {
 				delete(s.evicted, k)
+				h.evictedBytes.Add(-int64(e.bytes))
 				e.gone = false
 				h.insertLocked(s, e)
 				evicted := h.trimLocked(s, e)
@@ -255,6 +282,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		s.loading[k] = lc
 		s.mu.Unlock()
 		h.misses.Add(1)
+		h.waitBacklog()
 
 		f, lastSeq, err := h.load(info, user)
 		if err == nil && f == nil && create {
@@ -295,7 +323,7 @@ func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 	}
 	if !e.queued {
 		e.queued = true
-		s.dirty = append(s.dirty, e)
+		s.dirty = append(s.dirty, dirtyRef{e, h.clock()})
 	}
 }
 
@@ -386,7 +414,11 @@ func (h *HotSet) afterEvict(evicted []*entry) {
 			s := h.shardOf(k)
 			s.mu.Lock()
 			s.evicted[k] = e
+			backlog := h.evictedBytes.Add(int64(e.bytes))
 			s.mu.Unlock()
+			if backlog > h.backlogLimit {
+				h.kickFlush()
+			}
 		}
 		e.mu.Unlock()
 	}
@@ -550,6 +582,7 @@ func (h *HotSet) Forget(ns, user string) error {
 	}
 	if e, ok := s.evicted[k]; ok {
 		delete(s.evicted, k)
+		h.evictedBytes.Add(-int64(e.bytes))
 		victims = append(victims, e)
 	}
 	s.mu.Unlock()
@@ -680,7 +713,8 @@ func (h *HotSet) Stats() Stats {
 	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for _, e := range s.dirty {
+		for _, d := range s.dirty {
+			e := d.e
 			// dirtySince is written under e.mu; skip a user busy right now
 			// rather than wait for it.
 			if e.mu.TryLock() {
@@ -700,14 +734,19 @@ func (h *HotSet) Stats() Stats {
 
 func (h *HotSet) flushLoop() {
 	defer close(h.stopped)
-	t := time.NewTicker(h.opts.FlushInterval)
+	t := time.NewTicker(min(max(h.opts.FlushInterval/20, 5*time.Millisecond), 500*time.Millisecond))
 	defer t.Stop()
+	age := uint32(min(h.opts.FlushInterval.Milliseconds(), 1<<30))
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
-			if err := h.Flush(); err != nil {
+			if err := h.flush(age); err != nil {
+				h.opts.Logger.Warn("seenapi: write-back failed; will retry", "err", err)
+			}
+		case <-h.kick:
+			if err := h.flush(evictedOnly); err != nil {
 				h.opts.Logger.Warn("seenapi: write-back failed; will retry", "err", err)
 			}
 		}
@@ -715,17 +754,73 @@ func (h *HotSet) flushLoop() {
 }
 
 // Flush writes every dirty filter back now, merging into what is stored.
-func (h *HotSet) Flush() error {
+func (h *HotSet) Flush() error { return h.flush(0) }
+
+// evictedOnly is the age of flush that writes back evicted users only.
+const evictedOnly = math.MaxUint32
+
+// kickFlush asks the write-back loop for a round of evicted users now.
+func (h *HotSet) kickFlush() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitBacklog holds a call that is about to load a user (and so evict
+// one) while evicted users waiting for write-back take more than
+// backlogLimit bytes: memory stays near the budget however fast calls come.
+// It waits for two write-back rounds at most, so a store that refuses
+// writes (a full disk) slows loads down but never stops them.
+func (h *HotSet) waitBacklog() {
+	if h.evictedBytes.Load() <= h.backlogLimit {
+		return
+	}
+	h.backlogMu.Lock()
+	defer h.backlogMu.Unlock()
+	until := h.flushRounds + 2
+	for h.evictedBytes.Load() > h.backlogLimit && h.flushRounds < until && !h.closed.Load() {
+		h.kickFlush()
+		h.backlogCond.Wait()
+	}
+}
+
+// flushed wakes the calls waiting in waitBacklog after a write-back round.
+func (h *HotSet) flushed() {
+	h.backlogMu.Lock()
+	h.flushRounds++
+	h.backlogCond.Broadcast()
+	h.backlogMu.Unlock()
+}
+
+// flush writes back the users queued at least age milliseconds ago and
+// every evicted one (an evicted user is memory over the budget until it is
+// written).
+func (h *HotSet) flush(age uint32) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
+	defer h.flushed()
+	now := h.clock()
 	var all []*entry
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for _, e := range s.dirty {
-			e.queued = false
+		n := 0
+		// A clock that went back makes now-at huge: written at once.
+		for n < len(s.dirty) && now-s.dirty[n].at >= age {
+			s.dirty[n].e.queued = false
+			all = append(all, s.dirty[n].e)
+			n++
 		}
-		all = append(all, s.dirty...)
-		s.dirty = nil
+		if n > 0 {
+			// Clear what is left behind: the GC scans the whole array, and
+			// stale pointers would keep evicted users alive.
+			kept := copy(s.dirty, s.dirty[n:])
+			clear(s.dirty[kept:])
+			s.dirty = s.dirty[:kept]
+		}
+		for _, e := range s.evicted {
+			all = append(all, e) // written once: write-back skips one already clean
+		}
 		s.mu.Unlock()
 	}
 	var errs []error
@@ -808,6 +903,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		if !e.dirty() {
 			if cur, ok := s.evicted[k]; ok && cur == e {
 				delete(s.evicted, k)
+				h.evictedBytes.Add(-int64(e.bytes))
 			}
 		}
 		s.mu.Unlock()
@@ -852,6 +948,7 @@ func (h *HotSet) Close() error {
 	}
 	close(h.stop)
 	<-h.stopped
+	h.flushed() // let go of calls waiting on the backlog
 	return h.Flush()
 }
 

@@ -48,7 +48,7 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 	const allowance = 640 << 20
 	fx := newFixture(t, Options{CacheBytes: budget, FlushInterval: 200 * time.Millisecond})
 	var wg sync.WaitGroup
-	var maxHot int64
+	var maxHot, maxBacklog int64
 	var mu sync.Mutex
 	start := time.Now()
 	const callers = 64 // enough concurrent calls for the journal to group its commits
@@ -63,6 +63,7 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 					b := fx.h.Stats().CacheBytes
 					mu.Lock()
 					maxHot = max(maxHot, b)
+					maxBacklog = max(maxBacklog, fx.h.evictedBytes.Load())
 					mu.Unlock()
 				}
 			}
@@ -75,6 +76,12 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 		time.Since(start).Round(time.Millisecond), st.HotUsers, st.CacheBytes, int64(budget), maxHot, st.Evictions, rss>>20)
 	if st.CacheBytes > budget || maxHot > budget {
 		t.Fatalf("hot set over budget: %d (max %d) > %d", st.CacheBytes, maxHot, budget)
+	}
+	// Evicted users waiting for write-back are outside the budget: calls
+	// wait for the write-back past backlogLimit (a sixteenth of it).
+	t.Logf("evicted and waiting for write-back: at most %d bytes seen (limit %d)", maxBacklog, fx.h.backlogLimit)
+	if maxBacklog > budget/4 {
+		t.Fatalf("evicted backlog reached %d bytes, a quarter of the budget is %d", maxBacklog, budget/4)
 	}
 	if st.HotUsers > 110_000 {
 		t.Fatalf("%d users hot, budget fits about 100,000", st.HotUsers)

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -85,6 +86,7 @@ type wal struct {
 	segs   []*segment // ascending id; the last is active
 	index  map[string][]walRec
 	maxSeq uint64 // highest seq seen
+	peak   int    // most users in index since it was last rebuilt
 	buf    []byte
 }
 
@@ -331,6 +333,7 @@ func (w *wal) write(recs []walAppend) error {
 		key := walKey(r.ns, r.user)
 		w.index[key] = append(w.index[key], walRec{seq: r.seq, seg: seg, off: base + int64(offs[i]),
 			n: int32(len(r.value)), expiresAt: r.expiresAt})
+		w.peak = max(w.peak, len(w.index))
 		seg.live++
 		w.maxSeq = max(w.maxSeq, r.seq)
 	}
@@ -449,6 +452,12 @@ func (w *wal) dropLocked(key string, drop func(walRec) bool) {
 	}
 	if len(kept) == 0 {
 		delete(w.index, key)
+		// Go maps keep their peak size: rebuild one that has emptied out
+		// (a burst of pending users must not pin its memory for good).
+		if w.peak > 4096 && len(w.index) < w.peak/8 {
+			w.index = maps.Clone(w.index)
+			w.peak = len(w.index)
+		}
 	} else {
 		clear(recs[len(kept):])
 		w.index[key] = kept

@@ -50,7 +50,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
 		o.cacheBytes = byteSize(512 << 20)
 		fs.Var(&o.cacheBytes, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
-		fs.DurationVar(&o.flushInterval, "flush-interval", time.Second, "how often changed filters are written back")
+		fs.DurationVar(&o.flushInterval, "flush-interval", eviction.DefaultFlushInterval, "how long a changed filter may wait to be written back (the journal keeps it durable meanwhile)")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
