@@ -138,7 +138,7 @@ type HotSet struct {
 	backlogCond  *sync.Cond
 	flushRounds  uint64 // guarded by backlogMu
 	kick         chan struct{}
-	scratch sync.Pool
+	scratch      sync.Pool
 
 	hits, misses, loads, evictions  atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
