@@ -44,6 +44,8 @@ type Store struct {
 
 	wal *wal // the journal (see wal.go)
 
+	leaseMu   sync.Mutex // serializes lease writes, so the lease on disk only grows
+	renewing  atomic.Bool
 	seqMu     sync.Mutex
 	nextSeq   uint64 // next journal sequence number to hand out
 	leasedSeq uint64 // highest sequence number reserved on disk
@@ -183,28 +185,48 @@ func (s *Store) loadSeq() error {
 func (s *Store) takeSeqs(n uint64) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
-	if err := s.leaseLocked(s.nextSeq + n - 1); err != nil {
-		return 0, err
+	for s.nextSeq+n-1 > s.leasedSeq { // leaseLocked lets go of seqMu: check again
+		if err := s.leaseLocked(s.nextSeq + n - 1); err != nil {
+			return 0, err
+		}
 	}
 	first := s.nextSeq
 	s.nextSeq += n
+	if s.nextSeq+seqLease/2 > s.leasedSeq && !s.renewing.Swap(true) {
+		// Renew ahead, off the append path: a lease written while Badger
+		// stalls its writes (a memtable flush) would stall every append.
+		go s.renewLease(s.nextSeq + seqLease)
+	}
 	return first, nil
+}
+
+// renewLease extends the lease to upTo in the background.
+func (s *Store) renewLease(upTo uint64) {
+	defer s.renewing.Store(false)
+	if err := s.enter(); err != nil {
+		return
+	}
+	defer s.leave()
+	if err := s.writeLease(upTo); err != nil {
+		s.opts.Logger.Warn("storage: renewing the journal sequence lease failed; appends will renew it", "err", err)
+	}
 }
 
 // raiseSeq makes every later sequence number greater than seq.
 func (s *Store) raiseSeq(seq uint64) error {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
-	if seq < s.nextSeq {
-		return nil
+	for seq > s.leasedSeq {
+		if err := s.leaseLocked(seq); err != nil {
+			return err
+		}
 	}
-	if err := s.leaseLocked(seq); err != nil {
-		return err
-	}
-	s.nextSeq = seq + 1
+	s.nextSeq = max(s.nextSeq, seq+1)
 	return nil
 }
 
+// leaseLocked reserves numbers up to upTo and more on disk. seqMu held; it
+// is let go while the lease is written.
 func (s *Store) leaseLocked(upTo uint64) error {
 	if upTo <= s.leasedSeq {
 		return nil
@@ -213,13 +235,32 @@ func (s *Store) leaseLocked(upTo uint64) error {
 	if lease < upTo {
 		lease = math.MaxUint64
 	}
+	s.seqMu.Unlock() // writeLease takes it to publish the lease
+	err := s.writeLease(lease)
+	s.seqMu.Lock()
+	return err
+}
+
+// writeLease reserves sequence numbers up to lease on disk, then lets them
+// be handed out. Lease writes are serialized and never lower the lease.
+func (s *Store) writeLease(lease uint64) error {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	s.seqMu.Lock()
+	cur := s.leasedSeq
+	s.seqMu.Unlock()
+	if lease <= cur {
+		return nil
+	}
 	err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(keySeq, binary.BigEndian.AppendUint64(nil, lease))
 	})
 	if err != nil {
 		return fmt.Errorf("storage: reserve journal sequence numbers: %w", s.writeErr(err))
 	}
-	s.leasedSeq = lease
+	s.seqMu.Lock()
+	s.leasedSeq = max(s.leasedSeq, lease)
+	s.seqMu.Unlock()
 	return nil
 }
 

@@ -741,3 +741,29 @@ func TestJournalUsersStopsAtTheFirstError(t *testing.T) {
 		t.Fatalf("JournalUsers: %v after %d calls, want stop after 1", err, calls)
 	}
 }
+
+func TestSequenceLeaseIsRenewedAhead(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	mustAppend(t, s, "feed", "u", "x") // leases seqLease numbers
+	// Three quarters of them, without running out: only a renewal ahead
+	// can extend the lease.
+	if _, err := s.takeSeqs(seqLease * 3 / 4); err != nil {
+		t.Fatal(err)
+	}
+	s.seqMu.Lock()
+	before := s.leasedSeq
+	s.seqMu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.seqMu.Lock()
+		leased, next := s.leasedSeq, s.nextSeq
+		s.seqMu.Unlock()
+		if leased >= next+seqLease/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease %d (was %d) not renewed ahead of next %d", leased, before, next)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
