@@ -3,6 +3,7 @@ package eviction
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/seenapi/seenapi/userfilter"
@@ -26,8 +27,10 @@ type entry struct {
 	lastSeq uint64
 	// dirtySince is when f first differed from storage, in milliseconds
 	// since the hot set started, modulo 2^32 (see HotSet.clock); 0: clean.
-	// Guarded by mu.
-	dirtySince uint32
+	// Written under mu and the shard lock; atomic so that the write-back
+	// loop and Stats can read it holding the shard lock only (the dirty
+	// list is in dirtySince order: an entry is queued when it turns dirty).
+	dirtySince atomic.Uint32
 	bytes      int32 // accounted size; guarded by the shard lock
 	queued     bool  // in the shard's dirty list; guarded by the shard lock
 	gone       bool  // evicted or erased: callers must look the user up again; guarded by mu
@@ -107,15 +110,17 @@ func (e *entry) id() string {
 	return unsafe.String(&e.idHead[0], int(e.idLen))
 }
 
-func (e *entry) dirty() bool { return e.dirtySince != 0 }
+func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter's MemoryBytes
 // and its id's length: the entry's own fields (40 B of its 144, the id's
 // first 12 bytes included), golang-lru's list element (80 B) and its map
 // slot (a 16-byte key and a pointer in a map between 7/16 and 7/8 full,
-// about 35 B), and a dirty-list slot (about 10 B) while the user is dirty,
-// rounded up. BenchmarkBytesPerHotUser measures the heap a dirty user with
-// a 12-byte id takes beyond its filter's MemoryBytes: 165 B at 10 items,
-// 166 B at 200 and 183 B at 2,000 (there the filter's own arrays round up
-// to their size classes); accounted, that user is entryOverhead + 12.
-const entryOverhead = 180
+// about 35 B), and a dirty-list slot (8 B and the list's spare room) while
+// the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty
+// user with a 12-byte id takes beyond a filter of the same items: 165 B at
+// 10 items, 166 B at 200 and 183-191 B at 2,000 (there the filters in the
+// hot set, grown call by call, take a little more than the reference one).
+// It is set so that the accounted bytes per user stay at or above the
+// heap measured at every size.
+const entryOverhead = 192

@@ -90,15 +90,8 @@ type shard struct {
 	bytes   int64
 	budget  int64
 	loading map[key]*loadCall
-	dirty   []dirtyRef     // entries that turned dirty since their last write-back, oldest first
+	dirty   []*entry       // entries that turned dirty since their last write-back, in dirtySince order
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
-}
-
-// dirtyRef is an entry in its shard's dirty list and when it was queued
-// (HotSet.clock), so the list is in time order.
-type dirtyRef struct {
-	e  *entry
-	at uint32
 }
 
 type nsInfo struct {
@@ -318,19 +311,19 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 // markDirtyLocked records that e differs from storage. e.mu and s.mu held.
 func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 	if !e.dirty() {
-		e.dirtySince = h.clock()
+		e.dirtySince.Store(h.clock())
 		h.dirtyUsers.Add(1)
 	}
 	if !e.queued {
 		e.queued = true
-		s.dirty = append(s.dirty, dirtyRef{e, h.clock()})
+		s.dirty = append(s.dirty, e)
 	}
 }
 
 // markClean records that e was written back. e.mu held.
 func (h *HotSet) markClean(e *entry) {
 	if e.dirty() {
-		e.dirtySince = 0
+		e.dirtySince.Store(0)
 		h.dirtyUsers.Add(-1)
 	}
 }
@@ -713,18 +706,12 @@ func (h *HotSet) Stats() Stats {
 	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for _, d := range s.dirty {
-			e := d.e
-			// dirtySince is written under e.mu; skip a user busy right now
-			// rather than wait for it.
-			if e.mu.TryLock() {
-				if e.dirty() {
-					// A difference of 2^31 ms or more is a clock that went back.
-					if d := now - e.dirtySince; d < 1<<31 {
-						st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
-					}
+		for _, e := range s.dirty {
+			// A difference of 2^31 ms or more is a clock that went back.
+			if since := e.dirtySince.Load(); since != 0 {
+				if d := now - since; d < 1<<31 {
+					st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
 				}
-				e.mu.Unlock()
 			}
 		}
 		s.mu.Unlock()
@@ -806,9 +793,9 @@ func (h *HotSet) flush(age uint32) error {
 		s.mu.Lock()
 		n := 0
 		// A clock that went back makes now-at huge: written at once.
-		for n < len(s.dirty) && now-s.dirty[n].at >= age {
-			s.dirty[n].e.queued = false
-			all = append(all, s.dirty[n].e)
+		for n < len(s.dirty) && now-s.dirty[n].dirtySince.Load() >= age {
+			s.dirty[n].queued = false
+			all = append(all, s.dirty[n])
 			n++
 		}
 		if n > 0 {
