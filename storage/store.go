@@ -69,6 +69,9 @@ func Open(opts Options) (*Store, error) {
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithVerifyValueChecksum(true).
 		WithChecksumVerificationMode(options.OnBlockRead).
+		// Filters are Bloom bits, which do not compress: Snappy only cost
+		// CPU on every block read and every compaction.
+		WithCompression(options.None).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(bopts)
 	if err != nil {

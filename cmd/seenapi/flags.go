@@ -25,6 +25,7 @@ type options struct {
 	insecure        bool
 	shutdownTimeout time.Duration
 	minFreeBytes    byteSize
+	memoryLimit     string
 	debugAddr       string
 	limits          api.Config
 
@@ -55,6 +56,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
+		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB; "auto": 1.25 x --cache-bytes + 768MiB; "off": none`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 		fs.IntVar(&o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")

@@ -398,3 +398,28 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatalf("after restart: %d %v", status, m)
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		flag, env string
+		want      int64
+		bad       bool
+	}{
+		{flag: "auto", want: (1<<30)*5/4 + 768<<20},
+		{flag: "off", want: 0},
+		{flag: "3GiB", want: 3 << 30},
+		{flag: "auto", env: "2GiB", want: 0}, // GOMEMLIMIT is the runtime's own
+		{flag: "lots", bad: true},
+	} {
+		o := &options{cacheBytes: 1 << 30, memoryLimit: tc.flag}
+		got, err := memoryLimit(o, func(k string) string {
+			if k == "GOMEMLIMIT" {
+				return tc.env
+			}
+			return ""
+		})
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("--memory-limit %q GOMEMLIMIT %q: %d, %v; want %d (error %v)", tc.flag, tc.env, got, err, tc.want, tc.bad)
+		}
+	}
+}

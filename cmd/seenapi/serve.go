@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -74,6 +75,13 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		defer dln.Close()
 		go serveDebug(dln)
 		logger.Info("seenapi: profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
+	}
+	if limit, err := memoryLimit(o, getenv); err != nil {
+		return err
+	} else if limit > 0 {
+		debug.SetMemoryLimit(limit)
+		lb := byteSize(limit)
+		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
 	}
 	namespaces, err := loadNamespaces(o.namespacesFile)
 	if err != nil {
@@ -166,4 +174,25 @@ func serveDebug(ln net.Listener) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	_ = srv.Serve(ln) // ends when serve closes ln
+}
+
+// memoryLimit is the Go heap's soft limit: without one the heap may grow to
+// twice what is live before the collector runs (GOGC=100), which for a
+// hot set of a few GiB is GiBs of resident memory over the budget. 0: no
+// limit set here (off, or GOMEMLIMIT given to the Go runtime directly).
+func memoryLimit(o *options, getenv func(string) string) (int64, error) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	switch o.memoryLimit {
+	case "off", "0":
+		return 0, nil
+	case "auto", "":
+		return int64(o.cacheBytes)*5/4 + 768<<20, nil
+	}
+	var b byteSize
+	if err := b.Set(o.memoryLimit); err != nil || b <= 0 {
+		return 0, fmt.Errorf("--memory-limit %q: want a size such as 2GiB, auto or off", o.memoryLimit)
+	}
+	return int64(b), nil
 }
