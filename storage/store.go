@@ -20,8 +20,10 @@ import (
 const maxConflictRetries = 16
 
 // seqLease is how many journal sequence numbers are reserved on disk at a
-// time; a restart skips what was reserved but unused.
-const seqLease = 1 << 20
+// time; a restart skips what was reserved but unused (numbers are 64-bit:
+// gaps cost nothing). Large, so that renewals are rare and the one ahead
+// has minutes to land even when Badger stalls its writes under load.
+const seqLease = 1 << 26
 
 // Store is the Badger store of user filters and journal records. All its
 // methods are safe for concurrent use.
