@@ -84,7 +84,11 @@ func TestKill9LosesNoAcknowledgedImpression(t *testing.T) {
 			}
 			close(lines)
 		}()
-		killAt := time.After(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+		// The kill comes at a random moment after the child's first
+		// acknowledgement, so a slow start (a loaded machine, the race
+		// detector, a long replay) cannot leave a round with nothing.
+		var killAt <-chan time.Time
+		started := time.After(30 * time.Second) // a child that never acknowledges is killed too
 		n := 0
 	read:
 		for {
@@ -95,7 +99,12 @@ func TestKill9LosesNoAcknowledgedImpression(t *testing.T) {
 				}
 				user, item, _ := strings.Cut(l, " ")
 				acked[user] = append(acked[user], item)
-				n++
+				if n++; n == 1 {
+					killAt, started = time.After(time.Duration(100+rng.IntN(700))*time.Millisecond), nil
+				}
+			case <-started:
+				cmd.Process.Signal(syscall.SIGKILL)
+				started = nil
 			case <-killAt:
 				cmd.Process.Signal(syscall.SIGKILL)
 				killAt = nil
