@@ -248,9 +248,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			s.mu.Unlock()
 			e.mu.Lock()
 			s.mu.Lock()
-			// Clean here means its write-back is under way: what it holds is
-			// the truth all the same (waiting for the write would spin).
-			if cur, ok := s.evicted[k]; ok && cur == e {
+			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty() {
 				delete(s.evicted, k)
 				h.evictedBytes.Add(-int64(e.bytes))
 				e.gone = false
