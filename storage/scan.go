@@ -55,21 +55,20 @@ func (s *Store) Namespaces() ([]string, error) {
 	defer s.leave()
 	var names []string
 	err := s.db.View(func(txn *badger.Txn) error {
-		{
-			p := prefixFilter
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
-			for it.Seek([]byte{p}); it.Valid(); {
-				key := it.Item().Key()
-				ns, rest, ok := splitNS(key)
-				if !ok {
-					s.opts.Logger.Warn("storage: skipping malformed key", "key", hex.EncodeToString(key))
-					it.Next()
-					continue
-				}
-				names = append(names, string(ns))
-				it.Seek(prefixEnd(key[:len(key)-len(rest)])) // past this namespace
+		// Journal-only namespaces come from the journal's index below.
+		p := []byte{prefixFilter}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		defer it.Close()
+		for it.Seek(p); it.Valid(); {
+			key := it.Item().Key()
+			ns, rest, ok := splitNS(key)
+			if !ok {
+				s.opts.Logger.Warn("storage: skipping malformed key", "key", hex.EncodeToString(key))
+				it.Next()
+				continue
 			}
-			it.Close()
+			names = append(names, string(ns))
+			it.Seek(prefixEnd(key[:len(key)-len(rest)])) // past this namespace
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,25 +491,31 @@ func (w *wal) collectLocked() {
 
 // load returns copies of the user's live records that have not expired.
 func (w *wal) load(ns, user string, now int64) ([]JournalEntry, error) {
+	var out []JournalEntry
+	err := w.readLive(ns, user, now, func(r walRec, v []byte) {
+		out = append(out, JournalEntry{Seq: r.seq, Value: v})
+	})
+	return out, err
+}
+
+// readLive calls fn with each of the user's live records that has not
+// expired and a copy of its value, in sequence order, under the read lock.
+func (w *wal) readLive(ns, user string, now int64, fn func(walRec, []byte)) error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	recs := w.index[walKey(ns, user)]
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	out := make([]JournalEntry, 0, len(recs))
+	recs := slices.Clone(w.index[walKey(ns, user)])
+	slices.SortFunc(recs, func(a, b walRec) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range recs {
 		if r.expiresAt != 0 && r.expiresAt <= now {
 			continue
 		}
 		v := make([]byte, r.n)
 		if _, err := r.seg.f.ReadAt(v, r.off); err != nil {
-			return nil, fmt.Errorf("%w: journal entry %d: %w", ErrCorrupt, r.seq, err)
+			return fmt.Errorf("%w: journal entry %d: %w", ErrCorrupt, r.seq, err)
 		}
-		out = append(out, JournalEntry{Seq: r.seq, Value: v})
+		fn(r, v)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out, nil
+	return nil
 }
 
 // coverMark returns the highest sequence number below which every record
@@ -572,19 +578,12 @@ func (w *wal) users() [][2]string {
 func (w *wal) snapshot(now int64) ([]restoreKV, error) {
 	var out []restoreKV
 	for _, u := range w.users() {
-		recs, err := w.load(u[0], u[1], now)
+		err := w.readLive(u[0], u[1], now, func(r walRec, v []byte) {
+			out = append(out, restoreKV{key: journalKey(nil, u[0], u[1], r.seq), value: v,
+				expiresAt: uint64(max(r.expiresAt, 0))})
+		})
 		if err != nil {
 			return nil, err
-		}
-		w.mu.RLock()
-		exp := map[uint64]int64{}
-		for _, r := range w.index[walKey(u[0], u[1])] {
-			exp[r.seq] = r.expiresAt
-		}
-		w.mu.RUnlock()
-		for _, r := range recs {
-			out = append(out, restoreKV{key: journalKey(nil, u[0], u[1], r.Seq), value: r.Value,
-				expiresAt: uint64(max(exp[r.Seq], 0))})
 		}
 	}
 	return out, nil
