@@ -74,7 +74,17 @@ func Open(opts Options) (*Store, error) {
 		// Filters are Bloom bits, which do not compress: Snappy only cost
 		// CPU on every block read and every compaction.
 		WithCompression(options.None).
-		WithMetricsEnabled(false)
+		WithMetricsEnabled(false).
+		// Two compactors, not four, on the machines seenapi runs on (a few
+		// cores): each holds table builders in the Go heap.
+		WithNumCompactors(2)
+	// Tables of one size (2 MiB) at every level. A compaction keeps up to
+	// eight tables or more in flight, each builder holding a buffer of
+	// twice its table in the Go heap; Badger's default doubles the table
+	// size per level, so at ten million users (data down to level 5 or 6,
+	// tables of 32-64 MiB) one compaction could hold hundreds of MiB next
+	// to the hot set.
+	bopts.TableSizeMultiplier = 1
 	db, err := badger.Open(bopts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
