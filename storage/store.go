@@ -422,6 +422,13 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
 	}
 	defer s.leave()
+	// The journal first: a write-back committing between the two reads
+	// retires records only after its filter is visible, so records read
+	// before the filter are either still live or covered by what the read
+	// of the filter sees. The other order could miss both.
+	if journal, err = s.wal.load(ns, user, time.Now().Unix()); err != nil {
+		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+	}
 	var key [64]byte
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(filterKey(key[:0], ns, user))
@@ -435,9 +442,6 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		}
 		return nil
 	})
-	if err == nil {
-		journal, err = s.wal.load(ns, user, time.Now().Unix())
-	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
 	}
