@@ -248,7 +248,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			s.mu.Unlock()
 			e.mu.Lock()
 			s.mu.Lock()
-			if cur, ok := s.evicted[k]; ok && cur == e && e.dirty() {
+			// Clean here means its write-back is under way: what it holds is
+			// the truth all the same (waiting for the write would spin).
+			if cur, ok := s.evicted[k]; ok && cur == e {
 				delete(s.evicted, k)
 				h.evictedBytes.Add(-int64(e.bytes))
 				e.gone = false

@@ -454,3 +454,72 @@ func openStoreOrDie(dir string) *storage.Store {
 	}
 	return st
 }
+
+// gatedStore is the real store with write-backs held at a gate: they start,
+// say so on entered, and go on when release is closed.
+type gatedStore struct {
+	*storage.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) error {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.release
+	return g.Store.WriteBack(writes, merge)
+}
+
+// A call for a user that was evicted and whose write-back is under way is
+// served from memory at once (it used to spin until the store write ended)
+// and loses nothing, then or after a reload.
+func TestCallDuringEvictedUsersWriteBack(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	g := &gatedStore{Store: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	// A budget of one byte in one shard: each new user evicts the last.
+	h, err := New(g, defaultNS, Options{CacheBytes: 1, Shards: 1, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	record(t, h, "default", "a", "a1")
+	record(t, h, "default", "b", "b1") // evicts a, dirty
+	flushed := make(chan error, 1)
+	go func() { flushed <- h.Flush() }()
+	<-g.entered // a's write-back is under way and held
+
+	answered := make(chan Result, 1)
+	go func() {
+		res, err := h.Filter("default", "a", []string{"a1", "a2"}, 0, userfilter.RecordReturned)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- res
+	}()
+	var res Result
+	var open sync.Once
+	select {
+	case res = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Error("a call for an evicted user waited for its write-back")
+		open.Do(func() { close(g.release) })
+		res = <-answered
+	}
+	if len(res.Unseen) != 1 || res.Unseen[0] != "a2" {
+		t.Errorf("a during its write-back: unseen %v, want [a2]", res.Unseen)
+	}
+	open.Do(func() { close(g.release) })
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	record(t, h, "default", "c", "c1") // evicts a again
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(t, h, "default", "a", "a1", "a2", "a3"); !got[0] || !got[1] || got[2] {
+		t.Errorf("a after reload: seen %v, want [true true false]", got)
+	}
+}
