@@ -118,9 +118,8 @@ func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 // slot (a 16-byte key and a pointer in a map between 7/16 and 7/8 full,
 // about 35 B), and a dirty-list slot (8 B and the list's spare room) while
 // the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty
-// user with a 12-byte id takes beyond a filter of the same items: 165 B at
-// 10 items, 166 B at 200 and 183-191 B at 2,000 (there the filters in the
-// hot set, grown call by call, take a little more than the reference one).
-// It is set so that the accounted bytes per user stay at or above the
-// heap measured at every size.
+// user with a 12-byte id takes beyond its filter: 165 B at 10 items, 166 B
+// at 200 and 168 B at 2,000, of which the dirty-list slot is 10-11 B. It
+// is set so that the accounted bytes per user stay at or above the heap
+// measured at every size.
 const entryOverhead = 192

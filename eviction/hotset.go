@@ -806,6 +806,10 @@ func (h *HotSet) flush(age uint32) error {
 			kept := copy(s.dirty, s.dirty[n:])
 			clear(s.dirty[kept:])
 			s.dirty = s.dirty[:kept]
+			if cap(s.dirty) > 64 && kept < cap(s.dirty)/4 {
+				// A burst of changes is not memory kept for good.
+				s.dirty = append([]*entry(nil), s.dirty...)
+			}
 		}
 		for _, e := range s.evicted {
 			all = append(all, e) // written once: write-back skips one already clean

@@ -523,3 +523,27 @@ func TestCallDuringEvictedUsersWriteBack(t *testing.T) {
 		t.Errorf("a after reload: seen %v, want [true true false]", got)
 	}
 }
+
+// A burst of changes leaves no dirty-list array behind once written back.
+func TestDirtyListShrinksAfterWriteBack(t *testing.T) {
+	fx := newFixture(t, Options{Shards: 1})
+	for u := range 1000 {
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "x")
+	}
+	s := fx.h.shards[0]
+	s.mu.Lock()
+	before := cap(s.dirty)
+	s.mu.Unlock()
+	if before < 1000 {
+		t.Fatalf("dirty list holds %d slots for 1000 dirty users", before)
+	}
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	after := cap(s.dirty)
+	s.mu.Unlock()
+	if after > 64 {
+		t.Errorf("dirty list keeps %d slots after write-back (had %d)", after, before)
+	}
+}
