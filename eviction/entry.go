@@ -33,7 +33,6 @@ type entry struct {
 	dirtySince atomic.Uint32
 	bytes      int32 // accounted size; guarded by the shard lock
 	queued     bool  // in the shard's dirty list; guarded by the shard lock
-	gone       bool  // evicted or erased: callers must look the user up again; guarded by mu
 	ns         uint8 // index of the namespace in HotSet.nsByIndex
 	// idLen is the id's length when it is kept inline: its first bytes in
 	// idHead, the rest right after the entry in the same allocation. With
@@ -44,7 +43,7 @@ type entry struct {
 
 const (
 	// idHeadLen is how many bytes of the id fit inside the entry itself.
-	idHeadLen = 12
+	idHeadLen = 13
 	// idOutside is idLen of an entry whose id is a separate string: ids
 	// of idOutside bytes or more.
 	idOutside = 255
@@ -114,7 +113,7 @@ func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter's MemoryBytes
 // and its id's length: the entry's own fields (40 B of its 144, the id's
-// first 12 bytes included), golang-lru's list element (80 B) and its map
+// first 13 bytes included), golang-lru's list element (80 B) and its map
 // slot (a 16-byte key and a pointer in a map between 7/16 and 7/8 full,
 // about 35 B), and a dirty-list slot (8 B and the list's spare room) while
 // the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty

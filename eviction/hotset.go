@@ -229,39 +229,26 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 	s := h.shardOf(k)
 	for {
 		s.mu.Lock()
-		if e, ok := s.lru.Get(k); ok {
+		e, ok := s.lru.Get(k)
+		if !ok {
+			// Evicted but not yet written back: it is still the truth.
+			e, ok = s.evicted[k]
+		}
+		if ok {
 			s.mu.Unlock()
 			if err := h.is(e, info, user); err != nil {
 				return nil, false, err
 			}
+			// Lock order is entry before shard. Once e.mu is held, e is
+			// either still in the shard (hot, or evicted and taken back
+			// here) or let go, and then looked up again: a user is never
+			// served by an entry the shard no longer reaches, so no second
+			// copy is ever loaded beside one that holds changes.
 			e.mu.Lock()
-			if e.gone {
-				e.mu.Unlock()
-				continue
-			}
-			h.hits.Add(1)
-			return e, true, nil
-		}
-		if e, ok := s.evicted[k]; ok {
-			// Evicted but not yet written back: it is still the truth. Lock
-			// order is entry before shard, so let go of the shard first.
-			s.mu.Unlock()
-			e.mu.Lock()
-			s.mu.Lock()
-			// Clean here means its write-back is under way: what it holds is
-			// the truth all the same (waiting for the write would spin).
-			if cur, ok := s.evicted[k]; ok && cur == e {
-				delete(s.evicted, k)
-				h.evictedBytes.Add(-int64(e.bytes))
-				e.gone = false
-				h.insertLocked(s, e)
-				evicted := h.trimLocked(s, e)
-				s.mu.Unlock()
-				h.afterEvict(evicted)
+			if h.reachLocked(s, k, e) {
 				h.hits.Add(1)
 				return e, true, nil
 			}
-			s.mu.Unlock()
 			e.mu.Unlock()
 			continue
 		}
@@ -366,6 +353,31 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	return f, lastSeq, nil
 }
 
+// reachLocked reports whether e is still the shard's entry for k, taking
+// it back into the LRU if it was evicted and not yet let go. e.mu held;
+// takes s.mu.
+func (h *HotSet) reachLocked(s *shard, k key, e *entry) bool {
+	s.mu.Lock()
+	if cur, ok := s.lru.Peek(k); ok && cur == e {
+		s.mu.Unlock()
+		return true
+	}
+	if cur, ok := s.evicted[k]; !ok || cur != e {
+		s.mu.Unlock()
+		return false
+	}
+	// Its write-back may be under way: what it holds is the truth all the
+	// same (waiting for the write would spin), and write-back leaves an
+	// entry taken back alone.
+	delete(s.evicted, k)
+	h.evictedBytes.Add(-int64(e.bytes))
+	h.insertLocked(s, e)
+	evicted := h.trimLocked(s, e)
+	s.mu.Unlock()
+	h.afterEvict(evicted)
+	return true
+}
+
 // insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
 func (h *HotSet) insertLocked(s *shard, e *entry) {
 	e.bytes = entrySize(e)
@@ -376,7 +388,12 @@ func (h *HotSet) insertLocked(s *shard, e *entry) {
 }
 
 // trimLocked evicts least recently used users (never keep) while the shard
-// is over budget and returns them. s.mu held.
+// is over budget and returns them. An evicted user that may hold changes
+// not yet written back (dirty, or in use by a call that may change it)
+// moves to the shard's evicted map, where it stays reachable until written
+// back: a call for the user takes it back instead of loading a second copy
+// from storage, which could cover journal records the first copy holds
+// before that copy is written. s.mu held.
 func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 	var out []*entry
 	for s.bytes > s.budget && s.lru.Len() > 1 {
@@ -393,29 +410,27 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 		h.hotUsers.Add(-1)
 		h.hotBytes.Add(-int64(e.bytes))
 		h.evictions.Add(1)
+		// Not blocking on e.mu under s.mu (lock order is entry first): an
+		// entry someone holds is kept reachable as if it were dirty, and
+		// write-back lets it go once it finds it clean.
+		idle := e.mu.TryLock()
+		if !idle || e.dirty() {
+			s.evicted[k] = e
+			h.evictedBytes.Add(int64(e.bytes))
+		}
+		if idle {
+			e.mu.Unlock()
+		}
 		out = append(out, e)
 	}
 	return out
 }
 
-// afterEvict marks evicted entries gone; dirty ones stay reachable through
-// the shard's evicted map until the next write-back. No lock held.
+// afterEvict asks for a write-back round when evicted users waiting for
+// one take more than backlogLimit. No lock held.
 func (h *HotSet) afterEvict(evicted []*entry) {
-	for _, e := range evicted {
-		e.mu.Lock()
-		e.gone = true
-		if e.dirty() {
-			k := h.keyOf(e)
-			s := h.shardOf(k)
-			s.mu.Lock()
-			s.evicted[k] = e
-			backlog := h.evictedBytes.Add(int64(e.bytes))
-			s.mu.Unlock()
-			if backlog > h.backlogLimit {
-				h.kickFlush()
-			}
-		}
-		e.mu.Unlock()
+	if len(evicted) > 0 && h.evictedBytes.Load() > h.backlogLimit {
+		h.kickFlush()
 	}
 }
 
@@ -582,8 +597,8 @@ func (h *HotSet) Forget(ns, user string) error {
 	}
 	s.mu.Unlock()
 	for _, e := range victims {
+		// Unreachable now: a call holding it looks the user up again.
 		e.mu.Lock()
-		e.gone = true
 		h.markClean(e) // a queued entry that is clean is skipped by write-back
 		e.mu.Unlock()
 	}
@@ -837,6 +852,16 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	for _, e := range batch {
 		e.mu.Lock()
 		if !e.dirty() {
+			// Nothing to write. An evicted entry kept for a call that was
+			// using it (see trimLocked) is let go here.
+			k := h.keyOf(e)
+			s := h.shardOf(k)
+			s.mu.Lock()
+			if cur, ok := s.evicted[k]; ok && cur == e {
+				delete(s.evicted, k)
+				h.evictedBytes.Add(-int64(e.bytes))
+			}
+			s.mu.Unlock()
 			e.mu.Unlock()
 			continue
 		}
