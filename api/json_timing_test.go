@@ -46,6 +46,7 @@ var jsonDecoders = []struct {
 	{"goccy_go_json_lax", func(b []byte, v any) error { return goccy.Unmarshal(b, v) }},
 	{"sonic", sonic.Config{DisallowUnknownFields: true}.Froze().Unmarshal},
 	{"seenapi_codec", decodeStrict},
+	{"seenapi_body", decodeBody},
 }
 
 func BenchmarkDecodeFilterRequest(b *testing.B) {

@@ -136,9 +136,10 @@ func checkEncoding(c *fiber.Ctx) error {
 
 // decode decodes a JSON body strictly into v and maps failures to problems:
 // malformed JSON is invalid-json; well-formed JSON of the wrong shape (wrong
-// types, unknown fields, not an object) is bad-request.
+// types, unknown fields, not an object) is bad-request. v's strings alias
+// body (see decodeBody).
 func decode(body []byte, v any) error {
-	err := decodeStrict(body, v)
+	err := decodeBody(body, v)
 	if err == nil {
 		return nil
 	}
