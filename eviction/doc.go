@@ -32,7 +32,7 @@
 // back loop stores each dirty filter merged by OR into what is stored (so
 // a second writer, a replayed journal or a restore can never roll a user
 // back) and retires the journal records it covers. It runs every
-// FlushInterval/20 and writes the users that changed FlushInterval ago or
+// FlushInterval/100 and writes the users that changed FlushInterval ago or
 // more, so the work is spread out instead of arriving in one burst, and a
 // user called many times in between is written once; it also writes every
 // evicted user at once, and everything at Close. A dirty user evicted
