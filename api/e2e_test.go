@@ -304,6 +304,8 @@ func TestMetricsInPrometheusFormat(t *testing.T) {
 	body := string(r.Body)
 	for _, want := range []string{
 		`seenapi_http_requests_total{route="POST /v1/namespaces/{ns}/users/{user}/filter"} 1`,
+		`seenapi_http_request_duration_seconds_count{route="POST /v1/namespaces/{ns}/users/{user}/filter"} 1`,
+		`seenapi_http_request_duration_seconds_bucket{route="POST /v1/namespaces/{ns}/users/{user}/filter",le="+Inf"} 1`,
 		"seenapi_hot_users 1", "seenapi_degraded_total 0", "go_goroutines",
 	} {
 		if !strings.Contains(body, want) {

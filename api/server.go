@@ -38,7 +38,8 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{hot: hot, cfg: cfg, keys: newKeyring(cfg.Keys), started: cfg.Now()}
+	s := &Server{hot: hot, cfg: cfg, keys: newKeyring(cfg.Keys), started: cfg.Now(),
+		k: counters{duration: newDurationHistogram()}}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -92,7 +93,7 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodGet, "/v1/auth", RoleRead, s.getAuth)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(s), collectors.NewGoCollector(),
+	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.handle(fiber.MethodGet, "/metrics", RoleRead,
 		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
@@ -123,24 +124,32 @@ const headerCSP = "Content-Security-Policy"
 const dashboardCSP = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // handle registers h for method and path behind the in-flight cap, the
-// route's call counter and the role check.
+// route's call counter, the role check and the route's duration histogram
+// (which every answer counts, refusals too).
 func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
-	s.k.routes = append(s.k.routes, method+" "+docPath(path))
+	route := method + " " + docPath(path)
+	s.k.routes = append(s.k.routes, route)
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
+	duration := s.k.duration.WithLabelValues(route)
 	s.app.Add(method, path, func(c *fiber.Ctx) error {
+		start := time.Now()
 		calls.Add(1)
-		n := s.inFlight.Add(1)
-		defer s.inFlight.Add(-1)
-		if n > int64(s.cfg.MaxInFlight) {
-			return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
-		}
-		if role != RoleNone && !s.keys.open() {
-			if err := s.authorize(c, role); err != nil {
-				return err
+		err := func() error {
+			n := s.inFlight.Add(1)
+			defer s.inFlight.Add(-1)
+			if n > int64(s.cfg.MaxInFlight) {
+				return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
 			}
-		}
-		return h(c)
+			if role != RoleNone && !s.keys.open() {
+				if err := s.authorize(c, role); err != nil {
+					return err
+				}
+			}
+			return h(c)
+		}()
+		duration.Observe(time.Since(start).Seconds())
+		return err
 	})
 }
 

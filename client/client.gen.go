@@ -533,7 +533,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -757,7 +757,7 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // GetMetrics Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1924,7 +1924,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3581,7 +3581,7 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
