@@ -190,6 +190,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n" + n + "\n")
 	}
 	for _, res := range r.Results {
+		if l := res.ServerOpen; l.Count > 0 {
+			fmt.Fprintf(&b, "\n%s U=%s, the server's own time per call in the open loop (its request-duration histogram, %d calls): "+
+				"p50 %s, p99 %s, p99.9 %s; the rest of the latency above is the client, the network stack and the wait for a core.\n",
+				res.System, formatUsers(res.Users), l.Count, us(l.P50), us(l.P99), us(l.P999))
+		}
+	}
+	for _, res := range r.Results {
 		if res.Settle > 0 {
 			fmt.Fprintf(&b, "\n%s U=%s worked off its write-back backlog in %s after the fill and in %s after the saturation phase.\n",
 				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond), res.SettleSaturation.Round(100*time.Millisecond))

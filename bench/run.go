@@ -124,7 +124,12 @@ type Result struct {
 	Warm             Phase         `json:"warm"`
 	Saturation       Phase         `json:"saturation"`
 	Open             Phase         `json:"open_loop"` // Latency measured from each call's intended send time
-	OpenTarget       float64       `json:"open_loop_target_calls_per_s"`
+	// ServerOpen is the server's own time per call in the open loop, from
+	// its request-duration histogram (ServerTimer; seenapi over HTTP only):
+	// what the latency would be without the client, the network stack and
+	// the wait for a core.
+	ServerOpen Latency `json:"server_open_loop,omitzero"`
+	OpenTarget float64 `json:"open_loop_target_calls_per_s"`
 
 	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
 	CPUInclClient bool          `json:"cpu_includes_client"`
@@ -587,8 +592,22 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		}
 		res.OpenTarget = math.Max(1, o.OpenFraction*res.Saturation.Rate)
 		name := fmt.Sprintf("open loop at %.0f calls/s", res.OpenTarget)
+		timer, timed := sys.(ServerTimer)
+		var before Histogram
+		if timed {
+			if before, err = timer.CallDurations(mctx); err != nil {
+				return res, fmt.Errorf("%s: server timing: %w", sys.Name(), err)
+			}
+		}
 		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
 			return res, err
+		}
+		if timed {
+			after, err := timer.CallDurations(mctx)
+			if err != nil {
+				return res, fmt.Errorf("%s: server timing: %w", sys.Name(), err)
+			}
+			res.ServerOpen = after.Sub(before).Latency()
 		}
 		cpu2, err := sys.CPU()
 		if err != nil {

@@ -60,6 +60,12 @@ func TestQuickRunsEverySystemAndHoldsCorrectness(t *testing.T) {
 		if !r.Ran() || r.Correctness.Checks == 0 || r.Correctness.FalseNegatives != 0 {
 			t.Errorf("%s: ran %v, %d checks, %d false negatives", name, r.Ran(), r.Correctness.Checks, r.Correctness.FalseNegatives)
 		}
+		// seenapi over HTTP reports its own time per call beside the
+		// client's; none of it can exceed what the client saw.
+		if name == "seenapi-http" && (r.ServerOpen.Count == 0 || r.ServerOpen.P50 <= 0 ||
+			r.ServerOpen.Count > r.Open.Calls || r.ServerOpen.P50 > r.Open.Latency.P99) {
+			t.Errorf("%s: server timing %+v against the open loop's %d calls, p99 %v", name, r.ServerOpen, r.Open.Calls, r.Open.Latency.P99)
+		}
 		if !strings.Contains(stdout.String(), "| "+name+" |") {
 			t.Errorf("%s: no row in the Markdown table", name)
 		}
