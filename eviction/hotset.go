@@ -956,6 +956,11 @@ func MergeFilters(stored, value []byte) ([]byte, error) {
 		// replace import): what is in memory is the truth.
 		return value, nil
 	}
+	if cur.Covers(old) {
+		// The usual case: what is stored is an earlier state of what is in
+		// memory. The union is value itself: no merge, no second encoding.
+		return value, nil
+	}
 	if err := cur.Merge(old); err != nil {
 		return nil, err
 	}

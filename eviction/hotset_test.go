@@ -547,3 +547,40 @@ func TestDirtyListShrinksAfterWriteBack(t *testing.T) {
 		t.Errorf("dirty list keeps %d slots after write-back (had %d)", after, before)
 	}
 }
+
+func TestMergeFiltersKeepsTheValueWhenItCoversWhatIsStored(t *testing.T) {
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	f.Add([]string{"a", "b"}, now)
+	stored, _ := f.MarshalBinary()
+	f.Add([]string{"c"}, now)
+	value, _ := f.MarshalBinary()
+	got, err := MergeFilters(stored, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0] != &value[0] {
+		t.Error("a value covering the stored filter was merged and encoded again")
+	}
+	// The other way round the stored filter has an item the value lacks:
+	// the answer is a merge holding both.
+	older, _ := userfilter.New(userfilter.DefaultProfile())
+	older.Add([]string{"z"}, now)
+	olderRaw, _ := older.MarshalBinary()
+	got, err = MergeFilters(olderRaw, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := userfilter.Decode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range []string{"a", "b", "z"} {
+		if !m.Test(it, now) {
+			t.Errorf("%q unseen after the merge", it)
+		}
+	}
+}

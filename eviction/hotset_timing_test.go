@@ -224,3 +224,28 @@ func BenchmarkBytesPerHotUser(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMergeFilters is write-back's merge of a user's filter into the
+// stored one in the usual case: what is stored is an earlier state of what
+// is written (2,000 items stored, 20 more recorded since).
+func BenchmarkMergeFilters(b *testing.B) {
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	items := make([]string, 2020)
+	for i := range items {
+		items[i] = fmt.Sprintf("i:%08x", i)
+	}
+	f.Add(items[:2000], now)
+	stored, _ := f.MarshalBinary()
+	f.Add(items[2000:], now)
+	value, _ := f.MarshalBinary()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := MergeFilters(stored, value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -67,6 +67,49 @@ func (f *Filter) Merge(o *Filter) error {
 	return nil
 }
 
+// Covers reports whether o adds nothing to f: the same parameters, each of
+// o's generations in f with o's layers a prefix of f's (same shapes, f's
+// item counts at least o's), every bit set in o set in f, and o's first and
+// last recording within f's. Merging such an o into f leaves every bit and
+// item count as they are (only f's own fill could seal a layer), so f alone
+// is the union. The hot set's write-back relies on it: what is stored is
+// usually an earlier state of what is in memory, and then the merge and
+// the second encoding are skipped.
+func (f *Filter) Covers(o *Filter) bool {
+	if !f.Compatible(o) || o.last > f.last || (o.first != 0 && (f.first == 0 || o.first < f.first)) {
+		return false
+	}
+	for gi := range o.gens {
+		og := &o.gens[gi]
+		var fg *generation
+		for fi := range f.gens {
+			if f.gens[fi].bucket == og.bucket {
+				fg = &f.gens[fi]
+				break
+			}
+		}
+		if fg == nil || len(og.layers) > len(fg.layers) {
+			return false
+		}
+		for li := range og.layers {
+			a, b := &fg.layers[li], &og.layers[li]
+			if a.k != b.k || a.slice != b.slice || a.cap != b.cap || a.n < b.n {
+				return false
+			}
+		}
+		for i, w := range og.slab {
+			var have uint64
+			if i < len(fg.slab) {
+				have = fg.slab[i]
+			}
+			if w&^have != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Clone returns a deep copy of f.
 func (f *Filter) Clone() *Filter {
 	c := &Filter{p: f.p, first: f.first, last: f.last, gens: make([]generation, len(f.gens))}

@@ -80,3 +80,48 @@ func TestMergeRefusesOtherParameters(t *testing.T) {
 		t.Fatal("failed merge changed the filter")
 	}
 }
+
+func TestALaterStateCoversAnEarlierOne(t *testing.T) {
+	for name, p := range profiles() {
+		t.Run(name, func(t *testing.T) {
+			earlier := mustNew(t, p)
+			earlier.Add(items("early", 500), t0)
+			later := earlier.Clone()
+			added, _ := later.Add(items("late", 3000), t0.Add(30*time.Minute))
+			if !later.Covers(earlier) || !earlier.Covers(earlier) {
+				t.Fatal("a filter does not cover an earlier state of itself")
+			}
+			// Covering means the merge changes nothing.
+			if !bytes.Equal(encode(t, merged(t, later, earlier)), encode(t, later)) {
+				t.Fatal("merging a covered filter changed the result")
+			}
+			if added > 0 && earlier.Covers(later) {
+				t.Fatal("an earlier state covers a later one with more items")
+			}
+		})
+	}
+}
+
+func TestAFilterWithAnItemOfItsOwnIsNotCovered(t *testing.T) {
+	for name, p := range profiles() {
+		t.Run(name, func(t *testing.T) {
+			a, b, c, _ := mergeInputs(t, p)
+			for _, pair := range [][2]*Filter{{a, b}, {b, a}, {b, c}, {c, b}} {
+				if pair[0].Covers(pair[1]) {
+					t.Fatal("a filter covers another holding items it lacks")
+				}
+			}
+			// One bit more than f is enough not to be covered.
+			f := mustNew(t, p)
+			f.Add(items("x", 40), t0)
+			g := f.Clone()
+			g.Add([]string{"one more"}, t0)
+			if f.Covers(g) || !g.Covers(f) {
+				t.Fatalf("covers: f>=g %v, g>=f %v", f.Covers(g), g.Covers(f))
+			}
+			if f.Covers(mustNew(t, Profile{FPRate: 0.05})) {
+				t.Fatal("a filter covers one of other parameters")
+			}
+		})
+	}
+}
