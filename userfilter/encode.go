@@ -110,8 +110,13 @@ func appendLayer(b []byte, w []uint64, l *layer) []byte {
 	}
 	b = append(b, formRaw<<6|byte(l.k))
 	b = binary.AppendUvarint(b, l.slice)
-	for i := 0; i < rawLen; i++ {
-		pos := uint64(i) * 8
+	// Eight bytes at a time (little-endian, so the same bytes as one at a
+	// time), then the rest.
+	pos := uint64(0)
+	for ; pos+64 <= m; pos += 64 {
+		b = binary.LittleEndian.AppendUint64(b, bitsAt(w, l.off+pos, 64))
+	}
+	for ; pos < m; pos += 8 {
 		b = append(b, byte(bitsAt(w, l.off+pos, uint(min(8, m-pos)))))
 	}
 	return b
@@ -259,6 +264,11 @@ func Decode(data []byte) (*Filter, error) {
 			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
 		}
 		g := generation{bucket: bucket}
+		if words := slabWords(f.slabBits(int(nl))); words > 0 {
+			// The slab at its final size at once, rather than grown (and
+			// copied) layer by layer; a filter of other shapes grows as usual.
+			g.slab = append(make([]uint64, 0), make([]uint64, words)...)[:0]
+		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {
 			l, err := f.decodeLayer(d, &g, li, before, &total)
@@ -317,7 +327,12 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		if len(d.b) < rawLen {
 			return nil, fmt.Errorf("%w: truncated layer", ErrCorrupt)
 		}
-		for i := 0; i < rawLen; i++ {
+		// Eight bytes at a time, then the rest a byte at a time.
+		i := 0
+		for ; uint64(i+8)*8 <= m; i += 8 {
+			orBitsAt(g.slab, l.off+uint64(i)*8, binary.LittleEndian.Uint64(d.b[i:]), 64)
+		}
+		for ; i < rawLen; i++ {
 			pos, c := uint64(i)*8, d.b[i]
 			if n := m - pos; n < 8 && c>>n != 0 {
 				return nil, fmt.Errorf("%w: bits past the layer's end", ErrCorrupt)

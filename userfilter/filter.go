@@ -185,6 +185,25 @@ func (f *Filter) addLayer(g *generation) *layer {
 	return g.appendLayer(layer{slice: sh.slice, k: sh.k, salt: uint64(i) * golden, cap: c})
 }
 
+// slabBits returns the bits of a generation's first nl layers as addLayer
+// builds them (0 past maxBitsTotal): what Decode expects to read.
+func (f *Filter) slabBits(nl int) uint64 {
+	var total, before uint64
+	for i := 0; i < nl; i++ {
+		c := f.layerCapacity(i, before)
+		if c > maxCapacity {
+			return 0
+		}
+		sh := layerShape(c, f.layerError(i))
+		total += uint64(sh.k) * sh.slice
+		if total > maxBitsTotal {
+			return 0
+		}
+		before += c
+	}
+	return total
+}
+
 // appendLayer places l right after the last layer, growing the slab to fit.
 func (g *generation) appendLayer(l layer) *layer {
 	l.off = g.used
