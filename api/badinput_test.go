@@ -162,6 +162,9 @@ func TestFieldErrorsPointAtTheField(t *testing.T) {
 		{`{"candidates":["a"],"limit":-1}`, "/limit"},
 		{`{"candidates":["a"],"limit":"x"}`, "/limit"},
 		{`{"candidates":["a","b\u0001"]}`, "/candidates/1"},
+		{`{"candidates":["a","b\u007f"]}`, "/candidates/1"},           // an escaped DEL in an ASCII body
+		{"{\"candidates\":[\"a\",\"b\",\"c\x7f\"]}", "/candidates/2"}, // a raw DEL: valid JSON
+		{`{"candidates":["ü","a\u0085"]}`, "/candidates/1"},           // C1 control in a UTF-8 body
 		{`{"candidates":["a"],"record":"x"}`, "/record"},
 		{`{"candidates":["a"],"zzz":1}`, "/zzz"},
 	} {

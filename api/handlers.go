@@ -145,7 +145,7 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err := decode(body, req); err != nil {
 		return err
 	}
-	a, err := s.filterCall(req.Candidates, req.Record, req.Limit, req.OnError, "")
+	a, err := s.filterCall(req.Candidates, req.Record, req.Limit, req.OnError, "", body)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (s *Server) itemsRequest(c *fiber.Ctx) (ns, user string, items []string, er
 	if err := decode(body, &req); err != nil {
 		return "", "", nil, err
 	}
-	return ns, user, req.Items, s.items(req.Items, "/items")
+	return ns, user, req.Items, s.items(req.Items, "/items", body)
 }
 
 func (s *Server) recordSeen(c *fiber.Ctx) error {
@@ -330,7 +330,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		if p := textProblem(e.User, s.cfg.MaxUserBytes); p != "" {
 			return fieldError(pBadRequest, prefix+"/user", "", "the user id "+p)
 		}
-		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix); err != nil {
+		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 func TestParseKeysFile(t *testing.T) {
@@ -151,5 +152,69 @@ func BenchmarkTextProblem(b *testing.B) {
 				b.Fatal(it)
 			}
 		}
+	}
+}
+
+func TestItemsOfAPrintableBodyNeedOnlyTheirLength(t *testing.T) {
+	body := []byte(`{"candidates":["abc","defg"]}`)
+	a, d := string(body[16:19]), string(body[22:26]) // copies: checked in full
+	aliased := unsafe.String(&body[16], 3)
+	if !printableASCII(body) || printableASCII([]byte("a\x7fb")) || printableASCII([]byte("abcdefgh\x1f")) ||
+		printableASCII([]byte("ü")) {
+		t.Fatal("printableASCII misjudges")
+	}
+	if !within(aliased, body) || within(a, body) || within(d, body) || within("", body) {
+		t.Fatal("within misjudges which strings are pieces of the body")
+	}
+	if within(unsafe.String(&body[len(body)-2], 2), body[:len(body)-1]) {
+		t.Fatal("a string running past the body's end counts as within it")
+	}
+}
+
+func TestItemsAcceptUTF8AndRefuseControlsWhateverTheBody(t *testing.T) {
+	s := &Server{cfg: Config{}.WithDefaults()}
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"items":["a","ü ☃","b"]}`, true},
+		{`{"items":["a","b c~"]}`, true},
+		{`{"items":["a","b\u0000"]}`, false},
+		{"{\"items\":[\"a\",\"b\x7f\"]}", false},
+		{`{"items":["a","\u0085"]}`, false},
+	} {
+		var req itemsRequest
+		body := []byte(tc.body)
+		if err := decode(body, &req); err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if err := s.items(req.Items, "/items", body); (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.body, err, tc.ok)
+		}
+	}
+}
+
+// BenchmarkItems is the validation of one call's 200 candidates as the
+// handlers run it (body: the body checked once, then each candidate's
+// length) against checking each candidate in full (each: no body given).
+func BenchmarkItems(b *testing.B) {
+	body := feedRequest(200)
+	s := &Server{cfg: Config{}.WithDefaults()}
+	var req filterRequest
+	if err := decode(body, &req); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"body", body}, {"each", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.items(req.Candidates, "/candidates", c.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
