@@ -57,7 +57,9 @@
 // A profile's MaxItems bounds the items held (within the window). The layer
 // that reaches the cap is sized for exactly what the cap leaves. At the cap
 // the policy is CapSaturate: items already recorded stay seen, new ones are
-// not recorded (they keep testing unseen) and the call says Saturated.
+// not recorded (they keep testing unseen) and the call says Saturated. A
+// filter without a cap stops the same way at 2^30 bits (about 5e7 items at
+// 1%), the largest filter Decode reads back.
 //
 // # Encoding
 //

@@ -81,7 +81,7 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 }
 
 func appendLayer(b []byte, w []uint64, l *layer) []byte {
-	b = binary.AppendUvarint(b, l.n)
+	b = binary.AppendUvarint(b, uint64(l.n))
 	m := l.bits()
 	rawLen := int((m + 7) / 8)
 	set := l.bitsSet(w)
@@ -99,7 +99,7 @@ func appendLayer(b []byte, w []uint64, l *layer) []byte {
 	}
 	if sparse < rawLen {
 		b = append(b, formSparse<<6|byte(l.k))
-		b = binary.AppendUvarint(b, l.slice)
+		b = binary.AppendUvarint(b, uint64(l.slice))
 		b = binary.AppendUvarint(b, set)
 		var last uint64
 		l.forEachSet(w, func(pos uint64) {
@@ -109,15 +109,15 @@ func appendLayer(b []byte, w []uint64, l *layer) []byte {
 		return b
 	}
 	b = append(b, formRaw<<6|byte(l.k))
-	b = binary.AppendUvarint(b, l.slice)
+	b = binary.AppendUvarint(b, uint64(l.slice))
 	// Eight bytes at a time (little-endian, so the same bytes as one at a
 	// time), then the rest.
 	pos := uint64(0)
 	for ; pos+64 <= m; pos += 64 {
-		b = binary.LittleEndian.AppendUint64(b, bitsAt(w, l.off+pos, 64))
+		b = binary.LittleEndian.AppendUint64(b, bitsAt(w, uint64(l.off)+pos, 64))
 	}
 	for ; pos < m; pos += 8 {
-		b = append(b, byte(bitsAt(w, l.off+pos, uint(min(8, m-pos)))))
+		b = append(b, byte(bitsAt(w, uint64(l.off)+pos, uint(min(8, m-pos)))))
 	}
 	return b
 }
@@ -125,9 +125,9 @@ func appendLayer(b []byte, w []uint64, l *layer) []byte {
 // forEachSet calls fn with the position (relative to the layer) of every set bit.
 func (l *layer) forEachSet(w []uint64, fn func(pos uint64)) {
 	bs := bitset.From(w)
-	end := uint(l.off + l.bits())
+	end := uint(uint64(l.off) + l.bits())
 	for i, ok := bs.NextSet(uint(l.off)); ok && i < end; i, ok = bs.NextSet(i + 1) {
-		fn(uint64(i) - l.off)
+		fn(uint64(i) - uint64(l.off))
 	}
 }
 
@@ -275,7 +275,7 @@ func Decode(data []byte) (*Filter, error) {
 			if err != nil {
 				return nil, err
 			}
-			before += l.cap
+			before += uint64(l.cap)
 		}
 		f.gens = append(f.gens, g)
 	}
@@ -320,7 +320,7 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		// A layer is only ever added once the one before it is full.
 		return nil, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
 	}
-	l := g.appendLayer(layer{slice: slice, k: uint32(k), salt: uint64(li) * golden, cap: capacity, n: n})
+	l := g.appendLayer(layer{slice: uint32(slice), k: uint32(k), cap: uint32(capacity), n: uint32(n)})
 	switch form {
 	case formRaw:
 		rawLen := int((m + 7) / 8)
@@ -330,14 +330,14 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		// Eight bytes at a time, then the rest a byte at a time.
 		i := 0
 		for ; uint64(i+8)*8 <= m; i += 8 {
-			orBitsAt(g.slab, l.off+uint64(i)*8, binary.LittleEndian.Uint64(d.b[i:]), 64)
+			orBitsAt(g.slab, uint64(l.off)+uint64(i)*8, binary.LittleEndian.Uint64(d.b[i:]), 64)
 		}
 		for ; i < rawLen; i++ {
 			pos, c := uint64(i)*8, d.b[i]
 			if n := m - pos; n < 8 && c>>n != 0 {
 				return nil, fmt.Errorf("%w: bits past the layer's end", ErrCorrupt)
 			}
-			orBitsAt(g.slab, l.off+pos, uint64(c), uint(min(8, m-pos)))
+			orBitsAt(g.slab, uint64(l.off)+pos, uint64(c), uint(min(8, m-pos)))
 		}
 		d.b = d.b[rawLen:]
 	case formSparse:
@@ -358,7 +358,7 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 				return nil, fmt.Errorf("%w: bad sparse position", ErrCorrupt)
 			}
 			pos += gap
-			orBitsAt(g.slab, l.off+pos, 1, 1)
+			orBitsAt(g.slab, uint64(l.off)+pos, 1, 1)
 		}
 	default:
 		return nil, fmt.Errorf("%w: layer form %d", ErrCorrupt, form)

@@ -129,11 +129,14 @@ func (f *Filter) ExpiresAt() time.Time {
 }
 
 func (g *generation) test(h Hash) bool {
-	// Newest layers hold most items: test them first.
+	// Newest layers hold most items: test them first. The salt steps down
+	// with the layer (saltOf(i) without a multiply).
+	salt := saltOf(len(g.layers) - 1)
 	for i := len(g.layers) - 1; i >= 0; i-- {
-		if g.layers[i].test(g.slab, h) {
+		if g.layers[i].test(g.slab, h, salt) {
 			return true
 		}
+		salt -= golden
 	}
 	return false
 }
@@ -152,7 +155,7 @@ func (f *Filter) items(now time.Time) uint64 {
 	var n uint64
 	for _, g := range f.live(now) {
 		for i := range g.layers {
-			n += g.layers[i].n
+			n += uint64(g.layers[i].n)
 		}
 	}
 	return n
@@ -173,16 +176,26 @@ func (f *Filter) gen(b int64) *generation {
 	return &f.gens[i]
 }
 
-// addLayer appends a layer to g, growing the slab.
-func (f *Filter) addLayer(g *generation) *layer {
+// addLayer appends a layer to g, growing the slab. It refuses (false) a
+// layer that would take the filter past maxBitsTotal bits, the most Decode
+// reads back (and below which every layer field fits in 32 bits).
+func (f *Filter) addLayer(g *generation) bool {
 	i := len(g.layers)
 	var before uint64
 	for j := range g.layers {
-		before += g.layers[j].cap
+		before += uint64(g.layers[j].cap)
 	}
 	c := f.layerCapacity(i, before)
 	sh := layerShape(c, f.layerError(i))
-	return g.appendLayer(layer{slice: sh.slice, k: sh.k, salt: uint64(i) * golden, cap: c})
+	total := uint64(sh.k) * sh.slice
+	for gi := range f.gens {
+		total += f.gens[gi].used
+	}
+	if c > maxBitsTotal || total > maxBitsTotal {
+		return false
+	}
+	g.appendLayer(layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)})
+	return true
 }
 
 // slabBits returns the bits of a generation's first nl layers as addLayer
@@ -206,7 +219,7 @@ func (f *Filter) slabBits(nl int) uint64 {
 
 // appendLayer places l right after the last layer, growing the slab to fit.
 func (g *generation) appendLayer(l layer) *layer {
-	l.off = g.used
+	l.off = uint32(g.used)
 	g.used += l.bits()
 	if n := slabWords(g.used); n > cap(g.slab) {
 		// Appending to an empty slice rounds the capacity up to the
@@ -222,24 +235,35 @@ func (g *generation) appendLayer(l layer) *layer {
 	return &g.layers[len(g.layers)-1]
 }
 
-// add records h in bucket b unless it is already there or the user is at
-// the cap; it reports whether h was added.
-func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) bool {
+// addResult is what add did with an item.
+type addResult uint8
+
+const (
+	present addResult = iota // already there (or a false positive)
+	added                    // recorded
+	full                     // refused: the user is at the cap, or the filter at maxBitsTotal
+)
+
+// add records h in bucket b unless it is already there, the user is at the
+// cap or the filter cannot grow.
+func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 	if f.p.MaxItems > 0 && *held >= f.p.MaxItems {
-		return false
+		return full
 	}
 	g := f.gen(b)
 	if g.test(h) {
-		return false
+		return present
 	}
 	if len(g.layers) == 0 || g.layers[len(g.layers)-1].n >= g.layers[len(g.layers)-1].cap {
-		f.addLayer(g)
+		if !f.addLayer(g) {
+			return full
+		}
 	}
 	l := &g.layers[len(g.layers)-1]
-	l.set(g.slab, h)
+	l.set(g.slab, h, saltOf(len(g.layers)-1))
 	l.n++
 	*held++
-	return true
+	return added
 }
 
 func (f *Filter) touch(now time.Time) {
@@ -254,42 +278,45 @@ func (f *Filter) touch(now time.Time) {
 
 // AddHashes records hashed items as seen at time at (used to replay the
 // journal); items already present are not counted again. It returns how
-// many were added and whether the cap stopped any.
-func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (added int, saturated bool) {
+// many were added and whether the cap (or the filter's largest size,
+// maxBitsTotal) stopped any.
+func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (n int, saturated bool) {
 	b := f.bucketOf(at)
 	if b < f.oldestLive(now) {
 		return 0, false // already outside the window
 	}
 	held := f.items(now)
 	for _, h := range hs {
-		if f.add(h, b, now, &held) {
-			added++
-		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+		switch f.add(h, b, now, &held) {
+		case added:
+			n++
+		case full:
 			saturated = true
 		}
 	}
-	if added > 0 {
+	if n > 0 {
 		f.touch(at)
 	}
-	return added, saturated
+	return n, saturated
 }
 
 // Add records items as seen at now and returns how many were new.
-func (f *Filter) Add(items []string, now time.Time) (added int, saturated bool) {
+func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 	b := f.bucketOf(now)
 	f.Expire(now)
 	held := f.items(now)
 	for _, it := range items {
-		if f.add(HashItem(it), b, now, &held) {
-			added++
-		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+		switch f.add(HashItem(it), b, now, &held) {
+		case added:
+			n++
+		case full:
 			saturated = true
 		}
 	}
-	if added > 0 {
+	if n > 0 {
 		f.touch(now)
 	}
-	return added, saturated
+	return n, saturated
 }
 
 // Check appends to out whether each item tests seen at now.
@@ -409,9 +436,10 @@ func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool
 	b := f.bucketOf(now)
 	held := f.items(now)
 	for _, h := range s.ToRecord {
-		if f.add(h, b, now, &held) {
+		switch f.add(h, b, now, &held) {
+		case added:
 			s.Recorded = append(s.Recorded, h)
-		} else if f.p.MaxItems > 0 && held >= f.p.MaxItems {
+		case full:
 			saturated = true
 		}
 	}
@@ -458,8 +486,8 @@ func (f *Filter) Stats(now time.Time) Stats {
 			m := l.bits()
 			fp := l.fpRate(gen.slab)
 			notFP *= 1 - fp
-			gs.Items += l.n
-			gs.Layers = append(gs.Layers, LayerStats{Capacity: l.cap, Items: l.n, Bits: m, BitsSet: set,
+			gs.Items += uint64(l.n)
+			gs.Layers = append(gs.Layers, LayerStats{Capacity: uint64(l.cap), Items: uint64(l.n), Bits: m, BitsSet: set,
 				Hashes: l.k, Fill: float64(set) / float64(m), FPRate: fp})
 			st.Bits += m
 			st.BitsSet += set

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -217,5 +218,28 @@ func TestStatsAreExact(t *testing.T) {
 	}
 	if st.FPRate <= 0 || st.FPRate > st.TargetFPRate {
 		t.Fatalf("estimated fp %v, target %v", st.FPRate, st.TargetFPRate)
+	}
+}
+
+func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add([]string{"a"}, t0)
+	// Pretend the one generation is a few bits short of maxBitsTotal: the
+	// next layer would pass it.
+	f.gens[0].used = maxBitsTotal - 10
+	f.gens[0].layers[0].n = f.gens[0].layers[0].cap
+	slab := len(f.gens[0].slab)
+	n, saturated := f.Add([]string{"b"}, t0)
+	if n != 0 || !saturated || len(f.gens[0].layers) != 1 || len(f.gens[0].slab) != slab {
+		t.Fatalf("added %d, saturated %v, %d layers: want the item refused as at a cap", n, saturated, len(f.gens[0].layers))
+	}
+	if !f.Test("a", t0) {
+		t.Fatal("an item recorded before is unseen")
+	}
+}
+
+func TestALayerIsTwentyBytes(t *testing.T) {
+	if got := unsafe.Sizeof(layer{}); got != 20 {
+		t.Fatalf("a layer takes %d bytes, want 20", got)
 	}
 }

@@ -9,14 +9,22 @@ import (
 // hash function i setting one bit in slice i. Its bits live in the owning
 // generation's slab at bit offset off, right after the previous layer's, so
 // no layer pays for rounding to whole words.
+//
+// Its fields are 32 bits (20 bytes a layer, not 48): a user's layers are a
+// sizeable part of a small user's memory (six layers at 200 items), and no
+// layer reaches 2^32 bits, items or offset before its filter passes
+// maxBitsTotal. Layer i's salt, which decorrelates layers that share the
+// item hash, is computed from i (saltOf) instead of kept.
 type layer struct {
-	off   uint64 // bit offset in the generation's slab
-	slice uint64 // bits per slice
+	off   uint32 // bit offset in the generation's slab
+	slice uint32 // bits per slice
 	k     uint32 // slices (hash functions)
-	salt  uint64 // decorrelates layers that share the item hash
-	cap   uint64 // items it is sized for
-	n     uint64 // items added (an item already present is not added)
+	cap   uint32 // items it is sized for
+	n     uint32 // items added (an item already present is not added)
 }
+
+// saltOf returns layer i's salt.
+func saltOf(i int) uint64 { return uint64(i) * golden }
 
 // Slice i's position is the high bits of v_i * slice, where v_0 = Lo + salt
 // and v_{i+1} = v_i * lcgMul + Hi|1. Plain double hashing (v_i = Lo + i*Hi)
@@ -59,58 +67,58 @@ func layerShape(capacity uint64, p float64) shape {
 	return best
 }
 
-func (l *layer) bits() uint64 { return uint64(l.k) * l.slice }
+func (l *layer) bits() uint64 { return uint64(l.k) * uint64(l.slice) }
 
 // test reports whether every slice has the item's bit set, stopping at the
-// first zero bit.
-func (l *layer) test(w []uint64, h Hash) bool {
-	v, b := h.Lo+l.salt, h.Hi|1
-	base := l.off
+// first zero bit; salt is the layer's (saltOf).
+func (l *layer) test(w []uint64, h Hash, salt uint64) bool {
+	v, b := h.Lo+salt, h.Hi|1
+	base, slice := uint64(l.off), uint64(l.slice)
 	i := uint32(0)
 	if l.k >= 2 {
 		// The first two probes without a branch between them: in a full
 		// layer half the bits are set, so a branch per probe is a coin
 		// toss the CPU mispredicts; one branch on both is right 3 times in 4.
-		hi0, _ := bits.Mul64(v, l.slice)
+		hi0, _ := bits.Mul64(v, slice)
 		v = v*lcgMul + b
-		hi1, _ := bits.Mul64(v, l.slice)
+		hi1, _ := bits.Mul64(v, slice)
 		v = v*lcgMul + b
-		p0, p1 := base+hi0, base+l.slice+hi1
+		p0, p1 := base+hi0, base+slice+hi1
 		if (w[p0>>6]>>(p0&63))&(w[p1>>6]>>(p1&63))&1 == 0 {
 			return false
 		}
-		base += 2 * l.slice
+		base += 2 * slice
 		i = 2
 	}
 	for ; i < l.k; i++ {
-		hi, _ := bits.Mul64(v, l.slice)
+		hi, _ := bits.Mul64(v, slice)
 		pos := base + hi
 		if w[pos>>6]&(1<<(pos&63)) == 0 {
 			return false
 		}
 		v = v*lcgMul + b
-		base += l.slice
+		base += slice
 	}
 	return true
 }
 
-// set sets the item's bit in every slice.
-func (l *layer) set(w []uint64, h Hash) {
-	v, b := h.Lo+l.salt, h.Hi|1
-	base := l.off
+// set sets the item's bit in every slice; salt is the layer's (saltOf).
+func (l *layer) set(w []uint64, h Hash, salt uint64) {
+	v, b := h.Lo+salt, h.Hi|1
+	base, slice := uint64(l.off), uint64(l.slice)
 	for i := uint32(0); i < l.k; i++ {
-		hi, _ := bits.Mul64(v, l.slice)
+		hi, _ := bits.Mul64(v, slice)
 		pos := base + hi
 		w[pos>>6] |= 1 << (pos & 63)
 		v = v*lcgMul + b
-		base += l.slice
+		base += slice
 	}
 }
 
 // bitsSet counts the layer's set bits (popcount).
 func (l *layer) bitsSet(w []uint64) uint64 {
 	var n uint64
-	for pos, end := l.off, l.off+l.bits(); pos < end; pos += 64 {
+	for pos, end := uint64(l.off), uint64(l.off)+l.bits(); pos < end; pos += 64 {
 		n += uint64(bits.OnesCount64(bitsAt(w, pos, uint(min(64, end-pos)))))
 	}
 	return n
@@ -132,7 +140,7 @@ func (l *layer) estimateItems(w []uint64) uint64 {
 	m := float64(l.bits())
 	x := float64(l.bitsSet(w))
 	if x >= m {
-		return l.cap * 4
+		return uint64(l.cap) * 4
 	}
 	return uint64(math.Round(-float64(l.slice) * math.Log1p(-x/m)))
 }

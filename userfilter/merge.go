@@ -52,7 +52,7 @@ func (f *Filter) Merge(o *Filter) error {
 		for li := 0; li < shared; li++ {
 			a, b := &fg.layers[li], &og.layers[li]
 			a.n = max(a.n, b.n)
-			if a.n < a.cap && a.estimateItems(fg.slab) >= a.cap+4*uint64(math.Sqrt(float64(a.cap)))+2 {
+			if a.n < a.cap && a.estimateItems(fg.slab) >= uint64(a.cap)+4*uint64(math.Sqrt(float64(a.cap)))+2 {
 				// The union is over capacity (the inputs held different
 				// items): seal the layer so new items go to a fresh one.
 				a.n = a.cap
