@@ -342,16 +342,21 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	start := func() (*exec.Cmd, string, *syncBuffer) {
-		cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1", "--flush-interval", "1h")
+	// read is closed once the child's stderr is read to its end: Wait
+	// closes the pipe when the child exits, so the log is complete only
+	// after read, and Wait comes after it.
+	start := func() (cmd *exec.Cmd, u string, log *syncBuffer, read chan struct{}) {
+		cmd = exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1", "--flush-interval", "1h")
 		cmd.Env = append(os.Environ(), "SEENAPI_ADDR=") // the flag wins anyway
 		stderr, _ := cmd.StderrPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		log := &syncBuffer{}
+		log = &syncBuffer{}
+		read = make(chan struct{})
 		url := make(chan string, 1)
 		go func() {
+			defer close(read)
 			sc := bufio.NewScanner(stderr)
 			re := regexp.MustCompile(`url=(http://\S+)`)
 			for sc.Scan() {
@@ -362,15 +367,15 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 			}
 		}()
 		select {
-		case u := <-url:
-			return cmd, u, log
+		case u = <-url:
+			return cmd, u, log, read
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
 			t.Fatalf("no url logged: %s", log.String())
 		}
-		return nil, "", nil
+		return nil, "", nil, nil
 	}
-	cmd, url, log := start()
+	cmd, url, log, read := start()
 	if status, m := post(t, url+"/v1/namespaces/default/users/u/filter", `{"candidates":["a","b"]}`); status != 200 {
 		t.Fatalf("%d %v", status, m)
 	}
@@ -378,7 +383,10 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		<-read
+		done <- cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -391,7 +399,7 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if !strings.Contains(log.String(), "written back") {
 		t.Errorf("shutdown log: %s", log.String())
 	}
-	cmd, url, _ = start()
+	cmd, url, _, _ = start()
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	status, m := post(t, url+"/v1/namespaces/default/users/u/check", `{"items":["a","b","c"]}`)
 	if status != 200 || fmt.Sprint(m["seen"]) != "[true true false]" {
