@@ -51,7 +51,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // AppendBinary appends the filter's encoding to b.
 func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 	start := len(b)
-	p := f.p
+	p := *f.p
 	b = append(b, encodingVersion, hashVersion<<4|byte(p.Kind))
 	b = binary.AppendUvarint(b, uint64(math.Round(p.FPRate*1e6)))
 	b = binary.AppendUvarint(b, uint64(p.InitialCapacity))
@@ -232,7 +232,7 @@ func Decode(data []byte) (*Filter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	f := &Filter{p: p}
+	f := &Filter{p: share(p)}
 	if first > 0 {
 		if first > 1<<40 || last > 1<<40 {
 			return nil, fmt.Errorf("%w: times out of range", ErrCorrupt)

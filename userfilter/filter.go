@@ -18,7 +18,7 @@ type generation struct {
 // Filter is one user's seen history. It is not safe for concurrent use: the
 // hot set serializes calls per user.
 type Filter struct {
-	p     Profile
+	p     *Profile     // shared by the filters of one profile and never changed (see share)
 	gens  []generation // by bucket, oldest first; exactly one (bucket 0) without a window
 	first int64        // unix seconds of the first and last recording (0: never)
 	last  int64
@@ -30,11 +30,11 @@ func New(p Profile) (*Filter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Filter{p: p}, nil
+	return &Filter{p: share(p)}, nil
 }
 
 // Profile returns the parameters the filter was built with.
-func (f *Filter) Profile() Profile { return f.p }
+func (f *Filter) Profile() Profile { return *f.p }
 
 // capacity of layer i: c0 * s^i, computed in integers so that every process
 // derives the same sizes, and cut so that a capped user's last layer holds

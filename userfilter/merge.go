@@ -9,7 +9,7 @@ import (
 
 // Compatible reports whether o was built with the same parameters as f, so
 // that the two can be merged.
-func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p }
+func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p || *f.p == *o.p }
 
 // Merge ORs o into f: afterwards every item seen by either tests seen in f.
 // Both must be built with the same parameters (ErrIncompatible otherwise);
@@ -19,7 +19,7 @@ func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p }
 // clearly more than that (a function of the merged bits, so the laws hold).
 func (f *Filter) Merge(o *Filter) error {
 	if !f.Compatible(o) {
-		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, f.p, o.p)
+		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, *f.p, *o.p)
 	}
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {
