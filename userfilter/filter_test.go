@@ -243,3 +243,34 @@ func TestALayerIsTwentyBytes(t *testing.T) {
 		t.Fatalf("a layer takes %d bytes, want 20", got)
 	}
 }
+
+func TestFiltersOfOneProfileShareItsParameters(t *testing.T) {
+	a, b := mustNew(t, DefaultProfile()), mustNew(t, Profile{})
+	a.Add([]string{"x"}, t0)
+	d, err := Decode(encode(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.p != b.p || a.p != d.p {
+		t.Fatal("filters of one profile carry copies of it")
+	}
+	if c := mustNew(t, Profile{FPRate: 0.02}); c.p == a.p || c.Compatible(a) {
+		t.Fatal("filters of different profiles share parameters")
+	}
+}
+
+func TestSharingStopsAtItsBoundAndFiltersStillWork(t *testing.T) {
+	for i := range maxShared + 10 {
+		f := mustNew(t, Profile{InitialCapacity: uint32(1000 + i)})
+		f.Add([]string{"x"}, t0)
+		if !f.Test("x", t0) || f.Profile().InitialCapacity != uint32(1000+i) {
+			t.Fatalf("profile %d: wrong filter", i)
+		}
+	}
+	shared.RLock()
+	n := len(shared.m)
+	shared.RUnlock()
+	if n > maxShared {
+		t.Fatalf("%d profiles shared, at most %d", n, maxShared)
+	}
+}
