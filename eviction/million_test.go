@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // rssBytes reads this process's resident set size.
@@ -39,8 +41,15 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 		t.Skip("a million users: run without -race and -short (test.sh does)")
 	}
 	const users = 1_000_000
-	const perUser = 443 // accounted bytes of a 2-item user (filter 240 + overhead 192 + id 11)
-	const budget = 100_000 * perUser
+	// The accounted bytes of a 2-item user with an 11-byte id: the budget
+	// fits about 100,000 of them.
+	ref, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Add([]string{"common", "item-0"}, time.Now())
+	perUser := int64(ref.MemoryBytes() + entryOverhead + len("user-123456"))
+	budget := 100_000 * perUser
 	// Badger's memtables (3 x 16 MiB), block cache (64 MiB) and table
 	// indexes, Go's heap goal (GOGC lets garbage reach the live heap's size:
 	// a million cold loads and write-backs make plenty) and the test's own
