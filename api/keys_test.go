@@ -218,3 +218,10 @@ func BenchmarkItems(b *testing.B) {
 		})
 	}
 }
+
+func TestAStringLongerThanTheBodyIsNotWithinIt(t *testing.T) {
+	buf := []byte("abcdefgh")
+	if within(unsafe.String(&buf[1], 6), buf[:2]) || within(unsafe.String(&buf[0], 3), buf[:2]) {
+		t.Fatal("a string longer than the body counts as within it")
+	}
+}

@@ -133,25 +133,24 @@ func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
 	s.app.Add(method, path, func(c *fiber.Ctx) error {
-		start := time.Now()
+		defer observeSince(duration, time.Now())
 		calls.Add(1)
-		err := func() error {
-			n := s.inFlight.Add(1)
-			defer s.inFlight.Add(-1)
-			if n > int64(s.cfg.MaxInFlight) {
-				return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
+		n := s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		if n > int64(s.cfg.MaxInFlight) {
+			return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
+		}
+		if role != RoleNone && !s.keys.open() {
+			if err := s.authorize(c, role); err != nil {
+				return err
 			}
-			if role != RoleNone && !s.keys.open() {
-				if err := s.authorize(c, role); err != nil {
-					return err
-				}
-			}
-			return h(c)
-		}()
-		duration.Observe(time.Since(start).Seconds())
-		return err
+		}
+		return h(c)
 	})
 }
+
+// observeSince records the seconds since start in o.
+func observeSince(o prometheus.Observer, start time.Time) { o.Observe(time.Since(start).Seconds()) }
 
 // docPath writes a fiber path the way openapi.yaml does: :param as {param}.
 func docPath(p string) string {

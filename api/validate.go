@@ -25,16 +25,8 @@ func textProblem(s string, max int) string {
 	if len(s) > max {
 		return "is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(max)
 	}
-	// Fast path: eight bytes at a time while they are printable ASCII,
-	// which item ids nearly always are (this runs for every candidate).
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if notPrintableASCII(w) {
-			break
-		}
-	}
+	// Fast path over the printable ASCII that ids nearly always are.
+	i := printablePrefix(unsafe.Slice(unsafe.StringData(s), len(s))) // read only
 	for i < len(s) {
 		b := s[i]
 		if b < utf8.RuneSelf {
@@ -154,38 +146,47 @@ func decode(body []byte, v any) error {
 	return shapeError(body, v, err)
 }
 
-// printableASCII reports whether b is all printable ASCII (0x20 to 0x7e),
-// eight bytes at a time.
-func printableASCII(b []byte) bool {
+// printablePrefix returns how many leading bytes of b are printable ASCII
+// (0x20 to 0x7e), eight at a time while it can.
+func printablePrefix(b []byte) int {
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
 		if notPrintableASCII(binary.LittleEndian.Uint64(b[i:])) {
-			return false
+			break
 		}
 	}
-	for ; i < len(b); i++ {
-		if b[i] < 0x20 || b[i] >= 0x7f {
-			return false
-		}
+	for i < len(b) && b[i] >= 0x20 && b[i] < 0x7f {
+		i++
 	}
-	return true
+	return i
 }
 
-// within reports whether s's bytes lie inside b: a string decoded from b
-// without escapes (decodeBody aliases those).
-func within(s string, b []byte) bool {
-	if len(s) == 0 || len(b) == 0 {
-		return false
+// printableASCII reports whether b is all printable ASCII.
+func printableASCII(b []byte) bool { return printablePrefix(b) == len(b) }
+
+// offsetIn returns where s's bytes start inside b, or -1 if they are not a
+// piece of b (a string decoded from b without escapes is: decodeBody
+// aliases those).
+func offsetIn(s string, b []byte) int {
+	if len(s) == 0 || len(s) > len(b) {
+		return -1
 	}
 	p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return p >= lo && p-lo <= uintptr(len(b)-len(s))
+	if p < lo || p-lo > uintptr(len(b)-len(s)) {
+		return -1
+	}
+	return int(p - lo)
 }
 
+// within reports whether s's bytes lie inside b.
+func within(s string, b []byte) bool { return offsetIn(s, b) >= 0 }
+
 // items validates a list of items (candidates) at pointer, decoded from
-// body. When the body is all printable ASCII, an item that is a piece of it
-// is too and needs its length checked only: one pass over the body instead
-// of one per item (an item with escapes, decoded into memory of its own,
-// is checked in full).
+// body. The part of the body that holds the items which are pieces of it
+// is checked once: when it is printable ASCII, those items are too and need
+// their length checked only (an item with escapes, decoded into memory of
+// its own, is checked in full). Only that part is read, so a batch reads
+// its body about once, not once per user.
 func (s *Server) items(items []string, pointer string, body []byte) error {
 	if len(items) == 0 {
 		return fieldError(pBadRequest, pointer, "", "at least one item is required")
@@ -195,9 +196,27 @@ func (s *Server) items(items []string, pointer string, body []byte) error {
 			detail: fmt.Sprintf("%d items; at most %d per call", len(items), s.cfg.MaxCandidates),
 			fields: []FieldError{{Pointer: pointer, Detail: fmt.Sprintf("at most %d items", s.cfg.MaxCandidates)}}}
 	}
-	ascii := printableASCII(body)
+	// Decoded in order, the items lie in the body in order: the part runs
+	// from the first one in it to the end of the last one. An item outside
+	// that part, whatever the order, is checked in full.
+	lo, hi := -1, -1
+	for _, it := range items {
+		if lo = offsetIn(it, body); lo >= 0 {
+			break
+		}
+	}
+	for j := len(items) - 1; j >= 0 && lo >= 0; j-- {
+		if off := offsetIn(items[j], body); off >= 0 {
+			hi = off + len(items[j])
+			break
+		}
+	}
+	var clean []byte // the part, if it is printable ASCII
+	if lo >= 0 && lo < hi && printableASCII(body[lo:hi]) {
+		clean = body[lo:hi]
+	}
 	for i, it := range items {
-		if ascii && len(it) <= s.cfg.MaxItemBytes && within(it, body) {
+		if len(it) <= s.cfg.MaxItemBytes && within(it, clean) {
 			continue
 		}
 		if p := textProblem(it, s.cfg.MaxItemBytes); p != "" {
