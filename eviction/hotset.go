@@ -362,19 +362,28 @@ func (h *HotSet) reachLocked(s *shard, k key, e *entry) bool {
 		s.mu.Unlock()
 		return true
 	}
-	if cur, ok := s.evicted[k]; !ok || cur != e {
-		s.mu.Unlock()
-		return false
-	}
 	// Its write-back may be under way: what it holds is the truth all the
 	// same (waiting for the write would spin), and write-back leaves an
 	// entry taken back alone.
-	delete(s.evicted, k)
-	h.evictedBytes.Add(-int64(e.bytes))
+	if !h.letGoLocked(s, k, e) {
+		s.mu.Unlock()
+		return false
+	}
 	h.insertLocked(s, e)
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
 	h.afterEvict(evicted)
+	return true
+}
+
+// letGoLocked removes e from the shard's evicted map if it is there as
+// the entry of k, and reports whether it was. s.mu held.
+func (h *HotSet) letGoLocked(s *shard, k key, e *entry) bool {
+	if cur, ok := s.evicted[k]; !ok || cur != e {
+		return false
+	}
+	delete(s.evicted, k)
+	h.evictedBytes.Add(-int64(e.bytes))
 	return true
 }
 
@@ -860,10 +869,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			k := h.keyOf(e)
 			s := h.shardOf(k)
 			s.mu.Lock()
-			if cur, ok := s.evicted[k]; ok && cur == e {
-				delete(s.evicted, k)
-				h.evictedBytes.Add(-int64(e.bytes))
-			}
+			h.letGoLocked(s, k, e)
 			s.mu.Unlock()
 			e.mu.Unlock()
 			continue
@@ -922,10 +928,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.lastSeq = 0
 		}
 		if !e.dirty() {
-			if cur, ok := s.evicted[k]; ok && cur == e {
-				delete(s.evicted, k)
-				h.evictedBytes.Add(-int64(e.bytes))
-			}
+			h.letGoLocked(s, k, e)
 		}
 		s.mu.Unlock()
 		e.mu.Unlock()
