@@ -267,7 +267,7 @@ func Decode(data []byte) (*Filter, error) {
 		if words := slabWords(f.slabBits(int(nl))); words > 0 {
 			// The slab at its final size at once, rather than grown (and
 			// copied) layer by layer; a filter of other shapes grows as usual.
-			g.slab = append(make([]uint64, 0), make([]uint64, words)...)[:0]
+			g.slab = newSlab(words)[:0]
 		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {

@@ -161,6 +161,16 @@ func (f *Filter) items(now time.Time) uint64 {
 	return n
 }
 
+// find returns the generation of bucket b, or nil.
+func (f *Filter) find(b int64) *generation {
+	for i := range f.gens {
+		if f.gens[i].bucket == b {
+			return &f.gens[i]
+		}
+	}
+	return nil
+}
+
 // gen returns the generation of bucket b, creating it in order if needed.
 func (f *Filter) gen(b int64) *generation {
 	i := len(f.gens)
@@ -185,8 +195,7 @@ func (f *Filter) addLayer(g *generation) bool {
 	for j := range g.layers {
 		before += uint64(g.layers[j].cap)
 	}
-	c := f.layerCapacity(i, before)
-	sh := layerShape(c, f.layerError(i))
+	c, sh := f.plan(i, before)
 	total := uint64(sh.k) * sh.slice
 	for gi := range f.gens {
 		total += f.gens[gi].used
@@ -198,16 +207,22 @@ func (f *Filter) addLayer(g *generation) bool {
 	return true
 }
 
+// plan returns the capacity and shape of a generation's layer i, given
+// the capacity of the layers before it.
+func (f *Filter) plan(i int, before uint64) (uint64, shape) {
+	c := f.layerCapacity(i, before)
+	return c, layerShape(c, f.layerError(i))
+}
+
 // slabBits returns the bits of a generation's first nl layers as addLayer
 // builds them (0 past maxBitsTotal): what Decode expects to read.
 func (f *Filter) slabBits(nl int) uint64 {
 	var total, before uint64
 	for i := 0; i < nl; i++ {
-		c := f.layerCapacity(i, before)
+		c, sh := f.plan(i, before)
 		if c > maxCapacity {
 			return 0
 		}
-		sh := layerShape(c, f.layerError(i))
 		total += uint64(sh.k) * sh.slice
 		if total > maxBitsTotal {
 			return 0
@@ -222,10 +237,7 @@ func (g *generation) appendLayer(l layer) *layer {
 	l.off = uint32(g.used)
 	g.used += l.bits()
 	if n := slabWords(g.used); n > cap(g.slab) {
-		// Appending to an empty slice rounds the capacity up to the
-		// allocator's size class: MemoryBytes then counts what is really
-		// allocated, and the spare words host the next layer's start.
-		ns := append(make([]uint64, 0), make([]uint64, n)...)
+		ns := newSlab(n)
 		copy(ns, g.slab)
 		g.slab = ns
 	} else if n > len(g.slab) {
@@ -243,6 +255,11 @@ const (
 	added                    // recorded
 	full                     // refused: the user is at the cap, or the filter at maxBitsTotal
 )
+
+// newSlab returns n zero words. Appending to an empty slice rounds the
+// capacity up to the allocator's size class: MemoryBytes then counts what
+// is really allocated, and the spare words host the next layer's start.
+func newSlab(n int) []uint64 { return append(make([]uint64, 0), make([]uint64, n)...) }
 
 // add records h in bucket b unless it is already there, the user is at the
 // cap or the filter cannot grow.

@@ -69,6 +69,10 @@ func layerShape(capacity uint64, p float64) shape {
 
 func (l *layer) bits() uint64 { return uint64(l.k) * uint64(l.slice) }
 
+// sameShape reports whether l and o have the same slices and capacity (and
+// so, in generations of one profile, the same offsets).
+func (l *layer) sameShape(o *layer) bool { return l.k == o.k && l.slice == o.slice && l.cap == o.cap }
+
 // test reports whether every slice has the item's bit set, stopping at the
 // first zero bit; salt is the layer's (saltOf).
 func (l *layer) test(w []uint64, h Hash, salt uint64) bool {

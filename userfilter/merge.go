@@ -24,16 +24,13 @@ func (f *Filter) Merge(o *Filter) error {
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {
 		og := &o.gens[gi]
-		for fi := range f.gens {
-			if f.gens[fi].bucket != og.bucket {
-				continue
-			}
-			fg := &f.gens[fi]
-			for li := 0; li < len(fg.layers) && li < len(og.layers); li++ {
-				a, b := &fg.layers[li], &og.layers[li]
-				if a.k != b.k || a.slice != b.slice || a.cap != b.cap {
-					return fmt.Errorf("%w: layer %d shapes differ", ErrIncompatible, li)
-				}
+		fg := f.find(og.bucket)
+		if fg == nil {
+			continue
+		}
+		for li := 0; li < len(fg.layers) && li < len(og.layers); li++ {
+			if !fg.layers[li].sameShape(&og.layers[li]) {
+				return fmt.Errorf("%w: layer %d shapes differ", ErrIncompatible, li)
 			}
 		}
 	}
@@ -81,19 +78,12 @@ func (f *Filter) Covers(o *Filter) bool {
 	}
 	for gi := range o.gens {
 		og := &o.gens[gi]
-		var fg *generation
-		for fi := range f.gens {
-			if f.gens[fi].bucket == og.bucket {
-				fg = &f.gens[fi]
-				break
-			}
-		}
+		fg := f.find(og.bucket)
 		if fg == nil || len(og.layers) > len(fg.layers) {
 			return false
 		}
 		for li := range og.layers {
-			a, b := &fg.layers[li], &og.layers[li]
-			if a.k != b.k || a.slice != b.slice || a.cap != b.cap || a.n < b.n {
+			if a, b := &fg.layers[li], &og.layers[li]; !a.sameShape(b) || a.n < b.n {
 				return false
 			}
 		}
