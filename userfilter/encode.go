@@ -51,7 +51,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // AppendBinary appends the filter's encoding to b.
 func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 	start := len(b)
-	p := *f.p
+	p := f.p.Profile
 	b = append(b, encodingVersion, hashVersion<<4|byte(p.Kind))
 	b = binary.AppendUvarint(b, uint64(math.Round(p.FPRate*1e6)))
 	b = binary.AppendUvarint(b, uint64(p.InitialCapacity))
@@ -74,14 +74,14 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 		prev = g.bucket
 		b = binary.AppendUvarint(b, uint64(len(g.layers)))
 		for i := range g.layers {
-			b = appendLayer(b, g.slab, &g.layers[i])
+			b = appendLayer(b, g.slab, &g.layers[i], g.itemsIn(i))
 		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
 }
 
-func appendLayer(b []byte, w []uint64, l *layer) []byte {
-	b = binary.AppendUvarint(b, uint64(l.n))
+func appendLayer(b []byte, w []uint64, l *layer, n uint32) []byte {
+	b = binary.AppendUvarint(b, uint64(n))
 	m := l.bits()
 	rawLen := int((m + 7) / 8)
 	set := l.bitsSet(w)
@@ -264,10 +264,10 @@ func Decode(data []byte) (*Filter, error) {
 			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
 		}
 		g := generation{bucket: bucket}
-		if words := slabWords(f.slabBits(int(nl))); words > 0 {
+		if t := f.p.layers; nl > 0 && int(nl) <= len(t) {
 			// The slab at its final size at once, rather than grown (and
 			// copied) layer by layer; a filter of other shapes grows as usual.
-			g.slab = newSlab(words)[:0]
+			g.slab = newSlab(slabWords(uint64(t[nl-1].off) + t[nl-1].bits()))[:0]
 		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {
@@ -288,44 +288,45 @@ func Decode(data []byte) (*Filter, error) {
 	return f, nil
 }
 
-func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64) (*layer, error) {
+func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64) (layer, error) {
 	n := d.uvarint()
 	fk := d.byte()
 	slice := d.uvarint()
 	if d.err != nil {
-		return nil, d.err
+		return layer{}, d.err
 	}
 	form, k := fk>>6, uint64(fk&63)
 	if k < 1 || k > 32 || slice < 8 || slice > maxBitsTotal {
-		return nil, fmt.Errorf("%w: layer shape k=%d slice=%d", ErrCorrupt, k, slice)
+		return layer{}, fmt.Errorf("%w: layer shape k=%d slice=%d", ErrCorrupt, k, slice)
 	}
 	m := k * slice
 	*total += m
 	if *total > maxBitsTotal {
-		return nil, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
+		return layer{}, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
 	}
-	capacity := f.layerCapacity(li, before)
+	capacity := f.p.layerCapacity(li, before)
 	if n > capacity || capacity > maxCapacity {
-		return nil, fmt.Errorf("%w: layer %d holds %d items, capacity %d", ErrCorrupt, li, n, capacity)
+		return layer{}, fmt.Errorf("%w: layer %d holds %d items, capacity %d", ErrCorrupt, li, n, capacity)
 	}
 	// A layer has about 1.44*log2(1/e) bits an item: at most 64 even at the
 	// smallest error a profile allows. Check before allocating anything.
 	if m > 128*capacity+1024 {
-		return nil, fmt.Errorf("%w: layer %d has %d bits for %d items", ErrCorrupt, li, m, capacity)
+		return layer{}, fmt.Errorf("%w: layer %d has %d bits for %d items", ErrCorrupt, li, m, capacity)
 	}
 	if form == formRaw && uint64(len(d.b)) < (m+7)/8 {
-		return nil, fmt.Errorf("%w: truncated layer", ErrCorrupt)
+		return layer{}, fmt.Errorf("%w: truncated layer", ErrCorrupt)
 	}
-	if li > 0 && g.layers[li-1].n != g.layers[li-1].cap {
+	if li > 0 && g.n != g.layers[li-1].cap {
 		// A layer is only ever added once the one before it is full.
-		return nil, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
+		return layer{}, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
 	}
-	l := g.appendLayer(layer{slice: uint32(slice), k: uint32(k), cap: uint32(capacity), n: uint32(n)})
+	l := g.appendLayer(layer{slice: uint32(slice), k: uint32(k), cap: uint32(capacity)}, f.p.layers)
+	g.n = uint32(n)
 	switch form {
 	case formRaw:
 		rawLen := int((m + 7) / 8)
 		if len(d.b) < rawLen {
-			return nil, fmt.Errorf("%w: truncated layer", ErrCorrupt)
+			return layer{}, fmt.Errorf("%w: truncated layer", ErrCorrupt)
 		}
 		// Eight bytes at a time, then the rest a byte at a time.
 		i := 0
@@ -335,7 +336,7 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		for ; i < rawLen; i++ {
 			pos, c := uint64(i)*8, d.b[i]
 			if n := m - pos; n < 8 && c>>n != 0 {
-				return nil, fmt.Errorf("%w: bits past the layer's end", ErrCorrupt)
+				return layer{}, fmt.Errorf("%w: bits past the layer's end", ErrCorrupt)
 			}
 			orBitsAt(g.slab, uint64(l.off)+pos, uint64(c), uint(min(8, m-pos)))
 		}
@@ -343,25 +344,25 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 	case formSparse:
 		set := d.uvarint()
 		if d.err != nil {
-			return nil, d.err
+			return layer{}, d.err
 		}
 		if set > m || set > uint64(len(d.b)) {
-			return nil, fmt.Errorf("%w: %d set bits", ErrCorrupt, set)
+			return layer{}, fmt.Errorf("%w: %d set bits", ErrCorrupt, set)
 		}
 		var pos uint64
 		for i := uint64(0); i < set; i++ {
 			gap := d.uvarint()
 			if d.err != nil {
-				return nil, d.err
+				return layer{}, d.err
 			}
 			if (i > 0 && gap == 0) || gap >= m || pos+gap >= m {
-				return nil, fmt.Errorf("%w: bad sparse position", ErrCorrupt)
+				return layer{}, fmt.Errorf("%w: bad sparse position", ErrCorrupt)
 			}
 			pos += gap
 			orBitsAt(g.slab, uint64(l.off)+pos, 1, 1)
 		}
 	default:
-		return nil, fmt.Errorf("%w: layer form %d", ErrCorrupt, form)
+		return layer{}, fmt.Errorf("%w: layer form %d", ErrCorrupt, form)
 	}
 	return l, nil
 }

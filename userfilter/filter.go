@@ -11,16 +11,49 @@ import (
 type generation struct {
 	bucket int64    // absolute bucket number (unix seconds / granularity); 0 without a window
 	slab   []uint64 // the layers' bits, back to back (a bitset.BitSet's words)
-	used   uint64   // bits of slab taken by layers
+	// layers is a prefix of the profile's shared table when they match it
+	// (always, for layers this process built), else the generation's own;
+	// either way its capacity is its length, so appending copies and never
+	// writes into the shared table.
 	layers []layer
+	n      uint32 // items in the last layer; every layer before it is full
+}
+
+// used returns the bits of the slab taken by layers.
+func (g *generation) used() uint64 {
+	if len(g.layers) == 0 {
+		return 0
+	}
+	l := &g.layers[len(g.layers)-1]
+	return uint64(l.off) + l.bits()
+}
+
+// itemsIn returns the items layer i holds.
+func (g *generation) itemsIn(i int) uint32 {
+	if i == len(g.layers)-1 {
+		return g.n
+	}
+	return g.layers[i].cap
+}
+
+// items returns the items g holds.
+func (g *generation) items() uint64 {
+	if len(g.layers) == 0 {
+		return 0
+	}
+	var n uint64
+	for i := range g.layers[:len(g.layers)-1] {
+		n += uint64(g.layers[i].cap)
+	}
+	return n + uint64(g.n)
 }
 
 // Filter is one user's seen history. It is not safe for concurrent use: the
 // hot set serializes calls per user.
 type Filter struct {
-	p     *Profile     // shared by the filters of one profile and never changed (see share)
-	gens  []generation // by bucket, oldest first; exactly one (bucket 0) without a window
-	first int64        // unix seconds of the first and last recording (0: never)
+	p     *sharedProfile // shared by the filters of one profile and never changed (see share)
+	gens  []generation   // by bucket, oldest first; exactly one (bucket 0) without a window
+	first int64          // unix seconds of the first and last recording (0: never)
 	last  int64
 }
 
@@ -34,28 +67,28 @@ func New(p Profile) (*Filter, error) {
 }
 
 // Profile returns the parameters the filter was built with.
-func (f *Filter) Profile() Profile { return *f.p }
+func (f *Filter) Profile() Profile { return f.p.Profile }
 
 // capacity of layer i: c0 * s^i, computed in integers so that every process
 // derives the same sizes, and cut so that a capped user's last layer holds
 // exactly what the cap leaves.
-func (f *Filter) layerCapacity(i int, before uint64) uint64 {
-	c := uint64(f.p.InitialCapacity)
-	g := uint64(math.Round(f.p.Growth * 100))
+func (p *Profile) layerCapacity(i int, before uint64) uint64 {
+	c := uint64(p.InitialCapacity)
+	g := uint64(math.Round(p.Growth * 100))
 	for j := 0; j < i && c < 1<<50; j++ {
 		c = (c*g + 99) / 100
 	}
-	if f.p.MaxItems > 0 && before < f.p.MaxItems && c > f.p.MaxItems-before {
-		c = f.p.MaxItems - before
+	if p.MaxItems > 0 && before < p.MaxItems && c > p.MaxItems-before {
+		c = p.MaxItems - before
 	}
 	return c
 }
 
 // layerError of layer i: p0 * r^i with p0 = p * (1 - r), so the compound rate
 // sum_i p0 r^i stays under p however many layers there are.
-func (f *Filter) layerError(i int) float64 {
-	r := math.Round(f.p.Tightening*100) / 100
-	return f.p.FPRate * (1 - r) * math.Pow(r, float64(i))
+func (p *Profile) layerError(i int) float64 {
+	r := math.Round(p.Tightening*100) / 100
+	return p.FPRate * (1 - r) * math.Pow(r, float64(i))
 }
 
 // bucketOf returns the bucket number of time t (0 without a window).
@@ -108,10 +141,8 @@ func (f *Filter) Expire(now time.Time) bool {
 // Empty reports whether the filter holds no item at now.
 func (f *Filter) Empty(now time.Time) bool {
 	for _, g := range f.live(now) {
-		for i := range g.layers {
-			if g.layers[i].n > 0 {
-				return false
-			}
+		if len(g.layers) > 1 || g.n > 0 {
+			return false
 		}
 	}
 	return true
@@ -153,10 +184,9 @@ func testLive(gens []generation, h Hash) bool {
 // items counts the items held at now.
 func (f *Filter) items(now time.Time) uint64 {
 	var n uint64
-	for _, g := range f.live(now) {
-		for i := range g.layers {
-			n += uint64(g.layers[i].n)
-		}
+	live := f.live(now)
+	for i := range live {
+		n += live[i].items()
 	}
 	return n
 }
@@ -191,60 +221,62 @@ func (f *Filter) gen(b int64) *generation {
 // reads back (and below which every layer field fits in 32 bits).
 func (f *Filter) addLayer(g *generation) bool {
 	i := len(g.layers)
-	var before uint64
-	for j := range g.layers {
-		before += uint64(g.layers[j].cap)
+	var l layer
+	if i < len(f.p.layers) {
+		l = f.p.layers[i]
+	} else {
+		// Past the shared table (or a profile without one).
+		var before uint64
+		for j := range g.layers {
+			before += uint64(g.layers[j].cap)
+		}
+		c, sh := f.p.plan(i, before)
+		if c > maxBitsTotal {
+			return false
+		}
+		l = layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)}
 	}
-	c, sh := f.plan(i, before)
-	total := uint64(sh.k) * sh.slice
+	total := l.bits()
 	for gi := range f.gens {
-		total += f.gens[gi].used
+		total += f.gens[gi].used()
 	}
-	if c > maxBitsTotal || total > maxBitsTotal {
+	if total > maxBitsTotal {
 		return false
 	}
-	g.appendLayer(layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)})
+	g.appendLayer(l, f.p.layers)
 	return true
 }
 
 // plan returns the capacity and shape of a generation's layer i, given
 // the capacity of the layers before it.
-func (f *Filter) plan(i int, before uint64) (uint64, shape) {
-	c := f.layerCapacity(i, before)
-	return c, layerShape(c, f.layerError(i))
+func (p *Profile) plan(i int, before uint64) (uint64, shape) {
+	c := p.layerCapacity(i, before)
+	return c, layerShape(c, p.layerError(i))
 }
 
-// slabBits returns the bits of a generation's first nl layers as addLayer
-// builds them (0 past maxBitsTotal): what Decode expects to read.
-func (f *Filter) slabBits(nl int) uint64 {
-	var total, before uint64
-	for i := 0; i < nl; i++ {
-		c, sh := f.plan(i, before)
-		if c > maxCapacity {
-			return 0
-		}
-		total += uint64(sh.k) * sh.slice
-		if total > maxBitsTotal {
-			return 0
-		}
-		before += c
-	}
-	return total
-}
-
-// appendLayer places l right after the last layer, growing the slab to fit.
-func (g *generation) appendLayer(l layer) *layer {
-	l.off = uint32(g.used)
-	g.used += l.bits()
-	if n := slabWords(g.used); n > cap(g.slab) {
+// appendLayer places l right after the last layer, growing the slab to
+// fit, and starts counting its items. The layers stay a prefix of table
+// (the profile's) while they match it. It returns l as placed.
+func (g *generation) appendLayer(l layer, table []layer) layer {
+	l.off = uint32(g.used())
+	if n := slabWords(uint64(l.off) + l.bits()); n > cap(g.slab) {
 		ns := newSlab(n)
 		copy(ns, g.slab)
 		g.slab = ns
 	} else if n > len(g.slab) {
 		g.slab = g.slab[:n]
 	}
-	g.layers = append(g.layers, l)
-	return &g.layers[len(g.layers)-1]
+	i := len(g.layers)
+	if i < len(table) && table[i] == l && (i == 0 || &g.layers[0] == &table[0]) {
+		g.layers = table[: i+1 : i+1]
+	} else {
+		own := make([]layer, i+1)
+		copy(own, g.layers)
+		own[i] = l
+		g.layers = own
+	}
+	g.n = 0
+	return l
 }
 
 // addResult is what add did with an item.
@@ -271,14 +303,13 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 	if g.test(h) {
 		return present
 	}
-	if len(g.layers) == 0 || g.layers[len(g.layers)-1].n >= g.layers[len(g.layers)-1].cap {
+	if len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap {
 		if !f.addLayer(g) {
 			return full
 		}
 	}
-	l := &g.layers[len(g.layers)-1]
-	l.set(g.slab, h, saltOf(len(g.layers)-1))
-	l.n++
+	g.layers[len(g.layers)-1].set(g.slab, h, saltOf(len(g.layers)-1))
+	g.n++
 	*held++
 	return added
 }
@@ -484,7 +515,10 @@ func unixOrZero(s int64) time.Time {
 func (f *Filter) MemoryBytes() int {
 	n := int(unsafe.Sizeof(*f)) + cap(f.gens)*int(unsafe.Sizeof(generation{}))
 	for i := range f.gens {
-		n += cap(f.gens[i].slab)*8 + cap(f.gens[i].layers)*int(unsafe.Sizeof(layer{}))
+		n += cap(f.gens[i].slab) * 8
+		if l := f.gens[i].layers; len(l) > 0 && (len(f.p.layers) == 0 || &l[0] != &f.p.layers[0]) {
+			n += cap(l) * int(unsafe.Sizeof(layer{})) // its own, not the profile's
+		}
 	}
 	return n
 }
@@ -501,10 +535,11 @@ func (f *Filter) Stats(now time.Time) Stats {
 			l := &gen.layers[i]
 			set := l.bitsSet(gen.slab)
 			m := l.bits()
-			fp := l.fpRate(gen.slab)
+			n := gen.itemsIn(i)
+			fp := l.fpRate(gen.slab, n)
 			notFP *= 1 - fp
-			gs.Items += uint64(l.n)
-			gs.Layers = append(gs.Layers, LayerStats{Capacity: uint64(l.cap), Items: uint64(l.n), Bits: m, BitsSet: set,
+			gs.Items += uint64(n)
+			gs.Layers = append(gs.Layers, LayerStats{Capacity: uint64(l.cap), Items: uint64(n), Bits: m, BitsSet: set,
 				Hashes: l.k, Fill: float64(set) / float64(m), FPRate: fp})
 			st.Bits += m
 			st.BitsSet += set

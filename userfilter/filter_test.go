@@ -224,13 +224,17 @@ func TestStatsAreExact(t *testing.T) {
 func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
 	f := mustNew(t, DefaultProfile())
 	f.Add([]string{"a"}, t0)
-	// Pretend the one generation is a few bits short of maxBitsTotal: the
-	// next layer would pass it.
-	f.gens[0].used = maxBitsTotal - 10
-	f.gens[0].layers[0].n = f.gens[0].layers[0].cap
-	slab := len(f.gens[0].slab)
+	// Give the one generation a full second layer of one slice that takes
+	// it to a few bits short of maxBitsTotal: the next layer would pass it.
+	// (The slab's pages are never written, so they take no memory.)
+	g := &f.gens[0]
+	first := g.layers[0]
+	big := layer{off: uint32(first.bits()), slice: maxBitsTotal - 10 - uint32(first.bits()), k: 1, cap: 1}
+	g.layers, g.n = []layer{first, big}, 1
+	g.slab = append(g.slab, make([]uint64, slabWords(maxBitsTotal)-len(g.slab))...)
+	slab := len(g.slab)
 	n, saturated := f.Add([]string{"b"}, t0)
-	if n != 0 || !saturated || len(f.gens[0].layers) != 1 || len(f.gens[0].slab) != slab {
+	if n != 0 || !saturated || len(f.gens[0].layers) != 2 || len(f.gens[0].slab) != slab {
 		t.Fatalf("added %d, saturated %v, %d layers: want the item refused as at a cap", n, saturated, len(f.gens[0].layers))
 	}
 	if !f.Test("a", t0) {
@@ -238,9 +242,60 @@ func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
 	}
 }
 
-func TestALayerIsTwentyBytes(t *testing.T) {
-	if got := unsafe.Sizeof(layer{}); got != 20 {
-		t.Fatalf("a layer takes %d bytes, want 20", got)
+func TestFiltersOfOneProfileShareItsLayers(t *testing.T) {
+	a, b := mustNew(t, DefaultProfile()), mustNew(t, DefaultProfile())
+	a.Add(items("a", 200), t0)
+	b.Add(items("b", 50), t0)
+	d, err := Decode(encode(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := a.Stats(t0).Items
+	c := a.Clone()
+	c.Add(items("c", 300), t0)
+	table := &a.p.layers[0]
+	for name, f := range map[string]*Filter{"grown": a, "smaller": b, "decoded": d, "clone grown further": c} {
+		g := f.gens[0]
+		if len(g.layers) < 2 || &g.layers[0] != table {
+			t.Fatalf("%s: %d layers of its own, want a prefix of the profile's", name, len(g.layers))
+		}
+		want := int(unsafe.Sizeof(*f)+unsafe.Sizeof(generation{})) + 8*cap(g.slab)
+		if got := f.MemoryBytes(); got != want {
+			t.Fatalf("%s: MemoryBytes %d, want %d: the filter, its generation and its bits", name, got, want)
+		}
+	}
+	if n := len(a.gens[0].layers); n >= len(c.gens[0].layers) || a.Stats(t0).Items != held || !a.Test("a:199", t0) || a.Test("c:0", t0) {
+		t.Fatal("growing a clone changed the original")
+	}
+}
+
+func TestAFilterOfOtherShapesKeepsItsOwnLayers(t *testing.T) {
+	// A first layer with a wider slice than the profile's table says, as a
+	// filter written by a build that sized layers differently would have.
+	a := mustNew(t, DefaultProfile())
+	l0 := a.p.layers[0]
+	l0.slice += 8
+	a.gens = []generation{{}}
+	a.gens[0].appendLayer(l0, a.p.layers)
+	own := a.gens[0].layers
+	before := append([]layer(nil), a.p.layers...)
+	a.Add(append(items("a", 40), items("b", 500)...), t0)
+	if !slices.Equal(before, a.p.layers) {
+		t.Fatal("a filter of other shapes changed the profile's table")
+	}
+	d, err := Decode(encode(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*Filter{a, d} {
+		if l := f.gens[0].layers; &l[0] == &a.p.layers[0] || l[0].slice != own[0].slice || l[1].off == a.p.layers[1].off {
+			t.Fatal("a filter of other shapes took the profile's table")
+		}
+		for _, it := range append(items("a", 40), items("b", 500)...) {
+			if !f.Test(it, t0) {
+				t.Fatalf("%s unseen", it)
+			}
+		}
 	}
 }
 

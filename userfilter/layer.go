@@ -10,17 +10,18 @@ import (
 // generation's slab at bit offset off, right after the previous layer's, so
 // no layer pays for rounding to whole words.
 //
-// Its fields are 32 bits (20 bytes a layer, not 48): a user's layers are a
-// sizeable part of a small user's memory (six layers at 200 items), and no
-// layer reaches 2^32 bits, items or offset before its filter passes
-// maxBitsTotal. Layer i's salt, which decorrelates layers that share the
-// item hash, is computed from i (saltOf) instead of kept.
+// A layer never changes once placed, and its count of items is kept by
+// the generation (every layer but the last is full), so the layers of every
+// filter of one profile are one shared table (see sharedProfile): a user
+// pays for its bits and not for describing them (six layers at 200 items).
+// The fields are 32 bits: no layer reaches 2^32 bits, items or offset
+// before its filter passes maxBitsTotal. Layer i's salt, which decorrelates
+// layers that share the item hash, is computed from i (saltOf).
 type layer struct {
 	off   uint32 // bit offset in the generation's slab
 	slice uint32 // bits per slice
 	k     uint32 // slices (hash functions)
 	cap   uint32 // items it is sized for
-	n     uint32 // items added (an item already present is not added)
 }
 
 // saltOf returns layer i's salt.
@@ -128,9 +129,10 @@ func (l *layer) bitsSet(w []uint64) uint64 {
 	return n
 }
 
-// fpRate is the layer's false-positive rate now, from the fill of each slice.
-func (l *layer) fpRate(w []uint64) float64 {
-	if l.n == 0 {
+// fpRate is the layer's false-positive rate now, from the fill of each
+// slice; n is the items it holds.
+func (l *layer) fpRate(w []uint64, n uint32) float64 {
+	if n == 0 {
 		return 0
 	}
 	// Slices fill alike; the overall fill is an unbiased estimate of each.

@@ -9,7 +9,7 @@ import (
 
 // Compatible reports whether o was built with the same parameters as f, so
 // that the two can be merged.
-func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p || *f.p == *o.p }
+func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p || f.p.Profile == o.p.Profile }
 
 // Merge ORs o into f: afterwards every item seen by either tests seen in f.
 // Both must be built with the same parameters (ErrIncompatible otherwise);
@@ -19,7 +19,7 @@ func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p || *f.p == *o.p 
 // clearly more than that (a function of the merged bits, so the laws hold).
 func (f *Filter) Merge(o *Filter) error {
 	if !f.Compatible(o) {
-		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, *f.p, *o.p)
+		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, f.p.Profile, o.p.Profile)
 	}
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {
@@ -29,7 +29,7 @@ func (f *Filter) Merge(o *Filter) error {
 			continue
 		}
 		for li := 0; li < len(fg.layers) && li < len(og.layers); li++ {
-			if !fg.layers[li].sameShape(&og.layers[li]) {
+			if !fg.layers[li].sameShape(&og.layers[li]) { // same offsets too, given the same shapes before
 				return fmt.Errorf("%w: layer %d shapes differ", ErrIncompatible, li)
 			}
 		}
@@ -41,21 +41,23 @@ func (f *Filter) Merge(o *Filter) error {
 		// offsets, and a generation's layers are a prefix of the longer
 		// one's: the slabs merge by a plain union, which also brings the
 		// bits of the layers only o has.
-		shared := min(len(fg.layers), len(og.layers))
 		union := bitset.From(fg.slab)
 		union.InPlaceUnion(bitset.From(og.slab))
 		fg.slab = union.Words()
-		fg.used = max(fg.used, og.used)
-		for li := 0; li < shared; li++ {
-			a, b := &fg.layers[li], &og.layers[li]
-			a.n = max(a.n, b.n)
-			if a.n < a.cap && a.estimateItems(fg.slab) >= uint64(a.cap)+4*uint64(math.Sqrt(float64(a.cap)))+2 {
+		switch nf, no := len(fg.layers), len(og.layers); {
+		case no > nf:
+			// f's last layer is full in o. Layers never change once
+			// placed, so the two generations can share o's.
+			fg.layers, fg.n = og.layers, og.n
+		case no == nf && nf > 0:
+			last := &fg.layers[nf-1]
+			fg.n = max(fg.n, og.n)
+			if fg.n < last.cap && last.estimateItems(fg.slab) >= uint64(last.cap)+4*uint64(math.Sqrt(float64(last.cap)))+2 {
 				// The union is over capacity (the inputs held different
 				// items): seal the layer so new items go to a fresh one.
-				a.n = a.cap
+				fg.n = last.cap
 			}
 		}
-		fg.layers = append(fg.layers, og.layers[shared:]...)
 	}
 	if o.first != 0 && (f.first == 0 || o.first < f.first) {
 		f.first = o.first
@@ -83,7 +85,7 @@ func (f *Filter) Covers(o *Filter) bool {
 			return false
 		}
 		for li := range og.layers {
-			if a, b := &fg.layers[li], &og.layers[li]; !a.sameShape(b) || a.n < b.n {
+			if !fg.layers[li].sameShape(&og.layers[li]) || fg.itemsIn(li) < og.itemsIn(li) {
 				return false
 			}
 		}
@@ -104,8 +106,8 @@ func (f *Filter) Covers(o *Filter) bool {
 func (f *Filter) Clone() *Filter {
 	c := &Filter{p: f.p, first: f.first, last: f.last, gens: make([]generation, len(f.gens))}
 	for i, g := range f.gens {
-		c.gens[i] = generation{bucket: g.bucket, used: g.used, slab: append([]uint64(nil), g.slab...),
-			layers: append([]layer(nil), g.layers...)}
+		// Layers never change once placed: the clone shares them.
+		c.gens[i] = generation{bucket: g.bucket, slab: append([]uint64(nil), g.slab...), layers: g.layers, n: g.n}
 	}
 	return c
 }

@@ -213,19 +213,27 @@ type Stats struct {
 
 // shared holds one copy of each profile in use, which the filters built
 // with it point to: a hot user's filter then carries 8 bytes of parameters
-// instead of 64 (the hot set holds millions). A profile is never changed
-// once shared. At most maxShared are kept (namespaces times the profiles
-// they had, plus imported filters of other parameters); past that, a filter
-// gets a copy of its own.
+// instead of 64, and no table of layers (the hot set holds millions). A
+// profile is never changed once shared. At most maxShared are kept
+// (namespaces times the profiles they had, plus imported filters of other
+// parameters); past that, a filter gets a copy of its own, without a
+// table of layers (its generations hold their own).
 var shared struct {
 	sync.RWMutex
-	m map[Profile]*Profile
+	m map[Profile]*sharedProfile
+}
+
+// sharedProfile is a profile and the layers its filters build, in order:
+// a generation's layers are a prefix of them (see layer).
+type sharedProfile struct {
+	Profile
+	layers []layer
 }
 
 const maxShared = 1024
 
 // share returns the shared copy of p. Safe for concurrent use.
-func share(p Profile) *Profile {
+func share(p Profile) *sharedProfile {
 	shared.RLock()
 	s, ok := shared.m[p]
 	shared.RUnlock()
@@ -237,13 +245,31 @@ func share(p Profile) *Profile {
 	if s, ok := shared.m[p]; ok {
 		return s
 	}
-	s = new(Profile)
-	*s = p
+	s = &sharedProfile{Profile: p}
 	if shared.m == nil {
-		shared.m = map[Profile]*Profile{}
+		shared.m = map[Profile]*sharedProfile{}
 	}
 	if len(shared.m) < maxShared {
+		s.layers = p.layerTable()
 		shared.m[p] = s
 	}
 	return s
+}
+
+// layerTable returns the layers one generation grows through, as
+// addLayer places them, up to maxLayers or maxBitsTotal bits.
+func (p *Profile) layerTable() []layer {
+	var t []layer
+	var before, total uint64
+	for i := 0; i < maxLayers; i++ {
+		c, sh := p.plan(i, before)
+		bits := uint64(sh.k) * sh.slice
+		if c == 0 || c > maxBitsTotal || total+bits > maxBitsTotal {
+			break
+		}
+		t = append(t, layer{off: uint32(total), slice: uint32(sh.slice), k: sh.k, cap: uint32(c)})
+		total += bits
+		before += c
+	}
+	return t[:len(t):len(t)]
 }
