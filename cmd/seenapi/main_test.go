@@ -407,6 +407,30 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	}
 }
 
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want int
+		set  bool
+	}{
+		{want: defaultGCPercent, set: true},
+		{args: []string{"--gc-percent", "80"}, want: 80, set: true},
+		{env: map[string]string{"SEENAPI_GC_PERCENT": "25"}, want: 25, set: true},
+		{args: []string{"--gc-percent", "-1"}, want: -1, set: true},
+		{args: []string{"--gc-percent", "80"}, env: map[string]string{"GOGC": "200"}}, // the runtime's own
+	} {
+		o := &options{}
+		getenv := func(k string) string { return tc.env[k] }
+		if err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, getenv); err != nil {
+			t.Fatal(err)
+		}
+		if got, set := gcPercent(o, getenv); got != tc.want || set != tc.set {
+			t.Errorf("%v %v: %d, %v; want %d, %v", tc.args, tc.env, got, set, tc.want, tc.set)
+		}
+	}
+}
+
 func TestMemoryLimit(t *testing.T) {
 	for _, tc := range []struct {
 		flag, env string

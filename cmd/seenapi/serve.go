@@ -83,6 +83,9 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
 	}
+	if pct, ok := gcPercent(o, getenv); ok {
+		debug.SetGCPercent(pct)
+	}
 	namespaces, err := loadNamespaces(o.namespacesFile)
 	if err != nil {
 		return err
@@ -174,6 +177,24 @@ func serveDebug(ln net.Listener) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	_ = srv.Serve(ln) // ends when serve closes ln
+}
+
+// defaultGCPercent is --gc-percent's default. Go's own (100) lets the heap
+// reach twice what is live between collections, and what is live is mostly
+// the hot set; at 50, seenbench --users 1e5 measured about 23% less
+// resident memory per user (2,921 and 2,928 B against 3,798 and 3,772 B,
+// alternated runs) and no more server CPU per call (71.8 and 75.1 us
+// against 83.2 and 84.0 us, a noisy machine): filters are pointer-free
+// words the collector does not scan, so a cycle costs little.
+const defaultGCPercent = 50
+
+// gcPercent is the collector's target percentage to set, if any: none
+// when Go's GOGC is set (the runtime has read it).
+func gcPercent(o *options, getenv func(string) string) (int, bool) {
+	if getenv("GOGC") != "" {
+		return 0, false
+	}
+	return o.gcPercent, true
 }
 
 // memoryLimit is the Go heap's soft limit: without one the heap may grow to
