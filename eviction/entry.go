@@ -12,7 +12,7 @@ import (
 // entry is one hot user: its filter, its lock and the hot set's bookkeeping
 // in one allocation, which also holds the user id when it is short enough
 // (see newEntry). The fields are ordered and sized so that the entry of a
-// user with an id of up to idHeadLen bytes fills the 96-byte size class
+// user with an id of up to idHeadLen bytes fills the 80-byte size class
 // of Go's allocator exactly (TestEntryLayout).
 //
 // mu serializes the user's calls and guards the fields marked so; the
@@ -43,7 +43,7 @@ type entry struct {
 
 const (
 	// idHeadLen is how many bytes of the id fit inside the entry itself.
-	idHeadLen = 21
+	idHeadLen = 13
 	// idOutside is idLen of an entry whose id is a separate string: ids
 	// of idOutside bytes or more.
 	idOutside = 255
@@ -72,14 +72,14 @@ func allocOf[T any]() entryAlloc {
 }
 
 // entryAllocs go up one Go size class at a time (the rest of each class
-// would be wasted), from the bare entry (96 B) to 352 B, which holds ids
-// of up to idOutside-1 bytes; the rest arrays are the class minus 96.
+// would be wasted), from the bare entry (80 B) to 352 B, which holds ids
+// of up to idOutside-1 bytes; the rest arrays are the class minus 80.
 var entryAllocs = [...]entryAlloc{
 	{room: idHeadLen, alloc: func() *entry { return new(entry) }},
 	allocOf[[16]byte](), allocOf[[32]byte](), allocOf[[48]byte](), allocOf[[64]byte](),
 	allocOf[[80]byte](), allocOf[[96]byte](), allocOf[[112]byte](), allocOf[[128]byte](),
-	allocOf[[144]byte](), allocOf[[160]byte](), allocOf[[192]byte](), allocOf[[224]byte](),
-	allocOf[[256]byte](),
+	allocOf[[144]byte](), allocOf[[160]byte](), allocOf[[176]byte](), allocOf[[208]byte](),
+	allocOf[[240]byte](), allocOf[[272]byte](),
 }
 
 // newEntry returns an entry of namespace index ns for user, with the id
@@ -113,13 +113,13 @@ func (e *entry) id() string {
 func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter's MemoryBytes
-// and its id's length: the entry's own fields (48 B of its 96, the id's
-// first 21 bytes included), golang-lru's list element (80 B) and its map
+// and its id's length: the entry's own fields (40 B of its 80, the id's
+// first 13 bytes included), golang-lru's list element (80 B) and its map
 // slot (a 16-byte key and a pointer in a map between 7/16 and 7/8 full,
 // about 35 B), and a dirty-list slot (8 B and the list's spare room) while
 // the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty
 // user with a 12-byte id takes beyond its filter: 165 B at 10 items, 166 B
-// at 200 and 168 B at 2,000, of which the dirty-list slot is 10-11 B. It
+// at 200 and 167 B at 2,000, of which the dirty-list slot is 10-11 B. It
 // is set so that the accounted bytes per user stay at or above the heap
 // measured at every size.
-const entryOverhead = 192
+const entryOverhead = 176

@@ -62,8 +62,8 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(b, p.MaxItems)
 	first, last := uint64(0), uint64(0)
 	if f.first > 0 {
-		first = uint64(max(f.first-timeEpoch, 0)/60) + 1 // 0 means never
-		last = uint64(max(f.last-timeEpoch, 0)/60) + 1 - first
+		first = uint64(f.first-1)/60 + 1 // minutes since timeEpoch, plus one; 0 means never
+		last = uint64(f.last-1)/60 + 1 - first
 	}
 	b = binary.AppendUvarint(b, first)
 	b = binary.AppendUvarint(b, last)
@@ -237,8 +237,8 @@ func Decode(data []byte) (*Filter, error) {
 		if first > 1<<40 || last > 1<<40 {
 			return nil, fmt.Errorf("%w: times out of range", ErrCorrupt)
 		}
-		f.first = timeEpoch + int64(first-1)*60
-		f.last = timeEpoch + int64(first-1+last)*60
+		f.first = stamp(timeEpoch + int64(first-1)*60)
+		f.last = stamp(timeEpoch + int64(first-1+last)*60)
 	}
 	if ngen > maxGenerations || (p.Window == 0 && ngen > 1) {
 		return nil, fmt.Errorf("%w: %d generations", ErrCorrupt, ngen)

@@ -53,9 +53,19 @@ func (g *generation) items() uint64 {
 type Filter struct {
 	p     *sharedProfile // shared by the filters of one profile and never changed (see share)
 	gens  []generation   // by bucket, oldest first; exactly one (bucket 0) without a window
-	first int64          // unix seconds of the first and last recording (0: never)
-	last  int64
+	first uint32         // stamps (see stamp) of the first and last recording; 0: never
+	last  uint32
 }
+
+// stamp is unix time t in 32 bits, as seconds since timeEpoch plus one
+// (0 is "never"): a hot user's filter is 8 bytes smaller than with two
+// int64s, which lets the hot set's entry drop to a smaller size class.
+// Times before timeEpoch read as timeEpoch (as they always were encoded)
+// and times past 2160 as 2160.
+func stamp(t int64) uint32 { return uint32(min(max(t-timeEpoch, 0)+1, math.MaxUint32)) }
+
+// unstamp is the unix time of stamp s > 0.
+func unstamp(s uint32) int64 { return timeEpoch + int64(s) - 1 }
 
 // New returns an empty filter built with profile p (zero fields take their defaults).
 func New(p Profile) (*Filter, error) {
@@ -315,7 +325,7 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 }
 
 func (f *Filter) touch(now time.Time) {
-	s := now.Unix()
+	s := stamp(now.Unix())
 	if f.first == 0 || s < f.first {
 		f.first = s
 	}
@@ -504,11 +514,11 @@ func (f *Filter) FirstSeen() time.Time { return unixOrZero(f.first) }
 // LastSeen: see FirstSeen.
 func (f *Filter) LastSeen() time.Time { return unixOrZero(f.last) }
 
-func unixOrZero(s int64) time.Time {
+func unixOrZero(s uint32) time.Time {
 	if s == 0 {
 		return time.Time{}
 	}
-	return time.Unix(s, 0).UTC()
+	return time.Unix(unstamp(s), 0).UTC()
 }
 
 // MemoryBytes is the filter's in-memory size: bit slabs plus structures.
