@@ -231,10 +231,11 @@ func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
 	first := g.layers[0]
 	big := layer{off: uint32(first.bits()), slice: maxBitsTotal - 10 - uint32(first.bits()), k: 1, cap: 1}
 	g.layers, g.n = []layer{first, big}, 1
-	g.slab = append(g.slab, make([]uint64, slabWords(maxBitsTotal)-len(g.slab))...)
-	slab := len(g.slab)
+	slab := make([]uint64, slabWords(maxBitsTotal))
+	copy(slab, g.slab)
+	g.slab = slab
 	n, saturated := f.Add([]string{"b"}, t0)
-	if n != 0 || !saturated || len(f.gens[0].layers) != 2 || len(f.gens[0].slab) != slab {
+	if n != 0 || !saturated || len(f.gens[0].layers) != 2 || len(f.gens[0].slab) != len(slab) {
 		t.Fatalf("added %d, saturated %v, %d layers: want the item refused as at a cap", n, saturated, len(f.gens[0].layers))
 	}
 	if !f.Test("a", t0) {
