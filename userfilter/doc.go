@@ -18,7 +18,7 @@
 // A layer's shape follows from the profile and its index alone, and every
 // layer but the newest is full, so the filters of one profile share one
 // table of layers and a filter holds only its bits and the newest layer's
-// count (a 200-item user: 616 bytes in memory, of which 488 are bits).
+// count (a 200-item user: 616 bytes in memory, 512 of them its bit array).
 //
 // Each item is hashed once per call with XXH3-128; every layer derives its k
 // positions from those 128 bits (see layer.go), so the cost of a candidate is
