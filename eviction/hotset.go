@@ -720,6 +720,10 @@ func (h *HotSet) Namespace(name string) (Namespace, bool) {
 	return info.Namespace, true
 }
 
+// Usage returns the bytes accounted to hot users and the budget; cheaper
+// than Stats.
+func (h *HotSet) Usage() (bytes, budget int64) { return h.hotBytes.Load(), h.opts.CacheBytes }
+
 // Stats returns service-wide figures.
 func (h *HotSet) Stats() Stats {
 	st := Stats{HotUsers: h.hotUsers.Load(), CacheBytes: h.hotBytes.Load(), CacheBudgetBytes: h.opts.CacheBytes,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -411,23 +412,97 @@ func TestGCPercent(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
-		want int
-		set  bool
+		want gcPolicy
+		bad  bool
 	}{
-		{want: defaultGCPercent, set: true},
-		{args: []string{"--gc-percent", "80"}, want: 80, set: true},
-		{env: map[string]string{"SEENAPI_GC_PERCENT": "25"}, want: 25, set: true},
-		{args: []string{"--gc-percent", "-1"}, want: -1, set: true},
+		{want: gcPolicy{auto: true, set: true}},
+		{args: []string{"--gc-percent", "80"}, want: gcPolicy{fixed: 80, set: true}},
+		{env: map[string]string{"SEENAPI_GC_PERCENT": "25"}, want: gcPolicy{fixed: 25, set: true}},
+		{args: []string{"--gc-percent", "off"}, want: gcPolicy{fixed: -1, set: true}},
 		{args: []string{"--gc-percent", "80"}, env: map[string]string{"GOGC": "200"}}, // the runtime's own
+		{args: []string{"--gc-percent", "0"}, bad: true},
+		{args: []string{"--gc-percent", "lots"}, bad: true},
 	} {
 		o := &options{}
 		getenv := func(k string) string { return tc.env[k] }
 		if err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, getenv); err != nil {
 			t.Fatal(err)
 		}
-		if got, set := gcPercent(o, getenv); got != tc.want || set != tc.set {
-			t.Errorf("%v %v: %d, %v; want %d, %v", tc.args, tc.env, got, set, tc.want, tc.set)
+		got, err := gcPercent(o, getenv)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("%v %v: %+v, %v; want %+v (error %v)", tc.args, tc.env, got, err, tc.want, tc.bad)
 		}
+	}
+}
+
+// TestAutoGCFollowsTheHotSetsFill runs a real hot set into its budget and
+// back: the collector's percentage is 50 while it fills, 100 once it is
+// full, and 50 again after it is emptied.
+func TestAutoGCFollowsTheHotSetsFill(t *testing.T) {
+	store, err := storage.Open(storage.DefaultOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ns, err := loadNamespaces("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, err := eviction.New(store, ns, eviction.Options{CacheBytes: 200 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hot.Close()
+	set := make(chan int, 16)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		tuneGC(gcPolicy{auto: true, set: true}, hot, 5*time.Millisecond, stop, func(p int) int { set <- p; return 0 })
+		close(done)
+	}()
+	next := func() int {
+		select {
+		case p := <-set:
+			return p
+		case <-time.After(10 * time.Second):
+			t.Fatal("no change of the collector's percentage")
+			return 0
+		}
+	}
+	if p := next(); p != gcPercentFilling {
+		t.Fatalf("filling: %d, want %d", p, gcPercentFilling)
+	}
+	items := make([]string, 50)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	users := 0
+	for ; ; users++ {
+		if b, budget := hot.Usage(); b >= budget/10*9 {
+			break
+		}
+		if _, err := hot.Filter("default", fmt.Sprint("user-", users), items, 50, userfilter.RecordAll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := next(); p != gcPercentFull {
+		t.Fatalf("full after %d users: %d, want %d", users, p, gcPercentFull)
+	}
+	for u := range users {
+		if err := hot.Forget("default", fmt.Sprint("user-", u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := next(); p != gcPercentFilling {
+		t.Fatalf("emptied: %d, want %d", p, gcPercentFilling)
+	}
+	close(stop)
+	<-done
+	fixed := make([]int, 0, 1)
+	tuneGC(gcPolicy{fixed: 80, set: true}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 })
+	tuneGC(gcPolicy{}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 })
+	if !slices.Equal(fixed, []int{80}) {
+		t.Fatalf("fixed and runtime's own: set %v, want [80]", fixed)
 	}
 }
 
