@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -453,11 +454,12 @@ func TestAutoGCFollowsTheHotSetsFill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hot.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	set := make(chan int, 16)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
-		tuneGC(gcPolicy{auto: true, set: true}, hot, 5*time.Millisecond, stop, func(p int) int { set <- p; return 0 })
+		tuneGC(gcPolicy{auto: true, set: true}, hot, 5*time.Millisecond, stop, func(p int) int { set <- p; return 0 }, quiet)
 		close(done)
 	}()
 	next := func() int {
@@ -499,8 +501,8 @@ func TestAutoGCFollowsTheHotSetsFill(t *testing.T) {
 	close(stop)
 	<-done
 	fixed := make([]int, 0, 1)
-	tuneGC(gcPolicy{fixed: 80, set: true}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 })
-	tuneGC(gcPolicy{}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 })
+	tuneGC(gcPolicy{fixed: 80, set: true}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 }, quiet)
+	tuneGC(gcPolicy{}, hot, time.Millisecond, stop, func(p int) int { fixed = append(fixed, p); return 0 }, quiet)
 	if !slices.Equal(fixed, []int{80}) {
 		t.Fatalf("fixed and runtime's own: set %v, want [80]", fixed)
 	}

@@ -116,7 +116,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}()
 	stopGC := make(chan struct{})
 	defer close(stopGC)
-	go tuneGC(gc, hot, time.Second, stopGC, debug.SetGCPercent)
+	go tuneGC(gc, hot, time.Second, stopGC, debug.SetGCPercent, logger)
 	go func() {
 		if err := hot.Recover(); err != nil && !errors.Is(err, eviction.ErrClosed) {
 			logger.Error("seenapi: folding the journal left by a crash failed for some users", "err", err)
@@ -232,16 +232,19 @@ type hotSetUsage interface{ Usage() (bytes, budget int64) }
 // tuneGC applies p until stop is closed: a fixed percentage once, or with
 // auto, gcPercentFilling while the hot set is under 90% of its budget and
 // gcPercentFull from then until it falls under 80%, checked every tick.
-func tuneGC(p gcPolicy, hot hotSetUsage, tick time.Duration, stop <-chan struct{}, set func(int) int) {
+func tuneGC(p gcPolicy, hot hotSetUsage, tick time.Duration, stop <-chan struct{}, set func(int) int, logger *slog.Logger) {
 	if !p.set {
+		logger.Info("seenapi: collector set by GOGC")
 		return
 	}
 	if !p.auto {
 		set(p.fixed)
+		logger.Info("seenapi: collector", "gc_percent", p.fixed)
 		return
 	}
 	full := false
 	set(gcPercentFilling)
+	logger.Info("seenapi: collector", "gc_percent", gcPercentFilling, "then", fmt.Sprintf("%d once the hot set is full", gcPercentFull))
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -255,9 +258,11 @@ func tuneGC(p gcPolicy, hot hotSetUsage, tick time.Duration, stop <-chan struct{
 		case !full && used >= budget/10*9:
 			full = true
 			set(gcPercentFull)
+			logger.Info("seenapi: hot set full: collector", "gc_percent", gcPercentFull)
 		case full && used < budget/10*8:
 			full = false
 			set(gcPercentFilling)
+			logger.Info("seenapi: hot set under its budget again: collector", "gc_percent", gcPercentFilling)
 		}
 	}
 }
