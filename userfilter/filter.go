@@ -298,6 +298,23 @@ const (
 	full                     // refused: the user is at the cap, or the filter at maxBitsTotal
 )
 
+// tally counts what add did with the items of one call.
+type tally struct {
+	added     int
+	saturated bool // some item was refused (full)
+}
+
+// count counts r and reports whether the item was added.
+func (t *tally) count(r addResult) bool {
+	switch r {
+	case added:
+		t.added++
+	case full:
+		t.saturated = true
+	}
+	return r == added
+}
+
 // newSlab returns n zero words. Appending to an empty slice rounds the
 // capacity up to the allocator's size class: MemoryBytes then counts what
 // is really allocated, and the spare words host the next layer's start.
@@ -344,18 +361,14 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (n int, saturated bool)
 		return 0, false // already outside the window
 	}
 	held := f.items(now)
+	var t tally
 	for _, h := range hs {
-		switch f.add(h, b, now, &held) {
-		case added:
-			n++
-		case full:
-			saturated = true
-		}
+		t.count(f.add(h, b, now, &held))
 	}
-	if n > 0 {
+	if t.added > 0 {
 		f.touch(at)
 	}
-	return n, saturated
+	return t.added, t.saturated
 }
 
 // Add records items as seen at now and returns how many were new.
@@ -363,18 +376,14 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 	b := f.bucketOf(now)
 	f.Expire(now)
 	held := f.items(now)
+	var t tally
 	for _, it := range items {
-		switch f.add(HashItem(it), b, now, &held) {
-		case added:
-			n++
-		case full:
-			saturated = true
-		}
+		t.count(f.add(HashItem(it), b, now, &held))
 	}
-	if n > 0 {
+	if t.added > 0 {
 		f.touch(now)
 	}
-	return n, saturated
+	return t.added, t.saturated
 }
 
 // Check appends to out whether each item tests seen at now.
@@ -493,18 +502,16 @@ func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool
 	}
 	b := f.bucketOf(now)
 	held := f.items(now)
+	var t tally
 	for _, h := range s.ToRecord {
-		switch f.add(h, b, now, &held) {
-		case added:
+		if t.count(f.add(h, b, now, &held)) {
 			s.Recorded = append(s.Recorded, h)
-		case full:
-			saturated = true
 		}
 	}
-	if len(s.Recorded) > 0 {
+	if t.added > 0 {
 		f.touch(now)
 	}
-	return len(s.Recorded), saturated
+	return t.added, t.saturated
 }
 
 // FirstSeen and LastSeen return when the filter first and last recorded an
