@@ -114,24 +114,31 @@ func FreePort() (int, error) {
 
 // MachineBusy returns the CPU time all processes of the machine have spent
 // (user, nice, system, irq, softirq, steal of /proc/stat's cpu line), to tell
-// how much of a phase's CPU went to processes outside the run.
-func MachineBusy() (time.Duration, error) {
+// how much of a phase's CPU went to processes outside the run, and of it the
+// steal: time this virtual machine's cores were ready to run but the host
+// ran something else. Steal stalls every process at once, for tens of
+// milliseconds when the host is busy: it is what a latency tail on a shared
+// machine is made of, so the run reports it next to the tail.
+func MachineBusy() (busy, steal time.Duration, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := bytes.Fields(line)
 	if len(f) < 9 || string(f[0]) != "cpu" {
-		return 0, errors.New("bench: unreadable /proc/stat")
+		return 0, 0, errors.New("bench: unreadable /proc/stat")
 	}
-	var busy uint64
+	var ticks, stolen uint64
 	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
 		v, err := strconv.ParseUint(string(f[i]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("bench: bad /proc/stat: %w", err)
+			return 0, 0, fmt.Errorf("bench: bad /proc/stat: %w", err)
 		}
-		busy += v
+		ticks += v
+		if i == 8 {
+			stolen = v
+		}
 	}
-	return time.Duration(busy) * time.Second / clockTicks, nil
+	return time.Duration(ticks) * time.Second / clockTicks, time.Duration(stolen) * time.Second / clockTicks, nil
 }

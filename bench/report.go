@@ -123,14 +123,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)
 	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
-	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load | host steal (open loop) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		ref, hasRef := r.reference(res)
 		row := []string{res.System, formatUsers(res.Users)}
 		if res.Stopped != "" {
 			row = append(row, "stopped: "+res.Stopped)
-			for len(row) < 19 {
+			for len(row) < 20 {
 				row = append(row, "")
 			}
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
@@ -176,7 +176,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			cpu, rr(float64(res.CPUPerCall), float64(ref.CPUPerCall)),
 			mem, rr(res.MemPerUser, ref.MemPerUser),
 			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold,
-			us(res.ClientCPUPerCall), fmt.Sprintf("%.2f cores", res.OtherLoad))
+			us(res.ClientCPUPerCall), fmt.Sprintf("%.2f cores", res.OtherLoad), fmt.Sprintf("%.2f cores", res.Open.Steal))
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	b.WriteString("\nLatency is measured in the open-loop phase from each call's intended send time (no coordinated omission). " +
@@ -185,7 +185,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		"used_memory of redis-server, the hot set's accounted bytes in-process. Disk/user is the data directory's allocated bytes after write-back. " +
 		"Hit ratio: over the phases after the fill. Cold latency: one call per checked user right after a restart (every user cold). " +
 		"Client CPU/call is the harness's own CPU per call; other load is the CPU that other processes on the machine took during the saturation phase " +
-		"(from /proc/stat), which disturbs every figure but CPU/call.\n")
+		"(from /proc/stat), which disturbs every figure but CPU/call. " +
+		"Host steal is the CPU the host held back from this virtual machine during the open loop (/proc/stat steal): " +
+		"while it lasts every process waits, client and server alike, so it lengthens the latency tail of every system in the run.\n")
 	for _, n := range r.Notes {
 		b.WriteString("\n" + n + "\n")
 	}

@@ -100,6 +100,9 @@ type Phase struct {
 	Rate    float64       `json:"calls_per_s"` // completed calls / elapsed
 	Latency Latency       `json:"latency"`
 	CPU     time.Duration `json:"server_cpu_ns"` // server CPU over the phase
+	// Steal is the CPU (in cores) the host held back from this machine
+	// during the phase (/proc/stat steal; see MachineBusy).
+	Steal float64 `json:"steal_cores"`
 	// Timeline is the open loop's worst latency per 100 ms of intended
 	// send time: where in the phase the tail comes from.
 	Timeline []time.Duration `json:"max_latency_per_100ms_ns,omitempty"`
@@ -557,7 +560,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 			return res, err
 		}
 		self0, _ := ProcCPU(os.Getpid())
-		busy0, _ := MachineBusy()
+		busy0, steal0, _ := MachineBusy()
 		res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration)
 		if perr := stopProfile(); err == nil {
 			err = perr
@@ -570,8 +573,9 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
 		self1, _ := ProcCPU(os.Getpid())
-		busy1, _ := MachineBusy()
+		busy1, steal1, _ := MachineBusy()
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
+		res.Saturation.Steal = (steal1 - steal0).Seconds() / res.Saturation.Elapsed.Seconds()
 		res.CPUInclClient = cpu1.InclClient
 		other := (busy1 - busy0) - (self1 - self0)
 		if !cpu1.InclClient {
@@ -599,8 +603,12 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 				return res, fmt.Errorf("%s: server timing: %w", sys.Name(), err)
 			}
 		}
+		_, steal0, _ = MachineBusy()
 		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
 			return res, err
+		}
+		if _, steal1, _ := MachineBusy(); res.Open.Elapsed > 0 {
+			res.Open.Steal = (steal1 - steal0).Seconds() / res.Open.Elapsed.Seconds()
 		}
 		if timed {
 			after, err := timer.CallDurations(mctx)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ import (
 type Tracker struct {
 	users  map[int]*trackedUser // sampled ranks; read-only after NewTracker
 	stride int
+	seed   maphash.Seed // of itemKey
 
 	clock  func() time.Time // nil: no window
 	window time.Duration    // items younger than this must test seen
@@ -51,11 +53,17 @@ type Tracker struct {
 // of the tracker's clock; zero without a window).
 type span struct{ a, b int64 }
 
+// trackedUser keys its items by a 64-bit hash of the id (itemKey) rather
+// than the id: the maps then hold no pointers, so the harness's collector
+// does not scan a thousand users' histories in every cycle (its mark work
+// shares the cores with the system under test and lengthens every system's
+// latency tail). Two items of one user's pool (2,000 ids) share a key with
+// probability about 2^-43.
 type trackedUser struct {
 	mu      sync.Mutex
 	t0      int64               // clock at Lock
-	seen    map[string]span     // items returned (shown), with when
-	fp      map[string]struct{} // items never shown, once reported seen: counted already
+	seen    map[uint64]span     // items returned (shown), with when
+	fp      map[uint64]struct{} // items never shown, once reported seen: counted already
 	tainted bool                // a call failed: the state is unknown, stop checking
 }
 
@@ -64,7 +72,7 @@ type trackedUser struct {
 // users without holding the few hottest, whose serialization would disturb
 // the load.
 func NewTracker(users, n int) *Tracker {
-	t := &Tracker{users: map[int]*trackedUser{}}
+	t := &Tracker{users: map[int]*trackedUser{}, seed: maphash.MakeSeed()}
 	if n <= 0 || users <= 0 {
 		return t
 	}
@@ -73,7 +81,7 @@ func NewTracker(users, n int) *Tracker {
 	}
 	t.stride = users / n
 	for r := t.stride / 2; r < users && len(t.users) < n; r += t.stride {
-		t.users[r] = &trackedUser{seen: map[string]span{}, fp: map[string]struct{}{}}
+		t.users[r] = &trackedUser{seen: map[uint64]span{}, fp: map[uint64]struct{}{}}
 	}
 	return t
 }
@@ -84,6 +92,9 @@ func NewTracker(users, n int) *Tracker {
 func (t *Tracker) SetWindow(clock func() time.Time, window, granularity time.Duration) {
 	t.clock, t.window, t.grace = clock, window, window+granularity
 }
+
+// itemKey is the key of item in a trackedUser's maps.
+func (t *Tracker) itemKey(item string) uint64 { return maphash.String(t.seed, item) }
 
 func (t *Tracker) now() int64 {
 	if t.clock == nil {
@@ -155,13 +166,14 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 		if reportedUnseen {
 			j++
 		}
-		sp, shown := u.seen[c]
+		key := t.itemKey(c)
+		sp, shown := u.seen[key]
 		mustSeen, mustUnseen := shown, !shown
 		if shown && t.clock != nil {
 			mustSeen = t1-sp.a < int64(t.window)
 			mustUnseen = t0-sp.b >= int64(t.grace)
 		}
-		_, counted := u.fp[c]
+		_, counted := u.fp[key]
 		switch {
 		case mustSeen && reportedUnseen:
 			fn++
@@ -172,7 +184,7 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 			}
 			if !reportedUnseen {
 				fp++
-				u.fp[c] = struct{}{}
+				u.fp[key] = struct{}{}
 				if shown {
 					expSeen++
 				}
@@ -180,11 +192,12 @@ func (t *Tracker) Check(u *trackedUser, candidates, unseen []string, limit int) 
 		}
 	}
 	for _, c := range unseen {
-		delete(u.fp, c) // no longer never shown
-		if _, ok := u.seen[c]; !ok {
+		key := t.itemKey(c)
+		delete(u.fp, key) // no longer never shown
+		if _, ok := u.seen[key]; !ok {
 			t.shownSum.Add(1)
 		}
-		u.seen[c] = span{t0, t1}
+		u.seen[key] = span{t0, t1}
 	}
 	t.fn.Add(fn)
 	t.tested.Add(tested)
