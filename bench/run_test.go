@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -153,6 +155,36 @@ func TestAppendJSONStringEscapes(t *testing.T) {
 	got := string(appendJSONString(nil, "a\"b\\c\x01"))
 	if want := `"a\"b\\c\u0001"`; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestAppendJSONStringRoundTrips decodes what appendJSONString wrote with
+// encoding/json, for strings with every byte that needs escaping at every
+// position around the 8-byte steps of its fast path.
+func TestAppendJSONStringRoundTrips(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	special := []byte{0, 1, 0x1f, 0x20, '"', '\\', '/', 0x7f, 'a', '~', '<'}
+	for n := 0; n < 40; n++ {
+		for trial := 0; trial < 200; trial++ {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte('a' + rng.IntN(26))
+			}
+			if n > 0 && trial > 0 {
+				b[rng.IntN(n)] = special[rng.IntN(len(special))]
+			}
+			if trial%7 == 0 && n > 1 {
+				copy(b[rng.IntN(n-1):], "é") // multi-byte UTF-8 passes as it is
+			}
+			enc := appendJSONString(nil, string(b))
+			var got string
+			if err := json.Unmarshal(enc, &got); err != nil {
+				t.Fatalf("%q encoded as %s: %v", b, enc, err)
+			}
+			if got != string(b) {
+				t.Fatalf("%q encoded as %s decodes to %q", b, enc, got)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -186,10 +187,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8192); return &b 
 
 // appendJSONString appends s as a JSON string.
 func appendJSONString(dst []byte, s string) []byte {
-	i := 0
-	for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
-		i++
-	}
+	i := plainPrefix(s)
 	dst = append(dst, '"')
 	dst = append(dst, s[:i]...)
 	for ; i < len(s); i++ {
@@ -205,6 +203,42 @@ func appendJSONString(dst []byte, s string) []byte {
 		}
 	}
 	return append(dst, '"')
+}
+
+// plainPrefix returns the length of s's longest prefix that a JSON string
+// holds as it is (no control character, quote or backslash). It looks at 8
+// bytes at a time: encoding the candidates was a quarter of the harness's
+// CPU when it went byte by byte, CPU taken from the server on a shared
+// machine.
+func plainPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if needsEscape(binary.LittleEndian.Uint64([]byte(s[i : i+8]))) {
+			return i + bytePrefix(s[i:])
+		}
+	}
+	// The last 8 bytes, overlapping the words already seen, cover the tail.
+	if len(s) >= 8 && !needsEscape(binary.LittleEndian.Uint64([]byte(s[len(s)-8:]))) {
+		return len(s)
+	}
+	return i + bytePrefix(s[i:])
+}
+
+// needsEscape reports whether a byte of x is below 0x20 or is '"' or '\\'
+// (or, at times, at or above 0x80: bytePrefix settles those exactly).
+func needsEscape(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, b := x^('"'*ones), x^('\\'*ones)
+	return ((x-0x20*ones)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0
+}
+
+// bytePrefix is plainPrefix a byte at a time.
+func bytePrefix(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 // Call posts the one call. Safe for concurrent use.
