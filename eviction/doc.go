@@ -31,7 +31,9 @@
 // kill -9, and a call whose journal write failed changes nothing. The write-
 // back loop stores each dirty filter merged by OR into what is stored (so
 // a second writer, a replayed journal or a restore can never roll a user
-// back) and retires the journal records it covers. It runs every
+// back) and retires the journal records it covers; while the hot set is
+// the store's only writer its values already include what is stored, and
+// the store writes them without reading (storage.Store.Attach). It runs every
 // FlushInterval/100 and writes the users that changed FlushInterval ago or
 // more, so the work is spread out instead of arriving in one burst, and a
 // user called many times in between is written once; it also writes every

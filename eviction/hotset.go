@@ -111,6 +111,8 @@ func (n *nsInfo) key(user string) key {
 // is acknowledged. Safe for concurrent use.
 type HotSet struct {
 	store     Store
+	writer    uint64 // the store's token for this hot set's writes (storage.Store.Attach); 0: none
+	detach    func()
 	opts      Options
 	ns        map[string]*nsInfo
 	nsByIndex []*nsInfo
@@ -182,8 +184,21 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	}
 	h.mask = uint64(opts.Shards - 1)
 	h.scratch.New = func() any { return new(userfilter.Scratch) }
+	// Every user the hot set writes it has loaded first, and every write of
+	// it goes through the hot set: its values include what is stored, so
+	// while it is the store's only writer, write-back need not read and
+	// merge (see storage.Store.Attach).
+	h.detach = func() {}
+	if a, ok := store.(attacher); ok {
+		h.writer, h.detach = a.Attach()
+	}
 	go h.flushLoop()
 	return h, nil
+}
+
+// attacher is a Store that lets its only writer skip write-back's merge.
+type attacher interface {
+	Attach() (token uint64, detach func())
 }
 
 func (h *HotSet) shardOf(k key) *shard { return h.shards[k[0]&h.mask] }
@@ -672,7 +687,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 	raw, err := next.MarshalBinary()
 	if err == nil {
 		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: e.lastSeq,
-			TTL: ttlOf(next, now)}}, nil)
+			TTL: ttlOf(next, now), Writer: h.writer}}, nil)
 	}
 	if err != nil {
 		h.storageErrors.Add(1)
@@ -892,7 +907,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			continue
 		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
-			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now)})
+			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
 		h.markClean(e)
@@ -982,6 +997,7 @@ func (h *HotSet) Close() error {
 	close(h.stop)
 	<-h.stopped
 	h.flushed() // let go of calls waiting on the backlog
+	defer h.detach()
 	return h.Flush()
 }
 

@@ -322,6 +322,82 @@ func TestTwoWritersMergeInsteadOfOverwriting(t *testing.T) {
 	}
 }
 
+// countingStore is the real store, counting the merges write-back makes.
+type countingStore struct {
+	*storage.Store
+	merges atomic.Int64
+}
+
+func (c *countingStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) error {
+	if merge != nil {
+		inner := merge
+		merge = func(stored, value []byte) ([]byte, error) {
+			c.merges.Add(1)
+			return inner(stored, value)
+		}
+	}
+	return c.Store.WriteBack(writes, merge)
+}
+
+// The store's only writer writes back without reading and merging what is
+// stored (its values include it), until something else writes: from then
+// on it merges, so that write is not rolled back.
+func TestOnlyWriterSkipsTheMergeUntilAnotherWrites(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	cs := &countingStore{Store: st}
+	h, err := New(cs, defaultNS, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush := func() {
+		t.Helper()
+		if err := h.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(t, h, "default", "u", "a")
+	flush()
+	record(t, h, "default", "u", "b")
+	flush()
+	if n := cs.merges.Load(); n != 0 {
+		t.Fatalf("the only writer merged %d times", n)
+	}
+
+	// Another writer puts an item into u's stored filter (an offline tool,
+	// another node): its value is merged into what is stored.
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Add([]string{"x"}, time.Now())
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteBack([]storage.Write{{NS: "default", User: "u", Value: raw}}, MergeFilters); err != nil {
+		t.Fatal(err)
+	}
+	record(t, h, "default", "u", "c")
+	flush()
+	if n := cs.merges.Load(); n == 0 {
+		t.Fatal("write-back after another writer's write did not merge")
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = New(cs, defaultNS, Options{FlushInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		h.Close()
+		st.Close()
+	}()
+	if got := seen(t, h, "default", "u", "a", "b", "c", "x"); !allTrue(got) {
+		t.Fatalf("after the other writer's write and a write-back: seen %v, want all", got)
+	}
+}
+
 func TestCorruptUserFailsAloneAndClearly(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "default", "good", "a")

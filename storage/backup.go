@@ -91,6 +91,7 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 		return fmt.Errorf("storage: restore: %w", err)
 	}
 	defer s.leave()
+	s.unknownWrite(0) // what it writes is nobody's load
 	br := bufio.NewReaderSize(r, 64<<10)
 	if err := readBackupHeader(br); err != nil {
 		return fmt.Errorf("storage: restore: %w", err)

@@ -64,7 +64,10 @@
 // replayed journal or a restore never rolls a user back), sets it and
 // then retires the covered journal records (a crash in between leaves
 // them to be replayed, harmlessly). A merge that
-// fails for one user skips that user only (see WriteBackError).
+// fails for one user skips that user only (see WriteBackError). The read
+// and the merge are skipped for the store's only attached writer (Attach),
+// whose values include what is stored, until anything else writes a
+// filter or restores.
 //
 // # Faults are errors
 //

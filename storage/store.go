@@ -46,6 +46,14 @@ type Store struct {
 
 	wal *wal // the journal (see wal.go)
 
+	// The writers of filters (Attach). writersMu is held for reading by a
+	// write-back from its check of the token through its commit, and for
+	// writing by whatever changes the token.
+	writersMu sync.RWMutex
+	writers   int           // attached writers; guarded by writersMu
+	gen       uint64        // the last token handed out; guarded by writersMu
+	token     atomic.Uint64 // the only attached writer's token while it may skip reads; 0: none may
+
 	leaseMu   sync.Mutex // serializes lease writes, so the lease on disk only grows
 	renewing  atomic.Bool
 	seqMu     sync.Mutex

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -765,5 +766,77 @@ func TestSequenceLeaseIsRenewedAhead(t *testing.T) {
 			t.Fatalf("lease %d (was %d) not renewed ahead of next %d", leased, before, next)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOnlyWriterSkipsTheMergeUntilAnotherWrites: the only attached
+// writer's write-backs store its value without reading; a write by anyone
+// else, a second writer attaching, or a restore makes every later
+// write-back of that token merge again.
+func TestOnlyWriterSkipsTheMergeUntilAnotherWrites(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	merges := 0
+	merge := func(stored, value []byte) ([]byte, error) {
+		merges++
+		return orMerge(stored, value)
+	}
+	write := func(writer uint64, v byte) {
+		t.Helper()
+		if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{v}, Writer: writer}}, merge); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func() byte {
+		t.Helper()
+		f, _ := mustLoad(t, s, "feed", "u")
+		return f[0]
+	}
+
+	token, detach := s.Attach()
+	if token == 0 {
+		t.Fatal("the only writer got token 0")
+	}
+	write(token, 0x01)
+	write(token, 0x03) // the writer's value includes what it stored
+	if merges != 0 || stored() != 0x03 {
+		t.Fatalf("only writer: %d merges, stored %x; want 0 merges, 03", merges, stored())
+	}
+
+	write(0, 0x10) // someone who did not attach
+	if merges != 1 || stored() != 0x13 {
+		t.Fatalf("unknown writer: %d merges, stored %x; want 1, 13", merges, stored())
+	}
+	write(token, 0x07) // must not roll the other write back
+	if merges != 2 || stored() != 0x17 {
+		t.Fatalf("after another's write: %d merges, stored %x; want 2, 17", merges, stored())
+	}
+	detach()
+
+	// A second writer attached beside the first: neither skips.
+	first, detachFirst := s.Attach()
+	second, detachSecond := s.Attach()
+	if second != 0 {
+		t.Fatalf("a writer attached beside another got token %d, want 0", second)
+	}
+	write(first, 0x20)
+	if merges != 3 || stored() != 0x37 {
+		t.Fatalf("two writers: %d merges, stored %x; want 3, 37", merges, stored())
+	}
+	detachSecond()
+	detachFirst()
+
+	// A restore ends the skipping too.
+	token, detach = s.Attach()
+	defer detach()
+	var backup bytes.Buffer
+	if err := s.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restore(&backup, nil); err != nil {
+		t.Fatal(err)
+	}
+	write(token, 0x40)
+	if merges != 4 || stored() != 0x77 {
+		t.Fatalf("after a restore: %d merges, stored %x; want 4, 77", merges, stored())
 	}
 }

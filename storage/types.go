@@ -18,6 +18,10 @@ type Write struct {
 	// user's journal, and UpTo is ignored.
 	Journal []uint64
 	TTL     time.Duration // 0: never expires; else the filter expires this long after the write
+	// Writer is the token of the attached writer making the write (see
+	// Store.Attach); 0: a writer the store does not know, whose write
+	// ends every attached writer's right to skip the merge's read.
+	Writer uint64
 }
 
 // MergeFunc merges a value about to be written into the value already stored.

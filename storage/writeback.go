@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -60,6 +61,12 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		}
 	}
 
+	for _, w := range ok {
+		if w.Writer == 0 || w.Writer != s.token.Load() {
+			s.unknownWrite(w.Writer)
+			break
+		}
+	}
 	for len(ok) > 0 {
 		if s.full.Load() { // found full while writing: fail the rest without trying
 			fail(ok, s.errFull())
@@ -140,13 +147,16 @@ func distinctPrefix(ws []Write, max int) int {
 // with pending writes sorts them all, which would make a transaction of n
 // users cost n^2 log n.
 func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig bool, err error) {
+	s.writersMu.RLock() // the token holds until the commit
+	defer s.writersMu.RUnlock()
+	token := s.token.Load()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	values := make([][]byte, len(ws))
 	var key []byte
 	for i, w := range ws {
 		key = filterKey(key[:0], w.NS, w.User)
-		values[i], errs[i] = prepareValue(txn, key, w, merge)
+		values[i], errs[i] = prepareValue(txn, key, w, merge, token)
 	}
 	for i, w := range ws {
 		if errs[i] != nil {
@@ -163,10 +173,11 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig 
 }
 
 // prepareValue returns the value a user's write-back writes: w.Value, or
-// merged into the stored filter when there is one and merge is not nil.
+// merged into the stored filter when there is one and merge is not nil,
+// unless w comes from the store's only writer, holding token (see Attach).
 // Its errors concern that user only.
-func prepareValue(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc) ([]byte, error) {
-	if merge == nil {
+func prepareValue(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) ([]byte, error) {
+	if merge == nil || (token != 0 && w.Writer == token) {
 		return w.Value, nil
 	}
 	item, err := txn.Get(fkey)
@@ -199,10 +210,13 @@ func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
 // not fit in one transaction: the filter first, then the journal deletions.
 func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
 	fkey := filterKey(nil, w.NS, w.User)
+	s.writersMu.RLock() // the token holds until the commit
+	defer s.writersMu.RUnlock()
+	token := s.token.Load()
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
-			value, err := prepareValue(txn, fkey, w, merge)
+			value, err := prepareValue(txn, fkey, w, merge, token)
 			if err != nil {
 				userErr = err
 				return nil
@@ -246,4 +260,51 @@ func (s *Store) setCoverMark(txn *badger.Txn, w Write) error {
 		e = e.WithTTL(w.TTL)
 	}
 	return txn.SetEntry(e)
+}
+
+// Attach registers a writer of filters and returns its token, to set in
+// its Writers' Writer field, and detach, to call when it stops writing.
+//
+// Write-back merges what it writes into what is stored, so that a second
+// writer, a replayed journal or a restore never rolls a user back; that
+// costs a read of the stored filter and two decodings a user. A writer
+// whose value for a user always includes what was stored when it read the
+// user (the hot set: it loads a user before changing it, and every write
+// of that user goes through it) gains nothing from the merge while nothing
+// else writes: then the store writes its values without reading. That
+// holds while it is the only writer attached and no write without its
+// token and no restore has happened since it attached; the token is 0 (no
+// skipping) for a writer that attaches beside another, and a token stops
+// skipping for good at the first write of another writer.
+func (s *Store) Attach() (token uint64, detach func()) {
+	s.writersMu.Lock()
+	defer s.writersMu.Unlock()
+	s.writers++
+	s.gen++
+	if s.writers == 1 {
+		token = s.gen
+	}
+	s.token.Store(token)
+	var once sync.Once
+	return token, func() {
+		once.Do(func() {
+			s.writersMu.Lock()
+			defer s.writersMu.Unlock()
+			s.writers--
+			s.token.Store(0) // a writer that stays attached keeps merging
+		})
+	}
+}
+
+// unknownWrite ends the skipping of the only writer's token: a write by
+// writer (0: one that did not attach) that is not its.
+func (s *Store) unknownWrite(writer uint64) {
+	if s.token.Load() == 0 {
+		return
+	}
+	s.writersMu.Lock()
+	defer s.writersMu.Unlock()
+	if t := s.token.Load(); t != 0 && writer != t {
+		s.token.Store(0)
+	}
 }
