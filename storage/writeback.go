@@ -262,8 +262,8 @@ func (s *Store) setCoverMark(txn *badger.Txn, w Write) error {
 	return txn.SetEntry(e)
 }
 
-// Attach registers a writer of filters and returns its token, to set in
-// its Writers' Writer field, and detach, to call when it stops writing.
+// Attach registers a writer of filters and returns its token, to set as
+// the Writer of its Writes, and detach, to call when it stops writing.
 //
 // Write-back merges what it writes into what is stored, so that a second
 // writer, a replayed journal or a restore never rolls a user back; that
