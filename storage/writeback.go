@@ -62,7 +62,7 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 	}
 
 	for _, w := range ok {
-		if w.Writer == 0 || w.Writer != s.token.Load() {
+		if w.Writer != s.token.Load() {
 			s.unknownWrite(w.Writer)
 			break
 		}
@@ -93,17 +93,20 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 // returns how many users it handled and, for each, the error that kept it
 // from being written (nil: written).
 func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error) {
+	s.writersMu.RLock() // the token holds until the commits
+	defer s.writersMu.RUnlock()
+	token := s.token.Load()
 	limit := distinctPrefix(ws, writeBackChunk)
 	errs = make([]error, limit)
 	for attempt := 0; ; {
 		clear(errs)
-		tooBig, err := s.writeBackTxn(ws[:limit], merge, errs[:limit])
+		tooBig, err := s.writeBackTxn(ws[:limit], merge, token, errs[:limit])
 		switch {
 		case tooBig && limit > 1:
 			limit /= 2
 			continue
 		case tooBig:
-			errs[0] = s.writeBackLarge(ws[0], merge) // alone, in its own transaction
+			errs[0] = s.writeBackLarge(ws[0], merge, token) // alone, in its own transaction
 			return 1, errs[:1]
 		case errors.Is(err, badger.ErrConflict) && attempt < maxConflictRetries:
 			attempt++
@@ -146,10 +149,7 @@ func distinctPrefix(ws []Write, max int) int {
 // Every read comes before the first write: an iterator of a transaction
 // with pending writes sorts them all, which would make a transaction of n
 // users cost n^2 log n.
-func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, errs []error) (tooBig bool, err error) {
-	s.writersMu.RLock() // the token holds until the commit
-	defer s.writersMu.RUnlock()
-	token := s.token.Load()
+func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []error) (tooBig bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	values := make([][]byte, len(ws))
@@ -208,11 +208,8 @@ func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
 
 // writeBackLarge writes back one user whose filter and covered journal do
 // not fit in one transaction: the filter first, then the journal deletions.
-func (s *Store) writeBackLarge(w Write, merge MergeFunc) error {
+func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 	fkey := filterKey(nil, w.NS, w.User)
-	s.writersMu.RLock() // the token holds until the commit
-	defer s.writersMu.RUnlock()
-	token := s.token.Load()
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
