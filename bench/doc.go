@@ -55,8 +55,8 @@
 // come with OtherLoad: the CPU other processes took during the saturation
 // phase, from /proc/stat. Each phase also reports Steal, the CPU the host
 // held back from this virtual machine: on a shared host it comes in bursts
-// of tens of milliseconds that stall client and server together, and the
-// open loop's tail follows it.
+// of tens of milliseconds that stall client and server together and
+// lengthen the open loop's tail.
 //
 // A window run (RunOptions.Window) gives the system a retention window and
 // a clock the harness advances faster than real time (SimClock); the

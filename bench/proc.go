@@ -117,8 +117,8 @@ func FreePort() (int, error) {
 // how much of a phase's CPU went to processes outside the run, and of it the
 // steal: time this virtual machine's cores were ready to run but the host
 // ran something else. Steal stalls every process at once, for tens of
-// milliseconds when the host is busy: it is what a latency tail on a shared
-// machine is made of, so the run reports it next to the tail.
+// milliseconds when the host is busy, so the run reports it next to the
+// latency tail.
 func MachineBusy() (busy, steal time.Duration, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {

@@ -575,13 +575,13 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		self1, _ := ProcCPU(os.Getpid())
 		busy1, steal1, _ := MachineBusy()
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
-		res.Saturation.Steal = (steal1 - steal0).Seconds() / res.Saturation.Elapsed.Seconds()
+		res.Saturation.Steal = cores(steal1-steal0, res.Saturation.Elapsed)
 		res.CPUInclClient = cpu1.InclClient
 		other := (busy1 - busy0) - (self1 - self0)
 		if !cpu1.InclClient {
 			other -= res.Saturation.CPU
 		}
-		res.OtherLoad = max(0, other.Seconds()/res.Saturation.Elapsed.Seconds())
+		res.OtherLoad = max(0, cores(other, res.Saturation.Elapsed))
 		if res.Saturation.Calls > 0 {
 			res.CPUPerCall = res.Saturation.CPU / time.Duration(res.Saturation.Calls)
 			res.ClientCPUPerCall = (self1 - self0) / time.Duration(res.Saturation.Calls)
@@ -607,9 +607,8 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
 			return res, err
 		}
-		if _, steal1, _ := MachineBusy(); res.Open.Elapsed > 0 {
-			res.Open.Steal = (steal1 - steal0).Seconds() / res.Open.Elapsed.Seconds()
-		}
+		_, steal1, _ = MachineBusy()
+		res.Open.Steal = cores(steal1-steal0, res.Open.Elapsed)
 		if timed {
 			after, err := timer.CallDurations(mctx)
 			if err != nil {
@@ -666,6 +665,14 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 
 // startProfile starts a CPU profile into path (nothing if path is empty)
 // and returns the function that stops it.
+// cores is CPU time cpu spread over elapsed, in cores (0 for no time).
+func cores(cpu, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return cpu.Seconds() / elapsed.Seconds()
+}
+
 func startProfile(path string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil

@@ -194,10 +194,11 @@ type gcPolicy struct {
 // The percentages of --gc-percent auto. Go's own, 100, lets the heap reach
 // twice what is live between collections. While the hot set is under its
 // budget, what is live is mostly filters (pointer-free words the collector
-// does not scan) and little is allocated: at 50, seenbench --users 1e5
-// measured about 23% less resident memory per user (2,921 and 2,928 B
-// against 3,798 and 3,772 B at 100, alternated runs) for no more server
-// CPU per call (71.8 and 75.1 us against 83.2 and 84.0 us). Once it is
+// does not scan): at 50, seenbench --users 1e5 --systems seenapi-http
+// measured a fifth less resident memory per user than at 100 for about an
+// eighth more server CPU a call (medians of five alternated pairs: 2,786 B
+// and 76.2 us against 3,503 B and 67.9 us; an earlier pair of runs had
+// shown no CPU difference, within that day's noise). Once it is
 // full, every cold user loaded and every user evicted allocates and frees,
 // collections come often, and --memory-limit bounds the heap anyway:
 // seenbench --users 2e6 --cache-bytes 260MiB (a tenth hot) measured 95.8
