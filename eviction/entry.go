@@ -34,6 +34,7 @@ type entry struct {
 	bytes      int32 // accounted size; guarded by the shard lock
 	queued     bool  // in the shard's dirty list; guarded by the shard lock
 	ns         uint8 // index of the namespace in HotSet.nsByIndex
+	probe      uint8 // which of the user's keys it is under (see HotSet.key); 0 unless its first collided
 	// idLen is the id's length when it is kept inline: its first bytes in
 	// idHead, the rest right after the entry in the same allocation. With
 	// idOutside, a string holding the id follows the entry instead.
@@ -43,7 +44,7 @@ type entry struct {
 
 const (
 	// idHeadLen is how many bytes of the id fit inside the entry itself.
-	idHeadLen = 13
+	idHeadLen = 12
 	// idOutside is idLen of an entry whose id is a separate string: ids
 	// of idOutside bytes or more.
 	idOutside = 255
@@ -114,12 +115,12 @@ func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter's MemoryBytes
 // and its id's length: the entry's own fields (40 B of its 80, the id's
-// first 13 bytes included), golang-lru's list element (80 B) and its map
-// slot (a 16-byte key and a pointer in a map between 7/16 and 7/8 full,
-// about 35 B), and a dirty-list slot (8 B and the list's spare room) while
+// first 12 bytes included), golang-lru's list element (80 B) and its map
+// slot (an 8-byte key and a pointer in a map between 7/16 and 7/8 full,
+// about 25 B), and a dirty-list slot (8 B and the list's spare room) while
 // the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty
-// user with a 12-byte id takes beyond its filter: 165 B at 10 items, 166 B
-// at 200 and 167 B at 2,000, of which the dirty-list slot is 10-11 B. It
-// is set so that the accounted bytes per user stay at or above the heap
-// measured at every size.
-const entryOverhead = 176
+// user with a 12-byte id takes beyond its filter: 154 B at 10 items and
+// at 200, 155 B at 2,000, of which the dirty-list slot is 10-11 B. It is
+// set so that the accounted bytes per user stay at or above the heap
+// measured at every size, with room for a map that is less full.
+const entryOverhead = 168

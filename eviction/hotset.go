@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,15 +74,35 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// key identifies a user in the hot set: XXH3-128 of the user id seeded by
-// the namespace. 16 bytes instead of two strings in the LRU's map and list;
-// the entry keeps the id itself and every lookup checks it, so a collision
-// (about 1e-25 at ten million users) would be an error, never a mix-up.
-type key [2]uint64
+// key identifies a user in the hot set: 64 bits of XXH3 of the user id,
+// seeded by the namespace and a seed drawn at start (so ids cannot be
+// chosen to collide). A uint64 key makes the LRU's map slot 16 bytes
+// instead of 24 for a 128-bit key. The entry keeps the id itself, so two
+// users with one key are told apart: the second takes the next of its
+// maxProbes keys (see HotSet.key and slotLocked).
+type key uint64
+
+// maxProbes is how many keys a user may take. Two users of one key in a
+// hot set of a million users happen about once in 2^25 such sets; a user
+// whose every key is taken by others is an error, never a mix-up.
+const maxProbes = 4
+
+// probeSeeds turn a user's first key into its others.
+var probeSeeds = [maxProbes]uint64{0, 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9}
+
+// userHash hashes a user id; tests replace it to make users collide.
+var userHash = xxh3.HashStringSeed
+
+// processSeed is part of every key's seed: keys live in memory only.
+var processSeed = rand.Uint64()
 
 type loadCall struct {
 	done chan struct{}
 	err  error
+	// Whose load it is: the key alone does not say (see slotLocked). user
+	// may alias the caller's request, which outlives the loadCall.
+	ns   uint8
+	user string
 }
 
 type shard struct {
@@ -92,6 +113,10 @@ type shard struct {
 	loading map[key]*loadCall
 	dirty   []*entry       // entries that turned dirty since their last write-back, in dirtySince order
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
+	// probing is set once a user of this shard took a key other than its
+	// first: from then on, a user not found under its first key may be
+	// under another, and lookups try them all.
+	probing bool
 }
 
 type nsInfo struct {
@@ -99,11 +124,6 @@ type nsInfo struct {
 	index      uint8  // in HotSet.nsByIndex; what an entry keeps
 	seed       uint64 // namespace part of every key
 	journalTTL time.Duration
-}
-
-func (n *nsInfo) key(user string) key {
-	h := xxh3.HashString128Seed(user, n.seed)
-	return key{h.Lo, h.Hi}
 }
 
 // HotSet holds user filters in memory under a byte budget, writes changes
@@ -164,7 +184,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
 		}
 		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, index: uint8(len(h.nsByIndex)),
-			seed: xxh3.HashString(n.Name)}
+			seed: xxh3.HashString(n.Name) ^ processSeed}
 		if p.Window > 0 {
 			info.journalTTL = p.Window + p.Granularity
 		}
@@ -201,13 +221,24 @@ type attacher interface {
 	Attach() (token uint64, detach func())
 }
 
-func (h *HotSet) shardOf(k key) *shard { return h.shards[k[0]&h.mask] }
+func (h *HotSet) shardOf(k key) *shard { return h.shards[uint64(k)&h.mask] }
 
 // infoOf returns the namespace of e.
 func (h *HotSet) infoOf(e *entry) *nsInfo { return h.nsByIndex[e.ns] }
 
-// keyOf returns the key of e's user (recomputed rather than stored: 16 bytes a user).
-func (h *HotSet) keyOf(e *entry) key { return h.infoOf(e).key(e.id()) }
+// key returns the user's key number probe. Every key of a user picks the
+// same shard (the first key's low bits), so all of them are looked up
+// under one lock.
+func (h *HotSet) key(info *nsInfo, user string, probe uint8) key {
+	k := userHash(user, info.seed)
+	if probe > 0 {
+		k = userHash(user, info.seed^probeSeeds[probe])&^h.mask | k&h.mask
+	}
+	return key(k)
+}
+
+// keyOf returns the key of e's user (recomputed rather than stored: 8 bytes a user).
+func (h *HotSet) keyOf(e *entry) key { return h.key(h.infoOf(e), e.id(), e.probe) }
 
 // clock is the time in milliseconds since the hot set started, modulo
 // 2^32 (about 49.7 days), never 0: what entry.dirtySince holds.
@@ -215,14 +246,65 @@ func (h *HotSet) clock() uint32 {
 	return max(uint32(h.opts.Now().Sub(h.start).Milliseconds()), 1)
 }
 
-// errCollision would mean two users share a 128-bit key.
+// errCollision means every key of a user is taken by other users.
 var errCollision = errors.New("eviction: user key collision")
 
-func (h *HotSet) is(e *entry, info *nsInfo, user string) error {
-	if e.ns != info.index || e.id() != user {
-		return fmt.Errorf("%w: %s/%s and %s/%s", errCollision, h.infoOf(e).Name, e.id(), info.Name, user)
+// slot is where a user is in a shard: the key its entry or its load is
+// under (at most one of e and lc is set), or the key it would take.
+type slot struct {
+	k     key
+	probe uint8
+	e     *entry
+	lc    *loadCall
+}
+
+// slotLocked finds the user's entry or load in shard s, or else the first
+// of its keys that no other user's entry or load holds. A hit on the first
+// key moves the entry to the LRU's front. s.mu held.
+func (h *HotSet) slotLocked(s *shard, info *nsInfo, user string, k0 key) (slot, error) {
+	free := slot{probe: maxProbes}
+	for p := uint8(0); p < maxProbes; p++ {
+		if p > 0 && !s.probing && free.probe < maxProbes {
+			break // no user of this shard is under a later key
+		}
+		k := k0
+		if p > 0 {
+			k = h.key(info, user, p)
+		}
+		e, ok := s.lru.Get(k)
+		if !ok {
+			e, ok = s.evicted[k]
+		}
+		if ok {
+			if e.ns == info.index && e.id() == user {
+				return slot{k: k, probe: p, e: e}, nil
+			}
+			continue
+		}
+		if lc, ok := s.loading[k]; ok {
+			if lc.ns == info.index && lc.user == user {
+				return slot{k: k, probe: p, lc: lc}, nil
+			}
+			continue
+		}
+		if free.probe == maxProbes {
+			free = slot{k: k, probe: p}
+		}
 	}
-	return nil
+	if free.probe == maxProbes {
+		return slot{}, fmt.Errorf("%w: all %d keys of %s/%s are taken", errCollision, maxProbes, info.Name, user)
+	}
+	return free, nil
+}
+
+// claimLocked registers lc as the user's load at the free slot sl. s.mu held.
+func (h *HotSet) claimLocked(s *shard, sl slot, info *nsInfo, user string) *loadCall {
+	lc := &loadCall{done: make(chan struct{}), ns: info.index, user: user}
+	s.loading[sl.k] = lc
+	if sl.probe > 0 {
+		s.probing = true
+	}
+	return lc
 }
 
 func (h *HotSet) namespace(ns string) (*nsInfo, error) {
@@ -240,34 +322,31 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 // with nothing stored gets an empty filter if create, else ErrUserNotFound.
 // hot says whether the user was in memory already.
 func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot bool, err error) {
-	k := info.key(user)
-	s := h.shardOf(k)
+	k0 := h.key(info, user, 0)
+	s := h.shardOf(k0)
 	for {
 		s.mu.Lock()
-		e, ok := s.lru.Get(k)
-		if !ok {
-			// Evicted but not yet written back: it is still the truth.
-			e, ok = s.evicted[k]
-		}
-		if ok {
+		sl, err := h.slotLocked(s, info, user, k0)
+		if err != nil {
 			s.mu.Unlock()
-			if err := h.is(e, info, user); err != nil {
-				return nil, false, err
-			}
+			return nil, false, err
+		}
+		if e := sl.e; e != nil {
+			s.mu.Unlock()
 			// Lock order is entry before shard. Once e.mu is held, e is
 			// either still in the shard (hot, or evicted and taken back
 			// here) or let go, and then looked up again: a user is never
 			// served by an entry the shard no longer reaches, so no second
 			// copy is ever loaded beside one that holds changes.
 			e.mu.Lock()
-			if h.reachLocked(s, k, e) {
+			if h.reachLocked(s, sl.k, e) {
 				h.hits.Add(1)
 				return e, true, nil
 			}
 			e.mu.Unlock()
 			continue
 		}
-		if lc, ok := s.loading[k]; ok {
+		if lc := sl.lc; lc != nil {
 			s.mu.Unlock()
 			<-lc.done
 			if lc.err != nil && (!errors.Is(lc.err, ErrUserNotFound) || !create) {
@@ -275,8 +354,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			}
 			continue
 		}
-		lc := &loadCall{done: make(chan struct{})}
-		s.loading[k] = lc
+		lc := h.claimLocked(s, sl, info, user)
 		s.mu.Unlock()
 		h.misses.Add(1)
 		h.waitBacklog()
@@ -286,7 +364,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			f, err = userfilter.New(info.Profile)
 		}
 		s.mu.Lock()
-		delete(s.loading, k)
+		delete(s.loading, sl.k)
 		if err != nil || f == nil {
 			if err == nil {
 				err = ErrUserNotFound
@@ -297,13 +375,13 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			return nil, false, err
 		}
 		e = newEntry(info.index, user)
-		e.f, e.lastSeq = *f, lastSeq
+		e.f, e.lastSeq, e.probe = *f, lastSeq, sl.probe
 		e.mu.Lock()
 		if lastSeq > 0 {
 			// The journal is folded into the filter at the next write-back.
 			h.markDirtyLocked(s, e)
 		}
-		h.insertLocked(s, e)
+		h.insertLocked(s, sl.k, e)
 		evicted := h.trimLocked(s, e)
 		s.mu.Unlock()
 		close(lc.done)
@@ -384,7 +462,7 @@ func (h *HotSet) reachLocked(s *shard, k key, e *entry) bool {
 		s.mu.Unlock()
 		return false
 	}
-	h.insertLocked(s, e)
+	h.insertLocked(s, k, e)
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
 	h.afterEvict(evicted)
@@ -402,10 +480,10 @@ func (h *HotSet) letGoLocked(s *shard, k key, e *entry) bool {
 	return true
 }
 
-// insertLocked adds e to the shard's LRU and accounts its bytes. s.mu held.
-func (h *HotSet) insertLocked(s *shard, e *entry) {
+// insertLocked adds e to the shard's LRU under k and accounts its bytes. s.mu held.
+func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 	e.bytes = entrySize(e)
-	s.lru.Add(h.keyOf(e), e)
+	s.lru.Add(k, e)
 	s.bytes += int64(e.bytes)
 	h.hotUsers.Add(1)
 	h.hotBytes.Add(int64(e.bytes))
@@ -591,34 +669,36 @@ func (h *HotSet) Forget(ns, user string) error {
 	}
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
-	k := info.key(user)
-	s := h.shardOf(k)
+	k0 := h.key(info, user, 0)
+	s := h.shardOf(k0)
+	var sl slot
 	for {
 		s.mu.Lock()
-		lc, loading := s.loading[k]
-		if !loading {
+		if sl, err = h.slotLocked(s, info, user, k0); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if sl.lc == nil {
 			break
 		}
 		s.mu.Unlock()
-		<-lc.done
+		<-sl.lc.done
 	}
 	// Hold the user's load slot while erasing, so that no call reloads
 	// what is about to be deleted.
-	lc := &loadCall{done: make(chan struct{})}
-	s.loading[k] = lc
 	var victims []*entry
-	if e, ok := s.lru.Peek(k); ok {
-		s.lru.Remove(k)
+	if e, ok := s.lru.Peek(sl.k); ok && e == sl.e {
+		s.lru.Remove(sl.k)
 		s.bytes -= int64(e.bytes)
 		h.hotUsers.Add(-1)
 		h.hotBytes.Add(-int64(e.bytes))
 		victims = append(victims, e)
 	}
-	if e, ok := s.evicted[k]; ok {
-		delete(s.evicted, k)
-		h.evictedBytes.Add(-int64(e.bytes))
+	if e, ok := s.evicted[sl.k]; ok && e.ns == info.index && e.id() == user {
+		h.letGoLocked(s, sl.k, e)
 		victims = append(victims, e)
 	}
+	lc := h.claimLocked(s, slot{k: sl.k, probe: sl.probe}, info, user)
 	s.mu.Unlock()
 	for _, e := range victims {
 		// Unreachable now: a call holding it looks the user up again.
@@ -632,7 +712,7 @@ func (h *HotSet) Forget(ns, user string) error {
 		err = h.storageErr(err, "erasing", info.Name, user)
 	}
 	s.mu.Lock()
-	delete(s.loading, k)
+	delete(s.loading, sl.k)
 	lc.err = err
 	if err == nil {
 		lc.err = ErrUserNotFound
