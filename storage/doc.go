@@ -95,10 +95,10 @@
 //
 // # Keeping disk use bounded
 //
-// Values below Options.ValueThreshold (typical filters) live in the LSM
-// tree, where compaction drops superseded versions. Journal segments are
-// deleted as write-backs cover their records. Larger filters go to the value log, which a
-// background loop garbage-collects every Options.GCInterval.
+// Filters below Options.ValueThreshold (small users) live in the LSM tree,
+// where compaction drops superseded versions; larger ones go to the value
+// log, which a background loop garbage-collects every Options.GCInterval.
+// Journal segments are deleted as write-backs cover their records.
 //
 // # Concurrency
 //

@@ -27,7 +27,11 @@ type Options struct {
 	FreeSpaceInterval time.Duration
 
 	// GCInterval is how often value-log garbage collection runs (repeatedly,
-	// until nothing is left to rewrite). Default 5m; negative turns it off.
+	// until nothing is left to rewrite). Default 1m: most filters live in
+	// the value log and every write-back supersedes one, so the garbage
+	// between runs grows with the interval, while a run's work is per file
+	// reclaimed (a run with nothing to reclaim returns at once). Negative
+	// turns it off.
 	GCInterval time.Duration
 
 	// GCDiscardRatio: a value-log file is rewritten when at least this
@@ -48,9 +52,14 @@ type Options struct {
 
 	// ValueThreshold: values of at least this many bytes go to the value
 	// log, smaller ones stay in the LSM tree next to their key. The default,
-	// 4 KiB, keeps journal records and typical filters in the LSM tree, where
-	// compaction reclaims superseded versions; only large filters need
-	// value-log GC. Must not exceed 15% of MemTableSize.
+	// 256 B, keeps small users' filters (up to about 60 items) in the tree
+	// and moves the others to the value log: a filter is rewritten whole at
+	// every write-back, and in the tree each rewrite was copied again by
+	// every compaction that passed it: with a million users drawn
+	// uniformly, compaction took a fifth of the server's CPU in a 12 s
+	// profile at 4 KiB, and none in the same window at 256 B. Superseded
+	// values in the log are reclaimed by value-log GC. Must not exceed 15%
+	// of MemTableSize.
 	ValueThreshold int64
 
 	// ValueLogFileSize is the size of one value-log file, the unit value-log
@@ -76,12 +85,12 @@ type Options struct {
 const (
 	DefaultMinFreeBytes      = 256 << 20
 	DefaultFreeSpaceInterval = 2 * time.Second
-	DefaultGCInterval        = 5 * time.Minute
+	DefaultGCInterval        = time.Minute
 	DefaultGCDiscardRatio    = 0.5
 	DefaultMemTableSize      = 16 << 20
 	DefaultNumMemtables      = 3
 	DefaultBlockCacheSize    = 64 << 20
-	DefaultValueThreshold    = 4 << 10
+	DefaultValueThreshold    = 256
 	DefaultValueLogFileSize  = 128 << 20
 	DefaultMaxAppendBatch    = 1024
 	DefaultJournalSegment    = 64 << 20
