@@ -259,8 +259,9 @@ type slot struct {
 }
 
 // slotLocked finds the user's entry or load in shard s, or else the first
-// of its keys that no other user's entry or load holds. A hit on the first
-// key moves the entry to the LRU's front. s.mu held.
+// of its keys that no other user's entry or load holds. An entry it finds
+// in the LRU moves to the front (another user's too, when a key is shared:
+// rare, and only an LRU order). s.mu held.
 func (h *HotSet) slotLocked(s *shard, info *nsInfo, user string, k0 key) (slot, error) {
 	free := slot{probe: maxProbes}
 	for p := uint8(0); p < maxProbes; p++ {
