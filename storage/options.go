@@ -30,7 +30,7 @@ type Options struct {
 	// until nothing is left to rewrite). Default 1m: most filters live in
 	// the value log and every write-back supersedes one, so the garbage
 	// between runs grows with the interval, while a run's work is per file
-	// reclaimed (a run with nothing to reclaim returns at once). Negative
+	// reclaimed (a run with nothing to reclaim rewrites nothing). Negative
 	// turns it off.
 	GCInterval time.Duration
 
@@ -52,7 +52,7 @@ type Options struct {
 
 	// ValueThreshold: values of at least this many bytes go to the value
 	// log, smaller ones stay in the LSM tree next to their key. The default,
-	// 256 B, keeps small users' filters (up to about 60 items) in the tree
+	// 256 B, keeps small users' filters (100 items encode to 242 B) in the tree
 	// and moves the others to the value log: a filter is rewritten whole at
 	// every write-back, and in the tree each rewrite was copied again by
 	// every compaction that passed it: with a million users drawn
