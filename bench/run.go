@@ -663,8 +663,6 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	return res, nil
 }
 
-// startProfile starts a CPU profile into path (nothing if path is empty)
-// and returns the function that stops it.
 // cores is CPU time cpu spread over elapsed, in cores (0 for no time).
 func cores(cpu, elapsed time.Duration) float64 {
 	if elapsed <= 0 {
@@ -673,6 +671,8 @@ func cores(cpu, elapsed time.Duration) float64 {
 	return cpu.Seconds() / elapsed.Seconds()
 }
 
+// startProfile starts a CPU profile into path (nothing if path is empty)
+// and returns the function that stops it.
 func startProfile(path string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
