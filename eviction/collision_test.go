@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/seenapi/seenapi/userfilter"
-	"github.com/zeebo/xxh3"
 )
 
 // collide makes users share keys for the test's duration: every user's
@@ -15,7 +14,7 @@ import (
 func collide(t *testing.T, firstKeys uint64, allKeys bool) {
 	first := map[uint64]bool{}
 	for _, n := range defaultNS {
-		first[xxh3.HashString(n.Name)^processSeed] = true
+		first[nsSeed(n.Name)] = true
 	}
 	orig := userHash
 	userHash = func(user string, seed uint64) uint64 {

@@ -96,6 +96,9 @@ var userHash = xxh3.HashStringSeed
 // processSeed is part of every key's seed: keys live in memory only.
 var processSeed = rand.Uint64()
 
+// nsSeed is the seed of namespace name's keys.
+func nsSeed(name string) uint64 { return xxh3.HashString(name) ^ processSeed }
+
 type loadCall struct {
 	done chan struct{}
 	err  error
@@ -184,7 +187,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
 		}
 		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, index: uint8(len(h.nsByIndex)),
-			seed: xxh3.HashString(n.Name) ^ processSeed}
+			seed: nsSeed(n.Name)}
 		if p.Window > 0 {
 			info.journalTTL = p.Window + p.Granularity
 		}
