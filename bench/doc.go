@@ -54,9 +54,11 @@
 // Figures that other processes on the machine disturb (all but CPU/call)
 // come with OtherLoad: the CPU other processes took during the saturation
 // phase, from /proc/stat. Each phase also reports Steal, the CPU the host
-// held back from this virtual machine: on a shared host it comes in bursts
-// of tens of milliseconds that stall client and server together and
-// lengthen the open loop's tail.
+// held back from this virtual machine as far as the guest kernel counts it.
+// The host also slows the CPUs without counting it: the open loop runs a
+// SpeedProbe beside the calls, reports the share of its 100 ms slots in
+// which the CPU ran at under half speed, and gives the latency of the calls
+// away from those slots (Phase.Calm) next to the latency of all of them.
 //
 // A window run (RunOptions.Window) gives the system a retention window and
 // a clock the harness advances faster than real time (SimClock); the

@@ -123,14 +123,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)
 	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
-	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load | host steal (open loop) |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | p99 outside slowdowns | vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load | host slowdowns (open loop) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		ref, hasRef := r.reference(res)
 		row := []string{res.System, formatUsers(res.Users)}
 		if res.Stopped != "" {
 			row = append(row, "stopped: "+res.Stopped)
-			for len(row) < 20 {
+			for len(row) < 22 {
 				row = append(row, "")
 			}
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
@@ -173,10 +173,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		row = append(row, rate, rr(res.Saturation.Rate, ref.Saturation.Rate),
 			us(res.Open.Latency.P50), us(res.Open.Latency.P99), us(res.Open.Latency.P999),
 			rr(float64(res.Open.Latency.P99), float64(ref.Open.Latency.P99)),
+			us(res.Open.Calm.P99), rr(float64(res.Open.Calm.P99), float64(ref.Open.Calm.P99)),
 			cpu, rr(float64(res.CPUPerCall), float64(ref.CPUPerCall)),
 			mem, rr(res.MemPerUser, ref.MemPerUser),
 			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold,
-			us(res.ClientCPUPerCall), fmt.Sprintf("%.2f cores", res.OtherLoad), fmt.Sprintf("%.2f cores", res.Open.Steal))
+			us(res.ClientCPUPerCall), fmt.Sprintf("%.2f cores", res.OtherLoad),
+			fmt.Sprintf("%.0f%% of the time; steal %.2f cores", 100*res.Open.Speed.Slowed, res.Open.Steal))
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	b.WriteString("\nLatency is measured in the open-loop phase from each call's intended send time (no coordinated omission). " +
@@ -186,8 +188,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		"Hit ratio: over the phases after the fill. Cold latency: one call per checked user right after a restart (every user cold). " +
 		"Client CPU/call is the harness's own CPU per call; other load is the CPU that other processes on the machine took during the saturation phase " +
 		"(from /proc/stat), which disturbs every figure but CPU/call. " +
-		"Host steal is the CPU the host held back from this virtual machine during the open loop (/proc/stat steal): " +
-		"while it lasts every process waits, client and server alike, so it lengthens the latency tail of every system in the run.\n")
+		"Host slowdowns: the share of the open loop's 100 ms slots in which the CPU ran at under half its speed, " +
+		"measured by timing a fixed piece of arithmetic every 2 ms in its thread's own CPU time; " +
+		"the host of this virtual machine slows its CPUs that way for a tenth of a second at a time without counting it as steal (/proc/stat's steal, also given, is what it does count). " +
+		"Every process slows at once, client and server, and calls queue behind the slow stretch, so such slots make the p99 of every system in the run. " +
+		"p99 outside slowdowns is over the calls intended in no slowed slot, nor in the slot before one or the two after it; " +
+		"what share of the calls that leaves is in results.json (latency_calm).\n")
 	for _, n := range r.Notes {
 		b.WriteString("\n" + n + "\n")
 	}

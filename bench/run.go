@@ -106,6 +106,21 @@ type Phase struct {
 	// Timeline is the open loop's worst latency per 100 ms of intended
 	// send time: where in the phase the tail comes from.
 	Timeline []time.Duration `json:"max_latency_per_100ms_ns,omitempty"`
+	// Speed is how fast the CPU ran over the open loop (SpeedProbe), slot
+	// by slot of Timeline.
+	Speed Speed `json:"cpu_speed,omitzero"`
+	// Calm is the open loop's latency over the calls the host's slowdowns
+	// cannot have delayed: those intended in no slowed slot and in none of
+	// the calmSlots after one (Speed.disturbed).
+	Calm Latency `json:"latency_calm,omitzero"`
+
+	calls []openCall // open loop: every call's slot and latency, for Calm
+}
+
+// openCall is one open-loop call: its timeline slot and its latency.
+type openCall struct {
+	slot int32
+	us   int32
 }
 
 // Result is everything measured of one system at one user count.
@@ -236,6 +251,7 @@ type worker struct {
 	calls    int64
 	errors   int64
 	timeline []time.Duration // open loop: max latency per timelineSlot of intended send time
+	open     []openCall      // open loop: every call
 }
 
 // timedCall makes w's call, recording its latency and any error.
@@ -300,6 +316,7 @@ func (r *runner) phase(ctx context.Context, name string, n int, total int64, dea
 			}
 			p.Timeline[i] = max(p.Timeline[i], d)
 		}
+		p.calls = append(p.calls, w.open...)
 	}
 	p.Latency = summarize(h)
 	if p.Elapsed > 0 {
@@ -337,7 +354,8 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 	end := start.Add(d)
 	var next atomic.Int64
 	total := int64(rate * d.Seconds())
-	return r.phase(ctx, name, 2*r.o.Concurrency, total, end, func(ctx context.Context, w *worker) bool {
+	probe := StartSpeedProbe(start)
+	p, err := r.phase(ctx, name, 2*r.o.Concurrency, total, end, func(ctx context.Context, w *worker) bool {
 		i := next.Add(1) - 1
 		intended := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 		if !intended.Before(end) {
@@ -359,6 +377,7 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 			w.timeline = append(w.timeline, 0)
 		}
 		w.timeline[slot] = max(w.timeline[slot], lat)
+		w.open = append(w.open, openCall{int32(slot), int32(min(lat.Microseconds(), math.MaxInt32))})
 		w.calls++
 		if err != nil {
 			w.errors++
@@ -366,6 +385,16 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 		}
 		return true
 	})
+	p.Speed = probe.Stop()
+	h := newHist()
+	for _, c := range p.calls {
+		if !p.Speed.disturbed(int(c.slot)) {
+			record(h, time.Duration(c.us)*time.Microsecond)
+		}
+	}
+	p.Calm = summarize(h)
+	p.calls = nil
+	return p, err
 }
 
 // fill makes one call per user, ranks 0..U-1, each offering n items with

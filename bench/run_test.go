@@ -71,6 +71,14 @@ func TestOpenLoopChargesQueueingToTheCalls(t *testing.T) {
 	if p.Latency.Max < 300*time.Millisecond {
 		t.Errorf("max latency %v, want at least 300ms: queueing behind the slow system must count", p.Latency.Max)
 	}
+	// The speed probe covered the loop, and the calm latency leaves out
+	// only calls near a slowed slot.
+	if len(p.Speed.Slowdown) < 9 {
+		t.Errorf("speed probe has %d slots for a 1 s loop, want about 10", len(p.Speed.Slowdown))
+	}
+	if p.Calm.Count > p.Latency.Count || (p.Speed.Slowed == 0 && p.Calm.Count != p.Latency.Count) {
+		t.Errorf("calm calls %d of %d with %.0f%% of slots slowed", p.Calm.Count, p.Latency.Count, 100*p.Speed.Slowed)
+	}
 }
 
 func TestClosedLoopRateMatchesCapacity(t *testing.T) {

@@ -456,8 +456,8 @@ func summary(r bench.Result) string {
 	if r.Stopped != "" {
 		return "stopped: " + r.Stopped
 	}
-	return fmt.Sprintf("%.0f calls/s, p99 %v at %.0f calls/s (host steal %.2f cores), cpu %v/call, %.0f B/user, fp %.4f%%, fn %d",
-		r.Saturation.Rate, r.Open.Latency.P99, r.OpenTarget, r.Open.Steal, r.CPUPerCall, r.MemPerUser,
+	return fmt.Sprintf("%.0f calls/s, p99 %v at %.0f calls/s (%v outside the host's slowdowns, which took %.0f%% of the time; steal %.2f cores), cpu %v/call, %.0f B/user, fp %.4f%%, fn %d",
+		r.Saturation.Rate, r.Open.Latency.P99, r.OpenTarget, r.Open.Calm.P99, 100*r.Open.Speed.Slowed, r.Open.Steal, r.CPUPerCall, r.MemPerUser,
 		100*r.Correctness.FPRate, r.Correctness.FalseNegatives)
 }
 

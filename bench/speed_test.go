@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSpeedOfFindsSlowSlotsByTheirMeanPiece(t *testing.T) {
+	us := time.Microsecond
+	fast := []time.Duration{20 * us, 21 * us, 20 * us, 22 * us}
+	// Slot 2: most pieces run at full speed, one fell into a 3 ms gap: the
+	// median would miss it, the mean does not.
+	gap := []time.Duration{20 * us, 20 * us, 3000 * us, 21 * us}
+	// Slot 4: every piece a little slow, under slowFactor.
+	mild := []time.Duration{30 * us, 31 * us, 29 * us, 30 * us}
+	sp := speedOf([][]time.Duration{fast, fast, gap, fast, mild, fast, fast, fast, fast, fast})
+	if len(sp.Slowdown) != 10 {
+		t.Fatalf("slowdown has %d slots, want 10", len(sp.Slowdown))
+	}
+	for i, f := range sp.Slowdown {
+		slow := f >= slowFactor
+		if slow != (i == 2) {
+			t.Errorf("slot %d: slowdown %.2f, slowed %v; want only slot 2 slowed", i, f, slow)
+		}
+	}
+	if sp.Slowdown[2] < 30 {
+		t.Errorf("slot 2 slowdown %.1f, want the gap's ~38x", sp.Slowdown[2])
+	}
+	if sp.Slowed != 0.1 {
+		t.Errorf("slowed fraction %v, want 0.1", sp.Slowed)
+	}
+	// A call waits behind a slowdown from the slot before it to calmSlots after.
+	for i := range 10 {
+		want := i >= 1 && i <= 2+calmSlots
+		if got := sp.disturbed(i); got != want {
+			t.Errorf("disturbed(%d) = %v, want %v", i, got, want)
+		}
+	}
+	if empty := speedOf(nil); empty.Slowed != 0 || len(empty.Slowdown) != 0 {
+		t.Errorf("no pieces: %+v, want zero", empty)
+	}
+}
+
+func TestSpeedProbeTimesPiecesInItsSlots(t *testing.T) {
+	p := StartSpeedProbe(time.Now())
+	time.Sleep(350 * time.Millisecond)
+	sp := p.Stop()
+	if len(sp.Slowdown) < 3 {
+		t.Fatalf("%d slots after 350 ms, want at least 3", len(sp.Slowdown))
+	}
+	for i, f := range sp.Slowdown[:3] {
+		if f <= 0 {
+			t.Errorf("slot %d has no piece (slowdown %v)", i, f)
+		}
+	}
+}
