@@ -166,6 +166,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if res.Cold.Count > 0 {
 			cold = us(res.Cold.P50) + " / " + us(res.Cold.P99)
 		}
+		calm, calmVsRef := "-", "-"
+		if res.Open.Calm.Count > 0 {
+			calm = us(res.Open.Calm.P99)
+			if ref.Open.Calm.Count > 0 {
+				calmVsRef = rr(float64(res.Open.Calm.P99), float64(ref.Open.Calm.P99))
+			}
+		}
 		rate := fmt.Sprintf("%.0f", res.Saturation.Rate)
 		if res.Err != "" {
 			rate += " (errors)"
@@ -173,7 +180,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		row = append(row, rate, rr(res.Saturation.Rate, ref.Saturation.Rate),
 			us(res.Open.Latency.P50), us(res.Open.Latency.P99), us(res.Open.Latency.P999),
 			rr(float64(res.Open.Latency.P99), float64(ref.Open.Latency.P99)),
-			us(res.Open.Calm.P99), rr(float64(res.Open.Calm.P99), float64(ref.Open.Calm.P99)),
+			calm, calmVsRef,
 			cpu, rr(float64(res.CPUPerCall), float64(ref.CPUPerCall)),
 			mem, rr(res.MemPerUser, ref.MemPerUser),
 			bytesPer(res.DiskPerUser), fp, strconv.FormatInt(res.Correctness.FalseNegatives, 10), hit, cold,
@@ -188,9 +195,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		"Hit ratio: over the phases after the fill. Cold latency: one call per checked user right after a restart (every user cold). " +
 		"Client CPU/call is the harness's own CPU per call; other load is the CPU that other processes on the machine took during the saturation phase " +
 		"(from /proc/stat), which disturbs every figure but CPU/call. " +
-		"Host slowdowns: the share of the open loop's 100 ms slots in which the CPU ran at under half its speed, " +
-		"measured by timing a fixed piece of arithmetic every 2 ms in its thread's own CPU time; " +
-		"the host of this virtual machine slows its CPUs that way for a tenth of a second at a time without counting it as steal (/proc/stat's steal, also given, is what it does count). " +
+		"Host slowdowns: the share of the open loop's 100 ms slots in which the CPU ran at under half its speed " +
+		"(timing a fixed piece of arithmetic every 2 ms in its thread's own CPU time) or the host stole time (/proc/stat's steal, whose total is also given); " +
+		"the host of this virtual machine slows its CPUs for a tenth of a second at a time without counting it as steal. " +
 		"Every process slows at once, client and server, and calls queue behind the slow stretch, so such slots make the p99 of every system in the run. " +
 		"p99 outside slowdowns is over the calls intended in no slowed slot, nor in the slot before one or the two after it; " +
 		"what share of the calls that leaves is in results.json (latency_calm).\n")

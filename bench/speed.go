@@ -40,7 +40,10 @@ type SpeedProbe struct {
 	done  chan struct{}
 	// pieces[i] are the CPU times of the pieces started in timeline slot i.
 	pieces [][]time.Duration
-	sink   uint64
+	// steal[i] is the steal /proc/stat counted from the start of slot i to
+	// the start of the next one that had a piece.
+	steal []time.Duration
+	sink  uint64
 }
 
 // StartSpeedProbe starts timing pieces; slot 0 of its timeline begins at
@@ -58,6 +61,7 @@ func (p *SpeedProbe) run() {
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	x := uint64(88172645463325252)
+	_, steal0, _ := MachineBusy()
 	for {
 		select {
 		case <-p.stop:
@@ -76,8 +80,18 @@ func (p *SpeedProbe) run() {
 			continue
 		}
 		slot := max(0, int(time.Since(p.start)/timelineSlot))
+		if len(p.pieces) <= slot {
+			// A new slot: charge the steal since the last one to it.
+			if _, st, err := MachineBusy(); err == nil {
+				if len(p.steal) > 0 {
+					p.steal[len(p.steal)-1] = st - steal0
+				}
+				steal0 = st
+			}
+		}
 		for len(p.pieces) <= slot {
 			p.pieces = append(p.pieces, nil)
+			p.steal = append(p.steal, 0)
 		}
 		p.pieces[slot] = append(p.pieces[slot], c1-c0)
 	}
@@ -97,19 +111,31 @@ type Speed struct {
 	// phase's typical fast piece (its 10th percentile): 1 at full speed,
 	// 10 when the CPU ran ten times slower; 0 for a slot without a piece.
 	Slowdown []float64 `json:"slowdown_per_100ms,omitempty"`
-	// Slowed is the fraction of slots whose Slowdown is slowFactor or more.
+	// Steal is, per timeline slot, the steal /proc/stat counted in it
+	// (in 10 ms ticks): time the host ran neither of this machine's CPUs
+	// and told it so, which a piece does not see (the guest kernel leaves
+	// it out of the thread's CPU time).
+	Steal []time.Duration `json:"steal_per_100ms_ns,omitempty"`
+	// Slowed is the fraction of slots that are slowed: Slowdown slowFactor
+	// or more, or any steal.
 	Slowed float64 `json:"slowed_fraction"`
+}
+
+// slowed reports whether slot i is slowed (see Speed.Slowed).
+func (sp Speed) slowed(i int) bool {
+	return sp.Slowdown[i] >= slowFactor || (i < len(sp.Steal) && sp.Steal[i] > 0)
 }
 
 // Stop ends the probe and returns what it saw.
 func (p *SpeedProbe) Stop() Speed {
 	close(p.stop)
 	<-p.done
-	return speedOf(p.pieces)
+	return speedOf(p.pieces, p.steal)
 }
 
-// speedOf sums up pieces[i], the CPU times of the pieces timed in slot i.
-func speedOf(pieces [][]time.Duration) Speed {
+// speedOf sums up pieces[i], the CPU times of the pieces timed in slot i,
+// and steal[i], the steal counted in it.
+func speedOf(pieces [][]time.Duration, steal []time.Duration) Speed {
 	var all []time.Duration
 	for _, s := range pieces {
 		all = append(all, s...)
@@ -121,7 +147,8 @@ func speedOf(pieces [][]time.Duration) Speed {
 	slices.Sort(all)
 	fast := float64(max(1, all[len(all)/10]))
 	slowed := 0
-	for _, s := range pieces {
+	sp.Steal = steal
+	for i, s := range pieces {
 		f := 0.0
 		if len(s) > 0 {
 			var sum time.Duration
@@ -130,10 +157,10 @@ func speedOf(pieces [][]time.Duration) Speed {
 			}
 			f = float64(sum) / float64(len(s)) / fast
 		}
-		if f >= slowFactor {
+		sp.Slowdown = append(sp.Slowdown, f)
+		if sp.slowed(i) {
 			slowed++
 		}
-		sp.Slowdown = append(sp.Slowdown, f)
 	}
 	sp.Slowed = float64(slowed) / float64(len(pieces))
 	return sp
@@ -145,7 +172,7 @@ func speedOf(pieces [][]time.Duration) Speed {
 // queue a slowdown leaves takes that long to drain at half load).
 func (sp Speed) disturbed(i int) bool {
 	for j := max(0, i-calmSlots); j <= i+1 && j < len(sp.Slowdown); j++ {
-		if sp.Slowdown[j] >= slowFactor {
+		if sp.slowed(j) {
 			return true
 		}
 	}

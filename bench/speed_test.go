@@ -13,7 +13,7 @@ func TestSpeedOfFindsSlowSlotsByTheirMeanPiece(t *testing.T) {
 	gap := []time.Duration{20 * us, 20 * us, 3000 * us, 21 * us}
 	// Slot 4: every piece a little slow, under slowFactor.
 	mild := []time.Duration{30 * us, 31 * us, 29 * us, 30 * us}
-	sp := speedOf([][]time.Duration{fast, fast, gap, fast, mild, fast, fast, fast, fast, fast})
+	sp := speedOf([][]time.Duration{fast, fast, gap, fast, mild, fast, fast, fast, fast, fast}, make([]time.Duration, 10))
 	if len(sp.Slowdown) != 10 {
 		t.Fatalf("slowdown has %d slots, want 10", len(sp.Slowdown))
 	}
@@ -36,8 +36,29 @@ func TestSpeedOfFindsSlowSlotsByTheirMeanPiece(t *testing.T) {
 			t.Errorf("disturbed(%d) = %v, want %v", i, got, want)
 		}
 	}
-	if empty := speedOf(nil); empty.Slowed != 0 || len(empty.Slowdown) != 0 {
+	if empty := speedOf(nil, nil); empty.Slowed != 0 || len(empty.Slowdown) != 0 {
 		t.Errorf("no pieces: %+v, want zero", empty)
+	}
+}
+
+// Steal the guest kernel counted slows a slot whose pieces ran at full
+// speed (the kernel leaves the stolen time out of the thread's CPU time).
+func TestSpeedOfCountsStealAsSlowed(t *testing.T) {
+	us := time.Microsecond
+	fast := []time.Duration{20 * us, 21 * us, 20 * us}
+	steal := make([]time.Duration, 8)
+	steal[5] = 10 * time.Millisecond
+	sp := speedOf([][]time.Duration{fast, fast, fast, fast, fast, fast, fast, fast}, steal)
+	for i := range 8 {
+		if got, want := sp.slowed(i), i == 5; got != want {
+			t.Errorf("slot %d slowed = %v, want %v", i, got, want)
+		}
+	}
+	if sp.Slowed != 1.0/8 {
+		t.Errorf("slowed fraction %v, want 1/8", sp.Slowed)
+	}
+	if !sp.disturbed(4) || !sp.disturbed(7) || sp.disturbed(3) {
+		t.Errorf("disturbed(3,4,7) = %v %v %v, want false true true", sp.disturbed(3), sp.disturbed(4), sp.disturbed(7))
 	}
 }
 
