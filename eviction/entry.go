@@ -12,8 +12,10 @@ import (
 // entry is one hot user: its filter, its lock and the hot set's bookkeeping
 // in one allocation, which also holds the user id when it is short enough
 // (see newEntry). The fields are ordered and sized so that the entry of a
-// user with an id of up to idHeadLen bytes fills the 80-byte size class
-// of Go's allocator exactly (TestEntryLayout).
+// user with an id of up to idHeadLen bytes fills the 144-byte size class
+// of Go's allocator exactly (TestEntryLayout); a windowless filter's one
+// generation is inside it too (userfilter.Filter), so a hot user is three
+// heap objects: the entry, its bits and golang-lru's list element.
 //
 // mu serializes the user's calls and guards the fields marked so; the
 // shard's lock guards the others. The namespace and the id never change.
@@ -73,14 +75,13 @@ func allocOf[T any]() entryAlloc {
 }
 
 // entryAllocs go up one Go size class at a time (the rest of each class
-// would be wasted), from the bare entry (80 B) to 352 B, which holds ids
-// of up to idOutside-1 bytes; the rest arrays are the class minus 80.
+// would be wasted), from the bare entry (144 B) to 416 B, which holds ids
+// of up to idOutside-1 bytes; the rest arrays are the class minus 144.
 var entryAllocs = [...]entryAlloc{
 	{room: idHeadLen, alloc: func() *entry { return new(entry) }},
 	allocOf[[16]byte](), allocOf[[32]byte](), allocOf[[48]byte](), allocOf[[64]byte](),
-	allocOf[[80]byte](), allocOf[[96]byte](), allocOf[[112]byte](), allocOf[[128]byte](),
-	allocOf[[144]byte](), allocOf[[160]byte](), allocOf[[176]byte](), allocOf[[208]byte](),
-	allocOf[[240]byte](), allocOf[[272]byte](),
+	allocOf[[80]byte](), allocOf[[96]byte](), allocOf[[112]byte](), allocOf[[144]byte](),
+	allocOf[[176]byte](), allocOf[[208]byte](), allocOf[[240]byte](), allocOf[[272]byte](),
 }
 
 // newEntry returns an entry of namespace index ns for user, with the id
@@ -114,7 +115,7 @@ func (e *entry) id() string {
 func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 
 // entryOverhead is what a hot user costs beyond its filter's MemoryBytes
-// and its id's length: the entry's own fields (40 B of its 80, the id's
+// and its id's length: the entry's own fields (40 B of its 144, the id's
 // first 12 bytes included), golang-lru's list element (80 B) and its map
 // slot (an 8-byte key and a pointer in a map between 7/16 and 7/8 full,
 // about 25 B), and a dirty-list slot (8 B and the list's spare room) while

@@ -379,7 +379,8 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			return nil, false, err
 		}
 		e = newEntry(info.index, user)
-		e.f, e.lastSeq, e.probe = *f, lastSeq, sl.probe
+		e.f.Replace(f)
+		e.lastSeq, e.probe = lastSeq, sl.probe
 		e.mu.Lock()
 		if lastSeq > 0 {
 			// The journal is folded into the filter at the next write-back.
@@ -778,7 +779,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
 		h.release(e, false)
 		return h.storageErr(err, "importing", info.Name, user)
 	}
-	e.f = *next
+	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
 	h.release(e, false)

@@ -142,7 +142,7 @@ func (f *Filter) UnmarshalBinary(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*f = *g
+	f.Replace(g)
 	return nil
 }
 
@@ -245,7 +245,11 @@ func Decode(data []byte) (*Filter, error) {
 	}
 	var total uint64
 	prev := int64(0)
-	f.gens = make([]generation, 0, ngen)
+	if ngen <= 1 {
+		f.gens = f.one[:0:1]
+	} else {
+		f.gens = make([]generation, 0, ngen)
+	}
 	for gi := uint64(0); gi < ngen; gi++ {
 		delta := d.varint()
 		bucket := prev + delta

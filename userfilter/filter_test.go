@@ -260,9 +260,14 @@ func TestFiltersOfOneProfileShareItsLayers(t *testing.T) {
 		if len(g.layers) < 2 || &g.layers[0] != table {
 			t.Fatalf("%s: %d layers of its own, want a prefix of the profile's", name, len(g.layers))
 		}
-		want := int(unsafe.Sizeof(*f)+unsafe.Sizeof(generation{})) + 8*cap(g.slab)
+		// A windowless filter's generation is inside it: one object and
+		// its bits.
+		if !f.inline() {
+			t.Fatalf("%s: its generation is outside the filter", name)
+		}
+		want := int(unsafe.Sizeof(*f)) + 8*cap(g.slab)
 		if got := f.MemoryBytes(); got != want {
-			t.Fatalf("%s: MemoryBytes %d, want %d: the filter, its generation and its bits", name, got, want)
+			t.Fatalf("%s: MemoryBytes %d, want %d: the filter (with its generation) and its bits", name, got, want)
 		}
 	}
 	if n := len(a.gens[0].layers); n >= len(c.gens[0].layers) || a.Stats(t0).Items != held || !a.Test("a:199", t0) || a.Test("c:0", t0) {
@@ -328,5 +333,61 @@ func TestSharingStopsAtItsBoundAndFiltersStillWork(t *testing.T) {
 	shared.RUnlock()
 	if n > maxShared {
 		t.Fatalf("%d profiles shared, at most %d", n, maxShared)
+	}
+}
+
+// A filter's first generation lives inside it; with a window, a second one
+// moves them all out (leaving the inline slot holding no bits), and expiry
+// down to one brings it back.
+func TestGenerationsMoveOutOfTheFilterAndBack(t *testing.T) {
+	day := 24 * time.Hour
+	f := mustNew(t, Profile{Window: 3 * day, Granularity: day})
+	if !f.inline() || len(f.gens) != 0 {
+		t.Fatalf("new filter: inline %v with %d generations, want inline and none", f.inline(), len(f.gens))
+	}
+	f.Add(items("d0", 50), t0)
+	if !f.inline() || len(f.gens) != 1 {
+		t.Fatalf("one day: inline %v with %d generations", f.inline(), len(f.gens))
+	}
+	f.Add(items("d1", 50), t0.Add(day))
+	f.Add(items("d2", 50), t0.Add(2*day))
+	if f.inline() || len(f.gens) != 3 {
+		t.Fatalf("three days: inline %v with %d generations, want 3 outside", f.inline(), len(f.gens))
+	}
+	if f.one[0].slab != nil || f.one[0].layers != nil {
+		t.Fatal("the inline slot still holds a generation's bits after moving out")
+	}
+	// Four days on, only day 2's generation is inside the window.
+	now := t0.Add(2*day + 3*day)
+	if !f.Expire(now) || !f.inline() || len(f.gens) != 1 || f.gens[0].bucket != f.bucketOf(t0.Add(2*day)) {
+		t.Fatalf("after expiry: inline %v with %d generations, want day 2's alone inline", f.inline(), len(f.gens))
+	}
+	for _, it := range items("d2", 50) {
+		if !f.Test(it, now) {
+			t.Fatalf("%s recorded on day 2 is unseen inside the window", it)
+		}
+	}
+	raw := encode(t, f)
+	if !f.Expire(now.Add(2*day)) || !f.inline() || len(f.gens) != 0 || f.one[0].slab != nil {
+		t.Fatalf("all expired: inline %v with %d generations, want none, inline, no bits", f.inline(), len(f.gens))
+	}
+
+	// Replace moves a filter, inline generation and all; the source is emptied.
+	var g Filter
+	src, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Replace(src)
+	if !g.inline() || src.gens != nil || src.p != nil {
+		t.Fatalf("after Replace: destination inline %v, source %d generations", g.inline(), len(src.gens))
+	}
+	for _, it := range items("d2", 50) {
+		if !g.Test(it, now) {
+			t.Fatalf("%s unseen in the filter moved by Replace", it)
+		}
+	}
+	if n, _ := g.Add([]string{"new"}, now); n != 1 || !g.Test("new", now) {
+		t.Fatal("the moved filter does not record")
 	}
 }
