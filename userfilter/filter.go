@@ -54,6 +54,7 @@ func (g *generation) items() uint64 {
 // A Filter must not be copied by value (its gens may point into itself):
 // use Replace to move one.
 type Filter struct {
+	_     noCopy
 	p     *sharedProfile // shared by the filters of one profile and never changed (see share)
 	gens  []generation   // by bucket, oldest first; exactly one (bucket 0) without a window
 	first uint32         // stamps (see stamp) of the first and last recording; 0: never
@@ -66,18 +67,28 @@ type Filter struct {
 	one [1]generation
 }
 
+// noCopy makes go vet's copylocks check report a Filter copied by value.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
 // inline reports whether f.gens is stored in f.one.
 func (f *Filter) inline() bool { return cap(f.gens) > 0 && &f.gens[:1][0] == &f.one[0] }
 
 // Replace makes f the filter g is and leaves g empty: g's contents move, so
 // g must not be used afterwards (it panics if it is).
 func (f *Filter) Replace(g *Filter) {
-	in := g.inline()
-	*f = *g
-	if in {
+	// Field by field: a Filter is never copied whole (noCopy).
+	f.p, f.first, f.last = g.p, g.first, g.last
+	if g.inline() {
+		f.one = g.one
 		f.gens = f.one[:len(g.gens):1]
+	} else {
+		f.one = [1]generation{}
+		f.gens = g.gens
 	}
-	*g = Filter{}
+	g.p, g.gens, g.one, g.first, g.last = nil, nil, [1]generation{}, 0, 0
 }
 
 // stamp is unix time t in 32 bits, as seconds since timeEpoch plus one
