@@ -66,6 +66,9 @@ func (p *SpeedProbe) run() {
 		select {
 		case <-p.stop:
 			p.sink = x
+			if _, st, err := MachineBusy(); err == nil && len(p.steal) > 0 {
+				p.steal[len(p.steal)-1] = st - steal0
+			}
 			return
 		case <-t.C:
 		}
@@ -81,7 +84,7 @@ func (p *SpeedProbe) run() {
 		}
 		slot := max(0, int(time.Since(p.start)/timelineSlot))
 		if len(p.pieces) <= slot {
-			// A new slot: charge the steal since the last one to it.
+			// A new slot: the steal since the last one began is the last one's.
 			if _, st, err := MachineBusy(); err == nil {
 				if len(p.steal) > 0 {
 					p.steal[len(p.steal)-1] = st - steal0
@@ -112,9 +115,9 @@ type Speed struct {
 	// 10 when the CPU ran ten times slower; 0 for a slot without a piece.
 	Slowdown []float64 `json:"slowdown_per_100ms,omitempty"`
 	// Steal is, per timeline slot, the steal /proc/stat counted in it
-	// (in 10 ms ticks): time the host ran neither of this machine's CPUs
-	// and told it so, which a piece does not see (the guest kernel leaves
-	// it out of the thread's CPU time).
+	// (in 10 ms ticks, over all CPUs): time the host held this machine's
+	// CPUs back and told it so, which a piece does not see (the guest
+	// kernel leaves it out of the thread's CPU time).
 	Steal []time.Duration `json:"steal_per_100ms_ns,omitempty"`
 	// Slowed is the fraction of slots that are slowed: Slowdown slowFactor
 	// or more, or any steal.
