@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/bits-and-blooms/bitset"
@@ -50,6 +51,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // AppendBinary appends the filter's encoding to b.
 func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
+	// Room for all of it at once: grown append by append, the encoding of a
+	// 200-item filter allocated 3.6 times its size (BenchmarkMarshalBinary),
+	// and write-back's encodings were a third of what a loaded server
+	// allocates.
+	b = slices.Grow(b, f.sizeHint())
 	start := len(b)
 	p := f.p.Profile
 	b = append(b, encodingVersion, hashVersion<<4|byte(p.Kind))
@@ -78,6 +84,21 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+// sizeHint is about the length of f's encoding, at least it unless sparse
+// layers make it shorter: a header of up to 24 bytes (its fields are small
+// varints), each layer's raw bits and up to 4 bytes around them, and the
+// checksum.
+func (f *Filter) sizeHint() int {
+	n := 24 + 4
+	for gi := range f.gens {
+		n += 4
+		for i := range f.gens[gi].layers {
+			n += int((f.gens[gi].layers[i].bits()+7)/8) + 4
+		}
+	}
+	return n
 }
 
 func appendLayer(b []byte, w []uint64, l *layer, n uint32) []byte {

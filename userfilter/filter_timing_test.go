@@ -115,3 +115,24 @@ func BenchmarkProfiles(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMarshalBinary is write-back's encoding of one user's filter:
+// its allocations are most of what the server allocates under load.
+func BenchmarkMarshalBinary(b *testing.B) {
+	for _, n := range []int{10, 200, 2000} {
+		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
+			f := mustNew(b, DefaultProfile())
+			f.Add(items("m", n), t0)
+			var size int
+			b.ReportAllocs()
+			for b.Loop() {
+				raw, err := f.MarshalBinary()
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(raw)
+			}
+			b.ReportMetric(float64(size), "encoded-B")
+		})
+	}
+}
