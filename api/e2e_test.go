@@ -3,11 +3,15 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seenapi/seenapi/client"
@@ -391,4 +395,57 @@ func TestDashboardIsServedUnderAContentSecurityPolicy(t *testing.T) {
 			t.Errorf("/%s: %d, Content-Security-Policy %q, want 200 and %q", name, resp.StatusCode, got, want)
 		}
 	}
+}
+
+// Answers of the one call are encoded into recycled buffers and their
+// unseen lists into recycled slices: concurrent calls of different users
+// must each get exactly their own answer, as JSON.
+func TestConcurrentOneCallsGetTheirOwnAnswers(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	var offered, missing atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				user := fmt.Sprintf("u:%d", g)
+				items := make([]string, 1+(g+i)%7)
+				for j := range items {
+					items[j] = fmt.Sprintf("g%d-c%d-%d", g, i, j)
+				}
+				body, _ := json.Marshal(map[string]any{"candidates": items})
+				status, h, raw, err := e.rawErr("POST", userPath("default", user, "/filter"), "application/json", body)
+				var got struct {
+					Unseen []string `json:"unseen"`
+				}
+				if err != nil || status != 200 || h.Get("Content-Type") != "application/json" || json.Unmarshal(raw, &got) != nil {
+					t.Errorf("%s call %d: %v %d %s %s", user, i, err, status, h.Get("Content-Type"), raw)
+					return
+				}
+				// Every item is new: all come back, in order, but for the
+				// filter's false positives.
+				if !isSubsequence(got.Unseen, items) {
+					t.Errorf("%s call %d: unseen %v, want (a subsequence of) %v", user, i, got.Unseen, items)
+					return
+				}
+				offered.Add(int64(len(items)))
+				missing.Add(int64(len(items) - len(got.Unseen)))
+			}
+		}()
+	}
+	wg.Wait()
+	if m, o := missing.Load(), offered.Load(); m*100 > 2*o {
+		t.Errorf("%d of %d new items reported seen, want at most 2%% (the profile's false-positive rate is 1%%)", m, o)
+	}
+}
+
+// isSubsequence reports whether sub is s with some elements left out.
+func isSubsequence(sub, s []string) bool {
+	for _, x := range s {
+		if len(sub) > 0 && sub[0] == x {
+			sub = sub[1:]
+		}
+	}
+	return len(sub) == 0
 }

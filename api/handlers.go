@@ -117,8 +117,9 @@ func boolInt(b bool) int {
 
 // call runs the one call for one user and builds its answer, degrading per
 // on_error. The answer's strings alias candidates.
-func (s *Server) call(ns, user string, candidates []string, a filterArgs) (filterResponse, error) {
-	res, err := s.hot.Filter(ns, user, candidates, a.limit, a.mode)
+// The unseen candidates are appended to dst[:0].
+func (s *Server) call(dst []string, ns, user string, candidates []string, a filterArgs) (filterResponse, error) {
+	res, err := s.hot.FilterAppend(dst, ns, user, candidates, a.limit, a.mode)
 	if err != nil {
 		if !a.open || !degradable(err) {
 			return filterResponse{}, err
@@ -149,27 +150,33 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.call(ns, user, req.Candidates, a)
+	resp, err := s.call(req.unseen, ns, user, req.Candidates, a)
 	if err != nil {
 		return err
 	}
-	return c.JSON(&resp)
+	req.unseen = resp.Unseen
+	return sendJSON(c, &resp)
 }
 
-// filterRequests recycles the one call's request and its candidates slice,
-// which the decoder fills in place instead of growing a new one each call.
+// filterRequests recycles the one call's request, its candidates slice,
+// which the decoder fills in place instead of growing a new one each call,
+// and the slice of its answer's unseen candidates.
 var filterRequests = sync.Pool{New: func() any { return new(filterRequest) }}
 
 // releaseFilterRequest returns req to the pool once the answer is encoded,
 // dropping its strings (they alias the request buffer) and any slice larger
 // than a call may carry.
 func (s *Server) releaseFilterRequest(req *filterRequest) {
-	c := req.Candidates
+	c, u := req.Candidates, req.unseen
 	clear(c)
+	clear(u)
 	if cap(c) > s.cfg.MaxCandidates {
 		c = nil
 	}
-	*req = filterRequest{Candidates: c[:0]}
+	if cap(u) > s.cfg.MaxCandidates {
+		u = nil
+	}
+	*req = filterRequest{Candidates: c[:0], unseen: u[:0]}
 	filterRequests.Put(req)
 }
 
@@ -336,7 +343,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	}
 	out := batchResponse{Results: make([]any, len(req.Requests))}
 	for i, e := range req.Requests {
-		resp, err := s.call(ns, e.User, e.Candidates, args[i])
+		resp, err := s.call(nil, ns, e.User, e.Candidates, args[i])
 		if err != nil {
 			if errors.Is(err, eviction.ErrUnknownNamespace) {
 				return err

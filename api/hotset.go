@@ -10,8 +10,9 @@ import (
 // passed to it may alias request buffers that are reused once the handler
 // returns: the hot set clones whatever it keeps.
 type HotSet interface {
-	// Filter is the one call (see eviction.HotSet.Filter).
-	Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (eviction.Result, error)
+	// FilterAppend is the one call, its unseen candidates appended to
+	// dst[:0] (see eviction.HotSet.FilterAppend).
+	FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (eviction.Result, error)
 	// Record marks items seen without filtering.
 	Record(ns, user string, items []string) (eviction.Result, error)
 	// Check appends to seen whether each item was seen, recording nothing.

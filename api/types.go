@@ -6,6 +6,8 @@ type filterRequest struct {
 	Record     string   `json:"record"`
 	Limit      int64    `json:"limit"`
 	OnError    string   `json:"on_error"`
+
+	unseen []string // the answer's unseen candidates, kept for the next call (filterRequests)
 }
 
 // filterResponse is the answer of the one call.

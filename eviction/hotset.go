@@ -594,6 +594,12 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilt
 // (order kept, duplicates once, at most limit; limit <= 0 means no limit)
 // and records per mode before returning. Result.Unseen aliases candidates.
 func (h *HotSet) Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
+	return h.FilterAppend(nil, ns, user, candidates, limit, mode)
+}
+
+// FilterAppend is Filter with Result.Unseen appended to dst[:0]: a caller
+// that answers many calls reuses one slice instead of allocating one each.
+func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return Result{}, err
@@ -613,9 +619,9 @@ func (h *HotSet) Filter(ns, user string, candidates []string, limit int, mode us
 	recorded, saturated := e.f.Commit(now, s)
 	h.release(e, recorded > 0)
 	out := Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
-		Unseen: make([]string, len(s.Unseen))}
-	for i, idx := range s.Unseen {
-		out.Unseen[i] = candidates[idx]
+		Unseen: slices.Grow(dst[:0], len(s.Unseen))}
+	for _, idx := range s.Unseen {
+		out.Unseen = append(out.Unseen, candidates[idx])
 	}
 	return out, nil
 }
