@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -454,8 +453,15 @@ func (w *wal) dropLocked(key string, drop func(walRec) bool) {
 		delete(w.index, key)
 		// Go maps keep their peak size: rebuild one that has emptied out
 		// (a burst of pending users must not pin its memory for good).
+		// Entry by entry: maps.Clone keeps the tables' size, so it
+		// allocated the peak again instead of shrinking (12.6 MB to clone a
+		// map that had held 200,000 keys and held 10).
 		if w.peak > 4096 && len(w.index) < w.peak/8 {
-			w.index = maps.Clone(w.index)
+			index := make(map[string][]walRec, len(w.index))
+			for k, v := range w.index {
+				index[k] = v
+			}
+			w.index = index
 			w.peak = len(w.index)
 		}
 	} else {

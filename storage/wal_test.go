@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -339,5 +341,48 @@ func TestLoadDuringWriteBackMissesNothing(t *testing.T) {
 				return
 			}
 		}
+	}
+}
+
+// The journal's index of pending users shrinks once a burst of them has
+// been written back, instead of keeping the burst's size for good.
+func TestJournalIndexShrinksAfterABurst(t *testing.T) {
+	w, err := openWAL(t.TempDir(), false, 64<<20, slog.New(slog.DiscardHandler), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	base := heap()
+	const users = 100_000
+	seq := uint64(0)
+	recs := make([]walAppend, 0, 1000)
+	for u := 0; u < users; u += 1000 {
+		recs = recs[:0]
+		for i := u; i < u+1000; i++ {
+			seq++
+			recs = append(recs, walAppend{seq: seq, ns: "feed", user: fmt.Sprintf("user-%06d", i), value: []byte("v")})
+		}
+		if err := w.write(recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func(walRec) bool { return true }
+	for i := range users - 10 {
+		w.cover("feed", fmt.Sprintf("user-%06d", i), all)
+	}
+	left := heap()
+	if len(w.index) != 10 {
+		t.Fatalf("%d users pending, want 10", len(w.index))
+	}
+	// A map's tables for 100,000 entries take several MB; a rebuilt map
+	// of ten a few hundred bytes.
+	if left > base+1<<20 {
+		t.Errorf("heap %d B more than when empty with 10 users pending after %d: the index kept its size", left-base, users)
 	}
 }
