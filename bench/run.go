@@ -110,8 +110,8 @@ type Phase struct {
 	// by slot of Timeline.
 	Speed Speed `json:"cpu_speed,omitzero"`
 	// Calm is the open loop's latency over the calls the host's slowdowns
-	// cannot have delayed: those intended in no slowed slot and in none of
-	// the calmSlots after one (Speed.disturbed).
+	// cannot have delayed: those intended in no slowed slot, nor in the
+	// slot before one or the calmSlots after one (Speed.disturbed).
 	Calm Latency `json:"latency_calm,omitzero"`
 
 	calls []openCall // open loop: every call's slot and latency, for Calm
