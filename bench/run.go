@@ -114,13 +114,13 @@ type Phase struct {
 	// slot before one or the calmSlots after one (Speed.disturbed).
 	Calm Latency `json:"latency_calm,omitzero"`
 
-	calls []openCall // open loop: every call's slot and latency, for Calm
+	calls []openCall // open loop: every call's slot and latency, for Timeline and Calm
 }
 
 // openCall is one open-loop call: its timeline slot and its latency.
 type openCall struct {
-	slot int32
-	us   int32
+	slot int
+	lat  time.Duration
 }
 
 // Result is everything measured of one system at one user count.
@@ -245,13 +245,12 @@ var errTooMany = errors.New("bench: too many failed calls")
 
 // worker is the state of one load goroutine.
 type worker struct {
-	gen      *Gen
-	call     Call
-	hist     *hdrhistogram.Histogram
-	calls    int64
-	errors   int64
-	timeline []time.Duration // open loop: max latency per timelineSlot of intended send time
-	open     []openCall      // open loop: every call
+	gen    *Gen
+	call   Call
+	hist   *hdrhistogram.Histogram
+	calls  int64
+	errors int64
+	open   []openCall // open loop: every call
 }
 
 // timedCall makes w's call, recording its latency and any error.
@@ -310,12 +309,6 @@ func (r *runner) phase(ctx context.Context, name string, n int, total int64, dea
 		p.Calls += w.calls
 		p.Errors += w.errors
 		h.Merge(w.hist)
-		for i, d := range w.timeline {
-			for len(p.Timeline) <= i {
-				p.Timeline = append(p.Timeline, 0)
-			}
-			p.Timeline[i] = max(p.Timeline[i], d)
-		}
 		p.calls = append(p.calls, w.open...)
 	}
 	p.Latency = summarize(h)
@@ -372,12 +365,7 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 		err := r.call(ctx, &w.call)
 		lat := time.Since(intended)
 		record(w.hist, lat)
-		slot := int(intended.Sub(start) / timelineSlot)
-		for len(w.timeline) <= slot {
-			w.timeline = append(w.timeline, 0)
-		}
-		w.timeline[slot] = max(w.timeline[slot], lat)
-		w.open = append(w.open, openCall{int32(slot), int32(min(lat.Microseconds(), math.MaxInt32))})
+		w.open = append(w.open, openCall{int(intended.Sub(start) / timelineSlot), lat})
 		w.calls++
 		if err != nil {
 			w.errors++
@@ -388,8 +376,12 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 	p.Speed = probe.Stop()
 	h := newHist()
 	for _, c := range p.calls {
-		if !p.Speed.disturbed(int(c.slot)) {
-			record(h, time.Duration(c.us)*time.Microsecond)
+		for len(p.Timeline) <= c.slot {
+			p.Timeline = append(p.Timeline, 0)
+		}
+		p.Timeline[c.slot] = max(p.Timeline[c.slot], c.lat)
+		if !p.Speed.disturbed(c.slot) {
+			record(h, c.lat)
 		}
 	}
 	p.Calm = summarize(h)
