@@ -28,10 +28,11 @@ import (
 // of copying them), so nothing decoded from a request body may be kept
 // after the handler returns: the hot set copies the user ids it keeps, and
 // answers are encoded before the handler returns.
-var (
-	strictAPI = sonic.Config{DisallowUnknownFields: true, CaseSensitive: true}.Froze()
-	encodeAPI = sonic.Config{}.Froze()
-)
+var strictAPI = sonic.Config{DisallowUnknownFields: true, CaseSensitive: true}.Froze()
+
+// encodeOpts are the encoder's options: sonic's defaults (what
+// sonic.Config{} gives), for encode and sendJSON alike.
+const encodeOpts encoder.Options = 0
 
 // decodeStrict decodes one JSON value from data into v, rejecting unknown
 // fields and trailing data. Its strings are copies (sonic's Unmarshal copies
@@ -48,11 +49,7 @@ func decodeBody(data []byte, v any) error {
 }
 
 // encode encodes v as JSON.
-func encode(v any) ([]byte, error) { return encodeAPI.Marshal(v) }
-
-// encodeOpts are encodeAPI's options (sonic.Config{} sets none), for
-// encoder.EncodeInto.
-const encodeOpts encoder.Options = 0
+func encode(v any) ([]byte, error) { return encoder.Encode(v, encodeOpts) }
 
 // jsonBufs recycles sendJSON's buffers.
 var jsonBufs = sync.Pool{New: func() any { return new([]byte) }}
