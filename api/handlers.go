@@ -167,16 +167,14 @@ var filterRequests = sync.Pool{New: func() any { return new(filterRequest) }}
 // dropping its strings (they alias the request buffer) and any slice larger
 // than a call may carry.
 func (s *Server) releaseFilterRequest(req *filterRequest) {
-	c, u := req.Candidates, req.unseen
-	clear(c)
-	clear(u)
-	if cap(c) > s.cfg.MaxCandidates {
-		c = nil
+	reuse := func(l []string) []string {
+		clear(l)
+		if cap(l) > s.cfg.MaxCandidates {
+			return nil
+		}
+		return l[:0]
 	}
-	if cap(u) > s.cfg.MaxCandidates {
-		u = nil
-	}
-	*req = filterRequest{Candidates: c[:0], unseen: u[:0]}
+	*req = filterRequest{Candidates: reuse(req.Candidates), unseen: reuse(req.unseen)}
 	filterRequests.Put(req)
 }
 
