@@ -13,8 +13,8 @@ const soakDuration = 20 * time.Second
 
 // A steady workload (journal appends from 8 writers, write-backs every
 // 50 ms that cover them and overwrite every touched user's filter, 90% of
-// filters large enough for the value log, as most are) with value-log GC running: disk
-// use levels off. Size() is sampled every 250 ms; its mean over the second
+// filters large enough for the value log, as most are) with value-log GC
+// running: disk use levels off. Size() is sampled every 250 ms; its mean over the second
 // half must stay within 1.5x its mean over the first half (it moves in a
 // sawtooth as memtables fill and compactions run, so single samples would
 // not do).
