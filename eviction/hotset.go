@@ -156,7 +156,10 @@ type HotSet struct {
 	backlogCond  *sync.Cond
 	flushRounds  uint64 // guarded by backlogMu
 	kick         chan struct{}
-	scratch      sync.Pool
+	scratch      sync.Pool // of *callScratch
+	// encoded holds the encodings of one write-back batch, back to back
+	// (one buffer reused, not one allocation per user). flushMu held.
+	encoded []byte
 
 	hits, misses, loads, evictions  atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
@@ -206,7 +209,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 			loading: map[key]*loadCall{}, evicted: map[key]*entry{}}
 	}
 	h.mask = uint64(opts.Shards - 1)
-	h.scratch.New = func() any { return new(userfilter.Scratch) }
+	h.scratch.New = func() any { return new(callScratch) }
 	// Every user the hot set writes it has loaded first, and every write of
 	// it goes through the hot set: its values include what is stored, so
 	// while it is the store's only writer, write-back need not read and
@@ -572,12 +575,29 @@ func entrySize(e *entry) int32 {
 	return int32(min(e.f.MemoryBytes()+entryOverhead+len(e.id()), math.MaxInt32))
 }
 
-// journal makes the hashes about to be recorded durable. e.mu held.
-func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, hashes []userfilter.Hash) error {
-	if h.opts.NoJournal || len(hashes) == 0 {
+// callScratch is what one call reuses from the last: the filter's scratch
+// and the journal record's buffer (the store is done with a record once
+// Append returns, so it need not be garbage).
+type callScratch struct {
+	userfilter.Scratch
+	rec []byte
+}
+
+// maxKeptRecord is the largest journal record buffer a callScratch keeps
+// for the next call: a 10,000-item RecordAll is not memory held for good.
+const maxKeptRecord = 16 << 10
+
+// journal makes the hashes in s.ToRecord, about to be recorded, durable.
+// e.mu held.
+func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) error {
+	if h.opts.NoJournal || len(s.ToRecord) == 0 {
 		return nil
 	}
-	seq, err := h.store.Append(info.Name, e.id(), encodeJournal(at, hashes), info.journalTTL)
+	s.rec = appendJournal(s.rec, at, s.ToRecord)
+	seq, err := h.store.Append(info.Name, e.id(), s.rec, info.journalTTL)
+	if cap(s.rec) > maxKeptRecord {
+		s.rec = nil
+	}
 	if err != nil {
 		h.storageErrors.Add(1)
 		if errors.Is(err, storage.ErrFull) {
@@ -608,11 +628,12 @@ func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string
 	if err != nil {
 		return Result{}, err
 	}
-	s := h.scratch.Get().(*userfilter.Scratch)
-	defer h.scratch.Put(s)
+	cs := h.scratch.Get().(*callScratch)
+	defer h.scratch.Put(cs)
+	s := &cs.Scratch
 	now := h.opts.Now()
 	res := e.f.Select(candidates, limit, mode, now, s)
-	if err := h.journal(info, e, now, s.ToRecord); err != nil {
+	if err := h.journal(info, e, now, cs); err != nil {
 		h.release(e, false)
 		return Result{}, err
 	}
@@ -985,8 +1006,12 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			continue
 		}
 		e.f.Expire(now)
-		raw, err := e.f.MarshalBinary()
+		start := len(h.encoded)
+		var err error
+		h.encoded, err = e.f.AppendBinary(h.encoded)
+		raw := h.encoded[start:len(h.encoded):len(h.encoded)]
 		if err != nil {
+			h.encoded = h.encoded[:start]
 			// Not written: it stays dirty and goes back on its shard's
 			// dirty list; the rest of the batch is written all the same.
 			s := h.shardOf(h.keyOf(e))
@@ -1005,6 +1030,14 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		taken = append(taken, e)
 		e.mu.Unlock()
 	}
+	// The store is done with the values once WriteBack returns: the next
+	// batch encodes into the same buffer.
+	defer func() {
+		h.encoded = h.encoded[:0]
+		if cap(h.encoded) > maxKeptEncoded {
+			h.encoded = nil
+		}
+	}()
 	if len(writes) == 0 {
 		return errors.Join(encodeErrs...)
 	}
@@ -1048,6 +1081,9 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	}
 	return errors.Join(append(encodeErrs, err)...)
 }
+
+// maxKeptEncoded is the largest write-back buffer kept for the next batch.
+const maxKeptEncoded = 4 << 20
 
 // MergeFilters is the storage.MergeFunc of write-back (and of a merging
 // restore): it ORs a filter about to be written into the stored one, so a

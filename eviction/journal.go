@@ -3,6 +3,7 @@ package eviction
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/seenapi/seenapi/userfilter"
@@ -12,8 +13,9 @@ import (
 // 16-byte item hashes (little-endian Lo then Hi) it recorded. Replaying it
 // adds the hashes at that time; adding twice is harmless.
 
-func encodeJournal(at time.Time, hashes []userfilter.Hash) []byte {
-	b := make([]byte, 0, binary.MaxVarintLen64+16*len(hashes))
+// appendJournal appends the record of hashes recorded at to dst[:0].
+func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash) []byte {
+	b := slices.Grow(dst[:0], binary.MaxVarintLen64+16*len(hashes))
 	b = binary.AppendUvarint(b, uint64(at.Unix()))
 	for _, h := range hashes {
 		b = binary.LittleEndian.AppendUint64(b, h.Lo)
