@@ -34,7 +34,10 @@
 //     user has a history (a Recorder records the items of unchecked users
 //     directly: the Redis systems, whose fill by calls would take hours at
 //     U = 1e6); memory per user is measured right after it, as
-//     (memory now - memory right after start) / users;
+//     (memory now - memory right after start) / users. Users are filled in
+//     the order a stream of U calls last drew them (Source.FillOrder), so a
+//     hot set smaller than U starts the measured phases in its steady
+//     state rather than holding the least popular users;
 //  2. settle: for a Settler (seenapi), wait until the fill's write-back
 //     backlog is gone, so the measured phases see the steady state;
 //     warm-up: closed-loop load, not measured;

@@ -389,17 +389,20 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 	return p, err
 }
 
-// fill makes one call per user, ranks 0..U-1, each offering n items with
-// limit n; a Recorder records the items of users not checked instead.
+// fill makes one call per user, in the order of Source.FillOrder, each
+// offering n items with limit n; a Recorder records the items of users not
+// checked instead.
 func (r *runner) fill(ctx context.Context, n int) (Phase, error) {
 	var next atomic.Int64
-	users := int64(r.o.Workload.Users)
+	order := r.src.FillOrder()
+	users := int64(len(order))
 	return r.phase(ctx, fmt.Sprintf("fill %d items/user", n), r.o.Concurrency, users, time.Time{},
 		func(ctx context.Context, w *worker) bool {
-			rank := next.Add(1) - 1
-			if rank >= users {
+			i := next.Add(1) - 1
+			if i >= users {
 				return false
 			}
+			rank := order[i]
 			w.gen.Fill(&w.call, int(rank), n, n)
 			t0 := time.Now()
 			var err error

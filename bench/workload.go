@@ -274,6 +274,46 @@ func (s *Source) Gen(stream uint64) *Gen {
 	return g
 }
 
+// fillOrderStream is the stream FillOrder draws from, apart from every
+// phase's (those count up from 1).
+const fillOrderStream = 1 << 63
+
+// FillOrder returns the ranks 0..Users-1 in the order a fill visits them:
+// by when a stream of Users calls of the workload last drew each, those it
+// never drew first (least popular first). A hot set that keeps the users
+// used last (seenapi's LRU) then ends the fill holding what a long run of
+// the workload would leave in it. Filled in rank order, it would end
+// holding the least popular users instead, and the measured phases would
+// see it in a transient far from its steady state: with a tenth of ten
+// million users fitting, a simulated LRU hits 0.78 of the first 200,000
+// calls and 0.90 after three million, against about 0.93 at its steady
+// state (Che's approximation) and 0.95 right after this fill.
+func (s *Source) FillOrder() []int32 {
+	n := s.w.Users
+	g := s.Gen(fillOrderStream)
+	draws := make([]int32, n)
+	for i := range draws {
+		draws[i] = int32(g.Rank())
+	}
+	seen := make([]bool, n)
+	order := make([]int32, n)
+	next := n - 1
+	for i := n - 1; i >= 0; i-- { // latest draws go last
+		if r := draws[i]; !seen[r] {
+			seen[r] = true
+			order[next] = r
+			next--
+		}
+	}
+	for r := 0; next >= 0; r++ { // the more popular nearer the drawn ones
+		if !seen[r] {
+			order[next] = int32(r)
+			next--
+		}
+	}
+	return order
+}
+
 // Workload returns the generator's workload, defaults applied.
 func (g *Gen) Workload() Workload { return g.w }
 
