@@ -57,7 +57,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
-		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB; "auto": 1.25 x --cache-bytes + 768MiB; "off": none`)
+		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
 		fs.StringVar(&o.gcPercent, "gc-percent", "auto", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")

@@ -514,7 +514,7 @@ func TestMemoryLimit(t *testing.T) {
 		want      int64
 		bad       bool
 	}{
-		{flag: "auto", want: (1<<30)*5/4 + 768<<20},
+		{flag: "auto", want: 2<<30 + 768<<20},
 		{flag: "off", want: 0},
 		{flag: "3GiB", want: 3 << 30},
 		{flag: "auto", env: "2GiB", want: 0}, // GOMEMLIMIT is the runtime's own
