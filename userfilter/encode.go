@@ -266,11 +266,7 @@ func Decode(data []byte) (*Filter, error) {
 	}
 	var total uint64
 	prev := int64(0)
-	if ngen <= 1 {
-		f.gens = f.one[:0:1]
-	} else {
-		f.gens = make([]generation, 0, ngen)
-	}
+	f.setGens(0, int(ngen))
 	for gi := uint64(0); gi < ngen; gi++ {
 		delta := d.varint()
 		bucket := prev + delta

@@ -76,6 +76,18 @@ func (*noCopy) Unlock() {}
 // inline reports whether f.gens is stored in f.one.
 func (f *Filter) inline() bool { return cap(f.gens) > 0 && &f.gens[:1][0] == &f.one[0] }
 
+// setGens makes f.gens n zero generations with room for c >= n: in f.one
+// when c <= 1, else in a new array. f.one is cleared first, so f.gens must
+// not be in it unless n is 0.
+func (f *Filter) setGens(n, c int) {
+	f.one = [1]generation{}
+	if c <= 1 {
+		f.gens = f.one[:n:1]
+	} else {
+		f.gens = make([]generation, n, c)
+	}
+}
+
 // Replace makes f the filter g is and leaves g empty: g's contents move, so
 // g must not be used afterwards (it panics if it is).
 func (f *Filter) Replace(g *Filter) {
@@ -108,7 +120,7 @@ func New(p Profile) (*Filter, error) {
 		return nil, err
 	}
 	f := &Filter{p: share(p)}
-	f.gens = f.one[:0:1]
+	f.setGens(0, 1)
 	return f, nil
 }
 
@@ -180,14 +192,10 @@ func (f *Filter) Expire(now time.Time) bool {
 	if len(l) == len(f.gens) {
 		return false
 	}
-	if len(l) <= 1 {
-		// l is not in f.one: a single live generation that was there would
-		// have left nothing to drop.
-		f.one = [1]generation{}
-		f.gens = f.one[:copy(f.one[:], l):1]
-	} else {
-		f.gens = append(f.gens[:0:0], l...)
-	}
+	// l is in f.one only when empty: a single live generation that was
+	// there would have left nothing to drop.
+	f.setGens(len(l), len(l))
+	copy(f.gens, l)
 	return true
 }
 

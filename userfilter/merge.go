@@ -105,11 +105,7 @@ func (f *Filter) Covers(o *Filter) bool {
 // Clone returns a deep copy of f.
 func (f *Filter) Clone() *Filter {
 	c := &Filter{p: f.p, first: f.first, last: f.last}
-	if len(f.gens) <= 1 {
-		c.gens = c.one[:len(f.gens):1]
-	} else {
-		c.gens = make([]generation, len(f.gens))
-	}
+	c.setGens(len(f.gens), len(f.gens))
 	for i, g := range f.gens {
 		// Layers never change once placed: the clone shares them.
 		c.gens[i] = generation{bucket: g.bucket, slab: append([]uint64(nil), g.slab...), layers: g.layers, n: g.n}
