@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -453,14 +454,12 @@ func (w *wal) dropLocked(key string, drop func(walRec) bool) {
 		delete(w.index, key)
 		// Go maps keep their peak size: rebuild one that has emptied out
 		// (a burst of pending users must not pin its memory for good).
-		// Entry by entry: maps.Clone keeps the tables' size, so it
-		// allocated the peak again instead of shrinking (12.6 MB to clone a
-		// map that had held 200,000 keys and held 10).
+		// Into a new map sized for what is left: maps.Clone keeps the
+		// tables' size, so it allocated the peak again instead of shrinking
+		// (12.6 MB to clone a map that had held 200,000 keys and held 10).
 		if w.peak > 4096 && len(w.index) < w.peak/8 {
 			index := make(map[string][]walRec, len(w.index))
-			for k, v := range w.index {
-				index[k] = v
-			}
+			maps.Copy(index, w.index)
 			w.index = index
 			w.peak = len(w.index)
 		}
