@@ -62,13 +62,20 @@ func (p *SpeedProbe) run() {
 	defer t.Stop()
 	x := uint64(88172645463325252)
 	_, steal0, _ := MachineBusy()
+	// closeSlot gives the last slot the steal counted since it began.
+	closeSlot := func() {
+		if _, st, err := MachineBusy(); err == nil {
+			if len(p.steal) > 0 {
+				p.steal[len(p.steal)-1] = st - steal0
+			}
+			steal0 = st
+		}
+	}
 	for {
 		select {
 		case <-p.stop:
 			p.sink = x
-			if _, st, err := MachineBusy(); err == nil && len(p.steal) > 0 {
-				p.steal[len(p.steal)-1] = st - steal0
-			}
+			closeSlot()
 			return
 		case <-t.C:
 		}
@@ -84,13 +91,7 @@ func (p *SpeedProbe) run() {
 		}
 		slot := max(0, int(time.Since(p.start)/timelineSlot))
 		if len(p.pieces) <= slot {
-			// A new slot: the steal since the last one began is the last one's.
-			if _, st, err := MachineBusy(); err == nil {
-				if len(p.steal) > 0 {
-					p.steal[len(p.steal)-1] = st - steal0
-				}
-				steal0 = st
-			}
+			closeSlot()
 		}
 		for len(p.pieces) <= slot {
 			p.pieces = append(p.pieces, nil)
