@@ -1007,11 +1007,8 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		}
 		e.f.Expire(now)
 		start := len(h.encoded)
-		var err error
-		h.encoded, err = e.f.AppendBinary(h.encoded)
-		raw := h.encoded[start:len(h.encoded):len(h.encoded)]
+		encoded, err := e.f.AppendBinary(h.encoded)
 		if err != nil {
-			h.encoded = h.encoded[:start]
 			// Not written: it stays dirty and goes back on its shard's
 			// dirty list; the rest of the batch is written all the same.
 			s := h.shardOf(h.keyOf(e))
@@ -1022,6 +1019,8 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			encodeErrs = append(encodeErrs, fmt.Errorf("encoding %s/%s: %w", h.infoOf(e).Name, e.id(), err))
 			continue
 		}
+		h.encoded = encoded
+		raw := encoded[start:len(encoded):len(encoded)] // the next user's bytes go after, never into it
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
