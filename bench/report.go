@@ -68,6 +68,9 @@ func us(d time.Duration) string {
 	}
 }
 
+// ms formats d in whole milliseconds (0 as "0 ms", unlike us).
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
 func bytesPer(v float64) string {
 	switch {
 	case v < 0:
@@ -212,6 +215,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	for _, res := range r.Results {
+		if res.Ran() && res.Saturation.Calls > 0 {
+			b.WriteString("\n" + collectionsNote(res) + "\n")
+		}
+	}
+	for _, res := range r.Results {
 		if res.Settle > 0 {
 			fmt.Fprintf(&b, "\n%s U=%s worked off its write-back backlog in %s after the fill and in %s after the saturation phase.\n",
 				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond), res.SettleSaturation.Round(100*time.Millisecond))
@@ -234,4 +242,30 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// collectionsNote says how many collections fell in a result's saturation
+// phase and open loop and what CPU they took (the Go runtime's estimate),
+// the server's (seenapi over HTTP) and the harness's own.
+func collectionsNote(res Result) string {
+	share := func(c Collected, of time.Duration) string {
+		if of <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(", %.1f%% of its CPU", 100*c.CPU.Seconds()/of.Seconds())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s U=%s, collections (the Go runtime's count and CPU estimate): ", res.System, formatUsers(res.Users))
+	if res.ServerGCSat.Cycles > 0 || res.ServerGCOpen.Cycles > 0 || res.ServerGCSat.CPU > 0 {
+		fmt.Fprintf(&b, "the server's %d at saturation (%s of CPU%s) and %d in the open loop (%s); ",
+			res.ServerGCSat.Cycles, ms(res.ServerGCSat.CPU), share(res.ServerGCSat, res.Saturation.CPU),
+			res.ServerGCOpen.Cycles, ms(res.ServerGCOpen.CPU))
+	}
+	who := "the client's"
+	if res.CPUInclClient {
+		who = "the client's and the hot set's (one process)"
+	}
+	fmt.Fprintf(&b, "%s %d at saturation (%s) and %d in the open loop (%s).", who,
+		res.ClientGCSat.Cycles, ms(res.ClientGCSat.CPU), res.ClientGCOpen.Cycles, ms(res.ClientGCOpen.CPU))
+	return b.String()
 }

@@ -93,3 +93,31 @@ func TestWritePlotsLeavesOutPlotsWithoutValues(t *testing.T) {
 		t.Errorf("wrote %v, %v; want only the memory plot", files, err)
 	}
 }
+
+func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
+	res := Result{System: "seenapi-http", Users: 1000000, Saturation: Phase{Calls: 100, CPU: 2 * time.Second},
+		ServerGCSat:  Collected{Cycles: 1, CPU: 100 * time.Millisecond},
+		ServerGCOpen: Collected{Cycles: 2, CPU: 1500 * time.Millisecond},
+		ClientGCSat:  Collected{Cycles: 7, CPU: 30 * time.Millisecond}}
+	got := collectionsNote(res)
+	for _, want := range []string{"seenapi-http U=1e6", "the server's 1 at saturation (100 ms of CPU, 5.0% of its CPU)",
+		"2 in the open loop (1500 ms)", "the client's 7 at saturation (30 ms) and 0 in the open loop (0 ms)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("note lacks %q: %s", want, got)
+		}
+	}
+	// In-process, the harness's collector is the hot set's too; no server part.
+	res = Result{System: "seenapi-inproc", Users: 1000, Saturation: Phase{Calls: 10}, CPUInclClient: true,
+		ClientGCOpen: Collected{Cycles: 3, CPU: 4 * time.Millisecond}}
+	got = collectionsNote(res)
+	if strings.Contains(got, "server's") || !strings.Contains(got, "the client's and the hot set's (one process) 0 at saturation (0 ms) and 3 in the open loop (4 ms)") {
+		t.Errorf("in-process note: %s", got)
+	}
+	var b bytes.Buffer
+	if err := sampleReport().WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "seenapi-http U=1e4, collections") {
+		t.Errorf("report lacks the collections note:\n%s", b.String())
+	}
+}

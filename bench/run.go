@@ -148,6 +148,14 @@ type Result struct {
 	// the wait for a core.
 	ServerOpen Latency `json:"server_open_loop,omitzero"`
 	OpenTarget float64 `json:"open_loop_target_calls_per_s"`
+	// ServerGCSat and ServerGCOpen are the server's collector's work during
+	// the saturation phase and the open loop (GCReporter: seenapi over HTTP).
+	ServerGCSat  Collected `json:"server_gc_saturation,omitzero"`
+	ServerGCOpen Collected `json:"server_gc_open_loop,omitzero"`
+	// ClientGCSat and ClientGCOpen are the harness's own in the same phases:
+	// the client's, and for seenapi-inproc the hot set's too.
+	ClientGCSat  Collected `json:"client_gc_saturation"`
+	ClientGCOpen Collected `json:"client_gc_open_loop"`
 
 	CPUPerCall    time.Duration `json:"server_cpu_per_call_ns"` // over the saturation phase
 	CPUInclClient bool          `json:"cpu_includes_client"`
@@ -579,6 +587,19 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
+		gcr, reportsGC := sys.(GCReporter)
+		readGC := func() (server, client Collected, err error) {
+			if reportsGC {
+				if server, err = gcr.ServerGC(mctx); err != nil {
+					return server, client, fmt.Errorf("%s: collector: %w", sys.Name(), err)
+				}
+			}
+			return server, selfGC(), nil
+		}
+		srvGC0, cliGC0, err := readGC()
+		if err != nil {
+			return res, err
+		}
 		stopProfile, err := startProfile(o.CPUProfile)
 		if err != nil {
 			return res, err
@@ -598,6 +619,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		}
 		self1, _ := ProcCPU(os.Getpid())
 		busy1, steal1, _ := MachineBusy()
+		srvGC1, cliGC1, err := readGC()
+		if err != nil {
+			return res, err
+		}
+		res.ServerGCSat, res.ClientGCSat = srvGC1.Sub(srvGC0), cliGC1.Sub(cliGC0)
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
 		res.Saturation.Steal = cores(steal1-steal0, res.Saturation.Elapsed)
 		res.CPUInclClient = cpu1.InclClient
@@ -627,11 +653,18 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 				return res, fmt.Errorf("%s: server timing: %w", sys.Name(), err)
 			}
 		}
+		if srvGC0, cliGC0, err = readGC(); err != nil {
+			return res, err
+		}
 		_, steal0, _ = MachineBusy()
 		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
 			return res, err
 		}
 		_, steal1, _ = MachineBusy()
+		if srvGC1, cliGC1, err = readGC(); err != nil {
+			return res, err
+		}
+		res.ServerGCOpen, res.ClientGCOpen = srvGC1.Sub(srvGC0), cliGC1.Sub(cliGC0)
 		res.Open.Steal = cores(steal1-steal0, res.Open.Elapsed)
 		if timed {
 			after, err := timer.CallDurations(mctx)

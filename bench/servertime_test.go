@@ -3,11 +3,14 @@ package bench
 import (
 	"math"
 	"net/http/httptest"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -74,5 +77,51 @@ func TestParseCallDurationsReadsTheOneCallsHistogram(t *testing.T) {
 	}
 	if _, err := parseCallDurations([]byte(strings.ReplaceAll(rec.Body.String(), "/filter", "/check"))); err == nil {
 		t.Error("an exposition without the one call's histogram parsed")
+	}
+}
+
+// The exposition is what seenapi's Go collector writes (api/server.go's
+// runtime metrics rules), read from this very process, whose collections
+// the test forces.
+func TestParseCollectedReadsTheCollectorsCyclesAndCPU(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.MetricsGC, collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/gc/`)})))
+	scrape := func() []byte {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.Bytes()
+	}
+	before, err := parseCollected(scrape())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self0 := selfGC()
+	runtime.GC()
+	runtime.GC()
+	after, err := parseCollected(scrape())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self1 := selfGC()
+	d := after.Sub(before)
+	if d.Cycles < 2 || d.CPU <= 0 {
+		t.Errorf("two forced collections read as %+v", d)
+	}
+	if s := self1.Sub(self0); s.Cycles < 2 || after.Cycles > self1.Cycles || before.Cycles > self0.Cycles {
+		t.Errorf("selfGC %+v -> %+v disagrees with /metrics %+v -> %+v", self0, self1, before, after)
+	}
+	if _, err := parseCollected([]byte(strings.ReplaceAll(string(scrape()), gcCPUMetric, "other"))); err == nil {
+		t.Error("an exposition without the collector's CPU parsed")
+	}
+}
+
+func TestCollectedSubNeverGoesNegative(t *testing.T) {
+	a, b := Collected{Cycles: 5, CPU: time.Second}, Collected{Cycles: 3, CPU: 2 * time.Second}
+	if d := a.Sub(b); d.Cycles != 2 || d.CPU != 0 {
+		t.Errorf("%+v - %+v = %+v", a, b, d)
+	}
+	if d := b.Sub(a); d.Cycles != 0 || d.CPU != time.Second {
+		t.Errorf("%+v - %+v = %+v", b, a, d)
 	}
 }
