@@ -256,10 +256,9 @@ func collectionsNote(res Result) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s U=%s, collections (the Go runtime's count and CPU estimate): ", res.System, formatUsers(res.Users))
-	if res.ServerGCSat.Cycles > 0 || res.ServerGCOpen.Cycles > 0 || res.ServerGCSat.CPU > 0 {
+	if sat, open := res.ServerGCSat, res.ServerGCOpen; sat != nil && open != nil {
 		fmt.Fprintf(&b, "the server's %d at saturation (%s of CPU%s) and %d in the open loop (%s); ",
-			res.ServerGCSat.Cycles, ms(res.ServerGCSat.CPU), share(res.ServerGCSat, res.Saturation.CPU),
-			res.ServerGCOpen.Cycles, ms(res.ServerGCOpen.CPU))
+			sat.Cycles, ms(sat.CPU), share(*sat, res.Saturation.CPU), open.Cycles, ms(open.CPU))
 	}
 	who := "the client's"
 	if res.CPUInclClient {

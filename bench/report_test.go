@@ -96,8 +96,8 @@ func TestWritePlotsLeavesOutPlotsWithoutValues(t *testing.T) {
 
 func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
 	res := Result{System: "seenapi-http", Users: 1000000, Saturation: Phase{Calls: 100, CPU: 2 * time.Second},
-		ServerGCSat:  Collected{Cycles: 1, CPU: 100 * time.Millisecond},
-		ServerGCOpen: Collected{Cycles: 2, CPU: 1500 * time.Millisecond},
+		ServerGCSat:  &Collected{Cycles: 1, CPU: 100 * time.Millisecond},
+		ServerGCOpen: &Collected{Cycles: 2, CPU: 1500 * time.Millisecond},
 		ClientGCSat:  Collected{Cycles: 7, CPU: 30 * time.Millisecond}}
 	got := collectionsNote(res)
 	for _, want := range []string{"seenapi-http U=1e6", "the server's 1 at saturation (100 ms of CPU, 5.0% of its CPU)",
@@ -112,6 +112,11 @@ func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
 	got = collectionsNote(res)
 	if strings.Contains(got, "server's") || !strings.Contains(got, "the client's and the hot set's (one process) 0 at saturation (0 ms) and 3 in the open loop (4 ms)") {
 		t.Errorf("in-process note: %s", got)
+	}
+	// A server that reports none still says so.
+	res = Result{System: "seenapi-http", Users: 1000, Saturation: Phase{Calls: 10}, ServerGCSat: &Collected{}, ServerGCOpen: &Collected{}}
+	if got = collectionsNote(res); !strings.Contains(got, "the server's 0 at saturation (0 ms of CPU) and 0 in the open loop (0 ms)") {
+		t.Errorf("note without collections: %s", got)
 	}
 	var b bytes.Buffer
 	if err := sampleReport().WriteMarkdown(&b); err != nil {

@@ -149,9 +149,10 @@ type Result struct {
 	ServerOpen Latency `json:"server_open_loop,omitzero"`
 	OpenTarget float64 `json:"open_loop_target_calls_per_s"`
 	// ServerGCSat and ServerGCOpen are the server's collector's work during
-	// the saturation phase and the open loop (GCReporter: seenapi over HTTP).
-	ServerGCSat  Collected `json:"server_gc_saturation,omitzero"`
-	ServerGCOpen Collected `json:"server_gc_open_loop,omitzero"`
+	// the saturation phase and the open loop (GCReporter: seenapi over HTTP;
+	// nil for other systems).
+	ServerGCSat  *Collected `json:"server_gc_saturation,omitempty"`
+	ServerGCOpen *Collected `json:"server_gc_open_loop,omitempty"`
 	// ClientGCSat and ClientGCOpen are the harness's own in the same phases:
 	// the client's, and for seenapi-inproc the hot set's too.
 	ClientGCSat  Collected `json:"client_gc_saturation"`
@@ -623,7 +624,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, err
 		}
-		res.ServerGCSat, res.ClientGCSat = srvGC1.Sub(srvGC0), cliGC1.Sub(cliGC0)
+		res.ClientGCSat = cliGC1.Sub(cliGC0)
+		if reportsGC {
+			d := srvGC1.Sub(srvGC0)
+			res.ServerGCSat = &d
+		}
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
 		res.Saturation.Steal = cores(steal1-steal0, res.Saturation.Elapsed)
 		res.CPUInclClient = cpu1.InclClient
@@ -664,7 +669,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if srvGC1, cliGC1, err = readGC(); err != nil {
 			return res, err
 		}
-		res.ServerGCOpen, res.ClientGCOpen = srvGC1.Sub(srvGC0), cliGC1.Sub(cliGC0)
+		res.ClientGCOpen = cliGC1.Sub(cliGC0)
+		if reportsGC {
+			d := srvGC1.Sub(srvGC0)
+			res.ServerGCOpen = &d
+		}
 		res.Open.Steal = cores(steal1-steal0, res.Open.Elapsed)
 		if timed {
 			after, err := timer.CallDurations(mctx)
