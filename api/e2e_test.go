@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -449,4 +450,29 @@ func isSubsequence(sub, s []string) bool {
 		}
 	}
 	return len(sub) == 0
+}
+
+func TestStatsGiveTheCollectorsWork(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	stats := func() *client.ServiceStats {
+		r, err := c.GetStatsWithResponse(ctx)
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+		}
+		return r.JSON200
+	}
+	before := stats().Collector
+	runtime.GC() // the server runs in this process
+	runtime.GC()
+	after := stats().Collector
+	if after.Cycles < before.Cycles+2 {
+		t.Errorf("collections %d then %d after two forced ones", before.Cycles, after.Cycles)
+	}
+	if after.CpuSeconds <= 0 || after.CpuSeconds < before.CpuSeconds || after.BusyCpuSeconds < after.CpuSeconds {
+		t.Errorf("collector CPU %v of %v busy, before %v", after.CpuSeconds, after.BusyCpuSeconds, before.CpuSeconds)
+	}
+	if after.HeapLiveBytes <= 0 || after.HeapGoalBytes < after.HeapLiveBytes {
+		t.Errorf("heap %d live, goal %d", after.HeapLiveBytes, after.HeapGoalBytes)
+	}
 }

@@ -156,6 +156,27 @@ type CheckResponse struct {
 	SeenCount int `json:"seen_count"`
 }
 
+// CollectorStats The Go collector's work since the server started. With millions of
+// users hot every collection marks all of them (about a second of CPU
+// at a million), and calls that arrive meanwhile wait. CPU figures are
+// the Go runtime's estimates.
+type CollectorStats struct {
+	// BusyCpuSeconds CPU the whole server took, the collector's included.
+	BusyCpuSeconds float64 `json:"busy_cpu_seconds"`
+
+	// CpuSeconds CPU the collector took.
+	CpuSeconds float64 `json:"cpu_seconds"`
+
+	// Cycles Completed collections.
+	Cycles int64 `json:"cycles"`
+
+	// HeapGoalBytes Heap size at which the next collection starts.
+	HeapGoalBytes int64 `json:"heap_goal_bytes"`
+
+	// HeapLiveBytes Heap found live by the last collection.
+	HeapLiveBytes int64 `json:"heap_live_bytes"`
+}
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	Detail string `json:"detail"`
@@ -329,6 +350,12 @@ type ServiceStats struct {
 
 	// Calls Calls per route, keyed "METHOD /path/{param}".
 	Calls map[string]int64 `json:"calls"`
+
+	// Collector The Go collector's work since the server started. With millions of
+	// users hot every collection marks all of them (about a second of CPU
+	// at a million), and calls that arrive meanwhile wait. CPU figures are
+	// the Go runtime's estimates.
+	Collector CollectorStats `json:"collector"`
 
 	// Degraded Answers given unfiltered because on_error was open.
 	Degraded   int64 `json:"degraded"`

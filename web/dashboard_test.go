@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -378,6 +379,12 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 		fmt.Sprintf("hot users to reach %d", hotBefore+users))
 	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
 		t.Errorf("calls/s card shows %q", got)
+	}
+	// The collector's card: its share of the server's CPU, the collections
+	// and the heap (the server has collected at least once by now).
+	gc := tb.text(`#card-collector`)
+	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections · heap [0-9.]+ [KMG]iB live, next at [0-9.]+ [KMG]iB`, gc); !ok {
+		t.Errorf("collector card reads %q", gc)
 	}
 }
 

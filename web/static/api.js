@@ -80,6 +80,16 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  */
 
 /**
+ * The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
+ * @typedef {Object} CollectorStats
+ * @property {number} busy_cpu_seconds CPU the whole server took, the collector's included.
+ * @property {number} cpu_seconds CPU the collector took.
+ * @property {number} cycles Completed collections.
+ * @property {number} heap_goal_bytes Heap size at which the next collection starts.
+ * @property {number} heap_live_bytes Heap found live by the last collection.
+ */
+
+/**
  * @typedef {Object} FieldError
  * @property {string} detail
  * @property {string} [parameter] Name of the offending path or query parameter.
@@ -203,6 +213,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}".
+ * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users
  * @property {Object<string, number>} errors Error responses by HTTP status.

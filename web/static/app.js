@@ -260,6 +260,11 @@ function hitRatio(a, b) {
   const hits = b.hits - a.hits; const misses = b.misses - a.misses;
   return hits + misses > 0 ? hits / (hits + misses) : null;
 }
+/** The collector's share of the server's CPU between two samples (null when the server was idle). */
+function collectorShare(a, b) {
+  const busy = b.collector.busy_cpu_seconds - a.collector.busy_cpu_seconds;
+  return busy > 0 ? (b.collector.cpu_seconds - a.collector.cpu_seconds) / busy : null;
+}
 
 /** An inline SVG sparkline of points [{t, v}] over the history window, labelled for screen readers. */
 function sparkline(points, label, fmt, fixedMax, small) {
@@ -312,6 +317,9 @@ function drawOverview() {
   const calls = series(callsRate(null));
   const hits = series(hitRatio);
   const degraded = series((a, b, dt) => (b.degraded - a.degraded) / dt);
+  const gc = series(collectorShare);
+  const col = st.collector;
+  const gcSinceStart = col.busy_cpu_seconds > 0 ? col.cpu_seconds / col.busy_cpu_seconds : 0;
   const lastRate = (pts) => (pts.length ? pts[pts.length - 1].v : null);
   const usedFrac = st.cache_budget_bytes > 0 ? st.cache_bytes / st.cache_budget_bytes : 0;
   const totalCalls = sumCalls(st);
@@ -328,6 +336,9 @@ function drawOverview() {
         h('span', { style: `width:${Math.min(100, usedFrac * 100).toFixed(1)}%` }))),
     card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushes)} flushes`),
     card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now`),
+    card('collector', 'Collector share of CPU', gc.length ? pct(lastRate(gc), 1) : pct(gcSinceStart, 1),
+      `${pct(gcSinceStart, 1)} since start · ${num(col.cycles)} collections · heap ${bytes(col.heap_live_bytes)} live, next at ${bytes(col.heap_goal_bytes)}`,
+      sparkline(gc, 'Collector share of CPU', (v) => pct(v, 1), 1)),
     card('storage', 'Storage size', bytes(st.storage_bytes), `${num(st.storage_errors)} storage errors · ${num(st.journal_appends)} journal appends`),
     card('uptime', 'Uptime', duration(st.uptime_seconds), `since ${when(st.started_at)}`));
 
