@@ -393,18 +393,8 @@ func (s *SeenapiHTTP) CacheStats(ctx context.Context) (hits, misses uint64, err 
 
 // CacheStats reads hits and misses from GET /v1/stats.
 func (s *HTTPClient) CacheStats(context.Context) (hits, misses uint64, err error) {
-	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
-	if err != nil {
-		return 0, 0, err
-	}
-	if code != fasthttp.StatusOK {
-		return 0, 0, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
-	}
-	var st serverStats
-	if err := json.Unmarshal(body, &st); err != nil {
-		return 0, 0, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
-	}
-	return st.Hits, st.Misses, nil
+	st, err := s.stats()
+	return st.Hits, st.Misses, err
 }
 
 // serverStats is what the harness reads of GET /v1/stats.
@@ -412,23 +402,42 @@ type serverStats struct {
 	Hits       uint64 `json:"hits"`
 	Misses     uint64 `json:"misses"`
 	DirtyUsers int64  `json:"dirty_users"`
+	Collector  struct {
+		Cycles     uint64  `json:"cycles"`
+		CPUSeconds float64 `json:"cpu_seconds"`
+	} `json:"collector"`
+}
+
+// stats reads GET /v1/stats.
+func (s *HTTPClient) stats() (serverStats, error) {
+	var st serverStats
+	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
+	if err != nil {
+		return st, err
+	}
+	if code != fasthttp.StatusOK {
+		return st, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
+	}
+	return st, nil
 }
 
 // Backlog returns the server's dirty users (GET /v1/stats).
 func (s *HTTPClient) Backlog(context.Context) (int64, error) {
-	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	if code != fasthttp.StatusOK {
-		return 0, fmt.Errorf("%w: GET /v1/stats: HTTP %d", ErrServer, code)
-	}
-	var st serverStats
-	if err := json.Unmarshal(body, &st); err != nil {
-		return 0, fmt.Errorf("%w: GET /v1/stats: %v", ErrServer, err)
-	}
-	return st.DirtyUsers, nil
+	st, err := s.stats()
+	return st.DirtyUsers, err
 }
+
+// ServerGC reads the collector's cycles and CPU from GET /v1/stats.
+func (s *HTTPClient) ServerGC(context.Context) (Collected, error) {
+	st, err := s.stats()
+	return Collected{Cycles: st.Collector.Cycles, CPU: seconds(st.Collector.CPUSeconds)}, err
+}
+
+// ServerGC reads the server's collector's work.
+func (s *SeenapiHTTP) ServerGC(ctx context.Context) (Collected, error) { return s.client.ServerGC(ctx) }
 
 // Backlog returns the server's dirty users.
 func (s *SeenapiHTTP) Backlog(ctx context.Context) (int64, error) { return s.client.Backlog(ctx) }

@@ -97,41 +97,23 @@ const filterRoute = "POST /v1/namespaces/{ns}/users/{user}/filter"
 
 // CallDurations reads the one call's request-duration histogram from GET /metrics.
 func (s *HTTPClient) CallDurations(context.Context) (Histogram, error) {
-	body, err := s.metrics()
+	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/metrics", 10*time.Second)
 	if err != nil {
 		return Histogram{}, err
 	}
-	return parseCallDurations(body)
-}
-
-// metrics returns the body of GET /metrics.
-func (s *HTTPClient) metrics() ([]byte, error) {
-	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/metrics", 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
 	if code != fasthttp.StatusOK {
-		return nil, fmt.Errorf("%w: GET /metrics: HTTP %d", ErrServer, code)
+		return Histogram{}, fmt.Errorf("%w: GET /metrics: HTTP %d", ErrServer, code)
 	}
-	return body, nil
-}
-
-// parseExposition parses a Prometheus text exposition into its families.
-func parseExposition(body []byte) (map[string]*dto.MetricFamily, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: GET /metrics: %v", ErrServer, err)
-	}
-	return fams, nil
+	return parseCallDurations(body)
 }
 
 // parseCallDurations finds the one call's histogram in a Prometheus text
 // exposition.
 func parseCallDurations(body []byte) (Histogram, error) {
-	fams, err := parseExposition(body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		return Histogram{}, err
+		return Histogram{}, fmt.Errorf("%w: GET /metrics: %v", ErrServer, err)
 	}
 	fam, ok := fams["seenapi_http_request_duration_seconds"]
 	if !ok || fam.GetType() != dto.MetricType_HISTOGRAM {
@@ -179,54 +161,10 @@ func (c Collected) Sub(earlier Collected) Collected {
 }
 
 // GCReporter is a System whose server is a Go process that reports its
-// collector's work (seenapi: GET /metrics).
+// collector's work (seenapi: GET /v1/stats).
 type GCReporter interface {
 	// ServerGC returns the server's collector's work since it started.
 	ServerGC(ctx context.Context) (Collected, error)
-}
-
-// The collector's figures in seenapi's /metrics (client_golang's names for
-// the runtime/metrics above).
-const (
-	gcCyclesMetric = "go_gc_cycles_total_gc_cycles_total"
-	gcCPUMetric    = "go_cpu_classes_gc_total_cpu_seconds_total"
-)
-
-// ServerGC reads the collector's cycles and CPU from GET /metrics.
-func (s *HTTPClient) ServerGC(context.Context) (Collected, error) {
-	body, err := s.metrics()
-	if err != nil {
-		return Collected{}, err
-	}
-	return parseCollected(body)
-}
-
-// ServerGC reads the server's collector's work.
-func (s *SeenapiHTTP) ServerGC(ctx context.Context) (Collected, error) { return s.client.ServerGC(ctx) }
-
-// parseCollected finds the collector's cycles and CPU in a Prometheus text
-// exposition.
-func parseCollected(body []byte) (Collected, error) {
-	fams, err := parseExposition(body)
-	if err != nil {
-		return Collected{}, err
-	}
-	value := func(name string) (float64, error) {
-		fam, ok := fams[name]
-		if !ok || len(fam.GetMetric()) != 1 || fam.GetType() != dto.MetricType_COUNTER {
-			return 0, fmt.Errorf("%w: GET /metrics has no counter %s", ErrServer, name)
-		}
-		return fam.GetMetric()[0].GetCounter().GetValue(), nil
-	}
-	cycles, err := value(gcCyclesMetric)
-	if err != nil {
-		return Collected{}, err
-	}
-	cpu, err := value(gcCPUMetric)
-	if err != nil {
-		return Collected{}, err
-	}
-	return Collected{Cycles: uint64(cycles), CPU: seconds(cpu)}, nil
 }
 
 // selfGC returns this process's collector's work since it started (for
