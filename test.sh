@@ -37,8 +37,27 @@ go test -count=1 -timeout 30m -run '^TestMillionUsersThroughTenthBudget$' -v ./e
 echo "== go test (the rest)"
 go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|api)(/|$)')
 
+# fuzz TARGET TIME PKG runs one bounded fuzz run. Go 1.26's fuzzing
+# coordinator can report a bare "context deadline exceeded" when -fuzztime
+# ends while a worker is mid-input (golang/go#75804, fixed in Go 1.27): no
+# input failed and none is written. Such a run, and only such a run, is run
+# once more; a real finding writes its input under testdata/fuzz and fails.
+fuzz() {
+  local out
+  if out=$(go test -run '^$' -fuzz "^$1\$" -fuzztime "$2" "$3" 2>&1); then
+    printf '%s\n' "$out" | tail -n 3
+    return
+  fi
+  printf '%s\n' "$out"
+  if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q -E 'Failing input written|panic:' <<<"$out"; then
+    echo "test.sh: $1 stopped on the fuzzing coordinator's deadline race (golang/go#75804); running it once more"
+    go test -run '^$' -fuzz "^$1\$" -fuzztime "$2" "$3"
+    return
+  fi
+  return 1
+}
 echo "== fuzz (bounded)"
-go test -run '^$' -fuzz '^FuzzDecode$' -fuzztime 15s ./userfilter
-go test -run '^$' -fuzz '^FuzzDecodeBody$' -fuzztime 30s ./userfilter
-go test -run '^$' -fuzz '^FuzzParseKeys$' -fuzztime 10s ./storage
+fuzz FuzzDecode 15s ./userfilter
+fuzz FuzzDecodeBody 30s ./userfilter
+fuzz FuzzParseKeys 10s ./storage
 echo "test.sh: all tests passed"
