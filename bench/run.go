@@ -588,12 +588,15 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 		}
-		gcr, reportsGC := sys.(GCReporter)
-		readGC := func() (server, client Collected, err error) {
-			if reportsGC {
-				if server, err = gcr.ServerGC(mctx); err != nil {
-					return server, client, fmt.Errorf("%s: collector: %w", sys.Name(), err)
+		// readGC reads the server's collector (nil for a system without a
+		// Go server to read) and the harness's own.
+		readGC := func() (server *Collected, client Collected, err error) {
+			if gcr, ok := sys.(GCReporter); ok {
+				c, err := gcr.ServerGC(mctx)
+				if err != nil {
+					return nil, client, fmt.Errorf("%s: collector: %w", sys.Name(), err)
 				}
+				server = &c
 			}
 			return server, selfGC(), nil
 		}
@@ -624,11 +627,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, err
 		}
-		res.ClientGCSat = cliGC1.Sub(cliGC0)
-		if reportsGC {
-			d := srvGC1.Sub(srvGC0)
-			res.ServerGCSat = &d
-		}
+		res.ServerGCSat, res.ClientGCSat = srvGC1.since(srvGC0), cliGC1.Sub(cliGC0)
 		res.Saturation.CPU = cpu1.Time - cpu0.Time
 		res.Saturation.Steal = cores(steal1-steal0, res.Saturation.Elapsed)
 		res.CPUInclClient = cpu1.InclClient
@@ -669,11 +668,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if srvGC1, cliGC1, err = readGC(); err != nil {
 			return res, err
 		}
-		res.ClientGCOpen = cliGC1.Sub(cliGC0)
-		if reportsGC {
-			d := srvGC1.Sub(srvGC0)
-			res.ServerGCOpen = &d
-		}
+		res.ServerGCOpen, res.ClientGCOpen = srvGC1.since(srvGC0), cliGC1.Sub(cliGC0)
 		res.Open.Steal = cores(steal1-steal0, res.Open.Elapsed)
 		if timed {
 			after, err := timer.CallDurations(mctx)

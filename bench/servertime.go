@@ -160,6 +160,15 @@ func (c Collected) Sub(earlier Collected) Collected {
 	return Collected{Cycles: c.Cycles - min(earlier.Cycles, c.Cycles), CPU: max(0, c.CPU-earlier.CPU)}
 }
 
+// since is Sub for readings that may be missing: nil unless both are there.
+func (c *Collected) since(earlier *Collected) *Collected {
+	if c == nil || earlier == nil {
+		return nil
+	}
+	d := c.Sub(*earlier)
+	return &d
+}
+
 // GCReporter is a System whose server is a Go process that reports its
 // collector's work (seenapi: GET /v1/stats).
 type GCReporter interface {

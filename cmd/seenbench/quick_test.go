@@ -66,7 +66,7 @@ func TestQuickRunsEverySystemAndHoldsCorrectness(t *testing.T) {
 			r.ServerOpen.Count > r.Open.Calls || r.ServerOpen.P50 > r.Open.Latency.P99) {
 			t.Errorf("%s: server timing %+v against the open loop's %d calls, p99 %v", name, r.ServerOpen, r.Open.Calls, r.Open.Latency.P99)
 		}
-		// Only seenapi over HTTP reads a server's collector (its /metrics).
+		// Only seenapi over HTTP reports a server's collector (its /v1/stats).
 		if (name == "seenapi-http") != (r.ServerGCSat != nil && r.ServerGCOpen != nil) {
 			t.Errorf("%s: server collections %v / %v", name, r.ServerGCSat, r.ServerGCOpen)
 		}
