@@ -216,7 +216,20 @@ func (d *decoder) varint() int64 {
 
 // Decode returns the filter encoded in data. Any byte string gives either a
 // valid filter or an error wrapping ErrCorrupt or ErrVersion; it never panics.
-func Decode(data []byte) (*Filter, error) {
+func Decode(data []byte) (*Filter, error) { return decode(data, maxBitsTotal) }
+
+// DecodeWithin is Decode for a filter whose layers' bits may take at most
+// maxBytes of memory: a larger one is refused with an error wrapping
+// ErrTooLarge before its bits are allocated. An encoding states each layer's
+// size, and a sparse layer's bits take a few bytes, so a 29-byte encoding
+// can be a filter of 2^30 bits (128 MiB) that has never seen an item.
+func DecodeWithin(data []byte, maxBytes int64) (*Filter, error) {
+	return decode(data, uint64(min(max(maxBytes, 0), maxBitsTotal/8))*8)
+}
+
+// decode is Decode with the filter's bits limited to limit (at most
+// maxBitsTotal; over it, the encoding is corrupt, under it, too large).
+func decode(data []byte, limit uint64) (*Filter, error) {
 	if len(data) < 5 { // a version byte and the checksum at least
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(data))
 	}
@@ -285,14 +298,14 @@ func Decode(data []byte) (*Filter, error) {
 			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
 		}
 		g := generation{bucket: bucket}
-		if t := f.p.layers; nl > 0 && int(nl) <= len(t) {
+		if t := f.p.layers; nl > 0 && int(nl) <= len(t) && total+uint64(t[nl-1].off)+t[nl-1].bits() <= limit {
 			// The slab at its final size at once, rather than grown (and
 			// copied) layer by layer; a filter of other shapes grows as usual.
 			g.slab = newSlab(slabWords(uint64(t[nl-1].off) + t[nl-1].bits()))[:0]
 		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {
-			l, err := f.decodeLayer(d, &g, li, before, &total)
+			l, err := f.decodeLayer(d, &g, li, before, &total, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -309,7 +322,7 @@ func Decode(data []byte) (*Filter, error) {
 	return f, nil
 }
 
-func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64) (layer, error) {
+func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64, limit uint64) (layer, error) {
 	n := d.uvarint()
 	fk := d.byte()
 	slice := d.uvarint()
@@ -324,6 +337,9 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 	*total += m
 	if *total > maxBitsTotal {
 		return layer{}, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
+	}
+	if *total > limit {
+		return layer{}, fmt.Errorf("%w: its layers take more than %d bytes", ErrTooLarge, limit/8)
 	}
 	capacity := f.p.layerCapacity(li, before)
 	if n > capacity || capacity > maxCapacity {

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +196,72 @@ func FuzzDecodeBody(f *testing.F) {
 			t.Fatalf("re-encoded filter does not decode: %v", err)
 		}
 	})
+}
+
+// emptyHugeFilter is a valid 29-byte encoding of a filter of 2^30 bits that
+// has never seen an item: one sparse layer of 8 slices of 2^27 bits, none set.
+func emptyHugeFilter() []byte {
+	b := []byte{encodingVersion, hashVersion<<4 | byte(KindBloom)}
+	for _, v := range []uint64{10000, 1 << 24, 100, 85, 0, 0, 0, 0, 0, 1} { // fp ppm, c0, growth, tightening, window, granularity, max items, first, last, generations
+		b = binary.AppendUvarint(b, v)
+	}
+	b = binary.AppendVarint(b, 0)      // bucket
+	b = binary.AppendUvarint(b, 1)     // layers
+	b = binary.AppendUvarint(b, 0)     // items
+	b = append(b, formSparse<<6|8)     // k = 8
+	b = binary.AppendUvarint(b, 1<<27) // bits a slice
+	b = binary.AppendUvarint(b, 0)     // set bits
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func TestDecodeWithinRefusesLargeFiltersBeforeAllocating(t *testing.T) {
+	huge := emptyHugeFilter()
+	for _, limit := range []int64{1 << 20, 64 << 20} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := DecodeWithin(huge, limit)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%d-byte encoding of 2^30 bits within %d bytes: %v, want ErrTooLarge", len(huge), limit, err)
+		}
+		// Within the limit, the slab its profile's first layer takes (28 MB
+		// at this initial capacity) may be allocated before the encoding
+		// says its layer is larger; never the 128 MiB.
+		if a := after.TotalAlloc - before.TotalAlloc; a > uint64(limit)+1<<20 {
+			t.Errorf("refusing it within %d bytes allocated %d bytes", limit, a)
+		}
+	}
+	// Decode's own limit is 2^30 bits: the encoding is valid.
+	if f, err := Decode(huge); err != nil || f.Stats(t0).Bits != 1<<30 {
+		t.Fatalf("Decode: %v", err)
+	}
+
+	// A filter of several layers decodes within exactly its bits' bytes and
+	// is refused a byte short of them.
+	f, err := New(Profile{FPRate: 0.01, InitialCapacity: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		f.Add([]string{fmt.Sprint("item-", i)}, t0)
+	}
+	st := f.Stats(t0)
+	if st.Layers < 3 {
+		t.Fatalf("%d layers; the test wants several", st.Layers)
+	}
+	data := encode(t, f)
+	need := int64(st.Bits+7) / 8
+	g, err := DecodeWithin(data, need)
+	if err != nil {
+		t.Fatalf("within %d bytes: %v", need, err)
+	}
+	if !bytes.Equal(encode(t, g), data) {
+		t.Error("the filter decoded within its limit differs")
+	}
+	if _, err := DecodeWithin(data, need-1); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("within %d bytes: %v, want ErrTooLarge", need-1, err)
+	}
+	if _, err := DecodeWithin(data[:len(data)-1], need); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a cut encoding: %v, want ErrCorrupt", err)
+	}
 }

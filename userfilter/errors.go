@@ -9,6 +9,8 @@ var (
 	ErrCorrupt = errors.New("userfilter: corrupt encoding")
 	// ErrVersion is returned for an encoding of a version this build does not read.
 	ErrVersion = errors.New("userfilter: unknown encoding version")
+	// ErrTooLarge is returned by DecodeWithin for a filter over its limit.
+	ErrTooLarge = errors.New("userfilter: filter larger than allowed")
 	// ErrIncompatible is returned when merging filters built with different parameters.
 	ErrIncompatible = errors.New("userfilter: filters built with different parameters")
 )
