@@ -8,9 +8,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 func candidates(n int) string {
@@ -61,6 +63,18 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		batch    = "/v1/namespaces/default/filter"
 	)
 	long := strings.Repeat("x", api.DefaultMaxItemBytes+1)
+	// A filter of one item whose first layer is sized for a million: a few
+	// dozen bytes encoded, about 1.7 MB of bits once decoded, over the
+	// 256 KiB this server imports.
+	wide, err := userfilter.New(userfilter.Profile{FPRate: 0.01, InitialCapacity: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide.Add([]string{"a"}, time.Now())
+	wideBytes, err := wide.MarshalBinary()
+	if err != nil || len(wideBytes) > 1<<10 || wide.Stats(time.Now()).Bits <= 8*256<<10 {
+		t.Fatalf("the wide filter: %d bytes, %d bits, %v", len(wideBytes), wide.Stats(time.Now()).Bits, err)
+	}
 	cases := []struct {
 		name   string
 		method string
@@ -115,6 +129,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"import bad mode", "PUT", victim + "/export?mode=overwrite", "x", nil, 400, "bad-request"},
 		{"import empty", "PUT", victim + "/export", "", nil, 400, "bad-import"},
 		{"import garbage", "PUT", victim + "/export", "garbage bytes", nil, 400, "bad-import"},
+		{"import of a filter too large once decoded", "PUT", victim + "/export", string(wideBytes), nil, 413, "body-too-large"},
 		{"stats of unknown namespace", "GET", "/v1/namespaces/nope/users/victim", "", nil, 404, "unknown-namespace"},
 		{"batch empty", "POST", batch, `{"requests":[]}`, nil, 400, "bad-request"},
 		{"batch not a list", "POST", batch, `{"requests":{}}`, nil, 400, "bad-request"},

@@ -13,7 +13,8 @@ type Config struct {
 	Keys []Key
 	// MaxBodyBytes caps a JSON request body. Default 1 MiB.
 	MaxBodyBytes int
-	// MaxImportBytes caps the body of an import (an encoded filter). Default 64 MiB.
+	// MaxImportBytes caps an import: its body (an encoded filter) and the
+	// filter's bits once decoded. Default 64 MiB.
 	MaxImportBytes int
 	// MaxCandidates caps the candidates (or items) of one call, and of each
 	// user of a batch. Default 10000.

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // Sentinel errors of the API's own configuration.
@@ -122,6 +123,8 @@ func problemFor(err error) Problem {
 		k, detail = pStorageFull, "the store refused a write for lack of disk space"
 	case errors.Is(err, eviction.ErrStorage):
 		k, detail = pStorageUnavailable, "the store failed: "+err.Error()
+	case errors.Is(err, userfilter.ErrTooLarge):
+		k, detail = pBodyTooLarge, "the imported filter is larger than the server accepts: "+err.Error()
 	case errors.Is(err, eviction.ErrBadImport):
 		k, detail = pBadImport, err.Error()
 	case errors.Is(err, eviction.ErrClosed):

@@ -300,7 +300,7 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 		return newError(pBodyTooLarge, "the body is %d bytes; at most %d", len(body), s.cfg.MaxImportBytes)
 	}
 	// The request buffer is reused after this handler: the filter gets its own copy.
-	if err := s.hot.Import(ns, user, bytes.Clone(body), replace); err != nil {
+	if err := s.hot.Import(ns, user, bytes.Clone(body), replace, int64(s.cfg.MaxImportBytes)); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)

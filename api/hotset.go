@@ -24,7 +24,7 @@ type HotSet interface {
 	// Export returns the user's encoded filter.
 	Export(ns, user string) ([]byte, error)
 	// Import merges data into (or with replace, replaces) the user's filter.
-	Import(ns, user string, data []byte, replace bool) error
+	Import(ns, user string, data []byte, replace bool, maxBytes int64) error
 	// Namespaces returns the configured namespaces sorted by name.
 	Namespaces() []eviction.Namespace
 	// Namespace returns one namespace.

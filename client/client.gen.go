@@ -673,7 +673,10 @@ type ClientInterface interface {
 	//
 	// Takes bytes from the export route. `mode=merge` (default) ORs them
 	// into the user's filter (the parameters must match); `mode=replace`
-	// replaces it. Role `admin`.
+	// replaces it. Role `admin`. The import limit (64 MiB by default)
+	// applies to the body and to the filter's bits once decoded: an
+	// encoding states each layer's size, so a few bytes can stand for a
+	// large filter; over it, 413 `body-too-large` and nothing changes.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1027,7 +1030,10 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 //
 // Takes bytes from the export route. `mode=merge` (default) ORs them
 // into the user's filter (the parameters must match); `mode=replace`
-// replaces it. Role `admin`.
+// replaces it. Role `admin`. The import limit (64 MiB by default)
+// applies to the body and to the filter's bits once decoded: an
+// encoding states each layer's size, so a few bytes can stand for a
+// large filter; over it, 413 `body-too-large` and nothing changes.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2082,7 +2088,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// Takes bytes from the export route. `mode=merge` (default) ORs them
 	// into the user's filter (the parameters must match); `mode=replace`
-	// replaces it. Role `admin`.
+	// replaces it. Role `admin`. The import limit (64 MiB by default)
+	// applies to the body and to the filter's bits once decoded: an
+	// encoding states each layer's size, so a few bytes can stand for a
+	// large filter; over it, 413 `body-too-large` and nothing changes.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3817,7 +3826,10 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 //
 // Takes bytes from the export route. `mode=merge` (default) ORs them
 // into the user's filter (the parameters must match); `mode=replace`
-// replaces it. Role `admin`.
+// replaces it. Role `admin`. The import limit (64 MiB by default)
+// applies to the body and to the filter's bits once decoded: an
+// encoding states each layer's size, so a few bytes can stand for a
+// large filter; over it, 413 `body-too-large` and nothing changes.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

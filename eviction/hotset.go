@@ -769,14 +769,16 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 }
 
 // Import merges (or with replace, replaces) the user's filter with data
-// from Export and writes it to the store before returning. Bad bytes or,
-// when merging, a filter of other parameters: ErrBadImport.
-func (h *HotSet) Import(ns, user string, data []byte, replace bool) error {
+// from Export and writes it to the store before returning. Bad bytes, a
+// filter whose bits would take more than maxBytes of memory (also wrapping
+// userfilter.ErrTooLarge) or, when merging, a filter of other parameters:
+// ErrBadImport.
+func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) error {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return err
 	}
-	in, err := userfilter.Decode(data)
+	in, err := userfilter.DecodeWithin(data, maxBytes)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadImport, err)
 	}

@@ -442,20 +442,20 @@ func TestExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	record(t, fx.h, "default", "dst", "c")
-	if err := fx.h.Import("default", "dst", data, false); err != nil {
+	if err := fx.h.Import("default", "dst", data, false, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); !allTrue(got) {
 		t.Fatalf("merge import: %v", got)
 	}
-	if err := fx.h.Import("default", "dst", data, true); err != nil {
+	if err := fx.h.Import("default", "dst", data, true, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	fx.restart(true, Options{})
 	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); fmt.Sprint(got) != "[true true false]" {
 		t.Fatalf("replace import after restart: %v", got)
 	}
-	if err := fx.h.Import("default", "dst", []byte("junk"), false); !errors.Is(err, ErrBadImport) {
+	if err := fx.h.Import("default", "dst", []byte("junk"), false, 1<<20); !errors.Is(err, ErrBadImport) {
 		t.Fatalf("junk import: %v", err)
 	}
 	if _, err := fx.h.Export("default", "nobody"); !errors.Is(err, ErrUserNotFound) {

@@ -62,7 +62,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 		fs.IntVar(&o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
-		fs.IntVar(&o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter")
+		fs.IntVar(&o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
 		fs.IntVar(&o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
 		fs.IntVar(&o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
 		fs.IntVar(&o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
