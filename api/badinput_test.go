@@ -64,7 +64,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	)
 	long := strings.Repeat("x", api.DefaultMaxItemBytes+1)
 	// A filter of one item whose first layer is sized for a million: a few
-	// dozen bytes encoded, about 1.7 MB of bits once decoded, over the
+	// dozen bytes encoded (60), 1.9 MB of bits once decoded, over the
 	// 256 KiB this server imports.
 	wide, err := userfilter.New(userfilter.Profile{FPRate: 0.01, InitialCapacity: 1 << 20})
 	if err != nil {
