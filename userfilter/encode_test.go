@@ -186,6 +186,20 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 			return
 		}
+		// DecodeWithin takes it within exactly its bits' bytes, not a byte less.
+		var bits uint64
+		for _, gen := range g.gens {
+			for i := range gen.layers {
+				bits += gen.layers[i].bits()
+			}
+		}
+		need := int64(bits+7) / 8
+		if w, err := DecodeWithin(data, need); err != nil || !bytes.Equal(encode(t, w), encode(t, g)) {
+			t.Fatalf("DecodeWithin its %d bytes of bits: %v", need, err)
+		}
+		if _, err := DecodeWithin(data, need-1); bits > 0 && !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("DecodeWithin %d bytes, a byte short: %v", need-1, err)
+		}
 		g.Add([]string{"x"}, t0)
 		g.Stats(t0)
 		other := g.Clone()
