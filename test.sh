@@ -47,16 +47,17 @@ go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|a
 # takes a second or so to run, and minimizing one used to take the whole
 # run (FuzzDecodeBody: 9,444 inputs in 25 s, none after the first 3 s;
 # 545,789 with 2 s).
+fuzz_once() { go test -run '^$' -fuzz "^$1\$" -fuzztime "$2" -fuzzminimizetime 2s "$3"; }
 fuzz() {
   local out
-  if out=$(go test -run '^$' -fuzz "^$1\$" -fuzztime "$2" -fuzzminimizetime 2s "$3" 2>&1); then
+  if out=$(fuzz_once "$@" 2>&1); then
     printf '%s\n' "$out" | tail -n 3
     return
   fi
   printf '%s\n' "$out"
   if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q -E 'Failing input written|panic:' <<<"$out"; then
     echo "test.sh: $1 stopped on the fuzzing coordinator's deadline race (golang/go#75804); running it once more"
-    go test -run '^$' -fuzz "^$1\$" -fuzztime "$2" -fuzzminimizetime 2s "$3"
+    fuzz_once "$@"
     return
   fi
   return 1
