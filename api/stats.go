@@ -138,6 +138,7 @@ var hotSetMetrics = []metric{
 	{"seenapi_cache_misses_total", "Calls that did not find the user hot.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Misses) }},
 	{"seenapi_cache_hit_ratio", "Hits over hits plus misses.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
 	{"seenapi_loads_total", "Storage reads of cold users.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Loads) }},
+	{"seenapi_new_users_total", "Cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.NewUsers) }},
 	{"seenapi_evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Evictions) }},
 	{"seenapi_dirty_users", "Hot users with changes not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
 	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},

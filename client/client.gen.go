@@ -378,8 +378,11 @@ type ServiceStats struct {
 	JournalAppends int64 `json:"journal_appends"`
 
 	// Loads Storage reads of cold users.
-	Loads         int64     `json:"loads"`
-	Misses        int64     `json:"misses"`
+	Loads  int64 `json:"loads"`
+	Misses int64 `json:"misses"`
+
+	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
+	NewUsers      int64     `json:"new_users"`
 	StartedAt     time.Time `json:"started_at"`
 	StorageBytes  int64     `json:"storage_bytes"`
 	StorageErrors int64     `json:"storage_errors"`

@@ -37,7 +37,8 @@ type Stats struct {
 	Hits             uint64        `json:"hits"`
 	Misses           uint64        `json:"misses"`
 	HitRatio         float64       `json:"hit_ratio"`
-	Loads            uint64        `json:"loads"` // storage reads of cold users
+	Loads            uint64        `json:"loads"`     // storage reads of cold users
+	NewUsers         uint64        `json:"new_users"` // of Loads, those that found nothing stored and created the user
 	Evictions        uint64        `json:"evictions"`
 	DirtyUsers       int64         `json:"dirty_users"`
 	FlushLag         time.Duration `json:"flush_lag_ns"` // age of the oldest unwritten change

@@ -162,6 +162,7 @@ type HotSet struct {
 	encoded []byte
 
 	hits, misses, loads, evictions  atomic.Uint64
+	newUsers                        atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors                   atomic.Uint64
 	hotUsers, hotBytes, dirtyUsers  atomic.Int64
@@ -368,7 +369,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 
 		f, lastSeq, err := h.load(info, user)
 		if err == nil && f == nil && create {
-			f, err = userfilter.New(info.Profile)
+			if f, err = userfilter.New(info.Profile); err == nil {
+				h.newUsers.Add(1)
+			}
 		}
 		s.mu.Lock()
 		delete(s.loading, sl.k)
@@ -856,7 +859,7 @@ func (h *HotSet) Usage() (bytes, budget int64) { return h.hotBytes.Load(), h.opt
 // Stats returns service-wide figures.
 func (h *HotSet) Stats() Stats {
 	st := Stats{HotUsers: h.hotUsers.Load(), CacheBytes: h.hotBytes.Load(), CacheBudgetBytes: h.opts.CacheBytes,
-		Hits: h.hits.Load(), Misses: h.misses.Load(), Loads: h.loads.Load(), Evictions: h.evictions.Load(),
+		Hits: h.hits.Load(), Misses: h.misses.Load(), Loads: h.loads.Load(), NewUsers: h.newUsers.Load(), Evictions: h.evictions.Load(),
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
 		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), StorageBytes: h.store.Size()}
 	if total := st.Hits + st.Misses; total > 0 {

@@ -219,6 +219,44 @@ func TestColdUserLoadsOnceUnderConcurrentCalls(t *testing.T) {
 	}
 }
 
+// NewUsers counts the users a recording call created from nothing: not a
+// read of an unknown user, not a user loaded back from its filter, not one
+// whose only trace is its journal.
+func TestNewUsersCountsOnlyUsersCreatedFromNothing(t *testing.T) {
+	fx := newFixture(t, Options{})
+	want := func(loads, created uint64) {
+		t.Helper()
+		if st := fx.h.Stats(); st.Loads != loads || st.NewUsers != created {
+			t.Fatalf("loads %d, new users %d; want %d and %d", st.Loads, st.NewUsers, loads, created)
+		}
+	}
+	record(t, fx.h, "default", "written", "a")
+	record(t, fx.h, "default", "written", "b") // hot: no read
+	want(1, 1)
+	if got := seen(t, fx.h, "default", "nobody", "a"); got[0] {
+		t.Fatal("an unknown user has seen a")
+	}
+	want(2, 1)
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// After the write-back: a user whose only trace will be its journal,
+	// as a crash before its first write-back leaves it.
+	record(t, fx.h, "default", "journalled", "a")
+	want(3, 2)
+
+	fx.restart(false, Options{})
+	want(0, 0)
+	record(t, fx.h, "default", "written", "c")
+	record(t, fx.h, "default", "journalled", "b")
+	if got := seen(t, fx.h, "default", "journalled", "a"); !got[0] {
+		t.Fatal("the journalled user lost its item")
+	}
+	want(2, 0)
+	record(t, fx.h, "default", "fresh", "a")
+	want(3, 1)
+}
+
 func TestBudgetHeldAndEvictedUsersKeepHistory(t *testing.T) {
 	const users = 20000
 	const budget = 1 << 20

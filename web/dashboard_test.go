@@ -345,6 +345,23 @@ const routeCalls = `((route) => {
 	return [Number(row.cells[2].textContent.replace(/,/g, '')), Number(row.cells[1].textContent.replace(/,/g, ''))];
 })`
 
+// newUsersJS reads the new users out of the hot users card's line
+// ("N storage reads (M new users) · E evicted"); -1 when it does not read so.
+const newUsersJS = `(line) => {
+	const m = /^[0-9,]+ storage reads \(([0-9,]+) new users\) · [0-9,]+ evicted$/.exec(line);
+	return m ? Number(m[1].replace(/,/g, '')) : -1;
+}`
+
+// newUsersShown returns the new users the hot users card shows now.
+func newUsersShown(t *testing.T, tb *tab) int {
+	t.Helper()
+	n := eval[int](tb, fmt.Sprintf(`(%s)(document.querySelector('#card-hot-users .sub').textContent)`, newUsersJS))
+	if n < 0 {
+		t.Fatalf("hot users card reads %q", tb.text(`#card-hot-users .sub`))
+	}
+	return n
+}
+
 func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	s := setup(t)
 	const route = "POST /v1/namespaces/{ns}/users/{user}/filter"
@@ -358,6 +375,7 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hot users: %v", err)
 	}
+	newBefore := newUsersShown(t, tb)
 
 	w := s.svc.api(t, s.keys.write)
 	const users, callsPerUser = 5, 6
@@ -377,6 +395,12 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 		fmt.Sprintf("the filter route to show %v calls and a rate above 0", want))
 	tb.waitJS(fmt.Sprintf(`Number(document.querySelector('[data-k="hot-users"]').textContent.replace(/,/g, '')) >= %d`, hotBefore+users),
 		fmt.Sprintf("hot users to reach %d", hotBefore+users))
+	// Each of the users is new: nothing was stored for them.
+	tb.waitJS(fmt.Sprintf(`(%s)(document.querySelector('#card-hot-users .sub').textContent) >= %d`, newUsersJS, newBefore+users),
+		fmt.Sprintf("the hot users card to count %d new users", newBefore+users))
+	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+ written back$`).MatchString(dirty) {
+		t.Errorf("dirty users card reads %q", dirty)
+	}
 	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
 		t.Errorf("calls/s card shows %q", got)
 	}

@@ -228,6 +228,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} journal_appends
  * @property {number} loads Storage reads of cold users.
  * @property {number} misses
+ * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors
