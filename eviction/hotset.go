@@ -631,17 +631,21 @@ func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string
 	if err != nil {
 		return Result{}, err
 	}
+	// Released by a deferred call, so that a panic in the filter's code or
+	// the journal's (a bug, and the API answers it with a 500) does not
+	// leave the user locked and every later call of theirs waiting.
+	changed := false
+	defer func() { h.release(e, changed) }()
 	cs := h.scratch.Get().(*callScratch)
 	defer h.scratch.Put(cs)
 	s := &cs.Scratch
 	now := h.opts.Now()
 	res := e.f.Select(candidates, limit, mode, now, s)
 	if err := h.journal(info, e, now, cs); err != nil {
-		h.release(e, false)
 		return Result{}, err
 	}
 	recorded, saturated := e.f.Commit(now, s)
-	h.release(e, recorded > 0)
+	changed = recorded > 0
 	out := Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
 		Unseen: slices.Grow(dst[:0], len(s.Unseen))}
 	for _, idx := range s.Unseen {
@@ -674,9 +678,8 @@ func (h *HotSet) Check(ns, user string, items []string, seen []bool) ([]bool, er
 	if err != nil {
 		return seen, err
 	}
-	seen = e.f.Check(items, h.opts.Now(), seen)
-	h.release(e, false)
-	return seen, nil
+	defer h.release(e, false) // deferred: see FilterAppend
+	return e.f.Check(items, h.opts.Now(), seen), nil
 }
 
 // User returns the user's stats, or ErrUserNotFound.
@@ -689,10 +692,9 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 	if err != nil {
 		return UserStats{}, err
 	}
-	st := UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty(),
-		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}
-	h.release(e, false)
-	return st, nil
+	defer h.release(e, false) // deferred: see FilterAppend
+	return UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty(),
+		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}, nil
 }
 
 // Forget erases the user from the hot set, the journal and the store. A
@@ -791,11 +793,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if err != nil {
 		return err
 	}
+	defer h.release(e, false) // deferred: see FilterAppend
 	next := in
 	if !replace {
 		next = e.f.Clone()
 		if err := next.Merge(in); err != nil {
-			h.release(e, false)
 			return fmt.Errorf("%w: %w", ErrBadImport, err)
 		}
 	}
@@ -808,13 +810,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	}
 	if err != nil {
 		h.storageErrors.Add(1)
-		h.release(e, false)
 		return h.storageErr(err, "importing", info.Name, user)
 	}
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
-	h.release(e, false)
 	return nil
 }
 
