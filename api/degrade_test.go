@@ -1,12 +1,20 @@
 package api_test
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // brokenStore closes the store under a running hot set: every storage read
@@ -82,4 +90,93 @@ func TestBatchStorageFailureIsPerUser(t *testing.T) {
 	if res[1].Error != nil || res[1].Degraded == nil || !*res[1].Degraded || !slices.Equal(*res[1].Unseen, []string{"x", "y"}) {
 		t.Fatalf("open user: %+v", res[1])
 	}
+}
+
+// panickyStore is the real store whose journal append panics for one user
+// while armed: a stand-in for a bug met in the middle of that user's call.
+type panickyStore struct {
+	*storage.Store
+	user  string
+	armed atomic.Bool
+}
+
+func (p *panickyStore) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	if user == p.user && p.armed.Load() {
+		panic("panickyStore: " + user)
+	}
+	return p.Store.Append(ns, user, value, ttl)
+}
+
+// A panic while serving one user's call answers that call with a 500
+// problem and a logged stack; the server, the other users and that user's
+// later calls go on.
+func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
+	var ps *panickyStore
+	var log syncBuffer
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store {
+		ps = &panickyStore{Store: st, user: "boom"}
+		return ps
+	}, func(c *api.Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	c := e.client("")
+	filter(t, c, "default", "boom", client.FilterRequest{Candidates: []string{"a"}})
+	ps.armed.Store(true)
+	status, h, body := e.raw(http.MethodPost, userPath("default", "boom", "/filter"), "application/json",
+		[]byte(`{"candidates":["b"]}`))
+	if status != http.StatusInternalServerError {
+		t.Fatalf("the panicking call answered %d %s, want 500", status, body)
+	}
+	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"internal" {
+		t.Errorf("problem type %q, want %sinternal", p.Type, api.ProblemBase)
+	}
+	if l := log.String(); !strings.Contains(l, "seenapi: panic serving a request") || !strings.Contains(l, "panickyStore: boom") ||
+		!strings.Contains(l, "goroutine ") {
+		t.Errorf("the server's log lacks the panic and its stack:\n%s", l)
+	}
+	if got := filter(t, c, "default", "other", client.FilterRequest{Candidates: []string{"a", "b"}}); !slices.Equal(got.Unseen, []string{"a", "b"}) {
+		t.Errorf("another user after the panic: %+v", got)
+	}
+	ps.armed.Store(false)
+	done := make(chan client.FilterResponse, 1)
+	go func() {
+		r, err := c.FilterUserWithResponse(ctx, "default", "boom", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+		if err != nil || r.JSON200 == nil {
+			t.Errorf("the user's next call: %v", err)
+			close(done)
+			return
+		}
+		done <- *r.JSON200
+	}()
+	select {
+	case got := <-done:
+		if !slices.Equal(got.Unseen, []string{"b", "c"}) {
+			t.Errorf("the user's next call: %+v, want b and c unseen", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the user's next call is still waiting 10 s after the panic")
+	}
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if n := r.JSON200.Errors["500"]; n != 1 {
+		t.Errorf("500 answers counted %d, want 1", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines to log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -90,12 +90,23 @@ func withKeys(c *api.Config) { c.Keys = testKeys }
 
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	return newEnvOver(t, nil, opts...)
+}
+
+// newEnvOver is newEnv with the hot set over wrap(store) (the store itself
+// when wrap is nil): a real store with a fault of the test's making.
+func newEnvOver(t testing.TB, wrap func(*storage.Store) eviction.Store, opts ...envOption) *env {
+	t.Helper()
 	store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).
 		WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot, err := eviction.New(store, testNamespaces(), eviction.Options{FlushInterval: 50 * time.Millisecond,
+	var hotStore eviction.Store = store
+	if wrap != nil {
+		hotStore = wrap(store)
+	}
+	hot, err := eviction.New(hotStore, testNamespaces(), eviction.Options{FlushInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		store.Close()

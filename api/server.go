@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
+	fiberrecover "github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -87,6 +89,15 @@ func (s *Server) Open() bool { return s.keys.open() }
 // routes registers every route. Each documented route is in openapi.yaml
 // with the same path (fiber's :param written {param}).
 func (s *Server) routes() {
+	// A panic in a handler (a bug) answers its request with a 500 and is
+	// logged with its stack: fasthttp does not recover panics, so without
+	// this one request could take the service down for every user. The hot
+	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
+	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
+		StackTraceHandler: func(c *fiber.Ctx, r any) {
+			s.cfg.Logger.Error("seenapi: panic serving a request", "method", c.Method(), "path", c.Path(),
+				"panic", r, "stack", string(debug.Stack()))
+		}}))
 	const user = "/v1/namespaces/:ns/users/:user"
 	s.handle(fiber.MethodPost, user+"/filter", RoleWrite, s.filterUser)
 	s.handle(fiber.MethodPost, user+"/seen", RoleWrite, s.recordSeen)
