@@ -2,7 +2,8 @@
 # Runs every seenapi test on a fresh machine: installs what the tests need
 # (Debian's redis-server and chromium) when missing, then static checks, the
 # race-detected tests of the concurrent packages, the tests too slow for the
-# race detector, all other tests, and short bounded fuzz runs of the decoders.
+# race detector, all other tests, and short bounded fuzz runs of the decoders
+# and of the API's request bodies.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -66,4 +67,5 @@ echo "== fuzz (bounded)"
 fuzz FuzzDecode 15s ./userfilter
 fuzz FuzzDecodeBody 30s ./userfilter
 fuzz FuzzParseKeys 10s ./storage
+fuzz FuzzRequestBody 20s ./api
 echo "test.sh: all tests passed"

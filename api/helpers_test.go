@@ -131,6 +131,14 @@ func newEnvOver(t testing.TB, wrap func(*storage.Store) eviction.Store, opts ...
 	return e
 }
 
+// as returns e reporting to t: a fuzz target's env is made once, with the
+// *testing.F, and each input must report to its own *testing.T. Close it
+// through e, not through what as returns.
+func (e *env) as(t testing.TB) *env {
+	return &env{t: t, store: e.store, hot: e.hot, srv: e.srv, base: e.base,
+		val: &validator{t: t, router: e.val.router, hc: e.val.hc}, broken: e.broken}
+}
+
 // close shuts the server down, then the hot set (writing back), then the
 // store; once.
 func (e *env) close() { e.once.Do(e.shutdown) }
