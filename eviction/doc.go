@@ -44,6 +44,17 @@
 // user wait for the write-back (at most two rounds of it), so memory stays
 // near the budget however fast users come.
 //
+// # Faults
+//
+// A panic met while handling one user's data (loading it, encoding it
+// for write-back, erasing it; a bug, since decoding never panics on bad
+// bytes) fails that step for that user only: it becomes the step's error,
+// the stack is logged (at most every 10 s), no lock or load claim is left
+// held, and a write-back that failed keeps the user dirty and its journal,
+// to be retried next round. A panic in the store's write of a batch keeps
+// the whole batch dirty. Repeated write-back failures are logged at most
+// every 10 s with a count of the rounds that failed.
+//
 // # Erase
 //
 // Forget holds the user's load slot and the write-back lock while it drops

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,7 @@ type HotSet struct {
 	newUsers                        atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors                   atomic.Uint64
+	panicLogged                     atomic.Int64 // unix ns of the last stack recovered logged
 	hotUsers, hotBytes, dirtyUsers  atomic.Int64
 	closed, ready                   atomic.Bool
 	stop                            chan struct{}
@@ -425,6 +427,9 @@ func (h *HotSet) markClean(e *entry) {
 // into it, and the highest sequence number of that journal (0: none). A nil
 // filter with no error means nothing is stored.
 func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq uint64, err error) {
+	// A panic here would leave the user's load claimed and every later call
+	// of theirs waiting for it: it fails this load instead.
+	defer h.recovered(&err, "loading", info.Name, user)
 	h.loads.Add(1)
 	raw, journal, err := h.store.Load(info.Name, user)
 	if err != nil {
@@ -743,7 +748,7 @@ func (h *HotSet) Forget(ns, user string) error {
 		h.markClean(e) // a queued entry that is clean is skipped by write-back
 		e.mu.Unlock()
 	}
-	err = h.store.Delete(info.Name, user)
+	err = h.deleteStored(info, user)
 	if err != nil {
 		h.storageErrors.Add(1)
 		err = h.storageErr(err, "erasing", info.Name, user)
@@ -757,6 +762,13 @@ func (h *HotSet) Forget(ns, user string) error {
 	s.mu.Unlock()
 	close(lc.done)
 	return err
+}
+
+// deleteStored deletes the user from the store. A panic in it fails the
+// erase instead of leaving the user's load slot claimed.
+func (h *HotSet) deleteStored(info *nsInfo, user string) (err error) {
+	defer h.recovered(&err, "erasing", info.Name, user)
+	return h.store.Delete(info.Name, user)
 }
 
 // Export returns the user's encoded filter (including unflushed changes), or ErrUserNotFound.
@@ -817,6 +829,28 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	h.markClean(e)
 	return nil
 }
+
+// recovered, deferred by a step that handles one user's data in the store
+// or the filter's code (a load, an encoding, a write-back, an erase), turns
+// a panic in it (a bug met by that data) into the step's error: the user's
+// step fails and is retried like any failed one, other users go on, and no
+// lock or load claim is left held. The stack is logged, at most once every
+// panicLogEvery, since a failing write-back is retried every round.
+func (h *HotSet) recovered(err *error, what, ns, user string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	*err = fmt.Errorf("eviction: panic %s %s/%s: %v", what, ns, user, r)
+	now := time.Now().UnixNano()
+	if last := h.panicLogged.Load(); now-last >= int64(panicLogEvery) && h.panicLogged.CompareAndSwap(last, now) {
+		h.opts.Logger.Error("seenapi: panic handling a user's data; the step fails and is retried",
+			"step", what, "ns", ns, "user", user, "panic", r, "stack", string(debug.Stack()))
+	}
+}
+
+// panicLogEvery spaces out the stacks recovered logs.
+const panicLogEvery = 10 * time.Second
 
 func (h *HotSet) storageErr(err error, what, ns, user string) error {
 	if errors.Is(err, storage.ErrFull) {
@@ -889,19 +923,40 @@ func (h *HotSet) flushLoop() {
 	t := time.NewTicker(min(max(h.opts.FlushInterval/100, 5*time.Millisecond), 100*time.Millisecond))
 	defer t.Stop()
 	age := uint32(min(h.opts.FlushInterval.Milliseconds(), 1<<30))
+	var warn flushWarner
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
-			if err := h.flush(age); err != nil {
-				h.opts.Logger.Warn("seenapi: write-back failed; will retry", "err", err)
-			}
+			warn.round(h.opts.Logger, h.flush(age))
 		case <-h.kick:
-			if err := h.flush(evictedOnly); err != nil {
-				h.opts.Logger.Warn("seenapi: write-back failed; will retry", "err", err)
-			}
+			warn.round(h.opts.Logger, h.flush(evictedOnly))
 		}
+	}
+}
+
+// flushWarner logs write-back failures without flooding the log: a user
+// that cannot be written (a full disk, a bug met by its data) is retried
+// every round, up to 200 rounds a second. It logs a failure at most once
+// every flushWarnEvery, with the rounds that failed since the last line.
+type flushWarner struct {
+	failed int       // rounds failed since the last line logged
+	last   time.Time // when the last line was logged
+}
+
+// flushWarnEvery spaces out the write-back failures flushWarner logs.
+const flushWarnEvery = 10 * time.Second
+
+// round reports one write-back round's outcome.
+func (w *flushWarner) round(log *slog.Logger, err error) {
+	if err == nil {
+		return
+	}
+	w.failed++
+	if now := time.Now(); w.last.IsZero() || now.Sub(w.last) >= flushWarnEvery {
+		log.Warn("seenapi: write-back failed; will retry", "err", err, "failed_rounds", w.failed)
+		w.failed, w.last = 0, now
 	}
 }
 
@@ -1010,9 +1065,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			e.mu.Unlock()
 			continue
 		}
-		e.f.Expire(now)
-		start := len(h.encoded)
-		encoded, err := e.f.AppendBinary(h.encoded)
+		raw, err := h.encode(e, now)
 		if err != nil {
 			// Not written: it stays dirty and goes back on its shard's
 			// dirty list; the rest of the batch is written all the same.
@@ -1024,8 +1077,6 @@ func (h *HotSet) writeBack(batch []*entry) error {
 			encodeErrs = append(encodeErrs, fmt.Errorf("encoding %s/%s: %w", h.infoOf(e).Name, e.id(), err))
 			continue
 		}
-		h.encoded = encoded
-		raw := encoded[start:len(encoded):len(encoded)] // the next user's bytes go after, never into it
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
@@ -1045,7 +1096,7 @@ func (h *HotSet) writeBack(batch []*entry) error {
 	if len(writes) == 0 {
 		return errors.Join(encodeErrs...)
 	}
-	err := h.store.WriteBack(writes, MergeFilters)
+	err := h.storeWriteBack(writes)
 	failedAll := err != nil
 	failed := map[string]bool{}
 	if err != nil {
@@ -1084,6 +1135,31 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		h.flushedUsers.Add(uint64(len(writes) - len(failed)))
 	}
 	return errors.Join(append(encodeErrs, err)...)
+}
+
+// encode appends e's filter, expired as of now, to h.encoded and returns
+// its bytes. e.mu and flushMu held.
+func (h *HotSet) encode(e *entry, now time.Time) (raw []byte, err error) {
+	defer h.recovered(&err, "encoding", h.infoOf(e).Name, e.id())
+	e.f.Expire(now)
+	start := len(h.encoded)
+	encoded, err := appendFilter(&e.f, h.encoded)
+	if err != nil {
+		return nil, err
+	}
+	h.encoded = encoded
+	return encoded[start:len(encoded):len(encoded)], nil // the next user's bytes go after, never into it
+}
+
+// appendFilter is the filter's encoder; tests replace it to meet a bug.
+var appendFilter = (*userfilter.Filter).AppendBinary
+
+// storeWriteBack writes a batch. A panic in the store fails the whole batch
+// (its users stay dirty and are retried); one in a user's merge fails that
+// user only (storage.Store.WriteBack).
+func (h *HotSet) storeWriteBack(writes []storage.Write) (err error) {
+	defer h.recovered(&err, "writing back the batch of", writes[0].NS, writes[0].User)
+	return h.store.WriteBack(writes, MergeFilters)
 }
 
 // maxKeptEncoded is the largest write-back buffer kept for the next batch.

@@ -189,38 +189,56 @@ func TestWriteBackWithoutMergeReplaces(t *testing.T) {
 	}
 }
 
-func TestWriteBackMergeErrorSkipsOnlyThatUser(t *testing.T) {
-	s := openTest(t, testOptions(t))
-	if err := s.WriteBack([]Write{
-		{NS: "feed", User: "u1", Value: []byte{1}},
-		{NS: "feed", User: "u2", Value: []byte{1, 1}}, // a different length: orMerge fails
-		{NS: "feed", User: "u3", Value: []byte{1}},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	seq := mustAppend(t, s, "feed", "u2", "pending")
-	err := s.WriteBack([]Write{
-		{NS: "feed", User: "u1", Value: []byte{2}},
-		{NS: "feed", User: "u2", Value: []byte{2}, UpTo: seq},
-		{NS: "feed", User: "u3", Value: []byte{4}},
-	}, orMerge)
-	var wbe *WriteBackError
-	if !errors.As(err, &wbe) {
-		t.Fatalf("WriteBack error = %v, want a *WriteBackError", err)
-	}
-	if len(wbe.Failed) != 1 || wbe.Failed[0].NS != "feed" || wbe.Failed[0].User != "u2" {
-		t.Fatalf("failed users = %+v, want only feed/u2", wbe.Failed)
-	}
-	if !strings.Contains(err.Error(), "feed/u2") {
-		t.Errorf("error %q does not name the user", err)
-	}
-	for user, want := range map[string]string{"u1": "\x03", "u2": "\x01\x01", "u3": "\x05"} {
-		if f, _ := mustLoad(t, s, "feed", user); string(f) != want {
-			t.Errorf("%s: stored %x, want %x", user, f, want)
+// A merge that fails for one user, by an error or by a panic (a bug met by
+// that user's stored bytes), skips that user only.
+func TestWriteBackMergeFailureSkipsOnlyThatUser(t *testing.T) {
+	panicky := func(stored, value []byte) ([]byte, error) {
+		if len(stored) != len(value) {
+			panic("a merge bug")
 		}
+		return orMerge(stored, value)
 	}
-	if _, j := mustLoad(t, s, "feed", "u2"); len(j) != 1 {
-		t.Errorf("skipped user's journal has %d entries, want its 1 entry kept", len(j))
+	for _, tc := range []struct {
+		name  string
+		merge MergeFunc
+		says  string
+	}{{"error", orMerge, "feed/u2"}, {"panic", panicky, "a merge bug"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, testOptions(t))
+			if err := s.WriteBack([]Write{
+				{NS: "feed", User: "u1", Value: []byte{1}},
+				{NS: "feed", User: "u2", Value: []byte{1, 1}}, // a different length: the merge fails
+				{NS: "feed", User: "u3", Value: []byte{1}},
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+			seq := mustAppend(t, s, "feed", "u2", "pending")
+			err := s.WriteBack([]Write{
+				{NS: "feed", User: "u1", Value: []byte{2}},
+				{NS: "feed", User: "u2", Value: []byte{2}, UpTo: seq},
+				{NS: "feed", User: "u3", Value: []byte{4}},
+			}, tc.merge)
+			var wbe *WriteBackError
+			if !errors.As(err, &wbe) {
+				t.Fatalf("WriteBack error = %v, want a *WriteBackError", err)
+			}
+			if len(wbe.Failed) != 1 || wbe.Failed[0].NS != "feed" || wbe.Failed[0].User != "u2" {
+				t.Fatalf("failed users = %+v, want only feed/u2", wbe.Failed)
+			}
+			for _, want := range []string{"feed/u2", tc.says} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			for user, want := range map[string]string{"u1": "\x03", "u2": "\x01\x01", "u3": "\x05"} {
+				if f, _ := mustLoad(t, s, "feed", user); string(f) != want {
+					t.Errorf("%s: stored %x, want %x", user, f, want)
+				}
+			}
+			if _, j := mustLoad(t, s, "feed", "u2"); len(j) != 1 {
+				t.Errorf("skipped user's journal has %d entries, want its 1 entry kept", len(j))
+			}
+		})
 	}
 }
 

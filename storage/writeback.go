@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -191,11 +192,22 @@ func prepareValue(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token 
 	if err != nil {
 		return nil, fmt.Errorf("read stored filter: %w", err)
 	}
-	value, err := merge(stored, w.Value)
+	value, err := safeMerge(merge, stored, w.Value)
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	return value, nil
+}
+
+// safeMerge calls merge, turning a panic in it (a bug met by one user's
+// stored bytes) into that user's error: the rest of the write-back goes on.
+func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			merged, err = nil, fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return merge(stored, value)
 }
 
 func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
