@@ -172,4 +172,11 @@ func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
 	if n := r.JSON200.Errors["500"]; n != 1 {
 		t.Errorf("500 answers counted %d, want 1", n)
 	}
+	if n := r.JSON200.Panics; n != 1 {
+		t.Errorf("panics counted %d, want 1", n)
+	}
+	m, err := c.GetMetricsWithResponse(ctx)
+	if err != nil || !strings.Contains(string(m.Body), "\nseenapi_panics_total 1\n") {
+		t.Errorf("metrics lack seenapi_panics_total 1: %v", err)
+	}
 }

@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
 	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, r any) {
+			s.k.panics.Add(1)
 			s.cfg.Logger.Error("seenapi: panic serving a request", "method", c.Method(), "path", c.Path(),
 				"panic", r, "stack", string(debug.Stack()))
 		}}))

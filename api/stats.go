@@ -72,6 +72,7 @@ type counters struct {
 	calls    []*atomic.Uint64
 	errors   [200]atomic.Uint64 // statuses 400..599
 	degraded atomic.Uint64
+	panics   atomic.Uint64 // recovered in handlers
 	duration *prometheus.HistogramVec
 }
 
@@ -107,6 +108,7 @@ func (s *Server) Stats() ServiceStats {
 		Errors:        map[string]uint64{},
 		Collector:     readCollector(),
 	}
+	st.Panics += s.k.panics.Load()
 	for i, r := range s.k.routes {
 		st.Calls[r] = s.k.calls[i].Load()
 	}
@@ -146,6 +148,7 @@ var hotSetMetrics = []metric{
 	{"seenapi_flushed_users_total", "Filters written back.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.FlushedUsers) }},
 	{"seenapi_journal_appends_total", "Journal records appended.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.JournalAppends) }},
 	{"seenapi_storage_errors_total", "Failed storage operations.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.StorageErrors) }},
+	{"seenapi_panics_total", "Bugs met and recovered: requests answered 500, and steps on one user's data that failed, instead of the process ending (the log has each stack).", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Panics) }},
 	{"seenapi_storage_bytes", "Bytes the store takes on disk.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.StorageBytes) }},
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},

@@ -382,7 +382,10 @@ type ServiceStats struct {
 	Misses int64 `json:"misses"`
 
 	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
-	NewUsers      int64     `json:"new_users"`
+	NewUsers int64 `json:"new_users"`
+
+	// Panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
+	Panics        int64     `json:"panics"`
 	StartedAt     time.Time `json:"started_at"`
 	StorageBytes  int64     `json:"storage_bytes"`
 	StorageErrors int64     `json:"storage_errors"`

@@ -46,5 +46,6 @@ type Stats struct {
 	FlushedUsers     uint64        `json:"flushed_users"`
 	JournalAppends   uint64        `json:"journal_appends"`
 	StorageErrors    uint64        `json:"storage_errors"`
+	Panics           uint64        `json:"panics"` // bugs met and recovered: steps on one user's data failed instead of the process ending (the API adds its handlers')
 	StorageBytes     int64         `json:"storage_bytes"`
 }

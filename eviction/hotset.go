@@ -165,7 +165,7 @@ type HotSet struct {
 	hits, misses, loads, evictions  atomic.Uint64
 	newUsers                        atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
-	storageErrors                   atomic.Uint64
+	storageErrors, panics           atomic.Uint64
 	panicLogged                     atomic.Int64 // unix ns of the last stack recovered logged
 	hotUsers, hotBytes, dirtyUsers  atomic.Int64
 	closed, ready                   atomic.Bool
@@ -841,6 +841,7 @@ func (h *HotSet) recovered(err *error, what, ns, user string) {
 	if r == nil {
 		return
 	}
+	h.panics.Add(1)
 	*err = fmt.Errorf("eviction: panic %s %s/%s: %v", what, ns, user, r)
 	now := time.Now().UnixNano()
 	if last := h.panicLogged.Load(); now-last >= int64(panicLogEvery) && h.panicLogged.CompareAndSwap(last, now) {
@@ -895,7 +896,8 @@ func (h *HotSet) Stats() Stats {
 	st := Stats{HotUsers: h.hotUsers.Load(), CacheBytes: h.hotBytes.Load(), CacheBudgetBytes: h.opts.CacheBytes,
 		Hits: h.hits.Load(), Misses: h.misses.Load(), Loads: h.loads.Load(), NewUsers: h.newUsers.Load(), Evictions: h.evictions.Load(),
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
-		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), StorageBytes: h.store.Size()}
+		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), Panics: h.panics.Load(),
+		StorageBytes: h.store.Size()}
 	if total := st.Hits + st.Misses; total > 0 {
 		st.HitRatio = float64(st.Hits) / float64(total)
 	}

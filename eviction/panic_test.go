@@ -188,6 +188,9 @@ func TestPanicWhileLoadingFailsThatLoadOnly(t *testing.T) {
 	if got := seen(t, h, "default", "other", "a", "b"); fmt.Sprint(got) != "[true false]" {
 		t.Fatalf("another user meanwhile: %v", got)
 	}
+	if n := h.Stats().Panics; n != 2 {
+		t.Fatalf("%d panics counted, want 2", n)
+	}
 	if log := logged(t, logPath); strings.Count(log, "stack=") != 1 || !strings.Contains(log, "panickyStore: load boom") {
 		t.Fatalf("want one stack logged for the two panics (they are spaced out), got:\n%s", log)
 	}

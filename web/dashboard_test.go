@@ -401,6 +401,9 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+ written back$`).MatchString(dirty) {
 		t.Errorf("dirty users card reads %q", dirty)
 	}
+	if got := tb.text(`#panics`); got != "0 panics recovered" {
+		t.Errorf("errors table's footer reads %q, want no panics", got)
+	}
 	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
 		t.Errorf("calls/s card shows %q", got)
 	}

@@ -229,6 +229,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} loads Storage reads of cold users.
  * @property {number} misses
  * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
+ * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors

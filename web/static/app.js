@@ -361,7 +361,10 @@ function drawOverview() {
     h('caption', {}, 'Error answers by status'),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col', class: 'num' }, 'Answers'))),
     h('tbody', {}, statuses.length ? statuses.map((c) => h('tr', {}, h('td', {}, c), h('td', { class: 'num' }, num(st.errors[c]))))
-      : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))));
+      : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))),
+    h('tfoot', {}, h('tr', { id: 'panics', class: st.panics ? 'bad' : '' },
+      h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
+        `${num(st.panics)} panic${st.panics === 1 ? '' : 's'} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
   put(box, cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
 }
