@@ -311,7 +311,7 @@ func TestMetricsInPrometheusFormat(t *testing.T) {
 		`seenapi_http_requests_total{route="POST /v1/namespaces/{ns}/users/{user}/filter"} 1`,
 		`seenapi_http_request_duration_seconds_count{route="POST /v1/namespaces/{ns}/users/{user}/filter"} 1`,
 		`seenapi_http_request_duration_seconds_bucket{route="POST /v1/namespaces/{ns}/users/{user}/filter",le="+Inf"} 1`,
-		"seenapi_hot_users 1", "seenapi_new_users_total 1", "seenapi_degraded_total 0", "seenapi_panics_total 0", "go_goroutines",
+		"seenapi_hot_users 1", "seenapi_new_users_total 1", "seenapi_degraded_total 0", "seenapi_panics_total 0", "go_goroutines", `go_build_info{checksum="`,
 		"go_gc_cycles_total_gc_cycles_total ", "go_cpu_classes_gc_total_cpu_seconds_total ", "go_gc_heap_allocs_bytes_total ",
 	} {
 		if !strings.Contains(body, want) {

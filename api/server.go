@@ -116,7 +116,7 @@ func (s *Server) routes() {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcMetrics...)),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
 	s.handle(fiber.MethodGet, "/metrics", RoleRead,
 		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
 

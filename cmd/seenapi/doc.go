@@ -7,6 +7,7 @@
 //	seenapi [serve] [flags]           run the service (the default)
 //	seenapi backup --out FILE [flags] write a backup of --data-dir (service stopped)
 //	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
+//	seenapi version                   which build this is (also --version)
 //
 // Every flag has an environment variable: --cache-bytes is
 // SEENAPI_CACHE_BYTES, and so on; a flag given on the command line wins.

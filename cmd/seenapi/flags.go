@@ -88,6 +88,7 @@ Usage:
   seenapi [serve] [flags]            run the service (the default)
   seenapi backup --out FILE [flags]  back up --data-dir (with the service stopped)
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
+  seenapi version                    which build this is (also --version)
   seenapi help [serve|backup|restore]
 
 Flags of serve (each also read from the environment variable shown; a flag wins):

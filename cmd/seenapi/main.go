@@ -26,6 +26,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		switch args[0] {
 		case "serve", "backup", "restore":
 			cmd, args = args[0], args[1:]
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, version())
+			return 0
 		case "help":
 			if len(args) > 1 {
 				cmd = args[1]

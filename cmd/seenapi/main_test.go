@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +133,20 @@ func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
 	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "window: 30d"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// version names the build and the Go it was built with.
+func TestVersionSaysWhichBuild(t *testing.T) {
+	for _, arg := range []string{"version", "--version"} {
+		var out bytes.Buffer
+		if code := run(context.Background(), []string{arg}, noEnv, &out, &out, nil); code != 0 {
+			t.Fatalf("%s: exit %d", arg, code)
+		}
+		got := strings.TrimSpace(out.String())
+		if !strings.HasPrefix(got, "seenapi ") || !strings.HasSuffix(got, " "+runtime.Version()) || strings.Count(got, "\n") != 0 {
+			t.Errorf("%s printed %q, want one line: seenapi, the build, %s", arg, got, runtime.Version())
 		}
 	}
 }

@@ -148,7 +148,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	for i, n := range namespaces {
 		names[i] = n.Name
 	}
-	logger.Info("seenapi: serving", "url", "http://"+addr, "data_dir", o.dataDir,
+	logger.Info("seenapi: serving", "version", version(), "url", "http://"+addr, "data_dir", o.dataDir,
 		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync)
 	if onListen != nil {
 		onListen(addr)
