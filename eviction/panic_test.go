@@ -53,6 +53,19 @@ func (p *panickyStore) Delete(ns, user string) error {
 	return p.Store.Delete(ns, user)
 }
 
+// overPanicky returns a hot set (flushed only when the test says) over st
+// in a panickyStore whose method on panics for the user "boom" once armed.
+func overPanicky(t *testing.T, st *storage.Store, on string, opts Options) (*HotSet, *panickyStore) {
+	t.Helper()
+	ps := &panickyStore{Store: st, user: "boom", on: on}
+	opts.FlushInterval = time.Hour
+	h, err := New(ps, defaultNS, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, ps
+}
+
 // A panic in the middle of a user's call (the API answers it with a 500)
 // leaves neither that user locked nor anyone else affected: the user's next
 // calls are answered, and what the panicking call did not record stays
@@ -60,11 +73,7 @@ func (p *panickyStore) Delete(ns, user string) error {
 func TestPanicInACallLeavesTheUserUsable(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	ps := &panickyStore{Store: st, user: "boom", on: "append"}
-	h, err := New(ps, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ps := overPanicky(t, st, "append", Options{})
 	stuck := false
 	defer func() {
 		if !stuck { // Close would wait for the user's lock too
@@ -168,11 +177,8 @@ func TestPanicWhileLoadingFailsThatLoadOnly(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ps := &panickyStore{Store: st, user: "boom", on: "load"}
 	log, logPath := fileLogger(t)
-	if h, err = New(ps, defaultNS, Options{FlushInterval: time.Hour, Logger: log}); err != nil {
-		t.Fatal(err)
-	}
+	h, ps := overPanicky(t, st, "load", Options{Logger: log})
 	defer h.Close()
 	defer st.Close()
 	ps.armed.Store(true)
@@ -207,14 +213,10 @@ func TestPanicWhileRecoveringSkipsThatUserOnly(t *testing.T) {
 	record(t, fx.h, "default", "boom", "a")
 	record(t, fx.h, "default", "other", "a")
 	fx.restart(false, Options{})
-	ps := &panickyStore{Store: fx.st, user: "boom", on: "load"}
+	h, ps := overPanicky(t, fx.st, "load", Options{})
 	ps.armed.Store(true)
-	h, err := New(ps, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer h.Close()
-	err = within(t, "Recover", h.Recover)
+	err := within(t, "Recover", h.Recover)
 	if err == nil || !strings.Contains(err.Error(), "panic loading default/boom") || !h.Ready() {
 		t.Fatalf("Recover: %v, ready %v; want boom's panic as an error, and ready", err, h.Ready())
 	}
@@ -297,11 +299,7 @@ func TestPanicWhileEncodingFailsThatUserOnly(t *testing.T) {
 func TestPanicInTheStoreWriteBackKeepsTheBatchDirty(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t, dir)
-	ps := &panickyStore{Store: st, user: "boom", on: "writeback"}
-	h, err := New(ps, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ps := overPanicky(t, st, "writeback", Options{})
 	record(t, h, "default", "boom", "a")
 	record(t, h, "default", "other", "a")
 	ps.armed.Store(true)
@@ -332,11 +330,7 @@ func TestPanicInTheStoreWriteBackKeepsTheBatchDirty(t *testing.T) {
 func TestPanicWhileErasingFailsTheErase(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	ps := &panickyStore{Store: st, user: "boom", on: "delete"}
-	h, err := New(ps, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, ps := overPanicky(t, st, "delete", Options{})
 	defer h.Close()
 	record(t, h, "default", "boom", "a")
 	ps.armed.Store(true)
@@ -344,7 +338,7 @@ func TestPanicWhileErasingFailsTheErase(t *testing.T) {
 		t.Fatalf("Forget: %v, want the panic as its error", err)
 	}
 	ps.armed.Store(false)
-	err = within(t, "the next call", func() error {
+	err := within(t, "the next call", func() error {
 		_, err := h.Filter("default", "boom", []string{"a"}, 0, userfilter.RecordReturned)
 		return err
 	})
