@@ -166,7 +166,7 @@ type HotSet struct {
 	newUsers                        atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors, panics           atomic.Uint64
-	panicLogged                     atomic.Int64 // unix ns of the last stack recovered logged
+	panicLogged                     atomic.Int64 // see spaced
 	hotUsers, hotBytes, dirtyUsers  atomic.Int64
 	closed, ready                   atomic.Bool
 	stop                            chan struct{}
@@ -834,8 +834,8 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 // or the filter's code (a load, an encoding, a write-back, an erase), turns
 // a panic in it (a bug met by that data) into the step's error: the user's
 // step fails and is retried like any failed one, other users go on, and no
-// lock or load claim is left held. The stack is logged, at most once every
-// panicLogEvery, since a failing write-back is retried every round.
+// lock or load claim is left held. The stack is logged at most once every
+// logEvery, since a failing write-back is retried every round.
 func (h *HotSet) recovered(err *error, what, ns, user string) {
 	r := recover()
 	if r == nil {
@@ -843,15 +843,23 @@ func (h *HotSet) recovered(err *error, what, ns, user string) {
 	}
 	h.panics.Add(1)
 	*err = fmt.Errorf("eviction: panic %s %s/%s: %v", what, ns, user, r)
-	now := time.Now().UnixNano()
-	if last := h.panicLogged.Load(); now-last >= int64(panicLogEvery) && h.panicLogged.CompareAndSwap(last, now) {
+	if spaced(&h.panicLogged) {
 		h.opts.Logger.Error("seenapi: panic handling a user's data; the step fails and is retried",
 			"step", what, "ns", ns, "user", user, "panic", r, "stack", string(debug.Stack()))
 	}
 }
 
-// panicLogEvery spaces out the stacks recovered logs.
-const panicLogEvery = 10 * time.Second
+// logEvery is how often a failure that repeats (a write-back retried every
+// round, up to 200 a second) is logged at most.
+const logEvery = 10 * time.Second
+
+// spaced reports whether a line may be logged now: last holds when (unix
+// ns) the line before was, and lines come at most once every logEvery.
+// Safe for concurrent use.
+func spaced(last *atomic.Int64) bool {
+	now, l := time.Now().UnixNano(), last.Load()
+	return now-l >= int64(logEvery) && last.CompareAndSwap(l, now)
+}
 
 func (h *HotSet) storageErr(err error, what, ns, user string) error {
 	if errors.Is(err, storage.ErrFull) {
@@ -940,15 +948,12 @@ func (h *HotSet) flushLoop() {
 
 // flushWarner logs write-back failures without flooding the log: a user
 // that cannot be written (a full disk, a bug met by its data) is retried
-// every round, up to 200 rounds a second. It logs a failure at most once
-// every flushWarnEvery, with the rounds that failed since the last line.
+// every round. It logs a failure at most once every logEvery, with the
+// rounds that failed since the last line.
 type flushWarner struct {
-	failed int       // rounds failed since the last line logged
-	last   time.Time // when the last line was logged
+	failed int          // rounds failed since the last line logged
+	last   atomic.Int64 // see spaced
 }
-
-// flushWarnEvery spaces out the write-back failures flushWarner logs.
-const flushWarnEvery = 10 * time.Second
 
 // round reports one write-back round's outcome.
 func (w *flushWarner) round(log *slog.Logger, err error) {
@@ -956,9 +961,9 @@ func (w *flushWarner) round(log *slog.Logger, err error) {
 		return
 	}
 	w.failed++
-	if now := time.Now(); w.last.IsZero() || now.Sub(w.last) >= flushWarnEvery {
+	if spaced(&w.last) {
 		log.Warn("seenapi: write-back failed; will retry", "err", err, "failed_rounds", w.failed)
-		w.failed, w.last = 0, now
+		w.failed = 0
 	}
 }
 

@@ -349,7 +349,7 @@ func TestPanicWhileErasingFailsTheErase(t *testing.T) {
 
 // A write-back that keeps failing (a full disk, a bug met by one user's
 // data) is retried every round, up to 200 a second; the log gets a line at
-// most every flushWarnEvery, saying how many rounds failed since the last.
+// most every logEvery, saying how many rounds failed since the last.
 func TestWriteBackFailuresAreLoggedSpacedOut(t *testing.T) {
 	log, path := fileLogger(t)
 	var w flushWarner
@@ -360,10 +360,10 @@ func TestWriteBackFailuresAreLoggedSpacedOut(t *testing.T) {
 	if n := strings.Count(logged(t, path), "write-back failed"); n != 1 {
 		t.Fatalf("%d lines for 100 failed rounds in a row, want 1", n)
 	}
-	w.last = w.last.Add(-flushWarnEvery)
+	w.last.Add(-int64(logEvery))
 	w.round(log, errors.New("disk full"))
 	got := logged(t, path)
 	if n := strings.Count(got, "write-back failed"); n != 2 || !strings.Contains(got, "failed_rounds=100") {
-		t.Fatalf("after flushWarnEvery, want a second line counting the 99 rounds not logged and this one:\n%s", got)
+		t.Fatalf("after logEvery, want a second line counting the 99 rounds not logged and this one:\n%s", got)
 	}
 }
