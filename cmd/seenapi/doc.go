@@ -7,6 +7,7 @@
 //	seenapi [serve] [flags]           run the service (the default)
 //	seenapi backup --out FILE [flags] write a backup of --data-dir (service stopped)
 //	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
+//	seenapi import-redis [flags]      record the items of Redis sets, one a user, in a running service
 //	seenapi version                   which build this is (also --version)
 //
 // Every flag has an environment variable: --cache-bytes is

@@ -32,6 +32,8 @@ type options struct {
 
 	out, in string // backup --out, restore --in
 	merge   bool   // restore --merge
+
+	imp importOptions // import-redis
 }
 
 // envName is the environment variable of a flag: SEENAPI_ and the flag's
@@ -44,9 +46,11 @@ func envName(flagName string) string {
 func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("seenapi "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the Badger store (created if missing)")
-	o.minFreeBytes = storage.DefaultMinFreeBytes
-	fs.Var(&o.minFreeBytes, "min-free-bytes", "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)")
+	if cmd != "import-redis" { // the only subcommand that is a client of the service
+		fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the Badger store (created if missing)")
+		o.minFreeBytes = storage.DefaultMinFreeBytes
+		fs.Var(&o.minFreeBytes, "min-free-bytes", "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)")
+	}
 	switch cmd {
 	case "serve":
 		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
@@ -73,6 +77,14 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
 		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
+	case "import-redis":
+		fs.StringVar(&o.imp.redis, "redis", "127.0.0.1:6379", "Redis to read: host:port, or a redis:// or rediss:// URL (with a password or a database number)")
+		fs.StringVar(&o.imp.match, "match", "seen:*", "pattern of the keys to import (Redis SCAN MATCH) whose one * is the user id, e.g. seen:* or user:*:seen; each key a SET or sorted set of item ids")
+		fs.StringVar(&o.imp.url, "url", "http://127.0.0.1:8080", "the seenapi service to import into (it may be serving meanwhile)")
+		fs.StringVar(&o.imp.key, "key", "", "API key of a write or admin role, when the service has keys (better given as SEENAPI_KEY)")
+		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
+		fs.IntVar(&o.imp.workers, "workers", 8, "users imported at once")
+		fs.IntVar(&o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
 	}
 	fs.Usage = func() { usage(fs, cmd) }
 	return fs
@@ -88,8 +100,9 @@ Usage:
   seenapi [serve] [flags]            run the service (the default)
   seenapi backup --out FILE [flags]  back up --data-dir (with the service stopped)
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
+  seenapi import-redis [flags]       record the items of Redis sets (one a user) in a running service
   seenapi version                    which build this is (also --version)
-  seenapi help [serve|backup|restore]
+  seenapi help [serve|backup|restore|import-redis]
 
 Flags of serve (each also read from the environment variable shown; a flag wins):
 `)

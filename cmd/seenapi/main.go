@@ -24,7 +24,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if len(args) > 0 {
 		switch args[0] {
-		case "serve", "backup", "restore":
+		case "serve", "backup", "restore", "import-redis":
 			cmd, args = args[0], args[1:]
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, version())
@@ -59,6 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = backup(&o, logger)
 	case "restore":
 		err = restore(&o, logger)
+	case "import-redis":
+		err = importRedis(ctx, &o.imp, logger)
 	}
 	if err != nil {
 		logger.Error("seenapi "+cmd+" failed", "err", err)

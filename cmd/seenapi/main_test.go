@@ -130,10 +130,22 @@ func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
 			t.Errorf("help lacks --%s or %s", f.Name, envName(f.Name))
 		}
 	})
-	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "window: 30d"} {
+	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "import-redis", "window: 30d"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"help", "import-redis"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("help import-redis: exit %d", code)
+	}
+	newFlagSet("import-redis", &o, io.Discard).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(out.String(), "--"+f.Name) || !strings.Contains(out.String(), envName(f.Name)) {
+			t.Errorf("help import-redis lacks --%s or %s", f.Name, envName(f.Name))
+		}
+	})
+	if strings.Contains(out.String(), "--data-dir") {
+		t.Error("import-redis talks to the service, not to a data directory")
 	}
 }
 

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// importOptions are the flags of import-redis.
+type importOptions struct {
+	redis     string // address or redis:// URL
+	match     string // SCAN pattern whose one '*' is the user id
+	url       string // the seenapi service
+	key       string // its API key (write role)
+	namespace string
+	workers   int
+	batch     int // items a call
+}
+
+// importRedis copies "already seen" histories kept in Redis, one SET (or
+// sorted set) of item ids a user, into a running seenapi service through
+// its API (POST .../seen), so a recommender can move over without showing
+// its users what they have already seen. It talks to the service rather
+// than to the data directory so that it can run while the service serves,
+// with the service's limits and keys; recording is idempotent, so an
+// interrupted import is finished by running it again.
+func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) error {
+	pre, post, err := splitMatch(o.match)
+	if err != nil {
+		return err
+	}
+	if o.workers < 1 || o.batch < 1 {
+		return errors.New("--workers and --batch must be at least 1")
+	}
+	// go-redis logs its connection retries itself; the errors that matter
+	// come back to us, so its lines go to the log's debug level.
+	redis.SetLogger(redisLogger{logger})
+	rdb, err := redisClient(o.redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", rdb.Options().Addr, err)
+	}
+	// One keep-alive connection a worker (Go's default keeps two idle), a
+	// bound on a call that hangs, and no connections left behind.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = o.workers
+	httpc := &http.Client{Transport: transport, Timeout: time.Minute}
+	defer httpc.CloseIdleConnections()
+	api, err := client.NewClientWithResponses(strings.TrimRight(o.url, "/"), client.WithHTTPClient(httpc),
+		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			if o.key != "" {
+				r.Header.Set("Authorization", "Bearer "+o.key)
+			}
+			return nil
+		}))
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	if err := checkService(ctx, api, o); err != nil {
+		return err
+	}
+	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: o.batch,
+		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
+	logger.Info("seenapi: importing from redis", "redis", rdb.Options().Addr, "match", o.match, "url", o.url, "ns", o.namespace)
+
+	keys := make(chan string, 4*o.workers)
+	var wg sync.WaitGroup
+	for range o.workers {
+		wg.Go(func() {
+			for k := range keys {
+				im.importKey(ctx, k)
+			}
+		})
+	}
+	stopProgress := im.logProgress(5 * time.Second)
+	it := rdb.Scan(ctx, 0, o.match, 1000).Iterator()
+	for it.Next(ctx) {
+		im.keys.Add(1)
+		keys <- it.Val()
+	}
+	close(keys)
+	wg.Wait()
+	stopProgress()
+	if ctx.Err() != nil {
+		im.log("seenapi: import stopped")
+	} else {
+		im.log("seenapi: import done")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("import interrupted (run it again to finish it): %w", err)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", err)
+	}
+	if n := im.failed.Load(); n > 0 {
+		return fmt.Errorf("%d users were not imported (each is in the log)", n)
+	}
+	return nil
+}
+
+// splitMatch returns what comes before and after the one '*' of pattern.
+func splitMatch(pattern string) (pre, post string, err error) {
+	if strings.Count(pattern, "*") != 1 || strings.ContainsAny(pattern, `?[]\`) {
+		return "", "", fmt.Errorf("--match %q: want one * standing for the user id (e.g. seen:* or user:*:seen) and no other ?, [, ] or \\", pattern)
+	}
+	pre, post, _ = strings.Cut(pattern, "*")
+	return pre, post, nil
+}
+
+// redisClient connects to addr: host:port, or a redis:// or rediss:// URL
+// (which may carry a user, a password and a database number).
+func redisClient(addr string) (*redis.Client, error) {
+	if !strings.Contains(addr, "://") {
+		return redis.NewClient(&redis.Options{Addr: addr}), nil
+	}
+	opts, err := redis.ParseURL(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	return redis.NewClient(opts), nil
+}
+
+// checkService fails early on what would fail every user: a service that
+// does not answer, a key that may not record, an unknown namespace.
+func checkService(ctx context.Context, api *client.ClientWithResponses, o *importOptions) error {
+	var auth *client.GetAuthResponse
+	err := retrying(ctx, nil, false, func() (int, http.Header, error) {
+		r, err := api.GetAuthWithResponse(ctx)
+		auth = r
+		return outcome(r, err)
+	})
+	if err != nil {
+		return fmt.Errorf("seenapi at %s: %w", o.url, err)
+	}
+	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
+		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)
+	}
+	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
+		return outcome(api.GetNamespaceWithResponse(ctx, o.namespace))
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %q: %w", o.namespace, err)
+	}
+	return nil
+}
+
+// answer is what the generated client returns for a call.
+type answer interface {
+	StatusCode() int
+	Status() string
+}
+
+// outcome returns a call's status, its headers and, unless it is 200, its
+// problem as an error (status 0: the service did not answer).
+func outcome[A answer](r A, err error) (int, http.Header, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, body := responseOf(r)
+	if r.StatusCode() == http.StatusOK {
+		return http.StatusOK, resp.Header, nil
+	}
+	return r.StatusCode(), resp.Header, problemOf(r.StatusCode(), body)
+}
+
+// responseOf returns the HTTP response and body that a generated answer carries.
+func responseOf(r answer) (*http.Response, []byte) {
+	switch r := r.(type) {
+	case *client.GetAuthResponse:
+		return r.HTTPResponse, r.Body
+	case *client.GetNamespaceResponse:
+		return r.HTTPResponse, r.Body
+	case *client.RecordSeenResponse:
+		return r.HTTPResponse, r.Body
+	}
+	panic(fmt.Sprintf("responseOf: %T", r))
+}
+
+// retrying runs call until it succeeds or fails for good. While the
+// service is overloaded (503, 429) or, with unreachable, does not answer, it
+// calls again, for up to retryFor, after the service's Retry-After or a
+// doubling back-off, each stretched by up to half again at random so that
+// workers turned away together do not come back together. retried, if
+// not nil, counts the retries.
+func retrying(ctx context.Context, retried *atomic.Int64, unreachable bool, call func() (int, http.Header, error)) error {
+	deadline := time.Now().Add(retryFor)
+	backoff := 100 * time.Millisecond
+	for {
+		status, header, err := call()
+		if err == nil {
+			return nil
+		}
+		switch {
+		case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+			if after, perr := strconv.Atoi(header.Get("Retry-After")); perr == nil && after > 0 {
+				backoff = max(backoff, time.Duration(after)*time.Second)
+			}
+		case status == 0 && unreachable:
+		default:
+			return err
+		}
+		wait := backoff + rand.N(backoff/2+1)
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		if retried != nil {
+			retried.Add(1)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// retryFor is how long one call is retried before it is given up.
+const retryFor = time.Minute
+
+// importer imports keys; its methods are safe for concurrent use.
+type importer struct {
+	rdb       *redis.Client
+	api       *client.ClientWithResponses
+	ns        string
+	pre, post string
+	batch     int
+	logger    *slog.Logger
+	start     time.Time
+
+	keys, users, items, recorded, skipped, failed, retries atomic.Int64
+
+	mu           sync.Mutex
+	skippedTypes map[string]bool // types already logged as skipped
+}
+
+// importKey records every member of key as seen by the user the key names.
+func (im *importer) importKey(ctx context.Context, key string) {
+	if ctx.Err() != nil { // interrupted: the keys left are not tried
+		return
+	}
+	user := key[len(im.pre) : len(key)-len(im.post)]
+	typ, err := im.rdb.Type(ctx, key).Result()
+	if err != nil {
+		im.fail(ctx, key, user, fmt.Errorf("redis TYPE: %w", err))
+		return
+	}
+	// Each scan returns a page of members and the next cursor (0: done).
+	var scan func(cursor uint64) ([]string, uint64, error)
+	switch typ {
+	case "set":
+		scan = func(cursor uint64) ([]string, uint64, error) {
+			return im.rdb.SScan(ctx, key, cursor, "", int64(im.batch)).Result()
+		}
+	case "zset":
+		scan = func(cursor uint64) ([]string, uint64, error) {
+			page, next, err := im.rdb.ZScan(ctx, key, cursor, "", int64(im.batch)).Result()
+			members := page[:0]
+			for i := 0; i < len(page); i += 2 { // member, score, member, score...
+				members = append(members, page[i])
+			}
+			return members, next, err
+		}
+	case "none": // deleted since SCAN listed it
+		im.skipped.Add(1)
+		return
+	default:
+		im.skipped.Add(1)
+		im.mu.Lock()
+		first := !im.skippedTypes[typ]
+		im.skippedTypes[typ] = true
+		im.mu.Unlock()
+		if first {
+			im.logger.Warn("seenapi: skipping keys that are neither a set nor a sorted set", "type", typ, "key", key)
+		}
+		return
+	}
+	if user == "" {
+		im.fail(ctx, key, user, errors.New("the key names no user (its * matched nothing)"))
+		return
+	}
+	var pending []string
+	for cursor := uint64(0); ; {
+		page, next, err := scan(cursor)
+		if err != nil {
+			im.fail(ctx, key, user, fmt.Errorf("redis scan of %s: %w", typ, err))
+			return
+		}
+		pending = append(pending, page...)
+		for len(pending) >= im.batch || (next == 0 && len(pending) > 0) {
+			n := min(len(pending), im.batch)
+			if err := im.record(ctx, user, pending[:n]); err != nil {
+				im.fail(ctx, key, user, err)
+				return
+			}
+			pending = pending[n:]
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	im.users.Add(1)
+}
+
+// record records items as seen by user.
+func (im *importer) record(ctx context.Context, user string, items []string) error {
+	return retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
+		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, client.ItemsRequest{Items: items})
+		if err == nil && r.JSON200 != nil {
+			im.items.Add(int64(len(items)))
+			im.recorded.Add(int64(r.JSON200.Recorded))
+		}
+		return outcome(r, err)
+	})
+}
+
+func (im *importer) fail(ctx context.Context, key, user string, err error) {
+	if ctx.Err() != nil { // interrupted: not the user's fault
+		return
+	}
+	im.failed.Add(1)
+	im.logger.Error("seenapi: user not imported", "key", key, "user", user, "err", err)
+}
+
+// logProgress logs the counts every period until the returned func is called.
+func (im *importer) logProgress(period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				im.log("seenapi: importing")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+func (im *importer) log(msg string) {
+	elapsed := time.Since(im.start)
+	im.logger.Info(msg, "keys", im.keys.Load(), "users", im.users.Load(), "items", im.items.Load(),
+		"newly_seen", im.recorded.Load(), "skipped", im.skipped.Load(), "failed", im.failed.Load(), "retries", im.retries.Load(),
+		"elapsed", elapsed.Round(time.Millisecond),
+		"users_per_s", int(float64(im.users.Load())/max(elapsed.Seconds(), 1e-3)))
+}
+
+// problemOf turns a problem+json answer into an error.
+func problemOf(status int, body []byte) error {
+	var p client.Problem
+	if json.Unmarshal(body, &p) != nil || p.Type == "" {
+		return fmt.Errorf("HTTP %d: %.200s", status, body)
+	}
+	detail := p.Title
+	if p.Detail != nil {
+		detail = *p.Detail
+	}
+	return fmt.Errorf("HTTP %d %s: %s", status, strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/"), detail)
+}
+
+// redisLogger takes go-redis's log lines.
+type redisLogger struct{ *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seenapi/seenapi/bench"
+)
+
+// startRedis starts Debian's redis-server on a free loopback port and
+// returns a client of it. Without redis-server the test is skipped, unless
+// CI=true, where that fails it.
+func startRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is missing (CI=true: install it, e.g. ./test.sh)")
+		}
+		t.Skip("redis-server is missing")
+	}
+	srv, err := bench.StartRedis(context.Background(), bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// importFrom runs seenapi import-redis with args and returns its exit code
+// and output.
+func importFrom(rdb *redis.Client, s *service, env map[string]string, args ...string) (int, string) {
+	var out bytes.Buffer
+	code := run(context.Background(), append([]string{"import-redis", "--redis", rdb.Options().Addr, "--url", s.url}, args...),
+		func(k string) string { return env[k] }, &out, &out, nil)
+	return code, out.String()
+}
+
+// unseenOf returns how many of items user has not seen.
+func unseenOf(t *testing.T, s *service, user string, items []string, header ...string) int {
+	t.Helper()
+	return strings.Count(fmt.Sprint(seenBy(t, s, user, items, header...)), "false")
+}
+
+// seenBy asks the service which of items user has seen.
+func seenBy(t *testing.T, s *service, user string, items []string, header ...string) []bool {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"items": items})
+	code, m := post(t, s.url+"/v1/namespaces/default/users/"+url.PathEscape(user)+"/check", string(body), header...)
+	if code != 200 {
+		t.Fatalf("check %s: %d %v", user, code, m)
+	}
+	var seen []bool
+	for _, v := range m["seen"].([]any) {
+		seen = append(seen, v.(bool))
+	}
+	return seen
+}
+
+func TestImportRedisRecordsEverySetAndSortedSet(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	big := make([]any, 2345) // three calls of --batch 1000
+	bigItems := make([]string, len(big))
+	for i := range big {
+		bigItems[i] = fmt.Sprintf("item:%d", i)
+		big[i] = bigItems[i]
+	}
+	for _, err := range []error{
+		rdb.SAdd(ctx, "seen:u1", "a", "b", "c").Err(),
+		rdb.ZAdd(ctx, "seen:u/2", redis.Z{Score: 1, Member: "x"}, redis.Z{Score: 2, Member: "y"}).Err(),
+		rdb.SAdd(ctx, "seen:big", big...).Err(),
+		rdb.Set(ctx, "seen:count", "3", 0).Err(),  // not a set: skipped
+		rdb.SAdd(ctx, "other:u1", "z").Err(),      // does not match
+		rdb.SAdd(ctx, "seen:u1:extra", "q").Err(), // matches: the user "u1:extra"
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	code, out := importFrom(rdb, s, nil, "--match", "seen:*")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for user, items := range map[string][]string{"u1": {"a", "b", "c"}, "u/2": {"x", "y"}, "big": bigItems, "u1:extra": {"q"}} {
+		if n := unseenOf(t, s, user, items); n != 0 {
+			t.Errorf("%s has not seen %d of its %d items", user, n, len(items))
+		}
+	}
+	if got := seenBy(t, s, "u1", []string{"z", "never"}); got[0] || got[1] {
+		t.Errorf("u1 saw %v of items it was never shown", got)
+	}
+	if !strings.Contains(out, "users=4 ") || !strings.Contains(out, "items=2351 ") || !strings.Contains(out, "skipped=1 ") ||
+		!strings.Contains(out, "failed=0 ") || !strings.Contains(out, "type=string key=seen:count") {
+		t.Errorf("the summary miscounts:\n%s", out)
+	}
+	// Again: nothing new is recorded, and the count of u1's items is unchanged.
+	code, out = importFrom(rdb, s, nil, "--match", "seen:*")
+	if code != 0 || !strings.Contains(out, "newly_seen=0 ") {
+		t.Fatalf("a second import: exit %d: %s", code, out)
+	}
+	resp, err := http.Get(s.url + "/v1/namespaces/default/users/u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats struct{ Items int }
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || stats.Items != 3 {
+		t.Errorf("u1 holds %d items after two imports, want 3 (%v)", stats.Items, err)
+	}
+}
+
+func TestImportRedisReportsTheUsersItCannotImport(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	for _, key := range []string{"seen:ok", "seen:", "seen:bad\x01id"} {
+		if err := rdb.SAdd(ctx, key, "i1").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.SAdd(ctx, "seen:long", strings.Repeat("x", 300)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	code, out := importFrom(rdb, s, nil)
+	if code != 1 || strings.Count(out, "user not imported") != 3 || !strings.Contains(out, "3 users were not imported") {
+		t.Fatalf("exit %d, want 1 naming the three users:\n%s", code, out)
+	}
+	if !strings.Contains(out, "item-too-long") || !strings.Contains(out, "its * matched nothing") {
+		t.Errorf("the log does not say why:\n%s", out)
+	}
+	if got := seenBy(t, s, "ok", []string{"i1"}); !got[0] {
+		t.Error("the good user was not imported")
+	}
+}
+
+func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const readKey, writeKey = "r-0123456789abcdef", "w-0123456789abcdef"
+	s := startService(t, map[string]string{"SEENAPI_KEYS": "read:" + readKey + ",write:" + writeKey}, "--data-dir", t.TempDir())
+	for key, want := range map[string]string{"": "HTTP 401 unauthorized", readKey: "the key's role is read"} {
+		code, out := importFrom(rdb, s, nil, "--key", key)
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("key %q: exit %d, want 1 and %q:\n%s", key, code, want, out)
+		}
+	}
+	if got := seenBy(t, s, "u1", []string{"a"}, "Authorization", "Bearer "+readKey); got[0] {
+		t.Fatal("a refused import recorded")
+	}
+	if code, out := importFrom(rdb, s, map[string]string{"SEENAPI_KEY": writeKey}); code != 0 {
+		t.Fatalf("write key from SEENAPI_KEY: exit %d:\n%s", code, out)
+	}
+	if got := seenBy(t, s, "u1", []string{"a"}, "Authorization", "Bearer "+readKey); !got[0] {
+		t.Fatal("not imported with a write key")
+	}
+	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--namespace", "nope"); code != 1 || !strings.Contains(out, "unknown-namespace") {
+		t.Errorf("unknown namespace: exit %d:\n%s", code, out)
+	}
+	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--match", "seen:*:*"); code != 1 || !strings.Contains(out, "want one *") {
+		t.Errorf("two stars: exit %d:\n%s", code, out)
+	}
+}
+
+// TestImportRedisRidesOutAServiceRestart restarts the service on the same
+// address and data while an import runs: the calls that meet the shutdown
+// or the closed port are retried until the new service answers.
+func TestImportRedisRidesOutAServiceRestart(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	const users = 5000
+	pipe := rdb.Pipeline()
+	for u := range users {
+		pipe.SAdd(ctx, fmt.Sprintf("seen:u%d", u), "a", "b")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir)
+	var out string
+	code := make(chan int)
+	go func() {
+		c, o := importFrom(rdb, s, nil)
+		out = o
+		code <- c
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if c := s.shutdown(); c != 0 {
+		t.Fatalf("shutdown: exit %d", c)
+	}
+	addr := strings.TrimPrefix(s.url, "http://")
+	s2 := startService(t, nil, "--data-dir", dir, "--addr", addr)
+	if c := <-code; c != 0 || !strings.Contains(out, fmt.Sprintf("users=%d ", users)) || strings.Contains(out, "retries=0 ") {
+		t.Fatalf("exit %d, want 0 with every user imported after retries:\n%s", c, out)
+	}
+	for u := 0; u < users; u += 97 {
+		if n := unseenOf(t, s2, fmt.Sprintf("u%d", u), []string{"a", "b"}); n != 0 {
+			t.Errorf("u%d has not seen %d of its items", u, n)
+		}
+	}
+}
