@@ -47,8 +47,9 @@
 // # Faults
 //
 // A panic met while handling one user's data (loading it, encoding it
-// for write-back, erasing it; a bug, since decoding never panics on bad
-// bytes) fails that step for that user only: it becomes the step's error,
+// for write-back, merging it into what is stored, erasing it; a bug, since
+// decoding never panics on bad bytes) fails that step for that user only
+// and is counted in Stats.Panics: it becomes the step's error,
 // the stack is logged (at most every 10 s), no lock or load claim is left
 // held, and a write-back that failed keeps the user dirty and its journal,
 // to be retried next round. A panic in the store's write of a batch keeps

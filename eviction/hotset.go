@@ -842,7 +842,10 @@ func (h *HotSet) recovered(err *error, what, ns, user string) {
 		return
 	}
 	h.panics.Add(1)
-	*err = fmt.Errorf("eviction: panic %s %s/%s: %v", what, ns, user, r)
+	if ns != "" || user != "" { // a merge knows bytes only; the store names the user
+		what += " " + ns + "/" + user
+	}
+	*err = fmt.Errorf("eviction: panic %s: %v", what, r)
 	if spaced(&h.panicLogged) {
 		h.opts.Logger.Error("seenapi: panic handling a user's data; the step fails and is retried",
 			"step", what, "ns", ns, "user", user, "panic", r, "stack", string(debug.Stack()))
@@ -1163,11 +1166,22 @@ var appendFilter = (*userfilter.Filter).AppendBinary
 
 // storeWriteBack writes a batch. A panic in the store fails the whole batch
 // (its users stay dirty and are retried); one in a user's merge fails that
-// user only (storage.Store.WriteBack).
+// user only (h.merge, storage.Store.WriteBack).
 func (h *HotSet) storeWriteBack(writes []storage.Write) (err error) {
 	defer h.recovered(&err, "writing back the batch of", writes[0].NS, writes[0].User)
-	return h.store.WriteBack(writes, MergeFilters)
+	return h.store.WriteBack(writes, h.merge)
 }
+
+// merge is the write-back's merge: a panic in it (a bug met by one user's
+// stored bytes) is counted and logged with the hot set's others, and the
+// store fails that user's write-back only, naming the user.
+func (h *HotSet) merge(stored, value []byte) (out []byte, err error) {
+	defer h.recovered(&err, "merging into the stored filter", "", "")
+	return mergeFilters(stored, value)
+}
+
+// mergeFilters is MergeFilters; tests replace it to meet a bug.
+var mergeFilters = MergeFilters
 
 // maxKeptEncoded is the largest write-back buffer kept for the next batch.
 const maxKeptEncoded = 4 << 20

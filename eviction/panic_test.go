@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -365,5 +366,56 @@ func TestWriteBackFailuresAreLoggedSpacedOut(t *testing.T) {
 	got := logged(t, path)
 	if n := strings.Count(got, "write-back failed"); n != 2 || !strings.Contains(got, "failed_rounds=100") {
 		t.Fatalf("after logEvery, want a second line counting the 99 rounds not logged and this one:\n%s", got)
+	}
+}
+
+// TestPanicWhileMergingIsCountedAndFailsThatUserOnly writes back through a
+// hot set that is not the store's only writer (it sees no Attach), so
+// every write-back merges into what is stored, and meets a panic in one
+// user's merge.
+func TestPanicWhileMergingIsCountedAndFailsThatUserOnly(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	h, err := New(struct{ Store }{st}, defaultNS, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	record(t, h, "default", "boom", "x") // not ok's item: the two encodings differ
+	record(t, h, "default", "ok", "a")
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	boomStored, _ := loadStored(t, st, "boom")
+	okStored, _ := loadStored(t, st, "ok")
+	orig := mergeFilters
+	mergeFilters = func(stored, value []byte) ([]byte, error) {
+		if bytes.Equal(stored, boomStored) {
+			panic("a merge bug")
+		}
+		return orig(stored, value)
+	}
+	defer func() { mergeFilters = orig }()
+	record(t, h, "default", "boom", "b")
+	record(t, h, "default", "ok", "b")
+	err = h.Flush()
+	if err == nil || !strings.Contains(err.Error(), "boom") || strings.Contains(err.Error(), "ok") {
+		t.Fatalf("flush error %v, want one naming boom only", err)
+	}
+	if got := h.Stats().Panics; got != 1 {
+		t.Errorf("panics %d, want 1", got)
+	}
+	if f, _ := loadStored(t, st, "ok"); bytes.Equal(f, okStored) {
+		t.Error("the other user was not written back")
+	}
+	if f, _ := loadStored(t, st, "boom"); !bytes.Equal(f, boomStored) {
+		t.Error("the failed user's stored filter changed")
+	}
+	mergeFilters = orig
+	if err := h.Flush(); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if f, _ := loadStored(t, st, "boom"); bytes.Equal(f, boomStored) {
+		t.Error("the failed user was not written back on the retry")
 	}
 }
