@@ -56,6 +56,36 @@ func BenchmarkFilterAndRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkSelectAbsent is the feed's common case: 200 candidates the user
+// has not seen, against one of 100,000 users of 250 items each, chosen at
+// random (so its filter is cold in the CPU's caches), recording nothing.
+func BenchmarkSelectAbsent(b *testing.B) {
+	const users, items = 100_000, 250
+	fs := make([]*Filter, users)
+	its := make([]string, items)
+	for u := range fs {
+		fs[u] = mustNew(b, DefaultProfile())
+		for j := range its {
+			its[j] = fmt.Sprintf("u%d-item-%d", u, j)
+		}
+		fs[u].Add(its, t0)
+	}
+	calls := make([][]string, 64)
+	for i := range calls {
+		calls[i] = make([]string, 200)
+		for j := range calls[i] {
+			calls[i][j] = fmt.Sprintf("absent-%d-%d", i, j)
+		}
+	}
+	var s Scratch
+	rng := rand.New(rand.NewPCG(1, 2))
+	i := 0
+	for b.Loop() {
+		fs[rng.IntN(users)].Select(calls[i&63], 20, RecordNone, t0, &s)
+		i++
+	}
+}
+
 // BenchmarkBloomV3Reference does the same call with a plain Bloom filter
 // sized in advance for 2n items (the reference the scalable filter is held
 // to): Test every candidate, Add the first 20 that tested absent.
