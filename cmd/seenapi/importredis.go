@@ -142,8 +142,11 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	var auth *client.GetAuthResponse
 	err := retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetAuthWithResponse(ctx)
+		if err != nil {
+			return outcome(nil, nil, err)
+		}
 		auth = r
-		return outcome(r, err)
+		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("seenapi at %s: %w", o.url, err)
@@ -152,7 +155,11 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)
 	}
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
-		return outcome(api.GetNamespaceWithResponse(ctx, o.namespace))
+		r, err := api.GetNamespaceWithResponse(ctx, o.namespace)
+		if err != nil {
+			return outcome(nil, nil, err)
+		}
+		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("namespace %q: %w", o.namespace, err)
@@ -160,36 +167,17 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	return nil
 }
 
-// answer is what the generated client returns for a call.
-type answer interface {
-	StatusCode() int
-	Status() string
-}
-
-// outcome returns a call's status, its headers and, unless it is 200, its
-// problem as an error (status 0: the service did not answer).
-func outcome[A answer](r A, err error) (int, http.Header, error) {
+// outcome returns the status and headers of a generated client's answer
+// (resp, body) and, unless it is 200, its problem as an error; status 0:
+// the service did not answer (err).
+func outcome(resp *http.Response, body []byte, err error) (int, http.Header, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, body := responseOf(r)
-	if r.StatusCode() == http.StatusOK {
+	if resp.StatusCode == http.StatusOK {
 		return http.StatusOK, resp.Header, nil
 	}
-	return r.StatusCode(), resp.Header, problemOf(r.StatusCode(), body)
-}
-
-// responseOf returns the HTTP response and body that a generated answer carries.
-func responseOf(r answer) (*http.Response, []byte) {
-	switch r := r.(type) {
-	case *client.GetAuthResponse:
-		return r.HTTPResponse, r.Body
-	case *client.GetNamespaceResponse:
-		return r.HTTPResponse, r.Body
-	case *client.RecordSeenResponse:
-		return r.HTTPResponse, r.Body
-	}
-	panic(fmt.Sprintf("responseOf: %T", r))
+	return resp.StatusCode, resp.Header, problemOf(resp.StatusCode, body)
 }
 
 // retrying runs call until it succeeds or fails for good. While the
@@ -322,11 +310,14 @@ func (im *importer) importKey(ctx context.Context, key string) {
 func (im *importer) record(ctx context.Context, user string, items []string) error {
 	return retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
 		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, client.ItemsRequest{Items: items})
-		if err == nil && r.JSON200 != nil {
+		if err != nil {
+			return outcome(nil, nil, err)
+		}
+		if r.JSON200 != nil {
 			im.items.Add(int64(len(items)))
 			im.recorded.Add(int64(r.JSON200.Recorded))
 		}
-		return outcome(r, err)
+		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 }
 
