@@ -2,7 +2,6 @@ package userfilter
 
 import (
 	"math"
-	"math/bits"
 	"time"
 	"unsafe"
 )
@@ -225,32 +224,8 @@ func (g *generation) test(h Hash) bool {
 	// Newest layers hold most items: test them first. The salt steps down
 	// with the layer (saltOf(i) without a multiply).
 	salt := saltOf(len(g.layers) - 1)
-	w, b := g.slab, h.Hi|1
 	for i := len(g.layers) - 1; i >= 0; i-- {
-		l := &g.layers[i]
-		if l.k >= 4 {
-			// The layer's first four probes (layer.test's positions), with
-			// no branch between them: an absent item, most candidates, is
-			// turned away by a full layer 15 times in 16 on one predictable
-			// branch, where probing bit by bit mispredicted about once a
-			// layer. BenchmarkSelectAbsent: a quarter less time a call; the rare
-			// item that passes is tested whole by layer.test.
-			v := h.Lo + salt
-			slice, off := uint64(l.slice), uint64(l.off)
-			hi0, _ := bits.Mul64(v, slice)
-			v = v*lcgMul + b
-			hi1, _ := bits.Mul64(v, slice)
-			v = v*lcgMul + b
-			hi2, _ := bits.Mul64(v, slice)
-			v = v*lcgMul + b
-			hi3, _ := bits.Mul64(v, slice)
-			p0, p1, p2, p3 := off+hi0, off+slice+hi1, off+2*slice+hi2, off+3*slice+hi3
-			if (w[p0>>6]>>(p0&63))&(w[p1>>6]>>(p1&63))&(w[p2>>6]>>(p2&63))&(w[p3>>6]>>(p3&63))&1 == 0 {
-				salt -= golden
-				continue
-			}
-		}
-		if l.test(w, h, salt) {
+		if g.layers[i].test(g.slab, h, salt) {
 			return true
 		}
 		salt -= golden
