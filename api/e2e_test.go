@@ -118,6 +118,11 @@ func TestUserStats(t *testing.T) {
 	if st.Items != 3 || st.Kind != "bloom" || !st.Hot || st.Bits == 0 || st.TargetFpRate != 0.01 || st.LastSeen.IsZero() {
 		t.Fatalf("stats: %+v", st)
 	}
+	// A dry run does not make a user of a stranger.
+	got := filter(t, c, "default", "stranger", client.FilterRequest{Candidates: []string{"a", "b"}, Record: ptr(client.None)})
+	if !slices.Equal(got.Unseen, []string{"a", "b"}) || got.Recorded != 0 {
+		t.Fatalf("dry run of a stranger: %+v", got)
+	}
 	r, _ = c.GetUserWithResponse(ctx, "default", "stranger")
 	if r.ApplicationproblemJSON404 == nil || r.ApplicationproblemJSON404.Type != "https://seenapi.dev/problems/user-not-found" {
 		t.Fatalf("unknown user: %d %s", r.StatusCode(), r.Body)
@@ -182,6 +187,24 @@ func TestExportImportMergeAndReplace(t *testing.T) {
 	}
 	if got := check("dst", "a", "b", "z"); !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("a bad import changed dst: %v", got)
+	}
+	// Another namespace's export is refused, by replace too: its cap would
+	// come with it. The detail says what differs.
+	if r, err := c.RecordSeenWithResponse(ctx, "capped", "other", client.ItemsRequest{Items: []string{"q"}}); err != nil || r.JSON200 == nil {
+		t.Fatalf("record in capped: %v", err)
+	}
+	capped, err := c.ExportUserWithResponse(ctx, "capped", "other")
+	if err != nil || capped.StatusCode() != http.StatusOK {
+		t.Fatalf("export from capped: %v %d", err, capped.StatusCode())
+	}
+	im, _ = c.ImportUserWithBodyWithResponse(ctx, "default", "dst", &client.ImportUserParams{Mode: ptr(client.Replace)},
+		"application/octet-stream", bytes.NewReader(capped.Body))
+	if p := im.ApplicationproblemJSON400; p == nil || p.Type != "https://seenapi.dev/problems/bad-import" ||
+		p.Detail == nil || !strings.HasSuffix(*p.Detail, `than namespace "default"'s profile (the namespace's against the filter's): max_items 0 against 5`) {
+		t.Fatalf("replace with another namespace's export: %d %s", im.StatusCode(), im.Body)
+	}
+	if got := check("dst", "a", "b", "q"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("a refused import changed dst: %v", got)
 	}
 }
 

@@ -107,6 +107,7 @@ func problemFor(err error) Problem {
 	var (
 		ae *apiError
 		fe *fiber.Error
+		ie *eviction.ImportError
 	)
 	k, detail := pInternal, "internal error"
 	var fields []FieldError
@@ -125,8 +126,8 @@ func problemFor(err error) Problem {
 		k, detail = pStorageUnavailable, "the store failed: "+err.Error()
 	case errors.Is(err, userfilter.ErrTooLarge):
 		k, detail = pBodyTooLarge, "the imported filter is larger than the server accepts: "+err.Error()
-	case errors.Is(err, eviction.ErrBadImport):
-		k, detail = pBadImport, err.Error()
+	case errors.As(err, &ie):
+		k, detail = pBadImport, ie.Reason
 	case errors.Is(err, eviction.ErrClosed):
 		k, detail = pUnavailable, "the service is shutting down"
 	case errors.As(err, &fe):

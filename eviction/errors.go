@@ -1,6 +1,9 @@
 package eviction
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors; the API maps them to problem types in one place.
 var (
@@ -19,3 +22,17 @@ var (
 	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.
 	ErrBadImport = errors.New("eviction: bad import")
 )
+
+// ImportError is an ErrBadImport with the reason in words a person reads
+// (the API's problem detail). It also wraps the filter's own error.
+type ImportError struct {
+	Reason string
+	err    error
+}
+
+func (e *ImportError) Error() string   { return ErrBadImport.Error() + ": " + e.Reason }
+func (e *ImportError) Unwrap() []error { return []error{ErrBadImport, e.err} }
+
+func badImport(err error, format string, args ...any) error {
+	return &ImportError{Reason: fmt.Sprintf(format, args...), err: err}
+}

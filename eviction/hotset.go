@@ -632,7 +632,12 @@ func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string
 	if err != nil {
 		return Result{}, err
 	}
-	e, _, err := h.acquire(info, user, true)
+	e, _, err := h.acquire(info, user, mode != userfilter.RecordNone)
+	if errors.Is(err, ErrUserNotFound) {
+		// A dry run for a user with no history creates no user: the answer
+		// is an empty filter's.
+		return h.filterNew(dst, info, candidates, limit)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -651,12 +656,30 @@ func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string
 	}
 	recorded, saturated := e.f.Commit(now, s)
 	changed = recorded > 0
-	out := Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
-		Unseen: slices.Grow(dst[:0], len(s.Unseen))}
+	return Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
+		Unseen: unseenOf(dst, candidates, s)}, nil
+}
+
+// unseenOf appends to dst[:0] the candidates s selected as unseen.
+func unseenOf(dst, candidates []string, s *userfilter.Scratch) []string {
+	out := slices.Grow(dst[:0], len(s.Unseen))
 	for _, idx := range s.Unseen {
-		out.Unseen = append(out.Unseen, candidates[idx])
+		out = append(out, candidates[idx])
 	}
-	return out, nil
+	return out
+}
+
+// filterNew answers a dry run for a user with no history, without making one.
+func (h *HotSet) filterNew(dst []string, info *nsInfo, candidates []string, limit int) (Result, error) {
+	f, err := userfilter.New(info.Profile)
+	if err != nil {
+		return Result{}, err
+	}
+	cs := h.scratch.Get().(*callScratch)
+	defer h.scratch.Put(cs)
+	s := &cs.Scratch
+	res := f.Select(candidates, limit, userfilter.RecordNone, h.opts.Now(), s)
+	return Result{SeenCount: res.SeenCount, Unseen: unseenOf(dst, candidates, s)}, nil
 }
 
 // Record marks items seen without filtering (Result.Recorded new, Result.SeenCount already seen).
@@ -788,8 +811,9 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // Import merges (or with replace, replaces) the user's filter with data
 // from Export and writes it to the store before returning. Bad bytes, a
 // filter whose bits would take more than maxBytes of memory (also wrapping
-// userfilter.ErrTooLarge) or, when merging, a filter of other parameters:
-// ErrBadImport.
+// userfilter.ErrTooLarge) or a filter of other parameters: an
+// *ImportError (ErrBadImport). A merge takes the parameters of the user's
+// filter; a replace those too, or the namespace's profile.
 func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) error {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -797,20 +821,31 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	}
 	in, err := userfilter.DecodeWithin(data, maxBytes)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadImport, err)
+		return badImport(err, "the body is not a filter exported by seenapi (%v)", err)
 	}
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
-	e, _, err := h.acquire(info, user, true)
+	ours := info.Profile.WithDefaults()
+	e, _, err := h.acquire(info, user, false)
+	if errors.Is(err, ErrUserNotFound) {
+		// Checked before the user is created: a refused import changes nothing.
+		if err := importable(info.Name, ours, ours, in.Profile(), replace); err != nil {
+			return err
+		}
+		e, _, err = h.acquire(info, user, true)
+	}
 	if err != nil {
 		return err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
+	if err := importable(info.Name, ours, e.f.Profile(), in.Profile(), replace); err != nil {
+		return err
+	}
 	next := in
 	if !replace {
 		next = e.f.Clone()
 		if err := next.Merge(in); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadImport, err)
+			return badImport(err, "the filter does not merge with the user's: %v", err)
 		}
 	}
 	now := h.opts.Now()
@@ -828,6 +863,25 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
 	return nil
+}
+
+// importable says why a filter of parameters in cannot be imported over
+// the user's filter, of parameters user (the namespace's profile ours for a
+// new user): nil if it can. A merge needs the user's parameters; a replace
+// may also bring the namespace's profile to a user whose filter predates
+// it. Anything else is most likely another namespace's export, whose cap
+// and window would come with it.
+func importable(ns string, ours, user, in userfilter.Profile, replace bool) error {
+	switch {
+	case in == user || replace && in == ours:
+		return nil
+	case replace || user == ours:
+		return badImport(userfilter.ErrIncompatible, "the filter was built with other parameters than namespace %q's "+
+			"profile (the namespace's against the filter's): %s", ns, ours.Differences(in))
+	default:
+		return badImport(userfilter.ErrIncompatible, "the filter was built with other parameters than the user's "+
+			"(the user's against the filter's): %s", user.Differences(in))
+	}
 }
 
 // recovered, deferred by a step that handles one user's data in the store

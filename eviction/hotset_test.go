@@ -3,6 +3,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -498,6 +499,105 @@ func TestExportImport(t *testing.T) {
 	}
 	if _, err := fx.h.Export("default", "nobody"); !errors.Is(err, ErrUserNotFound) {
 		t.Fatalf("export of unknown user: %v", err)
+	}
+}
+
+func TestImportRefusesAnotherNamespacesFilter(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "push", "src", "a") // a windowed namespace's filter
+	data, err := fx.h.Export("push", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "default", "dst", "c")
+	for _, replace := range []bool{false, true} {
+		for _, user := range []string{"dst", "newbie"} {
+			err := fx.h.Import("default", user, data, replace, 1<<20)
+			var ie *ImportError
+			if !errors.As(err, &ie) || !errors.Is(err, ErrBadImport) || !errors.Is(err, userfilter.ErrIncompatible) {
+				t.Fatalf("replace %v, %s: err = %v, want an ImportError", replace, user, err)
+			}
+			// The reason names what differs, the namespace's value first.
+			if !strings.Contains(ie.Reason, "window 0s against 168h0m0s, granularity 0s against 24h0m0s") {
+				t.Errorf("replace %v, %s: reason %q", replace, user, ie.Reason)
+			}
+		}
+	}
+	if got := seen(t, fx.h, "default", "dst", "a", "c"); fmt.Sprint(got) != "[false true]" {
+		t.Fatalf("refused imports changed the user: %v", got)
+	}
+	if _, err := fx.h.User("default", "newbie"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("a refused import created the user: %v", err)
+	}
+	if n := fx.h.Stats().NewUsers; n != 2 {
+		t.Fatalf("new users %d, want 2 (src and dst)", n)
+	}
+}
+
+func TestImportAcrossAProfileChange(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "old", "a")
+	record(t, fx.h, "default", "old2", "b")
+	before, err := fx.h.Export("default", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The namespace's profile changes; stored filters keep theirs.
+	if err := fx.h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fx.h, err = New(fx.st, []Namespace{{Name: "default", Profile: userfilter.Profile{FPRate: 0.001}}},
+		Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "default", "fresh", "z")
+	after, err := fx.h.Export("default", "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An export of the user's own parameters comes back, merged or not.
+	if err := fx.h.Import("default", "old", before, false, 1<<20); err != nil {
+		t.Fatalf("merge of the user's own export: %v", err)
+	}
+	// A replace may bring the namespace's profile to an older filter.
+	if err := fx.h.Import("default", "old", after, true, 1<<20); err != nil {
+		t.Fatalf("replace with the namespace's profile: %v", err)
+	}
+	if got := seen(t, fx.h, "default", "old", "a", "z"); fmt.Sprint(got) != "[false true]" {
+		t.Fatalf("after the replace: %v", got)
+	}
+	// A merge cannot: the parameters differ from the user's filter.
+	err = fx.h.Import("default", "old2", after, false, 1<<20)
+	var ie *ImportError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "than the user's (the user's against the filter's): fp_rate 0.01 against 0.001") {
+		t.Fatalf("merge across the change: %v", err)
+	}
+	if got := seen(t, fx.h, "default", "old2", "b", "z"); fmt.Sprint(got) != "[true false]" {
+		t.Fatalf("a refused merge changed the user: %v", got)
+	}
+}
+
+func TestDryRunCreatesNoUser(t *testing.T) {
+	fx := newFixture(t, Options{})
+	res, err := fx.h.Filter("default", "ghost", []string{"a", "b", "a", "c"}, 2, userfilter.RecordNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Unseen) != "[a b]" || res.SeenCount != 0 || res.Recorded != 0 {
+		t.Fatalf("dry run of a new user: %+v", res)
+	}
+	if _, err := fx.h.User("default", "ghost"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("stats after a dry run: %v, want ErrUserNotFound", err)
+	}
+	if st := fx.h.Stats(); st.NewUsers != 0 || st.HotUsers != 0 {
+		t.Fatalf("a dry run created a user: %+v", st)
+	}
+	// A known user's dry run still sees what it recorded.
+	record(t, fx.h, "default", "ghost", "b")
+	res, err = fx.h.Filter("default", "ghost", []string{"a", "b", "c"}, 0, userfilter.RecordNone)
+	if err != nil || fmt.Sprint(res.Unseen) != "[a c]" || res.SeenCount != 1 {
+		t.Fatalf("dry run of a known user: %+v, %v", res, err)
 	}
 }
 

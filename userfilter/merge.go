@@ -19,7 +19,7 @@ func (f *Filter) Compatible(o *Filter) bool { return f.p == o.p || f.p.Profile =
 // clearly more than that (a function of the merged bits, so the laws hold).
 func (f *Filter) Merge(o *Filter) error {
 	if !f.Compatible(o) {
-		return fmt.Errorf("%w: %+v and %+v", ErrIncompatible, f.p.Profile, o.p.Profile)
+		return fmt.Errorf("%w: %s", ErrIncompatible, f.p.Profile.Differences(o.p.Profile))
 	}
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {

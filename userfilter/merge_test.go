@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,8 +74,13 @@ func TestMergeRefusesOtherParameters(t *testing.T) {
 	b := mustNew(t, Profile{FPRate: 0.001})
 	a.Add([]string{"x"}, t0)
 	before := encode(t, a)
-	if err := a.Merge(b); !errors.Is(err, ErrIncompatible) {
+	err := a.Merge(b)
+	if !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("err = %v, want ErrIncompatible", err)
+	}
+	// The error names what differs, as a namespaces file does.
+	if want := "fp_rate 0.01 against 0.001"; !strings.HasSuffix(err.Error(), ": "+want) {
+		t.Errorf("err = %q, want it to end in %q", err, want)
 	}
 	if !bytes.Equal(before, encode(t, a)) {
 		t.Fatal("failed merge changed the filter")

@@ -3,6 +3,7 @@ package userfilter
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -111,6 +112,28 @@ func (p Profile) WithDefaults() Profile {
 
 // Validate reports whether p (after WithDefaults) describes a filter that can
 // be built and encoded.
+// Differences describes how o's parameters differ from p's, one
+// "name p-value against o-value" a parameter, named as in a namespaces
+// file; "" when they are the same. Errors about filters built with other
+// parameters (a merge, an import) quote it instead of two raw structs.
+func (p Profile) Differences(o Profile) string {
+	var d []string
+	diff := func(name string, a, b any) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %v against %v", name, a, b))
+		}
+	}
+	diff("kind", p.Kind, o.Kind)
+	diff("fp_rate", p.FPRate, o.FPRate)
+	diff("initial_capacity", p.InitialCapacity, o.InitialCapacity)
+	diff("growth", p.Growth, o.Growth)
+	diff("tightening", p.Tightening, o.Tightening)
+	diff("window", p.Window, o.Window)
+	diff("granularity", p.Granularity, o.Granularity)
+	diff("max_items", p.MaxItems, o.MaxItems)
+	return strings.Join(d, ", ")
+}
+
 func (p Profile) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadProfile}, a...)...)
