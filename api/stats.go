@@ -144,7 +144,7 @@ var hotSetMetrics = []metric{
 	{"seenapi_evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Evictions) }},
 	{"seenapi_dirty_users", "Hot users with changes not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
 	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},
-	{"seenapi_flushes_total", "Write-back rounds.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
+	{"seenapi_flushes_total", "Write-back rounds that had users to write.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
 	{"seenapi_flushed_users_total", "Filters written back.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.FlushedUsers) }},
 	{"seenapi_journal_appends_total", "Journal records appended.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.JournalAppends) }},
 	{"seenapi_storage_errors_total", "Failed storage operations.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.StorageErrors) }},

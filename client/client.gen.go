@@ -366,12 +366,14 @@ type ServiceStats struct {
 	Evictions int64            `json:"evictions"`
 
 	// FlushLagNs Age of the oldest change not yet written back, in nanoseconds.
-	FlushLagNs   int64   `json:"flush_lag_ns"`
-	FlushedUsers int64   `json:"flushed_users"`
-	Flushes      int64   `json:"flushes"`
-	HitRatio     float32 `json:"hit_ratio"`
-	Hits         int64   `json:"hits"`
-	HotUsers     int64   `json:"hot_users"`
+	FlushLagNs   int64 `json:"flush_lag_ns"`
+	FlushedUsers int64 `json:"flushed_users"`
+
+	// Flushes Write-back rounds that had users to write.
+	Flushes  int64   `json:"flushes"`
+	HitRatio float32 `json:"hit_ratio"`
+	Hits     int64   `json:"hits"`
+	HotUsers int64   `json:"hot_users"`
 
 	// InFlight Requests being served now.
 	InFlight       int64 `json:"in_flight"`

@@ -42,7 +42,7 @@ type Stats struct {
 	Evictions        uint64        `json:"evictions"`
 	DirtyUsers       int64         `json:"dirty_users"`
 	FlushLag         time.Duration `json:"flush_lag_ns"` // age of the oldest unwritten change
-	Flushes          uint64        `json:"flushes"`
+	Flushes          uint64        `json:"flushes"`      // write-back rounds that had users to write
 	FlushedUsers     uint64        `json:"flushed_users"`
 	JournalAppends   uint64        `json:"journal_appends"`
 	StorageErrors    uint64        `json:"storage_errors"`

@@ -578,6 +578,25 @@ func TestImportAcrossAProfileChange(t *testing.T) {
 	}
 }
 
+func TestFlushesCountsRoundsThatWrote(t *testing.T) {
+	fx := newFixture(t, Options{})
+	for range 3 {
+		if err := fx.h.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fx.h.Stats().Flushes; n != 0 {
+		t.Fatalf("flushes %d after rounds with nothing to write, want 0", n)
+	}
+	record(t, fx.h, "default", "u", "a")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st := fx.h.Stats(); st.Flushes != 1 || st.FlushedUsers != 1 {
+		t.Fatalf("flushes %d, flushed users %d, want 1 and 1", st.Flushes, st.FlushedUsers)
+	}
+}
+
 func TestDryRunCreatesNoUser(t *testing.T) {
 	fx := newFixture(t, Options{})
 	res, err := fx.h.Filter("default", "ghost", []string{"a", "b", "a", "c"}, 2, userfilter.RecordNone)

@@ -220,7 +220,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} evictions
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
- * @property {number} flushes
+ * @property {number} flushes Write-back rounds that had users to write.
  * @property {number} hit_ratio
  * @property {number} hits
  * @property {number} hot_users
