@@ -12,6 +12,7 @@ import (
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -218,6 +219,31 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 		}
 		if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+tc.typ {
 			t.Errorf("%s %s: type %s, want %s", tc.method, tc.path, p.Type, tc.typ)
+		}
+	}
+}
+
+// TestBatchRefusesUserIDsNoPathReaches holds the batch's user field to the
+// rules of the {user} path parameter: a user the batch stored under "." or
+// ".." could never be read, exported or erased. The whole batch is refused,
+// its good entries too, like a batch with any other bad entry.
+func TestBatchRefusesUserIDsNoPathReaches(t *testing.T) {
+	e := newEnv(t)
+	for _, bad := range []string{".", ".."} {
+		body := fmt.Sprintf(`{"requests":[{"user":"b0","candidates":["a"]},{"user":"b1","candidates":["a"]},`+
+			`{"user":"b2","candidates":["a"]},{"user":%q,"candidates":["a","b"]}]}`, bad)
+		status, h, b := e.raw("POST", "/v1/namespaces/default/filter", "application/json", []byte(body))
+		if status != http.StatusBadRequest {
+			t.Fatalf("user %q: status %d, want 400: %s", bad, status, truncate(b))
+		}
+		p := problem(t, status, h, b)
+		if p.Type != api.ProblemBase+"bad-request" || len(p.Errors) != 1 || p.Errors[0].Pointer != "/requests/3/user" {
+			t.Errorf("user %q: %s %+v, want bad-request at /requests/3/user", bad, p.Type, p.Errors)
+		}
+		for _, u := range []string{"b0", "b1", "b2", bad} {
+			if _, err := e.hot.User("default", u); !errors.Is(err, eviction.ErrUserNotFound) {
+				t.Errorf("after the refused batch with %q, user %q: %v, want not found", bad, u, err)
+			}
 		}
 	}
 }

@@ -332,8 +332,8 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	args := make([]filterArgs, len(req.Requests))
 	for i, e := range req.Requests {
 		prefix := "/requests/" + itoa(i)
-		if p := textProblem(e.User, s.cfg.MaxUserBytes); p != "" {
-			return fieldError(pBadRequest, prefix+"/user", "", "the user id "+p)
+		if p := s.userProblem(e.User); p != "" {
+			return fieldError(pBadRequest, prefix+"/user", "", p)
 		}
 		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {
 			return err

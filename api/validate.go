@@ -96,14 +96,24 @@ func (s *Server) user(c *fiber.Ctx) (string, error) {
 			return "", fieldError(pBadRequest, "", "user", "the user id is not validly percent-encoded")
 		}
 	}
+	if p := s.userProblem(u); p != "" {
+		return "", fieldError(pBadRequest, "", "user", p)
+	}
+	return u, nil
+}
+
+// userProblem returns why u cannot be a user id, or "" if it can. The path
+// parameter and the batch's user field are both checked by it, so that a
+// user the batch stores can be read, exported and erased by its path.
+func (s *Server) userProblem(u string) string {
 	if p := textProblem(u, s.cfg.MaxUserBytes); p != "" {
-		return "", fieldError(pBadRequest, "", "user", "the user id "+p)
+		return "the user id " + p
 	}
 	if u == "." || u == ".." {
 		// Clients resolve these path segments away; refuse them everywhere.
-		return "", fieldError(pBadRequest, "", "user", `the user ids "." and ".." cannot be used in a path`)
+		return `the user ids "." and ".." cannot be used in a path`
 	}
-	return u, nil
+	return ""
 }
 
 // jsonBody returns the request body of a JSON route after checking its size

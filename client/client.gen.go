@@ -120,7 +120,9 @@ type BatchFilterEntry struct {
 	// (a dry run), `all` (every candidate).
 	Record *RecordMode `json:"record,omitempty"`
 
-	// User User id (not percent-encoded), 1 to 256 bytes.
+	// User User id (not percent-encoded), 1 to 256 bytes of UTF-8 without
+	// control characters. "." and ".." are refused, as in a path: no
+	// per-user route could reach them.
 	User string `json:"user"`
 }
 
