@@ -172,22 +172,60 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	}
 }
 
+// TestFieldErrorsPointAtTheField checks each field error's pointer is the
+// RFC 6901 pointer of the offending member, array indexes included, for
+// the one call, the items routes and the batch.
 func TestFieldErrorsPointAtTheField(t *testing.T) {
 	e := newEnv(t)
-	for _, tc := range []struct{ body, pointer string }{
-		{`{"candidates":["a"],"limit":-1}`, "/limit"},
-		{`{"candidates":["a"],"limit":"x"}`, "/limit"},
-		{`{"candidates":["a","b\u0001"]}`, "/candidates/1"},
-		{`{"candidates":["a","b\u007f"]}`, "/candidates/1"},           // an escaped DEL in an ASCII body
-		{"{\"candidates\":[\"a\",\"b\",\"c\x7f\"]}", "/candidates/2"}, // a raw DEL: valid JSON
-		{`{"candidates":["ü","a\u0085"]}`, "/candidates/1"},           // C1 control in a UTF-8 body
-		{`{"candidates":["a"],"record":"x"}`, "/record"},
-		{`{"candidates":["a"],"zzz":1}`, "/zzz"},
+	var (
+		one   = userPath("default", "u", "/filter")
+		seen  = userPath("default", "u", "/seen")
+		batch = "/v1/namespaces/default/filter"
+	)
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		typ        string
+		pointer    string
+	}{
+		{one, `{"candidates":["a"],"limit":-1}`, 400, "bad-request", "/limit"},
+		{one, `{"candidates":["a"],"limit":"x"}`, 400, "bad-request", "/limit"},
+		{one, `{"candidates":["a"],"limit":2.5}`, 400, "bad-request", "/limit"},
+		{one, `{"candidates":["a","b\u0001"]}`, 400, "bad-request", "/candidates/1"},
+		{one, `{"candidates":["a","b\u007f"]}`, 400, "bad-request", "/candidates/1"},           // an escaped DEL in an ASCII body
+		{one, "{\"candidates\":[\"a\",\"b\",\"c\x7f\"]}", 400, "bad-request", "/candidates/2"}, // a raw DEL: valid JSON
+		{one, `{"candidates":["ü","a\u0085"]}`, 400, "bad-request", "/candidates/1"},           // C1 control in a UTF-8 body
+		{one, `{"candidates":["a"],"record":"x"}`, 400, "bad-request", "/record"},
+		{one, `{"candidates":["a"],"zzz":1}`, 400, "bad-request", "/zzz"},
+		{one, `{"candidates":"a"}`, 400, "bad-request", "/candidates"},
+		{one, `{"candidates":["a",5,null]}`, 400, "bad-request", "/candidates/1"},
+		{one, `{"candidates":["a","b",["c"]]}`, 400, "bad-request", "/candidates/2"},
+		{one, `{"limt":3}`, 400, "bad-request", "/limt"},
+		{one, `{"CANDIDATES":["a"]}`, 400, "bad-request", "/CANDIDATES"}, // names match exactly
+		{one, `{"candidates":["a"],"Candidates":["b"]}`, 400, "bad-request", "/Candidates"},
+		{one, `{"candidates":["a"],"a/b~c":1}`, 400, "bad-request", "/a~1b~0c"}, // escaped per RFC 6901
+		{seen, `{"items":["a",{}]}`, 400, "bad-request", "/items/1"},
+		{batch, `{"requests":{}}`, 400, "bad-request", "/requests"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a",3]}]}`, 400, "bad-request", "/requests/0/candidates/1"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"],"x":1}]}`, 400, "bad-request", "/requests/0/x"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"]},{"user":"bb2","candidates":["a"],"limit":"3"}]}`, 400, "bad-request", "/requests/1/limit"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"]},{"user":7,"candidates":["a"]}]}`, 400, "bad-request", "/requests/1/user"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"]},{"user":"bb2","candidates":["a"],"USER":"c"}]}`, 400, "bad-request", "/requests/1/USER"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"]},{"user":"","candidates":["a"]}]}`, 400, "bad-request", "/requests/1/user"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a","b\u0001"]}]}`, 400, "bad-request", "/requests/0/candidates/1"},
+		{batch, `{"requests":[{"user":"bb1","candidates":["a"]}],"x":[]}`, 400, "bad-request", "/x"},
 	} {
-		status, h, body := e.raw("POST", userPath("default", "u", "/filter"), "application/json", []byte(tc.body))
+		status, h, body := e.raw("POST", tc.path, "application/json", []byte(tc.body))
+		if status != tc.status {
+			t.Errorf("%s: status %d, want %d: %s", tc.body, status, tc.status, truncate(body))
+			continue
+		}
 		p := problem(t, status, h, body)
-		if len(p.Errors) == 0 || p.Errors[0].Pointer != tc.pointer {
-			t.Errorf("%s: errors %+v, want pointer %s", tc.body, p.Errors, tc.pointer)
+		if p.Type != api.ProblemBase+tc.typ {
+			t.Errorf("%s: problem type %s, want %s", tc.body, p.Type, tc.typ)
+		}
+		if len(p.Errors) != 1 || p.Errors[0].Pointer != tc.pointer {
+			t.Errorf("%s: errors %+v, want one with pointer %s", tc.body, p.Errors, tc.pointer)
 		}
 	}
 	status, h, body := e.raw("POST", "/v1/namespaces/default/users/%01/filter", "application/json", []byte(`{"candidates":["a"]}`))
