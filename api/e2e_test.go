@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -14,7 +17,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/web"
 )
@@ -372,6 +377,66 @@ func TestHealthReadyOpenAPIAndDashboard(t *testing.T) {
 	if !bytes.Contains(bytes.ToLower(d.Body), []byte("<html")) {
 		t.Fatalf("dashboard is not HTML: %.200s", d.Body)
 	}
+}
+
+// TestHealthAndReadyAnswerHEAD: load balancers often probe with HEAD, which
+// gets GET's status without a body, ready or not.
+func TestHealthAndReadyAnswerHEAD(t *testing.T) {
+	var notReady atomic.Bool
+	e := newEnv(t, withKeys, func(c *api.Config) {
+		c.Ready = func() error {
+			if notReady.Load() {
+				return errors.New("the store is closed")
+			}
+			return nil
+		}
+	})
+	c := e.client("") // these routes need no key
+	if h, err := c.HeadHealthWithResponse(ctx); err != nil || h.StatusCode() != http.StatusOK {
+		t.Fatalf("HEAD /healthz: %v %d", err, h.StatusCode())
+	}
+	if r, err := c.HeadReadyWithResponse(ctx); err != nil || r.StatusCode() != http.StatusOK {
+		t.Fatalf("HEAD /readyz: %v %d", err, r.StatusCode())
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if rest := afterHeadersOfHEAD(t, e, path); rest != "" {
+			t.Errorf("HEAD %s sent a body: %q", path, rest)
+		}
+	}
+	notReady.Store(true)
+	if r, err := c.HeadReadyWithResponse(ctx); err != nil || r.StatusCode() != http.StatusServiceUnavailable {
+		t.Fatalf("HEAD /readyz, not ready: %v %d", err, r.StatusCode())
+	}
+	if rest := afterHeadersOfHEAD(t, e, "/readyz"); rest != "" {
+		t.Errorf("HEAD /readyz, not ready, sent a body: %q", rest)
+	}
+}
+
+// afterHeadersOfHEAD sends HEAD path on a connection of its own and returns
+// whatever the server sent after the answer's headers (Go's client would
+// drop a body a HEAD answer should not have).
+func afterHeadersOfHEAD(t *testing.T, e *env, path string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "HEAD "+path+" HTTP/1.1\r\nHost: seenapi\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\r\n\r\n")
+	if !ok {
+		t.Fatalf("HEAD %s: no end of headers in %q", path, b)
+	}
+	return rest
 }
 
 func TestDashboardFilesAreServed(t *testing.T) {

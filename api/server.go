@@ -120,8 +120,12 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodGet, "/metrics", RoleRead,
 		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
 
-	s.handle(fiber.MethodGet, "/healthz", RoleNone, s.health)
-	s.handle(fiber.MethodGet, "/readyz", RoleNone, s.ready)
+	// Load balancers often probe with HEAD: the same status, no body
+	// (fasthttp drops a HEAD answer's body).
+	for _, m := range []string{fiber.MethodGet, fiber.MethodHead} {
+		s.handle(m, "/healthz", RoleNone, s.health)
+		s.handle(m, "/readyz", RoleNone, s.ready)
+	}
 	s.handle(fiber.MethodGet, "/openapi.yaml", RoleNone, s.openAPI)
 	dashboard := http.FS(web.FS())
 	s.handle(fiber.MethodGet, "/", RoleNone, func(c *fiber.Ctx) error {

@@ -568,6 +568,11 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// HeadHealth The process is alive - GET's status without the body, for load balancers
+	//
+	// Corresponds with HEAD /healthz (the `HeadHealth` operationId).
+	HeadHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetMetrics Prometheus metrics
 	//
 	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
@@ -584,6 +589,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeadReady Ready to serve - GET's status without the body, for load balancers
+	//
+	// Corresponds with HEAD /readyz (the `HeadReady` operationId).
+	HeadReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetAuth The role of the key sent
 	//
@@ -795,6 +805,21 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// HeadHealth The process is alive - GET's status without the body, for load balancers
+//
+// Corresponds with HEAD /healthz (the `HeadHealth` operationId).
+func (c *Client) HeadHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeadHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetMetrics Prometheus metrics
 //
 // The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
@@ -832,6 +857,21 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReady` operationId).
 func (c *Client) GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeadReady Ready to serve - GET's status without the body, for load balancers
+//
+// Corresponds with HEAD /readyz (the `HeadReady` operationId).
+func (c *Client) HeadReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeadReadyRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1251,6 +1291,33 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewHeadHealthRequest constructs an http.Request for the HeadHealth method
+func NewHeadHealthRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetMetricsRequest constructs an http.Request for the GetMetrics method
 func NewGetMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -1325,6 +1392,33 @@ func NewGetReadyRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHeadReadyRequest constructs an http.Request for the HeadReady method
+func NewHeadReadyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodHead, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1965,6 +2059,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
 
+	// HeadHealthWithResponse The process is alive - GET's status without the body, for load balancers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /healthz (the `HeadHealth` operationId).
+	HeadHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadHealthResponse, error)
+
 	// GetMetricsWithResponse Prometheus metrics
 	//
 	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
@@ -1987,6 +2088,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyResponse, error)
+
+	// HeadReadyWithResponse Ready to serve - GET's status without the body, for load balancers
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with HEAD /readyz (the `HeadReady` operationId).
+	HeadReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadReadyResponse, error)
 
 	// GetAuthWithResponse The role of the key sent
 	//
@@ -2260,6 +2368,40 @@ func (r GetHealthResponse) ContentType() string {
 	return ""
 }
 
+type HeadHealthResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r HeadHealthResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HeadHealthResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HeadHealthResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HeadHealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
 type GetMetricsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -2405,6 +2547,47 @@ func (r GetReadyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReadyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HeadReadyResponse503Headers the declared response headers of an HTTP 503 response for HeadReady
+type HeadReadyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type HeadReadyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HeadReadyResponse503Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r HeadReadyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HeadReadyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HeadReadyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HeadReadyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3625,6 +3808,19 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 	return ParseGetHealthResponse(rsp)
 }
 
+// HeadHealthWithResponse The process is alive - GET's status without the body, for load balancers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /healthz (the `HeadHealth` operationId).
+func (c *ClientWithResponses) HeadHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadHealthResponse, error) {
+	rsp, err := c.HeadHealth(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeadHealthResponse(rsp)
+}
+
 // GetMetricsWithResponse Prometheus metrics
 //
 // The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
@@ -3664,6 +3860,19 @@ func (c *ClientWithResponses) GetReadyWithResponse(ctx context.Context, reqEdito
 		return nil, err
 	}
 	return ParseGetReadyResponse(rsp)
+}
+
+// HeadReadyWithResponse Ready to serve - GET's status without the body, for load balancers
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with HEAD /readyz (the `HeadReady` operationId).
+func (c *ClientWithResponses) HeadReadyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HeadReadyResponse, error) {
+	rsp, err := c.HeadReady(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeadReadyResponse(rsp)
 }
 
 // GetAuthWithResponse The role of the key sent
@@ -4018,6 +4227,22 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	return response, nil
 }
 
+// ParseHeadHealthResponse parses an HTTP response from a HeadHealthWithResponse call
+func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HeadHealthResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
 // ParseGetMetricsResponse parses an HTTP response from a GetMetricsWithResponse call
 func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4123,6 +4348,35 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers GetReadyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseHeadReadyResponse parses an HTTP response from a HeadReadyWithResponse call
+func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HeadReadyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers HeadReadyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -28,6 +28,8 @@ export const operations = Object.freeze({
   getReady: Object.freeze({ method: "GET", path: "/readyz", params: [], role: "none", body: null }),
   getStats: Object.freeze({ method: "GET", path: "/v1/stats", params: [], role: "read", body: null }),
   getUser: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}/users/{user}", params: ["ns", "user"], role: "read", body: null }),
+  headHealth: Object.freeze({ method: "HEAD", path: "/healthz", params: [], role: "none", body: null }),
+  headReady: Object.freeze({ method: "HEAD", path: "/readyz", params: [], role: "none", body: null }),
   importUser: Object.freeze({ method: "PUT", path: "/v1/namespaces/{ns}/users/{user}/export", params: ["ns", "user"], role: "admin", body: "application/octet-stream" }),
   listNamespaces: Object.freeze({ method: "GET", path: "/v1/namespaces", params: [], role: "read", body: null }),
   recordSeen: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/seen", params: ["ns", "user"], role: "write", body: "application/json" }),
