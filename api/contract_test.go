@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
 	"maps"
+	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -45,5 +48,59 @@ func TestServedRoutesAreTheDocumentedRoutes(t *testing.T) {
 	}
 	if len(served) < 17 {
 		t.Errorf("only %d routes served", len(served))
+	}
+}
+
+// TestDefaultNamespaceExamplesAreWhatTheServerAnswers holds openapi.yaml's
+// examples of the "default" namespace to the profile the server answers
+// for it (userfilter.DefaultProfile), so they cannot go stale again.
+func TestDefaultNamespaceExamplesAreWhatTheServerAnswers(t *testing.T) {
+	doc := loadSpec(t)
+	example := func(path string) any {
+		t.Helper()
+		resp := doc.Paths.Value(path).Get.Responses.Status(200)
+		if resp == nil || resp.Value.Content.Get("application/json") == nil {
+			t.Fatalf("%s has no 200 application/json answer", path)
+		}
+		return resp.Value.Content.Get("application/json").Example
+	}
+	asJSON := func(v any) map[string]any {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var inList map[string]any
+	list, _ := example("/v1/namespaces").(map[string]any)
+	nss, _ := list["namespaces"].([]any)
+	for _, n := range nss {
+		if m := asJSON(n); m["name"] == "default" {
+			inList = m
+		}
+	}
+	if inList == nil {
+		t.Fatal("the example of GET /v1/namespaces has no namespace named default")
+	}
+
+	e := newEnv(t)
+	status, _, body := e.raw(http.MethodGet, "/v1/namespaces/default", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/namespaces/default: %d %s", status, body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := asJSON(example("/v1/namespaces/{ns}")); !reflect.DeepEqual(want, got) {
+		t.Errorf("the example of GET /v1/namespaces/{ns} is\n%v\nthe server answers\n%v", want, got)
+	}
+	if !reflect.DeepEqual(inList, got) {
+		t.Errorf("the default namespace in the example of GET /v1/namespaces is\n%v\nthe server answers\n%v", inList, got)
 	}
 }
