@@ -141,7 +141,9 @@ type BatchFilterResult struct {
 	Degraded *bool `json:"degraded,omitempty"`
 
 	// Error An RFC 9457 problem detail.
-	Error     *Problem  `json:"error,omitempty"`
+	Error *Problem `json:"error,omitempty"`
+
+	// Recorded Items newly added, as in FilterResponse (an item that already tests seen is not added again).
 	Recorded  *int      `json:"recorded,omitempty"`
 	Saturated *bool     `json:"saturated,omitempty"`
 	SeenCount *int      `json:"seen_count,omitempty"`
@@ -216,7 +218,13 @@ type FilterResponse struct {
 	// Degraded The filter could not be used and on_error was open; unseen is unfiltered.
 	Degraded *bool `json:"degraded,omitempty"`
 
-	// Recorded Items that became seen by this call.
+	// Recorded Items this call newly added to the user's filter. An item that
+	// already tests seen when it is added is not added again and does
+	// not count: one seen before, or one that tests positive (a false
+	// positive, at the namespace's rate) against items this same call
+	// added before it. So `recorded` can be less than the candidates
+	// returned; items over the namespace's cap are not added either
+	// (see `saturated`).
 	Recorded int `json:"recorded"`
 
 	// Saturated The user is at the namespace's item cap; some items were not recorded.
@@ -333,7 +341,14 @@ type Role string
 
 // SeenResponse defines model for SeenResponse.
 type SeenResponse struct {
-	// Recorded Items that became seen by this call.
+	// Recorded Items this call newly added to the user's filter. An item that
+	// already tests seen when it is added is not added again and does
+	// not count: one seen before, or one that tests positive (a false
+	// positive, at the namespace's rate) against items this same call
+	// added before it. So `recorded` plus `seen_count` can be less than
+	// the distinct items sent (10,000 new items may record 9,942);
+	// items over the namespace's cap are not added either (see
+	// `saturated`).
 	Recorded int `json:"recorded"`
 
 	// Saturated The user is at the namespace's item cap; some items were not recorded.

@@ -68,7 +68,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @typedef {Object} BatchFilterResult
  * @property {boolean} [degraded]
  * @property {Problem} [error] An RFC 9457 problem detail.
- * @property {number} [recorded]
+ * @property {number} [recorded] Items newly added, as in FilterResponse (an item that already tests seen is not added again).
  * @property {boolean} [saturated]
  * @property {number} [seen_count]
  * @property {Array<string>} [unseen]
@@ -109,7 +109,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} FilterResponse
  * @property {boolean} [degraded] The filter could not be used and on_error was open; unseen is unfiltered.
- * @property {number} recorded Items that became seen by this call.
+ * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`).
  * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
  * @property {number} seen_count Distinct candidates that tested seen.
  * @property {Array<string>} unseen The unseen candidates in request order, each once, at most limit.
@@ -205,7 +205,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} SeenResponse
- * @property {number} recorded Items that became seen by this call.
+ * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` plus `seen_count` can be less than the distinct items sent (10,000 new items may record 9,942); items over the namespace's cap are not added either (see `saturated`).
  * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
  * @property {number} seen_count Items that had already been seen.
  */
