@@ -1,17 +1,18 @@
 package api
 
 import (
-	"bytes"
 	stdjson "encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/bytedance/sonic"
 	"github.com/bytedance/sonic/encoder"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -83,181 +84,54 @@ func sendJSON(c *fiber.Ctx, v any) error {
 func validJSON(data []byte) bool { return stdjson.Valid(data) }
 
 // shapeError explains why well-formed JSON did not decode into v, naming
-// the first member that does not fit by its JSON pointer (error path only).
-// Neither decoder's error names it: sonic gives an offset or just the
-// field's name, encoding/json a dotted path without array indexes and
-// fields matched regardless of case. So the body is walked again against
-// v's type, the pointer kept as it goes.
+// the member that does not fit by its JSON pointer (error path only).
+// sonic's error gives a byte offset or just a field's name, and
+// encoding/json's a dotted path without array indexes, matching names
+// regardless of case; go-json-experiment/json (the design of Go's
+// encoding/json/v2) decodes case-sensitively and reports the RFC 6901
+// pointer of what it refused, so the body is decoded again with it.
 func shapeError(body []byte, v any, cause error) error {
-	d := stdjson.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	m, err := misfitIn(d, reflect.TypeOf(v).Elem(), "")
-	switch {
-	case err != nil || m == nil:
-		// The walk found nothing sonic refused: report sonic's first line.
+	err := jsonv2.Unmarshal(body, reflect.New(reflect.TypeOf(v).Elem()).Interface(), jsonv2.RejectUnknownMembers(true))
+	var se *jsonv2.SemanticError
+	if !errors.As(err, &se) {
+		// The decoders disagree: report sonic's first line.
 		msg, _, _ := strings.Cut(cause.Error(), "\n")
 		return &apiError{kind: pBadRequest, detail: "the body does not fit the request schema: " + msg, cause: cause}
-	case m.pointer == "":
-		return &apiError{kind: pBadRequest, detail: "the body is a JSON " + m.value + "; want an object", cause: cause}
-	case m.want == "":
-		return &apiError{kind: pBadRequest, detail: m.pointer + " is an unknown field", cause: cause,
-			fields: []FieldError{{Pointer: m.pointer, Detail: "unknown field"}}}
 	}
-	detail := fmt.Sprintf("%s is a JSON %s; want %s", m.pointer, m.value, m.want)
-	return &apiError{kind: pBadRequest, detail: detail, cause: cause,
-		fields: []FieldError{{Pointer: m.pointer, Detail: detail}}}
+	ptr := string(se.JSONPointer)
+	if se.Err == jsonv2.ErrUnknownName {
+		return &apiError{kind: pBadRequest, detail: ptr + " is an unknown field", cause: cause,
+			fields: []FieldError{{Pointer: ptr, Detail: "unknown field"}}}
+	}
+	what := jsonKindName(se.JSONKind)
+	if se.JSONKind == '0' && len(se.JSONValue) > 0 {
+		what += " " + string(se.JSONValue) // a number out of range, or not an integer
+	}
+	if ptr == "" {
+		return &apiError{kind: pBadRequest, detail: "the body is a JSON " + what + "; want an object", cause: cause}
+	}
+	detail := fmt.Sprintf("%s is a JSON %s; want %s", ptr, what, jsonTypeName(se.GoType))
+	return &apiError{kind: pBadRequest, detail: detail, cause: cause, fields: []FieldError{{Pointer: ptr, Detail: detail}}}
 }
 
-// misfit is a member of a body that does not fit the type it decodes into:
-// its JSON pointer, what it is (value) and what it should be (want), or an
-// unknown field (want "").
-type misfit struct{ pointer, value, want string }
-
-// misfitIn reads the next value from d and returns the first member of it,
-// in body order, that does not decode into t with the API's strict rules
-// (field names matched exactly, unknown fields refused, integers in range),
-// or nil if it fits. ptr is the value's JSON pointer. The error is d's.
-func misfitIn(d *stdjson.Decoder, t reflect.Type, ptr string) (*misfit, error) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// jsonKindName names a JSON kind the way the API's details do.
+func jsonKindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
 	}
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	wrong := func(value string) (*misfit, error) {
-		return &misfit{pointer: ptr, value: value, want: jsonTypeName(t)}, nil
-	}
-	if t.Kind() == reflect.Interface {
-		return nil, skipRest(d, tok)
-	}
-	switch tok := tok.(type) {
-	case nil:
-		return nil, nil // null leaves the member as it is, as both decoders do
-	case bool:
-		if t.Kind() != reflect.Bool {
-			return wrong("bool")
-		}
-	case string:
-		if t.Kind() != reflect.String {
-			return wrong("string")
-		}
-	case stdjson.Number:
-		if !numberFits(tok, t) {
-			if isNumberKind(t.Kind()) {
-				return wrong("number " + tok.String())
-			}
-			return wrong("number")
-		}
-	case stdjson.Delim:
-		switch {
-		case tok == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-			for i := 0; d.More(); i++ {
-				if m, err := misfitIn(d, t.Elem(), ptr+"/"+strconv.Itoa(i)); m != nil || err != nil {
-					return m, err
-				}
-			}
-		case tok == '{' && (t.Kind() == reflect.Struct || t.Kind() == reflect.Map && t.Key().Kind() == reflect.String):
-			for d.More() {
-				key, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				name, _ := key.(string)
-				at := ptr + "/" + escapePointer(name)
-				var ft reflect.Type
-				if t.Kind() == reflect.Map {
-					ft = t.Elem()
-				} else if ft = jsonField(t, name); ft == nil {
-					return &misfit{pointer: at}, nil
-				}
-				if m, err := misfitIn(d, ft, at); m != nil || err != nil {
-					return m, err
-				}
-			}
-		case tok == '[':
-			return wrong("array")
-		default:
-			return wrong("object")
-		}
-		_, err := d.Token() // the closing delimiter
-		return nil, err
-	}
-	return nil, nil
-}
-
-// jsonField returns the type of t's field named name in JSON (exactly: the
-// API's decoding is case-sensitive), or nil if t has none.
-func jsonField(t reflect.Type, name string) reflect.Type {
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || f.Anonymous {
-			continue
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" {
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		if tag == name {
-			return f.Type
-		}
-	}
-	return nil
-}
-
-// skipRest reads the rest of the value that began with tok.
-func skipRest(d *stdjson.Decoder, tok stdjson.Token) error {
-	if tok != stdjson.Delim('[') && tok != stdjson.Delim('{') {
-		return nil
-	}
-	for depth := 1; depth > 0; {
-		tok, err := d.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case stdjson.Delim('['), stdjson.Delim('{'):
-			depth++
-		case stdjson.Delim(']'), stdjson.Delim('}'):
-			depth--
-		}
-	}
-	return nil
-}
-
-// escapePointer escapes a member name for a JSON pointer (RFC 6901).
-func escapePointer(name string) string {
-	if !strings.ContainsAny(name, "~/") {
-		return name
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
-}
-
-func isNumberKind(k reflect.Kind) bool {
-	return k >= reflect.Int && k <= reflect.Uint64 || k == reflect.Float32 || k == reflect.Float64
-}
-
-// numberFits reports whether n decodes into a t: an integer in range for
-// an integer type, a float in range for a float type.
-func numberFits(n stdjson.Number, t reflect.Type) bool {
-	switch k := t.Kind(); {
-	case k >= reflect.Int && k <= reflect.Int64:
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		return err == nil && !reflect.Zero(t).OverflowInt(i)
-	case k >= reflect.Uint && k <= reflect.Uint64:
-		u, err := strconv.ParseUint(string(n), 10, 64)
-		return err == nil && !reflect.Zero(t).OverflowUint(u)
-	case k == reflect.Float32 || k == reflect.Float64:
-		f, err := strconv.ParseFloat(string(n), t.Bits())
-		return err == nil && !reflect.Zero(t).OverflowFloat(f)
-	}
-	return false
+	return k.String()
 }
 
 // jsonTypeName names a Go type the way the API documents it.
 func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
