@@ -16,14 +16,34 @@ import (
 
 // backupMagic opens every backup stream, followed by the uvarint store
 // format version, then Badger's backup stream (uint64 little-endian length,
-// protobuf KVList, repeated).
-var backupMagic = []byte("seenapi-backup\x00")
+// protobuf KVList, repeated), then the end mark: backupEnd and the bytes of
+// the lists before it, both uint64 little-endian. A backup streamed over
+// HTTP may be cut short at a list's end; without the mark it would restore
+// as a smaller, complete-looking one. Streams of the first version
+// (backupMagicV0) have no end mark and still restore.
+var (
+	backupMagic   = []byte("seenapi-backup\x01")
+	backupMagicV0 = []byte("seenapi-backup\x00")
+)
 
 const (
 	restoreChunkKeys  = 256
 	restoreChunkBytes = 1 << 20
 	maxBackupList     = 1 << 30 // a larger KVList length means a corrupt stream
+	backupEnd         = ^uint64(0)
 )
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
+}
 
 // Backup writes a consistent snapshot of the whole store to w. The calls
 // that run meanwhile are not blocked.
@@ -42,6 +62,8 @@ func (s *Store) Backup(w io.Writer) error {
 	if _, err := w.Write(hdr); err != nil {
 		return fmt.Errorf("storage: backup: %w", err)
 	}
+	lists := &countingWriter{w: w}
+	w = lists
 	if _, err := s.db.Backup(w, 0); err != nil {
 		return fmt.Errorf("storage: backup: %w", err)
 	}
@@ -64,6 +86,10 @@ func (s *Store) Backup(w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("storage: backup: %w", err)
 		}
+	}
+	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
+	if _, err := lists.w.Write(end); err != nil {
+		return fmt.Errorf("storage: backup: %w", err)
 	}
 	return nil
 }
@@ -93,7 +119,8 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	defer s.leave()
 	s.unknownWrite(0) // what it writes is nobody's load
 	br := bufio.NewReaderSize(r, 64<<10)
-	if err := readBackupHeader(br); err != nil {
+	marked, err := readBackupHeader(br)
+	if err != nil {
 		return fmt.Errorf("storage: restore: %w", err)
 	}
 	var (
@@ -116,14 +143,25 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 		pending, size = pending[:0], 0
 		return nil
 	}
+	var read uint64 // bytes of the lists so far
 	for {
 		var n uint64
 		if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) && !marked {
 				break
+			}
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("storage: restore: %w: the backup is cut short (no end mark)", ErrBadBackup)
 			}
 			return fmt.Errorf("storage: restore: %w: %w", ErrBadBackup, err)
 		}
+		if n == backupEnd && marked {
+			if err := readBackupEnd(br, read); err != nil {
+				return fmt.Errorf("storage: restore: %w", err)
+			}
+			break
+		}
+		read += 8 + n
 		if n > maxBackupList {
 			return fmt.Errorf("storage: restore: %w: list of %d bytes", ErrBadBackup, n)
 		}
@@ -172,17 +210,41 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	return nil
 }
 
-func readBackupHeader(br *bufio.Reader) error {
+// readBackupHeader reads a backup's header and reports whether the stream
+// ends with an end mark (all but the first version's).
+func readBackupHeader(br *bufio.Reader) (marked bool, err error) {
 	magic := make([]byte, len(backupMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, backupMagic) {
-		return fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
+	if _, err := io.ReadFull(br, magic); err != nil {
+		return false, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
+	}
+	switch {
+	case bytes.Equal(magic, backupMagic):
+		marked = true
+	case !bytes.Equal(magic, backupMagicV0):
+		return false, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
 	}
 	ver, err := binary.ReadUvarint(br)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
+		return false, fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
 	case ver == 0 || ver > FormatVersion:
-		return fmt.Errorf("%w: backup in format version %d, this build supports %d", ErrFormatVersion, ver, FormatVersion)
+		return false, fmt.Errorf("%w: backup in format version %d, this build supports %d", ErrFormatVersion, ver, FormatVersion)
+	}
+	return marked, nil
+}
+
+// readBackupEnd reads the rest of the end mark, which must count read bytes
+// of lists and end the stream.
+func readBackupEnd(br *bufio.Reader, read uint64) error {
+	var n uint64
+	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+		return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
+	}
+	if n != read {
+		return fmt.Errorf("%w: the end mark counts %d bytes of lists, the stream had %d", ErrBadBackup, n, read)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return fmt.Errorf("%w: bytes after the end mark", ErrBadBackup)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -204,11 +205,66 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		"truncated":      {good[:len(good)-10], ErrBadBackup},
 		"newer format":   {append(newer, good[len(backupMagic)+1:]...), ErrFormatVersion},
 		"huge list size": {append(binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), ErrBadBackup},
+		"no end mark":    {good[:len(good)-16], ErrBadBackup},
+		"cut at a list":  {good[:listEnds(t, good)[0]], ErrBadBackup},
+		"end mark off":   {append(slices.Clip(good[:len(good)-1]), good[len(good)-1]+1), ErrBadBackup},
+		"after the end":  {append(slices.Clip(good), 0), ErrBadBackup},
 	} {
 		dst := openTest(t, testOptions(t))
 		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Restore: %v, want %v", name, err, tc.want)
 		}
+	}
+}
+
+// listEnds returns the offsets in a backup where each list ends (and the
+// next list, or the end mark, begins).
+func listEnds(t *testing.T, b []byte) []int {
+	t.Helper()
+	var ends []int
+	at := len(backupMagic) + 1 // the one-byte uvarint of FormatVersion
+	for at+8 <= len(b) {
+		n := binary.LittleEndian.Uint64(b[at:])
+		if n == backupEnd {
+			return ends
+		}
+		at += 8 + int(n)
+		ends = append(ends, at)
+	}
+	t.Fatal("no end mark")
+	return nil
+}
+
+// A backup cut short at a list's end, as a dropped HTTP stream can be, is
+// refused; a stream of the first version, which had no end mark, restores.
+func TestRestoreNeedsTheEndMarkOfAVersionOneBackup(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	users := populate(t, src)
+	want := snapshot(t, src, users)
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	ends := listEnds(t, good)
+	if len(ends) < 2 {
+		t.Fatalf("%d lists, want several to cut between", len(ends))
+	}
+	for _, at := range ends {
+		dst := openTest(t, testOptions(t))
+		if err := dst.Restore(bytes.NewReader(good[:at]), nil); !errors.Is(err, ErrBadBackup) {
+			t.Fatalf("cut after %d of %d bytes: Restore %v, want ErrBadBackup", at, len(good), err)
+		}
+	}
+	v0 := append(slices.Clip(backupMagicV0), good[len(backupMagic):ends[len(ends)-1]]...)
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(v0), nil); err != nil {
+		t.Fatalf("first-version stream: %v", err)
+	}
+	if got := snapshot(t, dst, users); !maps.EqualFunc(got, want, func(a, b userState) bool {
+		return a.filter == b.filter && slices.Equal(a.journal, b.journal)
+	}) {
+		t.Fatal("the first-version stream restored other data")
 	}
 }
 
