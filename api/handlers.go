@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -274,6 +277,41 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
 	return c.Send(b)
+}
+
+// backup streams a backup of the store. The stream is written after the
+// handler returns, so a failure once it has begun cannot change the status:
+// the backup then lacks its end mark, which restore refuses.
+func (s *Server) backup(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
+	c.Set(fiber.HeaderContentDisposition,
+		`attachment; filename="seenapi-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
+	// The server's write timeout bounds a whole answer from when it starts;
+	// a backup may take longer, so each write pushes it on instead, and a
+	// client that stops reading still times out.
+	conn, timeout, logger := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		if err := s.hot.Backup(deadlineWriter{w: w, conn: conn, timeout: timeout}); err != nil {
+			logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err)
+		}
+	})
+	return nil
+}
+
+// deadlineWriter moves conn's write deadline timeout past each write to w.
+type deadlineWriter struct {
+	w       io.Writer
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	if d.timeout > 0 {
+		if err := d.conn.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil {
+			return 0, err
+		}
+	}
+	return d.w.Write(p)
 }
 
 func (s *Server) importUser(c *fiber.Ctx) error {

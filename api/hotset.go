@@ -1,6 +1,8 @@
 package api
 
 import (
+	"io"
+
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/userfilter"
 )
@@ -31,6 +33,8 @@ type HotSet interface {
 	Namespace(name string) (eviction.Namespace, bool)
 	// Stats returns service-wide figures.
 	Stats() eviction.Stats
+	// Backup writes a backup of the store to w while calls go on.
+	Backup(w io.Writer) error
 }
 
 var _ HotSet = (*eviction.HotSet)(nil)

@@ -113,6 +113,7 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodGet, "/v1/namespaces/:ns", RoleRead, s.getNamespace)
 	s.handle(fiber.MethodGet, "/v1/stats", RoleRead, s.getStats)
 	s.handle(fiber.MethodGet, "/v1/auth", RoleRead, s.getAuth)
+	s.handle(fiber.MethodGet, "/v1/backup", RoleAdmin, s.backup)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcMetrics...)),

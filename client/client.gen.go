@@ -620,6 +620,20 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
 	GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetBackup A backup of the whole store, taken while the service serves
+	//
+	// Streams a consistent snapshot of the store: every user's filter and
+	// the journal of calls not yet written back, so every call answered
+	// before the backup began is in it. Calls go on meanwhile. Restore it
+	// with `seenapi restore --in FILE` while the service is stopped. The
+	// stream ends with an end mark: a backup cut short (a dropped
+	// connection, or a store failure once the answer has begun, which
+	// cannot change its status) is refused by `seenapi restore`, and
+	// `seenapi backup --url` checks it as it downloads. Role `admin`.
+	//
+	// Corresponds with GET /v1/backup (the `GetBackup` operationId).
+	GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListNamespaces The configured namespaces, sorted by name
 	//
 	// Role `read`.
@@ -907,6 +921,30 @@ func (c *Client) HeadReady(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/auth (the `GetAuth` operationId).
 func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAuthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBackup A backup of the whole store, taken while the service serves
+//
+// Streams a consistent snapshot of the store: every user's filter and
+// the journal of calls not yet written back, so every call answered
+// before the backup began is in it. Calls go on meanwhile. Restore it
+// with `seenapi restore --in FILE` while the service is stopped. The
+// stream ends with an end mark: a backup cut short (a dropped
+// connection, or a store failure once the answer has begun, which
+// cannot change its status) is refused by `seenapi restore`, and
+// `seenapi backup --url` checks it as it downloads. Role `admin`.
+//
+// Corresponds with GET /v1/backup (the `GetBackup` operationId).
+func (c *Client) GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBackupRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1451,6 +1489,33 @@ func NewGetAuthRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/auth")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetBackupRequest constructs an http.Request for the GetBackup method
+func NewGetBackupRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/backup")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2123,6 +2188,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
 	GetAuthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAuthResponse, error)
 
+	// GetBackupWithResponse A backup of the whole store, taken while the service serves
+	//
+	// Streams a consistent snapshot of the store: every user's filter and
+	// the journal of calls not yet written back, so every call answered
+	// before the backup began is in it. Calls go on meanwhile. Restore it
+	// with `seenapi restore --in FILE` while the service is stopped. The
+	// stream ends with an end mark: a backup cut short (a dropped
+	// connection, or a store failure once the answer has begun, which
+	// cannot change its status) is refused by `seenapi restore`, and
+	// `seenapi backup --url` checks it as it downloads. Role `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/backup (the `GetBackup` operationId).
+	GetBackupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBackupResponse, error)
+
 	// ListNamespacesWithResponse The configured namespaces, sorted by name
 	//
 	// Role `read`.
@@ -2658,6 +2739,89 @@ func (r GetAuthResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAuthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetBackupResponse200Headers the declared response headers of an HTTP 200 response for GetBackup
+type GetBackupResponse200Headers struct {
+	ContentDisposition *string
+}
+
+// GetBackupResponse401Headers the declared response headers of an HTTP 401 response for GetBackup
+type GetBackupResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetBackupResponse503Headers the declared response headers of an HTTP 503 response for GetBackup
+type GetBackupResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetBackupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ServerError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetBackupResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetBackupResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetBackupResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetBackupResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetBackupResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetBackupResponse) GetApplicationproblemJSON500() *ServerError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetBackupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBackupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBackupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBackupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBackupResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3908,6 +4072,28 @@ func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditor
 	return ParseGetAuthResponse(rsp)
 }
 
+// GetBackupWithResponse A backup of the whole store, taken while the service serves
+//
+// Streams a consistent snapshot of the store: every user's filter and
+// the journal of calls not yet written back, so every call answered
+// before the backup began is in it. Calls go on meanwhile. Restore it
+// with `seenapi restore --in FILE` while the service is stopped. The
+// stream ends with an end mark: a backup cut short (a dropped
+// connection, or a store failure once the answer has begun, which
+// cannot change its status) is refused by `seenapi restore`, and
+// `seenapi backup --url` checks it as it downloads. Role `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/backup (the `GetBackup` operationId).
+func (c *ClientWithResponses) GetBackupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBackupResponse, error) {
+	rsp, err := c.GetBackup(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBackupResponse(rsp)
+}
+
 // ListNamespacesWithResponse The configured namespaces, sorted by name
 //
 // Role `read`.
@@ -4446,6 +4632,86 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetBackupResponse parses an HTTP response from a GetBackupWithResponse call
+func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBackupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetBackupResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetBackupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetBackupResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -3,6 +3,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -862,6 +863,20 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
 	h.markClean(e)
+	return nil
+}
+
+// Backup writes a backup of the store to w (see storage.Store.Backup)
+// while calls go on. Every call acknowledged before it began is in it,
+// written back or journaled; restoring it replays the journal as a start
+// after a crash does.
+func (h *HotSet) Backup(w io.Writer) error {
+	if h.closed.Load() {
+		return ErrClosed
+	}
+	if err := h.store.Backup(w); err != nil {
+		return fmt.Errorf("%w: backing up: %w", ErrStorage, err)
+	}
 	return nil
 }
 

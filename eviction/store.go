@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"io"
 	"time"
 
 	"github.com/seenapi/seenapi/storage"
@@ -24,4 +25,7 @@ type Store interface {
 	Delete(ns, user string) error
 	// Size returns the bytes the store takes on disk.
 	Size() int64
+	// Backup writes a consistent snapshot of the store, journal included,
+	// to w without blocking other calls.
+	Backup(w io.Writer) error
 }

@@ -20,6 +20,7 @@ export const operations = Object.freeze({
   forgetItems: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}/items", params: ["ns", "user"], role: "write", body: "application/json" }),
   forgetUser: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}/users/{user}", params: ["ns", "user"], role: "admin", body: null }),
   getAuth: Object.freeze({ method: "GET", path: "/v1/auth", params: [], role: "read", body: null }),
+  getBackup: Object.freeze({ method: "GET", path: "/v1/backup", params: [], role: "admin", body: null }),
   getDashboard: Object.freeze({ method: "GET", path: "/", params: [], role: "none", body: null }),
   getHealth: Object.freeze({ method: "GET", path: "/healthz", params: [], role: "none", body: null }),
   getMetrics: Object.freeze({ method: "GET", path: "/metrics", params: [], role: "read", body: null }),
