@@ -118,17 +118,11 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	}
 	defer s.leave()
 	s.unknownWrite(0) // what it writes is nobody's load
-	br := bufio.NewReaderSize(r, 64<<10)
-	marked, err := readBackupHeader(br)
-	if err != nil {
-		return fmt.Errorf("storage: restore: %w", err)
-	}
 	var (
 		failed  []UserError
 		pending []restoreKV
 		size    int
 		prevKey []byte
-		buf     []byte
 		now     = uint64(time.Now().Unix())
 	)
 	flush := func() error {
@@ -143,49 +137,17 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 		pending, size = pending[:0], 0
 		return nil
 	}
-	var read uint64 // bytes of the lists so far
-	for {
-		var n uint64
-		if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
-			if errors.Is(err, io.EOF) && !marked {
-				break
-			}
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("storage: restore: %w: the backup is cut short (no end mark)", ErrBadBackup)
-			}
-			return fmt.Errorf("storage: restore: %w: %w", ErrBadBackup, err)
-		}
-		if n == backupEnd && marked {
-			if err := readBackupEnd(br, read); err != nil {
-				return fmt.Errorf("storage: restore: %w", err)
-			}
-			break
-		}
-		read += 8 + n
-		if n > maxBackupList {
-			return fmt.Errorf("storage: restore: %w: list of %d bytes", ErrBadBackup, n)
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return fmt.Errorf("storage: restore: %w: %w", ErrBadBackup, err)
-		}
-		list := &pb.KVList{}
-		if err := proto.Unmarshal(buf, list); err != nil {
-			return fmt.Errorf("storage: restore: %w: %w", ErrBadBackup, err)
-		}
+	err := readBackup(r, func(list *pb.KVList) error {
 		for _, kv := range list.Kv {
 			if bytes.Equal(kv.Key, prevKey) {
 				continue // an older version of the key just restored
 			}
 			prevKey = kv.Key
-			if len(kv.Meta) > 0 && kv.Meta[0]&1 != 0 || kv.ExpiresAt != 0 && kv.ExpiresAt <= now {
-				continue // deleted or expired
+			if !live(kv, now) {
+				continue
 			}
 			if err := checkBackupKey(kv.Key); err != nil {
-				return fmt.Errorf("storage: restore: %w", err)
+				return err
 			}
 			if kv.Key[0] == prefixMeta || kv.Key[0] == prefixCover {
 				// The header carried the format version; cover marks count
@@ -196,10 +158,14 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 			size += len(kv.Key) + len(kv.Value)
 			if len(pending) >= restoreChunkKeys || size >= restoreChunkBytes {
 				if err := flush(); err != nil {
-					return fmt.Errorf("storage: restore: %w", err)
+					return err
 				}
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: restore: %w", err)
 	}
 	if err := flush(); err != nil {
 		return fmt.Errorf("storage: restore: %w", err)
@@ -208,6 +174,79 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 		return &WriteBackError{Failed: failed}
 	}
 	return nil
+}
+
+// VerifyBackup reads a backup stream through without restoring it: nil if
+// it is a whole backup this build can restore, else the error Restore
+// would meet (ErrBadBackup, ErrFormatVersion) before writing anything.
+func VerifyBackup(r io.Reader) error {
+	now := uint64(time.Now().Unix())
+	err := readBackup(r, func(list *pb.KVList) error {
+		for _, kv := range list.Kv {
+			if live(kv, now) {
+				if err := checkBackupKey(kv.Key); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: backup: %w", err)
+	}
+	return nil
+}
+
+// live reports whether a backed-up key is neither deleted nor expired.
+func live(kv *pb.KV, now uint64) bool {
+	return !(len(kv.Meta) > 0 && kv.Meta[0]&1 != 0 || kv.ExpiresAt != 0 && kv.ExpiresAt <= now)
+}
+
+// readBackup reads a backup stream: the header, each list in turn (passed
+// to each, which may keep nothing of it), then the end mark.
+func readBackup(r io.Reader, each func(*pb.KVList) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	marked, err := readBackupHeader(br)
+	if err != nil {
+		return err
+	}
+	var (
+		buf  []byte
+		read uint64 // bytes of the lists so far
+	)
+	for {
+		var n uint64
+		if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+			switch {
+			case errors.Is(err, io.EOF) && !marked:
+				return nil
+			case errors.Is(err, io.EOF):
+				return fmt.Errorf("%w: the backup is cut short (no end mark)", ErrBadBackup)
+			}
+			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+		}
+		if n == backupEnd && marked {
+			return readBackupEnd(br, read)
+		}
+		read += 8 + n
+		if n > maxBackupList {
+			return fmt.Errorf("%w: list of %d bytes", ErrBadBackup, n)
+		}
+		if uint64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+		}
+		list := &pb.KVList{}
+		if err := proto.Unmarshal(buf, list); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+		}
+		if err := each(list); err != nil {
+			return err
+		}
+	}
 }
 
 // readBackupHeader reads a backup's header and reports whether the stream

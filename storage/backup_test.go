@@ -214,6 +214,12 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Restore: %v, want %v", name, err, tc.want)
 		}
+		if err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: VerifyBackup: %v, want %v", name, err, tc.want)
+		}
+	}
+	if err := VerifyBackup(bytes.NewReader(good)); err != nil {
+		t.Errorf("VerifyBackup of a whole backup: %v", err)
 	}
 }
 
