@@ -5,7 +5,7 @@
 // Usage:
 //
 //	seenapi [serve] [flags]           run the service (the default)
-//	seenapi backup --out FILE [flags] write a backup of --data-dir (service stopped)
+//	seenapi backup --out FILE [flags] write a backup of the running service (--url) or of --data-dir (service stopped)
 //	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
 //	seenapi import-redis [flags]      record the items of Redis sets, one a user, in a running service
 //	seenapi version                   which build this is (also --version)

@@ -30,8 +30,9 @@ type options struct {
 	debugAddr       string
 	limits          api.Config
 
-	out, in string // backup --out, restore --in
-	merge   bool   // restore --merge
+	out, in  string // backup --out, restore --in
+	merge    bool   // restore --merge
+	url, key string // backup --url, --key: back up a running service
 
 	imp importOptions // import-redis
 }
@@ -73,7 +74,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.IntVar(&o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
 		fs.IntVar(&o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once; beyond, 503 overloaded")
 	case "backup":
-		fs.StringVar(&o.out, "out", "", "file to write the backup to (required)")
+		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
+		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
+		fs.StringVar(&o.key, "key", "", "with --url: API key of the admin role, when the service has keys (better given as SEENAPI_KEY)")
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
 		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
@@ -98,7 +101,7 @@ func usage(fs *flag.FlagSet, cmd string) {
 
 Usage:
   seenapi [serve] [flags]            run the service (the default)
-  seenapi backup --out FILE [flags]  back up --data-dir (with the service stopped)
+  seenapi backup --out FILE [flags]  back up a running service (--url), or --data-dir with it stopped
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
   seenapi import-redis [flags]       record the items of Redis sets (one a user) in a running service
   seenapi version                    which build this is (also --version)

@@ -56,7 +56,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			logger.Info("seenapi: stopped; every change is written back")
 		}
 	case "backup":
-		err = backup(&o, logger)
+		if o.url != "" {
+			err = backupFromService(ctx, o.url, o.key, o.out, logger)
+		} else {
+			err = backup(&o, logger)
+		}
 	case "restore":
 		err = restore(&o, logger)
 	case "import-redis":

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/storage"
+)
+
+// backupFromService downloads a backup from the running service at url
+// (GET /v1/backup, an admin key) into out. The stream is checked whole as it
+// arrives (storage.VerifyBackup) and written to a temporary file beside out,
+// which becomes out only then: a backup cut short, by a dropped connection
+// or a failure on the service's side once the answer began, is never kept.
+func backupFromService(ctx context.Context, url, key, out string, logger *slog.Logger) (err error) {
+	if out == "" {
+		return errors.New("--out FILE is required")
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("%s exists; a backup never overwrites a file", out)
+	}
+	api, err := client.NewClient(strings.TrimRight(url, "/"),
+		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			if key != "" {
+				r.Header.Set("Authorization", "Bearer "+key)
+			}
+			return nil
+		}))
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	resp, err := api.GetBackup(ctx)
+	if err != nil {
+		return fmt.Errorf("seenapi at %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("seenapi at %s: %w", url, problemOf(resp.StatusCode, body))
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(f, 1<<20)
+	counted := &countingReader{r: resp.Body}
+	if err := storage.VerifyBackup(io.TeeReader(counted, w)); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("backup interrupted: %w", ctx.Err())
+		}
+		return fmt.Errorf("the backup from %s is not whole (%w); nothing was kept", url, err)
+	}
+	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), out); err != nil {
+		return err
+	}
+	logger.Info("seenapi: backup written", "out", out, "bytes", counted.n, "from", url)
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

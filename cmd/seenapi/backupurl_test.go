@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// backupCmd runs seenapi backup with args and returns its exit code and output.
+func backupCmd(env map[string]string, args ...string) (int, string) {
+	var out bytes.Buffer
+	code := run(context.Background(), append([]string{"backup"}, args...), func(k string) string { return env[k] }, &out, &out, nil)
+	return code, out.String()
+}
+
+// A backup of a running service, through its API, restores into a data
+// directory of its own with every answered call; the key must be admin.
+func TestBackupFromARunningService(t *testing.T) {
+	const writeKey, adminKey = "w-0123456789abcdef", "a-0123456789abcdef"
+	s := startService(t, map[string]string{"SEENAPI_KEYS": "write:" + writeKey + ",admin:" + adminKey},
+		"--data-dir", t.TempDir(), "--flush-interval", "1h")
+	for _, u := range []string{"u1", "u2"} {
+		if code, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["a","b"]}`,
+			"Authorization", "Bearer "+writeKey); code != 200 {
+			t.Fatalf("%d %v", code, m)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "seenapi.backup")
+
+	if code, log := backupCmd(nil, "--url", s.url, "--key", writeKey, "--out", out); code == 0 || !strings.Contains(log, "HTTP 403 forbidden") {
+		t.Fatalf("a write key: exit %d\n%s", code, log)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused backup left a file (%v)", err)
+	}
+	if code, log := backupCmd(map[string]string{"SEENAPI_KEY": adminKey}, "--url", s.url, "--out", out); code != 0 ||
+		!strings.Contains(log, "backup written") {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	if code, log := backupCmd(map[string]string{"SEENAPI_KEY": adminKey}, "--url", s.url, "--out", out); code == 0 ||
+		!strings.Contains(log, "exists") {
+		t.Fatalf("a second backup to the same file: exit %d\n%s", code, log)
+	}
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	var log bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--data-dir", dir, "--in", out, "--min-free-bytes", "-1"}, noEnv, &log, &log, nil); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, log.String())
+	}
+	for _, u := range []string{"u1", "u2"} {
+		if got := seenAfterRestart(t, dir, "default", u, "a", "b", "c"); !slices.Equal(got, []bool{true, true, false}) {
+			t.Errorf("%s after restore: %v", u, got)
+		}
+	}
+}
+
+// A backup cut short on the way is not kept.
+func TestBackupCutShortIsNotKept(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	if code, m := post(t, s.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`); code != 200 {
+		t.Fatalf("%d %v", code, m)
+	}
+	whole := filepath.Join(t.TempDir(), "whole.backup")
+	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server that drops the connection before the backup's end.
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(b[:len(b)-16])
+	}))
+	defer cut.Close()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cut.backup")
+	if code, log := backupCmd(nil, "--url", cut.URL, "--out", out); code == 0 || !strings.Contains(log, "not whole") {
+		t.Fatalf("a backup cut short: exit %d\n%s", code, log)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("a backup cut short left %v", left)
+	}
+}
