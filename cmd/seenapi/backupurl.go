@@ -58,8 +58,7 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
-	counted := &countingReader{r: resp.Body}
-	if err := storage.VerifyBackup(io.TeeReader(counted, w)); err != nil {
+	if err := storage.VerifyBackup(io.TeeReader(resp.Body, w)); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted: %w", ctx.Err())
 		}
@@ -71,18 +70,10 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 	if err := os.Rename(f.Name(), out); err != nil {
 		return err
 	}
-	logger.Info("seenapi: backup written", "out", out, "bytes", counted.n, "from", url)
+	var size int64
+	if fi, err := os.Stat(out); err == nil {
+		size = fi.Size()
+	}
+	logger.Info("seenapi: backup written", "out", out, "bytes", size, "from", url)
 	return nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
