@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -170,6 +172,49 @@ func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
 	code := run(context.Background(), []string{"--addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, noEnv, &out, &out, nil)
 	if code == 0 || !strings.Contains(out.String(), "refusing to listen on a non-loopback address") {
 		t.Fatalf("exit %d: %s", code, out.String())
+	}
+}
+
+// A taken address fails before anything touches the data directory, and
+// says nothing of a crash.
+func TestTakenAddressFailsBeforeTheDataDirIsMade(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--addr", ln.Addr().String(), "--data-dir", dir, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil)
+	if code == 0 || !strings.Contains(out.String(), "address already in use") || strings.Contains(out.String(), "crash") {
+		t.Fatalf("exit %d, want a failure naming the taken address only:\n%s", code, out.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data directory was made (%v)", err)
+	}
+}
+
+// foldJournal logs how many users a crash left to fold in, an error when
+// folding fails, and nothing when it failed only because of the shutdown.
+func TestFoldJournalLogsRecoveryAndOnlyRealFailures(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	for _, tc := range []struct {
+		err     error
+		users   int
+		closing chan struct{}
+		want    string // "": nothing logged
+	}{
+		{users: 3, closing: make(chan struct{}), want: `level=INFO msg="seenapi: folded in the journal left by a crash" users=3`},
+		{users: 0, closing: make(chan struct{})},
+		{err: errors.New("disk on fire"), users: 3, closing: make(chan struct{}), want: "level=ERROR"},
+		{err: fmt.Errorf("storage: journal users: %w", storage.ErrClosed), closing: closed},
+	} {
+		var out bytes.Buffer
+		foldJournal(func() error { return tc.err }, tc.users, tc.closing, slog.New(slog.NewTextHandler(&out, nil)))
+		if got := out.String(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("err %v, %d users, closing %v: logged %q, want %q", tc.err, tc.users, tc.closing == closed, got, tc.want)
+		}
 	}
 }
 
@@ -428,11 +473,32 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if !strings.Contains(log.String(), "written back") {
 		t.Errorf("shutdown log: %s", log.String())
 	}
-	cmd, url, _, _ = start()
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	cmd, url, _, read = start()
 	status, m := post(t, url+"/v1/namespaces/default/users/u/check", `{"items":["a","b","c"]}`)
 	if status != 200 || fmt.Sprint(m["seen"]) != "[true true false]" {
+		cmd.Process.Kill()
 		t.Fatalf("after restart: %d %v", status, m)
+	}
+	// A crash (kill -9) with a call only journaled (--flush-interval 1h):
+	// the next start folds that user's journal in and says so.
+	if status, m := post(t, url+"/v1/namespaces/default/users/v/seen", `{"items":["x"]}`); status != 200 {
+		cmd.Process.Kill()
+		t.Fatalf("%d %v", status, m)
+	}
+	cmd.Process.Kill()
+	<-read
+	cmd.Wait()
+	cmd, url, log, _ = start()
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	if status, m := post(t, url+"/v1/namespaces/default/users/v/check", `{"items":["x"]}`); status != 200 || fmt.Sprint(m["seen"]) != "[true]" {
+		t.Fatalf("after kill -9: %d %v", status, m)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), `msg="seenapi: folded in the journal left by a crash" users=1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line about the journal folded in after kill -9:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

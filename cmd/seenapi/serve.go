@@ -93,6 +93,14 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		return err
 	}
 
+	// Bound before the store is opened, so that a taken address fails
+	// before a data directory is made or a journal is touched.
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this covers a failure before Serve
+
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
 		WithMinFreeBytes(int64(o.minFreeBytes)).WithLogger(logger))
 	if err != nil {
@@ -117,11 +125,11 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	stopGC := make(chan struct{})
 	defer close(stopGC)
 	go tuneGC(gc, hot, time.Second, stopGC, debug.SetGCPercent, logger)
-	go func() {
-		if err := hot.Recover(); err != nil && !errors.Is(err, eviction.ErrClosed) {
-			logger.Error("seenapi: folding the journal left by a crash failed for some users", "err", err)
-		}
-	}()
+	// closing is closed before the hot set and the store (defers run last
+	// first): Recover failing after it only met the shutdown.
+	closing := make(chan struct{})
+	defer close(closing)
+	go foldJournal(hot.Recover, journalUsers(store, namespaces), closing, logger)
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger
@@ -132,10 +140,6 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		return nil
 	}
 	srv, err := api.New(hot, cfg)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
 	}
@@ -169,6 +173,43 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}
 	<-served
 	return nil // the deferred closes write back and close the store
+}
+
+// journalUsers counts the users of configured namespaces with journal
+// records, which Recover folds in: before serving, those a crash left. The
+// store lists them from memory.
+func journalUsers(store *storage.Store, namespaces []eviction.Namespace) int {
+	configured := map[string]bool{}
+	for _, n := range namespaces {
+		configured[n.Name] = true
+	}
+	n := 0
+	_ = store.JournalUsers(func(ns, _ string) error {
+		if configured[ns] {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// foldJournal runs fold (the hot set's Recover) and logs its outcome:
+// how many users' journals a crash left were folded in, or why some were
+// not. A failure once closing is closed only met the shutdown, and the
+// journal is still there for the next start: not an error.
+func foldJournal(fold func() error, users int, closing <-chan struct{}, logger *slog.Logger) {
+	err := fold()
+	switch {
+	case err != nil:
+		select {
+		case <-closing:
+			return
+		default:
+		}
+		logger.Error("seenapi: folding the journal left by a crash failed for some users", "err", err)
+	case users > 0:
+		logger.Info("seenapi: folded in the journal left by a crash", "users", users)
+	}
 }
 
 // serveDebug serves Go's profiler on ln (loopback only; see --debug-addr)
