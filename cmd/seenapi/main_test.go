@@ -341,6 +341,27 @@ func TestServeAnswersAndShutsDownKeepingEveryCall(t *testing.T) {
 	}
 }
 
+// A stop that comes as soon as the service listens (before it serves)
+// still ends it.
+func TestStopRightAtStartEndsTheService(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	code := make(chan int, 1)
+	var out syncBuffer
+	go func() {
+		code <- run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1"},
+			noEnv, &out, &out, func(string) { stop() })
+	}()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d: %s", c, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still serving 30s after the stop: %s", out.String())
+	}
+}
+
 func TestKeysFromFileAndEnvironment(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(keys, []byte("# keys\nread:r-0123456789abcdef\n"), 0o600); err != nil {

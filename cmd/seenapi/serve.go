@@ -171,6 +171,9 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Error("seenapi: requests still in flight at the shutdown timeout", "err", err)
 	}
+	// A stop that comes before Serve has begun finds no listener to close,
+	// and Serve would then run on: closing it ends Serve in either case.
+	ln.Close()
 	<-served
 	return nil // the deferred closes write back and close the store
 }
