@@ -384,6 +384,30 @@ func TestKeysFromFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// A keys file that yields no key refuses to start rather than serve open.
+func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("# keys, one ROLE:KEY a line\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{args: []string{"--keys-file", keys}},
+		{env: map[string]string{"SEENAPI_KEYS_FILE": keys}},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1"}, tc.args...)
+		ctx, stop := context.WithCancel(context.Background())
+		code := run(ctx, args, func(k string) string { return tc.env[k] }, &out, &out, func(string) { stop() }) // served: stop
+		stop()
+		if code == 0 || !strings.Contains(out.String(), "holds no key") || strings.Contains(out.String(), "NO API KEYS") {
+			t.Errorf("%v %v: exit %d, want a refusal naming the empty keys file:\n%s", tc.args, tc.env, code, out.String())
+		}
+	}
+}
+
 func TestNamespacesFileServesItsProfiles(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "ns.yaml")
 	if err := os.WriteFile(f, []byte("feed:\n  window: 30d\n  max_items: 7\n"), 0o600); err != nil {

@@ -43,6 +43,11 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A keys file without a key is most likely a provisioning failure;
+		// serving open would hide it. Open is asked for by giving no file.
+		if len(k) == 0 {
+			return nil, fmt.Errorf("--keys-file %s holds no key (want ROLE:KEY lines); to serve without keys, give no keys file", o.keysFile)
+		}
 		ks = append(ks, k...)
 	}
 	if list := getenv("SEENAPI_KEYS"); list != "" {
