@@ -12,12 +12,13 @@ import (
 )
 
 // openStore opens the store of --data-dir for an offline subcommand; it
-// fails while the service holds the directory.
-func openStore(o *options, logger *slog.Logger) (*storage.Store, error) {
+// fails while the service holds the directory. minFreeBytes: as
+// --min-free-bytes (negative: no check).
+func openStore(o *options, minFreeBytes int64, logger *slog.Logger) (*storage.Store, error) {
 	if _, err := os.Stat(o.dataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	return storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(int64(o.minFreeBytes)).WithLogger(logger))
+	return storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).WithLogger(logger))
 }
 
 // backup writes a backup of --data-dir to --out.
@@ -25,7 +26,7 @@ func backup(o *options, logger *slog.Logger) (err error) {
 	if o.out == "" {
 		return errors.New("--out FILE is required")
 	}
-	store, err := openStore(o, logger)
+	store, err := openStore(o, -1, logger) // only reads: no free-space minimum
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
-	store, err := openStore(o, logger)
+	store, err := openStore(o, int64(o.minFreeBytes), logger)
 	if err != nil {
 		return err
 	}

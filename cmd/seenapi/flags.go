@@ -47,10 +47,23 @@ func envName(flagName string) string {
 func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("seenapi "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if cmd != "import-redis" { // the only subcommand that is a client of the service
-		fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the Badger store (created if missing)")
+	// import-redis is a client of the service: no data directory. Backup
+	// only reads the store: no free-space minimum.
+	dataDir := map[string]string{
+		"serve":   "directory of the Badger store (created if missing)",
+		"backup":  "directory of the Badger store to back up (must exist)",
+		"restore": "directory of the Badger store to restore into (created if missing)",
+	}
+	minFree := map[string]string{
+		"serve":   "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)",
+		"restore": "refuse to restore while the data directory's filesystem has less free space than this (negative: no check)",
+	}
+	if usage, ok := dataDir[cmd]; ok {
+		fs.StringVar(&o.dataDir, "data-dir", "./data", usage)
+	}
+	if usage, ok := minFree[cmd]; ok {
 		o.minFreeBytes = storage.DefaultMinFreeBytes
-		fs.Var(&o.minFreeBytes, "min-free-bytes", "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)")
+		fs.Var(&o.minFreeBytes, "min-free-bytes", usage)
 	}
 	switch cmd {
 	case "serve":
@@ -89,26 +102,34 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.IntVar(&o.imp.workers, "workers", 8, "users imported at once")
 		fs.IntVar(&o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
 	}
-	fs.Usage = func() { usage(fs, cmd) }
+	fs.Usage = func() { usage(fs.Output(), fs, cmd) }
 	return fs
 }
 
-func usage(fs *flag.FlagSet, cmd string) {
-	w := fs.Output()
-	switch cmd {
-	case "serve":
-		fmt.Fprint(w, `seenapi: "which of these items has this user not seen yet?" for recommender systems.
+// commands are the subcommands; commandsHelp lists them.
+var commands = []string{"serve", "backup", "restore", "import-redis", "version", "help"}
 
-Usage:
+const commandsHelp = `Usage:
   seenapi [serve] [flags]            run the service (the default)
   seenapi backup --out FILE [flags]  back up a running service (--url), or --data-dir with it stopped
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
   seenapi import-redis [flags]       record the items of Redis sets (one a user) in a running service
   seenapi version                    which build this is (also --version)
-  seenapi help [serve|backup|restore|import-redis]
+  seenapi help [COMMAND]             what a command does and its flags
+`
 
+// usage writes the help of cmd to w: its flags are fs's (nil: none).
+func usage(w io.Writer, fs *flag.FlagSet, cmd string) {
+	switch cmd {
+	case "serve":
+		fmt.Fprint(w, `seenapi: "which of these items has this user not seen yet?" for recommender systems.
+
+`+commandsHelp+`
 Flags of serve (each also read from the environment variable shown; a flag wins):
 `)
+	case "version":
+		fmt.Fprint(w, "Usage: seenapi version (or seenapi --version)\n\nSays which build this is. It takes no flags.\n")
+		return
 	default:
 		fmt.Fprintf(w, "Usage: seenapi %s [flags]\n\nFlags (each also read from the environment variable shown):\n", cmd)
 	}

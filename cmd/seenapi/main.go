@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -22,29 +25,44 @@ func main() {
 // not nil, is told the serving address (tests listen on port 0).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, onListen func(string)) int {
 	cmd := "serve"
-	if len(args) > 0 {
-		switch args[0] {
-		case "serve", "backup", "restore", "import-redis":
-			cmd, args = args[0], args[1:]
-		case "version", "--version", "-version":
-			fmt.Fprintln(stdout, version())
-			return 0
-		case "help":
-			if len(args) > 1 {
-				cmd = args[1]
-			}
-			var o options
-			fs := newFlagSet(cmd, &o, stdout)
-			fs.Usage()
-			return 0
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") { // else serve's flags
+		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		cmd = "version"
+	}
+	switch cmd {
+	case "serve", "backup", "restore", "import-redis":
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return 0
+	case "help":
+		topic := "serve" // whose help lists the commands
+		if len(args) > 0 && args[0] != "help" {
+			topic = args[0]
 		}
+		if !slices.Contains(commands, topic) {
+			return unknownCommand(stderr, topic)
+		}
+		var fs *flag.FlagSet
+		if topic != "version" {
+			fs = newFlagSet(topic, &options{}, io.Discard)
+		}
+		usage(stdout, fs, topic)
+		return 0
+	default:
+		return unknownCommand(stderr, cmd)
 	}
 	var o options
-	fs := newFlagSet(cmd, &o, stderr)
+	// The flag package writes its messages and the help to flagOut; asked
+	// for (--help, -h) the help goes to stdout, after a bad flag to stderr.
+	var flagOut bytes.Buffer
+	fs := newFlagSet(cmd, &o, &flagOut)
 	if err := parseFlags(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			stdout.Write(flagOut.Bytes())
 			return 0
 		}
+		stderr.Write(flagOut.Bytes())
 		fmt.Fprintf(stderr, "seenapi %s: %v\n", cmd, err)
 		return 2
 	}
@@ -71,4 +89,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// unknownCommand says cmd is none of the commands, lists them, and returns
+// the exit code of a usage error.
+func unknownCommand(stderr io.Writer, cmd string) int {
+	fmt.Fprintf(stderr, "seenapi: unknown command %q\n\n%s", cmd, commandsHelp)
+	return 2
 }

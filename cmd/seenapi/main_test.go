@@ -123,7 +123,7 @@ func TestParseBytes(t *testing.T) {
 
 func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"--help"}, noEnv, &out, &out, nil); code != 0 {
+	if code := run(context.Background(), []string{"--help"}, noEnv, &out, io.Discard, nil); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	var o options
@@ -148,6 +148,62 @@ func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
 	})
 	if strings.Contains(out.String(), "--data-dir") {
 		t.Error("import-redis talks to the service, not to a data directory")
+	}
+	// Each command's help is true of it: backup reads an existing store
+	// and has no free-space minimum; restore's minimum refuses the restore.
+	for cmd, want := range map[string]struct{ has, lacks []string }{
+		"version": {has: []string{"seenapi version", "no flags"}, lacks: []string{"--data-dir", "--min-free-bytes"}},
+		"backup":  {has: []string{"--out", "(must exist)"}, lacks: []string{"created if missing", "--min-free-bytes"}},
+		"restore": {has: []string{"--in", "(created if missing)", "--min-free-bytes", "refuse to restore"}, lacks: []string{"507"}},
+	} {
+		out.Reset()
+		if code := run(context.Background(), []string{"help", cmd}, noEnv, &out, io.Discard, nil); code != 0 {
+			t.Fatalf("help %s: exit %d", cmd, code)
+		}
+		for _, s := range want.has {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("help %s lacks %q:\n%s", cmd, s, out.String())
+			}
+		}
+		for _, s := range want.lacks {
+			if strings.Contains(out.String(), s) {
+				t.Errorf("help %s has %q:\n%s", cmd, s, out.String())
+			}
+		}
+	}
+}
+
+// Help asked for goes to stdout with exit 0; an unknown command or flag is
+// a usage error on stderr with exit 2, an unknown command listing them.
+func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		code      int
+		stdout    string // "": nothing on stdout
+		stderr    string // "": nothing on stderr
+		notStderr string
+	}{
+		{args: []string{"--help"}, stdout: "Flags of serve"},
+		{args: []string{"-h"}, stdout: "Flags of serve"},
+		{args: []string{"help"}, stdout: "Flags of serve"},
+		{args: []string{"backup", "--help"}, stdout: "Usage: seenapi backup"},
+		{args: []string{"help", "bogus"}, code: 2, stderr: `unknown command "bogus"`, notStderr: "SEENAPI_DATA_DIR"},
+		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`, notStderr: "unexpected arguments"},
+		{args: []string{"--bogus"}, code: 2, stderr: "Flags of serve"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, noEnv, &stdout, &stderr, nil)
+		if code != tc.code || (tc.stdout == "") != (stdout.Len() == 0) || !strings.Contains(stdout.String(), tc.stdout) ||
+			(tc.stderr == "") != (stderr.Len() == 0) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%q: exit %d, want %d; stdout %q, want %q; stderr %q, want %q",
+				tc.args, code, tc.code, stdout.String(), tc.stdout, stderr.String(), tc.stderr)
+		}
+		if tc.code == 2 && tc.stderr != "Flags of serve" && !strings.Contains(stderr.String(), "import-redis") {
+			t.Errorf("%q: the commands are not listed:\n%s", tc.args, stderr.String())
+		}
+		if tc.notStderr != "" && strings.Contains(stderr.String(), tc.notStderr) {
+			t.Errorf("%q: stderr has %q:\n%s", tc.args, tc.notStderr, stderr.String())
+		}
 	}
 }
 
@@ -435,7 +491,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "backup")
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("backup exit %d: %s", code, out.String())
 	}
 	restored := filepath.Join(t.TempDir(), "restored")
