@@ -62,7 +62,7 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
-	store, err := openStore(o, int64(o.minFreeBytes), logger)
+	store, err := openStore(o, o.storeMinFreeBytes(), logger)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,8 +56,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		"restore": "directory of the Badger store to restore into (created if missing)",
 	}
 	minFree := map[string]string{
-		"serve":   "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (negative: no check)",
-		"restore": "refuse to restore while the data directory's filesystem has less free space than this (negative: no check)",
+		"serve":   "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (0 or negative: no check)",
+		"restore": "refuse to restore while the data directory's filesystem has less free space than this (0 or negative: no check)",
 	}
 	if usage, ok := dataDir[cmd]; ok {
 		fs.StringVar(&o.dataDir, "data-dir", "./data", usage)
@@ -69,23 +70,24 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	case "serve":
 		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
 		o.cacheBytes = byteSize(512 << 20)
-		fs.Var(&o.cacheBytes, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
-		fs.DurationVar(&o.flushInterval, "flush-interval", eviction.DefaultFlushInterval, "how long a changed filter may wait to be written back (the journal keeps it durable meanwhile)")
+		fs.Var(positiveBytes{&o.cacheBytes}, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
+		o.flushInterval = eviction.DefaultFlushInterval
+		fs.Var((*positiveDuration)(&o.flushInterval), "flush-interval", "how long a changed filter may wait to be written back (the journal keeps it durable meanwhile)")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
-		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
+		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
 		fs.StringVar(&o.gcPercent, "gc-percent", "auto", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
-		fs.IntVar(&o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
-		fs.IntVar(&o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
-		fs.IntVar(&o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
-		fs.IntVar(&o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
-		fs.IntVar(&o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
-		fs.IntVar(&o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
-		fs.IntVar(&o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once; beyond, 503 overloaded")
+		countVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
+		countVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
+		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
+		countVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
+		countVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
+		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
+		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once; beyond, 503 overloaded")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
@@ -142,6 +144,9 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 	})
 	if cmd == "serve" {
 		fmt.Fprint(w, `
+--cache-bytes, --flush-interval and the --max-* limits must be positive (0 is refused, not read
+as the default).
+
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 
 Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 720h):
@@ -162,7 +167,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := getenv(envName(f.Name)); v != "" && err == nil {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, serr)
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, wants(f.Value, serr))
 			}
 		}
 	})
@@ -176,6 +181,72 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	return nil
+}
+
+// countVar defines a flag of a limit: a whole number of at least 1.
+func countVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
+	*p = value
+	fs.Var((*count)(p), name, usage)
+}
+
+// count is a flag of a limit, which must be at least 1: a limit of 0
+// would refuse everything, and 0 does not stand for the default (leaving
+// the flag out does).
+type count int
+
+func (c *count) String() string { return strconv.Itoa(int(*c)) }
+
+func (c *count) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 {
+		return errors.New("want a whole number of at least 1")
+	}
+	*c = count(n)
+	return nil
+}
+
+// positiveBytes is a byteSize flag of a budget, which must be positive.
+type positiveBytes struct{ *byteSize }
+
+func (p positiveBytes) Set(s string) error {
+	var b byteSize
+	if err := b.Set(s); err != nil || b <= 0 {
+		return errors.New("want a positive size such as 512MiB")
+	}
+	*p.byteSize = b
+	return nil
+}
+
+// positiveDuration is a duration flag that must be positive.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || v <= 0 {
+		return errors.New("want a positive duration such as 5s or 1m")
+	}
+	*d = positiveDuration(v)
+	return nil
+}
+
+// wants is err of setting v, saying what v takes when v is of the flag
+// package's own kinds, whose errors say only "parse error".
+func wants(v flag.Value, err error) error {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return err
+	}
+	switch g.Get().(type) {
+	case bool:
+		return errors.New("want true or false (also 1 or 0, t or f)")
+	case int:
+		return errors.New("want a whole number")
+	case time.Duration:
+		return errors.New("want a duration such as 30s or 2m")
+	}
+	return err
 }
 
 // byteSize is a flag of bytes: a number with an optional unit (B, KB, KiB,
@@ -228,6 +299,15 @@ func formatBytes(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// storeMinFreeBytes is --min-free-bytes for the store, which takes 0 for
+// its default: a minimum of 0 bytes is no minimum.
+func (o *options) storeMinFreeBytes() int64 {
+	if o.minFreeBytes == 0 {
+		return -1
+	}
+	return int64(o.minFreeBytes)
 }
 
 // hotSetOptions are the hot set's options from o.

@@ -113,6 +113,52 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 	}
 }
 
+// Values that cannot work are refused, naming the flag or variable and
+// what it takes; 0 is never read as the default.
+func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string // "": accepted
+	}{
+		{args: []string{"--cache-bytes", "0"}, want: "-cache-bytes: want a positive size"},
+		{args: []string{"--cache-bytes", "-1"}, want: "-cache-bytes: want a positive size"},
+		{env: map[string]string{"SEENAPI_CACHE_BYTES": "0"}, want: `SEENAPI_CACHE_BYTES="0": want a positive size`},
+		{args: []string{"--max-candidates", "0"}, want: "-max-candidates: want a whole number of at least 1"},
+		{env: map[string]string{"SEENAPI_MAX_IN_FLIGHT": "0"}, want: `SEENAPI_MAX_IN_FLIGHT="0": want a whole number of at least 1`},
+		{args: []string{"--flush-interval", "0"}, want: "-flush-interval: want a positive duration"},
+		{args: []string{"--flush-interval", "-1s"}, want: "-flush-interval: want a positive duration"},
+		{env: map[string]string{"SEENAPI_SYNC": "yes"}, want: `SEENAPI_SYNC="yes": want true or false`},
+		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "soon"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="soon": want a duration`},
+		{args: []string{"--cache-bytes", "1MiB", "--max-candidates", "1", "--flush-interval", "1ms"}, env: map[string]string{"SEENAPI_SYNC": "1"}},
+	} {
+		var o options
+		fs := newFlagSet("serve", &o, io.Discard)
+		err := parseFlags(fs, tc.args, func(k string) string { return tc.env[k] })
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v %v: %v, want %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	var out bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "data")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--cache-bytes", "0", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
+		!strings.Contains(out.String(), "want a positive size") {
+		t.Errorf("--cache-bytes 0: exit %d, want 2: %s", code, out.String())
+	}
+}
+
+// The store reads a minimum of 0 as its default; --min-free-bytes 0 is no
+// minimum.
+func TestMinFreeBytesZeroIsNoCheck(t *testing.T) {
+	for v, want := range map[byteSize]int64{0: -1, -1: -1, 1 << 20: 1 << 20} {
+		if got := (&options{minFreeBytes: v}).storeMinFreeBytes(); got != want {
+			t.Errorf("--min-free-bytes %d: the store gets %d, want %d", v, got, want)
+		}
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	for s, want := range map[string]int64{"512MiB": 512 << 20, "1GiB": 1 << 30, "1gb": 1e9, "4096": 4096, "1.5k": 1536, "-1": -1} {
 		if got, err := parseBytes(s); err != nil || got != want {
@@ -713,6 +759,9 @@ func TestMemoryLimit(t *testing.T) {
 		{flag: "3GiB", want: 3 << 30},
 		{flag: "auto", env: "2GiB", want: 0}, // GOMEMLIMIT is the runtime's own
 		{flag: "lots", bad: true},
+		{flag: "10", bad: true},
+		{flag: "1GiB", bad: true},                // not even the hot set's budget
+		{flag: "1136MiB", want: 1<<30 + 112<<20}, // the budget and Badger's memtables and block cache
 	} {
 		o := &options{cacheBytes: 1 << 30, memoryLimit: tc.flag}
 		got, err := memoryLimit(o, func(k string) string {

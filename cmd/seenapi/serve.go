@@ -107,7 +107,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	defer ln.Close() // Serve closes it too; this covers a failure before Serve
 
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
-		WithMinFreeBytes(int64(o.minFreeBytes)).WithLogger(logger))
+		WithMinFreeBytes(o.storeMinFreeBytes()).WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -317,6 +317,10 @@ func tuneGC(p gcPolicy, hot hotSetUsage, tick time.Duration, stop <-chan struct{
 	}
 }
 
+// badgerHeapBytes is what Badger keeps on the Go heap at most: its
+// memtables and its block cache (112MiB).
+const badgerHeapBytes = storage.DefaultNumMemtables*storage.DefaultMemTableSize + storage.DefaultBlockCacheSize
+
 // autoMemoryLimit is --memory-limit auto: twice the budget, room for
 // GOGC=100's doubling of a hot set that fills it, plus 768MiB for Badger
 // and the rest. At ten million users with a 1300MiB budget, 1.25 x the
@@ -344,6 +348,13 @@ func memoryLimit(o *options, getenv func(string) string) (int64, error) {
 	var b byteSize
 	if err := b.Set(o.memoryLimit); err != nil || b <= 0 {
 		return 0, fmt.Errorf("--memory-limit %q: want a size such as 2GiB, auto or off", o.memoryLimit)
+	}
+	// Below the hot set's budget plus Badger's memtables and block cache,
+	// all on the Go heap, the collector would run all the time once the
+	// hot set is full.
+	if least := int64(o.cacheBytes) + badgerHeapBytes; int64(b) < least {
+		return 0, fmt.Errorf("--memory-limit %q: want at least --cache-bytes + %s (%s), or auto or off",
+			o.memoryLimit, formatBytes(badgerHeapBytes), formatBytes(least))
 	}
 	return int64(b), nil
 }
