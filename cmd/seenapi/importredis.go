@@ -283,6 +283,12 @@ func (im *importer) importKey(ctx context.Context, key string) {
 		im.fail(ctx, key, user, errors.New("the key names no user (its * matched nothing)"))
 		return
 	}
+	// A URL path resolves "." and ".." segments, so the service cannot
+	// take these ids: its answer (404 or 405) would not say why.
+	if user == "." || user == ".." {
+		im.fail(ctx, key, user, fmt.Errorf("the service does not accept the user id %q (a URL path cannot carry it)", user))
+		return
+	}
 	var pending []string
 	for cursor := uint64(0); ; {
 		page, next, err := scan(cursor)

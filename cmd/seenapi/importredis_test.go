@@ -127,7 +127,7 @@ func TestImportRedisRecordsEverySetAndSortedSet(t *testing.T) {
 func TestImportRedisReportsTheUsersItCannotImport(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t)
-	for _, key := range []string{"seen:ok", "seen:", "seen:bad\x01id"} {
+	for _, key := range []string{"seen:ok", "seen:", "seen:bad\x01id", "seen:.", "seen:.."} {
 		if err := rdb.SAdd(ctx, key, "i1").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -137,10 +137,12 @@ func TestImportRedisReportsTheUsersItCannotImport(t *testing.T) {
 	}
 	s := startService(t, nil, "--data-dir", t.TempDir())
 	code, out := importFrom(rdb, s, nil)
-	if code != 1 || strings.Count(out, "user not imported") != 3 || !strings.Contains(out, "3 users were not imported") {
-		t.Fatalf("exit %d, want 1 naming the three users:\n%s", code, out)
+	if code != 1 || strings.Count(out, "user not imported") != 5 || !strings.Contains(out, "5 users were not imported") ||
+		!strings.Contains(out, "failed=5 ") {
+		t.Fatalf("exit %d, want 1 naming the five users:\n%s", code, out)
 	}
-	if !strings.Contains(out, "item-too-long") || !strings.Contains(out, "its * matched nothing") {
+	if !strings.Contains(out, "item-too-long") || !strings.Contains(out, "its * matched nothing") ||
+		!strings.Contains(out, `does not accept the user id \".\"`) || !strings.Contains(out, `does not accept the user id \"..\"`) {
 		t.Errorf("the log does not say why:\n%s", out)
 	}
 	if got := seenBy(t, s, "ok", []string{"i1"}); !got[0] {
