@@ -88,10 +88,32 @@ func TestRecordAllRecordsEveryCandidate(t *testing.T) {
 	}
 }
 
+// A bulk recording leaves a user the service does not hold out of memory.
+func TestSeenInBulk(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	r, err := c.RecordSeenWithResponse(ctx, "default", "bulk", &client.RecordSeenParams{Bulk: ptr(true)},
+		client.ItemsRequest{Items: []string{"x", "y"}})
+	if err != nil || r.JSON200 == nil || r.JSON200.Recorded != 2 {
+		t.Fatalf("seen in bulk: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if n := e.hot.Stats().HotUsers; n != 0 {
+		t.Fatalf("%d hot users after a bulk recording, want 0", n)
+	}
+	u, err := c.GetUserWithResponse(ctx, "default", "bulk")
+	if err != nil || u.JSON200 == nil || u.JSON200.Hot || u.JSON200.Items != 2 {
+		t.Fatalf("stats after a bulk recording: %v %d %s", err, u.StatusCode(), u.Body)
+	}
+	status, h, body := e.raw("POST", userPath("default", "bulk", "/seen?bulk=maybe"), "application/json", []byte(`{"items":["z"]}`))
+	if p := problem(t, status, h, body); status != 400 || len(p.Errors) != 1 || p.Errors[0].Parameter != "bulk" {
+		t.Fatalf("bulk=maybe: %d %+v", status, p)
+	}
+}
+
 func TestSeenThenCheck(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	r, err := c.RecordSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"x", "y"}})
+	r, err := c.RecordSeenWithResponse(ctx, "default", "u", nil, client.ItemsRequest{Items: []string{"x", "y"}})
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("seen: %v %d %s", err, r.StatusCode(), r.Body)
 	}
@@ -195,7 +217,7 @@ func TestExportImportMergeAndReplace(t *testing.T) {
 	}
 	// Another namespace's export is refused, by replace too: its cap would
 	// come with it. The detail says what differs.
-	if r, err := c.RecordSeenWithResponse(ctx, "capped", "other", client.ItemsRequest{Items: []string{"q"}}); err != nil || r.JSON200 == nil {
+	if r, err := c.RecordSeenWithResponse(ctx, "capped", "other", nil, client.ItemsRequest{Items: []string{"q"}}); err != nil || r.JSON200 == nil {
 		t.Fatalf("record in capped: %v", err)
 	}
 	capped, err := c.ExportUserWithResponse(ctx, "capped", "other")

@@ -209,7 +209,15 @@ func (s *Server) recordSeen(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.hot.Record(ns, user, items)
+	record := s.hot.Record
+	switch c.Query("bulk") {
+	case "", "false":
+	case "true":
+		record = s.hot.RecordBulk
+	default:
+		return fieldError(pBadRequest, "", "bulk", "bulk is true or false")
+	}
+	res, err := record(ns, user, items)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ type HotSet interface {
 	FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (eviction.Result, error)
 	// Record marks items seen without filtering.
 	Record(ns, user string, items []string) (eviction.Result, error)
+	// RecordBulk is Record leaving a user who is not in memory out of it.
+	RecordBulk(ns, user string, items []string) (eviction.Result, error)
 	// Check appends to seen whether each item was seen, recording nothing.
 	Check(ns, user string, items []string, seen []bool) ([]bool, error)
 	// User returns the user's stats, or eviction.ErrUserNotFound.

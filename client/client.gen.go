@@ -480,6 +480,16 @@ type ImportUserParams struct {
 	Mode *ImportMode `form:"mode,omitempty" json:"mode,omitempty"`
 }
 
+// RecordSeenParams defines parameters for RecordSeen.
+type RecordSeenParams struct {
+	// Bulk `true` for bulk loads, such as an import from another store: a
+	// user who is not in memory is changed in storage and left there,
+	// so that the load does not push the users being served out of
+	// memory. Each such call reads and writes the user's filter in
+	// storage, so it costs more than a call on a user in memory.
+	Bulk *bool `form:"bulk,omitempty" json:"bulk,omitempty"`
+}
+
 // FilterBatchJSONRequestBody defines body for FilterBatch for application/json ContentType.
 type FilterBatchJSONRequestBody = BatchFilterRequest
 
@@ -781,7 +791,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-	RecordSeenWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecordSeenWithBody(ctx context.Context, ns Ns, user User, params *RecordSeenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecordSeen Record impressions without filtering
 	//
@@ -790,7 +800,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-	RecordSeen(ctx context.Context, ns Ns, user User, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RecordSeen(ctx context.Context, ns Ns, user User, params *RecordSeenParams, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStats Service figures
 	//
@@ -1242,8 +1252,8 @@ func (c *Client) ForgetItems(ctx context.Context, ns Ns, user User, body ForgetI
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-func (c *Client) RecordSeenWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecordSeenRequestWithBody(c.Server, ns, user, contentType, body)
+func (c *Client) RecordSeenWithBody(ctx context.Context, ns Ns, user User, params *RecordSeenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordSeenRequestWithBody(c.Server, ns, user, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1261,8 +1271,8 @@ func (c *Client) RecordSeenWithBody(ctx context.Context, ns Ns, user User, conte
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-func (c *Client) RecordSeen(ctx context.Context, ns Ns, user User, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRecordSeenRequest(c.Server, ns, user, body)
+func (c *Client) RecordSeen(ctx context.Context, ns Ns, user User, params *RecordSeenParams, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordSeenRequest(c.Server, ns, user, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1997,18 +2007,18 @@ func NewForgetItemsRequestWithBody(server string, ns Ns, user User, contentType 
 }
 
 // NewRecordSeenRequest calls the generic RecordSeen builder with application/json body
-func NewRecordSeenRequest(server string, ns Ns, user User, body RecordSeenJSONRequestBody) (*http.Request, error) {
+func NewRecordSeenRequest(server string, ns Ns, user User, params *RecordSeenParams, body RecordSeenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewRecordSeenRequestWithBody(server, ns, user, "application/json", bodyReader)
+	return NewRecordSeenRequestWithBody(server, ns, user, params, "application/json", bodyReader)
 }
 
 // NewRecordSeenRequestWithBody constructs an http.Request for the RecordSeen method, with any body, and a specified content type
-func NewRecordSeenRequestWithBody(server string, ns Ns, user User, contentType string, body io.Reader) (*http.Request, error) {
+func NewRecordSeenRequestWithBody(server string, ns Ns, user User, params *RecordSeenParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2038,6 +2048,33 @@ func NewRecordSeenRequestWithBody(server string, ns Ns, user User, contentType s
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Bulk != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bulk", *params.Bulk, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -2361,7 +2398,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-	RecordSeenWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error)
+	RecordSeenWithBodyWithResponse(ctx context.Context, ns Ns, user User, params *RecordSeenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error)
 
 	// RecordSeenWithResponse Record impressions without filtering
 	//
@@ -2370,7 +2407,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-	RecordSeenWithResponse(ctx context.Context, ns Ns, user User, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error)
+	RecordSeenWithResponse(ctx context.Context, ns Ns, user User, params *RecordSeenParams, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error)
 
 	// GetStatsWithResponse Service figures
 	//
@@ -4335,8 +4372,8 @@ func (c *ClientWithResponses) ForgetItemsWithResponse(ctx context.Context, ns Ns
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-func (c *ClientWithResponses) RecordSeenWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error) {
-	rsp, err := c.RecordSeenWithBody(ctx, ns, user, contentType, body, reqEditors...)
+func (c *ClientWithResponses) RecordSeenWithBodyWithResponse(ctx context.Context, ns Ns, user User, params *RecordSeenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error) {
+	rsp, err := c.RecordSeenWithBody(ctx, ns, user, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4350,8 +4387,8 @@ func (c *ClientWithResponses) RecordSeenWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/seen (the `RecordSeen` operationId).
-func (c *ClientWithResponses) RecordSeenWithResponse(ctx context.Context, ns Ns, user User, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error) {
-	rsp, err := c.RecordSeen(ctx, ns, user, body, reqEditors...)
+func (c *ClientWithResponses) RecordSeenWithResponse(ctx context.Context, ns Ns, user User, params *RecordSeenParams, body RecordSeenJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordSeenResponse, error) {
+	rsp, err := c.RecordSeen(ctx, ns, user, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -690,6 +690,89 @@ func (h *HotSet) Record(ns, user string, items []string) (Result, error) {
 	return res, err
 }
 
+// RecordBulk is Record for bulk loads, such as an import from another
+// store: a user who is not in memory is loaded, changed and written back
+// before it returns, without entering the hot set, so a bulk load does not
+// push out the users being served. A user in memory is recorded as by
+// Record. The user's load slot is held meanwhile: other calls for the user
+// wait, then load what was written.
+func (h *HotSet) RecordBulk(ns, user string, items []string) (Result, error) {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return Result{}, err
+	}
+	k0 := h.key(info, user, 0)
+	s := h.shardOf(k0)
+	for {
+		s.mu.Lock()
+		sl, err := h.slotLocked(s, info, user, k0)
+		if err != nil {
+			s.mu.Unlock()
+			return Result{}, err
+		}
+		if sl.e != nil {
+			s.mu.Unlock()
+			return h.Record(ns, user, items)
+		}
+		if lc := sl.lc; lc != nil {
+			s.mu.Unlock()
+			<-lc.done
+			continue
+		}
+		lc := h.claimLocked(s, sl, info, user)
+		s.mu.Unlock()
+		return h.recordCold(s, sl.k, lc, info, user, items)
+	}
+}
+
+// recordCold records items for a user whose load slot lc (under key k of
+// shard s) it holds, in the store only, and lets the slot go.
+func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user string, items []string) (res Result, err error) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.loading, k)
+		s.mu.Unlock()
+		close(lc.done) // lc.err nil: waiters look again and load what was written
+	}()
+	defer h.recovered(&err, "recording in bulk", info.Name, user)
+	h.misses.Add(1)
+	f, lastSeq, err := h.load(info, user)
+	if err != nil {
+		return Result{}, err
+	}
+	created := f == nil
+	if created {
+		if f, err = userfilter.New(info.Profile); err != nil {
+			return Result{}, err
+		}
+	}
+	cs := h.scratch.Get().(*callScratch)
+	defer h.scratch.Put(cs)
+	now := h.opts.Now()
+	sel := f.Select(items, 0, userfilter.RecordAll, now, &cs.Scratch)
+	recorded, saturated := f.Commit(now, &cs.Scratch)
+	res = Result{SeenCount: sel.SeenCount, Recorded: recorded, Saturated: saturated}
+	if recorded == 0 && lastSeq == 0 {
+		return res, nil // nothing to write
+	}
+	f.Expire(now)
+	raw, err := f.MarshalBinary()
+	if err == nil {
+		// Written before the answer, as a journal record would be: nothing
+		// else holds the user meanwhile, so this is the user's whole state.
+		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: lastSeq,
+			TTL: ttlOf(f, now), Writer: h.writer}}, nil)
+	}
+	if err != nil {
+		h.storageErrors.Add(1)
+		return Result{}, h.storageErr(err, "recording in bulk", info.Name, user)
+	}
+	if created {
+		h.newUsers.Add(1)
+	}
+	return res, nil
+}
+
 // Check appends to seen whether each item was seen, recording nothing. An
 // unknown user has seen nothing.
 func (h *HotSet) Check(ns, user string, items []string, seen []bool) ([]bool, error) {

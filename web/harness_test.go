@@ -272,7 +272,7 @@ func (svc *service) api(t *testing.T, key string) *client.ClientWithResponses {
 // record makes items seen for user through the API, as a recommender would.
 func (svc *service) record(t *testing.T, key, ns, user string, items ...string) {
 	t.Helper()
-	resp, err := svc.api(t, key).RecordSeenWithResponse(context.Background(), ns, user, client.ItemsRequest{Items: items})
+	resp, err := svc.api(t, key).RecordSeenWithResponse(context.Background(), ns, user, nil, client.ItemsRequest{Items: items})
 	if err != nil {
 		t.Fatal(err)
 	}

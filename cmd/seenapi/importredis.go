@@ -312,10 +312,13 @@ func (im *importer) importKey(ctx context.Context, key string) {
 	im.users.Add(1)
 }
 
-// record records items as seen by user.
+// record records items as seen by user, in bulk: a user the service does
+// not hold in memory is written to its store and left there, so the import
+// does not push out the users being served.
 func (im *importer) record(ctx context.Context, user string, items []string) error {
+	bulk := true
 	return retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
-		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, client.ItemsRequest{Items: items})
+		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, &client.RecordSeenParams{Bulk: &bulk}, client.ItemsRequest{Items: items})
 		if err != nil {
 			return outcome(nil, nil, err)
 		}

@@ -219,3 +219,41 @@ func TestImportRedisRidesOutAServiceRestart(t *testing.T) {
 		}
 	}
 }
+
+// An import leaves the users being served in memory: it records in bulk,
+// and users the service does not hold stay in its store.
+func TestImportRedisLeavesTheServedUsersInMemory(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	pipe := rdb.Pipeline()
+	for i := range 3000 {
+		pipe.SAdd(ctx, fmt.Sprint("seen:imported", i), "a", "b", "c", "d", "e")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--cache-bytes", "64KiB")
+	for i := range 20 {
+		if code, m := post(t, fmt.Sprint(s.url, "/v1/namespaces/default/users/served", i, "/filter"), `{"candidates":["x","y"]}`); code != 200 {
+			t.Fatalf("%d %v", code, m)
+		}
+	}
+	if code, out := importFrom(rdb, s, nil); code != 0 || !strings.Contains(out, "users=3000 ") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for i := range 20 {
+		resp, err := http.Get(fmt.Sprint(s.url, "/v1/namespaces/default/users/served", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Hot bool }
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || !st.Hot {
+			t.Fatalf("served%d is no longer in memory after the import (%v)", i, err)
+		}
+	}
+	if n := unseenOf(t, s, "imported2999", []string{"a", "b", "c", "d", "e"}); n != 0 {
+		t.Fatalf("imported2999 has not seen %d of its items", n)
+	}
+}
