@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,5 +258,72 @@ func TestImportRedisLeavesTheServedUsersInMemory(t *testing.T) {
 	}
 	if n := unseenOf(t, s, "imported2999", []string{"a", "b", "c", "d", "e"}); n != 0 {
 		t.Fatalf("imported2999 has not seen %d of its items", n)
+	}
+}
+
+// An overloaded service's 503 and 429 are retried, a 429's Retry-After
+// waited out, and the import completes. A proxy in front of the real
+// service answers the first recording calls so.
+func TestImportRedisRetriesAnOverloadedService(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	for u := range 3 {
+		if err := rdb.SAdd(ctx, fmt.Sprint("seen:u", u), "a", "b").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	target, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var (
+		mu        sync.Mutex
+		refused   int
+		refusedAt time.Time
+		waited    time.Duration // from the 429 to the call after it
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/seen") {
+			mu.Lock()
+			n := refused
+			if n == 3 {
+				waited = time.Since(refusedAt)
+			}
+			if n < 3 {
+				refused++
+				refusedAt = time.Now()
+			}
+			mu.Unlock()
+			switch {
+			case n < 2:
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":503}`))
+				return
+			case n == 2:
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":429}`))
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front.URL, "--workers", "1"}, noEnv, &out, &out, nil)
+	if code != 0 || !strings.Contains(out.String(), "users=3 ") || !strings.Contains(out.String(), "retries=3 ") {
+		t.Fatalf("exit %d, want 0 with 3 users after 3 retries:\n%s", code, out.String())
+	}
+	if waited < time.Second {
+		t.Errorf("the call after a 429 with Retry-After: 1 came %v after it", waited)
+	}
+	for u := range 3 {
+		if n := unseenOf(t, s, fmt.Sprint("u", u), []string{"a", "b"}); n != 0 {
+			t.Errorf("u%d has not seen %d of its items", u, n)
+		}
 	}
 }
