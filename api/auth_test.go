@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
 	"testing"
@@ -149,5 +150,36 @@ func TestAuthOnAnOpenServerIsAdmin(t *testing.T) {
 		if r.JSON200 == nil || r.JSON200.Role != client.Admin || !r.JSON200.Open {
 			t.Fatalf("auth on an open server with key %q: %d %s, want role admin, open true", key, r.StatusCode(), r.Body)
 		}
+	}
+}
+
+// Keys rotate while the service runs: the replaced key is refused at once,
+// the new one works; a keyed service cannot be made open, nor an open one
+// keyed, and bad keys leave the old ones in place.
+func TestSetKeysRotatesWhileServing(t *testing.T) {
+	e := newEnv(t, withKeys)
+	const newWrite = "w-rotated-0123456789"
+	if err := e.srv.SetKeys([]api.Key{{Role: api.RoleWrite, Secret: newWrite}, {Role: api.RoleAdmin, Secret: adminKey}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.client(writeKey).FilterUserWithResponse(ctx, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	if err != nil || f.ApplicationproblemJSON401 == nil {
+		t.Fatalf("the replaced write key: %v %d", err, f.StatusCode())
+	}
+	filter(t, e.client(newWrite), "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	for name, keys := range map[string][]api.Key{
+		"none":  nil,
+		"short": {{Role: api.RoleWrite, Secret: "short"}},
+		"twice": {{Role: api.RoleWrite, Secret: newWrite}, {Role: api.RoleRead, Secret: newWrite}},
+	} {
+		if err := e.srv.SetKeys(keys); !errors.Is(err, api.ErrBadKeys) {
+			t.Errorf("%s: SetKeys %v, want ErrBadKeys", name, err)
+		}
+	}
+	filter(t, e.client(newWrite), "default", "u", client.FilterRequest{Candidates: []string{"b"}})
+
+	open := newEnv(t)
+	if err := open.srv.SetKeys(testKeys); !errors.Is(err, api.ErrBadKeys) || !open.srv.Open() {
+		t.Fatalf("an open service given keys: %v, open %v", err, open.srv.Open())
 	}
 }

@@ -109,14 +109,22 @@ func (c Config) Validate() error {
 	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrBadConfig)
 	}
+	if err := validateKeys(c.Keys); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	return nil
+}
+
+// validateKeys checks each key and that no secret appears twice.
+func validateKeys(keys []Key) error {
 	seen := map[[32]byte]bool{}
-	for i, k := range c.Keys {
+	for i, k := range keys {
 		if err := k.validate(); err != nil {
-			return fmt.Errorf("%w: key %d: %w", ErrBadConfig, i+1, err)
+			return fmt.Errorf("key %d: %w", i+1, err)
 		}
 		d := digest(k.Secret)
 		if seen[d] {
-			return fmt.Errorf("%w: key %d appears twice", ErrBadConfig, i+1)
+			return fmt.Errorf("key %d appears twice", i+1)
 		}
 		seen[d] = true
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -36,7 +37,7 @@ type Server struct {
 	app      *fiber.App
 	hot      HotSet
 	cfg      Config
-	keys     *keyring
+	keys     atomic.Pointer[keyring] // swapped whole by SetKeys
 	k        counters
 	started  time.Time
 	inFlight atomic.Int64
@@ -50,8 +51,9 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{hot: hot, cfg: cfg, keys: newKeyring(cfg.Keys), started: cfg.Now(),
+	s := &Server{hot: hot, cfg: cfg, started: cfg.Now(),
 		k: counters{duration: newDurationHistogram()}}
+	s.keys.Store(newKeyring(cfg.Keys))
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -84,7 +86,26 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Open reports whether the API has no keys (every caller has every role).
-func (s *Server) Open() bool { return s.keys.open() }
+func (s *Server) Open() bool { return s.keys.Load().open() }
+
+// SetKeys replaces the API keys, for rotating them while the service runs:
+// calls already past the key check finish, later ones meet the new keys. A
+// service that requires keys keeps requiring them (an empty set is
+// refused), and an open one stays open: whether it needs keys decided
+// where it may listen.
+func (s *Server) SetKeys(keys []Key) error {
+	if err := validateKeys(keys); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadKeys, err)
+	}
+	switch {
+	case s.Open():
+		return fmt.Errorf("%w: the service was started without keys and stays open; restart it with keys", ErrBadKeys)
+	case len(keys) == 0:
+		return fmt.Errorf("%w: no key: a service started with keys keeps requiring them", ErrBadKeys)
+	}
+	s.keys.Store(newKeyring(keys))
+	return nil
+}
 
 // routes registers every route. Each documented route is in openapi.yaml
 // with the same path (fiber's :param written {param}).
@@ -167,7 +188,7 @@ func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
 		if n > int64(s.cfg.MaxInFlight) {
 			return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
 		}
-		if role != RoleNone && !s.keys.open() {
+		if role != RoleNone && !s.keys.Load().open() {
 			if err := s.authorize(c, role); err != nil {
 				return err
 			}
@@ -210,7 +231,7 @@ func (s *Server) keyRole(c *fiber.Ctx) (Role, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		return RoleNone, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	got := s.keys.role(strings.TrimSpace(key))
+	got := s.keys.Load().role(strings.TrimSpace(key))
 	if got == RoleNone {
 		return RoleNone, newError(pUnauthorized, "the API key is not known")
 	}

@@ -20,5 +20,5 @@
 //
 // On SIGTERM or SIGINT the service stops accepting connections, finishes
 // the requests in flight, writes every changed filter back, and closes the
-// store.
+// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS).
 package main

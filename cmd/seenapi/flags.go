@@ -74,7 +74,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.flushInterval = eviction.DefaultFlushInterval
 		fs.Var((*positiveDuration)(&o.flushInterval), "flush-interval", "how long a changed filter may wait to be written back (the journal keeps it durable meanwhile)")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
-		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SEENAPI_KEYS="role:key,role:key" adds keys`)
+		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
 		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)

@@ -775,3 +775,50 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// SIGHUP reloads the keys file: a rotated key works at once and the
+// replaced one is refused; a keys file that no longer loads leaves the
+// keys as they were.
+func TestSIGHUPReloadsTheKeys(t *testing.T) {
+	const oldKey, newKey = "w-old-0123456789abcdef", "w-new-0123456789abcdef"
+	keys := filepath.Join(t.TempDir(), "keys")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(keys, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("write:" + oldKey + "\n")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys)
+	status := func(key string) int {
+		t.Helper()
+		code, _ := post(t, s.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`, "Authorization", "Bearer "+key)
+		return code
+	}
+	hup := func(want string) {
+		t.Helper()
+		before := strings.Count(s.out.String(), want)
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); strings.Count(s.out.String(), want) == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q logged after SIGHUP:\n%s", want, s.out.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if got := status(oldKey); got != 200 {
+		t.Fatalf("the first key: %d", got)
+	}
+	write("# rotated\nwrite:" + newKey + "\n")
+	hup("API keys reloaded")
+	if replaced, rotated := status(oldKey), status(newKey); replaced != 401 || rotated != 200 {
+		t.Fatalf("after the reload: the replaced key %d (want 401), the new one %d (want 200)", replaced, rotated)
+	}
+	write("# emptied by mistake\n")
+	hup("the old ones stay")
+	if got := status(newKey); got != 200 {
+		t.Fatalf("after a reload that failed: %d", got)
+	}
+}

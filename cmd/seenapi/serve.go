@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/seenapi/seenapi/api"
@@ -58,6 +61,28 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 		ks = append(ks, k...)
 	}
 	return ks, nil
+}
+
+// reloadKeysOn reads the keys again (keys file and SEENAPI_KEYS) and gives
+// them to srv each time hup fires, until ctx ends. Keys that do not load
+// leave the old ones in place.
+func reloadKeysOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		ks, err := keys(o, getenv)
+		if err == nil {
+			err = srv.SetKeys(ks)
+		}
+		if err != nil {
+			logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
+			continue
+		}
+		logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
+	}
 }
 
 // serve runs the service until ctx ends, then shuts down gracefully: stop
@@ -153,6 +178,12 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + addr +
 			"; set --keys-file or SEENAPI_KEYS to require keys")
 	}
+	// SIGHUP reloads the API keys, to rotate them without a restart (which
+	// would empty the hot set).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadKeysOn(ctx, hup, o, getenv, srv, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
 		names[i] = n.Name
