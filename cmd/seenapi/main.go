@@ -53,8 +53,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return unknownCommand(stderr, cmd)
 	}
 	var o options
-	// The flag package writes its messages and the help to flagOut; asked
-	// for (--help, -h) the help goes to stdout, after a bad flag to stderr.
+	// The flag package writes its messages and the help to flagOut. Asked
+	// for (--help, -h), the help goes to stdout. After a bad flag, the error
+	// alone and where the help is: the whole help would scroll it away.
 	var flagOut bytes.Buffer
 	fs := newFlagSet(cmd, &o, &flagOut)
 	if err := parseFlags(fs, args, getenv); err != nil {
@@ -62,8 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			stdout.Write(flagOut.Bytes())
 			return 0
 		}
-		stderr.Write(flagOut.Bytes())
-		fmt.Fprintf(stderr, "seenapi %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "seenapi %s: %v\nRun 'seenapi help %s' for its flags.\n", cmd, err, cmd)
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
