@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -59,6 +60,15 @@ func restore(o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	defer f.Close()
+	// The whole file is checked before anything is written: a restore is
+	// not atomic, and a damaged backup would otherwise leave part of itself
+	// in --data-dir.
+	if err := storage.VerifyBackup(bufio.NewReaderSize(f, 1<<20)); err != nil {
+		return fmt.Errorf("%s: %w; nothing was restored", o.in, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}

@@ -67,9 +67,12 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), out); err != nil {
+	// A link, unlike a rename, fails if out appeared meanwhile (another
+	// backup to the same file): --out is never overwritten.
+	if err := os.Link(f.Name(), out); err != nil {
 		return err
 	}
+	os.Remove(f.Name())
 	var size int64
 	if fi, err := os.Stat(out); err == nil {
 		size = fi.Size()

@@ -89,3 +89,68 @@ func TestBackupCutShortIsNotKept(t *testing.T) {
 		t.Fatalf("a backup cut short left %v", left)
 	}
 }
+
+// A damaged backup file is refused before anything is written: a restore
+// is not atomic, so a cut file used to leave most of itself behind.
+func TestRestoreOfACutBackupWritesNothing(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if code, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["a"]}`); code != 200 {
+			t.Fatalf("%d %v", code, m)
+		}
+	}
+	whole := filepath.Join(t.TempDir(), "whole.backup")
+	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.backup")
+	if err := os.WriteFile(cut, b[:len(b)-16], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	var log bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--data-dir", dir, "--in", cut, "--min-free-bytes", "-1"}, noEnv, &log, &log, nil); code == 0 ||
+		!strings.Contains(log.String(), "nothing was restored") {
+		t.Fatalf("restore of a cut backup: exit %d\n%s", code, log.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore made the data dir (%v)", err)
+	}
+}
+
+// A file that appears at --out while the backup downloads (another backup
+// to the same file) is not overwritten.
+func TestBackupNeverOverwritesAFileThatAppearsMeanwhile(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	whole := filepath.Join(t.TempDir(), "whole.backup")
+	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "race.backup")
+	other := []byte("another backup's bytes")
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(out, other, 0o600); err != nil {
+			t.Error(err)
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(b)
+	}))
+	defer front.Close()
+	if code, log := backupCmd(nil, "--url", front.URL, "--out", out); code == 0 {
+		t.Fatalf("exit 0 over a file that appeared meanwhile\n%s", log)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, other) {
+		t.Fatalf("--out was overwritten: %.40q", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*part*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
