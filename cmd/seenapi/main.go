@@ -30,6 +30,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
 		cmd = "version"
 	}
+	if cmd == "serve" {
+		// SIGHUP reloads the keys once serving (see serve); until then, and
+		// while shutting down, its default action would end the service.
+		signal.Ignore(syscall.SIGHUP)
+	}
 	switch cmd {
 	case "serve", "backup", "restore", "import-redis":
 	case "version":

@@ -823,3 +823,69 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 		t.Fatalf("after a reload that failed: %d", got)
 	}
 }
+
+// SIGHUPs all through the start (the store opening, the hot set set up,
+// before the keys can be reloaded) leave the service running. They begin
+// at its first log line: before its main runs, a process cannot have
+// asked for anything.
+func TestSIGHUPWhileStartingIsHarmless(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "seenapi")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	url, first := make(chan string, 1), make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`url=(http://\S+)`)
+		for n := 0; sc.Scan(); n++ {
+			if n == 0 {
+				close(first)
+			}
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url <- m[1]
+			}
+		}
+		close(url)
+	}()
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("nothing logged")
+	}
+	var u string
+	for deadline := time.Now().Add(30 * time.Second); u == ""; {
+		cmd.Process.Signal(syscall.SIGHUP)
+		select {
+		case got, ok := <-url:
+			if !ok {
+				t.Fatalf("the service ended while starting: %v", cmd.Wait())
+			}
+			u = got
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no url logged")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGHUP) // serving: an open service logs that it stays open
+	resp, err := http.Get(u + "/healthz")
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("after SIGHUPs: %v", err)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

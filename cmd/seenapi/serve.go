@@ -182,7 +182,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// would empty the hot set).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	defer signal.Ignore(syscall.SIGHUP) // not Stop: the default action would end the shutdown
 	go reloadKeysOn(ctx, hup, o, getenv, srv, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
