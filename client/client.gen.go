@@ -425,7 +425,9 @@ type UserStats struct {
 	FpRate      float32            `json:"fp_rate"`
 	Generations *[]GenerationStats `json:"generations,omitempty"`
 
-	// Hot The filter is in memory now.
+	// Hot The filter was in memory when the call came. Reading a user's
+	// stats (like any call on the user but a bulk recording) brings a
+	// user from storage into memory, so a second read says true.
 	Hot bool `json:"hot"`
 
 	// Items Items added inside the window (an item added twice counts once).

@@ -248,7 +248,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {string} first_seen
  * @property {number} fp_rate Estimated false-positive rate now.
  * @property {Array<GenerationStats>|null} [generations]
- * @property {boolean} hot The filter is in memory now.
+ * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
  * @property {number} items Items added inside the window (an item added twice counts once).
  * @property {string} kind
  * @property {string} last_seen
