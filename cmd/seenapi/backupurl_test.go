@@ -19,6 +19,26 @@ func backupCmd(env map[string]string, args ...string) (int, string) {
 	return code, out.String()
 }
 
+// wholeBackup records an item for each of users in the running service s
+// and returns a backup of it, taken with seenapi backup --url.
+func wholeBackup(t *testing.T, s *service, users ...string) []byte {
+	t.Helper()
+	for _, u := range users {
+		if code, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["a"]}`); code != 200 {
+			t.Fatalf("%d %v", code, m)
+		}
+	}
+	whole := filepath.Join(t.TempDir(), "whole.backup")
+	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	b, err := os.ReadFile(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // A backup of a running service, through its API, restores into a data
 // directory of its own with every answered call; the key must be admin.
 func TestBackupFromARunningService(t *testing.T) {
@@ -62,18 +82,7 @@ func TestBackupFromARunningService(t *testing.T) {
 
 // A backup cut short on the way is not kept.
 func TestBackupCutShortIsNotKept(t *testing.T) {
-	s := startService(t, nil, "--data-dir", t.TempDir())
-	if code, m := post(t, s.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`); code != 200 {
-		t.Fatalf("%d %v", code, m)
-	}
-	whole := filepath.Join(t.TempDir(), "whole.backup")
-	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
-		t.Fatalf("exit %d\n%s", code, log)
-	}
-	b, err := os.ReadFile(whole)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir()), "u")
 	// A server that drops the connection before the backup's end.
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
@@ -93,20 +102,7 @@ func TestBackupCutShortIsNotKept(t *testing.T) {
 // A damaged backup file is refused before anything is written: a restore
 // is not atomic, so a cut file used to leave most of itself behind.
 func TestRestoreOfACutBackupWritesNothing(t *testing.T) {
-	s := startService(t, nil, "--data-dir", t.TempDir())
-	for _, u := range []string{"u1", "u2", "u3"} {
-		if code, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["a"]}`); code != 200 {
-			t.Fatalf("%d %v", code, m)
-		}
-	}
-	whole := filepath.Join(t.TempDir(), "whole.backup")
-	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
-		t.Fatalf("exit %d\n%s", code, log)
-	}
-	b, err := os.ReadFile(whole)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir()), "u1", "u2", "u3")
 	cut := filepath.Join(t.TempDir(), "cut.backup")
 	if err := os.WriteFile(cut, b[:len(b)-16], 0o600); err != nil {
 		t.Fatal(err)
@@ -125,15 +121,7 @@ func TestRestoreOfACutBackupWritesNothing(t *testing.T) {
 // A file that appears at --out while the backup downloads (another backup
 // to the same file) is not overwritten.
 func TestBackupNeverOverwritesAFileThatAppearsMeanwhile(t *testing.T) {
-	s := startService(t, nil, "--data-dir", t.TempDir())
-	whole := filepath.Join(t.TempDir(), "whole.backup")
-	if code, log := backupCmd(nil, "--url", s.url, "--out", whole); code != 0 {
-		t.Fatalf("exit %d\n%s", code, log)
-	}
-	b, err := os.ReadFile(whole)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir()))
 	out := filepath.Join(t.TempDir(), "race.backup")
 	other := []byte("another backup's bytes")
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -553,9 +553,10 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
-// TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
-// SIGTERM, and checks the answered call survived into a second run.
-func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
+// buildBinary builds the command into a temp dir (skipping the test under
+// -short) and returns its path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -563,6 +564,13 @@ func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
+// SIGTERM, and checks the answered call survived into a second run.
+func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
 	dir := t.TempDir()
 	// read is closed once the child's stderr is read to its end: Wait
 	// closes the pipe when the child exits, so the log is complete only
@@ -829,13 +837,7 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 // at its first log line: before its main runs, a process cannot have
 // asked for anything.
 func TestSIGHUPWhileStartingIsHarmless(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "seenapi")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
