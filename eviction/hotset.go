@@ -1393,16 +1393,17 @@ type journalLister interface {
 // Recover folds every pending journal (left by a crash) into its user's
 // filter and writes them back, so the journal does not wait for each user's
 // next call. Users of namespaces no longer configured are left as they are.
-// Ready reports true once it has run.
-func (h *HotSet) Recover() error {
+// Ready reports true once it has run. It returns how many users' journals
+// it folded in.
+func (h *HotSet) Recover() (users int, err error) {
 	defer h.ready.Store(true)
 	jl, ok := h.store.(journalLister)
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	pending := 0
 	var errs []error
-	err := jl.JournalUsers(func(ns, user string) error {
+	err = jl.JournalUsers(func(ns, user string) error {
 		info, err := h.namespace(ns)
 		if err != nil {
 			return nil
@@ -1426,7 +1427,7 @@ func (h *HotSet) Recover() error {
 	if err := h.Flush(); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return pending, errors.Join(errs...)
 }
 
 // Ready reports whether Recover has run: the journal left by a crash has

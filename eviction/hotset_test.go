@@ -665,7 +665,7 @@ func TestRecoverFoldsPendingJournals(t *testing.T) {
 	if fx.h.Ready() {
 		t.Fatal("ready before Recover")
 	}
-	if err := fx.h.Recover(); err != nil {
+	if _, err := fx.h.Recover(); err != nil {
 		t.Fatal(err)
 	}
 	if !fx.h.Ready() {

@@ -217,7 +217,7 @@ func TestPanicWhileRecoveringSkipsThatUserOnly(t *testing.T) {
 	h, ps := overPanicky(t, fx.st, "load", Options{})
 	ps.armed.Store(true)
 	defer h.Close()
-	err := within(t, "Recover", h.Recover)
+	err := within(t, "Recover", func() error { _, err := h.Recover(); return err })
 	if err == nil || !strings.Contains(err.Error(), "panic loading default/boom") || !h.Ready() {
 		t.Fatalf("Recover: %v, ready %v; want boom's panic as an error, and ready", err, h.Ready())
 	}

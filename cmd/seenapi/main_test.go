@@ -314,7 +314,7 @@ func TestFoldJournalLogsRecoveryAndOnlyRealFailures(t *testing.T) {
 		{err: fmt.Errorf("storage: journal users: %w", storage.ErrClosed), closing: closed},
 	} {
 		var out bytes.Buffer
-		foldJournal(func() error { return tc.err }, tc.users, tc.closing, slog.New(slog.NewTextHandler(&out, nil)))
+		foldJournal(func() (int, error) { return tc.users, tc.err }, tc.closing, slog.New(slog.NewTextHandler(&out, nil)))
 		if got := out.String(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("err %v, %d users, closing %v: logged %q, want %q", tc.err, tc.users, tc.closing == closed, got, tc.want)
 		}

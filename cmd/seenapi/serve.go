@@ -159,7 +159,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// first): Recover failing after it only met the shutdown.
 	closing := make(chan struct{})
 	defer close(closing)
-	go foldJournal(hot.Recover, journalUsers(store, namespaces), closing, logger)
+	go foldJournal(hot.Recover, closing, logger)
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger
@@ -214,30 +214,12 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	return nil // the deferred closes write back and close the store
 }
 
-// journalUsers counts the users of configured namespaces with journal
-// records, which Recover folds in: before serving, those a crash left. The
-// store lists them from memory.
-func journalUsers(store *storage.Store, namespaces []eviction.Namespace) int {
-	configured := map[string]bool{}
-	for _, n := range namespaces {
-		configured[n.Name] = true
-	}
-	n := 0
-	_ = store.JournalUsers(func(ns, _ string) error {
-		if configured[ns] {
-			n++
-		}
-		return nil
-	})
-	return n
-}
-
 // foldJournal runs fold (the hot set's Recover) and logs its outcome:
 // how many users' journals a crash left were folded in, or why some were
 // not. A failure once closing is closed only met the shutdown, and the
 // journal is still there for the next start: not an error.
-func foldJournal(fold func() error, users int, closing <-chan struct{}, logger *slog.Logger) {
-	err := fold()
+func foldJournal(fold func() (int, error), closing <-chan struct{}, logger *slog.Logger) {
+	users, err := fold()
 	switch {
 	case err != nil:
 		select {
