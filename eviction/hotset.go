@@ -755,17 +755,10 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 	if recorded == 0 && lastSeq == 0 {
 		return res, nil // nothing to write
 	}
-	f.Expire(now)
-	raw, err := f.MarshalBinary()
-	if err == nil {
-		// Written before the answer, as a journal record would be: nothing
-		// else holds the user meanwhile, so this is the user's whole state.
-		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: lastSeq,
-			TTL: ttlOf(f, now), Writer: h.writer}}, nil)
-	}
-	if err != nil {
-		h.storageErrors.Add(1)
-		return Result{}, h.storageErr(err, "recording in bulk", info.Name, user)
+	// Written before the answer, as a journal record would be: nothing else
+	// holds the user meanwhile, so this is the user's whole state.
+	if err := h.writeNow(info, user, f, lastSeq, now, "recording in bulk"); err != nil {
+		return Result{}, err
 	}
 	if created {
 		h.newUsers.Add(1)
@@ -932,16 +925,8 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return badImport(err, "the filter does not merge with the user's: %v", err)
 		}
 	}
-	now := h.opts.Now()
-	next.Expire(now)
-	raw, err := next.MarshalBinary()
-	if err == nil {
-		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: e.lastSeq,
-			TTL: ttlOf(next, now), Writer: h.writer}}, nil)
-	}
-	if err != nil {
-		h.storageErrors.Add(1)
-		return h.storageErr(err, "importing", info.Name, user)
+	if err := h.writeNow(info, user, next, e.lastSeq, h.opts.Now(), "importing"); err != nil {
+		return err
 	}
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
@@ -959,6 +944,24 @@ func (h *HotSet) Backup(w io.Writer) error {
 	}
 	if err := h.store.Backup(w); err != nil {
 		return fmt.Errorf("%w: backing up: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// writeNow expires f at now and writes it as the user's whole state,
+// superseding the journal up to upTo, before returning: for the steps that
+// answer only once the store has the change (an import, a bulk recording).
+// what names the step in the error.
+func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo uint64, now time.Time, what string) error {
+	f.Expire(now)
+	raw, err := f.MarshalBinary()
+	if err == nil {
+		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: upTo,
+			TTL: ttlOf(f, now), Writer: h.writer}}, nil)
+	}
+	if err != nil {
+		h.storageErrors.Add(1)
+		return h.storageErr(err, what, info.Name, user)
 	}
 	return nil
 }
