@@ -348,29 +348,31 @@ func (r *runner) closedLoop(ctx context.Context, name string, d time.Duration) (
 }
 
 // openLoop issues calls on a fixed schedule (call i intended at start + i/rate)
-// for d; any free worker takes the next slot, and latency runs from the
-// slot's intended time, so a slow answer delays no measurement (no
-// coordinated omission).
+// for d; pace hands out the slots, any free worker takes the next, and
+// latency runs from the slot's intended time, so a slow answer delays no
+// measurement (no coordinated omission).
 func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time.Duration) (Phase, error) {
 	start := time.Now().Add(10 * time.Millisecond)
 	end := start.Add(d)
-	var next atomic.Int64
 	total := int64(rate * d.Seconds())
+	workers := 2 * r.o.Concurrency
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	slots := pace(pctx, start, end, rate, workers)
 	probe := StartSpeedProbe(start)
-	p, err := r.phase(ctx, name, 2*r.o.Concurrency, total, end, func(ctx context.Context, w *worker) bool {
-		i := next.Add(1) - 1
-		intended := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
-		if !intended.Before(end) {
-			return false
-		}
+	p, err := r.phase(ctx, name, workers, total, end, func(ctx context.Context, w *worker) bool {
 		w.gen.Next(&w.call)
-		if wait := time.Until(intended); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
+		var i int64
+		select {
+		case n, ok := <-slots:
+			if !ok {
 				return false
 			}
+			i = n
+		case <-ctx.Done():
+			return false
 		}
+		intended := slotTime(start, rate, i)
 		err := r.call(ctx, &w.call)
 		lat := time.Since(intended)
 		record(w.hist, lat)
