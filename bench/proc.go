@@ -41,6 +41,48 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
+// procCPU is a server process's CPU figure, for System.CPU.
+func procCPU(pid int) (CPU, error) {
+	t, err := ProcCPU(pid)
+	if err != nil {
+		return CPU{}, err
+	}
+	w, err := ProcWaited(pid)
+	return CPU{Time: t, Waited: w}, err
+}
+
+// ProcWaited returns how long the threads of process pid have spent ready
+// to run but waiting for a core (run_delay, the second field of
+// /proc/<pid>/task/<tid>/schedstat, summed over its threads; threads that
+// ended are not counted). On a machine whose cores the client and the
+// server share, it is how much of a latency tail is the wait for a core.
+func ProcWaited(pid int) (time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil {
+		return 0, err
+	}
+	if len(tasks) == 0 {
+		return 0, fmt.Errorf("bench: no /proc/%d/task/*/schedstat", pid)
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := bytes.Fields(b)
+		if len(f) < 2 {
+			return 0, fmt.Errorf("bench: short %s", t)
+		}
+		ns, err := strconv.ParseUint(string(f[1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: bad run_delay in %s", t)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}
+
 // ProcRSS returns the resident set size of process pid (VmRSS of
 // /proc/<pid>/status) in bytes, and its anonymous part (RssAnon: the heap,
 // as opposed to mapped files such as Badger's memory-mapped tables and logs).

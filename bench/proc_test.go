@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"os"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,5 +29,38 @@ func TestMachineBusyCountsStealWithinBusy(t *testing.T) {
 	}
 	if busy1 == busy0 {
 		t.Fatalf("busy did not move after 50 ms of work: %v", busy1)
+	}
+}
+
+func TestProcWaitedCountsThreadsWaitingForACore(t *testing.T) {
+	self := os.Getpid()
+	w0, err := ProcWaited(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One more spinning thread than there are cores: for 200 ms one of
+	// them is always waiting.
+	n := runtime.NumCPU() + 1
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for range n {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for x := uint64(1); time.Now().Before(deadline); x = x*6364136223846793005 + 1 {
+			}
+		})
+	}
+	wg.Wait()
+	w1, err := ProcWaited(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w1 - w0; got < 40*time.Millisecond {
+		t.Errorf("%d threads spinning for 200 ms on %d cores waited %v for a core in all; want about 200 ms", n, n-1, got)
+	}
+	if _, err := ProcWaited(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
 	}
 }

@@ -245,8 +245,7 @@ func (s *redisSystem) Memory(ctx context.Context) (Memory, error) {
 
 // CPU returns redis-server's CPU time from /proc.
 func (s *redisSystem) CPU() (CPU, error) {
-	t, err := ProcCPU(s.srv.PID())
-	return CPU{Time: t}, err
+	return procCPU(s.srv.PID())
 }
 
 func (s *redisSystem) Close() error {

@@ -220,6 +220,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	for _, res := range r.Results {
+		if res.Ran() && res.Saturation.Calls > 0 && res.Open.Calls > 0 {
+			b.WriteString("\n" + coresNote(res, r.CPUs) + "\n")
+		}
+	}
+	for _, res := range r.Results {
 		if res.Settle > 0 {
 			fmt.Fprintf(&b, "\n%s U=%s worked off its write-back backlog in %s after the fill and in %s after the saturation phase.\n",
 				res.System, formatUsers(res.Users), res.Settle.Round(100*time.Millisecond), res.SettleSaturation.Round(100*time.Millisecond))
@@ -242,6 +247,22 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// coresNote says how a result's saturation phase and open loop shared the
+// machine's cores, and how long threads waited for one per call.
+func coresNote(res Result, cpus int) string {
+	phase := func(name string, c Cores) string {
+		if res.CPUInclClient {
+			return fmt.Sprintf("%s %.2f of the %d cores were busy, %.2f of them this process's (client and hot set); "+
+				"its threads waited for a core %s per call", name, c.Busy, cpus, c.Server, us(c.ServerWait))
+		}
+		return fmt.Sprintf("%s %.2f of the %d cores were busy: the server %.2f, the client %.2f; "+
+			"threads ready to run waited for a core %s per call in the server and %s in the client",
+			name, c.Busy, cpus, c.Server, c.Client, us(c.ServerWait), us(c.ClientWait))
+	}
+	return fmt.Sprintf("%s U=%s, the cores (/proc/stat, /proc/<pid>/stat, run_delay of /proc/<pid>/task/*/schedstat): %s; %s.",
+		res.System, formatUsers(res.Users), phase("at saturation", res.Saturation.Cores), phase("in the open loop", res.Open.Cores))
 }
 
 // collectionsNote says how many collections fell in a result's saturation

@@ -109,12 +109,29 @@ type Phase struct {
 	// Speed is how fast the CPU ran over the open loop (SpeedProbe), slot
 	// by slot of Timeline.
 	Speed Speed `json:"cpu_speed,omitzero"`
+	// Cores is how the phase shared the machine's cores.
+	Cores Cores `json:"cores,omitzero"`
 	// Calm is the open loop's latency over the calls the host's slowdowns
 	// cannot have delayed: those intended in no slowed slot, nor in the
 	// slot before one or the calmSlots after one (Speed.disturbed).
 	Calm Latency `json:"latency_calm,omitzero"`
 
 	calls []openCall // open loop: every call's slot and latency, for Timeline and Calm
+}
+
+// Cores is how a phase shared the machine's cores: the CPU time of the
+// server, the harness and every process, over the phase's length, and how
+// long their threads, ready to run, waited for a core, per call. With the
+// client and the server on the same few cores, a busy machine makes a tail
+// that neither is slow for.
+type Cores struct {
+	Server float64 `json:"server"` // for seenapi-inproc: the harness, hot set included
+	Client float64 `json:"client"` // the harness; 0 for seenapi-inproc (in Server)
+	Busy   float64 `json:"machine_busy"`
+	// ServerWait and ClientWait are their threads' waits for a core (summed
+	// over threads) per call of the phase.
+	ServerWait time.Duration `json:"server_wait_per_call_ns"`
+	ClientWait time.Duration `json:"client_wait_per_call_ns"`
 }
 
 // openCall is one open-loop call: its timeline slot and its latency.
@@ -586,9 +603,9 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if res.Warm, err = r.closedLoop(mctx, "warm-up (unmeasured)", o.Warm); err != nil || stopped() {
 			return res, err
 		}
-		cpu0, err := sys.CPU()
+		u0, err := takeUsage(sys)
 		if err != nil {
-			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+			return res, err
 		}
 		// readGC reads the server's collector (nil for a system without a
 		// Go server to read) and the harness's own.
@@ -610,8 +627,6 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, err
 		}
-		self0, _ := ProcCPU(os.Getpid())
-		busy0, steal0, _ := MachineBusy()
 		res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration)
 		if perr := stopProfile(); err == nil {
 			err = perr
@@ -619,28 +634,25 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil || stopped() {
 			return res, err
 		}
-		cpu1, err := sys.CPU()
+		u1, err := takeUsage(sys)
 		if err != nil {
-			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+			return res, err
 		}
-		self1, _ := ProcCPU(os.Getpid())
-		busy1, steal1, _ := MachineBusy()
 		srvGC1, cliGC1, err := readGC()
 		if err != nil {
 			return res, err
 		}
 		res.ServerGCSat, res.ClientGCSat = srvGC1.since(srvGC0), cliGC1.Sub(cliGC0)
-		res.Saturation.CPU = cpu1.Time - cpu0.Time
-		res.Saturation.Steal = cores(steal1-steal0, res.Saturation.Elapsed)
-		res.CPUInclClient = cpu1.InclClient
-		other := (busy1 - busy0) - (self1 - self0)
-		if !cpu1.InclClient {
+		res.Saturation.account(u0, u1)
+		res.CPUInclClient = u1.server.InclClient
+		other := (u1.busy - u0.busy) - (u1.client - u0.client)
+		if !u1.server.InclClient {
 			other -= res.Saturation.CPU
 		}
 		res.OtherLoad = max(0, cores(other, res.Saturation.Elapsed))
 		if res.Saturation.Calls > 0 {
 			res.CPUPerCall = res.Saturation.CPU / time.Duration(res.Saturation.Calls)
-			res.ClientCPUPerCall = (self1 - self0) / time.Duration(res.Saturation.Calls)
+			res.ClientCPUPerCall = (u1.client - u0.client) / time.Duration(res.Saturation.Calls)
 		}
 		// The saturation phase overloads on purpose; the open loop measures
 		// latency at a sustainable rate, so it starts once the overload's
@@ -662,16 +674,20 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if srvGC0, cliGC0, err = readGC(); err != nil {
 			return res, err
 		}
-		_, steal0, _ = MachineBusy()
+		if u0, err = takeUsage(sys); err != nil {
+			return res, err
+		}
 		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
 			return res, err
 		}
-		_, steal1, _ = MachineBusy()
+		if u1, err = takeUsage(sys); err != nil {
+			return res, err
+		}
 		if srvGC1, cliGC1, err = readGC(); err != nil {
 			return res, err
 		}
 		res.ServerGCOpen, res.ClientGCOpen = srvGC1.since(srvGC0), cliGC1.Sub(cliGC0)
-		res.Open.Steal = cores(steal1-steal0, res.Open.Elapsed)
+		res.Open.account(u0, u1)
 		if timed {
 			after, err := timer.CallDurations(mctx)
 			if err != nil {
@@ -679,11 +695,6 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 			}
 			res.ServerOpen = after.Sub(before).Latency()
 		}
-		cpu2, err := sys.CPU()
-		if err != nil {
-			return res, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
-		}
-		res.Open.CPU = cpu2.Time - cpu1.Time
 		if _, err = r.ranks(mctx, "check every sampled user", r.tr.Sampled(), o.Concurrency); err != nil || stopped() {
 			return res, err
 		}
@@ -727,6 +738,54 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 }
 
 // cores is CPU time cpu spread over elapsed, in cores (0 for no time).
+// usage is what the server, the harness and the whole machine had spent at
+// one moment; a phase's figures are differences of two.
+type usage struct {
+	server        CPU
+	client        time.Duration // the harness's CPU
+	clientWaited  time.Duration // its threads' wait for a core (ProcWaited)
+	busy, stealed time.Duration // the machine's (MachineBusy)
+}
+
+func takeUsage(sys System) (usage, error) {
+	var u usage
+	var err error
+	if u.server, err = sys.CPU(); err != nil {
+		return u, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
+	}
+	self := os.Getpid()
+	if u.client, err = ProcCPU(self); err != nil {
+		return u, fmt.Errorf("bench: own cpu: %w", err)
+	}
+	if u.clientWaited, err = ProcWaited(self); err != nil {
+		return u, fmt.Errorf("bench: own run-queue wait: %w", err)
+	}
+	if u.busy, u.stealed, err = MachineBusy(); err != nil {
+		return u, fmt.Errorf("bench: machine cpu: %w", err)
+	}
+	return u, nil
+}
+
+// account sets p's CPU, Steal and Cores from usage taken at its start and end.
+func (p *Phase) account(start, end usage) {
+	p.CPU = end.server.Time - start.server.Time
+	p.Steal = cores(end.stealed-start.stealed, p.Elapsed)
+	p.Cores = Cores{
+		Server: cores(p.CPU, p.Elapsed),
+		Busy:   cores(end.busy-start.busy, p.Elapsed),
+	}
+	if !end.server.InclClient {
+		p.Cores.Client = cores(end.client-start.client, p.Elapsed)
+	}
+	if p.Calls > 0 {
+		n := time.Duration(p.Calls)
+		p.Cores.ServerWait = (end.server.Waited - start.server.Waited) / n
+		if !end.server.InclClient {
+			p.Cores.ClientWait = (end.clientWaited - start.clientWaited) / n
+		}
+	}
+}
+
 func cores(cpu, elapsed time.Duration) float64 {
 	if elapsed <= 0 {
 		return 0

@@ -382,8 +382,7 @@ func (s *SeenapiHTTP) CPU() (CPU, error) {
 	if s.cmd == nil {
 		return CPU{}, fmt.Errorf("%w: not running", ErrServer)
 	}
-	t, err := ProcCPU(s.cmd.Process.Pid)
-	return CPU{Time: t}, err
+	return procCPU(s.cmd.Process.Pid)
 }
 
 // CacheStats reads hits and misses from GET /v1/stats.

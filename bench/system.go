@@ -36,6 +36,8 @@ type Memory struct {
 // CPU is a server's cumulative CPU time.
 type CPU struct {
 	Time time.Duration
+	// Waited is how long its threads have waited for a core (ProcWaited).
+	Waited time.Duration
 	// InclClient is true when the figure includes the load generator
 	// (the system runs inside the harness process).
 	InclClient bool

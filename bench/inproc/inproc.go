@@ -143,7 +143,11 @@ func (s *System) Memory(context.Context) (bench.Memory, error) {
 // CPU returns the harness process's CPU time (client included).
 func (s *System) CPU() (bench.CPU, error) {
 	t, err := bench.ProcCPU(os.Getpid())
-	return bench.CPU{Time: t, InclClient: true}, err
+	if err != nil {
+		return bench.CPU{}, err
+	}
+	w, err := bench.ProcWaited(os.Getpid())
+	return bench.CPU{Time: t, Waited: w, InclClient: true}, err
 }
 
 // CacheStats returns the hot set's hits and misses.
