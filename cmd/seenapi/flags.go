@@ -80,7 +80,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
 		fs.StringVar(&o.gcPercent, "gc-percent", "auto", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
-		fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
+		o.shutdownTimeout = 30 * time.Second
+		fs.Var((*nonNegativeDuration)(&o.shutdownTimeout), "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
 		countVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
 		countVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
 		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
@@ -228,6 +229,20 @@ func (d *positiveDuration) Set(s string) error {
 		return errors.New("want a positive duration such as 5s or 1m")
 	}
 	*d = positiveDuration(v)
+	return nil
+}
+
+// nonNegativeDuration is a duration flag that may be 0 but not negative.
+type nonNegativeDuration time.Duration
+
+func (d *nonNegativeDuration) String() string { return time.Duration(*d).String() }
+
+func (d *nonNegativeDuration) Set(s string) error {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || v < 0 {
+		return errors.New("want a duration of 0 or more such as 30s or 2m")
+	}
+	*d = nonNegativeDuration(v)
 	return nil
 }
 

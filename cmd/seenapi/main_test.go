@@ -130,6 +130,9 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--flush-interval", "-1s"}, want: "-flush-interval: want a positive duration"},
 		{env: map[string]string{"SEENAPI_SYNC": "yes"}, want: `SEENAPI_SYNC="yes": want true or false`},
 		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "soon"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="soon": want a duration`},
+		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want a duration of 0 or more"},
+		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "-1m"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="-1m": want a duration of 0 or more`},
+		{args: []string{"--shutdown-timeout", "0"}}, // no wait, as the help says
 		{args: []string{"--cache-bytes", "1MiB", "--max-candidates", "1", "--flush-interval", "1ms"}, env: map[string]string{"SEENAPI_SYNC": "1"}},
 	} {
 		var o options
@@ -146,6 +149,17 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--cache-bytes", "0", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
 		!strings.Contains(out.String(), "want a positive size") {
 		t.Errorf("--cache-bytes 0: exit %d, want 2: %s", code, out.String())
+	}
+	// A negative shutdown timeout is refused the same way, before the
+	// service starts, rather than read as 0.
+	out.Reset()
+	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "-5s", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
+		out.String() != "seenapi serve: invalid value \"-5s\" for flag -shutdown-timeout: want a duration of 0 or more such as 30s or 2m\n"+
+			"Run 'seenapi help serve' for its flags.\n" {
+		t.Errorf("--shutdown-timeout -5s: exit %d, want 2: %q", code, out.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a refused flag made the data directory (%v)", err)
 	}
 }
 
@@ -178,7 +192,7 @@ func TestHelpDocumentsEveryFlagAndItsEnvironmentVariable(t *testing.T) {
 			t.Errorf("help lacks --%s or %s", f.Name, envName(f.Name))
 		}
 	})
-	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "import-redis", "window: 30d"} {
+	for _, want := range []string{"SEENAPI_KEYS", "backup", "restore", "import-redis", "window: 30d", "(0: it does not wait"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
