@@ -28,6 +28,8 @@ type options struct {
 	minFreeBytes    byteSize
 	memoryLimit     string
 	gcPercent       string
+	heapLimit       int64    // of memoryLimit, set by check
+	gc              gcPolicy // of gcPercent, set by check
 	debugAddr       string
 	limits          api.Config
 
@@ -77,8 +79,10 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
-		fs.StringVar(&o.memoryLimit, "memory-limit", "auto", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
-		fs.StringVar(&o.gcPercent, "gc-percent", "auto", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
+		o.memoryLimit = "auto"
+		fs.Var(parsedString{&o.memoryLimit, func(s string) error { _, _, err := parseMemoryLimit(s); return err }}, "memory-limit", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
+		o.gcPercent = "auto"
+		fs.Var(parsedString{&o.gcPercent, func(s string) error { _, err := parseGCPercent(s); return err }}, "gc-percent", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
 		fs.Var((*nonNegativeDuration)(&o.shutdownTimeout), "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
@@ -184,6 +188,21 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 	return nil
 }
 
+// check checks what the flags of cmd say together, once they are parsed,
+// so that a usage error is refused before anything starts.
+func (o *options) check(cmd string, getenv func(string) string) error {
+	if cmd == "serve" {
+		var err error
+		if o.heapLimit, err = memoryLimit(o, getenv); err != nil {
+			return err
+		}
+		if o.gc, err = gcPercent(o, getenv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // countVar defines a flag of a limit: a whole number of at least 1.
 func countVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
 	*p = value
@@ -203,6 +222,27 @@ func (c *count) Set(s string) error {
 		return errors.New("want a whole number of at least 1")
 	}
 	*c = count(n)
+	return nil
+}
+
+// parsedString is a string flag whose values parse must accept.
+type parsedString struct {
+	p     *string
+	parse func(string) error
+}
+
+func (v parsedString) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v parsedString) Set(s string) error {
+	if err := v.parse(s); err != nil {
+		return err
+	}
+	*v.p = s
 	return nil
 }
 

@@ -63,7 +63,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// alone and where the help is: the whole help would scroll it away.
 	var flagOut bytes.Buffer
 	fs := newFlagSet(cmd, &o, &flagOut)
-	if err := parseFlags(fs, args, getenv); err != nil {
+	err := parseFlags(fs, args, getenv)
+	if err == nil {
+		err = o.check(cmd, getenv)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			stdout.Write(flagOut.Bytes())
 			return 0
@@ -72,7 +76,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	var err error
 	switch cmd {
 	case "serve":
 		if err = serve(ctx, &o, getenv, logger, onListen); err == nil {

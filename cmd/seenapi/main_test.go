@@ -163,6 +163,43 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	}
 }
 
+// Bad values of --memory-limit and --gc-percent are usage errors like
+// those of the other flags: one line naming the flag and what it takes, the
+// pointer to the help, exit 2, and nothing started: no profiler or service
+// listening, no data directory made.
+func TestBadHeapFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"--memory-limit", "lots"}, want: `invalid value "lots" for flag -memory-limit: want a size such as 2GiB, auto or off`},
+		{args: []string{"--memory-limit", "-1GiB"}, want: `invalid value "-1GiB" for flag -memory-limit: want a size such as 2GiB, auto or off`},
+		{args: []string{"--gc-percent", "-3"}, want: `invalid value "-3" for flag -gc-percent: want a positive percentage, auto or off`},
+		{env: map[string]string{"SEENAPI_GC_PERCENT": "lots"}, want: `SEENAPI_GC_PERCENT="lots": want a positive percentage, auto or off`},
+		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
+		// Only with --cache-bytes can the limit be judged: after every flag.
+		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		var stdout, stderr bytes.Buffer
+		listened := false
+		args := append([]string{"--addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1"}, tc.args...)
+		ctx, stop := context.WithCancel(context.Background())
+		code := run(ctx, args, func(k string) string { return tc.env[k] }, &stdout, &stderr, func(string) { listened = true; stop() })
+		stop()
+		if want := "seenapi serve: " + tc.want + "\nRun 'seenapi help serve' for its flags.\n"; code != 2 || stderr.String() != want || stdout.Len() != 0 {
+			t.Errorf("%v %v: exit %d, stderr %q, stdout %q; want exit 2 and stderr %q", tc.args, tc.env, code, stderr.String(), stdout.String(), want)
+		}
+		if listened {
+			t.Errorf("%v %v: the service listened", tc.args, tc.env)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%v %v: the data directory was made (%v)", tc.args, tc.env, err)
+		}
+	}
+}
+
 // The store reads a minimum of 0 as its default; --min-free-bytes 0 is no
 // minimum.
 func TestMinFreeBytesZeroIsNoCheck(t *testing.T) {
@@ -686,13 +723,16 @@ func TestGCPercent(t *testing.T) {
 		{args: []string{"--gc-percent", "80"}, env: map[string]string{"GOGC": "200"}}, // the runtime's own
 		{args: []string{"--gc-percent", "0"}, bad: true},
 		{args: []string{"--gc-percent", "lots"}, bad: true},
+		{args: []string{"--gc-percent", "-3"}, env: map[string]string{"GOGC": "200"}, bad: true}, // a typo is refused all the same
 	} {
 		o := &options{}
 		getenv := func(k string) string { return tc.env[k] }
-		if err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, getenv); err != nil {
-			t.Fatal(err)
+		// A value that is no percentage is refused with the flags.
+		var got gcPolicy
+		err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, getenv)
+		if err == nil {
+			got, err = gcPercent(o, getenv)
 		}
-		got, err := gcPercent(o, getenv)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("%v %v: %+v, %v; want %+v (error %v)", tc.args, tc.env, got, err, tc.want, tc.bad)
 		}

@@ -107,16 +107,10 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		go serveDebug(dln)
 		logger.Info("seenapi: profiler", "url", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
-	if limit, err := memoryLimit(o, getenv); err != nil {
-		return err
-	} else if limit > 0 {
+	if limit := o.heapLimit; limit > 0 { // checked with the flags (options.check)
 		debug.SetMemoryLimit(limit)
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
-	}
-	gc, err := gcPercent(o, getenv)
-	if err != nil {
-		return err
 	}
 	namespaces, err := loadNamespaces(o.namespacesFile)
 	if err != nil {
@@ -154,7 +148,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}()
 	stopGC := make(chan struct{})
 	defer close(stopGC)
-	go tuneGC(gc, hot, time.Second, stopGC, debug.SetGCPercent, logger)
+	go tuneGC(o.gc, hot, time.Second, stopGC, debug.SetGCPercent, logger)
 	// closing is closed before the hot set and the store (defers run last
 	// first): Recover failing after it only met the shutdown.
 	closing := make(chan struct{})
@@ -276,15 +270,24 @@ func gcPercent(o *options, getenv func(string) string) (gcPolicy, error) {
 	if getenv("GOGC") != "" {
 		return gcPolicy{}, nil
 	}
-	switch o.gcPercent {
+	p, err := parseGCPercent(o.gcPercent)
+	if err != nil {
+		return gcPolicy{}, fmt.Errorf("--gc-percent %q: %w", o.gcPercent, err)
+	}
+	return p, nil
+}
+
+// parseGCPercent reads a value of --gc-percent.
+func parseGCPercent(s string) (gcPolicy, error) {
+	switch s {
 	case "auto", "":
 		return gcPolicy{auto: true, set: true}, nil
 	case "off":
 		return gcPolicy{fixed: -1, set: true}, nil
 	}
-	n, err := strconv.Atoi(o.gcPercent)
+	n, err := strconv.Atoi(s)
 	if err != nil || n <= 0 {
-		return gcPolicy{}, fmt.Errorf("--gc-percent %q: want a positive percentage, auto or off", o.gcPercent)
+		return gcPolicy{}, errors.New("want a positive percentage, auto or off")
 	}
 	return gcPolicy{fixed: n, set: true}, nil
 }
@@ -352,22 +355,37 @@ func memoryLimit(o *options, getenv func(string) string) (int64, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0, nil
 	}
-	switch o.memoryLimit {
-	case "off", "0":
-		return 0, nil
-	case "auto", "":
+	limit, auto, err := parseMemoryLimit(o.memoryLimit)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--memory-limit %q: %w", o.memoryLimit, err)
+	case auto:
 		return autoMemoryLimit(int64(o.cacheBytes)), nil
-	}
-	var b byteSize
-	if err := b.Set(o.memoryLimit); err != nil || b <= 0 {
-		return 0, fmt.Errorf("--memory-limit %q: want a size such as 2GiB, auto or off", o.memoryLimit)
+	case limit == 0:
+		return 0, nil
 	}
 	// Below the hot set's budget plus Badger's memtables and block cache,
 	// all on the Go heap, the collector would run all the time once the
 	// hot set is full.
-	if least := int64(o.cacheBytes) + badgerHeapBytes; int64(b) < least {
+	if least := int64(o.cacheBytes) + badgerHeapBytes; limit < least {
 		return 0, fmt.Errorf("--memory-limit %q: want at least --cache-bytes + %s (%s), or auto or off",
 			o.memoryLimit, formatBytes(badgerHeapBytes), formatBytes(least))
 	}
-	return int64(b), nil
+	return limit, nil
+}
+
+// parseMemoryLimit reads a value of --memory-limit: a size, auto, or off
+// (0: no limit). How it compares with --cache-bytes is memoryLimit's check.
+func parseMemoryLimit(s string) (limit int64, auto bool, err error) {
+	switch s {
+	case "off", "0":
+		return 0, false, nil
+	case "auto", "":
+		return 0, true, nil
+	}
+	var b byteSize
+	if err := b.Set(s); err != nil || b <= 0 {
+		return 0, false, errors.New("want a size such as 2GiB, auto or off")
+	}
+	return int64(b), false, nil
 }
