@@ -24,9 +24,6 @@ func openStore(o *options, minFreeBytes int64, logger *slog.Logger) (*storage.St
 
 // backup writes a backup of --data-dir to --out.
 func backup(o *options, logger *slog.Logger) (err error) {
-	if o.out == "" {
-		return errors.New("--out FILE is required")
-	}
 	store, err := openStore(o, -1, logger) // only reads: no free-space minimum
 	if err != nil {
 		return err
@@ -52,9 +49,6 @@ func backup(o *options, logger *slog.Logger) (err error) {
 
 // restore restores --in into --data-dir (created if missing).
 func restore(o *options, logger *slog.Logger) (err error) {
-	if o.in == "" {
-		return errors.New("--in FILE is required")
-	}
 	f, err := os.Open(o.in)
 	if err != nil {
 		return err

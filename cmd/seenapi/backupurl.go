@@ -22,9 +22,6 @@ import (
 // which becomes out only then: a backup cut short, by a dropped connection
 // or a failure on the service's side once the answer began, is never kept.
 func backupFromService(ctx context.Context, url, key, out string, logger *slog.Logger) (err error) {
-	if out == "" {
-		return errors.New("--out FILE is required")
-	}
 	if _, err := os.Lstat(out); err == nil {
 		return fmt.Errorf("%s exists; a backup never overwrites a file", out)
 	}

@@ -191,13 +191,22 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 // check checks what the flags of cmd say together, once they are parsed,
 // so that a usage error is refused before anything starts.
 func (o *options) check(cmd string, getenv func(string) string) error {
-	if cmd == "serve" {
+	switch cmd {
+	case "serve":
 		var err error
 		if o.heapLimit, err = memoryLimit(o, getenv); err != nil {
 			return err
 		}
 		if o.gc, err = gcPercent(o, getenv); err != nil {
 			return err
+		}
+	case "backup":
+		if o.out == "" {
+			return errors.New("--out FILE is required")
+		}
+	case "restore":
+		if o.in == "" {
+			return errors.New("--in FILE is required")
 		}
 	}
 	return nil

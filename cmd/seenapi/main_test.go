@@ -604,6 +604,29 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
+// A required flag left out is a usage error: one line naming it, the
+// pointer to the command's help, exit 2, and nothing done.
+func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
+	dir := t.TempDir()
+	restored := filepath.Join(t.TempDir(), "restored")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"backup", "--data-dir", dir}, want: "seenapi backup: --out FILE is required\nRun 'seenapi help backup' for its flags.\n"},
+		{args: []string{"backup", "--url", "http://127.0.0.1:1"}, want: "seenapi backup: --out FILE is required\nRun 'seenapi help backup' for its flags.\n"},
+		{args: []string{"restore", "--data-dir", restored}, want: "seenapi restore: --in FILE is required\nRun 'seenapi help restore' for its flags.\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), tc.args, noEnv, &stdout, &stderr, nil); code != 2 || stderr.String() != tc.want || stdout.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want exit 2 and stderr %q", tc.args, code, stderr.String(), stdout.String(), tc.want)
+		}
+	}
+	if _, err := os.Stat(restored); !os.IsNotExist(err) {
+		t.Errorf("restore without --in made the data directory (%v)", err)
+	}
+}
+
 // buildBinary builds the command into a temp dir (skipping the test under
 // -short) and returns its path.
 func buildBinary(t *testing.T) string {
