@@ -24,6 +24,9 @@ func openStore(o *options, minFreeBytes int64, logger *slog.Logger) (*storage.St
 
 // backup writes a backup of --data-dir to --out.
 func backup(o *options, logger *slog.Logger) (err error) {
+	if err := checkOut(o.out); err != nil {
+		return err
+	}
 	store, err := openStore(o, -1, logger) // only reads: no free-space minimum
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,8 +23,8 @@ import (
 // which becomes out only then: a backup cut short, by a dropped connection
 // or a failure on the service's side once the answer began, is never kept.
 func backupFromService(ctx context.Context, url, key, out string, logger *slog.Logger) (err error) {
-	if _, err := os.Lstat(out); err == nil {
-		return fmt.Errorf("%s exists; a backup never overwrites a file", out)
+	if err := checkOut(out); err != nil {
+		return err
 	}
 	api, err := client.NewClient(strings.TrimRight(url, "/"),
 		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
@@ -46,7 +47,7 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("--out %s: %w", out, err)
 	}
 	defer func() {
 		if err != nil {
@@ -75,5 +76,25 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 		size = fi.Size()
 	}
 	logger.Info("seenapi: backup written", "out", out, "bytes", size, "from", url)
+	return nil
+}
+
+// checkOut checks, before a backup is taken, that one can be written to
+// out: its directory exists, and out does not (a backup never overwrites a
+// file).
+func checkOut(out string) error {
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("--out %s exists; a backup never overwrites a file", out)
+	}
+	dir := filepath.Dir(out)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--out %s: its directory %s does not exist", out, dir)
+	case err != nil:
+		return fmt.Errorf("--out %s: %w", out, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--out %s: %s is not a directory", out, dir)
+	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -140,5 +141,45 @@ func TestBackupNeverOverwritesAFileThatAppearsMeanwhile(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*part*")); len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// Where the backup is to go is checked before the service is asked for
+// one: a directory that does not exist, or a file already there, fails at
+// once, naming --out (not a temporary file beside it).
+func TestBackupChecksOutBeforeAskingTheService(t *testing.T) {
+	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir()), "u")
+	var asked atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(b)
+	}))
+	defer front.Close()
+	dir := t.TempDir()
+	taken := filepath.Join(dir, "taken.backup")
+	if err := os.WriteFile(taken, []byte("an earlier backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "no", "such", "dir", "seenapi.backup")
+	for _, tc := range []struct{ out, want string }{
+		{missing, "--out " + missing + ": its directory " + filepath.Dir(missing) + " does not exist"},
+		{filepath.Join(taken, "seenapi.backup"), "is not a directory"},
+		{taken, "--out " + taken + " exists; a backup never overwrites a file"},
+		{dir, "--out " + dir + " exists"},
+	} {
+		code, log := backupCmd(nil, "--url", front.URL, "--out", tc.out)
+		if code != 1 || !strings.Contains(log, tc.want) || strings.Contains(log, ".part") {
+			t.Errorf("--out %s: exit %d, want 1 and an error saying %q:\n%s", tc.out, code, tc.want, log)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the service was asked for %d backups that could not be kept", n)
+	}
+	if got, _ := os.ReadFile(taken); string(got) != "an earlier backup" {
+		t.Errorf("the file at --out was changed: %q", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
