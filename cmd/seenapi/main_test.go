@@ -909,6 +909,30 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	}
 }
 
+// A SIGHUP to a service started without keys has nothing to reload: one
+// warning says it stays open and how to require keys, and no error.
+func TestSIGHUPToAnOpenServiceWarnsItStaysOpen(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	const want = `level=WARN msg="seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; ` +
+		`to require keys, restart it with --keys-file or SEENAPI_KEYS"`
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.out.String(), `msg="seenapi: SIGHUP`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing logged after SIGHUP:\n%s", s.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, m := post(t, s.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`); code != 200 {
+		t.Fatalf("after SIGHUP, the open service answered %d %v", code, m)
+	}
+	log := s.out.String()
+	if strings.Count(log, `msg="seenapi: SIGHUP`) != 1 || !strings.Contains(log, want) || strings.Contains(log, "level=ERROR") {
+		t.Errorf("after SIGHUP, want the one line %s and no error:\n%s", want, log)
+	}
+}
+
 // SIGHUPs all through the start (the store opening, the hot set set up,
 // before the keys can be reloaded) leave the service running. They begin
 // at its first log line: before its main runs, a process cannot have

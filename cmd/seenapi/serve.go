@@ -65,13 +65,19 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 
 // reloadKeysOn reads the keys again (keys file and SEENAPI_KEYS) and gives
 // them to srv each time hup fires, until ctx ends. Keys that do not load
-// leave the old ones in place.
+// leave the old ones in place. A service started without keys stays open
+// (see api.Server.SetKeys): it has nothing to reload, and says so.
 func reloadKeysOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+		}
+		if srv.Open() {
+			logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
+				"to require keys, restart it with --keys-file or SEENAPI_KEYS")
+			continue
 		}
 		ks, err := keys(o, getenv)
 		if err == nil {
