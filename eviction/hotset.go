@@ -1393,11 +1393,11 @@ type journalLister interface {
 	JournalUsers(fn func(ns, user string) error) error
 }
 
-// Recover folds every pending journal (left by a crash) into its user's
-// filter and writes them back, so the journal does not wait for each user's
-// next call. Users of namespaces no longer configured are left as they are.
-// Ready reports true once it has run. It returns how many users' journals
-// it folded in.
+// Recover folds every pending journal (left by a crash, or brought by a
+// restored backup) into its user's filter and writes them back, so the
+// journal does not wait for each user's next call. Users of namespaces no
+// longer configured are left as they are. Ready reports true once it has
+// run. It returns how many users' journals it folded in.
 func (h *HotSet) Recover() (users int, err error) {
 	defer h.ready.Store(true)
 	jl, ok := h.store.(journalLister)
@@ -1433,7 +1433,7 @@ func (h *HotSet) Recover() (users int, err error) {
 	return pending, errors.Join(errs...)
 }
 
-// Ready reports whether Recover has run: the journal left by a crash has
-// been folded in (calls are answered correctly before that too; they replay
+// Ready reports whether Recover has run: the pending journal has been
+// folded in (calls are answered correctly before that too; they replay
 // their user's journal when they load it).
 func (h *HotSet) Ready() bool { return h.ready.Load() }

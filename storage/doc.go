@@ -14,6 +14,9 @@
 //     than it. The journal is not in Badger: see "The journal" below.
 //   - The store format version, checked on every Open, and the lease of
 //     journal sequence numbers (numbers keep increasing across restarts).
+//   - A marker file, <dir>/seenapi-in-use, made by Open and removed by
+//     Close: found by Open, it means the last process that had the store
+//     open crashed (OpenedAfterCrash).
 //
 // # Key layout
 //

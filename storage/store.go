@@ -46,6 +46,8 @@ type Store struct {
 
 	wal *wal // the journal (see wal.go)
 
+	crashed bool // see OpenedAfterCrash
+
 	// The writers of filters (Attach). writersMu is held for reading by a
 	// write-back from its check of the token through its commit, and for
 	// writing by whatever changes the token.
@@ -130,6 +132,11 @@ func Open(opts Options) (*Store, error) {
 		s.wal.close()
 		db.Close()
 		return nil, err
+	}
+	if s.crashed, err = markInUse(opts.Dir); err != nil {
+		s.wal.close()
+		db.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
 	}
 	s.checkFree()
 	go s.writer()
@@ -302,6 +309,11 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.loops.Wait()
 	werr := s.wal.close()
+	if werr == nil {
+		// Still under Badger's directory lock: no other process has the
+		// store open yet. A marker that stays says a crash at the next Open.
+		_ = os.Remove(filepath.Join(s.opts.Dir, inUseFile))
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close %s: %w", s.opts.Dir, err)
 	}
@@ -310,6 +322,34 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// inUseFile is the marker of a store in use: made by Open, removed by
+// Close. Found by Open, it means the process that had the store open
+// before ended without closing it.
+const inUseFile = "seenapi-in-use"
+
+// markInUse makes dir's in-use marker and reports whether it was there
+// already: the last process that had the store open did not close it.
+func markInUse(dir string) (crashed bool, err error) {
+	name := filepath.Join(dir, inUseFile)
+	_, err = os.Lstat(name)
+	crashed = err == nil
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	return crashed, syncDir(dir) // so that a power loss is told as a crash too
+}
+
+// OpenedAfterCrash reports whether the process that had the store open
+// before this one ended without closing it (a crash, kill -9, a power
+// loss), so that its journal may hold records it left unwritten. False
+// after a Close, whatever the journal holds, and for a store last used by
+// a seenapi older than this check.
+func (s *Store) OpenedAfterCrash() bool { return s.crashed }
 
 // enter starts a call: it fails with ErrClosed once Close has begun.
 // A nil return must be paired with leave.

@@ -79,6 +79,39 @@ func TestJournalSurvivesACrash(t *testing.T) {
 	}
 }
 
+// A store tells whether the process that had it open before ended
+// without closing it: after a crash it does, after a Close it does not,
+// whatever its journal holds.
+func TestOpenedAfterCrashTellsACrashFromAClose(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.OpenedAfterCrash() {
+		t.Error("a new store: opened after a crash")
+	}
+	mustAppend(t, s, "feed", "u1", "one") // a record left in the journal at Close
+	r := crashCopy(t, s)
+	if !r.OpenedAfterCrash() {
+		t.Error("the store a crash left: not opened after a crash")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, j := mustLoad(t, s, "feed", "u1"); len(j) != 1 {
+		t.Fatalf("the record left at Close: journal %v", journalValues(j))
+	}
+	if s.OpenedAfterCrash() {
+		t.Error("a store closed with a record in its journal: opened after a crash")
+	}
+}
+
 func fmtEntry(seq uint64, v string) string {
 	return journalValues([]JournalEntry{{Seq: seq, Value: []byte(v)}})[0]
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // backupCmd runs seenapi backup with args and returns its exit code and output.
@@ -181,5 +182,37 @@ func TestBackupChecksOutBeforeAskingTheService(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A backup of a running service holds its calls not yet written back as
+// journal records, which the first start after the restore folds in: it
+// says so without claiming a crash, since there was none.
+func TestFirstStartAfterARestoreSaysWhatItFoldsIn(t *testing.T) {
+	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir(), "--flush-interval", "1h"), "u1", "u2")
+	file := filepath.Join(t.TempDir(), "seenapi.backup")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	var log bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--data-dir", dir, "--in", file, "--min-free-bytes", "-1"}, noEnv, &log, &log, nil); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, log.String())
+	}
+	s := startService(t, nil, "--data-dir", dir)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.out.String(), `msg="seenapi: folded in`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line about the journal folded in:\n%s", s.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const want = `level=INFO msg="seenapi: folded in the journal of calls not yet written back" users=2`
+	if got := s.out.String(); !strings.Contains(got, want) || strings.Contains(got, "crash") {
+		t.Errorf("want %s, and no crash claimed:\n%s", want, got)
+	}
+	for _, u := range []string{"u1", "u2"} {
+		if got := seenBy(t, s, u, []string{"a", "b"}); !slices.Equal(got, []bool{true, false}) {
+			t.Errorf("%s after the restore: %v", u, got)
+		}
 	}
 }

@@ -348,26 +348,30 @@ func TestTakenAddressFailsBeforeTheDataDirIsMade(t *testing.T) {
 	}
 }
 
-// foldJournal logs how many users a crash left to fold in, an error when
-// folding fails, and nothing when it failed only because of the shutdown.
+// foldJournal logs how many users it folded in, claiming a crash only
+// after one, an error when folding fails, and nothing when it failed only
+// because of the shutdown.
 func TestFoldJournalLogsRecoveryAndOnlyRealFailures(t *testing.T) {
 	closed := make(chan struct{})
 	close(closed)
 	for _, tc := range []struct {
 		err     error
 		users   int
+		crashed bool
 		closing chan struct{}
 		want    string // "": nothing logged
 	}{
-		{users: 3, closing: make(chan struct{}), want: `level=INFO msg="seenapi: folded in the journal left by a crash" users=3`},
-		{users: 0, closing: make(chan struct{})},
-		{err: errors.New("disk on fire"), users: 3, closing: make(chan struct{}), want: "level=ERROR"},
-		{err: fmt.Errorf("storage: journal users: %w", storage.ErrClosed), closing: closed},
+		{users: 3, crashed: true, closing: make(chan struct{}), want: `level=INFO msg="seenapi: folded in the journal left by a crash" users=3`},
+		{users: 3, closing: make(chan struct{}), want: `level=INFO msg="seenapi: folded in the journal of calls not yet written back" users=3`},
+		{users: 0, crashed: true, closing: make(chan struct{})},
+		{err: errors.New("disk on fire"), users: 3, crashed: true, closing: make(chan struct{}), want: `level=ERROR msg="seenapi: folding in the journal left by a crash failed`},
+		{err: errors.New("disk on fire"), users: 3, closing: make(chan struct{}), want: `level=ERROR msg="seenapi: folding in the journal of calls not yet written back failed`},
+		{err: fmt.Errorf("storage: journal users: %w", storage.ErrClosed), crashed: true, closing: closed},
 	} {
 		var out bytes.Buffer
-		foldJournal(func() (int, error) { return tc.users, tc.err }, tc.closing, slog.New(slog.NewTextHandler(&out, nil)))
+		foldJournal(func() (int, error) { return tc.users, tc.err }, journalOf(tc.crashed), tc.closing, slog.New(slog.NewTextHandler(&out, nil)))
 		if got := out.String(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("err %v, %d users, closing %v: logged %q, want %q", tc.err, tc.users, tc.closing == closed, got, tc.want)
+			t.Errorf("err %v, %d users, crashed %v, closing %v: logged %q, want %q", tc.err, tc.users, tc.crashed, tc.closing == closed, got, tc.want)
 		}
 	}
 }

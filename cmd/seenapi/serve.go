@@ -159,13 +159,14 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// first): Recover failing after it only met the shutdown.
 	closing := make(chan struct{})
 	defer close(closing)
-	go foldJournal(hot.Recover, closing, logger)
+	journal := journalOf(store.OpenedAfterCrash())
+	go foldJournal(hot.Recover, journal, closing, logger)
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger
 	cfg.Ready = func() error {
 		if !hot.Ready() {
-			return errors.New("folding the journal left by a crash")
+			return errors.New("folding in " + journal)
 		}
 		return nil
 	}
@@ -214,11 +215,24 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	return nil // the deferred closes write back and close the store
 }
 
+// journalOf names the journal a start folds in: left by a crash when the
+// store says the last process did not close it. Otherwise what it holds
+// was not written back for another reason, most often a restore (a backup
+// of a running service carries its calls not yet written back as journal
+// records), and no crash is claimed.
+func journalOf(crashed bool) string {
+	if crashed {
+		return "the journal left by a crash"
+	}
+	return "the journal of calls not yet written back"
+}
+
 // foldJournal runs fold (the hot set's Recover) and logs its outcome:
-// how many users' journals a crash left were folded in, or why some were
-// not. A failure once closing is closed only met the shutdown, and the
-// journal is still there for the next start: not an error.
-func foldJournal(fold func() (int, error), closing <-chan struct{}, logger *slog.Logger) {
+// how many users' journals were folded in, or why some were not; journal
+// names them (journalOf). A failure once closing is closed only met the
+// shutdown, and the journal is still there for the next start: not an
+// error.
+func foldJournal(fold func() (int, error), journal string, closing <-chan struct{}, logger *slog.Logger) {
 	users, err := fold()
 	switch {
 	case err != nil:
@@ -227,9 +241,9 @@ func foldJournal(fold func() (int, error), closing <-chan struct{}, logger *slog
 			return
 		default:
 		}
-		logger.Error("seenapi: folding the journal left by a crash failed for some users", "err", err)
+		logger.Error("seenapi: folding in "+journal+" failed for some users", "err", err)
 	case users > 0:
-		logger.Info("seenapi: folded in the journal left by a crash", "users", users)
+		logger.Info("seenapi: folded in "+journal, "users", users)
 	}
 }
 
