@@ -11,7 +11,8 @@
 // items with the API key kept in the browser's sessionStorage. It asks
 // GET /v1/auth for the key's role at load and whenever a key is entered or
 // forgotten, shows it, and disables what the role cannot do (record needs
-// write, erase admin). A 401 or 403 from any later call still shows its
+// write, erase admin), saying beside it the role it needs; beside what the
+// role can do, nothing. A 401 or 403 from any later call still shows its
 // detail and updates the role (a 403's detail names the key's role), for
 // keys changed on the service since the check.
 //

@@ -137,7 +137,11 @@ function showRole() {
   for (const b of document.querySelectorAll('button[data-op]')) gate(b);
 }
 
-/** Disables a button whose operation needs more than the key is known to have, saying why. */
+/**
+ * Disables a button whose operation needs more than the key is known to have, saying why.
+ * The role it needs is shown only when the key lacks it (or is rejected, or could not be
+ * checked): beside an action the key may do, it would read as a warning.
+ */
 function gate(button) {
   const op = operations[button.dataset.op];
   const need = level(op.role);
@@ -145,8 +149,11 @@ function gate(button) {
   const r = state.role;
   const short = r.status === 'known' && level(r.role) < need;
   button.disabled = short;
+  if (!hint) return;
   const a = (x) => (x === 'admin' ? 'an admin' : `a ${x}`);
-  if (hint) hint.textContent = need <= 1 ? '' : short ? `needs ${a(op.role)} key; this key is ${r.role}` : `needs ${a(op.role)} key`;
+  if (short) hint.textContent = `needs ${a(op.role)} key; this key is ${r.role}`;
+  else if (need > 1 && (r.status === 'rejected' || r.status === 'unknown')) hint.textContent = `needs ${a(op.role)} key`;
+  else hint.textContent = ''; // the key has the role, or is being checked
 }
 
 // ---------- DOM helpers ----------
