@@ -106,8 +106,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.imp.url, "url", "http://127.0.0.1:8080", "the seenapi service to import into (it may be serving meanwhile)")
 		fs.StringVar(&o.imp.key, "key", "", "API key of a write or admin role, when the service has keys (better given as SEENAPI_KEY)")
 		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
-		fs.IntVar(&o.imp.workers, "workers", 8, "users imported at once")
-		fs.IntVar(&o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
+		countVar(fs, &o.imp.workers, "workers", 8, "users imported at once")
+		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
 	}
 	fs.Usage = func() { usage(fs.Output(), fs, cmd) }
 	return fs

@@ -42,9 +42,6 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	if o.workers < 1 || o.batch < 1 {
-		return errors.New("--workers and --batch must be at least 1")
-	}
 	// go-redis logs its connection retries itself; the errors that matter
 	// come back to us, so its lines go to the log's debug level.
 	redis.SetLogger(redisLogger{logger})

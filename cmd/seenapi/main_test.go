@@ -163,6 +163,21 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	}
 }
 
+// import-redis's --workers and --batch are counts like the limits: 0 is
+// a usage error (exit 2) refused before Redis or the service is asked.
+func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
+	for _, flag := range []string{"--workers", "--batch"} {
+		var out bytes.Buffer
+		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", flag, "0"}
+		code := run(context.Background(), args, noEnv, io.Discard, &out, nil)
+		want := "seenapi import-redis: invalid value \"0\" for flag -" + flag[2:] + ": want a whole number of at least 1\n" +
+			"Run 'seenapi help import-redis' for its flags.\n"
+		if code != 2 || out.String() != want {
+			t.Errorf("%s 0: exit %d, want 2: %q", flag, code, out.String())
+		}
+	}
+}
+
 // Bad values of --memory-limit and --gc-percent are usage errors like
 // those of the other flags: one line naming the flag and what it takes, the
 // pointer to the help, exit 2, and nothing started: no profiler or service
