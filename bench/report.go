@@ -254,14 +254,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 func coresNote(res Result, cpus int) string {
 	phase := func(name string, c Cores) string {
 		if res.CPUInclClient {
-			return fmt.Sprintf("%s %.2f of the %d cores were busy, %.2f of them this process's (client and hot set); "+
-				"its threads waited for a core %s per call", name, c.Busy, cpus, c.Server, us(c.ServerWait))
+			return fmt.Sprintf("%s this process (client and hot set) took %.2f of the %d cores; "+
+				"its threads waited for a core %s per call", name, c.Server, cpus, us(c.ServerWait))
 		}
-		return fmt.Sprintf("%s %.2f of the %d cores were busy: the server %.2f, the client %.2f; "+
+		return fmt.Sprintf("%s the server took %.2f of the %d cores and the client %.2f; "+
 			"threads ready to run waited for a core %s per call in the server and %s in the client",
-			name, c.Busy, cpus, c.Server, c.Client, us(c.ServerWait), us(c.ClientWait))
+			name, c.Server, cpus, c.Client, us(c.ServerWait), us(c.ClientWait))
 	}
-	return fmt.Sprintf("%s U=%s, the cores (/proc/stat, /proc/<pid>/stat, run_delay of /proc/<pid>/task/*/schedstat): %s; %s.",
+	return fmt.Sprintf("%s U=%s, the cores (/proc/<pid>/stat, run_delay of /proc/<pid>/task/*/schedstat): %s; %s.",
 		res.System, formatUsers(res.Users), phase("at saturation", res.Saturation.Cores), phase("in the open loop", res.Open.Cores))
 }
 

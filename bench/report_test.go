@@ -129,12 +129,12 @@ func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
 
 func TestCoresNoteSaysWhoTookTheCoresAndHowLongThreadsWaited(t *testing.T) {
 	res := Result{System: "seenapi-http", Users: 100000,
-		Saturation: Phase{Calls: 100, Cores: Cores{Server: 1.02, Client: 0.95, Busy: 1.99, ServerWait: 150 * time.Microsecond, ClientWait: 90 * time.Microsecond}},
-		Open:       Phase{Calls: 50, Cores: Cores{Server: 0.8, Client: 0.7, Busy: 1.6, ServerWait: 300 * time.Microsecond, ClientWait: 2500 * time.Microsecond}}}
+		Saturation: Phase{Calls: 100, Cores: Cores{Server: 1.02, Client: 0.95, ServerWait: 150 * time.Microsecond, ClientWait: 90 * time.Microsecond}},
+		Open:       Phase{Calls: 50, Cores: Cores{Server: 0.8, Client: 0.7, ServerWait: 300 * time.Microsecond, ClientWait: 2500 * time.Microsecond}}}
 	got := coresNote(res, 2)
 	for _, want := range []string{"seenapi-http U=1e5",
-		"at saturation 1.99 of the 2 cores were busy: the server 1.02, the client 0.95; threads ready to run waited for a core 150 us per call in the server and 90.0 us in the client",
-		"in the open loop 1.60 of the 2 cores were busy: the server 0.80, the client 0.70",
+		"at saturation the server took 1.02 of the 2 cores and the client 0.95; threads ready to run waited for a core 150 us per call in the server and 90.0 us in the client",
+		"in the open loop the server took 0.80 of the 2 cores and the client 0.70",
 		"300 us per call in the server and 2500 us in the client"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("note lacks %q: %s", want, got)
@@ -142,10 +142,10 @@ func TestCoresNoteSaysWhoTookTheCoresAndHowLongThreadsWaited(t *testing.T) {
 	}
 	// In-process, the harness is the server: one figure for both.
 	res = Result{System: "seenapi-inproc", Users: 1000, CPUInclClient: true,
-		Saturation: Phase{Calls: 10, Cores: Cores{Server: 1.9, Busy: 1.95, ServerWait: 40 * time.Microsecond}},
-		Open:       Phase{Calls: 5, Cores: Cores{Server: 0.9, Busy: 1.0}}}
+		Saturation: Phase{Calls: 10, Cores: Cores{Server: 1.9, ServerWait: 40 * time.Microsecond}},
+		Open:       Phase{Calls: 5, Cores: Cores{Server: 0.9}}}
 	got = coresNote(res, 2)
-	if strings.Contains(got, "client 0") || !strings.Contains(got, "1.90 of them this process's (client and hot set); its threads waited for a core 40.0 us per call") {
+	if strings.Contains(got, "client 0") || !strings.Contains(got, "at saturation this process (client and hot set) took 1.90 of the 2 cores; its threads waited for a core 40.0 us per call") {
 		t.Errorf("in-process note: %s", got)
 	}
 	var b bytes.Buffer

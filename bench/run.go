@@ -120,14 +120,15 @@ type Phase struct {
 }
 
 // Cores is how a phase shared the machine's cores: the CPU time of the
-// server, the harness and every process, over the phase's length, and how
-// long their threads, ready to run, waited for a core, per call. With the
-// client and the server on the same few cores, a busy machine makes a tail
-// that neither is slow for.
+// server and of the harness over the phase's length, and how long their
+// threads, ready to run, waited for a core, per call. With the client and
+// the server on the same few cores, a busy machine makes a tail that
+// neither is slow for. (The whole machine's busy time is left out: /proc/stat
+// samples it at each tick, which misses the short runs of a half-loaded
+// server, and it came out below the two processes' own CPU time.)
 type Cores struct {
 	Server float64 `json:"server"` // for seenapi-inproc: the harness, hot set included
 	Client float64 `json:"client"` // the harness; 0 for seenapi-inproc (in Server)
-	Busy   float64 `json:"machine_busy"`
 	// ServerWait and ClientWait are their threads' waits for a core (summed
 	// over threads) per call of the phase.
 	ServerWait time.Duration `json:"server_wait_per_call_ns"`
@@ -770,10 +771,7 @@ func takeUsage(sys System) (usage, error) {
 func (p *Phase) account(start, end usage) {
 	p.CPU = end.server.Time - start.server.Time
 	p.Steal = cores(end.stealed-start.stealed, p.Elapsed)
-	p.Cores = Cores{
-		Server: cores(p.CPU, p.Elapsed),
-		Busy:   cores(end.busy-start.busy, p.Elapsed),
-	}
+	p.Cores = Cores{Server: cores(p.CPU, p.Elapsed)}
 	if !end.server.InclClient {
 		p.Cores.Client = cores(end.client-start.client, p.Elapsed)
 	}
