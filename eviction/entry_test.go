@@ -131,3 +131,42 @@ func TestFlushLagIsAgeOfOldestUnwrittenChange(t *testing.T) {
 		t.Fatalf("flush lag after write-back %v, want 0", lag)
 	}
 }
+
+// A limited write-back round (the loop's) writes at most its limit of the
+// users that are due, and every user overdue by a whole interval more, so
+// that each round stays short without a backlog ever growing.
+func TestLimitedWriteBackRoundWritesAllOverdueUsers(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	// The loop's own rounds wait for users an hour old: they write none here.
+	fx := newFixture(t, Options{Now: clock, FlushInterval: time.Hour})
+	advance(time.Second)
+	for i := range 100 {
+		record(t, fx.h, "default", fmt.Sprintf("old-%d", i), "a")
+	}
+	advance(1500 * time.Millisecond)
+	for i := range 50 {
+		record(t, fx.h, "default", fmt.Sprintf("new-%d", i), "a")
+	}
+	round := func(limit int, wantWritten, wantDirty int) {
+		t.Helper()
+		before := fx.h.Stats().FlushedUsers
+		if err := fx.h.flushSome(1000, limit); err != nil {
+			t.Fatal(err)
+		}
+		st := fx.h.Stats()
+		if got := int(st.FlushedUsers - before); got != wantWritten || st.DirtyUsers != int64(wantDirty) {
+			t.Fatalf("round with limit %d: wrote %d, %d left dirty; want %d and %d", limit, got, st.DirtyUsers, wantWritten, wantDirty)
+		}
+	}
+	// 100 users due (1.5 s old, with 1 s to wait), 50 not yet: 10 written.
+	round(10, 10, 140)
+	// A second later the 90 left of the old ones are overdue (2.5 s, at
+	// least twice 1 s): all written, and 10 of the 50 now due.
+	advance(time.Second)
+	round(10, 100, 40)
+	// No limit: the rest.
+	round(0, 40, 0)
+}
