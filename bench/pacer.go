@@ -67,7 +67,9 @@ func timerfdWait() func(d time.Duration) {
 			time.Sleep(d)
 			return
 		}
-		_, _ = f.Read(expirations[:])
+		if _, err := f.Read(expirations[:]); err != nil {
+			time.Sleep(d) // a timerfd the poller does not take: never spin
+		}
 	}
 }
 
