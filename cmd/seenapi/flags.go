@@ -74,7 +74,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.cacheBytes = byteSize(512 << 20)
 		fs.Var(positiveBytes{&o.cacheBytes}, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
 		o.flushInterval = eviction.DefaultFlushInterval
-		fs.Var((*positiveDuration)(&o.flushInterval), "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile)")
+		fs.Var(durationFlag{p: &o.flushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile)")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
@@ -85,7 +85,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(parsedString{&o.gcPercent, func(s string) error { _, err := parseGCPercent(s); return err }}, "gc-percent", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
-		fs.Var((*nonNegativeDuration)(&o.shutdownTimeout), "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
+		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true}, "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
 		countVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
 		countVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
 		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
@@ -267,31 +267,29 @@ func (p positiveBytes) Set(s string) error {
 	return nil
 }
 
-// positiveDuration is a duration flag that must be positive.
-type positiveDuration time.Duration
-
-func (d *positiveDuration) String() string { return time.Duration(*d).String() }
-
-func (d *positiveDuration) Set(s string) error {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil || v <= 0 {
-		return errors.New("want a positive duration such as 5s or 1m")
-	}
-	*d = positiveDuration(v)
-	return nil
+// durationFlag is a duration flag with a floor: it must be positive, or
+// with zeroOK may also be 0; a negative value is refused either way.
+type durationFlag struct {
+	p      *time.Duration
+	zeroOK bool
 }
 
-// nonNegativeDuration is a duration flag that may be 0 but not negative.
-type nonNegativeDuration time.Duration
-
-func (d *nonNegativeDuration) String() string { return time.Duration(*d).String() }
-
-func (d *nonNegativeDuration) Set(s string) error {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil || v < 0 {
-		return errors.New("want a duration of 0 or more such as 30s or 2m")
+func (d durationFlag) String() string {
+	if d.p == nil { // the flag package's zero value, for its default check
+		return "0s"
 	}
-	*d = nonNegativeDuration(v)
+	return d.p.String()
+}
+
+func (d durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case d.zeroOK && (err != nil || v < 0):
+		return errors.New("want a duration of 0 or more such as 30s or 2m")
+	case !d.zeroOK && (err != nil || v <= 0):
+		return errors.New("want a positive duration such as 5s or 1m")
+	}
+	*d.p = v
 	return nil
 }
 
