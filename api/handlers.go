@@ -153,12 +153,11 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.call(req.unseen, ns, user, req.Candidates, a)
-	if err != nil {
+	if req.resp, err = s.call(req.unseen, ns, user, req.Candidates, a); err != nil {
 		return err
 	}
-	req.unseen = resp.Unseen
-	return sendJSON(c, &resp)
+	req.unseen = req.resp.Unseen
+	return sendJSON(c, &req.resp)
 }
 
 // filterRequests recycles the one call's request, its candidates slice,

@@ -8,6 +8,9 @@ type filterRequest struct {
 	OnError    string   `json:"on_error"`
 
 	unseen []string // the answer's unseen candidates, kept for the next call (filterRequests)
+	// resp is the answer: held here, it is not a heap object of its own
+	// each call (sendJSON takes it as an interface).
+	resp filterResponse
 }
 
 // filterResponse is the answer of the one call.
