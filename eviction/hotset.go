@@ -163,6 +163,11 @@ type HotSet struct {
 	// encoded holds the encodings of one write-back batch, back to back
 	// (one buffer reused, not one allocation per user). flushMu held.
 	encoded []byte
+	// writes, taken and due are write-back's lists, reused from one round
+	// to the next (rounds come every few milliseconds) and cleared after
+	// each, so that they keep no user alive. flushMu held.
+	writes     []storage.Write
+	taken, due []*entry
 	// nextShard is the shard a limited write-back round looks at first
 	// (flushSome). flushMu held.
 	nextShard int
@@ -1195,7 +1200,13 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	overdue := uint32(min(2*uint64(age), math.MaxUint32))
 	first := h.nextShard
 	h.nextShard = (h.nextShard + 1) % len(h.shards)
-	var all []*entry
+	all := h.due[:0]
+	defer func() {
+		clear(all)
+		if cap(all) <= maxKeptDue {
+			h.due = all[:0]
+		}
+	}()
 	due := 0 // users taken that are due but not overdue
 	for i := range h.shards {
 		s := h.shards[(first+i)%len(h.shards)]
@@ -1239,12 +1250,12 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		h.flushes.Add(1)
 	}
 	var errs []error
-	for len(all) > 0 {
-		n := min(len(all), writeBatch)
-		if err := h.writeBack(all[:n]); err != nil {
+	for rest := all; len(rest) > 0; {
+		n := min(len(rest), writeBatch)
+		if err := h.writeBack(rest[:n]); err != nil {
 			errs = append(errs, err)
 		}
-		all = all[n:]
+		rest = rest[n:]
 	}
 	return errors.Join(errs...)
 }
@@ -1252,8 +1263,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 // writeBack writes a batch of dirty entries. flushMu held.
 func (h *HotSet) writeBack(batch []*entry) error {
 	now := h.opts.Now()
-	writes := make([]storage.Write, 0, len(batch))
-	taken := make([]*entry, 0, len(batch))
+	writes, taken := h.writes[:0], h.taken[:0]
 	var encodeErrs []error
 	for _, e := range batch {
 		e.mu.Lock()
@@ -1295,6 +1305,9 @@ func (h *HotSet) writeBack(batch []*entry) error {
 		if cap(h.encoded) > maxKeptEncoded {
 			h.encoded = nil
 		}
+		clear(writes)
+		clear(taken)
+		h.writes, h.taken = writes[:0], taken[:0]
 	}()
 	if len(writes) == 0 {
 		return errors.Join(encodeErrs...)
@@ -1378,6 +1391,10 @@ var mergeFilters = MergeFilters
 
 // maxKeptEncoded is the largest write-back buffer kept for the next batch.
 const maxKeptEncoded = 4 << 20
+
+// maxKeptDue is the longest list of due users kept for the next round: a
+// burst of dirty users is not memory kept for good.
+const maxKeptDue = 4096
 
 // MergeFilters is the storage.MergeFunc of write-back (and of a merging
 // restore): it ORs a filter about to be written into the stored one, so a

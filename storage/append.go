@@ -52,6 +52,7 @@ func (s *Store) writer() {
 	defer close(s.writerDone)
 	max := s.opts.MaxAppendBatch
 	batch := make([]*appendReq, 0, max)
+	var recs []walAppend // the batch's records, reused from one commit to the next
 	for r := range s.appends {
 		batch = append(batch[:0], r)
 	fill:
@@ -66,13 +67,16 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		s.commitAppends(batch)
+		recs = s.commitAppends(batch, recs[:0])
 		clear(batch)
+		clear(recs) // keep no request's user or value alive
 	}
 }
 
-// commitAppends writes batch to the journal and answers every request.
-func (s *Store) commitAppends(batch []*appendReq) {
+// commitAppends writes batch to the journal and answers every request. It
+// builds the records in recs and returns it, for the next batch to reuse:
+// what a recording call allocates is what paces the collector.
+func (s *Store) commitAppends(batch []*appendReq, recs []walAppend) []walAppend {
 	answer := func(rs []*appendReq, err error) {
 		for _, r := range rs {
 			r.err = err
@@ -81,25 +85,26 @@ func (s *Store) commitAppends(batch []*appendReq) {
 	}
 	if s.full.Load() {
 		answer(batch, s.errFull())
-		return
+		return recs
 	}
 	first, err := s.takeSeqs(uint64(len(batch)))
 	if err != nil {
 		answer(batch, err)
-		return
+		return recs
 	}
-	recs := make([]walAppend, len(batch))
 	now := time.Now()
 	for i, r := range batch {
 		r.seq = first + uint64(i)
-		recs[i] = walAppend{seq: r.seq, ns: r.ns, user: r.user, value: r.value}
+		rec := walAppend{seq: r.seq, ns: r.ns, user: r.user, value: r.value}
 		if r.ttl > 0 {
-			recs[i].expiresAt = now.Add(r.ttl).Unix()
+			rec.expiresAt = now.Add(r.ttl).Unix()
 		}
+		recs = append(recs, rec)
 	}
 	if err := s.wal.write(recs); err != nil {
 		answer(batch, s.writeErr(err))
-		return
+		return recs
 	}
 	answer(batch, nil)
+	return recs
 }

@@ -88,6 +88,7 @@ type wal struct {
 	maxSeq uint64 // highest seq seen
 	peak   int    // most users in index since it was last rebuilt
 	buf    []byte
+	offs   []int // write's offsets of the values in buf, reused
 }
 
 // walKey is the index key of a user (length-prefixed, so unambiguous).
@@ -317,14 +318,14 @@ func (w *wal) write(recs []walAppend) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	buf := w.buf[:0]
-	offs := make([]int, len(recs))
-	for i, r := range recs {
+	offs := w.offs[:0]
+	for _, r := range recs {
 		start := len(buf)
 		var vo int
 		buf, vo = appendRecord(buf, kindAppend, r.seq, r.ns, r.user, r.expiresAt, 0, r.value)
-		offs[i] = start + vo
+		offs = append(offs, start+vo)
 	}
-	w.buf = buf[:0]
+	w.buf, w.offs = buf[:0], offs[:0]
 	seg, base, err := w.writeLocked(buf)
 	if err != nil {
 		return err
