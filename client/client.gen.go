@@ -417,9 +417,12 @@ type UserStats struct {
 	BitsSet int64 `json:"bits_set"`
 
 	// Dirty The filter has changes not yet written back.
-	Dirty        bool      `json:"dirty"`
-	EncodedBytes int       `json:"encoded_bytes"`
-	FirstSeen    time.Time `json:"first_seen"`
+	Dirty        bool `json:"dirty"`
+	EncodedBytes int  `json:"encoded_bytes"`
+
+	// FirstSeen When the user's first item was recorded, to the minute (what
+	// storage keeps, so it reads the same before and after a restart).
+	FirstSeen time.Time `json:"first_seen"`
 
 	// FpRate Estimated false-positive rate now.
 	FpRate      float32            `json:"fp_rate"`
@@ -434,7 +437,9 @@ type UserStats struct {
 	Items int64 `json:"items"`
 
 	// Kind Example: bloom
-	Kind        string    `json:"kind"`
+	Kind string `json:"kind"`
+
+	// LastSeen When the user's last item was recorded, to the minute.
 	LastSeen    time.Time `json:"last_seen"`
 	Layers      int       `json:"layers"`
 	MemoryBytes int       `json:"memory_bytes"`

@@ -279,3 +279,22 @@ func TestDecodeWithinRefusesLargeFiltersBeforeAllocating(t *testing.T) {
 		t.Errorf("a cut encoding: %v, want ErrCorrupt", err)
 	}
 }
+
+// FirstSeen and LastSeen answer what the encoding keeps (the minute), so a
+// user's first and last seen do not move back when its filter is written
+// back and loaded again.
+func TestSeenTimesSurviveEncoding(t *testing.T) {
+	f := mustNew(t, DefaultProfile())
+	f.Add([]string{"a"}, t0.Add(43*time.Second))
+	f.Add([]string{"b"}, t0.Add(2*time.Minute+50*time.Second))
+	g, err := Decode(encode(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.FirstSeen().Equal(g.FirstSeen()) || !f.LastSeen().Equal(g.LastSeen()) {
+		t.Fatalf("first and last seen %v and %v, after decoding %v and %v", f.FirstSeen(), f.LastSeen(), g.FirstSeen(), g.LastSeen())
+	}
+	if want := t0.Add(2 * time.Minute); !g.LastSeen().Equal(want) || !g.FirstSeen().Equal(t0) {
+		t.Fatalf("after decoding first and last seen %v and %v, want %v and %v", g.FirstSeen(), g.LastSeen(), t0, want)
+	}
+}

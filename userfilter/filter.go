@@ -573,17 +573,22 @@ func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool
 }
 
 // FirstSeen and LastSeen return when the filter first and last recorded an
-// item (zero if never), to the minute once encoded.
-func (f *Filter) FirstSeen() time.Time { return unixOrZero(f.first) }
+// item (zero if never), to the minute: the encoding keeps minutes, and
+// answering the seconds only while the filter is in memory would move a
+// user's last seen back when it is written back and loaded again.
+func (f *Filter) FirstSeen() time.Time { return minuteOrZero(f.first) }
 
 // LastSeen: see FirstSeen.
-func (f *Filter) LastSeen() time.Time { return unixOrZero(f.last) }
+func (f *Filter) LastSeen() time.Time { return minuteOrZero(f.last) }
 
-func unixOrZero(s uint32) time.Time {
+// minuteOrZero is the time of stamp s truncated to the minute, as
+// AppendBinary encodes it; zero for s = 0 (never).
+func minuteOrZero(s uint32) time.Time {
 	if s == 0 {
 		return time.Time{}
 	}
-	return time.Unix(unstamp(s), 0).UTC()
+	t := unstamp(s)
+	return time.Unix(t-(t-timeEpoch)%60, 0).UTC()
 }
 
 // MemoryBytes is the filter's in-memory size: bit slabs plus structures.
