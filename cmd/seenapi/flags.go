@@ -200,6 +200,11 @@ func (o *options) check(cmd string, getenv func(string) string) error {
 		if o.gc, err = gcPercent(o, getenv); err != nil {
 			return err
 		}
+		// A usage error like any other value that cannot work, refused
+		// before anything starts.
+		if o.debugAddr != "" && !isLoopback(o.debugAddr) {
+			return fmt.Errorf("--debug-addr %s: the profiler listens on loopback addresses only", o.debugAddr)
+		}
 	case "backup":
 		if o.out == "" {
 			return errors.New("--out FILE is required")

@@ -178,11 +178,11 @@ func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
 	}
 }
 
-// Bad values of --memory-limit and --gc-percent are usage errors like
-// those of the other flags: one line naming the flag and what it takes, the
-// pointer to the help, exit 2, and nothing started: no profiler or service
-// listening, no data directory made.
-func TestBadHeapFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
+// Bad values of --memory-limit, --gc-percent and --debug-addr are usage
+// errors like those of the other flags: one line naming the flag and what it
+// takes, the pointer to the help, exit 2, and nothing started: no profiler
+// or service listening, no data directory made.
+func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -195,6 +195,7 @@ func TestBadHeapFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
 		// Only with --cache-bytes can the limit be judged: after every flag.
 		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
+		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		var stdout, stderr bytes.Buffer
