@@ -558,6 +558,20 @@ func TestKeysFromFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// A namespaces file that cannot be read is named by its flag: the error of
+// opening it says only a path.
+func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "ns.yaml")
+	var out bytes.Buffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1", "--namespaces", missing},
+		noEnv, &out, &out, func(string) { stop() })
+	if code == 0 || !strings.Contains(out.String(), "--namespaces: open "+missing) {
+		t.Fatalf("exit %d, want a failure naming --namespaces:\n%s", code, out.String())
+	}
+}
+
 // A keys file that yields no key refuses to start rather than serve open.
 func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys")

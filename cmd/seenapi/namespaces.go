@@ -115,7 +115,7 @@ func loadNamespaces(path string) ([]eviction.Namespace, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--namespaces: %w", err) // the error names only the path
 	}
 	nss, err := parseNamespaces(data)
 	if err != nil {
