@@ -28,7 +28,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") { // else serve's flags
 		cmd, args = args[0], args[1:]
 	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
-		cmd = "version"
+		cmd, args = "version", args[1:]
 	}
 	if cmd == "serve" {
 		// SIGHUP reloads the keys once serving (see serve); until then, and
@@ -38,6 +38,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch cmd {
 	case "serve", "backup", "restore", "import-redis":
 	case "version":
+		// It takes no flags: asked for help, the help; anything else is a
+		// usage error rather than ignored.
+		if len(args) > 0 {
+			if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+				usage(stdout, nil, cmd)
+				return 0
+			}
+			fmt.Fprintf(stderr, "seenapi %s: unexpected arguments: %q\nRun 'seenapi help %s' for its flags.\n", cmd, args, cmd)
+			return 2
+		}
 		fmt.Fprintln(stdout, version())
 		return 0
 	case "help":

@@ -304,6 +304,9 @@ func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`, notStderr: "unexpected arguments"},
 		{args: []string{"--bogus"}, code: 2, stderr: "seenapi serve: flag provided but not defined: -bogus\nRun 'seenapi help serve' for its flags.\n", notStderr: "Flags of serve"},
 		{args: []string{"backup", "--cache-bytes", "1"}, code: 2, stderr: "Run 'seenapi help backup'", notStderr: "SEENAPI_DATA_DIR"},
+		{args: []string{"version", "--help"}, stdout: "Usage: seenapi version"},
+		{args: []string{"version", "--short"}, code: 2, stderr: "seenapi version: unexpected arguments: [\"--short\"]\nRun 'seenapi help version' for its flags.\n"},
+		{args: []string{"--version", "now"}, code: 2, stderr: "seenapi version: unexpected arguments: [\"now\"]\nRun 'seenapi help version' for its flags.\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, noEnv, &stdout, &stderr, nil)
