@@ -245,13 +245,13 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} bits_set
  * @property {boolean} dirty The filter has changes not yet written back.
  * @property {number} encoded_bytes
- * @property {string} first_seen
+ * @property {string} first_seen When the user's first item was recorded, to the minute (what storage keeps, so it reads the same before and after a restart).
  * @property {number} fp_rate Estimated false-positive rate now.
  * @property {Array<GenerationStats>|null} [generations]
  * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
  * @property {number} items Items added inside the window (an item added twice counts once).
  * @property {string} kind
- * @property {string} last_seen
+ * @property {string} last_seen When the user's last item was recorded, to the minute.
  * @property {number} layers
  * @property {number} memory_bytes
  * @property {boolean} saturated At the namespace's item cap; new items are not recorded.
