@@ -262,6 +262,43 @@ func TestWriteBackOfManyUsersWritesAll(t *testing.T) {
 	}
 }
 
+// A user written twice in one batch is merged twice: its second write goes
+// in a later transaction, which sees the first. In small batches (checked
+// pair by pair) and large ones (checked with a map) alike; every other
+// user's write lands under its own key.
+func TestWriteBackOfAUserTwiceInOneBatch(t *testing.T) {
+	for _, users := range []int{5, smallWriteBack + 40} {
+		t.Run(fmt.Sprint(users, " users"), func(t *testing.T) {
+			s := openTest(t, testOptions(t))
+			var writes []Write
+			for i := range users {
+				u := fmt.Sprintf("user%03d", i)
+				writes = append(writes, Write{NS: "feed", User: u, Value: []byte(u), UpTo: mustAppend(t, s, "feed", u, "j")})
+				if i == users/2 {
+					// The first user again, with other bits: stored must be both.
+					writes = append(writes, Write{NS: "feed", User: "user000", Value: []byte("\x01\x02\x04\x08\x10\x20\x40")})
+				}
+			}
+			if err := s.WriteBack(writes, orMerge); err != nil {
+				t.Fatal(err)
+			}
+			for i := range users {
+				u := fmt.Sprintf("user%03d", i)
+				want := []byte(u)
+				if i == 0 {
+					for j, b := range []byte("\x01\x02\x04\x08\x10\x20\x40") {
+						want[j] |= b
+					}
+				}
+				f, j := mustLoad(t, s, "feed", u)
+				if !bytes.Equal(f, want) || len(j) != 0 {
+					t.Fatalf("%s: filter %q, %d journal entries; want %q and none", u, f, len(j), want)
+				}
+			}
+		})
+	}
+}
+
 // smallTxnOptions make Badger's transactions hold about 1,500 entries.
 func smallTxnOptions(t testing.TB) Options {
 	return testOptions(t).WithMemTableSize(1 << 20).WithValueThreshold(1 << 10)

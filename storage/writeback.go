@@ -128,6 +128,17 @@ func (s *Store) writeBackSome(ws []Write, merge MergeFunc) (n int, errs []error)
 // ws in which no user appears twice (a user's second write must see its
 // first, so it goes in a later transaction).
 func distinctPrefix(ws []Write, max int) int {
+	if n := min(len(ws), max); n <= smallWriteBack {
+		// No map: most rounds of write-back are a few users each.
+		for i := 1; i < n; i++ {
+			for _, o := range ws[:i] {
+				if o.User == ws[i].User && o.NS == ws[i].NS {
+					return i
+				}
+			}
+		}
+		return n
+	}
 	seen := make(map[[2]string]struct{}, min(len(ws), max))
 	for i, w := range ws {
 		if i == max {
@@ -141,6 +152,19 @@ func distinctPrefix(ws []Write, max int) int {
 	}
 	return len(ws)
 }
+
+// smallWriteBack is the most users distinctPrefix checks pair by pair.
+const smallWriteBack = 64
+
+// arena holds a transaction's keys and small values back to back: the
+// transaction refers to them until it commits, and one growing buffer a
+// batch replaces two or three allocations a user, which pace the
+// collector.
+type arena []byte
+
+// since returns what was appended from start on, as a slice that later
+// appends never write into (a grown arena leaves it in the old array).
+func (a *arena) since(start int) []byte { return (*a)[start:len(*a):len(*a)] }
 
 // writeBackTxn writes back every user of ws (no user twice) in one
 // transaction, setting errs[i] for a user skipped for an error of its own.
@@ -159,14 +183,15 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		key = filterKey(key[:0], w.NS, w.User)
 		values[i], errs[i] = prepareValue(txn, key, w, merge, token)
 	}
+	var keys arena
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
 		}
-		if err := s.setFilter(txn, w, values[i]); err != nil {
+		if err := s.setFilter(txn, w, values[i], &keys); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
-		if err := s.setCoverMark(txn, w); err != nil {
+		if err := s.setCoverMark(txn, w, &keys); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
 	}
@@ -210,8 +235,11 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 	return merge(stored, value)
 }
 
-func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte) error {
-	e := badger.NewEntry(filterKey(nil, w.NS, w.User), value)
+// setFilter sets the user's filter in txn; its key goes in keys.
+func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte, keys *arena) error {
+	start := len(*keys)
+	*keys = filterKey(*keys, w.NS, w.User)
+	e := badger.NewEntry(keys.since(start), value)
 	if w.TTL > 0 {
 		e = e.WithTTL(w.TTL)
 	}
@@ -230,10 +258,11 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 				userErr = err
 				return nil
 			}
-			if err := s.setFilter(txn, w, value); err != nil {
+			var keys arena
+			if err := s.setFilter(txn, w, value, &keys); err != nil {
 				return err
 			}
-			return s.setCoverMark(txn, w)
+			return s.setCoverMark(txn, w, &keys)
 		})
 		switch {
 		case userErr != nil:
@@ -259,12 +288,18 @@ func coveredBy(w Write) func(walRec) bool {
 // setCoverMark sets, beside the user's filter, the journal number below
 // which the filter holds every record, so the replay at the next Open skips
 // them (journal segments outlive the records a write-back covers).
-func (s *Store) setCoverMark(txn *badger.Txn, w Write) error {
+// Its key and value go in keys.
+func (s *Store) setCoverMark(txn *badger.Txn, w Write, keys *arena) error {
 	mark := s.wal.coverMark(w.NS, w.User, coveredBy(w))
 	if mark == 0 {
 		return nil
 	}
-	e := badger.NewEntry(coverKey(nil, w.NS, w.User), binary.AppendUvarint(nil, mark))
+	start := len(*keys)
+	*keys = coverKey(*keys, w.NS, w.User)
+	key := keys.since(start)
+	start = len(*keys)
+	*keys = binary.AppendUvarint(*keys, mark)
+	e := badger.NewEntry(key, keys.since(start))
 	if w.TTL > 0 {
 		e = e.WithTTL(w.TTL)
 	}
