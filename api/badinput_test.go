@@ -141,6 +141,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"batch item too long", "POST", batch, `{"requests":[{"user":"newcomer","candidates":["a"]},{"user":"victim","candidates":["` + long + `"]}]}`, nil, 400, "item-too-long"},
 		{"batch unknown namespace", "POST", "/v1/namespaces/nope/filter", `{"requests":[{"user":"victim","candidates":["z"]}]}`, nil, 404, "unknown-namespace"},
 	}
+	// The limits on counts name the count sent and the limit, alike.
+	details := map[string]string{
+		"too many candidates":  fmt.Sprintf("%d items; at most %d per call", api.DefaultMaxCandidates+1, api.DefaultMaxCandidates),
+		"batch too many users": fmt.Sprintf("%d users; at most %d per batch", api.DefaultMaxBatchUsers+1, api.DefaultMaxBatchUsers),
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, h, body, err := e.rawErr(tc.method, tc.path, "application/json", []byte(tc.body), tc.header...)
@@ -160,6 +165,9 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 				p := problem(t, status, h, body)
 				if p.Type != api.ProblemBase+tc.typ {
 					t.Fatalf("problem type %s, want %s: %s", p.Type, tc.typ, p.Detail)
+				}
+				if d, ok := details[tc.name]; ok && p.Detail != d {
+					t.Fatalf("detail %q, want %q", p.Detail, d)
 				}
 			}
 			if after := e.stateOf("default", "victim"); !reflect.DeepEqual(after, before) {

@@ -371,7 +371,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	}
 	if len(req.Requests) > s.cfg.MaxBatchUsers {
 		return &apiError{kind: pTooManyUsers,
-			detail: "too many users in one batch",
+			detail: itoa(len(req.Requests)) + " users; at most " + itoa(s.cfg.MaxBatchUsers) + " per batch",
 			fields: []FieldError{{Pointer: "/requests", Detail: "at most " + itoa(s.cfg.MaxBatchUsers) + " users per batch"}}}
 	}
 	args := make([]filterArgs, len(req.Requests))
