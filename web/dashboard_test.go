@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -106,6 +107,50 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	}
 	if got := tb.text("#user-hot"); got != "hot" {
 		t.Errorf("hot tag = %q, want hot (just recorded)", got)
+	}
+}
+
+// TestFalsePositiveRateShowsItsShareOfTheTarget checks the share of the
+// target a user's rate reads as: a small one nonzero, to two significant
+// digits, not 0%; a whole one in tens with its zero, 30% not 3%.
+func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("")
+	tb.useKey(s.keys.read)
+	// The shares are those of a fresh filter in the default namespace
+	// (1% target): seven items fill its first layer to about 0.0017%,
+	// 0.17% of the target; 57 to about 0.3%, 30% of it.
+	for _, tc := range []struct {
+		items int
+		ok    func(share float64) bool
+		want  func(share float64) string
+	}{
+		{7, func(v float64) bool { return v >= 0.01 && v < 0.5 },
+			func(v float64) string { return strconv.FormatFloat(v, 'g', 2, 64) }},
+		{57, func(v float64) bool { return v >= 9.5 && math.Mod(math.Round(v), 10) == 0 },
+			func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
+	} {
+		user := userID(t)
+		items := make([]string, tc.items)
+		for i := range items {
+			items[i] = fmt.Sprintf("item:%d", i)
+		}
+		s.svc.record(t, s.keys.write, "default", user, items...)
+		resp, err := s.svc.api(t, s.keys.read).GetUserWithResponse(context.Background(), "default", user)
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("get user: %v %s", err, resp.Body)
+		}
+		share := float64(resp.JSON200.FpRate) / float64(resp.JSON200.TargetFpRate) * 100
+		if !tc.ok(share) {
+			t.Fatalf("%d items: the user's rate is %v%% of the target, not the share the test wants", tc.items, share)
+		}
+		tb.open(fragment("default", user))
+		tb.waitText("#user-items", strconv.Itoa(tc.items))
+		want := tc.want(share) + "% of the target rate."
+		if got := tb.text("#user-fp-ratio"); got != want {
+			t.Errorf("%d items: the rate's share of the target reads %q, want %q", tc.items, got, want)
+		}
 	}
 }
 
@@ -405,6 +450,11 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
 		t.Errorf("calls/s card shows %q", got)
+	}
+	// The users' filters are a sliver of the budget, shown as such, not 0%.
+	cache := tb.text(`#card-cache .sub`)
+	if m := regexp.MustCompile(`^of [0-9.]+ [KMG]iB budget \(((< )?[0-9.]+)%\)$`).FindStringSubmatch(cache); m == nil || m[1] == "0" {
+		t.Errorf("cache card reads %q, want the share of the budget above 0%%", cache)
 	}
 	// The collector's card: its share of the server's CPU, the collections
 	// and the heap (the server has collected at least once by now).

@@ -220,12 +220,17 @@ function bytes(n) {
   while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
   return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
 }
+// pct shows a share to digits decimals (by default more, the smaller it is).
+// A nonzero share too small for them gets two significant digits instead:
+// 0% would say there is none.
 function pct(x, digits) {
   if (x === undefined || x === null || Number.isNaN(x)) return '–';
   const v = x * 100;
   if (v > 0 && v < 0.0001) return '< 0.0001%';
-  const d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
-  return `${v.toFixed(d).replace(/\.?0+$/, '') || '0'}%`;
+  let d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
+  if (v > 0 && Number(v.toFixed(d)) === 0) d = 1 - Math.floor(Math.log10(v));
+  // Number drops the trailing zeros of the decimals only (10 stays 10).
+  return `${Number(v.toFixed(d))}%`;
 }
 function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
 function duration(sec) {
