@@ -49,23 +49,23 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // that run meanwhile are not blocked.
 func (s *Store) Backup(w io.Writer) error {
 	if err := s.enter(); err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	defer s.leave()
 	// The journal first: a write-back between the two snapshots then puts
 	// a record in both (restoring it twice is harmless), never in neither.
 	journal, err := s.wal.snapshot(time.Now().Unix())
 	if err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	hdr := binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion)
 	if _, err := w.Write(hdr); err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	lists := &countingWriter{w: w}
 	w = lists
 	if _, err := s.db.Backup(w, 0); err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	// Journal records travel as journal keys of format 1, in lists of the
 	// same stream format, so every backup reads back the same way.
@@ -84,12 +84,12 @@ func (s *Store) Backup(w io.Writer) error {
 			_, err = w.Write(buf)
 		}
 		if err != nil {
-			return fmt.Errorf("storage: backup: %w", err)
+			return opErr("backup", err)
 		}
 	}
 	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
 	if _, err := lists.w.Write(end); err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ type restoreKV struct {
 // Users whose merge failed are named in a *WriteBackError.
 func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	if err := s.enterWrite(); err != nil {
-		return fmt.Errorf("storage: restore: %w", err)
+		return opErr("restore", err)
 	}
 	defer s.leave()
 	s.unknownWrite(0) // what it writes is nobody's load
@@ -165,10 +165,10 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("storage: restore: %w", err)
+		return opErr("restore", err)
 	}
 	if err := flush(); err != nil {
-		return fmt.Errorf("storage: restore: %w", err)
+		return opErr("restore", err)
 	}
 	if len(failed) > 0 {
 		return &WriteBackError{Failed: failed}
@@ -192,7 +192,7 @@ func VerifyBackup(r io.Reader) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("storage: backup: %w", err)
+		return opErr("backup", err)
 	}
 	return nil
 }

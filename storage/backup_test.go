@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -211,11 +212,12 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		"after the end":  {append(slices.Clip(good), 0), ErrBadBackup},
 	} {
 		dst := openTest(t, testOptions(t))
-		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) {
-			t.Errorf("%s: Restore: %v, want %v", name, err, tc.want)
+		// The text names the package once, however the sentinel is wrapped.
+		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
+			t.Errorf("%s: Restore: %v, want %v, named storage once", name, err, tc.want)
 		}
-		if err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) {
-			t.Errorf("%s: VerifyBackup: %v, want %v", name, err, tc.want)
+		if err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
+			t.Errorf("%s: VerifyBackup: %v, want %v, named storage once", name, err, tc.want)
 		}
 	}
 	if err := VerifyBackup(bytes.NewReader(good)); err != nil {

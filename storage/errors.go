@@ -39,6 +39,22 @@ var (
 	ErrBadBackup = errors.New("storage: bad backup stream")
 )
 
+// opError is the failure of one operation of the store, named in its text
+// after the package. The sentinels' own "storage: " is not repeated: the
+// text reads "storage: restore: bad backup stream: ...".
+type opError struct {
+	op  string
+	err error
+}
+
+func opErr(op string, err error) error { return &opError{op: op, err: err} }
+
+func (e *opError) Error() string {
+	return "storage: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "storage: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
 // UserError is a failure that concerns one user only; other users of the
 // same call were not affected by it.
 type UserError struct {

@@ -115,6 +115,9 @@ func TestRestoreOfACutBackupWritesNothing(t *testing.T) {
 		!strings.Contains(log.String(), "nothing was restored") {
 		t.Fatalf("restore of a cut backup: exit %d\n%s", code, log.String())
 	}
+	if n := strings.Count(log.String(), "storage:"); n != 1 {
+		t.Errorf("the error names storage %d times, want once:\n%s", n, log.String())
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("a refused restore made the data dir (%v)", err)
 	}
