@@ -37,6 +37,10 @@ var (
 	// ErrBadBackup: the stream given to Restore is not a seenapi backup or is
 	// truncated or corrupt.
 	ErrBadBackup = errors.New("storage: bad backup stream")
+
+	// ErrInUse: another process, usually a seenapi serving the directory,
+	// holds the store's directory lock; Open opened nothing.
+	ErrInUse = errors.New("storage: data directory in use")
 )
 
 // opError is the failure of one operation of the store, named in its text

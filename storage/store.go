@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +98,12 @@ func Open(opts Options) (*Store, error) {
 	bopts.TableSizeMultiplier = 1
 	db, err := badger.Open(bopts)
 	if err != nil {
-		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+		// Badger says another process holds the directory in its text only
+		// (the lock's errno is not wrapped).
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			err = fmt.Errorf("%w: %w", ErrInUse, err)
+		}
+		return nil, opErr("open "+opts.Dir, err)
 	}
 	s := &Store{
 		db:         db,

@@ -499,6 +499,21 @@ func TestNewerFormatVersionRefusesToOpen(t *testing.T) {
 	}
 }
 
+// A directory another store holds (a service serving it) is refused with
+// ErrInUse, which callers tell apart to say what to do instead.
+func TestOpenOfADirectoryInUseFailsWithErrInUse(t *testing.T) {
+	opts := testOptions(t)
+	openTest(t, opts)
+	s, err := Open(opts)
+	if err == nil {
+		s.Close()
+		t.Fatal("a second Open of a directory in use succeeded")
+	}
+	if !errors.Is(err, ErrInUse) || strings.Count(err.Error(), "storage:") != 1 || !strings.Contains(err.Error(), opts.Dir) {
+		t.Fatalf("second Open: %v, want ErrInUse naming storage once and the directory", err)
+	}
+}
+
 func TestStoreWithoutFormatVersionRefusesToOpen(t *testing.T) {
 	dir := t.TempDir()
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))

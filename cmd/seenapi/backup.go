@@ -13,13 +13,18 @@ import (
 )
 
 // openStore opens the store of --data-dir for an offline subcommand; it
-// fails while the service holds the directory. minFreeBytes: as
-// --min-free-bytes (negative: no check).
-func openStore(o *options, minFreeBytes int64, logger *slog.Logger) (*storage.Store, error) {
+// fails while the service holds the directory, saying so and, from
+// inUseHint, what to do instead. minFreeBytes: as --min-free-bytes
+// (negative: no check).
+func openStore(o *options, minFreeBytes int64, logger *slog.Logger, inUseHint string) (*storage.Store, error) {
 	if _, err := os.Stat(o.dataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	return storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).WithLogger(logger))
+	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).WithLogger(logger))
+	if errors.Is(err, storage.ErrInUse) {
+		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it: %s (%w)", o.dataDir, inUseHint, err)
+	}
+	return store, err
 }
 
 // backup writes a backup of --data-dir to --out.
@@ -27,7 +32,9 @@ func backup(o *options, logger *slog.Logger) (err error) {
 	if err := checkOut(o.out); err != nil {
 		return err
 	}
-	store, err := openStore(o, -1, logger) // only reads: no free-space minimum
+	// Only reads: no free-space minimum.
+	store, err := openStore(o, -1, logger, "while it runs, back it up with an admin key through its API "+
+		"(GET /v1/backup): seenapi backup --url http://127.0.0.1:8080 --out FILE; or stop it first")
 	if err != nil {
 		return err
 	}
@@ -69,7 +76,7 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
-	store, err := openStore(o, o.storeMinFreeBytes(), logger)
+	store, err := openStore(o, o.storeMinFreeBytes(), logger, "stop it before restoring into its data directory")
 	if err != nil {
 		return err
 	}

@@ -641,6 +641,49 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
+// Backup and restore of the data directory of a running service fail,
+// saying the directory is in use and how a running service is backed up.
+func TestBackupAndRestoreOfADirectoryInUseSayHowToBackUpTheService(t *testing.T) {
+	dir := t.TempDir()
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	in := filepath.Join(t.TempDir(), "whole.backup")
+	var b bytes.Buffer
+	if err := store.Backup(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "seenapi.backup")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"backup", "--data-dir", dir, "--out", out},
+			[]string{"--data-dir " + dir + " is in use", "GET /v1/backup", "seenapi backup --url"}},
+		{[]string{"restore", "--data-dir", dir, "--in", in, "--min-free-bytes", "-1"},
+			[]string{"--data-dir " + dir + " is in use", "stop it"}},
+	} {
+		var log bytes.Buffer
+		code := run(context.Background(), tc.args, noEnv, &log, &log, nil)
+		if code == 0 {
+			t.Errorf("%s: exit 0 on a directory in use\n%s", tc.args[0], log.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(log.String(), w) {
+				t.Errorf("%s: the error does not say %q:\n%s", tc.args[0], w, log.String())
+			}
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused backup left --out (%v)", err)
+	}
+}
+
 // A required flag left out is a usage error: one line naming it, the
 // pointer to the command's help, exit 2, and nothing done.
 func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
