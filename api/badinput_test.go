@@ -112,6 +112,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"item with control character", "POST", vFilter, `{"candidates":["a\u0007"]}`, nil, 400, "bad-request"},
 		{"item with C1 control", "POST", vFilter, `{"candidates":["a\u0085"]}`, nil, 400, "bad-request"},
 		{"item not UTF-8", "POST", vFilter, "{\"candidates\":[\"a\xff\xfe\"]}", nil, 400, "bad-request"},
+		{"item an escaped lone surrogate", "POST", vFilter, `{"candidates":["a","\ud800"]}`, nil, 400, "bad-request"},
 		{"body too large", "POST", vFilter, `{"candidates":["` + strings.Repeat("y", 200<<10) + `"]}`, nil, 413, "body-too-large"},
 		{"body over every limit", "POST", vFilter, `{"candidates":["` + strings.Repeat("y", 300<<10) + `"]}`, nil, 413, "body-too-large"},
 		{"compressed body", "POST", vFilter, `{"candidates":["a"]}`, []string{"Content-Encoding", "gzip"}, 400, "bad-request"},
@@ -203,6 +204,8 @@ func TestFieldErrorsPointAtTheField(t *testing.T) {
 		{one, `{"candidates":["a","b\u007f"]}`, 400, "bad-request", "/candidates/1"},           // an escaped DEL in an ASCII body
 		{one, "{\"candidates\":[\"a\",\"b\",\"c\x7f\"]}", 400, "bad-request", "/candidates/2"}, // a raw DEL: valid JSON
 		{one, `{"candidates":["ü","a\u0085"]}`, 400, "bad-request", "/candidates/1"},           // C1 control in a UTF-8 body
+		{one, `{"candidates":["a","\udfffx"]}`, 400, "bad-request", "/candidates/1"},           // a lone surrogate, escaped
+		{batch, `{"requests":[{"user":"bb1","candidates":["\ud800"]}]}`, 400, "bad-request", "/requests/0/candidates/0"},
 		{one, `{"candidates":["a"],"record":"x"}`, 400, "bad-request", "/record"},
 		{one, `{"candidates":["a"],"zzz":1}`, 400, "bad-request", "/zzz"},
 		{one, `{"candidates":"a"}`, 400, "bad-request", "/candidates"},

@@ -29,7 +29,9 @@ import (
 // of copying them), so nothing decoded from a request body may be kept
 // after the handler returns: the hot set copies the user ids it keeps, and
 // answers are encoded before the handler returns.
-var strictAPI = sonic.Config{DisallowUnknownFields: true, CaseSensitive: true}.Froze()
+// An escaped lone surrogate ("\ud800") is an error too: sonic would decode
+// it to U+FFFD, so different broken ids would be one item, recorded.
+var strictAPI = sonic.Config{DisallowUnknownFields: true, CaseSensitive: true, UseUnicodeErrors: true}.Froze()
 
 // encodeOpts are the encoder's options: sonic's defaults (what
 // sonic.Config{} gives), for encode and sendJSON alike.
@@ -64,7 +66,7 @@ func decodeBody(data []byte, v any) error {
 var bodyDecoders = sync.Pool{New: func() any { return decoder.NewDecoder("") }}
 
 // bodyDecoderOpts are strictAPI's decoding options (TestDecodeBodyIsStrictAPI).
-const bodyDecoderOpts = decoder.OptionDisableUnknown | decoder.OptionCaseSensitive
+const bodyDecoderOpts = decoder.OptionDisableUnknown | decoder.OptionCaseSensitive | decoder.OptionUseUnicodeErrors
 
 // encode encodes v as JSON.
 func encode(v any) ([]byte, error) { return encoder.Encode(v, encodeOpts) }
@@ -110,6 +112,13 @@ func validJSON(data []byte) bool { return stdjson.Valid(data) }
 // pointer of what it refused, so the body is decoded again with it.
 func shapeError(body []byte, v any, cause error) error {
 	err := jsonv2.Unmarshal(body, reflect.New(reflect.TypeOf(v).Elem()).Interface(), jsonv2.RejectUnknownMembers(true))
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) && syn.JSONPointer != "" && strings.Contains(syn.Error(), "surrogate") {
+		// Valid JSON to encoding/json, which accepts a lone surrogate.
+		ptr := string(syn.JSONPointer)
+		detail := ptr + " is not valid UTF-8: it escapes half of a surrogate pair"
+		return &apiError{kind: pBadRequest, detail: detail, cause: cause, fields: []FieldError{{Pointer: ptr, Detail: detail}}}
+	}
 	var se *jsonv2.SemanticError
 	if !errors.As(err, &se) {
 		// The decoders disagree: report sonic's first line.

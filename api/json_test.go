@@ -7,13 +7,16 @@ import (
 
 // TestDecodeBodyIsStrictAPI holds decodeBody, which reuses its decoders, to
 // what strictAPI decodes and refuses: the same values, and an error for the
-// same bodies, including unknown fields, names in another case and
-// trailing data. A body decoded after a refused one is not disturbed by it.
+// same bodies, including unknown fields, names in another case, trailing
+// data and escaped lone surrogates. A body decoded after a refused one is not disturbed by it.
 func TestDecodeBodyIsStrictAPI(t *testing.T) {
 	bodies := []string{
 		`{"candidates":["a","b"],"limit":2,"record":"all","on_error":"open"}`,
 		`  {"candidates":[]}  `,
 		`{"candidates":["a\u00e9\n"]}`,
+		`{"candidates":["\ud83d\ude00"]}`,
+		`{"candidates":["a","\ud800"]}`,
+		`{"candidates":["\udfffx"]}`,
 		`{"candidates":["a"],"extra":1}`,
 		`{"Candidates":["a"]}`,
 		`{"candidates":["a"]} x`,
