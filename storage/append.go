@@ -26,10 +26,10 @@ var appendReqPool = sync.Pool{New: func() any { return &appendReq{done: make(cha
 // value must not be modified until Append returns.
 func (s *Store) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
 	if err := checkKey(ns, user); err != nil {
-		return 0, fmt.Errorf("storage: append: %w", err)
+		return 0, opErr("append", err)
 	}
 	if err := s.enterWrite(); err != nil {
-		return 0, fmt.Errorf("storage: append %s/%s: %w", ns, user, err)
+		return 0, opErr(fmt.Sprintf("append %s/%s", ns, user), err)
 	}
 	r := appendReqPool.Get().(*appendReq)
 	r.ns, r.user, r.value, r.ttl = ns, user, value, ttl
@@ -40,7 +40,7 @@ func (s *Store) Append(ns, user string, value []byte, ttl time.Duration) (uint64
 	*r = appendReq{done: r.done}
 	appendReqPool.Put(r)
 	if err != nil {
-		return 0, fmt.Errorf("storage: append %s/%s: %w", ns, user, err)
+		return 0, opErr(fmt.Sprintf("append %s/%s", ns, user), err)
 	}
 	return seq, nil
 }

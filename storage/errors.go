@@ -89,7 +89,7 @@ func (e *WriteBackError) Error() string {
 			break
 		}
 		b.WriteString("; ")
-		b.WriteString(e.Failed[i].Error())
+		b.WriteString(strings.Replace(e.Failed[i].Error(), ": storage: ", ": ", 1)) // storage is named once, first
 	}
 	return b.String()
 }

@@ -16,10 +16,10 @@ const journalUsersPage = 1024
 // first). limit <= 0 means no limit.
 func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 	if err := checkKey(ns, "-"); err != nil {
-		return nil, fmt.Errorf("storage: users: %w", err)
+		return nil, opErr("users", err)
 	}
 	if err := s.enter(); err != nil {
-		return nil, fmt.Errorf("storage: users of %s: %w", ns, err)
+		return nil, opErr(fmt.Sprintf("users of %s", ns), err)
 	}
 	defer s.leave()
 	prefix := appendNSPrefix(nil, prefixFilter, ns)
@@ -40,7 +40,7 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storage: users of %s: %w", ns, err)
+		return nil, opErr(fmt.Sprintf("users of %s", ns), err)
 	}
 	return users, nil
 }
@@ -50,7 +50,7 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 // few keys per namespace, not every key.
 func (s *Store) Namespaces() ([]string, error) {
 	if err := s.enter(); err != nil {
-		return nil, fmt.Errorf("storage: namespaces: %w", err)
+		return nil, opErr("namespaces", err)
 	}
 	defer s.leave()
 	var names []string
@@ -73,7 +73,7 @@ func (s *Store) Namespaces() ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storage: namespaces: %w", err)
+		return nil, opErr("namespaces", err)
 	}
 	for _, u := range s.wal.users() {
 		names = append(names, u[0])
@@ -89,7 +89,7 @@ func (s *Store) Namespaces() ([]string, error) {
 // visited. An error from fn stops the walk and is returned.
 func (s *Store) JournalUsers(fn func(ns, user string) error) error {
 	if err := s.enter(); err != nil {
-		return fmt.Errorf("storage: journal users: %w", err)
+		return opErr("journal users", err)
 	}
 	users := s.wal.users()
 	s.leave()

@@ -122,7 +122,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if s.wal, err = openWAL(opts.Dir, opts.Sync, opts.JournalSegmentBytes, opts.Logger, time.Now().Unix()); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+		return nil, opErr(fmt.Sprintf("open %s", opts.Dir), err)
 	}
 	if err := s.raiseSeq(s.wal.maxSeqSeen()); err != nil {
 		s.wal.close()
@@ -142,7 +142,7 @@ func Open(opts Options) (*Store, error) {
 	if s.crashed, err = markInUse(opts.Dir); err != nil {
 		s.wal.close()
 		db.Close()
-		return nil, fmt.Errorf("storage: open %s: %w", opts.Dir, err)
+		return nil, opErr(fmt.Sprintf("open %s", opts.Dir), err)
 	}
 	s.checkFree()
 	go s.writer()
@@ -171,7 +171,7 @@ func (s *Store) checkFormat() error {
 			return txn.Set(keyFormat, binary.AppendUvarint(nil, FormatVersion))
 		}
 		if err != nil {
-			return fmt.Errorf("storage: open %s: read format version: %w", s.opts.Dir, err)
+			return opErr(fmt.Sprintf("open %s: read format version", s.opts.Dir), err)
 		}
 		return item.Value(func(v []byte) error {
 			ver, n := binary.Uvarint(v)
@@ -203,7 +203,7 @@ func (s *Store) loadSeq() error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("storage: open %s: read sequence: %w", s.opts.Dir, err)
+			return opErr(fmt.Sprintf("open %s: read sequence", s.opts.Dir), err)
 		}
 		return item.Value(func(v []byte) error {
 			if len(v) != 8 {
@@ -292,7 +292,7 @@ func (s *Store) writeLease(lease uint64) error {
 		return txn.Set(keySeq, binary.BigEndian.AppendUint64(nil, lease))
 	})
 	if err != nil {
-		return fmt.Errorf("storage: reserve journal sequence numbers: %w", s.writeErr(err))
+		return opErr("reserve journal sequence numbers", s.writeErr(err))
 	}
 	s.seqMu.Lock()
 	s.leasedSeq = max(s.leasedSeq, lease)
@@ -321,10 +321,10 @@ func (s *Store) Close() error {
 		_ = os.Remove(filepath.Join(s.opts.Dir, inUseFile))
 	}
 	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("storage: close %s: %w", s.opts.Dir, err)
+		return opErr(fmt.Sprintf("close %s", s.opts.Dir), err)
 	}
 	if werr != nil {
-		return fmt.Errorf("storage: close %s: journal: %w", s.opts.Dir, werr)
+		return opErr(fmt.Sprintf("close %s: journal", s.opts.Dir), werr)
 	}
 	return nil
 }
@@ -470,10 +470,10 @@ func (s *Store) runGC() {
 // journal entries in sequence order. The returned slices are the caller's.
 func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, err error) {
 	if err := checkKey(ns, user); err != nil {
-		return nil, nil, fmt.Errorf("storage: load: %w", err)
+		return nil, nil, opErr("load", err)
 	}
 	if err := s.enter(); err != nil {
-		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+		return nil, nil, opErr(fmt.Sprintf("load %s/%s", ns, user), err)
 	}
 	defer s.leave()
 	// The journal first: a write-back committing between the two reads
@@ -481,7 +481,7 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 	// before the filter are either still live or covered by what the read
 	// of the filter sees. The other order could miss both.
 	if journal, err = s.wal.load(ns, user, time.Now().Unix()); err != nil {
-		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+		return nil, nil, opErr(fmt.Sprintf("load %s/%s", ns, user), err)
 	}
 	var key [64]byte
 	err = s.db.View(func(txn *badger.Txn) error {
@@ -497,7 +497,7 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("storage: load %s/%s: %w", ns, user, err)
+		return nil, nil, opErr(fmt.Sprintf("load %s/%s", ns, user), err)
 	}
 	return filter, journal, nil
 }
@@ -523,10 +523,10 @@ func readValue(item *badger.Item) ([]byte, error) {
 // It is allowed while the disk is below MinFreeBytes (erasure frees space).
 func (s *Store) Delete(ns, user string) error {
 	if err := checkKey(ns, user); err != nil {
-		return fmt.Errorf("storage: delete: %w", err)
+		return opErr("delete", err)
 	}
 	if err := s.enter(); err != nil {
-		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
+		return opErr(fmt.Sprintf("delete %s/%s", ns, user), err)
 	}
 	defer s.leave()
 	fk := filterKey(nil, ns, user)
@@ -541,7 +541,7 @@ func (s *Store) Delete(ns, user string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("storage: delete %s/%s: %w", ns, user, s.writeErr(err))
+			return opErr(fmt.Sprintf("delete %s/%s", ns, user), s.writeErr(err))
 		}
 		break
 	}
@@ -549,7 +549,7 @@ func (s *Store) Delete(ns, user string) error {
 	// leaves journal records that bring part of the user back, never a
 	// lost acknowledged write.
 	if err := s.eraseJournal(ns, user); err != nil {
-		return fmt.Errorf("storage: delete %s/%s: %w", ns, user, err)
+		return opErr(fmt.Sprintf("delete %s/%s", ns, user), err)
 	}
 	return nil
 }
@@ -600,7 +600,7 @@ func (s *Store) migrate() error {
 		return item.Value(func(v []byte) error { ver, _ = binary.Uvarint(v); return nil })
 	})
 	if err != nil {
-		return fmt.Errorf("storage: open %s: read format version: %w", s.opts.Dir, err)
+		return opErr(fmt.Sprintf("open %s: read format version", s.opts.Dir), err)
 	}
 	if ver >= FormatVersion {
 		return nil
@@ -648,7 +648,7 @@ func (s *Store) migrate() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("storage: open %s: moving the journal out of format %d: %w", s.opts.Dir, ver, err)
+			return opErr(fmt.Sprintf("open %s: moving the journal out of format %d", s.opts.Dir, ver), err)
 		}
 		moved += len(recs)
 		if len(recs) == 0 {
@@ -658,7 +658,7 @@ func (s *Store) migrate() error {
 	if err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(keyFormat, binary.AppendUvarint(nil, FormatVersion))
 	}); err != nil {
-		return fmt.Errorf("storage: open %s: write format version: %w", s.opts.Dir, err)
+		return opErr(fmt.Sprintf("open %s: write format version", s.opts.Dir), err)
 	}
 	s.opts.Logger.Info("storage: store format upgraded", "dir", s.opts.Dir, "from", ver, "to", FormatVersion,
 		"journal_records_moved", moved)
@@ -689,7 +689,7 @@ func (s *Store) applyCoverMarks() error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("storage: open %s: read cover marks: %w", s.opts.Dir, err)
+			return opErr(fmt.Sprintf("open %s: read cover marks", s.opts.Dir), err)
 		}
 		for i, u := range page {
 			if mark := marks[i]; mark > 0 {

@@ -659,9 +659,9 @@ func TestClosedStoreReturnsErrClosed(t *testing.T) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
 	}
-	for _, name := range []string{"Backup", "Restore"} {
-		if n := strings.Count(checks[name].Error(), "storage:"); n != 1 {
-			t.Errorf("%s after Close: %q names storage %d times, want once", name, checks[name], n)
+	for name, err := range checks {
+		if n := strings.Count(err.Error(), "storage:"); n != 1 {
+			t.Errorf("%s after Close: %q names storage %d times, want once", name, err, n)
 		}
 	}
 }

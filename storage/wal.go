@@ -102,11 +102,11 @@ func openWAL(dir string, sync bool, segBytes int64, logger *slog.Logger, now int
 		w.segBytes = defaultSegBytes
 	}
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("storage: journal: %w", err)
+		return nil, opErr("journal", err)
 	}
 	ents, err := os.ReadDir(w.dir)
 	if err != nil {
-		return nil, fmt.Errorf("storage: journal: %w", err)
+		return nil, opErr("journal", err)
 	}
 	var ids []uint64
 	for _, e := range ents {
@@ -150,12 +150,12 @@ func (w *wal) replay(id uint64, last bool, now int64) error {
 	path := w.segPath(id)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("storage: journal: %w", err)
+		return opErr("journal", err)
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("storage: journal: read %s: %w", path, err)
+		return opErr(fmt.Sprintf("journal: read %s", path), err)
 	}
 	seg := &segment{id: id, f: f, size: int64(len(data))}
 	w.segs = append(w.segs, seg)
@@ -172,7 +172,7 @@ func (w *wal) replay(id uint64, last bool, now int64) error {
 				w.logger.Warn("storage: journal ends in a torn write; truncating it", "file", path,
 					"offset", off, "bytes_dropped", len(data)-off)
 				if err := f.Truncate(int64(off)); err != nil {
-					return fmt.Errorf("storage: journal: truncate %s: %w", path, err)
+					return opErr(fmt.Sprintf("journal: truncate %s", path), err)
 				}
 			} else {
 				w.logger.Error("storage: journal segment damaged; the records after the damage are lost",
