@@ -153,6 +153,28 @@ func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 	}
 }
 
+// The rates beside the bars keep to one line however long their text: a
+// fresh user's rate, "< 0.0001%", broke onto two in a column sized for
+// "100%".
+func TestRatesBesideTheBarsKeepToOneLine(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("")
+	tb.useKey(s.keys.read)
+	user := userID(t)
+	s.recordItems(t, user, 3)
+	tb.open(fragment("default", user))
+	tb.waitText("#user-items", "3")
+	if got := tb.text("#user-fp"); got != "< 0.0001%" {
+		t.Fatalf("a 3-item user's rate reads %q; the test wants the longest text, < 0.0001%%", got)
+	}
+	lines := `(() => { const r = document.createRange(); r.selectNodeContents(document.querySelector('#user-fp'));
+		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })()`
+	if n := eval[int](tb, lines); n != 1 {
+		t.Errorf("the rate %q takes %d lines, want 1", tb.text("#user-fp"), n)
+	}
+}
+
 func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
