@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -238,9 +239,27 @@ func (s *Server) keyRole(c *fiber.Ctx) (Role, error) {
 	return got, nil
 }
 
+// bodyOverLimit is the problem of a body over fiber's limit, the largest
+// any route takes, refused before its route is found: it names the limit
+// of the route asked for, as the routes' own checks do (an import takes
+// --max-import-bytes, the rest --max-body-bytes), and the declared size.
+func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
+	limit := s.cfg.MaxBodyBytes
+	if c.Method() == fiber.MethodPut && strings.HasSuffix(c.Path(), "/export") {
+		limit = s.cfg.MaxImportBytes
+	}
+	if n := c.Request().Header.ContentLength(); n > 0 {
+		return newError(pBodyTooLarge, "the body is %d bytes; at most %d", n, limit)
+	}
+	return newError(pBodyTooLarge, "the body is over %d bytes; at most %d", max(s.cfg.MaxBodyBytes, s.cfg.MaxImportBytes), limit)
+}
+
 // errorHandler answers every error as problem+json; fiber calls it for
 // errors returned by handlers and for its own (no route, body too large).
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	if fe := (*fiber.Error)(nil); errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge {
+		err = s.bodyOverLimit(c)
+	}
 	p := problemFor(err)
 	p.Instance = c.Path()
 	s.k.countError(p.Status)
