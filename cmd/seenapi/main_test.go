@@ -500,6 +500,16 @@ func seenAfterRestart(t *testing.T, dir, ns, user string, items ...string) []boo
 	return seen
 }
 
+// A service asked to listen on 0.0.0.0 logs that address, not the "[::]"
+// Go reports for it.
+func TestWildcardAddressIsLoggedAsAsked(t *testing.T) {
+	s := startService(t, nil, "--addr", "0.0.0.0:0", "--insecure", "--data-dir", t.TempDir())
+	out := s.out.String()
+	if !strings.Contains(out, "url=http://0.0.0.0:") || !strings.Contains(out, "who can reach 0.0.0.0:") || strings.Contains(out, "[::]") {
+		t.Errorf("the log does not give 0.0.0.0:\n%s", out)
+	}
+}
+
 func TestServeAnswersAndShutsDownKeepingEveryCall(t *testing.T) {
 	dir := t.TempDir()
 	s := startService(t, nil, "--data-dir", dir, "--flush-interval", "1h")

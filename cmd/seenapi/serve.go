@@ -172,8 +172,9 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		return err
 	}
 	addr := ln.Addr().String()
+	shown := shownAddr(addr, o.addr)
 	if srv.Open() {
-		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + addr +
+		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + shown +
 			"; set --keys-file or SEENAPI_KEYS to require keys")
 	}
 	// SIGHUP reloads the API keys, to rotate them without a restart (which
@@ -186,7 +187,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	for i, n := range namespaces {
 		names[i] = n.Name
 	}
-	logger.Info("seenapi: serving", "version", version(), "url", "http://"+addr, "data_dir", o.dataDir,
+	logger.Info("seenapi: serving", "version", version(), "url", "http://"+shown, "data_dir", o.dataDir,
 		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync)
 	if onListen != nil {
 		onListen(addr)
@@ -405,4 +406,20 @@ func parseMemoryLimit(s string) (limit int64, auto bool, err error) {
 		return 0, false, errors.New("want a size such as 2GiB, auto or off")
 	}
 	return int64(b), false, nil
+}
+
+// shownAddr is the address the logs give: the listener's, with the host
+// asked for when that is 0.0.0.0 (Go listens there on every address, IPv6
+// too, and reports "[::]", which reads as IPv6 only).
+func shownAddr(listened, asked string) string {
+	host, _, err := net.SplitHostPort(asked)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || !ip.IsUnspecified() || ip.To4() == nil {
+		return listened
+	}
+	_, port, err := net.SplitHostPort(listened)
+	if err != nil {
+		return listened
+	}
+	return net.JoinHostPort(host, port)
 }
