@@ -738,7 +738,6 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	return res, nil
 }
 
-// cores is CPU time cpu spread over elapsed, in cores (0 for no time).
 // usage is what the server, the harness and the whole machine had spent at
 // one moment; a phase's figures are differences of two.
 type usage struct {
@@ -748,6 +747,7 @@ type usage struct {
 	busy, stealed time.Duration // the machine's (MachineBusy)
 }
 
+// takeUsage reads the usage of sys, of the harness and of the machine now.
 func takeUsage(sys System) (usage, error) {
 	var u usage
 	var err error
@@ -782,6 +782,7 @@ func (p *Phase) account(start, end usage) {
 	}
 }
 
+// cores is CPU time cpu spread over elapsed, in cores (0 for no time).
 func cores(cpu, elapsed time.Duration) float64 {
 	if elapsed <= 0 {
 		return 0
