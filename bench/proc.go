@@ -41,10 +41,10 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// procCPU is a server process's CPU figure, for System.CPU. Its wait for
-// a core is left at 0 where the kernel does not keep schedstat: a
-// diagnostic, not worth failing a run for.
-func procCPU(pid int) (CPU, error) {
+// ProcessCPU is process pid's CPU figure, for System.CPU: its CPU time and
+// its threads' wait for a core. The wait is left at 0 where the kernel does
+// not keep schedstat: a diagnostic, not worth failing a run for.
+func ProcessCPU(pid int) (CPU, error) {
 	t, err := ProcCPU(pid)
 	if err != nil {
 		return CPU{}, err

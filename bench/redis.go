@@ -245,7 +245,7 @@ func (s *redisSystem) Memory(ctx context.Context) (Memory, error) {
 
 // CPU returns redis-server's CPU time from /proc.
 func (s *redisSystem) CPU() (CPU, error) {
-	return procCPU(s.srv.PID())
+	return ProcessCPU(s.srv.PID())
 }
 
 func (s *redisSystem) Close() error {

@@ -382,7 +382,7 @@ func (s *SeenapiHTTP) CPU() (CPU, error) {
 	if s.cmd == nil {
 		return CPU{}, fmt.Errorf("%w: not running", ErrServer)
 	}
-	return procCPU(s.cmd.Process.Pid)
+	return ProcessCPU(s.cmd.Process.Pid)
 }
 
 // CacheStats reads hits and misses from GET /v1/stats.

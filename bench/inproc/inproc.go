@@ -142,12 +142,9 @@ func (s *System) Memory(context.Context) (bench.Memory, error) {
 
 // CPU returns the harness process's CPU time (client included).
 func (s *System) CPU() (bench.CPU, error) {
-	t, err := bench.ProcCPU(os.Getpid())
-	if err != nil {
-		return bench.CPU{}, err
-	}
-	w, _ := bench.ProcWaited(os.Getpid()) // 0 without schedstat (see bench.ProcWaited)
-	return bench.CPU{Time: t, Waited: w, InclClient: true}, nil
+	c, err := bench.ProcessCPU(os.Getpid())
+	c.InclClient = true
+	return c, err
 }
 
 // CacheStats returns the hot set's hits and misses.
