@@ -53,9 +53,11 @@ type opError struct {
 
 func opErr(op string, err error) error { return &opError{op: op, err: err} }
 
-func (e *opError) Error() string {
-	return "storage: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "storage: ")
-}
+func (e *opError) Error() string { return "storage: " + e.op + ": " + unprefixed(e.err) }
+
+// unprefixed is err's text without the "storage: " that opens the store's
+// own errors, for a text that has named the package already.
+func unprefixed(err error) string { return strings.TrimPrefix(err.Error(), "storage: ") }
 
 func (e *opError) Unwrap() error { return e.err }
 
@@ -88,8 +90,7 @@ func (e *WriteBackError) Error() string {
 			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
 			break
 		}
-		b.WriteString("; ")
-		b.WriteString(strings.Replace(e.Failed[i].Error(), ": storage: ", ": ", 1)) // storage is named once, first
+		fmt.Fprintf(&b, "; %s/%s: %s", e.Failed[i].NS, e.Failed[i].User, unprefixed(e.Failed[i].Err))
 	}
 	return b.String()
 }
