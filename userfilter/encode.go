@@ -33,6 +33,13 @@ const encodingVersion = 1
 // timeEpoch (2024-01-01 UTC) keeps encoded times short.
 const timeEpoch = 1704067200
 
+// minuteOf is the minute of stamp s > 0 as encoded: minutes since
+// timeEpoch, plus one (0 means never).
+func minuteOf(s uint32) uint64 { return uint64(s-1)/60 + 1 }
+
+// stampOfMinute is the stamp of the start of encoded minute m > 0.
+func stampOfMinute(m uint64) uint32 { return stamp(timeEpoch + int64(m-1)*60) }
+
 const (
 	formRaw    = 0
 	formSparse = 1
@@ -68,8 +75,8 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(b, p.MaxItems)
 	first, last := uint64(0), uint64(0)
 	if f.first > 0 {
-		first = uint64(f.first-1)/60 + 1 // minutes since timeEpoch, plus one; 0 means never
-		last = uint64(f.last-1)/60 + 1 - first
+		first = minuteOf(f.first)
+		last = minuteOf(f.last) - first
 	}
 	b = binary.AppendUvarint(b, first)
 	b = binary.AppendUvarint(b, last)
@@ -271,8 +278,8 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 		if first > 1<<40 || last > 1<<40 {
 			return nil, fmt.Errorf("%w: times out of range", ErrCorrupt)
 		}
-		f.first = stamp(timeEpoch + int64(first-1)*60)
-		f.last = stamp(timeEpoch + int64(first-1+last)*60)
+		f.first = stampOfMinute(first)
+		f.last = stampOfMinute(first + last)
 	}
 	if ngen > maxGenerations || (p.Window == 0 && ngen > 1) {
 		return nil, fmt.Errorf("%w: %d generations", ErrCorrupt, ngen)

@@ -587,8 +587,7 @@ func minuteOrZero(s uint32) time.Time {
 	if s == 0 {
 		return time.Time{}
 	}
-	t := unstamp(s)
-	return time.Unix(t-(t-timeEpoch)%60, 0).UTC()
+	return time.Unix(unstamp(stampOfMinute(minuteOf(s))), 0).UTC()
 }
 
 // MemoryBytes is the filter's in-memory size: bit slabs plus structures.
