@@ -25,12 +25,18 @@ func sampleReport() *Report {
 	return r
 }
 
-func TestMarkdownTableGivesRatiosAgainstTheRedisSet(t *testing.T) {
+// sampleMarkdown is sampleReport written as Markdown.
+func sampleMarkdown(t *testing.T) string {
+	t.Helper()
 	var b bytes.Buffer
 	if err := sampleReport().WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	md := b.String()
+	return b.String()
+}
+
+func TestMarkdownTableGivesRatiosAgainstTheRedisSet(t *testing.T) {
+	md := sampleMarkdown(t)
 	for _, want := range []string{"| seenapi-http | 1e4 | 30000 | 2.00x |", "| 0.50x |", "| 0.12x |", "stopped: would exceed 16 GiB"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
@@ -118,12 +124,8 @@ func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
 	if got = collectionsNote(res); !strings.Contains(got, "the server's 0 at saturation (0 ms of CPU) and 0 in the open loop (0 ms)") {
 		t.Errorf("note without collections: %s", got)
 	}
-	var b bytes.Buffer
-	if err := sampleReport().WriteMarkdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "seenapi-http U=1e4, collections") {
-		t.Errorf("report lacks the collections note:\n%s", b.String())
+	if md := sampleMarkdown(t); !strings.Contains(md, "seenapi-http U=1e4, collections") {
+		t.Errorf("report lacks the collections note:\n%s", md)
 	}
 }
 
@@ -148,11 +150,7 @@ func TestCoresNoteSaysWhoTookTheCoresAndHowLongThreadsWaited(t *testing.T) {
 	if strings.Contains(got, "client 0") || !strings.Contains(got, "at saturation this process (client and hot set) took 1.90 of the 2 cores; its threads waited for a core 40.0 us per call") {
 		t.Errorf("in-process note: %s", got)
 	}
-	var b bytes.Buffer
-	if err := sampleReport().WriteMarkdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "seenapi-http U=1e4, the cores") {
-		t.Errorf("report lacks the cores note:\n%s", b.String())
+	if md := sampleMarkdown(t); !strings.Contains(md, "seenapi-http U=1e4, the cores") {
+		t.Errorf("report lacks the cores note:\n%s", md)
 	}
 }
