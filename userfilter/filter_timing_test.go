@@ -154,18 +154,29 @@ func BenchmarkProfiles(b *testing.B) {
 // capacity: no whole slices, no struct), so real filters only cost more.
 // "opened whole" is this package's chain, which allocates each layer for
 // its full capacity when it opens; "newest grows" is a chain whose newest
-// layer costs only the items in it so far.
+// layer costs only the items in it so far; "newest as fingerprints" keeps
+// the newest layer's items as fingerprints of ceil(log2(c/e)) bits (a
+// false-positive rate of at most e at its capacity c) until its bits would
+// cost less, the layer format that would come closest to "newest grows".
 func BenchmarkChainFloor(b *testing.B) {
 	const p = 0.01
 	bound := 1.44 * math.Log2(1/p)
-	cost := func(n float64, c0, s, r float64, grows bool) float64 {
+	const (
+		openedWhole = iota
+		newestGrows
+		fingerprints
+	)
+	cost := func(n float64, c0, s, r float64, newest int) float64 {
 		bits, left := 0.0, n
 		for i := 0; ; i++ {
 			c, e := c0*math.Pow(s, float64(i)), p*(1-r)*math.Pow(r, float64(i))
 			per := 1.44 * math.Log2(1/e)
 			if left <= c {
-				if grows {
+				switch newest {
+				case newestGrows:
 					return (bits + left*per) / (n * bound)
+				case fingerprints:
+					return (bits + min(left*math.Ceil(math.Log2(c/e)), c*per)) / (n * bound)
 				}
 				return (bits + c*per) / (n * bound)
 			}
@@ -174,8 +185,7 @@ func BenchmarkChainFloor(b *testing.B) {
 		}
 	}
 	type best struct{ mean, worst, c0, s, r float64 }
-	for _, grows := range []bool{false, true} {
-		name := map[bool]string{false: "opened whole", true: "newest grows"}[grows]
+	for newest, name := range []string{"opened whole", "newest grows", "newest as fingerprints"} {
 		b.Run(name, func(b *testing.B) {
 			var top best
 			var leastWorst float64 // the lowest worst case of any choice
@@ -187,7 +197,7 @@ func BenchmarkChainFloor(b *testing.B) {
 							var sum, worst float64
 							const steps = 400
 							for j := 0; j <= steps; j++ {
-								x := cost(math.Floor(math.Pow(10, 2+3*float64(j)/steps)), c0, s, r, grows)
+								x := cost(math.Floor(math.Pow(10, 2+3*float64(j)/steps)), c0, s, r, newest)
 								sum += x
 								worst = max(worst, x)
 							}
