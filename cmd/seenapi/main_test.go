@@ -88,6 +88,45 @@ func TestParseNamespacesRejectsBadFiles(t *testing.T) {
 	}
 }
 
+// A bad namespaces file is refused with an error that names the line, the
+// namespace and the field, and says what the field takes, in the file's
+// own words rather than Go's types; a count is never rounded.
+func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"feed:\n  windw: 30d\n", `namespace feed: line 2: unknown field "windw" (known: kind, fp_rate, initial_capacity, growth, tightening, window, granularity, max_items)`},
+		{"feed:\n  window: 30x\n", `namespace feed: line 2: window: bad duration "30x" (want e.g. 30d or 720h)`},
+		{"feed:\n  window: -1d\n", `namespace feed: line 2: window: bad duration "-1d"`},
+		{"feed:\n  max_items: -5\n", `namespace feed: line 2: max_items: "-5": want a whole number from 0 to 18446744073709551615`},
+		{"feed:\n  max_items: 1.5\n", `namespace feed: line 2: max_items: "1.5": want a whole number`},
+		{"feed:\n  initial_capacity: 5000000000\n", `namespace feed: line 2: initial_capacity: "5000000000": want a whole number from 0 to 4294967295`},
+		{"feed:\n  fp_rate: abc\n", `namespace feed: line 2: fp_rate: "abc" is not a number`},
+		{"feed:\n  growth: [2]\n", `namespace feed: line 2: growth: want a single value`},
+		{"feed: [1, 2]\n", `namespace feed: line 1: want a map of fields (kind, fp_rate`},
+		{"- feed\n", `line 1: want a map of namespace names to profiles`},
+		{"feed:\n  window: 1d\nfeed:\n  window: 2d\n", `line 3: namespace feed is already defined at line 1`},
+		{"feed:\n  window: 1d\n  window: 2d\n", `namespace feed: line 3: window is already set at line 2`},
+	} {
+		_, err := parseNamespaces([]byte(tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "main.") {
+			t.Errorf("%q: error %v, want one containing %q", tc.text, err, tc.want)
+		}
+	}
+	// What the file may say stays accepted: a count in float notation, a
+	// field left empty, a profile taking another's fields.
+	nss, err := parseNamespaces([]byte("base: &b\n  window: 7d\n  max_items: 1e5\n  fp_rate:\nfeed:\n  <<: *b\n  fp_rate: 0.001\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nss {
+		if n.Name == "feed" && (n.Profile.MaxItems != 100000 || n.Profile.Window != 7*24*time.Hour || n.Profile.FPRate != 0.001) {
+			t.Errorf("feed %+v", n.Profile)
+		}
+		if n.Name == "base" && n.Profile.FPRate != 0.01 {
+			t.Errorf("base %+v, want the default fp_rate", n.Profile)
+		}
+	}
+}
+
 func TestDefaultNamespaceWithoutFile(t *testing.T) {
 	nss, err := loadNamespaces("")
 	if err != nil || len(nss) != 1 || nss[0].Name != "default" || nss[0].Profile.FPRate != 0.01 {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -21,28 +19,122 @@ import (
 // profileYAML is one namespace in the namespaces file. Omitted fields take
 // the defaults of userfilter.Profile.
 type profileYAML struct {
-	Kind            string   `yaml:"kind"`
-	FPRate          float64  `yaml:"fp_rate"`
-	InitialCapacity uint32   `yaml:"initial_capacity"`
-	Growth          float64  `yaml:"growth"`
-	Tightening      float64  `yaml:"tightening"`
-	Window          duration `yaml:"window"`
-	Granularity     duration `yaml:"granularity"`
-	MaxItems        uint64   `yaml:"max_items"`
+	Kind            string
+	FPRate          float64
+	InitialCapacity uint32
+	Growth          float64
+	Tightening      float64
+	Window          time.Duration
+	Granularity     time.Duration
+	MaxItems        uint64
 }
 
-// duration is a Go duration ("720h", "90m") or a number of days ("30d", "7.5d").
-type duration time.Duration
+// profileFields names the fields of a profile, in the order the errors list them.
+const profileFields = "kind, fp_rate, initial_capacity, growth, tightening, window, granularity, max_items"
 
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := parseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+// decodeProfile reads one namespace's profile from its node. Its errors
+// name the line and the field, and say what the field takes.
+func decodeProfile(n *yaml.Node, y *profileYAML) error {
+	n = resolveAlias(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // "feed:" alone: the defaults
 	}
-	*d = duration(v)
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a map of fields (%s)", n.Line, profileFields)
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolveAlias(n.Content[i+1])
+		if k.Value == "<<" && k.Tag == "!!merge" { // "<<: *base" takes another profile's fields
+			bases := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				bases = v.Content
+			}
+			for _, b := range bases {
+				if err := decodeProfile(b, y); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if line, ok := seen[k.Value]; ok {
+			return fmt.Errorf("line %d: %s is already set at line %d", k.Line, k.Value, line)
+		}
+		seen[k.Value] = k.Line
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue // "window:" alone: the default
+		}
+		if k.Value != "kind" && v.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: %s: want a single value", v.Line, k.Value)
+		}
+		var err error
+		switch k.Value {
+		case "kind":
+			if v.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: kind: want a filter kind (bloom)", v.Line)
+			}
+			y.Kind = v.Value
+		case "fp_rate":
+			y.FPRate, err = profileNumber(v.Value)
+		case "growth":
+			y.Growth, err = profileNumber(v.Value)
+		case "tightening":
+			y.Tightening, err = profileNumber(v.Value)
+		case "initial_capacity":
+			var c uint64
+			c, err = profileCount(v.Value, math.MaxUint32)
+			y.InitialCapacity = uint32(c)
+		case "max_items":
+			y.MaxItems, err = profileCount(v.Value, math.MaxUint64)
+		case "window":
+			y.Window, err = parseDuration(v.Value)
+		case "granularity":
+			y.Granularity, err = parseDuration(v.Value)
+		default:
+			return fmt.Errorf("line %d: unknown field %q (known: %s)", k.Line, k.Value, profileFields)
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %s: %w", v.Line, k.Value, err)
+		}
+	}
 	return nil
 }
 
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// profileNumber reads a rate or a factor.
+func profileNumber(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	return f, nil
+}
+
+// profileCount reads a count of items: a whole number from 0 to most
+// (written 100000 or 1e5), never rounded.
+func profileCount(s string, most uint64) (uint64, error) {
+	bad := fmt.Errorf("%q: want a whole number from 0 to %d", s, most)
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if n > most {
+			return 0, bad
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f != math.Trunc(f) || f > float64(most) {
+		return 0, bad
+	}
+	return uint64(f), nil
+}
+
+// parseDuration reads a Go duration ("720h", "90m") or a number of days
+// ("30d", "7.5d").
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "0" {
@@ -68,16 +160,34 @@ var namespaceName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 // namespace "default" is added with the default profile unless the file
 // defines it.
 func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
-	var m map[string]*profileYAML
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	if _, ok := m["default"]; !ok {
-		if m == nil {
-			m = map[string]*profileYAML{}
+	m := map[string]*profileYAML{}
+	if len(doc.Content) > 0 {
+		top := resolveAlias(doc.Content[0])
+		switch {
+		case top.Kind == yaml.ScalarNode && top.Tag == "!!null": // an empty document
+		case top.Kind != yaml.MappingNode:
+			return nil, fmt.Errorf("line %d: want a map of namespace names to profiles", top.Line)
+		default:
+			lines := map[string]int{}
+			for i := 0; i+1 < len(top.Content); i += 2 {
+				k, v := top.Content[i], top.Content[i+1]
+				if line, ok := lines[k.Value]; ok {
+					return nil, fmt.Errorf("line %d: namespace %s is already defined at line %d", k.Line, k.Value, line)
+				}
+				lines[k.Value] = k.Line
+				y := &profileYAML{}
+				if err := decodeProfile(v, y); err != nil {
+					return nil, fmt.Errorf("namespace %s: %w", k.Value, err)
+				}
+				m[k.Value] = y
+			}
 		}
+	}
+	if _, ok := m["default"]; !ok {
 		m["default"] = nil
 	}
 	names := make([]string, 0, len(m))
@@ -97,8 +207,8 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 				return nil, fmt.Errorf("namespace %s: %w", name, err)
 			}
 			p = userfilter.Profile{Kind: kind, FPRate: y.FPRate, InitialCapacity: y.InitialCapacity,
-				Growth: y.Growth, Tightening: y.Tightening, Window: time.Duration(y.Window),
-				Granularity: time.Duration(y.Granularity), MaxItems: y.MaxItems}.WithDefaults()
+				Growth: y.Growth, Tightening: y.Tightening, Window: y.Window,
+				Granularity: y.Granularity, MaxItems: y.MaxItems}.WithDefaults()
 		}
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("namespace %s: %w", name, err)
