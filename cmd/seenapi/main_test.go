@@ -624,6 +624,20 @@ func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 	}
 }
 
+// A keys file that cannot be read is named by its flag, as the namespaces
+// file is, for a start and for a SIGHUP alike.
+func TestMissingKeysFileNamesTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "keys")
+	var out bytes.Buffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1", "--keys-file", missing},
+		noEnv, &out, &out, func(string) { stop() })
+	if code == 0 || !strings.Contains(out.String(), "--keys-file: open "+missing+": no such file") || strings.Contains(out.String(), "bad API keys") {
+		t.Fatalf("exit %d, want a failure naming --keys-file:\n%s", code, out.String())
+	}
+}
+
 // A keys file that yields no key refuses to start rather than serve open.
 func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +44,9 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 	var ks []api.Key
 	if o.keysFile != "" {
 		k, err := api.LoadKeysFile(o.keysFile)
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return nil, fmt.Errorf("--keys-file: %w", pe) // the error names only the path
+		}
 		if err != nil {
 			return nil, err
 		}
