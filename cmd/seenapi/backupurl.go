@@ -43,7 +43,7 @@ func backupFromService(ctx context.Context, url, key, out string, logger *slog.L
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("seenapi at %s: %w", url, problemOf(resp.StatusCode, body))
+		return fmt.Errorf("seenapi at %s: %w", url, keyHint(problemOf(resp.StatusCode, body), "admin"))
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
 	if err != nil {

@@ -58,6 +58,13 @@ func TestBackupFromARunningService(t *testing.T) {
 	if code, log := backupCmd(nil, "--url", s.url, "--key", writeKey, "--out", out); code == 0 || !strings.Contains(log, "HTTP 403 forbidden") {
 		t.Fatalf("a write key: exit %d\n%s", code, log)
 	}
+	// The service speaks of a request header; the command says how it takes a key.
+	for _, key := range []string{writeKey, ""} {
+		if code, log := backupCmd(nil, "--url", s.url, "--key", key, "--out", out); code == 0 ||
+			!strings.Contains(log, "give a key of the admin role with --key or SEENAPI_KEY") {
+			t.Fatalf("key %q: exit %d, want a hint of --key and SEENAPI_KEY\n%s", key, code, log)
+		}
+	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a refused backup left a file (%v)", err)
 	}

@@ -146,7 +146,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", o.url, err)
+		return fmt.Errorf("seenapi at %s: %w", o.url, keyHint(err, "write"))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)
@@ -363,17 +363,36 @@ func (im *importer) log(msg string) {
 		"users_per_s", int(float64(im.users.Load())/max(elapsed.Seconds(), 1e-3)))
 }
 
+// problemError is an answer of the service other than 200: its status, and
+// what it says.
+type problemError struct {
+	status int
+	msg    string
+}
+
+func (e *problemError) Error() string { return e.msg }
+
 // problemOf turns a problem+json answer into an error.
 func problemOf(status int, body []byte) error {
 	var p client.Problem
 	if json.Unmarshal(body, &p) != nil || p.Type == "" {
-		return fmt.Errorf("HTTP %d: %.200s", status, body)
+		return &problemError{status, fmt.Sprintf("HTTP %d: %.200s", status, body)}
 	}
 	detail := p.Title
 	if p.Detail != nil {
 		detail = *p.Detail
 	}
-	return fmt.Errorf("HTTP %d %s: %s", status, strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/"), detail)
+	return &problemError{status, fmt.Sprintf("HTTP %d %s: %s", status, strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/"), detail)}
+}
+
+// keyHint adds to a refusal of the key (401, 403) how a command gives one:
+// the service's own words speak of a request header.
+func keyHint(err error, role string) error {
+	var pe *problemError
+	if errors.As(err, &pe) && (pe.status == http.StatusUnauthorized || pe.status == http.StatusForbidden) {
+		return fmt.Errorf("%w; give a key of the %s role with --key or SEENAPI_KEY", err, role)
+	}
+	return err
 }
 
 // redisLogger takes go-redis's log lines.

@@ -161,10 +161,11 @@ func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
 	}
 	const readKey, writeKey = "r-0123456789abcdef", "w-0123456789abcdef"
 	s := startService(t, map[string]string{"SEENAPI_KEYS": "read:" + readKey + ",write:" + writeKey}, "--data-dir", t.TempDir())
-	for key, want := range map[string]string{"": "HTTP 401 unauthorized", readKey: "the key's role is read"} {
+	for key, want := range map[string]string{"": "HTTP 401 unauthorized", readKey: "the key's role is read",
+		"x-0123456789abcdef": "the API key is not known; give a key of the write role with --key or SEENAPI_KEY"} {
 		code, out := importFrom(rdb, s, nil, "--key", key)
-		if code != 1 || !strings.Contains(out, want) {
-			t.Errorf("key %q: exit %d, want 1 and %q:\n%s", key, code, want, out)
+		if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "SEENAPI_KEY") {
+			t.Errorf("key %q: exit %d, want 1 and %q, naming SEENAPI_KEY:\n%s", key, code, want, out)
 		}
 	}
 	if got := seenBy(t, s, "u1", []string{"a"}, "Authorization", "Bearer "+readKey); got[0] {
