@@ -624,6 +624,28 @@ func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 	}
 }
 
+// An address that cannot be listened on is named by its flag, and nothing
+// is made in the data directory.
+func TestTakenAddressNamesTheFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	var out bytes.Buffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	code := run(ctx, []string{"--addr", taken.Addr().String(), "--data-dir", dir, "--min-free-bytes", "-1"},
+		noEnv, &out, &out, func(string) { stop() })
+	if code == 0 || !strings.Contains(out.String(), "--addr: listen tcp "+taken.Addr().String()) {
+		t.Fatalf("exit %d, want a failure naming --addr:\n%s", code, out.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data directory was made (%v)", err)
+	}
+}
+
 // A keys file that cannot be read is named by its flag, as the namespaces
 // file is, for a start and for a SIGHUP alike.
 func TestMissingKeysFileNamesTheFlag(t *testing.T) {

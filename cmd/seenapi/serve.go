@@ -128,7 +128,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// before a data directory is made or a journal is touched.
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--addr: %w", err) // "listen tcp ADDR: ...", as --debug-addr's
 	}
 	defer ln.Close() // Serve closes it too; this covers a failure before Serve
 
