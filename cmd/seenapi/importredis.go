@@ -314,7 +314,7 @@ func (im *importer) importKey(ctx context.Context, key string) {
 // does not push out the users being served.
 func (im *importer) record(ctx context.Context, user string, items []string) error {
 	bulk := true
-	return retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
+	err := retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
 		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, &client.RecordSeenParams{Bulk: &bulk}, client.ItemsRequest{Items: items})
 		if err != nil {
 			return outcome(nil, nil, err)
@@ -325,6 +325,11 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 		}
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
+	// The service takes fewer items a call than --batch: say what to change.
+	if pe := (*problemError)(nil); errors.As(err, &pe) && pe.typ == "too-many-candidates" {
+		return fmt.Errorf("%w; import again with --batch at most the service's --max-candidates", err)
+	}
+	return err
 }
 
 func (im *importer) fail(ctx context.Context, key, user string, err error) {
@@ -367,6 +372,7 @@ func (im *importer) log(msg string) {
 // what it says.
 type problemError struct {
 	status int
+	typ    string // the problem's type after https://seenapi.dev/problems/; "" when not one
 	msg    string
 }
 
@@ -376,13 +382,14 @@ func (e *problemError) Error() string { return e.msg }
 func problemOf(status int, body []byte) error {
 	var p client.Problem
 	if json.Unmarshal(body, &p) != nil || p.Type == "" {
-		return &problemError{status, fmt.Sprintf("HTTP %d: %.200s", status, body)}
+		return &problemError{status, "", fmt.Sprintf("HTTP %d: %.200s", status, body)}
 	}
 	detail := p.Title
 	if p.Detail != nil {
 		detail = *p.Detail
 	}
-	return &problemError{status, fmt.Sprintf("HTTP %d %s: %s", status, strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/"), detail)}
+	typ := strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/")
+	return &problemError{status, typ, fmt.Sprintf("HTTP %d %s: %s", status, typ, detail)}
 }
 
 // keyHint adds to a refusal of the key (401, 403) how a command gives one:
