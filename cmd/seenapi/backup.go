@@ -61,7 +61,7 @@ func backup(o *options, logger *slog.Logger) (err error) {
 func restore(o *options, logger *slog.Logger) (err error) {
 	f, err := os.Open(o.in)
 	if err != nil {
-		return err
+		return fmt.Errorf("--in: %w", err) // the error names only the path
 	}
 	defer f.Close()
 	// The whole file is checked before anything is written: a restore is

@@ -769,6 +769,21 @@ func TestBackupAndRestoreOfADirectoryInUseSayHowToBackUpTheService(t *testing.T)
 	}
 }
 
+// A backup that cannot be read is named by its flag, and the data
+// directory is not made.
+func TestMissingBackupFileNamesTheFlag(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "seenapi.backup")
+	restored := filepath.Join(t.TempDir(), "restored")
+	var log bytes.Buffer
+	code := run(context.Background(), []string{"restore", "--data-dir", restored, "--in", missing, "--min-free-bytes", "-1"}, noEnv, &log, &log, nil)
+	if code == 0 || !strings.Contains(log.String(), "--in: open "+missing+": no such file") {
+		t.Errorf("exit %d, want a failure naming --in:\n%s", code, log.String())
+	}
+	if _, err := os.Stat(restored); !os.IsNotExist(err) {
+		t.Errorf("a refused restore made the data directory (%v)", err)
+	}
+}
+
 // A required flag left out is a usage error: one line naming it, the
 // pointer to the command's help, exit 2, and nothing done.
 func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
