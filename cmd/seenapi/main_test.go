@@ -125,6 +125,18 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 			t.Errorf("base %+v, want the default fp_rate", n.Profile)
 		}
 	}
+	// As YAML merges: the profile's own fields win wherever "<<" stands,
+	// and of several bases the first.
+	nss, err = parseNamespaces([]byte("a: &a\n  fp_rate: 0.05\n  window: 1d\nb: &b\n  fp_rate: 0.02\n  window: 2d\n  max_items: 9\n" +
+		"feed:\n  fp_rate: 0.001\n  <<: [*a, *b]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nss {
+		if n.Name == "feed" && (n.Profile.FPRate != 0.001 || n.Profile.Window != 24*time.Hour || n.Profile.MaxItems != 9) {
+			t.Errorf("feed %+v, want fp_rate 0.001 (its own), window 1d (from a), max_items 9 (from b)", n.Profile)
+		}
+	}
 }
 
 func TestDefaultNamespaceWithoutFile(t *testing.T) {

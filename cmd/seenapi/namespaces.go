@@ -42,19 +42,26 @@ func decodeProfile(n *yaml.Node, y *profileYAML) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: want a map of fields (%s)", n.Line, profileFields)
 	}
-	seen := map[string]int{}
+	// "<<: *base" takes another profile's fields. As YAML merges them, the
+	// profile's own fields win wherever they stand, and of "<<: [*a, *b]"
+	// the first: so the bases are read first, the last of them first.
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolveAlias(n.Content[i+1])
-		if k.Value == "<<" && k.Tag == "!!merge" { // "<<: *base" takes another profile's fields
+		if k, v := n.Content[i], resolveAlias(n.Content[i+1]); isMerge(k) {
 			bases := []*yaml.Node{v}
 			if v.Kind == yaml.SequenceNode {
 				bases = v.Content
 			}
-			for _, b := range bases {
-				if err := decodeProfile(b, y); err != nil {
+			for j := len(bases) - 1; j >= 0; j-- {
+				if err := decodeProfile(bases[j], y); err != nil {
 					return err
 				}
 			}
+		}
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolveAlias(n.Content[i+1])
+		if isMerge(k) {
 			continue
 		}
 		if line, ok := seen[k.Value]; ok {
@@ -99,6 +106,8 @@ func decodeProfile(n *yaml.Node, y *profileYAML) error {
 	}
 	return nil
 }
+
+func isMerge(k *yaml.Node) bool { return k.Value == "<<" && k.Tag == "!!merge" }
 
 func resolveAlias(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
