@@ -738,8 +738,12 @@ type ClientInterface interface {
 	// ImportUserWithBody Import an encoded filter, merged into the user's or replacing it
 	//
 	// Takes bytes from the export route. `mode=merge` (default) ORs them
-	// into the user's filter (the parameters must match); `mode=replace`
-	// replaces it. Role `admin`. The import limit (64 MiB by default)
+	// into the user's filter, whose parameters they must have;
+	// `mode=replace` replaces it with a filter built with the user's
+	// parameters or the namespace's profile (so an import can bring a
+	// user to a changed profile). A filter built with other parameters,
+	// such as another namespace's export, is refused with 400
+	// `bad-import` and nothing changes. Role `admin`. The import limit (64 MiB by default)
 	// applies to the body and to the filter's bits once decoded: an
 	// encoding states each layer's size, so a few bytes can stand for a
 	// large filter; over it, 413 `body-too-large` and nothing changes.
@@ -1149,8 +1153,12 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 // ImportUserWithBody Import an encoded filter, merged into the user's or replacing it
 //
 // Takes bytes from the export route. `mode=merge` (default) ORs them
-// into the user's filter (the parameters must match); `mode=replace`
-// replaces it. Role `admin`. The import limit (64 MiB by default)
+// into the user's filter, whose parameters they must have;
+// `mode=replace` replaces it with a filter built with the user's
+// parameters or the namespace's profile (so an import can bring a
+// user to a changed profile). A filter built with other parameters,
+// such as another namespace's export, is refused with 400
+// `bad-import` and nothing changes. Role `admin`. The import limit (64 MiB by default)
 // applies to the body and to the filter's bits once decoded: an
 // encoding states each layer's size, so a few bytes can stand for a
 // large filter; over it, 413 `body-too-large` and nothing changes.
@@ -2345,8 +2353,12 @@ type ClientWithResponsesInterface interface {
 	// ImportUserWithBodyWithResponse Import an encoded filter, merged into the user's or replacing it
 	//
 	// Takes bytes from the export route. `mode=merge` (default) ORs them
-	// into the user's filter (the parameters must match); `mode=replace`
-	// replaces it. Role `admin`. The import limit (64 MiB by default)
+	// into the user's filter, whose parameters they must have;
+	// `mode=replace` replaces it with a filter built with the user's
+	// parameters or the namespace's profile (so an import can bring a
+	// user to a changed profile). A filter built with other parameters,
+	// such as another namespace's export, is refused with 400
+	// `bad-import` and nothing changes. Role `admin`. The import limit (64 MiB by default)
 	// applies to the body and to the filter's bits once decoded: an
 	// encoding states each layer's size, so a few bytes can stand for a
 	// large filter; over it, 413 `body-too-large` and nothing changes.
@@ -4289,8 +4301,12 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 // ImportUserWithBodyWithResponse Import an encoded filter, merged into the user's or replacing it
 //
 // Takes bytes from the export route. `mode=merge` (default) ORs them
-// into the user's filter (the parameters must match); `mode=replace`
-// replaces it. Role `admin`. The import limit (64 MiB by default)
+// into the user's filter, whose parameters they must have;
+// `mode=replace` replaces it with a filter built with the user's
+// parameters or the namespace's profile (so an import can bring a
+// user to a changed profile). A filter built with other parameters,
+// such as another namespace's export, is refused with 400
+// `bad-import` and nothing changes. Role `admin`. The import limit (64 MiB by default)
 // applies to the body and to the filter's bits once decoded: an
 // encoding states each layer's size, so a few bytes can stand for a
 // large filter; over it, 413 `body-too-large` and nothing changes.
