@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -50,7 +51,7 @@ func ParseRole(s string) (Role, error) {
 	case "admin":
 		return RoleAdmin, nil
 	}
-	return RoleNone, fmt.Errorf("%w: unknown role %q (want read, write or admin)", ErrBadKeys, s)
+	return RoleNone, fmt.Errorf("unknown role %q (want read, write or admin)", s)
 }
 
 // MinKeyLength is the shortest API key accepted.
@@ -64,14 +65,14 @@ type Key struct {
 
 func (k Key) validate() error {
 	if k.Role < RoleRead || k.Role > RoleAdmin {
-		return fmt.Errorf("%w: bad role %v", ErrBadKeys, k.Role)
+		return fmt.Errorf("bad role %v", k.Role)
 	}
 	if len(k.Secret) < MinKeyLength {
-		return fmt.Errorf("%w: a key is shorter than %d characters", ErrBadKeys, MinKeyLength)
+		return fmt.Errorf("a key is shorter than %d characters", MinKeyLength)
 	}
 	for _, r := range k.Secret {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' {
-			return fmt.Errorf("%w: a key contains a space, a control character or a comma", ErrBadKeys)
+			return errors.New("a key contains a space, a control character or a comma")
 		}
 	}
 	return nil
@@ -80,6 +81,16 @@ func (k Key) validate() error {
 // ParseKeys parses a keys file: one "ROLE:KEY" a line; blank lines and lines
 // starting with # are ignored.
 func ParseKeys(text string) ([]Key, error) {
+	keys, err := parseKeys(text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadKeys, err)
+	}
+	return keys, nil
+}
+
+// parseKeys is ParseKeys with errors that say where, not what failed: the
+// callers put ErrBadKeys first, once.
+func parseKeys(text string) ([]Key, error) {
 	var keys []Key
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
@@ -94,7 +105,7 @@ func ParseKeys(text string) ([]Key, error) {
 		keys = append(keys, k)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadKeys, err)
+		return nil, err
 	}
 	return keys, nil
 }
@@ -109,7 +120,7 @@ func ParseKeysList(list string) ([]Key, error) {
 		}
 		k, err := parseKey(item)
 		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", i+1, err)
+			return nil, fmt.Errorf("%w: entry %d: %w", ErrBadKeys, i+1, err)
 		}
 		keys = append(keys, k)
 	}
@@ -122,9 +133,9 @@ func LoadKeysFile(path string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadKeys, err)
 	}
-	keys, err := ParseKeys(string(b))
+	keys, err := parseKeys(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadKeys, path, err)
 	}
 	return keys, nil
 }
@@ -132,7 +143,7 @@ func LoadKeysFile(path string) ([]Key, error) {
 func parseKey(s string) (Key, error) {
 	role, secret, ok := strings.Cut(s, ":")
 	if !ok {
-		return Key{}, fmt.Errorf("%w: want ROLE:KEY", ErrBadKeys)
+		return Key{}, errors.New("want ROLE:KEY")
 	}
 	r, err := ParseRole(role)
 	if err != nil {

@@ -71,6 +71,27 @@ func TestLoadKeysFile(t *testing.T) {
 	}
 }
 
+// A bad key's error says what, then where, then why, naming the package
+// once: not "keys: line 2: api: bad API keys: ...".
+func TestBadKeysSayWhereOnce(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(p, []byte("# keys\nadmin:short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, fileErr := LoadKeysFile(p)
+	_, listErr := ParseKeysList("read:r-0123456789abcdef,bogus")
+	_, textErr := ParseKeys("read:r-0123456789abcdef\nwho:w-0123456789abcdef")
+	for err, want := range map[error]string{
+		fileErr: "api: bad API keys: " + p + ": line 2: a key is shorter than 16 characters",
+		listErr: "api: bad API keys: entry 2: want ROLE:KEY",
+		textErr: `api: bad API keys: line 2: unknown role "who" (want read, write or admin)`,
+	} {
+		if err == nil || err.Error() != want || !errors.Is(err, ErrBadKeys) {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}
+
 func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
 	kr := newKeyring([]Key{{RoleRead, "r-0123456789abcdef"}, {RoleAdmin, "a-0123456789abcdef"}})
 	for secret, want := range map[string]Role{
