@@ -171,6 +171,23 @@ func TestWindowRefreshesItemsRecordedAgain(t *testing.T) {
 	}
 }
 
+// The one call in record mode all records the candidates that test seen
+// too: recorded again, they stay seen a whole window from this call, as
+// Add refreshes them.
+func TestRecordAllRefreshesCandidatesAlreadySeen(t *testing.T) {
+	p := Profile{Window: 4 * time.Hour, Granularity: time.Hour}
+	f := mustNew(t, p)
+	f.Add([]string{"a"}, t0)
+	var s Scratch
+	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour), &s); res.SeenCount != 1 {
+		t.Fatalf("seen count %d, want 1 (a)", res.SeenCount)
+	}
+	later := t0.Add(6 * time.Hour) // the first recording of a is out of the window
+	if got := f.Check([]string{"a", "b"}, later, nil); !got[0] || !got[1] {
+		t.Fatalf("6h after the first recording, 3h after record all: seen %v, want both", got)
+	}
+}
+
 func TestCapSaturates(t *testing.T) {
 	f := mustNew(t, Profile{MaxItems: 100})
 	its := items("i", 150)
