@@ -69,6 +69,21 @@ func TestMergeLosesNoItem(t *testing.T) {
 	}
 }
 
+// A merged filter was first seen when the earlier of the two was and last
+// seen when the later of the two was, whichever is merged into which.
+func TestMergeKeepsTheEarliestFirstSeenAndTheLatestLastSeen(t *testing.T) {
+	early, late := mustNew(t, DefaultProfile()), mustNew(t, DefaultProfile())
+	early.Add([]string{"a"}, t0)
+	early.Add([]string{"b"}, t0.Add(time.Hour))
+	late.Add([]string{"c"}, t0.Add(30*time.Minute))
+	late.Add([]string{"d"}, t0.Add(2*time.Hour))
+	for name, m := range map[string]*Filter{"early+late": merged(t, early, late), "late+early": merged(t, late, early)} {
+		if !m.FirstSeen().Equal(t0) || !m.LastSeen().Equal(t0.Add(2*time.Hour)) {
+			t.Errorf("%s: first seen %v, last seen %v; want %v and %v", name, m.FirstSeen(), m.LastSeen(), t0, t0.Add(2*time.Hour))
+		}
+	}
+}
+
 func TestMergeRefusesOtherParameters(t *testing.T) {
 	a := mustNew(t, DefaultProfile())
 	b := mustNew(t, Profile{FPRate: 0.001})
