@@ -318,6 +318,44 @@ func TestForgetErasesEverywhere(t *testing.T) {
 	}
 }
 
+// Forget erases a user that was evicted while dirty and is waiting for a
+// write-back that keeps failing: once write-back works again, it does not
+// bring the user back.
+func TestForgetErasesAUserEvictedBeforeItsWriteBack(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	log, _ := fileLogger(t)
+	// A budget of one byte in one shard: each new user evicts the last.
+	h, ps := overPanicky(t, st, "writeback", Options{CacheBytes: 1, Shards: 1, Logger: log})
+	defer h.Close()
+	record(t, h, "default", "boom", "a")
+	ps.armed.Store(true)                 // boom's write-backs fail from here on
+	record(t, h, "default", "kept", "a") // evicts boom, dirty
+	s := h.shards[0]
+	s.mu.Lock()
+	evicted := len(s.evicted)
+	s.mu.Unlock()
+	if evicted != 1 {
+		t.Fatalf("%d users evicted and waiting for write-back, want boom", evicted)
+	}
+	if err := h.Forget("default", "boom"); err != nil {
+		t.Fatal(err)
+	}
+	ps.armed.Store(false)
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if f, j := loadStored(t, st, "boom"); f != nil || len(j) != 0 {
+		t.Fatalf("store holds the erased user: filter %d B, %d journal entries", len(f), len(j))
+	}
+	if _, err := h.User("default", "boom"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("User after Forget: %v, want ErrUserNotFound", err)
+	}
+	if !seen(t, h, "default", "kept", "a")[0] {
+		t.Fatal("erasing one user hurt another")
+	}
+}
+
 func TestForgetRacingCallsNeverResurrects(t *testing.T) {
 	fx := newFixture(t, Options{})
 	var stop atomic.Bool
