@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"reflect"
@@ -73,8 +74,24 @@ func TestWriteImpliesReadButNotAdmin(t *testing.T) {
 	if x, _ := w.ExportUserWithResponse(ctx, "default", "u"); x.ApplicationproblemJSON403 == nil {
 		t.Fatalf("write key exporting: %d", x.StatusCode())
 	}
-	if e.stateOf("default", "u") == nil {
+	before := e.stateOf("default", "u")
+	if before == nil {
 		t.Fatal("a forbidden erase erased the user")
+	}
+	// Importing over a user, which replaces its history, is an admin's too.
+	a := e.client(adminKey)
+	filter(t, a, "default", "other", client.FilterRequest{Candidates: []string{"z"}})
+	other, err := a.ExportUserWithResponse(ctx, "default", "other")
+	if err != nil || other.StatusCode() != http.StatusOK {
+		t.Fatalf("admin export: %v %d", err, other.StatusCode())
+	}
+	im, err := w.ImportUserWithBodyWithResponse(ctx, "default", "u", &client.ImportUserParams{Mode: ptr(client.Replace)},
+		"application/octet-stream", bytes.NewReader(other.Body))
+	if err != nil || im.ApplicationproblemJSON403 == nil || im.ApplicationproblemJSON403.Type != api.ProblemBase+"forbidden" {
+		t.Fatalf("write key importing: %v %d %s", err, im.StatusCode(), im.Body)
+	}
+	if after := e.stateOf("default", "u"); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a forbidden import changed the user: %v -> %v", before, after)
 	}
 }
 
