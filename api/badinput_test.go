@@ -187,6 +187,40 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	}
 }
 
+// A configured limit admits a request at exactly the limit and refuses
+// one more.
+func TestLimitsAdmitExactlyTheirMaximum(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxCandidates = 3
+		c.MaxBatchUsers = 2
+	})
+	const batch = "/v1/namespaces/default/filter"
+	for _, tc := range []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		typ    string
+	}{
+		{"candidates at the limit", userPath("default", "u", "/filter"), candidates(3), 200, ""},
+		{"candidates over the limit", userPath("default", "u", "/filter"), candidates(4), 413, "too-many-candidates"},
+		{"users at the limit", batch, batchOf(2), 200, ""},
+		{"users over the limit", batch, batchOf(3), 413, "too-many-users"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, body := e.as(t).raw(http.MethodPost, tc.path, "application/json", []byte(tc.body))
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
+			}
+			if tc.typ != "" {
+				if p := problem(t, status, h, body); p.Type != api.ProblemBase+tc.typ {
+					t.Fatalf("type %s, want %s", p.Type, tc.typ)
+				}
+			}
+		})
+	}
+}
+
 // TestFieldErrorsPointAtTheField checks each field error's pointer is the
 // RFC 6901 pointer of the offending member, array indexes included, for
 // the one call, the items routes and the batch.
