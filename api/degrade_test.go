@@ -180,3 +180,49 @@ func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
 		t.Errorf("metrics lack seenapi_panics_total 1: %v", err)
 	}
 }
+
+// A user whose stored filter is corrupt is answered with the corrupt-filter
+// problem, not a bare 500 nor a storage one, and other users are served.
+func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {
+	e := newEnv(t)
+	if err := e.store.WriteBack([]storage.Write{{NS: "default", User: "bad", Value: []byte("not a filter at all")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := e.raw(http.MethodPost, userPath("default", "bad", "/filter"), "application/json",
+		[]byte(`{"candidates":["a"]}`))
+	if status != http.StatusInternalServerError {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"corrupt-filter" {
+		t.Fatalf("type %s, want %scorrupt-filter", p.Type, api.ProblemBase)
+	}
+	if got := filter(t, e.client(""), "default", "good", client.FilterRequest{Candidates: []string{"a"}}); !slices.Equal(got.Unseen, []string{"a"}) {
+		t.Fatalf("another user beside the corrupt one: %+v", got)
+	}
+}
+
+// A store out of disk space answers a recording call with 507 and the
+// storage-full problem, and the call records nothing.
+func TestFullDiskIs507(t *testing.T) {
+	// A real store that finds less free space than it requires (more than
+	// any disk has), in place of the roomy one of newEnvOver.
+	full, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(1 << 62).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { full.Close() })
+	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full })
+	status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+		[]byte(`{"candidates":["a"]}`))
+	if status != http.StatusInsufficientStorage {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"storage-full" {
+		t.Fatalf("type %s, want %sstorage-full", p.Type, api.ProblemBase)
+	}
+	r, err := e.client("").CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}})
+	if err != nil || r.JSON200 == nil || r.JSON200.Seen[0] {
+		t.Fatalf("check after the refused call: %v %d %s, want a unseen", err, r.StatusCode(), r.Body)
+	}
+}
