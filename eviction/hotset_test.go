@@ -677,6 +677,45 @@ func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
 	}
 }
 
+// ttlStore is the real store, keeping the expiry the hot set asks of each
+// journal record.
+type ttlStore struct {
+	*storage.Store
+	mu   sync.Mutex
+	ttls map[string]time.Duration // by namespace
+}
+
+func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	s.mu.Lock()
+	s.ttls[ns] = ttl
+	s.mu.Unlock()
+	return s.Store.Append(ns, user, value, ttl)
+}
+
+// A journal record is kept as long as its items may test seen: in a
+// windowed namespace up to the window plus one granularity after the
+// call; without a window for good.
+func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
+	st := &ttlStore{Store: openStore(t, t.TempDir()), ttls: map[string]time.Duration{}}
+	defer st.Close()
+	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	record(t, h, "default", "u", "a")
+	record(t, h, "push", "u", "a")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if ttl, ok := st.ttls["default"]; !ok || ttl != 0 {
+		t.Errorf("default: journal record expires after %v (journalled %v), want never", ttl, ok)
+	}
+	p := defaultNS[1].Profile
+	if ttl := st.ttls["push"]; ttl < p.Window+p.Granularity {
+		t.Errorf("push: journal record expires after %v, want at least the window and a granularity, %v", ttl, p.Window+p.Granularity)
+	}
+}
+
 func TestUserStats(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "default", "s", "a", "b", "c")
