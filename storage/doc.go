@@ -8,8 +8,8 @@
 //   - A user's filter: the encoded filter written back by the hot set.
 //   - A user's journal: small records appended before a recording call is
 //     acknowledged, each with a store-wide sequence number. A write-back
-//     carries the sequence numbers its filter covers (Write.UpTo or
-//     Write.Journal) and retires those records once the filter is written,
+//     carries the sequence number up to which its filter covers them
+//     (Write.UpTo) and retires those records once the filter is written,
 //     so loading a user (Load) returns the filter plus the records newer
 //     than it. The journal is not in Badger: see "The journal" below.
 //   - The store format version, checked on every Open, and the lease of

@@ -135,27 +135,6 @@ func TestWriteBackDeletesExactlyTheCoveredJournal(t *testing.T) {
 	}
 }
 
-func TestWriteBackDeletesTheListedJournalEntries(t *testing.T) {
-	s := openTest(t, testOptions(t))
-	var seqs []uint64
-	for i := range 5 {
-		seqs = append(seqs, mustAppend(t, s, "feed", "u", fmt.Sprint("v", i)))
-	}
-	mustAppend(t, s, "feed", "other", "o")
-	listed := []uint64{seqs[0], seqs[1], seqs[3]}
-	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f"), Journal: listed}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	_, j := mustLoad(t, s, "feed", "u")
-	want := []string{fmt.Sprint(seqs[2], ":v2"), fmt.Sprint(seqs[4], ":v4")}
-	if got := journalValues(j); !slices.Equal(got, want) {
-		t.Fatalf("journal after write-back of %v = %v, want %v", listed, got, want)
-	}
-	if _, j := mustLoad(t, s, "feed", "other"); len(j) != 1 {
-		t.Fatalf("another user's journal: %d entries, want 1", len(j))
-	}
-}
-
 func TestWriteBackMergeIsCalledWithTheStoredValue(t *testing.T) {
 	s := openTest(t, testOptions(t))
 	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x0f}}}, orMerge); err != nil {

@@ -11,13 +11,9 @@ type JournalEntry struct {
 // Write is one user's write-back.
 type Write struct {
 	NS, User string
-	Value    []byte // the encoded filter; opaque to the store
-	UpTo     uint64 // journal entries of this user with Seq <= UpTo are covered by Value and deleted
-	// Journal, when not empty, lists the exact sequence numbers of the
-	// journal entries Value covers: they are deleted without scanning the
-	// user's journal, and UpTo is ignored.
-	Journal []uint64
-	TTL     time.Duration // 0: never expires; else the filter expires this long after the write
+	Value    []byte        // the encoded filter; opaque to the store
+	UpTo     uint64        // journal entries of this user with Seq <= UpTo are covered by Value and deleted
+	TTL      time.Duration // 0: never expires; else the filter expires this long after the write
 	// Writer is the token of the attached writer making the write (see
 	// Store.Attach); 0: a writer the store does not know, whose write
 	// ends every attached writer's right to skip the merge's read.

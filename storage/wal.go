@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -524,23 +523,17 @@ func (w *wal) readLive(ns, user string, now int64, fn func(walRec, []byte)) erro
 	return nil
 }
 
-// coverMark returns the highest sequence number below which every record
-// of the user is one that covered selects (0: none selected): the cover
-// mark a write-back stores with the filter, so a replay after a restart
-// skips what the filter holds.
-func (w *wal) coverMark(ns, user string, covered func(walRec) bool) uint64 {
+// coverMark returns the highest sequence number of the user's records up
+// to upTo (0: none): the cover mark a write-back stores with the filter, so
+// a replay after a restart skips what the filter holds.
+func (w *wal) coverMark(ns, user string, upTo uint64) uint64 {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	var mark, minKept uint64 = 0, math.MaxUint64
+	var mark uint64
 	for _, r := range w.index[walKey(ns, user)] {
-		if covered(r) {
+		if r.seq <= upTo {
 			mark = max(mark, r.seq)
-		} else {
-			minKept = min(minKept, r.seq)
 		}
-	}
-	if minKept <= mark {
-		mark = minKept - 1
 	}
 	return mark
 }

@@ -312,43 +312,6 @@ func TestCoveredRecordsStayCoveredAfterARestartOrACrash(t *testing.T) {
 	}
 }
 
-// A write-back that lists the journal records its filter holds, leaving
-// one out between them, keeps that record after a restart or a crash: the
-// cover mark stored with the filter stops below it. (A listed record above
-// the mark may come back; replaying it is harmless.)
-func TestRecordsLeftOutOfAListedWriteBackSurviveARestartOrACrash(t *testing.T) {
-	opts := testOptions(t)
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seqs []uint64
-	for i := range 4 {
-		seqs = append(seqs, mustAppend(t, s, "feed", "u", fmt.Sprint("v", i)))
-	}
-	mustAppend(t, s, "feed", "other", "keeps the segment")
-	listed := []uint64{seqs[0], seqs[2]}
-	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f"), Journal: listed}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	kept := []string{fmtEntry(seqs[1], "v1"), fmtEntry(seqs[3], "v3")}
-	check := func(when string, s *Store) {
-		t.Helper()
-		_, j := mustLoad(t, s, "feed", "u")
-		for _, want := range kept {
-			if !slices.Contains(journalValues(j), want) {
-				t.Errorf("%s: journal %v lost %s", when, journalValues(j), want)
-			}
-		}
-	}
-	check("after the write-back", s)
-	check("after a crash", crashCopy(t, s))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	check("after a restart", openTest(t, opts))
-}
-
 // A load that runs while a write-back of the same user commits must see
 // every record one way or the other: in the stored filter or still in the
 // journal. The write-back retires records only after its filter is visible,

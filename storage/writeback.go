@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -15,7 +14,7 @@ import (
 const writeBackChunk = 256
 
 // WriteBack stores each write's value, then retires that user's journal
-// records it covers (Journal, or else Seq <= UpTo): a crash in between
+// records it covers (Seq <= UpTo): a crash in between
 // leaves records already in the filter, and replaying them is harmless for
 // filters that merge by union. When merge is non-nil and a filter is
 // stored, the value written is merge(stored, value); with merge nil the
@@ -279,9 +278,6 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 
 // coveredBy selects the journal records w's value covers.
 func coveredBy(w Write) func(walRec) bool {
-	if len(w.Journal) > 0 {
-		return func(r walRec) bool { return slices.Contains(w.Journal, r.seq) }
-	}
 	return func(r walRec) bool { return r.seq <= w.UpTo }
 }
 
@@ -290,7 +286,7 @@ func coveredBy(w Write) func(walRec) bool {
 // them (journal segments outlive the records a write-back covers).
 // Its key and value go in keys.
 func (s *Store) setCoverMark(txn *badger.Txn, w Write, keys *arena) error {
-	mark := s.wal.coverMark(w.NS, w.User, coveredBy(w))
+	mark := s.wal.coverMark(w.NS, w.User, w.UpTo)
 	if mark == 0 {
 		return nil
 	}
