@@ -224,7 +224,11 @@ type FilterResponse struct {
 	// positive, at the namespace's rate) against items this same call
 	// added before it. So `recorded` can be less than the candidates
 	// returned; items over the namespace's cap are not added either
-	// (see `saturated`).
+	// (see `saturated`). In a namespace with a window, "seen before"
+	// means in the current time bucket: with `record: all`, an item
+	// seen only in an older bucket is added to the current one (it
+	// stays seen for the window from now) and counts both here and in
+	// `seen_count`.
 	Recorded int `json:"recorded"`
 
 	// Saturated The user is at the namespace's item cap; some items were not recorded.
@@ -348,7 +352,10 @@ type SeenResponse struct {
 	// added before it. So `recorded` plus `seen_count` can be less than
 	// the distinct items sent (10,000 new items may record 9,942);
 	// items over the namespace's cap are not added either (see
-	// `saturated`).
+	// `saturated`). In a namespace with a window, "seen before" means
+	// in the current time bucket: an item seen only in an older bucket
+	// is added to the current one (it stays seen for the window from
+	// now) and counts both here and in `seen_count`.
 	Recorded int `json:"recorded"`
 
 	// Saturated The user is at the namespace's item cap; some items were not recorded.

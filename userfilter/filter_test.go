@@ -179,8 +179,14 @@ func TestRecordAllRefreshesCandidatesAlreadySeen(t *testing.T) {
 	f := mustNew(t, p)
 	f.Add([]string{"a"}, t0)
 	var s Scratch
-	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour), &s); res.SeenCount != 1 {
-		t.Fatalf("seen count %d, want 1 (a)", res.SeenCount)
+	// a, seen in an older bucket, is added to the current one too: it
+	// counts as seen and as recorded.
+	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour), &s); res.SeenCount != 1 || res.Recorded != 2 {
+		t.Fatalf("seen count %d, recorded %d; want 1 (a) and 2 (a again, b)", res.SeenCount, res.Recorded)
+	}
+	// Within the current bucket an item is not added twice.
+	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour+time.Minute), &s); res.SeenCount != 2 || res.Recorded != 0 {
+		t.Fatalf("again in the same bucket: seen count %d, recorded %d; want 2 and 0", res.SeenCount, res.Recorded)
 	}
 	later := t0.Add(6 * time.Hour) // the first recording of a is out of the window
 	if got := f.Check([]string{"a", "b"}, later, nil); !got[0] || !got[1] {

@@ -110,7 +110,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} FilterResponse
  * @property {boolean} [degraded] The filter could not be used and on_error was open; unseen is unfiltered.
- * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`).
+ * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: with `record: all`, an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
  * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
  * @property {number} seen_count Distinct candidates that tested seen.
  * @property {Array<string>} unseen The unseen candidates in request order, each once, at most limit.
@@ -206,7 +206,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} SeenResponse
- * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` plus `seen_count` can be less than the distinct items sent (10,000 new items may record 9,942); items over the namespace's cap are not added either (see `saturated`).
+ * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` plus `seen_count` can be less than the distinct items sent (10,000 new items may record 9,942); items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
  * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
  * @property {number} seen_count Items that had already been seen.
  */
