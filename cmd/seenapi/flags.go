@@ -125,6 +125,19 @@ const commandsHelp = `Usage:
   seenapi help [COMMAND]             what a command does and its flags
 `
 
+// commandDoc says what each command with flags, serve aside, does.
+var commandDoc = map[string]string{
+	"backup": `Writes a snapshot of every user's filter, with the calls not yet written back, to one file:
+from a running service through its API (--url, with a key of the admin role when it has keys),
+or from --data-dir while no service holds it. An existing file is never overwritten.`,
+	"restore": `Restores a backup file into --data-dir while no service holds it. The whole file is checked
+before anything is written; users not in the backup are kept, and with --merge the backup's
+filters are merged into the stored ones instead of replacing them.`,
+	"import-redis": `Records the items of Redis sets or sorted sets, one key a user (--match), in a running
+seenapi service (--url) through its API, for moving over from a Redis SET per user. Redis is
+only read.`,
+}
+
 // usage writes the help of cmd to w: its flags are fs's (nil: none).
 func usage(w io.Writer, fs *flag.FlagSet, cmd string) {
 	switch cmd {
@@ -138,7 +151,7 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 		fmt.Fprint(w, "Usage: seenapi version (or seenapi --version)\n\nSays which build this is. It takes no flags.\n")
 		return
 	default:
-		fmt.Fprintf(w, "Usage: seenapi %s [flags]\n\nFlags (each also read from the environment variable shown):\n", cmd)
+		fmt.Fprintf(w, "Usage: seenapi %s [flags]\n\n%s\n\nFlags (each also read from the environment variable shown):\n", cmd, commandDoc[cmd])
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		def := ""

@@ -375,6 +375,20 @@ func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 	}
 }
 
+// The help of each command says what it does before listing its flags.
+func TestHelpOfACommandSaysWhatItDoes(t *testing.T) {
+	for _, cmd := range []string{"backup", "restore", "import-redis"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"help", cmd}, noEnv, &stdout, &stderr, nil); code != 0 {
+			t.Fatalf("help %s: exit %d: %s", cmd, code, stderr.String())
+		}
+		doc, flags := commandDoc[cmd], strings.Index(stdout.String(), "Flags")
+		if doc == "" || !strings.Contains(stdout.String(), doc) || strings.Index(stdout.String(), doc) > flags {
+			t.Errorf("help %s says nothing of what it does before its flags:\n%s", cmd, stdout.String())
+		}
+	}
+}
+
 // version names the build and the Go it was built with.
 func TestVersionSaysWhichBuild(t *testing.T) {
 	for _, arg := range []string{"version", "--version"} {
