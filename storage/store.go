@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -71,6 +72,10 @@ func Open(opts Options) (*Store, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	// Badger would say it "cannot write pid file" in a path that is a file.
+	if fi, err := os.Stat(opts.Dir); err == nil && !fi.IsDir() {
+		return nil, opErr("open "+opts.Dir, syscall.ENOTDIR)
 	}
 	bopts := badger.DefaultOptions(opts.Dir).
 		WithSyncWrites(opts.Sync).

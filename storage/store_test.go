@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -507,6 +510,19 @@ func TestStoreWithoutFormatVersionRefusesToOpen(t *testing.T) {
 	}
 	if _, err := Open(DefaultOptions(dir).WithLogger(testLogger(t))); !errors.Is(err, ErrFormatVersion) {
 		t.Fatalf("Open of data without a version: %v, want ErrFormatVersion", err)
+	}
+}
+
+// A data directory that is a file says so, not Badger's "cannot write pid
+// file".
+func TestOpenOfAFileSaysItIsNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(DefaultOptions(file).WithLogger(testLogger(t)))
+	if want := "storage: open " + file + ": not a directory"; err == nil || err.Error() != want || !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("Open of a file: %v, want %q", err, want)
 	}
 }
 
