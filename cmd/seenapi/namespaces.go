@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -82,14 +83,14 @@ func decodeProfile(n *yaml.Node, y *profileYAML) error {
 			}
 			y.Kind = v.Value
 		case "fp_rate":
-			y.FPRate, err = profileNumber(v.Value)
+			y.FPRate, err = nonZero(profileNumber(v.Value))
 		case "growth":
-			y.Growth, err = profileNumber(v.Value)
+			y.Growth, err = nonZero(profileNumber(v.Value))
 		case "tightening":
-			y.Tightening, err = profileNumber(v.Value)
+			y.Tightening, err = nonZero(profileNumber(v.Value))
 		case "initial_capacity":
 			var c uint64
-			c, err = profileCount(v.Value, math.MaxUint32)
+			c, err = nonZero(profileCount(v.Value, math.MaxUint32))
 			y.InitialCapacity = uint32(c)
 		case "max_items":
 			y.MaxItems, err = profileCount(v.Value, math.MaxUint64)
@@ -114,6 +115,16 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	return n
+}
+
+// nonZero refuses a 0 written out for a field that has no use for it: a
+// profile reads an omitted field's 0 as the default, which a written 0
+// would silently become.
+func nonZero[T float64 | uint64](v T, err error) (T, error) {
+	if err == nil && v == 0 {
+		return 0, errors.New("0 is not a value it takes; leave the field out for the default")
+	}
+	return v, err
 }
 
 // profileNumber reads a rate or a factor.
