@@ -654,6 +654,27 @@ func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 	}
 }
 
+// A bad namespaces file stops the start before anything else is done or
+// logged: the error is the one line out, and no data directory is made.
+func TestBadNamespacesFileIsTheOnlyLineOut(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "ns.yaml")
+	if err := os.WriteFile(bad, []byte("feed:\n  windw: 30d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	var out bytes.Buffer
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", data, "--debug-addr", "127.0.0.1:0", "--memory-limit", "2GiB", "--namespaces", bad},
+		noEnv, &out, &out, func(string) { stop() })
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], `unknown field \"windw\"`) {
+		t.Fatalf("exit %d, want a failure whose one line is the file's error:\n%s", code, out.String())
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("data directory after a failed start: %v, want none", err)
+	}
+}
+
 // An address that cannot be listened on is named by its flag, and nothing
 // is made in the data directory.
 func TestTakenAddressNamesTheFlag(t *testing.T) {

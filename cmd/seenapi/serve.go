@@ -105,6 +105,10 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
 		return errPublicWithoutKeys
 	}
+	namespaces, err := loadNamespaces(o.namespacesFile)
+	if err != nil {
+		return err
+	}
 	if o.debugAddr != "" { // a loopback address (options.check)
 		dln, err := net.Listen("tcp", o.debugAddr)
 		if err != nil {
@@ -118,10 +122,6 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		debug.SetMemoryLimit(limit)
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
-	}
-	namespaces, err := loadNamespaces(o.namespacesFile)
-	if err != nil {
-		return err
 	}
 
 	// Bound before the store is opened, so that a taken address fails
