@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,18 @@ func TestEveryProblemTypeIsDocumented(t *testing.T) {
 	for _, m := range regexp.MustCompile(`https://seenapi\.dev/problems/([a-z-]+)`).FindAllStringSubmatch(spec, -1) {
 		if !known[m[1]] {
 			t.Errorf("openapi.yaml shows problem type %s, which the server never answers", m[1])
+		}
+	}
+}
+
+// Every number is a double: a generator reads a bare number as a 32-bit
+// float (oapi-codegen does), and a client would get 0.0099999998 for the
+// service's 0.01.
+func TestEveryNumberIsADouble(t *testing.T) {
+	lines := strings.Split(string(openAPISpec), "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "type: number" && (i+1 == len(lines) || strings.TrimSpace(lines[i+1]) != "format: double") {
+			t.Errorf("openapi.yaml:%d: a number without format: double", i+1)
 		}
 	}
 }

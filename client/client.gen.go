@@ -276,10 +276,10 @@ type LayerStats struct {
 	Bits     int64   `json:"bits"`
 	BitsSet  int64   `json:"bits_set"`
 	Capacity int64   `json:"capacity"`
-	Fill     float32 `json:"fill"`
+	Fill     float64 `json:"fill"`
 
 	// FpRate This layer's false-positive rate now, from its fill.
-	FpRate float32 `json:"fp_rate"`
+	FpRate float64 `json:"fp_rate"`
 	Hashes int     `json:"hashes"`
 	Items  int64   `json:"items"`
 }
@@ -287,13 +287,13 @@ type LayerStats struct {
 // Namespace defines model for Namespace.
 type Namespace struct {
 	// FpRate Target false-positive rate.
-	FpRate float32 `json:"fp_rate"`
+	FpRate float64 `json:"fp_rate"`
 
 	// Granularity Width of one time bucket of the window in seconds; 0 without a window.
 	Granularity int64 `json:"granularity"`
 
 	// Growth Layer i holds initial_capacity * growth^i items.
-	Growth float32 `json:"growth"`
+	Growth float64 `json:"growth"`
 
 	// InitialCapacity Items the first layer holds.
 	InitialCapacity int64 `json:"initial_capacity"`
@@ -306,7 +306,7 @@ type Namespace struct {
 	Name     string `json:"name"`
 
 	// Tightening Layer i has error p0 * tightening^i.
-	Tightening float32 `json:"tightening"`
+	Tightening float64 `json:"tightening"`
 
 	// Window Retention window in seconds; 0 means forever.
 	Window int64 `json:"window"`
@@ -395,7 +395,7 @@ type ServiceStats struct {
 
 	// Flushes Write-back rounds that had users to write.
 	Flushes  int64   `json:"flushes"`
-	HitRatio float32 `json:"hit_ratio"`
+	HitRatio float64 `json:"hit_ratio"`
 	Hits     int64   `json:"hits"`
 	HotUsers int64   `json:"hot_users"`
 
@@ -415,7 +415,7 @@ type ServiceStats struct {
 	StartedAt     time.Time `json:"started_at"`
 	StorageBytes  int64     `json:"storage_bytes"`
 	StorageErrors int64     `json:"storage_errors"`
-	UptimeSeconds float32   `json:"uptime_seconds"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
 }
 
 // UserStats defines model for UserStats.
@@ -432,7 +432,7 @@ type UserStats struct {
 	FirstSeen time.Time `json:"first_seen"`
 
 	// FpRate Estimated false-positive rate now.
-	FpRate      float32            `json:"fp_rate"`
+	FpRate      float64            `json:"fp_rate"`
 	Generations *[]GenerationStats `json:"generations,omitempty"`
 
 	// Hot The filter was in memory when the call came. Reading a user's
@@ -453,7 +453,7 @@ type UserStats struct {
 
 	// Saturated At the namespace's item cap; new items are not recorded.
 	Saturated    bool    `json:"saturated"`
-	TargetFpRate float32 `json:"target_fp_rate"`
+	TargetFpRate float64 `json:"target_fp_rate"`
 }
 
 // Ns defines model for ns.
