@@ -50,12 +50,7 @@ func TestOnErrorFailAnswersTheStorageProblem(t *testing.T) {
 	e.brokenStore()
 	status, h, body := e.raw("POST", userPath("default", "cold", "/filter"), "application/json",
 		[]byte(`{"candidates":["a"],"on_error":"fail"}`))
-	if status != http.StatusServiceUnavailable {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"storage-unavailable" {
-		t.Fatalf("type %s", p.Type)
-	}
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "storage-unavailable")
 	if h.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
 	}
@@ -129,12 +124,7 @@ func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
 	ps.armed.Store(true)
 	status, h, body := e.raw(http.MethodPost, userPath("default", "boom", "/filter"), "application/json",
 		[]byte(`{"candidates":["b"]}`))
-	if status != http.StatusInternalServerError {
-		t.Fatalf("the panicking call answered %d %s, want 500", status, body)
-	}
-	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"internal" {
-		t.Errorf("problem type %q, want %sinternal", p.Type, api.ProblemBase)
-	}
+	wantProblem(t, status, h, body, http.StatusInternalServerError, "internal")
 	logged, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -190,12 +180,7 @@ func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {
 	}
 	status, h, body := e.raw(http.MethodPost, userPath("default", "bad", "/filter"), "application/json",
 		[]byte(`{"candidates":["a"]}`))
-	if status != http.StatusInternalServerError {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"corrupt-filter" {
-		t.Fatalf("type %s, want %scorrupt-filter", p.Type, api.ProblemBase)
-	}
+	wantProblem(t, status, h, body, http.StatusInternalServerError, "corrupt-filter")
 	if got := filter(t, e.client(""), "default", "good", client.FilterRequest{Candidates: []string{"a"}}); !slices.Equal(got.Unseen, []string{"a"}) {
 		t.Fatalf("another user beside the corrupt one: %+v", got)
 	}
@@ -215,12 +200,7 @@ func TestFullDiskIs507(t *testing.T) {
 	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full })
 	status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
 		[]byte(`{"candidates":["a"]}`))
-	if status != http.StatusInsufficientStorage {
-		t.Fatalf("status %d: %s", status, body)
-	}
-	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"storage-full" {
-		t.Fatalf("type %s, want %sstorage-full", p.Type, api.ProblemBase)
-	}
+	wantProblem(t, status, h, body, http.StatusInsufficientStorage, "storage-full")
 	r, err := e.client("").CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}})
 	if err != nil || r.JSON200 == nil || r.JSON200.Seen[0] {
 		t.Fatalf("check after the refused call: %v %d %s, want a unseen", err, r.StatusCode(), r.Body)

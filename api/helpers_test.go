@@ -329,6 +329,20 @@ func problem(t testing.TB, status int, h http.Header, body []byte) api.Problem {
 	return p
 }
 
+// wantProblem checks that an answer is the problem of type slug (after
+// api.ProblemBase) with status want.
+func wantProblem(t testing.TB, status int, h http.Header, body []byte, want int, slug string) api.Problem {
+	t.Helper()
+	if status != want {
+		t.Fatalf("status %d, want %d: %s", status, want, truncate(body))
+	}
+	p := problem(t, status, h, body)
+	if p.Type != api.ProblemBase+slug {
+		t.Fatalf("problem type %s, want %s%s", p.Type, api.ProblemBase, slug)
+	}
+	return p
+}
+
 // userPath is the path of a user's resource, the id percent-encoded.
 func userPath(ns, user, suffix string) string {
 	return "/v1/namespaces/" + ns + "/users/" + url.PathEscape(user) + suffix
