@@ -17,25 +17,13 @@ import (
 	"github.com/seenapi/seenapi/userfilter"
 )
 
-// profileYAML is one namespace in the namespaces file. Omitted fields take
-// the defaults of userfilter.Profile.
-type profileYAML struct {
-	Kind            string
-	FPRate          float64
-	InitialCapacity uint32
-	Growth          float64
-	Tightening      float64
-	Window          time.Duration
-	Granularity     time.Duration
-	MaxItems        uint64
-}
-
 // profileFields names the fields of a profile, in the order the errors list them.
 const profileFields = "kind, fp_rate, initial_capacity, growth, tightening, window, granularity, max_items"
 
-// decodeProfile reads one namespace's profile from its node. Its errors
-// name the line and the field, and say what the field takes.
-func decodeProfile(n *yaml.Node, y *profileYAML) error {
+// decodeProfile reads one namespace's profile from its node into y; fields
+// it leaves out stay zero, which Profile.WithDefaults reads as the default.
+// Its errors name the line and the field, and say what the field takes.
+func decodeProfile(n *yaml.Node, y *userfilter.Profile) error {
 	n = resolveAlias(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // "feed:" alone: the defaults
@@ -81,7 +69,9 @@ func decodeProfile(n *yaml.Node, y *profileYAML) error {
 			if v.Kind != yaml.ScalarNode {
 				return fmt.Errorf("line %d: kind: want a filter kind (bloom)", v.Line)
 			}
-			y.Kind = v.Value
+			if y.Kind, err = userfilter.ParseKind(v.Value); err != nil {
+				err = fmt.Errorf("%q: want a filter kind (bloom)", v.Value)
+			}
 		case "fp_rate":
 			y.FPRate, err = nonZero(profileNumber(v.Value))
 		case "growth":
@@ -184,7 +174,7 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	m := map[string]*profileYAML{}
+	m := map[string]*userfilter.Profile{}
 	if len(doc.Content) > 0 {
 		top := resolveAlias(doc.Content[0])
 		switch {
@@ -199,7 +189,7 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 					return nil, fmt.Errorf("line %d: namespace %s is already defined at line %d", k.Line, k.Value, line)
 				}
 				lines[k.Value] = k.Line
-				y := &profileYAML{}
+				y := &userfilter.Profile{}
 				if err := decodeProfile(v, y); err != nil {
 					return nil, fmt.Errorf("namespace %s: %w", k.Value, err)
 				}
@@ -222,13 +212,7 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 		}
 		p := userfilter.DefaultProfile()
 		if y := m[name]; y != nil {
-			kind, err := userfilter.ParseKind(y.Kind)
-			if err != nil {
-				return nil, fmt.Errorf("namespace %s: %w", name, err)
-			}
-			p = userfilter.Profile{Kind: kind, FPRate: y.FPRate, InitialCapacity: y.InitialCapacity,
-				Growth: y.Growth, Tightening: y.Tightening, Window: y.Window,
-				Granularity: y.Granularity, MaxItems: y.MaxItems}.WithDefaults()
+			p = y.WithDefaults()
 		}
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("namespace %s: %w", name, err)
