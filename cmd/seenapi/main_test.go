@@ -100,6 +100,7 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		{"feed:\n  max_items: 1.5\n", `namespace feed: line 2: max_items: "1.5": want a whole number`},
 		{"feed:\n  initial_capacity: 5000000000\n", `namespace feed: line 2: initial_capacity: "5000000000": want a whole number from 0 to 4294967295`},
 		{"feed:\n  fp_rate: abc\n", `namespace feed: line 2: fp_rate: "abc" is not a number`},
+		{"feed:\n  kind: cuckoo\n", `namespace feed: line 2: kind: "cuckoo": want a filter kind (bloom)`},
 		{"feed:\n  fp_rate: 0\n", `namespace feed: line 2: fp_rate: 0 is not a value it takes; leave the field out for the default`},
 		{"feed:\n  growth: 0.0\n", `namespace feed: line 2: growth: 0 is not a value it takes`},
 		{"feed:\n  tightening: 0\n", `namespace feed: line 2: tightening: 0 is not a value it takes`},
@@ -417,8 +418,8 @@ func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
 	}
 }
 
-// A taken address fails before anything touches the data directory, and
-// says nothing of a crash.
+// A taken address fails before anything touches the data directory, names
+// its flag, and says nothing of a crash.
 func TestTakenAddressFailsBeforeTheDataDirIsMade(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -428,8 +429,9 @@ func TestTakenAddressFailsBeforeTheDataDirIsMade(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	var out bytes.Buffer
 	code := run(context.Background(), []string{"--addr", ln.Addr().String(), "--data-dir", dir, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil)
-	if code == 0 || !strings.Contains(out.String(), "address already in use") || strings.Contains(out.String(), "crash") {
-		t.Fatalf("exit %d, want a failure naming the taken address only:\n%s", code, out.String())
+	if code == 0 || !strings.Contains(out.String(), "--addr: listen tcp "+ln.Addr().String()) ||
+		!strings.Contains(out.String(), "address already in use") || strings.Contains(out.String(), "crash") {
+		t.Fatalf("exit %d, want a failure naming --addr and the taken address only:\n%s", code, out.String())
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the data directory was made (%v)", err)
@@ -644,14 +646,24 @@ func TestKeysFromFileAndEnvironment(t *testing.T) {
 // opening it says only a path.
 func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "ns.yaml")
+	if out := failedStart(t, "--namespaces", missing); !strings.Contains(out, "--namespaces: open "+missing) {
+		t.Fatalf("want a failure naming --namespaces:\n%s", out)
+	}
+}
+
+// failedStart runs serve with args after a loopback address, a fresh data
+// directory and no free-space check (a flag given again wins), wants it to
+// fail, and returns what it wrote.
+func failedStart(t *testing.T, args ...string) string {
+	t.Helper()
 	var out bytes.Buffer
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1", "--namespaces", missing},
-		noEnv, &out, &out, func(string) { stop() })
-	if code == 0 || !strings.Contains(out.String(), "--namespaces: open "+missing) {
-		t.Fatalf("exit %d, want a failure naming --namespaces:\n%s", code, out.String())
+	base := []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1"}
+	if code := run(ctx, append(base, args...), noEnv, &out, &out, func(string) { stop() }); code == 0 {
+		t.Fatalf("%q: exit 0, want a failure:\n%s", args, out.String())
 	}
+	return out.String()
 }
 
 // A bad namespaces file stops the start before anything else is done or
@@ -662,52 +674,21 @@ func TestBadNamespacesFileIsTheOnlyLineOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	var out bytes.Buffer
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", data, "--debug-addr", "127.0.0.1:0", "--memory-limit", "2GiB", "--namespaces", bad},
-		noEnv, &out, &out, func(string) { stop() })
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); code == 0 || len(lines) != 1 || !strings.Contains(lines[0], `unknown field \"windw\"`) {
-		t.Fatalf("exit %d, want a failure whose one line is the file's error:\n%s", code, out.String())
+	out := failedStart(t, "--data-dir", data, "--debug-addr", "127.0.0.1:0", "--memory-limit", "2GiB", "--namespaces", bad)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `unknown field \"windw\"`) {
+		t.Fatalf("want a failure whose one line is the file's error:\n%s", out)
 	}
 	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("data directory after a failed start: %v, want none", err)
 	}
 }
 
-// An address that cannot be listened on is named by its flag, and nothing
-// is made in the data directory.
-func TestTakenAddressNamesTheFlag(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	dir := filepath.Join(t.TempDir(), "data")
-	var out bytes.Buffer
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	code := run(ctx, []string{"--addr", taken.Addr().String(), "--data-dir", dir, "--min-free-bytes", "-1"},
-		noEnv, &out, &out, func(string) { stop() })
-	if code == 0 || !strings.Contains(out.String(), "--addr: listen tcp "+taken.Addr().String()) {
-		t.Fatalf("exit %d, want a failure naming --addr:\n%s", code, out.String())
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("the data directory was made (%v)", err)
-	}
-}
-
 // A keys file that cannot be read is named by its flag, as the namespaces
-// file is, for a start and for a SIGHUP alike.
+// file is.
 func TestMissingKeysFileNamesTheFlag(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "keys")
-	var out bytes.Buffer
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	code := run(ctx, []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1", "--keys-file", missing},
-		noEnv, &out, &out, func(string) { stop() })
-	if code == 0 || !strings.Contains(out.String(), "--keys-file: open "+missing+": no such file") || strings.Contains(out.String(), "bad API keys") {
-		t.Fatalf("exit %d, want a failure naming --keys-file:\n%s", code, out.String())
+	if out := failedStart(t, "--keys-file", missing); !strings.Contains(out, "--keys-file: open "+missing+": no such file") || strings.Contains(out, "bad API keys") {
+		t.Fatalf("want a failure naming --keys-file:\n%s", out)
 	}
 }
 
