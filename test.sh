@@ -68,4 +68,5 @@ fuzz FuzzDecode 15s ./userfilter
 fuzz FuzzDecodeBody 30s ./userfilter
 fuzz FuzzParseKeys 10s ./storage
 fuzz FuzzRequestBody 20s ./api
+fuzz FuzzParseNamespaces 10s ./cmd/seenapi
 echo "test.sh: all tests passed"

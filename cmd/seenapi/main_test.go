@@ -101,6 +101,8 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		{"feed:\n  initial_capacity: 5000000000\n", `namespace feed: line 2: initial_capacity: "5000000000": want a whole number from 0 to 4294967295`},
 		{"feed:\n  fp_rate: abc\n", `namespace feed: line 2: fp_rate: "abc" is not a number`},
 		{"feed:\n  kind: cuckoo\n", `namespace feed: line 2: kind: "cuckoo": want a filter kind (bloom)`},
+		{"feed: &f\n  window: 1d\n  <<: *f\n", `namespace feed: line 1: the profile merges itself (<<)`},
+		{"base: &b\n  window: 1d\nfeed: &f\n  <<: [*b, *f]\n", `namespace feed: line 3: the profile merges itself (<<)`},
 		{"feed:\n  fp_rate: 0\n", `namespace feed: line 2: fp_rate: 0 is not a value it takes; leave the field out for the default`},
 		{"feed:\n  growth: 0.0\n", `namespace feed: line 2: growth: 0 is not a value it takes`},
 		{"feed:\n  tightening: 0\n", `namespace feed: line 2: tightening: 0 is not a value it takes`},
@@ -142,6 +144,33 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 			t.Errorf("feed %+v, want fp_rate 0.001 (its own), window 1d (from a), max_items 9 (from b)", n.Profile)
 		}
 	}
+}
+
+// FuzzParseNamespaces holds that any namespaces file gives namespaces or an
+// error, and never brings the service down (a file is read by a hand-made
+// walk over YAML's nodes).
+func FuzzParseNamespaces(f *testing.F) {
+	for _, seed := range []string{
+		"feed:\n  fp_rate: 0.01\n  window: 30d\n  granularity: 7.5d\n  max_items: 100000\npush:\n  window: 7d\n",
+		"base: &b\n  window: 7d\n  max_items: 1e5\nfeed:\n  <<: *b\n  fp_rate: 0.001\n",
+		"a: &a\n  fp_rate: 0.05\nb: &b\n  window: 2d\nfeed:\n  <<: [*a, *b]\n",
+		"feed: &f\n  <<: *f\n",
+		"feed:\n  kind: bloom\n  initial_capacity: 12\n  growth: 1.5\n  tightening: 0.9\n",
+		"- feed\n", "feed: [1]\n", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		nss, err := parseNamespaces([]byte(text))
+		if err != nil {
+			return
+		}
+		for _, n := range nss {
+			if err := n.Profile.Validate(); err != nil {
+				t.Fatalf("namespace %s: an invalid profile accepted: %v", n.Name, err)
+			}
+		}
+	})
 }
 
 func TestDefaultNamespaceWithoutFile(t *testing.T) {

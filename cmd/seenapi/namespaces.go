@@ -23,14 +23,21 @@ const profileFields = "kind, fp_rate, initial_capacity, growth, tightening, wind
 // decodeProfile reads one namespace's profile from its node into y; fields
 // it leaves out stay zero, which Profile.WithDefaults reads as the default.
 // Its errors name the line and the field, and say what the field takes.
-func decodeProfile(n *yaml.Node, y *userfilter.Profile) error {
+// merging holds the profiles being read, whose fields a "<<" may not take
+// again: an anchor that merges itself would never end.
+func decodeProfile(n *yaml.Node, y *userfilter.Profile, merging map[*yaml.Node]bool) error {
 	n = resolveAlias(n)
+	if merging[n] {
+		return fmt.Errorf("line %d: the profile merges itself (<<)", n.Line)
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // "feed:" alone: the defaults
 	}
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: want a map of fields (%s)", n.Line, profileFields)
 	}
+	merging[n] = true
+	defer delete(merging, n)
 	// "<<: *base" takes another profile's fields. As YAML merges them, the
 	// profile's own fields win wherever they stand, and of "<<: [*a, *b]"
 	// the first: so the bases are read first, the last of them first.
@@ -41,7 +48,7 @@ func decodeProfile(n *yaml.Node, y *userfilter.Profile) error {
 				bases = v.Content
 			}
 			for j := len(bases) - 1; j >= 0; j-- {
-				if err := decodeProfile(bases[j], y); err != nil {
+				if err := decodeProfile(bases[j], y, merging); err != nil {
 					return err
 				}
 			}
@@ -190,7 +197,7 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 				}
 				lines[k.Value] = k.Line
 				y := &userfilter.Profile{}
-				if err := decodeProfile(v, y); err != nil {
+				if err := decodeProfile(v, y, map[*yaml.Node]bool{}); err != nil {
 					return nil, fmt.Errorf("namespace %s: %w", k.Value, err)
 				}
 				m[k.Value] = y
