@@ -281,6 +281,34 @@ func TestBudgetHeldAndEvictedUsersKeepHistory(t *testing.T) {
 	}
 }
 
+// A call for a hot user makes it the most recently used: a user called
+// after every other user's call stays hot while the budget evicts the
+// users called once, the least recently used first.
+func TestEvictionTakesTheLeastRecentlyUsed(t *testing.T) {
+	fx := newFixture(t, Options{CacheBytes: 64 << 10, Shards: 1})
+	record(t, fx.h, "default", "regular", "a")
+	// Clean: once evicted, only a load from the store brings it back.
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for u := 0; fx.h.Stats().Evictions < 500; u++ {
+		if u == 20000 {
+			t.Fatalf("no eviction over budget: %+v", fx.h.Stats())
+		}
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "x")
+		misses := fx.h.Stats().Misses
+		if !seen(t, fx.h, "default", "regular", "a")[0] {
+			t.Fatal("regular lost a")
+		}
+		if fx.h.Stats().Misses != misses {
+			t.Fatalf("regular, called after every other user, was evicted after u%d", u)
+		}
+	}
+	if hotEntry(fx.h, "u0") != nil {
+		t.Fatal("u0, the least recently used, is still hot after 500 evictions")
+	}
+}
+
 func TestEvictedDirtyUsersSurviveWithoutJournal(t *testing.T) {
 	fx := newFixture(t, Options{CacheBytes: 64 << 10, Shards: 1, NoJournal: true})
 	for u := 0; u < 2000; u++ {
@@ -683,6 +711,8 @@ type ttlStore struct {
 	*storage.Store
 	mu   sync.Mutex
 	ttls map[string]time.Duration // by namespace
+	// filterTTLs is set by WriteBack.
+	filterTTLs map[string]time.Duration
 }
 
 func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
@@ -690,6 +720,20 @@ func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uin
 	s.ttls[ns] = ttl
 	s.mu.Unlock()
 	return s.Store.Append(ns, user, value, ttl)
+}
+
+// WriteBack keeps the expiry asked of each user's written-back filter, by
+// namespace, in filterTTLs.
+func (s *ttlStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) error {
+	s.mu.Lock()
+	if s.filterTTLs == nil {
+		s.filterTTLs = map[string]time.Duration{}
+	}
+	for _, w := range writes {
+		s.filterTTLs[w.NS] = w.TTL
+	}
+	s.mu.Unlock()
+	return s.Store.WriteBack(writes, merge)
 }
 
 // A journal record is kept as long as its items may test seen: in a
@@ -713,6 +757,35 @@ func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
 	p := defaultNS[1].Profile
 	if ttl := st.ttls["push"]; ttl < p.Window+p.Granularity {
 		t.Errorf("push: journal record expires after %v, want at least the window and a granularity, %v", ttl, p.Window+p.Granularity)
+	}
+}
+
+// A written-back filter of a windowed namespace expires from the store
+// once every item in it has left the window (so a user who stops coming
+// takes no disk for good); one without a window never does.
+func TestWrittenBackFilterExpiresWithItsWindow(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	st := &ttlStore{Store: openStore(t, t.TempDir()), ttls: map[string]time.Duration{}}
+	defer st.Close()
+	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	record(t, h, "default", "u", "a")
+	record(t, h, "push", "u", "a")
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if ttl, ok := st.filterTTLs["default"]; !ok || ttl != 0 {
+		t.Errorf("default: written-back filter expires after %v (written %v), want never", ttl, ok)
+	}
+	p := defaultNS[1].Profile
+	if ttl, ok := st.filterTTLs["push"]; !ok || ttl < p.Window || ttl > p.Window+p.Granularity {
+		t.Errorf("push: written-back filter expires after %v (written %v), want between the window %v and a granularity more",
+			ttl, ok, p.Window)
 	}
 }
 
