@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -478,6 +479,29 @@ func TestNewerFormatVersionRefusesToOpen(t *testing.T) {
 	_, err = Open(opts)
 	if !errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), "99") {
 		t.Fatalf("Open of a version-99 store: %v, want ErrFormatVersion naming 99", err)
+	}
+}
+
+// The first version past this build's is refused too, not only a far one.
+func TestNextFormatVersionRefusesToOpen(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := binary.AppendUvarint(nil, FormatVersion+1)
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyFormat, next) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(opts)
+	if err == nil {
+		s.Close()
+	}
+	if want := fmt.Sprint(FormatVersion + 1); !errors.Is(err, ErrFormatVersion) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open of a version-%s store: %v, want ErrFormatVersion naming %s", want, err, want)
 	}
 }
 
