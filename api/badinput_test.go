@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -190,11 +192,18 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 // A configured limit admits a request at exactly the limit and refuses
 // one more.
 func TestLimitsAdmitExactlyTheirMaximum(t *testing.T) {
+	const maxBody = 200
 	e := newEnv(t, func(c *api.Config) {
 		c.MaxCandidates = 3
 		c.MaxBatchUsers = 2
+		c.MaxBodyBytes = maxBody
 	})
 	const batch = "/v1/namespaces/default/filter"
+	// A body of n bytes: one call's request padded with spaces.
+	body := func(n int) string {
+		b := `{"candidates":["a"]}`
+		return b + strings.Repeat(" ", n-len(b))
+	}
 	for _, tc := range []struct {
 		name   string
 		path   string
@@ -206,6 +215,8 @@ func TestLimitsAdmitExactlyTheirMaximum(t *testing.T) {
 		{"candidates over the limit", userPath("default", "u", "/filter"), candidates(4), 413, "too-many-candidates"},
 		{"users at the limit", batch, batchOf(2), 200, ""},
 		{"users over the limit", batch, batchOf(3), 413, "too-many-users"},
+		{"body at the limit", userPath("default", "u", "/filter"), body(maxBody), 200, ""},
+		{"body over the limit", userPath("default", "u", "/filter"), body(maxBody + 1), 413, "body-too-large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, h, body := e.as(t).raw(http.MethodPost, tc.path, "application/json", []byte(tc.body))
@@ -218,6 +229,57 @@ func TestLimitsAdmitExactlyTheirMaximum(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// holdingStore is the real store whose Load of user, once entered (it
+// closes loading), waits until release is closed: a call held in flight.
+type holdingStore struct {
+	*storage.Store
+	user             string
+	loading, release chan struct{}
+}
+
+func (s *holdingStore) Load(ns, user string) ([]byte, []storage.JournalEntry, error) {
+	if user == s.user {
+		close(s.loading)
+		<-s.release
+	}
+	return s.Store.Load(ns, user)
+}
+
+// Requests beyond MaxInFlight are answered 503 overloaded, with a
+// Retry-After, while the others are served; a request that ends frees its
+// place.
+func TestRequestsBeyondMaxInFlightAreOverloaded(t *testing.T) {
+	hs := &holdingStore{user: "held", loading: make(chan struct{}), release: make(chan struct{})}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { hs.Store = st; return hs },
+		func(c *api.Config) { c.MaxInFlight = 1 })
+	release := sync.OnceFunc(func() { close(hs.release) })
+	t.Cleanup(release) // before the server's shutdown, which waits for the held call
+	held := make(chan int, 1)
+	go func() {
+		status, _, body, err := e.rawErr(http.MethodPost, userPath("default", "held", "/filter"), "application/json",
+			[]byte(`{"candidates":["a"]}`))
+		if err != nil || status != http.StatusOK {
+			t.Errorf("the held call: %d %v %s", status, err, body)
+		}
+		held <- status
+	}()
+	<-hs.loading
+	other := userPath("default", "other", "/filter")
+	status, h, body := e.raw(http.MethodPost, other, "application/json", []byte(`{"candidates":["a"]}`))
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond the one in flight: %d %s, want 503", status, body)
+	}
+	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"overloaded" || h.Get("Retry-After") == "" {
+		t.Fatalf("a request beyond the one in flight: %s (Retry-After %q), want overloaded with a Retry-After",
+			p.Type, h.Get("Retry-After"))
+	}
+	release()
+	<-held
+	if status, _, body := e.raw(http.MethodPost, other, "application/json", []byte(`{"candidates":["a"]}`)); status != http.StatusOK {
+		t.Fatalf("once the held call ended: %d %s, want 200", status, body)
 	}
 }
 

@@ -186,6 +186,20 @@ func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {
 	}
 }
 
+// A corrupt stored filter is one that cannot be read: on_error open
+// answers its user unfiltered, as it does when the store fails.
+func TestOnErrorOpenAnswersACorruptFilterUnfiltered(t *testing.T) {
+	e := newEnv(t)
+	if err := e.store.WriteBack([]storage.Write{{NS: "default", User: "bad", Value: []byte("not a filter at all")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := filter(t, e.client(""), "default", "bad", client.FilterRequest{Candidates: []string{"a", "b", "a"},
+		OnError: ptr(client.Open)})
+	if got.Degraded == nil || !*got.Degraded || !slices.Equal(got.Unseen, []string{"a", "b"}) {
+		t.Fatalf("a corrupt filter with on_error open: %+v, want unseen [a b], degraded", got)
+	}
+}
+
 // A store out of disk space answers a recording call with 507 and the
 // storage-full problem, and the call records nothing.
 func TestFullDiskIs507(t *testing.T) {
