@@ -312,9 +312,20 @@ func TestMinFreeBytesZeroIsNoCheck(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
-	for s, want := range map[string]int64{"512MiB": 512 << 20, "1GiB": 1 << 30, "1gb": 1e9, "4096": 4096, "1.5k": 1536, "-1": -1} {
+	for s, want := range map[string]int64{"512MiB": 512 << 20, "1GiB": 1 << 30, "1gb": 1e9, "4096": 4096, "1.5k": 1536, "-1": -1,
+		"4KiB": 4 << 10, "4kb": 4000, "3MB": 3e6, "2TiB": 2 << 40, "2TB": 2e12, "10B": 10} {
 		if got, err := parseBytes(s); err != nil || got != want {
 			t.Errorf("%q: %d %v, want %d", s, got, err, want)
+		}
+	}
+}
+
+// A size is shown in the largest binary unit that divides it, and 0 (or a
+// size no unit divides) as a plain number.
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1536: "1536", 4 << 10: "4KiB", 512 << 20: "512MiB", 3 << 40: "3TiB", -1: "-1"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("%d: %q, want %q", n, got, want)
 		}
 	}
 }
@@ -625,6 +636,34 @@ func TestServeAnswersAndShutsDownKeepingEveryCall(t *testing.T) {
 	}
 	if got := seenAfterRestart(t, dir, "default", "u1", "a", "b", "c"); !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("after shutdown the user saw %v, want a and b", got)
+	}
+}
+
+// A stop writes every changed user back before the service ends: the
+// next start finds each filter stored and no journal left to fold in.
+func TestShutdownWritesEveryUserBack(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir, "--flush-interval", "1h")
+	users := []string{"u1", "u2", "u3"}
+	for _, u := range users {
+		if status, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["x","y"]}`); status != 200 {
+			t.Fatalf("%s: %d %v", u, status, m)
+		}
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("exit %d: %s", code, s.out.String())
+	}
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, u := range users {
+		filter, journal, err := store.Load("default", u)
+		if err != nil || filter == nil || len(journal) != 0 {
+			t.Errorf("%s after shutdown: filter stored %v, %d journal records left, err %v; want the filter and no journal",
+				u, filter != nil, len(journal), err)
+		}
 	}
 }
 
