@@ -134,6 +134,33 @@ func TestRunChecksSampledUsersAcrossPhases(t *testing.T) {
 	}
 }
 
+// growingSet is a slowSet whose memory is a fixed base plus perUser bytes
+// for each user it holds.
+type growingSet struct {
+	slowSet
+	base, perUser int64
+}
+
+func (s *growingSet) Memory(context.Context) (Memory, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Memory{Bytes: s.base + s.perUser*int64(len(s.seen)), Kind: "test"}, nil
+}
+
+// Memory per user is what the fill added over the memory after setup,
+// shared among the users: the base the system takes empty is left out.
+func TestMemoryPerUserIsWhatTheFillAdded(t *testing.T) {
+	sys := &growingSet{base: 50 << 20, perUser: 1000}
+	res, err := Run(context.Background(), sys, RunOptions{Workload: DefaultWorkload(200), Concurrency: 4,
+		Warm: 50 * time.Millisecond, Duration: 100 * time.Millisecond, Sample: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MemoryBase.Bytes != sys.base || res.MemPerUser != float64(sys.perUser) {
+		t.Errorf("memory base %d, per user %v; want %d and %d", res.MemoryBase.Bytes, res.MemPerUser, sys.base, sys.perUser)
+	}
+}
+
 func TestParseUnseenReturnsCandidatesInOrder(t *testing.T) {
 	cands := []string{"a", "b", "c", "d"}
 	got, err := parseUnseen([]byte(`{"unseen": ["b" , "d"],"seen_count":2,"recorded":2}`), cands, 20)
