@@ -826,6 +826,35 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
+// restore --merge merges each restored filter into the one stored: a user
+// keeps what they saw on both sides.
+func TestRestoreMergeKeepsWhatEachSideSaw(t *testing.T) {
+	seenOn := func(dir, item string) {
+		t.Helper()
+		s := startService(t, nil, "--data-dir", dir)
+		if status, m := post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["`+item+`"]}`); status != 200 {
+			t.Fatalf("%d %v", status, m)
+		}
+		if code := s.shutdown(); code != 0 {
+			t.Fatal(s.out.String())
+		}
+	}
+	from, into := t.TempDir(), t.TempDir()
+	seenOn(from, "x")
+	seenOn(into, "y")
+	file := filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", from, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	if code := run(context.Background(), []string{"restore", "--merge", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("restore --merge exit %d: %s", code, out.String())
+	}
+	if got := seenAfterRestart(t, into, "default", "u1", "x", "y", "z"); !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("after restore --merge the user saw %v, want x from the backup and y from before", got)
+	}
+}
+
 // Backup and restore of the data directory of a running service fail,
 // saying the directory is in use and how a running service is backed up.
 func TestBackupAndRestoreOfADirectoryInUseSayHowToBackUpTheService(t *testing.T) {
