@@ -485,6 +485,23 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 }
 
+// A size of a whole number of a unit shows in that unit: a budget of
+// exactly 1 GiB reads 1.00 GiB, not 1024 MiB.
+func TestCacheBudgetOfAWholeUnitShowsInIt(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", "--cache-bytes", "1GiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	tb := s.newTab(t, svc)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	if got := tb.waitText("#card-cache .sub", "budget"); !strings.HasPrefix(got, "of 1.00 GiB budget") {
+		t.Errorf("cache card reads %q, want the budget as 1.00 GiB", got)
+	}
+}
+
 func TestNamespacesTableShowsTheDefaultProfile(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)

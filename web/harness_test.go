@@ -193,8 +193,8 @@ func (s *suite) startService(data string) (*service, error) {
 
 // startServiceWith runs the binary with the keys file keys (none, an open
 // service, when "") and the data directory data under s.dir, on addr (a free
-// loopback port when ""), and waits for /readyz.
-func (s *suite) startServiceWith(data, keys, addr string) (*service, error) {
+// loopback port when ""), and the flags extra, and waits for /readyz.
+func (s *suite) startServiceWith(data, keys, addr string, extra ...string) (*service, error) {
 	if addr == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -210,6 +210,7 @@ func (s *suite) startServiceWith(data, keys, addr string) (*service, error) {
 	if keys != "" {
 		args = append(args, "--keys-file", keys)
 	}
+	args = append(args, extra...)
 	svc.cmd = exec.Command(s.bin, args...)
 	svc.cmd.Stdout = svc.logs
 	svc.cmd.Stderr = svc.logs
