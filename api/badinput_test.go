@@ -276,6 +276,12 @@ func TestRequestsBeyondMaxInFlightAreOverloaded(t *testing.T) {
 		t.Fatalf("a request beyond the one in flight: %s (Retry-After %q), want overloaded with a Retry-After",
 			p.Type, h.Get("Retry-After"))
 	}
+	// The probes answer meanwhile: a busy service is alive and ready.
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if status, _, body := e.raw(http.MethodGet, probe, "", nil); status != http.StatusOK {
+			t.Errorf("GET %s while the cap is reached: %d %s, want 200", probe, status, body)
+		}
+	}
 	release()
 	<-held
 	if status, _, body := e.raw(http.MethodPost, other, "application/json", []byte(`{"candidates":["a"]}`)); status != http.StatusOK {

@@ -25,8 +25,9 @@ type Config struct {
 	MaxUserBytes int
 	// MaxBatchUsers caps the users of one batch call. Default 100.
 	MaxBatchUsers int
-	// MaxInFlight caps the requests served at once; beyond it the API answers
-	// 503 overloaded with Retry-After. Default 4096.
+	// MaxInFlight caps the requests served at once, /healthz and /readyz
+	// aside; beyond it the API answers 503 overloaded with Retry-After.
+	// Default 4096.
 	MaxInFlight int
 	// ReadTimeout bounds reading one request, headers and body. Default 10s.
 	ReadTimeout time.Duration

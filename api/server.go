@@ -181,13 +181,19 @@ func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
+	// The probes are not held to the in-flight cap: a busy service is alive
+	// and ready, and a liveness probe answered 503 would have an
+	// orchestrator restart it just when it has the most to do.
+	probe := path == "/healthz" || path == "/readyz"
 	s.app.Add(method, path, func(c *fiber.Ctx) error {
 		defer observeSince(duration, time.Now())
 		calls.Add(1)
-		n := s.inFlight.Add(1)
-		defer s.inFlight.Add(-1)
-		if n > int64(s.cfg.MaxInFlight) {
-			return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
+		if !probe {
+			n := s.inFlight.Add(1)
+			defer s.inFlight.Add(-1)
+			if n > int64(s.cfg.MaxInFlight) {
+				return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
+			}
 		}
 		if role != RoleNone && !s.keys.Load().open() {
 			if err := s.authorize(c, role); err != nil {

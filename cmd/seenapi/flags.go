@@ -92,7 +92,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
 		countVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
-		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once; beyond, 503 overloaded")
+		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes aside; beyond, 503 overloaded")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
