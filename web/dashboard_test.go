@@ -489,14 +489,7 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 // exactly 1 GiB reads 1.00 GiB, not 1024 MiB.
 func TestCacheBudgetOfAWholeUnitShowsInIt(t *testing.T) {
 	s := setup(t)
-	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", "--cache-bytes", "1GiB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	tb := s.newTab(t, svc)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	_, tb := s.ownOverview(t, "--cache-bytes", "1GiB")
 	if got := tb.waitText("#card-cache .sub", "budget"); !strings.HasPrefix(got, "of 1.00 GiB budget") {
 		t.Errorf("cache card reads %q, want the budget as 1.00 GiB", got)
 	}
@@ -578,14 +571,7 @@ func TestUnknownAddressSaysSo(t *testing.T) {
 
 func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
 	s := setup(t)
-	svc, err := s.startService("data-" + userID(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	tb := s.newTab(t, svc)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	svc, tb := s.ownOverview(t)
 	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
 
 	svc.stop()
@@ -594,6 +580,21 @@ func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
 	if !eval[bool](tb, `!!document.querySelector('[data-k="hot-users"]')`) {
 		t.Errorf("the last figures disappeared when the service stopped")
 	}
+}
+
+// ownOverview starts a service of the test's own (with the flags extra),
+// stopped when the test ends, and opens its overview with the read key.
+func (s *suite) ownOverview(t *testing.T, extra ...string) (*service, *tab) {
+	t.Helper()
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	tb := s.newTab(t, svc)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	return svc, tb
 }
 
 // labelled lists the page's controls that have no accessible name, and counts them all.
