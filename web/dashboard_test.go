@@ -153,6 +153,24 @@ func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 	}
 }
 
+// A share short of the whole does not read 100%: a hit ratio of one miss
+// in 2,500 calls reads 99.96%.
+func TestAShareShortOfTheWholeIsNotShownAs100(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "a") // a new user: the one miss
+	c := svc.api(t, s.keys.read)
+	for range 2499 {
+		if r, err := c.CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: []string{"a"}}); err != nil || r.JSON200 == nil {
+			t.Fatalf("check: %v", err)
+		}
+	}
+	if got := tb.waitText("#card-hit-ratio .sub", "2,499 hits"); got != "99.96% since start · 2,499 hits, 1 miss" {
+		t.Errorf("the hit ratio card reads %q, want 99.96%% since start · 2,499 hits, 1 miss", got)
+	}
+}
+
 // The rates beside the bars keep to one line however long their text: a
 // fresh user's rate, "< 0.0001%", broke onto two in a column sized for
 // "100%".
@@ -411,9 +429,10 @@ const routeCalls = `((route) => {
 })`
 
 // newUsersJS reads the new users out of the hot users card's line
-// ("N storage reads (M new users) · E evicted"); -1 when it does not read so.
+// ("N storage reads (M new users) · E evicted", in the singular for one);
+// -1 when it does not read so.
 const newUsersJS = `(line) => {
-	const m = /^[0-9,]+ storage reads \(([0-9,]+) new users\) · [0-9,]+ evicted$/.exec(line);
+	const m = /^[0-9,]+ storage reads? \(([0-9,]+) new users?\) · [0-9,]+ evicted$/.exec(line);
 	return m ? Number(m[1].replace(/,/g, '')) : -1;
 }`
 
@@ -480,7 +499,7 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	// The collector's card: its share of the server's CPU, the collections
 	// and the heap (the server has collected at least once by now).
 	gc := tb.text(`#card-collector`)
-	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections · heap [0-9.]+ [KMG]iB live, next at [0-9.]+ [KMG]iB`, gc); !ok {
+	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections? · heap [0-9.]+ [KMG]iB live, next at [0-9.]+ [KMG]iB`, gc); !ok {
 		t.Errorf("collector card reads %q", gc)
 	}
 }

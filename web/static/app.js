@@ -229,9 +229,13 @@ function pct(x, digits) {
   if (v > 0 && v < 0.0001) return '< 0.0001%';
   let d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
   if (v > 0 && Number(v.toFixed(d)) === 0) d = 1 - Math.floor(Math.log10(v));
+  // Nor does a share short of the whole read 100% (a hit ratio of 99.96%).
+  if (v < 100 && Number(v.toFixed(d)) === 100) d = 1 - Math.floor(Math.log10(100 - v));
   // Number drops the trailing zeros of the decimals only (10 stays 10).
   return `${Number(v.toFixed(d))}%`;
 }
+// count is n with its noun: "1 miss", "2 misses".
+function count(n, one, many = `${one}s`) { return `${num(n)} ${n === 1 ? one : many}`; }
 function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
 function duration(sec) {
   if (!sec) return '0 s';
@@ -337,21 +341,21 @@ function drawOverview() {
   const totalCalls = sumCalls(st);
 
   const cards = h('div', { class: 'cards' },
-    card('calls', 'Calls per second', rate(lastRate(calls)), `${num(totalCalls)} calls since start · ${num(st.in_flight)} in flight`,
+    card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start · ${num(st.in_flight)} in flight`,
       sparkline(calls, 'Calls per second', rate)),
     card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(st.hit_ratio, 1),
-      `${pct(st.hit_ratio, 1)} since start · ${num(st.hits)} hits, ${num(st.misses)} misses`,
+      `${pct(st.hit_ratio, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
       sparkline(hits, 'Hit ratio', (v) => pct(v, 1), 1)),
-    card('hot-users', 'Hot users', num(st.hot_users), `${num(st.loads)} storage reads (${num(st.new_users)} new users) · ${num(st.evictions)} evicted`),
+    card('hot-users', 'Hot users', num(st.hot_users), `${count(st.loads, 'storage read')} (${count(st.new_users, 'new user')}) · ${num(st.evictions)} evicted`),
     card('cache', 'Cache bytes', bytes(st.cache_bytes), `of ${bytes(st.cache_budget_bytes)} budget (${pct(usedFrac, 1)})`,
       h('div', { class: `bar${usedFrac > 0.9 ? ' warn' : ''}`, role: 'img', 'aria-label': `cache ${pct(usedFrac, 1)} of budget` },
         h('span', { style: `width:${Math.min(100, usedFrac * 100).toFixed(1)}%` }))),
     card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushed_users)} written back`),
     card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now`),
     card('collector', 'Collector share of CPU', gc.length ? pct(lastRate(gc), 1) : pct(gcSinceStart, 1),
-      `${pct(gcSinceStart, 1)} since start · ${num(col.cycles)} collections · heap ${bytes(col.heap_live_bytes)} live, next at ${bytes(col.heap_goal_bytes)}`,
+      `${pct(gcSinceStart, 1)} since start · ${count(col.cycles, 'collection')} · heap ${bytes(col.heap_live_bytes)} live, next at ${bytes(col.heap_goal_bytes)}`,
       sparkline(gc, 'Collector share of CPU', (v) => pct(v, 1), 1)),
-    card('storage', 'Storage size', bytes(st.storage_bytes), `${num(st.storage_errors)} storage errors · ${num(st.journal_appends)} journal appends`),
+    card('storage', 'Storage size', bytes(st.storage_bytes), `${count(st.storage_errors, 'storage error')} · ${count(st.journal_appends, 'journal append')}`),
     card('uptime', 'Uptime', duration(st.uptime_seconds), `since ${when(st.started_at)}`));
 
   const allRoutes = Object.keys(st.calls || {});
@@ -366,7 +370,7 @@ function drawOverview() {
       return h('tr', {}, h('td', {}, h('code', {}, r)), h('td', { class: 'num' }, rate(lastRate(pts))),
         h('td', { class: 'num' }, num(st.calls[r])), h('td', { class: 'spark-cell' }, sparkline(pts, `${r} calls per second`, rate, undefined, true)));
     }) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No calls yet.'))),
-    idle ? h('tfoot', {}, h('tr', {}, h('td', { colspan: 4, class: 'muted' }, `${idle} other route${idle === 1 ? '' : 's'} without calls.`))) : null);
+    idle ? h('tfoot', {}, h('tr', {}, h('td', { colspan: 4, class: 'muted' }, `${count(idle, 'other route')} without calls.`))) : null);
 
   const statuses = Object.keys(st.errors || {}).sort();
   const errTable = h('table', { id: 'errors' },
@@ -376,7 +380,7 @@ function drawOverview() {
       : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))),
     h('tfoot', {}, h('tr', { id: 'panics', class: st.panics ? 'bad' : '' },
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
-        `${num(st.panics)} panic${st.panics === 1 ? '' : 's'} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
+        `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
   put(box, cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
 }
@@ -521,7 +525,7 @@ function profileText(p) {
   if (!p) return '–';
   const parts = [`target ${pct(p.fp_rate)}`];
   parts.push(p.window ? `window ${seconds(p.window)} in buckets of ${seconds(p.granularity)}` : 'no window');
-  parts.push(p.max_items ? `cap ${num(p.max_items)} items` : 'no cap');
+  parts.push(p.max_items ? `cap ${count(p.max_items, 'item')}` : 'no cap');
   return parts.join(' · ');
 }
 
@@ -555,9 +559,9 @@ function layersPanel(st, prof) {
   const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0) || !!(prof && prof.window);
   const genTitle = (g) => {
     const start = new Date(g.start).getTime();
-    if (!prof || !prof.window) return `Bucket ${g.bucket} from ${day(start)} · ${num(g.items)} items`;
+    if (!prof || !prof.window) return `Bucket ${g.bucket} from ${day(start)} · ${count(g.items, 'item')}`;
     const end = start + prof.granularity * 1000;
-    return `Seen ${day(start)} – ${day(end)} · ${num(g.items)} items · unseen again from ${day(end + prof.window * 1000)}`;
+    return `Seen ${day(start)} – ${day(end)} · ${count(g.items, 'item')} · unseen again from ${day(end + prof.window * 1000)}`;
   };
   return h('section', { class: 'panel', 'aria-labelledby': 'layers-h', id: 'layers' },
     h('h3', { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
@@ -568,7 +572,7 @@ function layersPanel(st, prof) {
         h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
           h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
         h('span', { class: 'pct' }, pct(l.fill, 1)),
-        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${num(l.capacity)} items · ${num(l.bits)} bits · ${l.hashes} hashes · FP ${pct(l.fp_rate)}`)))))
+        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
       : h('p', { class: 'muted' }, 'No layers: the filter is empty.'));
 }
 
