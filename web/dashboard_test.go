@@ -81,17 +81,29 @@ func (s *suite) recordItems(t *testing.T, user string, n int) *client.UserStats 
 	return resp.JSON200
 }
 
+// readTab opens a tab on the dashboard with the read key in use.
+func (s *suite) readTab(t *testing.T) *tab {
+	t.Helper()
+	tb := s.newTab(t, nil)
+	tb.open("")
+	tb.useKey(s.keys.read)
+	return tb
+}
+
+// showUser opens the page of user, of the default namespace, and waits
+// until it shows the user's items.
+func (tb *tab) showUser(user string, items int) {
+	tb.t.Helper()
+	tb.open(fragment("default", user))
+	tb.waitText("#user-items", strconv.Itoa(items))
+}
+
 func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	s := setup(t)
 	user := "web/deep link é+?&#" + userID(t) // every character that needs encoding in a path or a fragment
 	api := s.recordItems(t, user, 40)
-
-	tb := s.newTab(t, nil)
-	tb.open("")
-	tb.useKey(s.keys.read)
-	tb.open(fragment("default", user))
-
-	tb.waitText("#user-items", "40")
+	tb := s.readTab(t)
+	tb.showUser(user, 40)
 	if got := tb.text("#user-title"); !strings.Contains(got, user) {
 		t.Errorf("title %q does not name the user %q", got, user)
 	}
@@ -122,9 +134,7 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 // digits, not 0%; a whole one in tens with its zero, 30% not 3%.
 func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("")
-	tb.useKey(s.keys.read)
+	tb := s.readTab(t)
 	// The shares are those of a fresh filter in the default namespace
 	// (1% target): seven items fill its first layer to about 0.0017%,
 	// 0.17% of the target; 57 to about 0.3%, 30% of it.
@@ -144,8 +154,7 @@ func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 		if !tc.ok(share) {
 			t.Fatalf("%d items: the user's rate is %v%% of the target, not the share the test wants", tc.items, share)
 		}
-		tb.open(fragment("default", user))
-		tb.waitText("#user-items", strconv.Itoa(tc.items))
+		tb.showUser(user, tc.items)
 		want := tc.want(share) + "% of the target rate."
 		if got := tb.text("#user-fp-ratio"); got != want {
 			t.Errorf("%d items: the rate's share of the target reads %q, want %q", tc.items, got, want)
@@ -176,13 +185,10 @@ func TestAShareShortOfTheWholeIsNotShownAs100(t *testing.T) {
 // "100%".
 func TestRatesBesideTheBarsKeepToOneLine(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("")
-	tb.useKey(s.keys.read)
+	tb := s.readTab(t)
 	user := userID(t)
 	s.recordItems(t, user, 3)
-	tb.open(fragment("default", user))
-	tb.waitText("#user-items", "3")
+	tb.showUser(user, 3)
 	if got := tb.text("#user-fp"); got != "< 0.0001%" {
 		t.Fatalf("a 3-item user's rate reads %q; the test wants the longest text, < 0.0001%%", got)
 	}
