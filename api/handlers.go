@@ -342,7 +342,7 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 		return newError(pBadImport, "the body is empty; send the bytes of an export")
 	}
 	if len(body) > s.cfg.MaxImportBytes {
-		return newError(pBodyTooLarge, "the body is %d bytes; at most %d", len(body), s.cfg.MaxImportBytes)
+		return bodyTooLarge(len(body), s.cfg.MaxImportBytes)
 	}
 	// The request buffer is reused after this handler: the filter gets its own copy.
 	if err := s.hot.Import(ns, user, bytes.Clone(body), replace, int64(s.cfg.MaxImportBytes)); err != nil {

@@ -255,7 +255,7 @@ func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
 		limit = s.cfg.MaxImportBytes
 	}
 	if n := c.Request().Header.ContentLength(); n > 0 {
-		return newError(pBodyTooLarge, "the body is %d bytes; at most %d", n, limit)
+		return bodyTooLarge(n, limit)
 	}
 	return newError(pBodyTooLarge, "the body is over %d bytes; at most %d", max(s.cfg.MaxBodyBytes, s.cfg.MaxImportBytes), limit)
 }

@@ -124,7 +124,7 @@ func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
 	}
 	body := c.Request().Body()
 	if len(body) > s.cfg.MaxBodyBytes {
-		return nil, newError(pBodyTooLarge, "the body is %d bytes; at most %d", len(body), s.cfg.MaxBodyBytes)
+		return nil, bodyTooLarge(len(body), s.cfg.MaxBodyBytes)
 	}
 	return body, nil
 }
@@ -154,6 +154,12 @@ func decode(body []byte, v any) error {
 		return &apiError{kind: pInvalidJSON, detail: "the body is not valid JSON", cause: err}
 	}
 	return shapeError(body, v, err)
+}
+
+// bodyTooLarge is the problem of a body of n bytes where a route takes at
+// most limit.
+func bodyTooLarge(n, limit int) error {
+	return newError(pBodyTooLarge, "the body is %d bytes; at most %d", n, limit)
 }
 
 // printablePrefix returns how many leading bytes of b are printable ASCII
