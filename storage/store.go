@@ -698,7 +698,7 @@ func (s *Store) applyCoverMarks() error {
 		}
 		for i, u := range page {
 			if mark := marks[i]; mark > 0 {
-				s.wal.cover(u[0], u[1], func(r walRec) bool { return r.seq <= mark })
+				s.wal.cover(u[0], u[1], mark)
 			}
 		}
 	}

@@ -428,12 +428,12 @@ func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 	return nil
 }
 
-// cover drops the user's records that drop selects (covered by a
+// cover drops the user's records numbered up to upTo (covered by a
 // write-back) and deletes the segments left without live records.
-func (w *wal) cover(ns, user string, drop func(walRec) bool) {
+func (w *wal) cover(ns, user string, upTo uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.dropLocked(walKey(ns, user), drop)
+	w.dropLocked(walKey(ns, user), func(r walRec) bool { return r.seq <= upTo })
 	w.collectLocked()
 }
 

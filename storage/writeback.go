@@ -75,7 +75,7 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		n, errs := s.writeBackSome(ok, merge)
 		for i, err := range errs {
 			if err == nil {
-				s.wal.cover(ok[i].NS, ok[i].User, coveredBy(ok[i]))
+				s.wal.cover(ok[i].NS, ok[i].User, ok[i].UpTo)
 			}
 			if err != nil {
 				failed = append(failed, UserError{NS: ok[i].NS, User: ok[i].User, Err: err})
@@ -274,11 +274,6 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 		break
 	}
 	return nil
-}
-
-// coveredBy selects the journal records w's value covers.
-func coveredBy(w Write) func(walRec) bool {
-	return func(r walRec) bool { return r.seq <= w.UpTo }
 }
 
 // setCoverMark sets, beside the user's filter, the journal number below
