@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,8 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -22,6 +25,7 @@ import (
 // opens the copy.
 func crashCopy(t *testing.T, s *Store) *Store {
 	t.Helper()
+	s.wal.removed()
 	dst := t.TempDir()
 	err := filepath.WalkDir(s.opts.Dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -55,6 +59,7 @@ func crashCopy(t *testing.T, s *Store) *Store {
 
 func segmentFiles(t *testing.T, s *Store) []string {
 	t.Helper()
+	s.wal.removed()
 	names, err := filepath.Glob(filepath.Join(s.opts.Dir, walDir, "*"+walSuffix))
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +231,57 @@ func TestCoveredSegmentsAreDeleted(t *testing.T) {
 	}
 	if _, j := mustLoad(t, s, "feed", "late"); !slices.Equal(journalValues(j), []string{fmtEntry(seq, "x")}) {
 		t.Errorf("uncovered record lost with its segment: %v", journalValues(j))
+	}
+}
+
+// Deleting a covered segment does not hold up appends: the deletion waits
+// here, as an unlink of a large file can, and appends go on meanwhile.
+func TestSegmentDeletionDoesNotHoldUpAppends(t *testing.T) {
+	s := openTest(t, testOptions(t).WithJournalSegmentBytes(1<<10))
+	unlinking, release := make(chan string, 16), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let) // before the store's Close, which waits for deletions
+	s.wal.rm.mu.Lock()
+	s.wal.rm.unlink = func(path string) error {
+		unlinking <- path
+		<-release
+		return os.Remove(path)
+	}
+	s.wal.rm.mu.Unlock()
+	var seq uint64
+	for range 40 {
+		seq = mustAppend(t, s, "feed", "u", strings.Repeat("v", 40))
+	}
+	covered := make(chan error, 1)
+	go func() { covered <- s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("f"), UpTo: seq}}, nil) }()
+	var path string
+	select {
+	case path = <-unlinking:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no segment deleted after every record of it was covered")
+	}
+	appended := make(chan error, 1)
+	go func() {
+		_, err := s.Append("feed", "other", []byte("x"), 0)
+		appended <- err
+	}()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		let()
+		t.Fatal("an append waited for a segment's deletion")
+	}
+	if err := <-covered; err != nil {
+		t.Fatal(err)
+	}
+	let()
+	s.wal.removed()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still there after its deletion was let through: %v", path, err)
 	}
 }
 
