@@ -49,14 +49,30 @@
 // to 8 and r from 0.5 to 0.97, finds a best mean of 1.97x and a lowest
 // worst case of 2.35x. The newest layer, half empty on average, is what
 // costs; a newest layer whose memory grew with its items would allow about
-// 1.3x, which takes another layer format. The nearest such format keeps
-// the newest layer's items as fingerprints of ceil(log2(c/e)) bits until
-// its bits would cost less: 1.67x on average at best (c0 = 256, s = 1.5,
-// r = 0.8, 2.07x at worst), inside both targets in this ideal model but
-// with 2% to spare on the mean for the rounding of real layers. Its Bloom
-// bits would have to be placed from the fingerprints (a new encoding
-// version), and the hot path would search the fingerprints of the layer
-// every candidate tests first; it is not built.
+// 1.3x, which takes another layer format. Keeping only the newest layer's
+// items as fingerprints of ceil(log2(c/e)) bits until its bits would cost
+// less gets 1.67x on average at best (c0 = 256, s = 1.5, r = 0.8, 2.07x at
+// worst), with 2% to spare on the mean for the rounding of real layers.
+//
+// A chain with no Bloom layer at all does better: every layer its items'
+// fingerprints of ceil(log2(c/e)) bits, sorted and stored as Elias-Fano
+// codes ("fingerprint sets" in BenchmarkChainFloor). A layer's memory then
+// grows with its items, and a full one costs about log2(1/e)+2 bits an
+// item, under a Bloom layer's 1.44*log2(1/e) for e under 4%: 1.23x the
+// bound on average and 1.45x at worst (c0 = 512, s = 3, r = 0.6; six layers
+// at 1e5 items), inside both targets with room to spare.
+// BenchmarkFingerprintSet measures a prototype of such a layer (one run,
+// e = 0.5%, lookups spread over 819,200 items' layers): full, it takes 0.95x
+// to 1.08x the bound (a Bloom layer 1.00x), but looking up an absent item
+// takes 37 to 48 ns against a Bloom layer's 8 to 11 ns, because its three
+// memory reads (a select sample, the bucket's unary code, the low bits)
+// wait on each other where a Bloom layer's four probes go at once. With
+// under a third of the layers, a candidate would cost about what it costs
+// now, less if the lookups of a call's candidates were interleaved to
+// overlap those reads. That is the format that would meet the memory
+// target; it takes a new encoding version, a merge of sorted sets and
+// inserts that do not rebuild the newest set at every call, and it is not
+// built yet.
 //
 // # Retention window
 //

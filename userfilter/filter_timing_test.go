@@ -157,7 +157,14 @@ func BenchmarkProfiles(b *testing.B) {
 // layer costs only the items in it so far; "newest as fingerprints" keeps
 // the newest layer's items as fingerprints of ceil(log2(c/e)) bits (a
 // false-positive rate of at most e at its capacity c) until its bits would
-// cost less, the layer format that would come closest to "newest grows".
+// cost less, the layer format that would come closest to "newest grows"
+// while the full layers stay Bloom layers. "fingerprint sets" has no Bloom
+// layer at all: every layer is its items' fingerprints of ceil(log2(c/e))
+// bits, sorted and stored as Elias-Fano codes (per item the low
+// f - floor(log2 n) bits and 2 bits of the high part in unary, plus an
+// eighth of a bit for a select index; 64 bits a layer), so that a layer's
+// memory grows with its items and costs about log2(1/e)+2 bits an item
+// when full, under the Bloom layer's 1.44*log2(1/e) for e under 4%.
 func BenchmarkChainFloor(b *testing.B) {
 	const p = 0.01
 	bound := 1.44 * math.Log2(1/p)
@@ -165,11 +172,21 @@ func BenchmarkChainFloor(b *testing.B) {
 		openedWhole = iota
 		newestGrows
 		fingerprints
+		fingerprintSets
 	)
 	cost := func(n float64, c0, s, r float64, newest int) float64 {
 		bits, left := 0.0, n
 		for i := 0; ; i++ {
 			c, e := c0*math.Pow(s, float64(i)), p*(1-r)*math.Pow(r, float64(i))
+			if newest == fingerprintSets {
+				k := min(left, c)
+				f := math.Ceil(math.Log2(c / e))
+				bits += k*(2+max(0, math.Floor(f-math.Log2(k)))+1.0/8) + 64
+				if left -= k; left <= 0 {
+					return bits / (n * bound)
+				}
+				continue
+			}
 			per := 1.44 * math.Log2(1/e)
 			if left <= c {
 				switch newest {
@@ -185,7 +202,7 @@ func BenchmarkChainFloor(b *testing.B) {
 		}
 	}
 	type best struct{ mean, worst, c0, s, r float64 }
-	for newest, name := range []string{"opened whole", "newest grows", "newest as fingerprints"} {
+	for newest, name := range []string{"opened whole", "newest grows", "newest as fingerprints", "fingerprint sets"} {
 		b.Run(name, func(b *testing.B) {
 			var top best
 			var leastWorst float64 // the lowest worst case of any choice
