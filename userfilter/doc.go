@@ -61,18 +61,20 @@
 // item, under a Bloom layer's 1.44*log2(1/e) for e under 4%: 1.23x the
 // bound on average and 1.45x at worst (c0 = 512, s = 3, r = 0.6; six layers
 // at 1e5 items), inside both targets with room to spare.
-// BenchmarkFingerprintSet measures a prototype of such a layer (one run,
-// e = 0.5%, lookups spread over 819,200 items' layers): full, it takes 0.95x
-// to 1.08x the bound (a Bloom layer 1.00x), but looking up an absent item
-// takes 37 to 48 ns against a Bloom layer's 8 to 11 ns, because its three
-// memory reads (a select sample, the bucket's unary code, the low bits)
-// wait on each other where a Bloom layer's four probes go at once. With
-// under a third of the layers, a candidate would cost about what it costs
-// now, less if the lookups of a call's candidates were interleaved to
-// overlap those reads. That is the format that would meet the memory
-// target; it takes a new encoding version, a merge of sorted sets and
-// inserts that do not rebuild the newest set at every call, and it is not
-// built yet.
+// BenchmarkFingerprintSet measures a prototype of such a layer against a
+// Bloom layer of the same capacity and error (one run, e = 0.5%, lookups
+// spread over layers of 819,200 items in all): full, it takes 0.95x to
+// 1.08x the bound (the Bloom layer 1.00x), but looking up an absent item
+// takes 32 to 46 ns against the Bloom layer's 7.5 to 8.9 ns. Taking each
+// step (the select sample, the bucket's start in the unary code, the low
+// bits) for eight lookups before the next, so that their reads overlap,
+// gave 32 to 35 ns: the time is in finding the bucket, not in waiting for
+// memory. So a candidate of a user of 1e5 items would cost somewhat more
+// than now (six lookups against 21 layer tests), and one of a user of up to
+// 512 items less (one lookup against up to eight). That is the format that
+// would meet the memory target; it takes a new encoding version, a merge of
+// sorted sets, inserts that do not rebuild the newest set at every call and
+// a faster way to a bucket, and it is not built yet.
 //
 // # Retention window
 //

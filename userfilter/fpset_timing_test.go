@@ -56,8 +56,12 @@ func newFPSet(fps []uint64, f uint) *fpSet {
 
 // select0 returns the position of zero number k (from 0) of high.
 func (s *fpSet) select0(k uint64) uint64 {
-	p := uint64(s.samples[k/64])
-	rem := k % 64 // zeros after p still to pass
+	return s.selectFrom(uint64(s.samples[k/64]), k%64)
+}
+
+// selectFrom returns the position of zero number rem (from 0) of high
+// counting from position p, which holds a zero.
+func (s *fpSet) selectFrom(p, rem uint64) uint64 {
 	w := p >> 6
 	word := ^s.high[w] &^ (1<<(p&63) - 1) // zeros from p on, p's own included
 	rem++                                 // so: the (rem+1)-th zero from p on
@@ -128,6 +132,54 @@ func (s *fpSet) contains(x uint64) bool {
 	return false
 }
 
+// containsAll sets found[i] to contains(xs[i]) for a group of fingerprints
+// at a time, one step for all of them before the next (the select sample,
+// the bucket's start in high, the low bits), so that the reads of one
+// step are independent of each other and overlap.
+func (s *fpSet) containsAll(xs []uint64, found []bool) {
+	const group = 8
+	var pos [group]uint64
+	var live [group]bool
+	for start := 0; start < len(xs); start += group {
+		g := xs[start:min(start+group, len(xs))]
+		for i, x := range g {
+			h := x >> s.l
+			live[i] = s.n > 0 && h < s.buckets
+			if live[i] && h > 0 {
+				pos[i] = uint64(s.samples[(h-1)/64])
+			}
+		}
+		for i, x := range g {
+			if h := x >> s.l; live[i] && h > 0 {
+				pos[i] = s.selectFrom(pos[i], (h-1)%64) + 1
+			} else {
+				pos[i] = 0
+			}
+		}
+		for i, x := range g {
+			found[start+i] = false
+			if !live[i] {
+				continue
+			}
+			p := pos[i]
+			idx := p - x>>s.l
+			lx := x & (1<<s.l - 1)
+			for s.high[p>>6]>>(p&63)&1 != 0 {
+				v := uint64(0)
+				if s.l > 0 {
+					v = bitsAt(s.low, idx*uint64(s.l), s.l)
+				}
+				if v >= lx {
+					found[start+i] = v == lx
+					break
+				}
+				p++
+				idx++
+			}
+		}
+	}
+}
+
 func (s *fpSet) bytes() int { return 8 * (len(s.low) + len(s.high) + len(s.samples)/2) }
 
 // TestFPSetPrototype checks the prototype the benchmark measures: every
@@ -149,6 +201,14 @@ func TestFPSetPrototype(t *testing.T) {
 		for _, x := range fps {
 			if !s.contains(x) {
 				t.Fatalf("n=%d: member %x not found", n, x)
+			}
+		}
+		mixed := append(slices.Clone(fps[:min(n, 100)]), rng.Uint64()>>(64-f), rng.Uint64()>>(64-f))
+		found := make([]bool, len(mixed))
+		s.containsAll(mixed, found)
+		for i, x := range mixed {
+			if found[i] != s.contains(x) {
+				t.Fatalf("n=%d: containsAll says %v for %x, contains %v", n, found[i], x, !found[i])
 			}
 		}
 		fp, probes := 0, 200_000
@@ -208,6 +268,25 @@ func BenchmarkFingerprintSet(b *testing.B) {
 			}
 			b.ReportMetric(float64(hits)/float64(i), "hits/op")
 			b.ReportMetric(float64(8*sets[0].bytes())/float64(n)/bound, "mem/bound")
+		})
+		b.Run(fmt.Sprintf("fingerprints-grouped/n=%d", n), func(b *testing.B) {
+			xs := make([]uint64, 200)
+			found := make([]bool, 200)
+			hits, i := 0, 0
+			for b.Loop() {
+				for j := range xs {
+					xs[j] = probes[(i+j)&1023].Lo >> (64 - f)
+				}
+				sets[i%count].containsAll(xs, found)
+				for _, ok := range found {
+					if ok {
+						hits++
+					}
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/lookup")
+			b.ReportMetric(float64(hits)/float64(200*i), "hits/op")
 		})
 		b.Run(fmt.Sprintf("bloom/n=%d", n), func(b *testing.B) {
 			hits, i := 0, 0
