@@ -550,16 +550,6 @@ func (w *wal) removeLoop() {
 	}
 }
 
-// removed waits until removeLoop has deleted every segment collected so far.
-func (w *wal) removed() {
-	q := &w.rm
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.segs) > 0 || q.busy {
-		q.cond.Wait()
-	}
-}
-
 // load returns copies of the user's live records that have not expired.
 func (w *wal) load(ns, user string, now int64) ([]JournalEntry, error) {
 	var out []JournalEntry

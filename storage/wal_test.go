@@ -57,6 +57,17 @@ func crashCopy(t *testing.T, s *Store) *Store {
 	return openTest(t, s.opts.WithDir(dst))
 }
 
+// removed waits until removeLoop has deleted every segment collected so
+// far, so that tests see the journal's files as a crash after it would.
+func (w *wal) removed() {
+	q := &w.rm
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.segs) > 0 || q.busy {
+		q.cond.Wait()
+	}
+}
+
 func segmentFiles(t *testing.T, s *Store) []string {
 	t.Helper()
 	s.wal.removed()
