@@ -296,6 +296,45 @@ func TestSegmentDeletionDoesNotHoldUpAppends(t *testing.T) {
 	}
 }
 
+// Dead segments are deleted oldest first, as they were collected: a crash
+// between two deletions must never leave a user's records while the
+// segment of the erase record voiding them is gone.
+func TestSegmentsAreDeletedOldestFirst(t *testing.T) {
+	s := openTest(t, testOptions(t).WithJournalSegmentBytes(1<<10))
+	var mu sync.Mutex
+	var order []string
+	s.wal.rm.mu.Lock()
+	s.wal.rm.unlink = func(path string) error {
+		mu.Lock()
+		order = append(order, filepath.Base(path))
+		mu.Unlock()
+		return os.Remove(path)
+	}
+	s.wal.rm.mu.Unlock()
+	for range 40 {
+		mustAppend(t, s, "feed", "gone", strings.Repeat("v", 40))
+	}
+	if err := s.Delete("feed", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for range 80 {
+		seq = mustAppend(t, s, "feed", "filler", strings.Repeat("v", 40))
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "filler", Value: []byte("f"), UpTo: seq}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.removed()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) < 4 {
+		t.Fatalf("%d segments deleted; want several", len(order))
+	}
+	if !slices.IsSorted(order) { // ids are zero-padded: names sort as numbers
+		t.Errorf("segments deleted in the order %v; want oldest first", order)
+	}
+}
+
 // A store of format 1 kept its journal in Badger; opening it moves the
 // records into the journal files.
 func TestFormat1JournalMovesToTheJournalFiles(t *testing.T) {
