@@ -65,16 +65,18 @@
 // Bloom layer of the same capacity and error (one run, e = 0.5%, lookups
 // spread over layers of 819,200 items in all): full, it takes 0.95x to
 // 1.08x the bound (the Bloom layer 1.00x), but looking up an absent item
-// takes 32 to 46 ns against the Bloom layer's 7.5 to 8.9 ns. Taking each
+// takes 30 to 45 ns against the Bloom layer's 7.2 to 8.6 ns. Taking each
 // step (the select sample, the bucket's start in the unary code, the low
 // bits) for eight lookups before the next, so that their reads overlap,
-// gave 32 to 35 ns: the time is in finding the bucket, not in waiting for
-// memory. So a candidate of a user of 1e5 items would cost somewhat more
-// than now (six lookups against 21 layer tests), and one of a user of up to
-// 512 items less (one lookup against up to eight). That is the format that
-// would meet the memory target; it takes a new encoding version, a merge of
-// sorted sets, inserts that do not rebuild the newest set at every call and
-// a faster way to a bucket, and it is not built yet.
+// gave 30 to 33 ns; finding the bucket from packed offsets, without a
+// select, 24 to 32 ns at 1.17x to 1.38x the bound. So the time is more in
+// finding the bucket and comparing than in waiting for memory. So a
+// candidate of a user of 1e5 items would cost somewhat more than now (six
+// lookups against 21 layer tests), and one of a user of up to 512 items
+// less (one lookup against up to eight). That is the format that would meet
+// the memory target; it takes a new encoding version, a merge of sorted
+// sets, inserts that do not rebuild the newest set at every call and a
+// faster way to a bucket, and it is not built yet.
 //
 // # Retention window
 //

@@ -182,6 +182,65 @@ func (s *fpSet) containsAll(xs []uint64, found []bool) {
 
 func (s *fpSet) bytes() int { return 8 * (len(s.low) + len(s.high) + len(s.samples)/2) }
 
+// fpDirect is a second prototype of the same layer that finds a bucket
+// without a select: n/4 to n/2 buckets (two to four fingerprints each),
+// and for every bucket the index of its first fingerprint, packed in
+// bits.Len(n) bits, so a lookup reads two neighbouring offsets and then
+// the bucket's few low parts. It pays a few bits an item more than fpSet
+// for that.
+type fpDirect struct {
+	n, l, w uint
+	b       uint // log2 of the buckets
+	low     []uint64
+	offs    []uint64
+}
+
+// newFPDirect builds the set of fps: sorted, distinct, each under 2^f.
+func newFPDirect(fps []uint64, f uint) *fpDirect {
+	n := uint(len(fps))
+	s := &fpDirect{n: n, w: uint(bits.Len(n))}
+	s.b = uint(max(0, bits.Len(n)-2))
+	s.l = f - s.b
+	s.low = make([]uint64, (uint64(n)*uint64(s.l)+63)/64+1)
+	buckets := uint64(1) << s.b
+	s.offs = make([]uint64, ((buckets+1)*uint64(s.w)+63)/64+1)
+	next := uint64(0)
+	for i, x := range fps {
+		orBitsAt(s.low, uint64(i)*uint64(s.l), x&(1<<s.l-1), s.l)
+		for ; next <= x>>s.l; next++ {
+			orBitsAt(s.offs, next*uint64(s.w), uint64(i), s.w)
+		}
+	}
+	for ; next <= buckets; next++ {
+		orBitsAt(s.offs, next*uint64(s.w), uint64(n), s.w)
+	}
+	return s
+}
+
+func (s *fpDirect) contains(x uint64) bool {
+	h := x >> s.l
+	if s.n == 0 || h >= 1<<s.b {
+		return false
+	}
+	two := bitsAt(s.offs, h*uint64(s.w), min(2*s.w, 64))
+	i, end := two&(1<<s.w-1), two>>s.w
+	if 2*s.w > 64 {
+		end = bitsAt(s.offs, (h+1)*uint64(s.w), s.w)
+	}
+	lx := x & (1<<s.l - 1)
+	for ; i < end; i++ {
+		switch v := bitsAt(s.low, i*uint64(s.l), s.l); {
+		case v == lx:
+			return true
+		case v > lx:
+			return false
+		}
+	}
+	return false
+}
+
+func (s *fpDirect) bytes() int { return 8 * (len(s.low) + len(s.offs)) }
+
 // TestFPSetPrototype checks the prototype the benchmark measures: every
 // member is found, and absent fingerprints test present at about n/2^f.
 func TestFPSetPrototype(t *testing.T) {
@@ -201,6 +260,17 @@ func TestFPSetPrototype(t *testing.T) {
 		for _, x := range fps {
 			if !s.contains(x) {
 				t.Fatalf("n=%d: member %x not found", n, x)
+			}
+		}
+		d := newFPDirect(fps, f)
+		for _, x := range fps {
+			if !d.contains(x) {
+				t.Fatalf("n=%d: member %x not found by fpDirect", n, x)
+			}
+		}
+		for range 20_000 {
+			if x := rng.Uint64() >> (64 - f); d.contains(x) != in[x] {
+				t.Fatalf("n=%d: fpDirect.contains(%x) = %v", n, x, !in[x])
 			}
 		}
 		mixed := append(slices.Clone(fps[:min(n, 100)]), rng.Uint64()>>(64-f), rng.Uint64()>>(64-f))
@@ -268,6 +338,26 @@ func BenchmarkFingerprintSet(b *testing.B) {
 			}
 			b.ReportMetric(float64(hits)/float64(i), "hits/op")
 			b.ReportMetric(float64(8*sets[0].bytes())/float64(n)/bound, "mem/bound")
+		})
+		direct := make([]*fpDirect, count)
+		for i := range direct {
+			fps := make([]uint64, 0, n)
+			for j := 0; j < n; j++ {
+				fps = append(fps, rng.Uint64()>>(64-f))
+			}
+			slices.Sort(fps)
+			direct[i] = newFPDirect(slices.Compact(fps), f)
+		}
+		b.Run(fmt.Sprintf("fingerprints-direct/n=%d", n), func(b *testing.B) {
+			hits, i := 0, 0
+			for b.Loop() {
+				if direct[i%count].contains(probes[i&1023].Lo >> (64 - f)) {
+					hits++
+				}
+				i++
+			}
+			b.ReportMetric(float64(hits)/float64(i), "hits/op")
+			b.ReportMetric(float64(8*direct[0].bytes())/float64(n)/bound, "mem/bound")
 		})
 		b.Run(fmt.Sprintf("fingerprints-grouped/n=%d", n), func(b *testing.B) {
 			xs := make([]uint64, 200)
