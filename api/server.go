@@ -146,8 +146,8 @@ func (s *Server) routes() {
 	// Load balancers often probe with HEAD: the same status, no body
 	// (fasthttp drops a HEAD answer's body).
 	for _, m := range []string{fiber.MethodGet, fiber.MethodHead} {
-		s.handle(m, "/healthz", RoleNone, s.health)
-		s.handle(m, "/readyz", RoleNone, s.ready)
+		s.route(m, "/healthz", RoleNone, uncapped, s.health)
+		s.route(m, "/readyz", RoleNone, uncapped, s.ready)
 	}
 	s.handle(fiber.MethodGet, "/openapi.yaml", RoleNone, s.openAPI)
 	dashboard := http.FS(web.FS())
@@ -176,19 +176,28 @@ const dashboardCSP = "default-src 'self'; img-src 'self' data:; base-uri 'none';
 // route's call counter, the role check and the route's duration histogram
 // (which every answer counts, refusals too).
 func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
+	s.route(method, path, role, capped, h)
+}
+
+// Whether a route is held to the in-flight cap. The health probes are not:
+// a busy service is alive and ready, and a liveness probe answered 503
+// would have an orchestrator restart it just when it has the most to do.
+const (
+	capped   = true
+	uncapped = false
+)
+
+// route is handle, with the in-flight cap applied or not (inCap).
+func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handler) {
 	route := method + " " + docPath(path)
 	s.k.routes = append(s.k.routes, route)
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
-	// The probes are not held to the in-flight cap: a busy service is alive
-	// and ready, and a liveness probe answered 503 would have an
-	// orchestrator restart it just when it has the most to do.
-	probe := path == "/healthz" || path == "/readyz"
 	s.app.Add(method, path, func(c *fiber.Ctx) error {
 		defer observeSince(duration, time.Now())
 		calls.Add(1)
-		if !probe {
+		if inCap {
 			n := s.inFlight.Add(1)
 			defer s.inFlight.Add(-1)
 			if n > int64(s.cfg.MaxInFlight) {
