@@ -706,13 +706,18 @@ func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
 }
 
 // ttlStore is the real store, keeping the expiry the hot set asks of each
-// journal record.
+// journal record (ttls) and of each written-back filter (filterTTLs), by
+// namespace.
 type ttlStore struct {
 	*storage.Store
-	mu   sync.Mutex
-	ttls map[string]time.Duration // by namespace
-	// filterTTLs is set by WriteBack.
+	mu         sync.Mutex
+	ttls       map[string]time.Duration
 	filterTTLs map[string]time.Duration
+}
+
+func newTTLStore(t *testing.T) *ttlStore {
+	return &ttlStore{Store: openStore(t, t.TempDir()), ttls: map[string]time.Duration{},
+		filterTTLs: map[string]time.Duration{}}
 }
 
 func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
@@ -722,13 +727,8 @@ func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uin
 	return s.Store.Append(ns, user, value, ttl)
 }
 
-// WriteBack keeps the expiry asked of each user's written-back filter, by
-// namespace, in filterTTLs.
 func (s *ttlStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) error {
 	s.mu.Lock()
-	if s.filterTTLs == nil {
-		s.filterTTLs = map[string]time.Duration{}
-	}
 	for _, w := range writes {
 		s.filterTTLs[w.NS] = w.TTL
 	}
@@ -740,7 +740,7 @@ func (s *ttlStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) er
 // windowed namespace up to the window plus one granularity after the
 // call; without a window for good.
 func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
-	st := &ttlStore{Store: openStore(t, t.TempDir()), ttls: map[string]time.Duration{}}
+	st := newTTLStore(t)
 	defer st.Close()
 	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour})
 	if err != nil {
@@ -765,7 +765,7 @@ func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
 // takes no disk for good); one without a window never does.
 func TestWrittenBackFilterExpiresWithItsWindow(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	st := &ttlStore{Store: openStore(t, t.TempDir()), ttls: map[string]time.Duration{}}
+	st := newTTLStore(t)
 	defer st.Close()
 	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour, Now: func() time.Time { return now }})
 	if err != nil {
