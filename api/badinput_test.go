@@ -220,13 +220,10 @@ func TestLimitsAdmitExactlyTheirMaximum(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, h, body := e.as(t).raw(http.MethodPost, tc.path, "application/json", []byte(tc.body))
-			if status != tc.status {
-				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
-			}
 			if tc.typ != "" {
-				if p := problem(t, status, h, body); p.Type != api.ProblemBase+tc.typ {
-					t.Fatalf("type %s, want %s", p.Type, tc.typ)
-				}
+				wantProblem(t, status, h, body, tc.status, tc.typ)
+			} else if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, body)
 			}
 		})
 	}
@@ -269,12 +266,9 @@ func TestRequestsBeyondMaxInFlightAreOverloaded(t *testing.T) {
 	<-hs.loading
 	other := userPath("default", "other", "/filter")
 	status, h, body := e.raw(http.MethodPost, other, "application/json", []byte(`{"candidates":["a"]}`))
-	if status != http.StatusServiceUnavailable {
-		t.Fatalf("a request beyond the one in flight: %d %s, want 503", status, body)
-	}
-	if p := problem(t, status, h, body); p.Type != api.ProblemBase+"overloaded" || h.Get("Retry-After") == "" {
-		t.Fatalf("a request beyond the one in flight: %s (Retry-After %q), want overloaded with a Retry-After",
-			p.Type, h.Get("Retry-After"))
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
+	if h.Get("Retry-After") == "" {
+		t.Fatal("a request beyond the one in flight: overloaded without a Retry-After")
 	}
 	// The probes answer meanwhile: a busy service is alive and ready.
 	for _, probe := range []string{"/healthz", "/readyz"} {
