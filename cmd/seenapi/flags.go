@@ -193,12 +193,56 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return dashDash(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	return nil
+}
+
+// flagErrorForms are the flag package's parsing errors that name a flag,
+// which it spells -name: the text up to the name, and where it quotes the
+// value (%q) before the name, the text after the value up to the name.
+var flagErrorForms = []struct {
+	before string
+	quoted bool
+	after  string
+}{
+	{before: "flag provided but not defined: -"},
+	{before: "flag needs an argument: -"},
+	{before: "invalid value ", quoted: true, after: " for flag -"},
+	{before: "invalid boolean value ", quoted: true, after: " for -"},
+	{before: "invalid boolean flag "}, // a bool flag whose Set("true") fails: the bare name
+}
+
+// dashDash is err of fs.Parse with the flag it names spelt --name, as the
+// help, the README and the other errors spell it, and otherwise the same.
+// Its other errors (bad flag syntax, which repeats the argument as given,
+// and ErrHelp) are err itself.
+func dashDash(err error) error {
+	msg := err.Error()
+	for _, f := range flagErrorForms {
+		rest, ok := strings.CutPrefix(msg, f.before)
+		if !ok {
+			continue
+		}
+		head := f.before
+		if f.quoted {
+			// Skip the value whole: it may hold " for flag -" itself.
+			q, qerr := strconv.QuotedPrefix(rest)
+			if qerr != nil || !strings.HasPrefix(rest[len(q):], f.after) {
+				return err
+			}
+			head += q + f.after
+			rest = rest[len(q)+len(f.after):]
+		}
+		if strings.HasSuffix(head, "-") {
+			return errors.New(head + "-" + rest)
+		}
+		return errors.New(head + "--" + rest)
+	}
+	return err
 }
 
 // check checks what the flags of cmd say together, once they are parsed,

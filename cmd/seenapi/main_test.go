@@ -239,7 +239,7 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	// service starts, rather than read as 0.
 	out.Reset()
 	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "-5s", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
-		out.String() != "seenapi serve: invalid value \"-5s\" for flag -shutdown-timeout: want a duration of 0 or more such as 30s or 2m\n"+
+		out.String() != "seenapi serve: invalid value \"-5s\" for flag --shutdown-timeout: want a duration of 0 or more such as 30s or 2m\n"+
 			"Run 'seenapi help serve' for its flags.\n" {
 		t.Errorf("--shutdown-timeout -5s: exit %d, want 2: %q", code, out.String())
 	}
@@ -255,7 +255,7 @@ func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
 		var out bytes.Buffer
 		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", flag, "0"}
 		code := run(context.Background(), args, noEnv, io.Discard, &out, nil)
-		want := "seenapi import-redis: invalid value \"0\" for flag -" + flag[2:] + ": want a whole number of at least 1\n" +
+		want := "seenapi import-redis: invalid value \"0\" for flag " + flag + ": want a whole number of at least 1\n" +
 			"Run 'seenapi help import-redis' for its flags.\n"
 		if code != 2 || out.String() != want {
 			t.Errorf("%s 0: exit %d, want 2: %q", flag, code, out.String())
@@ -273,9 +273,9 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{args: []string{"--memory-limit", "lots"}, want: `invalid value "lots" for flag -memory-limit: want a size such as 2GiB, auto or off`},
-		{args: []string{"--memory-limit", "-1GiB"}, want: `invalid value "-1GiB" for flag -memory-limit: want a size such as 2GiB, auto or off`},
-		{args: []string{"--gc-percent", "-3"}, want: `invalid value "-3" for flag -gc-percent: want a positive percentage, auto or off`},
+		{args: []string{"--memory-limit", "lots"}, want: `invalid value "lots" for flag --memory-limit: want a size such as 2GiB, auto or off`},
+		{args: []string{"--memory-limit", "-1GiB"}, want: `invalid value "-1GiB" for flag --memory-limit: want a size such as 2GiB, auto or off`},
+		{args: []string{"--gc-percent", "-3"}, want: `invalid value "-3" for flag --gc-percent: want a positive percentage, auto or off`},
 		{env: map[string]string{"SEENAPI_GC_PERCENT": "lots"}, want: `SEENAPI_GC_PERCENT="lots": want a positive percentage, auto or off`},
 		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
 		// Only with --cache-bytes can the limit be judged: after every flag.
@@ -398,7 +398,7 @@ func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 		{args: []string{"backup", "--help"}, stdout: "Usage: seenapi backup"},
 		{args: []string{"help", "bogus"}, code: 2, stderr: `unknown command "bogus"`, notStderr: "SEENAPI_DATA_DIR"},
 		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`, notStderr: "unexpected arguments"},
-		{args: []string{"--bogus"}, code: 2, stderr: "seenapi serve: flag provided but not defined: -bogus\nRun 'seenapi help serve' for its flags.\n", notStderr: "Flags of serve"},
+		{args: []string{"--bogus"}, code: 2, stderr: "seenapi serve: flag provided but not defined: --bogus\nRun 'seenapi help serve' for its flags.\n", notStderr: "Flags of serve"},
 		{args: []string{"backup", "--cache-bytes", "1"}, code: 2, stderr: "Run 'seenapi help backup'", notStderr: "SEENAPI_DATA_DIR"},
 		{args: []string{"version", "--help"}, stdout: "Usage: seenapi version"},
 		{args: []string{"version", "--short"}, code: 2, stderr: "seenapi version: unexpected arguments: [\"--short\"]\nRun 'seenapi help version' for its flags.\n"},
@@ -417,6 +417,60 @@ func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 		if tc.notStderr != "" && strings.Contains(stderr.String(), tc.notStderr) {
 			t.Errorf("%q: stderr has %q:\n%s", tc.args, tc.notStderr, stderr.String())
 		}
+	}
+}
+
+// Every flag error of every command names the flag --name, as the help and
+// the README spell it, not -name as the flag package does, whichever way it
+// was typed; the message is otherwise the flag package's, then the pointer
+// to the help. Bad flag syntax repeats the argument as it was given.
+func TestFlagErrorsNameTheFlagWithTwoDashes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string // the flag the error names; "": none
+		want string // the error line, after "seenapi CMD: "
+	}{
+		{args: []string{"--bogus"}, name: "bogus", want: "flag provided but not defined: --bogus"},
+		{args: []string{"-bogus"}, name: "bogus", want: "flag provided but not defined: --bogus"},
+		{args: []string{"--cache-bytes", "xyz"}, name: "cache-bytes", want: `invalid value "xyz" for flag --cache-bytes: want a positive size such as 512MiB`},
+		{args: []string{"-cache-bytes=xyz"}, name: "cache-bytes", want: `invalid value "xyz" for flag --cache-bytes: want a positive size such as 512MiB`},
+		// The quoted value is passed over whole, whatever it holds.
+		{args: []string{"--cache-bytes", `x" for flag -y`}, name: "cache-bytes", want: `invalid value "x\" for flag -y" for flag --cache-bytes: want a positive size such as 512MiB`},
+		{args: []string{"--sync=maybe"}, name: "sync", want: `invalid boolean value "maybe" for --sync: parse error`},
+		{args: []string{"--addr"}, name: "addr", want: "flag needs an argument: --addr"},
+		{args: []string{"---bogus"}, want: "bad flag syntax: ---bogus"},
+		{args: []string{"backup", "--bogus"}, name: "bogus", want: "flag provided but not defined: --bogus"},
+		{args: []string{"backup", "--out"}, name: "out", want: "flag needs an argument: --out"},
+		{args: []string{"restore", "--merge=2"}, name: "merge", want: `invalid boolean value "2" for --merge: parse error`},
+		{args: []string{"restore", "--in"}, name: "in", want: "flag needs an argument: --in"},
+		{args: []string{"import-redis", "--workers", "x"}, name: "workers", want: `invalid value "x" for flag --workers: want a whole number of at least 1`},
+		{args: []string{"import-redis", "--cache-bytes", "1"}, name: "cache-bytes", want: "flag provided but not defined: --cache-bytes"},
+	} {
+		cmd, args := "serve", tc.args
+		if !strings.HasPrefix(args[0], "-") {
+			cmd, args = args[0], args[1:]
+		}
+		if cmd == "serve" { // nowhere it could serve or write, were a flag taken
+			args = append([]string{"--addr", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data")}, args...)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append([]string{cmd}, args...), noEnv, &stdout, &stderr, func(string) { stop() })
+		stop()
+		want := "seenapi " + cmd + ": " + tc.want + "\nRun 'seenapi help " + cmd + "' for its flags.\n"
+		if code != 2 || stderr.String() != want || stdout.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want exit 2 and stderr %q", tc.args, code, stderr.String(), stdout.String(), want)
+		}
+		if tc.name != "" && (!strings.Contains(stderr.String(), "--"+tc.name) || strings.Contains(stderr.String(), " -"+tc.name)) {
+			t.Errorf("%q: %q does not name the flag --%s", tc.args, stderr.String(), tc.name)
+		}
+	}
+	// A bool flag whose Set("true") fails is named bare by the flag package.
+	if got := dashDash(errors.New("invalid boolean flag on: no")).Error(); got != "invalid boolean flag --on: no" {
+		t.Errorf("invalid boolean flag: %q", got)
+	}
+	if err := dashDash(flag.ErrHelp); err != flag.ErrHelp {
+		t.Errorf("ErrHelp became %v", err)
 	}
 }
 
