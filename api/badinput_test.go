@@ -78,6 +78,17 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	if err != nil || len(wideBytes) > 1<<10 || wide.Stats(time.Now()).Bits <= 8*256<<10 {
 		t.Fatalf("the wide filter: %d bytes, %d bits, %v", len(wideBytes), wide.Stats(time.Now()).Bits, err)
 	}
+	// An export of other items: imported into the victim, merged or not,
+	// it would change it.
+	other, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Add([]string{"x", "y"}, time.Now())
+	otherBytes, err := other.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		method string
@@ -132,6 +143,14 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"check too many", "POST", victim + "/check", strings.Replace(candidates(api.DefaultMaxCandidates+1), "candidates", "items", 1), nil, 413, "too-many-candidates"},
 		{"forget items malformed", "DELETE", victim + "/items", `{"items":`, nil, 400, "invalid-json"},
 		{"import bad mode", "PUT", victim + "/export?mode=overwrite", "x", nil, 400, "bad-request"},
+		// A query parameter the route does not take is refused, not served
+		// as if absent: a misspelt ?mode=replace would merge.
+		{"import misspelt mode", "PUT", victim + "/export?mod=replace", string(otherBytes), nil, 400, "bad-request"},
+		{"import unknown query parameter", "PUT", newcomer + "/export?mode=replace&force=1", string(otherBytes), nil, 400, "bad-request"},
+		{"seen misspelt bulk", "POST", victim + "/seen?buk=true", `{"items":["z"]}`, nil, 400, "bad-request"},
+		{"query parameter of a route without any", "POST", vFilter + "?limit=5", `{"candidates":["a","z"]}`, nil, 400, "bad-request"},
+		{"query parameter of another route", "POST", newcomer + "/seen?mode=replace", `{"items":["z"]}`, nil, 400, "bad-request"},
+		{"batch with a query parameter", "POST", batch + "?on_error=open", `{"requests":[{"user":"newcomer","candidates":["a"]}]}`, nil, 400, "bad-request"},
 		{"import empty", "PUT", victim + "/export", "", nil, 400, "bad-import"},
 		{"import garbage", "PUT", victim + "/export", "garbage bytes", nil, 400, "bad-import"},
 		{"import of a filter too large once decoded", "PUT", victim + "/export", string(wideBytes), nil, 413, "body-too-large"},
@@ -371,6 +390,61 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 		if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+tc.typ {
 			t.Errorf("%s %s: type %s, want %s", tc.method, tc.path, p.Type, tc.typ)
 		}
+	}
+}
+
+// Every API route refuses a query parameter it does not document, naming
+// it, before any work (TestBadInputIsRejectedAndChangesNothing checks that
+// nothing changed); the probes, the metrics, the contract and the dashboard
+// ignore query parameters.
+func TestUnknownQueryParametersAreRefused(t *testing.T) {
+	e := newEnv(t)
+	ignoring := map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/openapi.yaml": true, "/": true}
+	doc := loadSpec(t)
+	for _, path := range doc.Paths.InMatchingOrder() {
+		for method := range doc.Paths.Value(path).Operations() {
+			// A user that does not exist: were the parameter ignored, a
+			// DELETE would erase no one.
+			target := strings.NewReplacer("{ns}", "default", "{user}", "nobody").Replace(path) + "?zzz=1"
+			status, h, body := e.raw(method, target, "application/json", []byte(`{}`))
+			if ignoring[path] {
+				if status != http.StatusOK {
+					t.Errorf("%s %s: %d, want 200: %s", method, target, status, truncate(body))
+				}
+				continue
+			}
+			if status != http.StatusBadRequest {
+				t.Errorf("%s %s: %d, want 400: %s", method, target, status, truncate(body))
+				continue
+			}
+			p := problem(t, status, h, body)
+			if p.Type != api.ProblemBase+"bad-request" || len(p.Errors) != 1 || p.Errors[0].Parameter != "zzz" ||
+				!strings.HasPrefix(p.Detail, `unknown query parameter "zzz"; this route takes `) {
+				t.Errorf("%s %s: %+v, want bad-request naming the parameter zzz", method, target, p)
+			}
+		}
+	}
+	// Each parameter not taken is named once; the one taken is not.
+	status, h, body := e.raw(http.MethodPut, userPath("default", "nobody", "/export?mode=replace&mod=merge&x=1&x=2"),
+		"application/octet-stream", []byte("x"))
+	p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request")
+	if want := `unknown query parameters "mod", "x"; this route takes mode`; p.Detail != want || len(p.Errors) != 2 ||
+		p.Errors[0].Parameter != "mod" || p.Errors[1].Parameter != "x" {
+		t.Errorf("two unknown parameters: %+v, want detail %q and each named", p, want)
+	}
+	// An empty query is no parameter.
+	for _, path := range []string{"/v1/stats?", "/v1/stats?&"} {
+		if status, _, body := e.raw(http.MethodGet, path, "", nil); status != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200: %s", path, status, truncate(body))
+		}
+	}
+	// The dashboard's files (not in openapi.yaml) take any.
+	resp, err := http.Get(e.base + "/app.js?v=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /app.js?v=1: %d, want 200: %s", resp.StatusCode, truncate(body))
 	}
 }
 

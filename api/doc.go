@@ -14,9 +14,10 @@
 //
 // # Requests
 //
-// Limits (Config) are checked before any work, in this order: role, namespace
-// name and existence, user id, body size, JSON shape (strict: unknown fields
-// are rejected), then each field. A rejected request never reaches the hot
+// Limits (Config) are checked before any work, in this order: role, query
+// parameters (strict: one the route does not take, per queryParams, is
+// rejected), namespace name and existence, user id, body size, JSON shape
+// (strict: unknown fields are rejected), then each field. A rejected request never reaches the hot
 // set, so it never changes stored state. Errors are mapped to problem types
 // in one place (problemFor in errors.go).
 //

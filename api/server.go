@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,10 +139,17 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodGet, "/v1/auth", RoleRead, s.getAuth)
 	s.handle(fiber.MethodGet, "/v1/backup", RoleAdmin, s.backup)
 
+	// The routes below are outside the API and registered with route, not
+	// handle: they ignore query parameters instead of refusing them. Their
+	// callers may add some of their own (a load balancer's probe, a
+	// Prometheus scrape config's params, a cache-busting client; the
+	// dashboard's page and files may be linked with some for its script),
+	// none of these routes changes anything, and a probe or scrape refused
+	// for a parameter would look like a service down.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcMetrics...)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
-	s.handle(fiber.MethodGet, "/metrics", RoleRead,
+	s.route(fiber.MethodGet, "/metrics", RoleRead, capped,
 		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
 
 	// Load balancers often probe with HEAD: the same status, no body
@@ -149,9 +158,9 @@ func (s *Server) routes() {
 		s.route(m, "/healthz", RoleNone, uncapped, s.health)
 		s.route(m, "/readyz", RoleNone, uncapped, s.ready)
 	}
-	s.handle(fiber.MethodGet, "/openapi.yaml", RoleNone, s.openAPI)
+	s.route(fiber.MethodGet, "/openapi.yaml", RoleNone, capped, s.openAPI)
 	dashboard := http.FS(web.FS())
-	s.handle(fiber.MethodGet, "/", RoleNone, func(c *fiber.Ctx) error {
+	s.route(fiber.MethodGet, "/", RoleNone, capped, func(c *fiber.Ctx) error {
 		c.Set(headerCSP, dashboardCSP)
 		return filesystem.SendFile(c, dashboard, "/index.html")
 	})
@@ -172,11 +181,64 @@ const headerCSP = "Content-Security-Policy"
 // and no framing.
 const dashboardCSP = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// handle registers h for method and path behind the in-flight cap, the
-// route's call counter, the role check and the route's duration histogram
-// (which every answer counts, refusals too).
+// handle registers h as an API route: as route does, behind the in-flight
+// cap, and refusing the query parameters the route does not take
+// (queryParams) before h runs.
 func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
-	s.route(method, path, role, capped, h)
+	taken := queryParams[method+" "+docPath(path)]
+	s.route(method, path, role, capped, func(c *fiber.Ctx) error {
+		if err := unknownQuery(c, taken); err != nil {
+			return err
+		}
+		return h(c)
+	})
+}
+
+// queryParams are the query parameters of each API route that takes any,
+// by route as openapi.yaml names it; every other API route takes none. It
+// is the one list the server refuses other parameters by, and a test holds
+// it to openapi.yaml, so that a parameter documented there is one the
+// server takes.
+var queryParams = map[string][]string{
+	"POST /v1/namespaces/{ns}/users/{user}/seen":  {"bulk"},
+	"PUT /v1/namespaces/{ns}/users/{user}/export": {"mode"},
+}
+
+// unknownQuery is the bad-request problem of the request's query
+// parameters that are not in taken, naming each, or nil if there is none:
+// a misspelt parameter (?mod=replace) would otherwise be served as if it
+// were absent (an import merging instead of replacing).
+func unknownQuery(c *fiber.Ctx, taken []string) error {
+	args := c.Context().QueryArgs()
+	if args.Len() == 0 {
+		return nil
+	}
+	var unknown []string
+	args.VisitAll(func(key, _ []byte) {
+		if name := string(key); !slices.Contains(taken, name) && !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	})
+	if len(unknown) == 0 {
+		return nil
+	}
+	takes := "none"
+	if len(taken) > 0 {
+		takes = strings.Join(taken, ", ")
+	}
+	quoted := make([]string, len(unknown))
+	fields := make([]FieldError, len(unknown))
+	for i, name := range unknown {
+		quoted[i] = strconv.Quote(name)
+		fields[i] = FieldError{Parameter: strings.ToValidUTF8(name, "\uFFFD"),
+			Detail: "not a query parameter of this route, which takes " + takes}
+	}
+	what := "unknown query parameter "
+	if len(unknown) > 1 {
+		what = "unknown query parameters "
+	}
+	return &apiError{kind: pBadRequest, detail: what + strings.Join(quoted, ", ") + "; this route takes " + takes,
+		fields: fields}
 }
 
 // Whether a route is held to the in-flight cap. The health probes are not:
@@ -187,7 +249,10 @@ const (
 	uncapped = false
 )
 
-// route is handle, with the in-flight cap applied or not (inCap).
+// route registers h for method and path, with the in-flight cap applied or
+// not (inCap), behind the route's call counter, the role check and the
+// route's duration histogram (which every answer counts, refusals too). It
+// takes any query parameter: the API's routes are registered with handle.
 func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handler) {
 	route := method + " " + docPath(path)
 	s.k.routes = append(s.k.routes, route)

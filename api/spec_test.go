@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
 )
 
 func TestEmbeddedSpecIsTheContract(t *testing.T) {
@@ -42,6 +45,38 @@ func TestEveryNumberIsADouble(t *testing.T) {
 	for i, l := range lines {
 		if strings.TrimSpace(l) == "type: number" && (i+1 == len(lines) || strings.TrimSpace(lines[i+1]) != "format: double") {
 			t.Errorf("openapi.yaml:%d: a number without format: double", i+1)
+		}
+	}
+}
+
+// The server takes exactly the query parameters openapi.yaml documents,
+// route by route: queryParams, which it refuses the others by, is the
+// document's list (a parameter documented but not listed would be refused,
+// one listed but not documented taken unseen by clients).
+func TestQueryParamsAreTheDocumentedOnes(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPISpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			route := method + " " + path
+			documented[route] = true
+			var want []string
+			for _, p := range slices.Concat(item.Parameters, op.Parameters) {
+				if p.Value.In == openapi3.ParameterInQuery {
+					want = append(want, p.Value.Name)
+				}
+			}
+			if got := queryParams[route]; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+				t.Errorf("%s: the server takes the query parameters %q, openapi.yaml documents %q", route, got, want)
+			}
+		}
+	}
+	for route := range queryParams {
+		if !documented[route] {
+			t.Errorf("queryParams lists %s, which openapi.yaml does not document", route)
 		}
 	}
 }
