@@ -25,6 +25,9 @@ func (g *generation) used() uint64 {
 		return 0
 	}
 	l := &g.layers[len(g.layers)-1]
+	if l.compact() {
+		return g.cused()
+	}
 	return uint64(l.off) + l.bits()
 }
 
@@ -221,6 +224,9 @@ func (f *Filter) ExpiresAt() time.Time {
 }
 
 func (g *generation) test(h Hash) bool {
+	if len(g.layers) > 0 && g.layers[0].compact() {
+		return g.ctest(h)
+	}
 	// Newest layers hold most items: test them first. The salt steps down
 	// with the layer (saltOf(i) without a multiply).
 	salt := saltOf(len(g.layers) - 1)
@@ -298,13 +304,20 @@ func (f *Filter) addLayer(g *generation) bool {
 		for j := range g.layers {
 			before += uint64(g.layers[j].cap)
 		}
-		c, sh := f.p.plan(i, before)
-		if c > maxBitsTotal {
-			return false
+		if f.p.Kind == KindCompact {
+			var ok bool
+			if l, ok = f.p.compactLayer(i, before, 0); !ok {
+				return false
+			}
+		} else {
+			c, sh := f.p.plan(i, before)
+			if c > maxBitsTotal {
+				return false
+			}
+			l = layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)}
 		}
-		l = layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)}
 	}
-	total := l.bits()
+	total := l.openBits()
 	for gi := range f.gens {
 		total += f.gens[gi].used()
 	}
@@ -327,7 +340,7 @@ func (p *Profile) plan(i int, before uint64) (uint64, shape) {
 // (the profile's) while they match it. It returns l as placed.
 func (g *generation) appendLayer(l layer, table []layer) layer {
 	l.off = uint32(g.used())
-	if n := slabWords(uint64(l.off) + l.bits()); n > cap(g.slab) {
+	if n := slabWords(uint64(l.off) + l.openBits()); n > cap(g.slab) {
 		ns := newSlab(n)
 		copy(ns, g.slab)
 		g.slab = ns
@@ -393,8 +406,12 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 			return full
 		}
 	}
-	g.layers[len(g.layers)-1].set(g.slab, h, saltOf(len(g.layers)-1))
-	g.n++
+	if l := &g.layers[len(g.layers)-1]; l.compact() {
+		g.cadd(h)
+	} else {
+		l.set(g.slab, h, saltOf(len(g.layers)-1))
+		g.n++
+	}
 	*held++
 	return added
 }
@@ -615,14 +632,28 @@ func (f *Filter) Stats(now time.Time) Stats {
 		gs := GenerationStats{Bucket: gen.bucket, Start: time.Unix(gen.bucket*g, 0).UTC()}
 		for i := range gen.layers {
 			l := &gen.layers[i]
-			set := l.bitsSet(gen.slab)
-			m := l.bits()
 			n := gen.itemsIn(i)
-			fp := l.fpRate(gen.slab, n)
+			var set, m uint64
+			var fp float64
+			if l.compact() {
+				// A set's bits are its words; it has no fill but its items'
+				// share of capacity, and n fingerprints of f bits match an
+				// absent item with probability n/2^f.
+				m = 64 * uint64(efWords(efLen(gen.set(l)), uint(l.slice)))
+				if i == len(gen.layers)-1 {
+					m += 64 * uint64(len(gen.buffer()))
+				}
+				set = uint64(n)
+				fp = float64(n) / math.Exp2(float64(l.slice))
+			} else {
+				set = l.bitsSet(gen.slab)
+				m = l.bits()
+				fp = l.fpRate(gen.slab, n)
+			}
 			notFP *= 1 - fp
 			gs.Items += uint64(n)
 			gs.Layers = append(gs.Layers, LayerStats{Capacity: uint64(l.cap), Items: uint64(n), Bits: m, BitsSet: set,
-				Hashes: l.k, Fill: float64(set) / float64(m), FPRate: fp})
+				Hashes: l.k, Fill: layerFill(l, set, m, n), FPRate: fp})
 			st.Bits += m
 			st.BitsSet += set
 			st.Layers++
@@ -636,4 +667,13 @@ func (f *Filter) Stats(now time.Time) Stats {
 		st.EncodedBytes = len(b)
 	}
 	return st
+}
+
+// layerFill is a layer's fill: the share of its bits set, or a compact
+// layer's items against its capacity.
+func layerFill(l *layer, set, m uint64, n uint32) float64 {
+	if l.compact() {
+		return float64(n) / float64(l.cap)
+	}
+	return float64(set) / float64(m)
 }

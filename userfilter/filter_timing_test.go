@@ -39,21 +39,31 @@ var benchSizes = []int{10, 1_000, 100_000}
 // BenchmarkFilterAndRecord is the one call in-process: 200 candidates, the
 // first 20 unseen recorded.
 func BenchmarkFilterAndRecord(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			cs := newCallSet(n)
-			f := mustNew(b, DefaultProfile())
-			f.Add(cs.pool[:n], t0)
-			var s Scratch
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				f.FilterAndRecord(cs.calls[i&255], 20, RecordReturned, t0, &s)
-				i++
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/cand")
-		})
+	for _, kind := range []Kind{KindBloom, KindCompact} {
+		for _, n := range benchSizes {
+			benchFilterAndRecord(b, Profile{Kind: kind}, n)
+		}
 	}
+}
+
+func benchFilterAndRecord(b *testing.B, p Profile, n int) {
+	name := fmt.Sprintf("n=%d", n)
+	if p.Kind == KindCompact {
+		name = "compact/" + name
+	}
+	b.Run(name, func(b *testing.B) {
+		cs := newCallSet(n)
+		f := mustNew(b, p)
+		f.Add(cs.pool[:n], t0)
+		var s Scratch
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			f.FilterAndRecord(cs.calls[i&255], 20, RecordReturned, t0, &s)
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/cand")
+	})
 }
 
 // BenchmarkSelectAbsent is the feed's common case: 200 candidates the user
@@ -126,8 +136,11 @@ func BenchmarkProfiles(b *testing.B) {
 		{InitialCapacity: 32, Growth: 1.5, Tightening: 0.85},
 		{InitialCapacity: 64, Growth: 2, Tightening: 0.85},
 		{InitialCapacity: 12, Growth: 3, Tightening: 0.8},
+		{Kind: KindCompact, InitialCapacity: 512, Growth: 3, Tightening: 0.6},
+		{Kind: KindCompact, InitialCapacity: 256, Growth: 2, Tightening: 0.7},
+		{Kind: KindCompact, InitialCapacity: 512, Growth: 4, Tightening: 0.6},
 	} {
-		b.Run(fmt.Sprintf("c0=%d/s=%.2f/r=%.2f", p.InitialCapacity, p.Growth, p.Tightening), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%v/c0=%d/s=%.2f/r=%.2f", p.WithDefaults().Kind, p.InitialCapacity, p.Growth, p.Tightening), func(b *testing.B) {
 			memMean, memMax, _, _ := sizeRatios(b, p, 40)
 			cs := newCallSet(100_000)
 			f := mustNew(b, p)

@@ -76,35 +76,6 @@ func (s *fpSet) selectFrom(p, rem uint64) uint64 {
 	}
 }
 
-// selectInWord returns the position of set bit number r (from 0) of w,
-// a byte at a time and then from a table.
-func selectInWord(w, r uint64) uint64 {
-	base := uint64(0)
-	for {
-		c := uint64(bits.OnesCount8(uint8(w)))
-		if r < c {
-			return base + uint64(selectInByte[uint8(w)][r])
-		}
-		r -= c
-		w >>= 8
-		base += 8
-	}
-}
-
-// selectInByte[b][r] is the position of set bit number r of b.
-var selectInByte = func() (t [256][8]uint8) {
-	for b := range 256 {
-		r := 0
-		for i := range 8 {
-			if b>>i&1 != 0 {
-				t[b][r] = uint8(i)
-				r++
-			}
-		}
-	}
-	return t
-}()
-
 func (s *fpSet) contains(x uint64) bool {
 	h := x >> s.l
 	if s.n == 0 || h >= s.buckets {

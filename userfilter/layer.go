@@ -70,6 +70,15 @@ func layerShape(capacity uint64, p float64) shape {
 
 func (l *layer) bits() uint64 { return uint64(l.k) * uint64(l.slice) }
 
+// openBits is what a layer takes in the slab when it opens: its bits, or a
+// compact layer's empty set (one word).
+func (l *layer) openBits() uint64 {
+	if l.compact() {
+		return 64
+	}
+	return l.bits()
+}
+
 // sameShape reports whether l and o have the same slices and capacity (and
 // so, in generations of one profile, the same offsets).
 func (l *layer) sameShape(o *layer) bool { return l.k == o.k && l.slice == o.slice && l.cap == o.cap }

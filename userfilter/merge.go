@@ -21,6 +21,9 @@ func (f *Filter) Merge(o *Filter) error {
 	if !f.Compatible(o) {
 		return fmt.Errorf("%w: %s", ErrIncompatible, f.p.Profile.Differences(o.p.Profile))
 	}
+	if f.p.Kind == KindCompact {
+		return fmt.Errorf("%w: compact filters cannot be merged yet", ErrIncompatible)
+	}
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {
 		og := &o.gens[gi]
@@ -75,7 +78,7 @@ func (f *Filter) Merge(o *Filter) error {
 // usually an earlier state of what is in memory, and then the merge and
 // the second encoding are skipped.
 func (f *Filter) Covers(o *Filter) bool {
-	if !f.Compatible(o) || o.last > f.last || (o.first != 0 && (f.first == 0 || o.first < f.first)) {
+	if !f.Compatible(o) || f.p.Kind == KindCompact || o.last > f.last || (o.first != 0 && (f.first == 0 || o.first < f.first)) {
 		return false
 	}
 	for gi := range o.gens {

@@ -8,19 +8,25 @@ import (
 	"time"
 )
 
-// Kind names a filter construction. Only KindBloom exists today; the kind is
-// stored in every encoded filter so a later kind (a scalable cuckoo filter that
-// can delete) can live beside it.
+// Kind names a filter construction; the kind is stored in every encoded
+// filter, so kinds live side by side.
 type Kind uint8
 
-// KindBloom is the scalable Bloom filter.
-const KindBloom Kind = 1
+const (
+	// KindBloom is the scalable Bloom filter.
+	KindBloom Kind = 1
+	// KindCompact is the scalable filter whose layers are sorted sets of
+	// fingerprints (see compact.go): memory that grows with the items.
+	KindCompact Kind = 2
+)
 
 // String returns the kind's name as used in configuration and the API.
 func (k Kind) String() string {
 	switch k {
 	case KindBloom:
 		return "bloom"
+	case KindCompact:
+		return "compact"
 	default:
 		return fmt.Sprintf("kind(%d)", uint8(k))
 	}
@@ -31,6 +37,8 @@ func ParseKind(s string) (Kind, error) {
 	switch s {
 	case "bloom", "":
 		return KindBloom, nil
+	case "compact":
+		return KindCompact, nil
 	}
 	return 0, fmt.Errorf("%w: unknown filter kind %q", ErrBadProfile, s)
 }
@@ -77,6 +85,11 @@ const (
 	DefaultInitialCapacity = 12
 	DefaultGrowth          = 1.5
 	DefaultTightening      = 0.9
+
+	// The defaults of KindCompact (BenchmarkChainFloor, "fingerprint sets").
+	CompactInitialCapacity = 512
+	CompactGrowth          = 3
+	CompactTightening      = 0.6
 )
 
 // DefaultProfile is the profile of the "default" namespace: a Bloom filter at
@@ -91,6 +104,9 @@ func (p Profile) WithDefaults() Profile {
 	d := DefaultProfile()
 	if p.Kind == 0 {
 		p.Kind = d.Kind
+	}
+	if p.Kind == KindCompact {
+		d.InitialCapacity, d.Growth, d.Tightening = CompactInitialCapacity, CompactGrowth, CompactTightening
 	}
 	if p.FPRate == 0 {
 		p.FPRate = d.FPRate
@@ -139,7 +155,7 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadProfile}, a...)...)
 	}
 	switch {
-	case p.Kind != KindBloom:
+	case p.Kind != KindBloom && p.Kind != KindCompact:
 		return bad("unknown kind %d", p.Kind)
 	case !(p.FPRate >= 1e-6 && p.FPRate <= 0.5):
 		return bad("fp_rate %v outside [1e-6, 0.5]", p.FPRate)
@@ -285,6 +301,16 @@ func (p *Profile) layerTable() []layer {
 	var t []layer
 	var before, total uint64
 	for i := 0; i < maxLayers; i++ {
+		if p.Kind == KindCompact {
+			l, ok := p.compactLayer(i, before, total)
+			if !ok {
+				break
+			}
+			t = append(t, l)
+			total += uint64(efWords(uint64(l.cap), uint(l.slice))) * 64
+			before += uint64(l.cap)
+			continue
+		}
 		c, sh := p.plan(i, before)
 		bits := uint64(sh.k) * sh.slice
 		if c == 0 || c > maxBitsTotal || total+bits > maxBitsTotal {

@@ -1,0 +1,193 @@
+package userfilter
+
+import (
+	"math/bits"
+)
+
+// An efset is a sorted set of f-bit fingerprints in Elias-Fano form, laid
+// out in a run of words of a generation's slab (a layer of a compact
+// filter, see compact.go):
+//
+//	word 0          the count n of fingerprints
+//	samples         the position in high of every 64th zero, two to a word
+//	high            2^hb buckets in unary: fingerprint x goes to bucket
+//	                x>>l, and element i of bucket b sets bit b+i; the
+//	                buckets are separated by zeros (n+2^hb bits)
+//	low             the low l bits of each fingerprint, packed
+//
+// with hb = min(f, bits.Len(n)) and l = f-hb, so that there are between n
+// and 2n buckets. A set costs about l+2 bits a fingerprint (plus a word
+// and a 64th of a bit a bucket), so a full layer of capacity c at error e,
+// with f = ceil(log2(c/e)), costs about log2(1/e)+2 bits an item, under a
+// Bloom layer's 1.44*log2(1/e) for e under 4%. Its size is a function of n
+// and f alone, so a full layer's place in the slab is the same in every
+// filter of a profile.
+
+// efShape returns the low bits l and the log2 of the buckets of a set of n
+// fingerprints of f bits.
+func efShape(n uint64, f uint) (l, hb uint) {
+	hb = min(f, uint(bits.Len64(n)))
+	return f - hb, hb
+}
+
+// efParts returns the word counts of a set's samples, high and low parts.
+func efParts(n uint64, f uint) (samples, high, low int) {
+	if n == 0 {
+		return 0, 0, 0
+	}
+	l, hb := efShape(n, f)
+	buckets := uint64(1) << hb
+	samples = int(((buckets+63)/64 + 1) / 2)
+	high = int((n + buckets + 63) / 64)
+	low = int((n*uint64(l) + 63) / 64)
+	return samples, high, low
+}
+
+// efWords returns the words a set of n fingerprints of f bits takes.
+func efWords(n uint64, f uint) int {
+	s, h, l := efParts(n, f)
+	return 1 + s + h + l
+}
+
+// efBuild writes the set of fps (sorted, distinct, each under 2^f) into w,
+// which must be efWords(len(fps), f) zero words.
+func efBuild(w []uint64, fps []uint64, f uint) {
+	n := uint64(len(fps))
+	w[0] = n
+	if n == 0 {
+		return
+	}
+	ns, nh, _ := efParts(n, f)
+	l, hb := efShape(n, f)
+	samples, high, low := w[1:1+ns], w[1+ns:1+ns+nh], w[1+ns+nh:]
+	for i, x := range fps {
+		if l > 0 {
+			orBitsAt(low, uint64(i)*uint64(l), x, l)
+		}
+		pos := x>>l + uint64(i)
+		high[pos>>6] |= 1 << (pos & 63)
+	}
+	// Every 64th zero's position, walking the zeros word by word.
+	zeros, end := uint64(0), n+uint64(1)<<hb
+	for wi := range high {
+		z := ^high[wi]
+		if rest := end - uint64(wi)*64; rest < 64 {
+			z &= 1<<rest - 1
+		}
+		c := uint64(bits.OnesCount64(z))
+		for next := (zeros + 63) / 64 * 64; next < zeros+c; next += 64 {
+			pos := uint64(wi)*64 + selectInWord(z, next-zeros)
+			k := next / 64
+			samples[k/2] |= pos << (32 * (k & 1))
+		}
+		zeros += c
+	}
+}
+
+// efLen returns the count of the set in w.
+func efLen(w []uint64) uint64 { return w[0] }
+
+// efContains reports whether the set in w (of f-bit fingerprints) holds x.
+func efContains(w []uint64, x uint64, f uint) bool {
+	n := w[0]
+	if n == 0 {
+		return false
+	}
+	ns, nh, _ := efParts(n, f)
+	l, _ := efShape(n, f)
+	high := w[1+ns : 1+ns+nh]
+	h := x >> l
+	pos := uint64(0)
+	if h > 0 {
+		k := h - 1 // the zero that ends bucket h-1
+		p := w[1+k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
+		pos = selectZeroFrom(high, p, k%64) + 1
+	}
+	idx := pos - h
+	lx := x & (1<<l - 1)
+	low := w[1+ns+nh:]
+	for pos>>6 < uint64(len(high)) && high[pos>>6]>>(pos&63)&1 != 0 {
+		if l == 0 {
+			return true
+		}
+		switch v := bitsAt(low, idx*uint64(l), l); {
+		case v == lx:
+			return true
+		case v > lx:
+			return false
+		}
+		pos++
+		idx++
+	}
+	return false
+}
+
+// selectZeroFrom returns the position of zero number rem (from 0) of high
+// counting from position p, which holds a zero.
+func selectZeroFrom(high []uint64, p, rem uint64) uint64 {
+	wi := p >> 6
+	word := ^high[wi] &^ (1<<(p&63) - 1)
+	rem++
+	for {
+		c := uint64(bits.OnesCount64(word))
+		if c >= rem {
+			return wi*64 + selectInWord(word, rem-1)
+		}
+		rem -= c
+		wi++
+		word = ^high[wi]
+	}
+}
+
+// selectInWord returns the position of set bit number r (from 0) of w.
+func selectInWord(w, r uint64) uint64 {
+	base := uint64(0)
+	for {
+		c := uint64(bits.OnesCount8(uint8(w)))
+		if r < c {
+			return base + uint64(selectInByte[uint8(w)][r])
+		}
+		r -= c
+		w >>= 8
+		base += 8
+	}
+}
+
+// selectInByte[b][r] is the position of set bit number r of b.
+var selectInByte = func() (t [256][8]uint8) {
+	for b := range 256 {
+		r := 0
+		for i := range 8 {
+			if b>>i&1 != 0 {
+				t[b][r] = uint8(i)
+				r++
+			}
+		}
+	}
+	return t
+}()
+
+// efAppend appends the set's fingerprints in w, in order, to dst.
+func efAppend(dst []uint64, w []uint64, f uint) []uint64 {
+	n := w[0]
+	if n == 0 {
+		return dst
+	}
+	ns, nh, _ := efParts(n, f)
+	l, _ := efShape(n, f)
+	high, low := w[1+ns:1+ns+nh], w[1+ns+nh:]
+	i := uint64(0)
+	for wi, word := range high {
+		for word != 0 {
+			pos := uint64(wi)*64 + uint64(bits.TrailingZeros64(word))
+			word &= word - 1
+			x := (pos - i) << l
+			if l > 0 {
+				x |= bitsAt(low, i*uint64(l), l)
+			}
+			dst = append(dst, x)
+			i++
+		}
+	}
+	return dst
+}

@@ -1,0 +1,68 @@
+package userfilter
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestEFSetHoldsExactlyItsFingerprints builds sets of every small size and
+// some large ones, of narrow and wide fingerprints, and checks each against
+// the exact set: every member found, every non-member not, the members read
+// back in order, and the words taken what efWords says.
+func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	sizes := []int{0, 1, 2, 3, 7, 63, 64, 65, 127, 128, 129, 1000, 4097}
+	for _, f := range []uint{1, 3, 8, 17, 33, 63, 64} {
+		for _, n := range sizes {
+			if f < 12 && n > 1<<f {
+				n = 1 << f
+			}
+			in := map[uint64]bool{}
+			for len(in) < n {
+				in[rng.Uint64()>>(64-f)] = true
+			}
+			fps := make([]uint64, 0, n)
+			for x := range in {
+				fps = append(fps, x)
+			}
+			slices.Sort(fps)
+			words := efWords(uint64(n), f)
+			// A word more on either side, to catch writes outside the set.
+			buf := make([]uint64, words+2)
+			buf[0], buf[words+1] = 0xdead, 0xbeef
+			w := buf[1 : 1+words : 1+words]
+			efBuild(w, fps, f)
+			if buf[0] != 0xdead || buf[words+1] != 0xbeef {
+				t.Fatalf("f=%d n=%d: efBuild wrote outside its %d words", f, n, words)
+			}
+			if got := efLen(w); got != uint64(n) {
+				t.Fatalf("f=%d n=%d: efLen = %d", f, n, got)
+			}
+			if got := efAppend(nil, w, f); !slices.Equal(got, fps) && !(n == 0 && len(got) == 0) {
+				t.Fatalf("f=%d n=%d: efAppend gives %d fingerprints, not the %d built", f, n, len(got), n)
+			}
+			for _, x := range fps {
+				if !efContains(w, x, f) {
+					t.Fatalf("f=%d n=%d: member %x not found", f, n, x)
+				}
+			}
+			for range 2000 {
+				x := rng.Uint64() >> (64 - f)
+				if efContains(w, x, f) != in[x] {
+					t.Fatalf("f=%d n=%d: efContains(%x) = %v", f, n, x, !in[x])
+				}
+			}
+			// Neighbours of members: the lookups that compare most.
+			for _, x := range fps[:min(n, 50)] {
+				for _, y := range []uint64{x - 1, x + 1} {
+					if y < 1<<f || f == 64 {
+						if efContains(w, y, f) != in[y] {
+							t.Fatalf("f=%d n=%d: efContains(%x) = %v", f, n, y, !in[y])
+						}
+					}
+				}
+			}
+		}
+	}
+}
