@@ -98,7 +98,7 @@ func (g *generation) cadd(h Hash) {
 	copy(g.slab[start+j+1:end+1], g.slab[start+j:end])
 	g.slab[start+j] = x
 	g.n++
-	if g.n >= l.cap || len(buf)+1 > max(16, int(efLen(g.set(l))/16)) {
+	if g.n >= l.cap || len(buf)+1 > max(4, int(efLen(g.set(l))/16)) {
 		g.rebuild()
 	}
 }

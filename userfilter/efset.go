@@ -139,18 +139,24 @@ func selectZeroFrom(high []uint64, p, rem uint64) uint64 {
 	}
 }
 
-// selectInWord returns the position of set bit number r (from 0) of w.
+// selectInWord returns the position of set bit number r (from 0) of w,
+// which has more than r set bits: the byte that holds it from the bytes'
+// running counts, then the bit from a table.
 func selectInWord(w, r uint64) uint64 {
-	base := uint64(0)
-	for {
-		c := uint64(bits.OnesCount8(uint8(w)))
-		if r < c {
-			return base + uint64(selectInByte[uint8(w)][r])
-		}
-		r -= c
-		w >>= 8
-		base += 8
+	const l8, h8 = 0x0101010101010101, 0x8080808080808080
+	s := w - (w>>1)&0x5555555555555555
+	s = s&0x3333333333333333 + (s>>2)&0x3333333333333333
+	s = (s + s>>4) & 0x0f0f0f0f0f0f0f0f
+	s *= l8 // byte i: the set bits of bytes 0 to i
+	// The bytes whose running count is at most r, flagged in their top
+	// bits (counts and r are under 128, so no byte borrows from the
+	// next): a prefix of the bytes, as the counts only grow.
+	i := uint64(bits.OnesCount64((r*l8 | h8 - s) & h8))
+	before := uint64(0)
+	if i > 0 {
+		before = (s >> (8*i - 8)) & 0xff
 	}
+	return 8*i + uint64(selectInByte[uint8(w>>(8*i))][r-before])
 }
 
 // selectInByte[b][r] is the position of set bit number r of b.

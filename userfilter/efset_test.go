@@ -66,3 +66,24 @@ func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectInWord checks the broadword select against counting bit by bit.
+func TestSelectInWord(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	words := []uint64{1, 1 << 63, ^uint64(0), 0x8000000000000001, 0xff00, 0x0101010101010101}
+	for range 5000 {
+		words = append(words, rng.Uint64()&rng.Uint64(), rng.Uint64()|rng.Uint64(), rng.Uint64())
+	}
+	for _, w := range words {
+		r := uint64(0)
+		for pos := uint64(0); pos < 64; pos++ {
+			if w>>pos&1 == 0 {
+				continue
+			}
+			if got := selectInWord(w, r); got != pos {
+				t.Fatalf("selectInWord(%#x, %d) = %d, want %d", w, r, got, pos)
+			}
+			r++
+		}
+	}
+}
