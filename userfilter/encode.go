@@ -260,6 +260,10 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 	if hv := kh >> 4; d.err == nil && hv != hashVersion {
 		return nil, fmt.Errorf("%w: hash version %d", ErrVersion, hv)
 	}
+	if d.err == nil && p.Kind != KindBloom {
+		// Only Bloom filters have an encoding (KindCompact has none yet).
+		return nil, fmt.Errorf("%w: kind %d", ErrCorrupt, p.Kind)
+	}
 	p.FPRate = float64(d.uvarint()) / 1e6
 	c0 := d.uvarint()
 	p.Growth = float64(d.uvarint()+100) / 100
