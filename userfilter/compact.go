@@ -107,12 +107,7 @@ func (g *generation) cadd(h Hash) {
 func (g *generation) rebuild() {
 	l := &g.layers[len(g.layers)-1]
 	f := uint(l.slice)
-	w := g.set(l)
-	buf := g.buffer()
-	all := efAppend(make([]uint64, 0, int(g.n)), w, f)
-	mid := len(all)
-	all = append(all, buf...)
-	mergeSorted(all, mid)
+	all := g.fingerprints(len(g.layers)-1, make([]uint64, 0, int(g.n)))
 	start := int(l.off / 64)
 	words := efWords(uint64(len(all)), f)
 	// Words past the slab's length are kept zero (appendLayer relies on
@@ -121,6 +116,32 @@ func (g *generation) rebuild() {
 	g.growSlab(start + words)
 	g.slab = g.slab[:start+words]
 	efBuild(g.slab[start:], all, f)
+}
+
+// fingerprints appends the fingerprints of compact layer i of g to dst,
+// sorted (the newest layer's buffer merged in).
+func (g *generation) fingerprints(i int, dst []uint64) []uint64 {
+	l := &g.layers[i]
+	start := len(dst)
+	dst = efAppend(dst, g.set(l), uint(l.slice))
+	if i == len(g.layers)-1 {
+		mid := len(dst) - start
+		dst = append(dst, g.buffer()...)
+		mergeSorted(dst[start:], mid)
+	}
+	return dst
+}
+
+// placeFingerprints appends compact layer l (its shape; appendLayer
+// places it) holding fps, sorted and distinct, to g.
+func (g *generation) placeFingerprints(l layer, table []layer, fps []uint64) layer {
+	l = g.appendLayer(l, table)
+	start := int(l.off / 64)
+	words := efWords(uint64(len(fps)), uint(l.slice))
+	g.growSlab(start + words)
+	efBuild(g.slab[start:start+words], fps, uint(l.slice))
+	g.n = uint32(len(fps))
+	return l
 }
 
 // growSlab makes the slab n words long, keeping what it holds.

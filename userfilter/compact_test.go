@@ -1,10 +1,7 @@
 package userfilter
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -73,44 +70,5 @@ func TestCompactHasNoFalseNegativesAndKeepsItsRate(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestCompactIsNotOfferedBeforeItsEncoding: until compact filters can be
-// encoded and merged, nothing outside the package can make one. A
-// namespace cannot name the kind, no encoding decodes to one, and a
-// compact filter refuses to encode or merge instead of writing Bloom bytes.
-func TestCompactIsNotOfferedBeforeItsEncoding(t *testing.T) {
-	if k, err := ParseKind("compact"); err == nil {
-		t.Fatalf(`ParseKind("compact") = %v, want an error`, k)
-	}
-	b := mustNew(t, DefaultProfile())
-	b.Add([]string{"a", "b"}, t0)
-	raw, err := b.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The same bytes with the kind of a compact filter and a valid checksum.
-	forged := append([]byte(nil), raw[:len(raw)-4]...)
-	forged[1] = forged[1]&0xf0 | byte(KindCompact)
-	forged = binary.LittleEndian.AppendUint32(forged, crc32.Checksum(forged, castagnoli))
-	if _, err := Decode(forged); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Decode of a compact kind: %v, want ErrCorrupt", err)
-	}
-	c := mustNew(t, Profile{Kind: KindCompact})
-	c.Add([]string{"a", "b"}, t0)
-	if _, err := c.MarshalBinary(); err == nil {
-		t.Fatal("a compact filter encoded")
-	}
-	d := mustNew(t, Profile{Kind: KindCompact})
-	d.Add([]string{"c"}, t0)
-	if err := c.Merge(d); err == nil {
-		t.Fatal("two compact filters merged")
-	}
-	if c.Covers(d) || c.Covers(c) {
-		t.Fatal("a compact filter covers one")
-	}
-	if !c.Test("a", t0) || c.Test("c", t0) {
-		t.Fatal("a refused merge changed the filter")
 	}
 }

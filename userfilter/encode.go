@@ -24,7 +24,11 @@ import (
 //	    bucket (zigzag varint, delta from the previous generation's), layer count, then per layer:
 //	        items, byte (form<<6 | k), bits per slice, then the bits:
 //	        form 0 (raw): ceil(k*slice/8) bytes, little-endian bit order;
-//	        form 1 (sparse): count of set bits, then the gaps between set positions.
+//	        form 1 (sparse): count of set bits, then the gaps between set positions;
+//	        a compact filter's layers instead: items, byte (2<<6), fingerprint
+//	        bits f, then its fingerprints, sorted, in Elias-Fano form (see
+//	        efset.go): the high part's items+buckets bits, then the items' low
+//	        bits, each in ceil(bits/8) bytes, little-endian bit order.
 //	uint32 CRC-32C (Castagnoli) of everything before it, little-endian
 //
 // A sparse form is chosen for a layer whenever it is shorter than the raw one.
@@ -41,8 +45,9 @@ func minuteOf(s uint32) uint64 { return uint64(s-1)/60 + 1 }
 func stampOfMinute(m uint64) uint32 { return stamp(timeEpoch + int64(m-1)*60) }
 
 const (
-	formRaw    = 0
-	formSparse = 1
+	formRaw          = 0
+	formSparse       = 1
+	formFingerprints = 2
 )
 
 // Decoding limits: a filter claiming more than these is rejected as corrupt
@@ -54,9 +59,6 @@ const (
 	maxCapacity    = 1 << 40
 )
 
-// errCompactEncoding: KindCompact has no encoding yet (work in progress).
-var errCompactEncoding = fmt.Errorf("%w: compact filters cannot be encoded yet", ErrBadProfile)
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // AppendBinary appends the filter's encoding to b.
@@ -65,9 +67,6 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 	// 200-item filter allocated 3.6 times its size (BenchmarkMarshalBinary),
 	// and write-back's encodings were a third of what a loaded server
 	// allocates.
-	if f.p.Kind == KindCompact {
-		return b, errCompactEncoding
-	}
 	b = slices.Grow(b, f.sizeHint())
 	start := len(b)
 	p := f.p.Profile
@@ -93,6 +92,10 @@ func (f *Filter) AppendBinary(b []byte) ([]byte, error) {
 		prev = g.bucket
 		b = binary.AppendUvarint(b, uint64(len(g.layers)))
 		for i := range g.layers {
+			if g.layers[i].compact() {
+				b = g.appendFingerprints(b, i)
+				continue
+			}
 			b = appendLayer(b, g.slab, &g.layers[i], g.itemsIn(i))
 		}
 	}
@@ -107,8 +110,13 @@ func (f *Filter) sizeHint() int {
 	n := 24 + 4
 	for gi := range f.gens {
 		n += 4
-		for i := range f.gens[gi].layers {
-			n += int((f.gens[gi].layers[i].bits()+7)/8) + 4
+		g := &f.gens[gi]
+		for i := range g.layers {
+			if l := &g.layers[i]; l.compact() {
+				n += efBytes(uint64(g.itemsIn(i)), uint(l.slice)) + 12
+				continue
+			}
+			n += int((g.layers[i].bits()+7)/8) + 4
 		}
 	}
 	return n
@@ -260,10 +268,6 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 	if hv := kh >> 4; d.err == nil && hv != hashVersion {
 		return nil, fmt.Errorf("%w: hash version %d", ErrVersion, hv)
 	}
-	if d.err == nil && p.Kind != KindBloom {
-		// Only Bloom filters have an encoding (KindCompact has none yet).
-		return nil, fmt.Errorf("%w: kind %d", ErrCorrupt, p.Kind)
-	}
 	p.FPRate = float64(d.uvarint()) / 1e6
 	c0 := d.uvarint()
 	p.Growth = float64(d.uvarint()+100) / 100
@@ -315,14 +319,18 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
 		}
 		g := generation{bucket: bucket}
-		if t := f.p.layers; nl > 0 && int(nl) <= len(t) && total+uint64(t[nl-1].off)+t[nl-1].bits() <= limit {
+		if t := f.p.layers; nl > 0 && int(nl) <= len(t) && !t[0].compact() && total+uint64(t[nl-1].off)+t[nl-1].bits() <= limit {
 			// The slab at its final size at once, rather than grown (and
 			// copied) layer by layer; a filter of other shapes grows as usual.
 			g.slab = newSlab(slabWords(uint64(t[nl-1].off) + t[nl-1].bits()))[:0]
 		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {
-			l, err := f.decodeLayer(d, &g, li, before, &total, limit)
+			decodeLayer := f.decodeLayer
+			if p.Kind == KindCompact {
+				decodeLayer = f.decodeFingerprints
+			}
+			l, err := decodeLayer(d, &g, li, before, &total, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -419,4 +427,112 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		return layer{}, fmt.Errorf("%w: layer form %d", ErrCorrupt, form)
 	}
 	return l, nil
+}
+
+// efBytes is the length of the Elias-Fano form of n fingerprints of f bits
+// in an encoding: the high part's bits, then the low parts', each in whole
+// bytes.
+func efBytes(n uint64, f uint) int {
+	if n == 0 {
+		return 0
+	}
+	l, hb := efShape(n, f)
+	return int((n+uint64(1)<<hb+7)/8 + (n*uint64(l)+7)/8)
+}
+
+// appendFingerprints appends compact layer i of g: its items, the form, its
+// fingerprint bits and its fingerprints (the newest layer's buffer merged
+// in, so that the encoding depends only on the set).
+func (g *generation) appendFingerprints(b []byte, i int) []byte {
+	l := &g.layers[i]
+	f := uint(l.slice)
+	fps := g.fingerprints(i, nil)
+	n := uint64(len(fps))
+	b = binary.AppendUvarint(b, n)
+	b = append(b, formFingerprints<<6)
+	b = binary.AppendUvarint(b, uint64(f))
+	if n == 0 {
+		return b
+	}
+	lo, hb := efShape(n, f)
+	start := len(b)
+	b = append(b, make([]byte, efBytes(n, f))...)
+	high := b[start : start+int((n+uint64(1)<<hb+7)/8)]
+	low := b[start+len(high):]
+	for j, x := range fps {
+		pos := x>>lo + uint64(j)
+		high[pos>>3] |= 1 << (pos & 7)
+		for k := uint64(0); k < uint64(lo); k++ { // low bits, a bit at a time: encoding is not the hot path
+			if x>>k&1 != 0 {
+				bit := uint64(j)*uint64(lo) + k
+				low[bit>>3] |= 1 << (bit & 7)
+			}
+		}
+	}
+	return b
+}
+
+// decodeFingerprints is decodeLayer for a compact filter's layer.
+func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before uint64, total *uint64, limit uint64) (layer, error) {
+	n := d.uvarint()
+	form := d.byte()
+	fb := d.uvarint()
+	if d.err != nil {
+		return layer{}, d.err
+	}
+	want, ok := f.p.compactLayer(li, before, 0)
+	if form != formFingerprints<<6 || !ok || fb != uint64(want.slice) {
+		return layer{}, fmt.Errorf("%w: layer %d form %d, %d fingerprint bits", ErrCorrupt, li, form, fb)
+	}
+	if li > 0 && g.n < g.layers[li-1].cap {
+		return layer{}, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
+	}
+	fp := uint(fb)
+	// A merge can fill a layer past its capacity (see mergeCompact), but
+	// not past its distinct fingerprints or what a uint32 counts.
+	if (fp < 64 && n > uint64(1)<<fp) || n > math.MaxUint32 {
+		return layer{}, fmt.Errorf("%w: layer %d holds %d items of %d bits", ErrCorrupt, li, n, fp)
+	}
+	words := uint64(efWords(n, fp))
+	*total += 64 * words
+	if *total > maxBitsTotal {
+		return layer{}, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
+	}
+	if *total > limit {
+		return layer{}, fmt.Errorf("%w: its layers take more than %d bytes", ErrTooLarge, limit/8)
+	}
+	size := efBytes(n, fp)
+	if len(d.b) < size {
+		return layer{}, fmt.Errorf("%w: truncated layer", ErrCorrupt)
+	}
+	fps := make([]uint64, 0, n)
+	if n > 0 {
+		lo, hb := efShape(n, fp)
+		hbits := n + uint64(1)<<hb
+		high := d.b[:(hbits+7)/8]
+		low := d.b[len(high):size]
+		bit := func(bs []byte, i uint64) uint64 { return uint64(bs[i>>3]>>(i&7)) & 1 }
+		for pos := uint64(0); pos < uint64(len(high))*8; pos++ {
+			if bit(high, pos) == 0 {
+				continue
+			}
+			j := uint64(len(fps))
+			if pos >= hbits || j >= n || pos-j >= uint64(1)<<hb {
+				return layer{}, fmt.Errorf("%w: layer %d: bad fingerprints", ErrCorrupt, li)
+			}
+			x := (pos - j) << lo
+			for k := uint64(0); k < uint64(lo); k++ {
+				x |= bit(low, j*uint64(lo)+k) << k
+			}
+			if j > 0 && x <= fps[j-1] {
+				return layer{}, fmt.Errorf("%w: layer %d: fingerprints out of order", ErrCorrupt, li)
+			}
+			fps = append(fps, x)
+		}
+		if uint64(len(fps)) != n || (n*uint64(lo)%8 != 0 && low[len(low)-1]>>(n*uint64(lo)%8) != 0) {
+			return layer{}, fmt.Errorf("%w: layer %d: bad fingerprints", ErrCorrupt, li)
+		}
+	}
+	d.b = d.b[size:]
+	return g.placeFingerprints(want, f.p.layers, fps), nil
 }

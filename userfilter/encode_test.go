@@ -55,26 +55,39 @@ func TestEncodingRoundTrip(t *testing.T) {
 	}
 }
 
+// kinds are the default profile of each kind.
+var kinds = map[string]Profile{"bloom": DefaultProfile(), "compact": {Kind: KindCompact}}
+
 func TestSmallUserEncodesSmall(t *testing.T) {
-	f := mustNew(t, DefaultProfile())
-	f.Add(items("u", 10), t0)
-	if b := encode(t, f); len(b) > 48 {
-		t.Fatalf("10-item user encodes to %d bytes, want at most 48", len(b))
+	for name, p := range kinds {
+		f := mustNew(t, p)
+		f.Add(items("u", 10), t0)
+		if b := encode(t, f); len(b) > 48 {
+			t.Fatalf("%s: 10-item user encodes to %d bytes, want at most 48", name, len(b))
+		}
 	}
 }
 
 func TestEncodedNeverLargerThanMemory(t *testing.T) {
-	f := mustNew(t, DefaultProfile())
-	for n := 1; n <= 100000; n *= 2 {
-		f.Add(items("e", n), t0)
-		if enc, mem := len(encode(t, f)), f.MemoryBytes(); enc > mem {
-			t.Fatalf("at %d items: encoded %d bytes > %d bytes in memory", n, enc, mem)
+	for name, p := range kinds {
+		f := mustNew(t, p)
+		for n := 1; n <= 100000; n *= 2 {
+			f.Add(items("e", n), t0)
+			if enc, mem := len(encode(t, f)), f.MemoryBytes(); enc > mem {
+				t.Fatalf("%s at %d items: encoded %d bytes > %d bytes in memory", name, n, enc, mem)
+			}
 		}
 	}
 }
 
 func TestDecodeRejectsCorruption(t *testing.T) {
-	f := mustNew(t, DefaultProfile())
+	for name, p := range kinds {
+		t.Run(name, func(t *testing.T) { testDecodeRejectsCorruption(t, p) })
+	}
+}
+
+func testDecodeRejectsCorruption(t *testing.T, p Profile) {
+	f := mustNew(t, p)
 	f.Add(items("c", 500), t0)
 	b := encode(t, f)
 	for i := range b {
@@ -108,6 +121,9 @@ func goldenCases() map[string]*Filter {
 	mk("default-300", DefaultProfile(), 300, t0)
 	mk("p0.001-50", Profile{FPRate: 0.001}, 50, t0)
 	mk("window-40", Profile{Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
+	mk("compact-10", Profile{Kind: KindCompact}, 10, t0)
+	mk("compact-3000", Profile{Kind: KindCompact}, 3000, t0)
+	mk("compact-window-40", Profile{Kind: KindCompact, Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
 	return out
 }
 
@@ -190,7 +206,11 @@ func FuzzDecodeBody(f *testing.F) {
 		var bits uint64
 		for _, gen := range g.gens {
 			for i := range gen.layers {
-				bits += gen.layers[i].bits()
+				if l := &gen.layers[i]; l.compact() {
+					bits += 64 * uint64(efWords(uint64(gen.itemsIn(i)), uint(l.slice)))
+				} else {
+					bits += l.bits()
+				}
 			}
 		}
 		need := int64(bits+7) / 8

@@ -31,15 +31,19 @@ func items(prefix string, n int) []string {
 // profiles covers every shape a namespace can take.
 func profiles() map[string]Profile {
 	return map[string]Profile{
-		"default":    DefaultProfile(),
-		"p0.1%":      {FPRate: 0.001},
-		"tiny-c0":    {InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
-		"big-c0":     {InitialCapacity: 4096, Growth: 4, Tightening: 0.9},
-		"window":     {Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
-		"window4":    {Window: 30 * 24 * time.Hour},
-		"capped":     {MaxItems: 5000},
-		"loose-p":    {FPRate: 0.2},
-		"window+cap": {Window: time.Hour, Granularity: time.Minute, MaxItems: 300},
+		"default":        DefaultProfile(),
+		"p0.1%":          {FPRate: 0.001},
+		"tiny-c0":        {InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
+		"big-c0":         {InitialCapacity: 4096, Growth: 4, Tightening: 0.9},
+		"window":         {Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"window4":        {Window: 30 * 24 * time.Hour},
+		"capped":         {MaxItems: 5000},
+		"loose-p":        {FPRate: 0.2},
+		"window+cap":     {Window: time.Hour, Granularity: time.Minute, MaxItems: 300},
+		"compact":        {Kind: KindCompact},
+		"compact-tiny":   {Kind: KindCompact, InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
+		"compact-window": {Kind: KindCompact, Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"compact-capped": {Kind: KindCompact, MaxItems: 5000},
 	}
 }
 

@@ -22,7 +22,8 @@ func (f *Filter) Merge(o *Filter) error {
 		return fmt.Errorf("%w: %s", ErrIncompatible, f.p.Profile.Differences(o.p.Profile))
 	}
 	if f.p.Kind == KindCompact {
-		return fmt.Errorf("%w: compact filters cannot be merged yet", ErrIncompatible)
+		f.mergeCompact(o)
+		return nil
 	}
 	// Check every shared layer first so that an error leaves f untouched.
 	for gi := range o.gens {
@@ -78,7 +79,7 @@ func (f *Filter) Merge(o *Filter) error {
 // usually an earlier state of what is in memory, and then the merge and
 // the second encoding are skipped.
 func (f *Filter) Covers(o *Filter) bool {
-	if !f.Compatible(o) || f.p.Kind == KindCompact || o.last > f.last || (o.first != 0 && (f.first == 0 || o.first < f.first)) {
+	if !f.Compatible(o) || o.last > f.last || (o.first != 0 && (f.first == 0 || o.first < f.first)) {
 		return false
 	}
 	for gi := range o.gens {
@@ -91,6 +92,12 @@ func (f *Filter) Covers(o *Filter) bool {
 			if !fg.layers[li].sameShape(&og.layers[li]) || fg.itemsIn(li) < og.itemsIn(li) {
 				return false
 			}
+			if og.layers[li].compact() && !subset(og.fingerprints(li, nil), fg.fingerprints(li, nil)) {
+				return false
+			}
+		}
+		if len(og.layers) > 0 && og.layers[0].compact() {
+			continue
 		}
 		for i, w := range og.slab {
 			var have uint64
@@ -114,4 +121,77 @@ func (f *Filter) Clone() *Filter {
 		c.gens[i] = generation{bucket: g.bucket, slab: append([]uint64(nil), g.slab...), layers: g.layers, n: g.n}
 	}
 	return c
+}
+
+// mergeCompact is Merge for compact filters: each layer of a generation
+// becomes the union of the two filters' fingerprints in it, so the laws
+// hold as for sets. A layer that both had but filled with different items
+// can hold more than its capacity (its false-positive rate grows with its
+// items, as an overfilled Bloom layer's does); a newest layer that reaches
+// its capacity is full, so new items go to a new layer.
+func (f *Filter) mergeCompact(o *Filter) {
+	for gi := range o.gens {
+		og := &o.gens[gi]
+		fg := f.gen(og.bucket)
+		nl := max(len(fg.layers), len(og.layers))
+		sets := make([][]uint64, nl)
+		for i := range sets {
+			var a, b []uint64
+			if i < len(fg.layers) {
+				a = fg.fingerprints(i, nil)
+			}
+			if i < len(og.layers) {
+				b = og.fingerprints(i, nil)
+			}
+			sets[i] = union(a, b)
+		}
+		fg.slab, fg.layers, fg.n = nil, nil, 0
+		var before uint64
+		for i, set := range sets {
+			l, _ := f.p.compactLayer(i, before, 0) // the shapes both filters have
+			fg.placeFingerprints(l, f.p.layers, set)
+			before += uint64(l.cap)
+		}
+	}
+	if o.first != 0 && (f.first == 0 || o.first < f.first) {
+		f.first = o.first
+	}
+	f.last = max(f.last, o.last)
+}
+
+// union returns the sorted union of sorted a and b (in a new slice).
+func union(a, b []uint64) []uint64 {
+	out := make([]uint64, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case a[i] > b[j]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// subset reports whether sorted a is a subset of sorted b.
+func subset(a, b []uint64) bool {
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			return false
+		}
+		j++
+	}
+	return true
 }
