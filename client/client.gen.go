@@ -37,6 +37,24 @@ func (e ImportMode) Valid() bool {
 	}
 }
 
+// Defines values for NamespaceKind.
+const (
+	NamespaceKindBloom   NamespaceKind = "bloom"
+	NamespaceKindCompact NamespaceKind = "compact"
+)
+
+// Valid indicates whether the value is a known member of the NamespaceKind enum.
+func (e NamespaceKind) Valid() bool {
+	switch e {
+	case NamespaceKindBloom:
+		return true
+	case NamespaceKindCompact:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OnError.
 const (
 	Fail OnError = "fail"
@@ -91,6 +109,24 @@ func (e Role) Valid() bool {
 	case Read:
 		return true
 	case Write:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UserStatsKind.
+const (
+	UserStatsKindBloom   UserStatsKind = "bloom"
+	UserStatsKindCompact UserStatsKind = "compact"
+)
+
+// Valid indicates whether the value is a known member of the UserStatsKind enum.
+func (e UserStatsKind) Valid() bool {
+	switch e {
+	case UserStatsKindBloom:
+		return true
+	case UserStatsKindCompact:
 		return true
 	default:
 		return false
@@ -273,15 +309,22 @@ type ItemsRequest struct {
 
 // LayerStats defines model for LayerStats.
 type LayerStats struct {
-	Bits     int64   `json:"bits"`
-	BitsSet  int64   `json:"bits_set"`
-	Capacity int64   `json:"capacity"`
-	Fill     float64 `json:"fill"`
+	// Bits The layer's bits in memory (a compact layer's fingerprint set, with its index).
+	Bits int64 `json:"bits"`
 
-	// FpRate This layer's false-positive rate now, from its fill.
+	// BitsSet Bits set (a compact layer: its fingerprints, one per item).
+	BitsSet  int64 `json:"bits_set"`
+	Capacity int64 `json:"capacity"`
+
+	// Fill Bits set against bits (a compact layer, items against capacity).
+	Fill float64 `json:"fill"`
+
+	// FpRate This layer's false-positive rate now, from its fill (a compact layer, from its items and fingerprint bits).
 	FpRate float64 `json:"fp_rate"`
-	Hashes int     `json:"hashes"`
-	Items  int64   `json:"items"`
+
+	// Hashes Bits set per item (0 for a compact layer, which keeps one fingerprint per item).
+	Hashes int   `json:"hashes"`
+	Items  int64 `json:"items"`
 }
 
 // Namespace defines model for Namespace.
@@ -298,8 +341,10 @@ type Namespace struct {
 	// InitialCapacity Items the first layer holds.
 	InitialCapacity int64 `json:"initial_capacity"`
 
-	// Kind Example: bloom
-	Kind string `json:"kind"`
+	// Kind `bloom`, a chain of Bloom layers, or `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user; the README has the measured trade-off).
+	//
+	// Example: bloom
+	Kind NamespaceKind `json:"kind"`
 
 	// MaxItems Items one user holds at most; 0 means no cap.
 	MaxItems int64  `json:"max_items"`
@@ -311,6 +356,11 @@ type Namespace struct {
 	// Window Retention window in seconds; 0 means forever.
 	Window int64 `json:"window"`
 }
+
+// NamespaceKind `bloom`, a chain of Bloom layers, or `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user; the README has the measured trade-off).
+//
+// Example: bloom
+type NamespaceKind string
 
 // NamespaceList defines model for NamespaceList.
 type NamespaceList struct {
@@ -444,7 +494,7 @@ type UserStats struct {
 	Items int64 `json:"items"`
 
 	// Kind Example: bloom
-	Kind string `json:"kind"`
+	Kind UserStatsKind `json:"kind"`
 
 	// LastSeen When the user's last item was recorded, to the minute.
 	LastSeen    time.Time `json:"last_seen"`
@@ -455,6 +505,9 @@ type UserStats struct {
 	Saturated    bool    `json:"saturated"`
 	TargetFpRate float64 `json:"target_fp_rate"`
 }
+
+// UserStatsKind Example: bloom
+type UserStatsKind string
 
 // Ns defines model for ns.
 type Ns = string

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -69,6 +70,63 @@ func TestCompactHasNoFalseNegativesAndKeepsItsRate(t *testing.T) {
 					t.Errorf("estimated rate %v over the target %v", st.FPRate, f.p.FPRate)
 				}
 			})
+		}
+	}
+}
+
+// TestInsertInPlaceBuildsTheSameSet adds items one at a time and checks,
+// after each, that the newest layer's set is word for word the set efBuild
+// makes of the same fingerprints: inserting in place (efInsert) keeps the
+// samples, the high and the low parts exact, through the shape changes at
+// powers of two and past directMax, where the buffer takes over.
+func TestInsertInPlaceBuildsTheSameSet(t *testing.T) {
+	for _, fpRate := range []float64{0.01, 0.2, 1e-6} {
+		f := mustNew(t, Profile{Kind: KindCompact, FPRate: fpRate, InitialCapacity: 3000})
+		rng := rand.New(rand.NewPCG(11, uint64(fpRate*1e6)))
+		for i := 0; i < 2*directMax; i++ {
+			f.Add([]string{fmt.Sprintf("i%x", rng.Uint64())}, t0)
+			g := &f.gens[0]
+			l := &g.layers[len(g.layers)-1]
+			fps := g.fingerprints(len(g.layers)-1, nil)
+			if len(g.buffer()) > 0 {
+				continue
+			}
+			want := make([]uint64, efWords(uint64(len(fps)), uint(l.slice)))
+			efBuild(want, fps, uint(l.slice))
+			got := g.set(l)[:len(want)]
+			if !slices.Equal(got, want) {
+				t.Fatalf("p=%v, %d items: the set differs from the one built whole", fpRate, len(fps))
+			}
+			if len(g.slab) != int(l.off/64)+len(want) {
+				t.Fatalf("p=%v, %d items: slab of %d words, want %d", fpRate, len(fps), len(g.slab), int(l.off/64)+len(want))
+			}
+		}
+	}
+}
+
+// TestInsertBits checks insertBits against moving the bits one by one.
+func TestInsertBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	for range 3000 {
+		total := rng.Uint64N(400)
+		count := 1 + rng.Uint64N(63)
+		at := rng.Uint64N(total + 1)
+		w := make([]uint64, (total+count+63)/64)
+		for i := uint64(0); i < total; i++ {
+			w[i/64] |= (rng.Uint64() & 1) << (i % 64)
+		}
+		want := make([]uint64, len(w))
+		for i := uint64(0); i < total; i++ {
+			bit := w[i/64] >> (i % 64) & 1
+			to := i
+			if i >= at {
+				to = i + count
+			}
+			want[to/64] |= bit << (to % 64)
+		}
+		insertBits(w, at, count, total)
+		if !slices.Equal(w, want) {
+			t.Fatalf("insertBits(at %d, count %d, total %d) = %x, want %x", at, count, total, w, want)
 		}
 	}
 }

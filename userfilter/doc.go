@@ -73,22 +73,25 @@
 // finding the bucket from packed offsets (fpDirect) takes a quarter less
 // time at 1.17x to 1.38x the bound.
 //
-// # The compact kind (work in progress)
+// # The compact kind
 //
 // KindCompact is that chain (compact.go): every layer an efset of its
 // items' fingerprints, the newest taking items in a short sorted buffer
-// that is merged into its set from time to time. Its defaults are c0 =
-// 512, s = 3, r = 0.6. BenchmarkProfiles (one run): in-memory bits against
-// the bound 1.448x on average over n log-uniform in [100, 1e5] and 1.739x
-// at worst, inside the memory targets (1.7 and 2.3), at 92 ns a candidate
-// of the one call at 1e5 items (six layers; s = 4: five layers, 82 ns,
-// 1.459x and 1.739x), against about 49 ns for bits-and-blooms/bloom/v3
-// (BenchmarkBloomV3Reference) and 58 ns for the Bloom chain. So it misses
-// the speed target at 1e5 items (1.5x bloom/v3); most of its time is the
-// select that finds a bucket. It has no encoding and no merge yet, so
-// namespaces cannot use it (ParseKind refuses it, Decode refuses its kind,
-// and AppendBinary and Merge return errors): a hot user must be written
-// back, and an import merged.
+// (at most max(4, n/16) of them, a word each) that is merged into its set
+// from time to time. Its defaults are c0 = 512, s = 3, r = 0.6.
+// BenchmarkProfiles (one run): in-memory bits against the bound 1.448x on
+// average over n log-uniform in [100, 1e5] and 1.739x at worst, inside the
+// memory targets (1.7 and 2.3) where the Bloom chain takes 2.18x and
+// 2.82x; but 92 ns a candidate of the one call at 1e5 items (six layers;
+// s = 4: five layers, 82 ns, 1.459x and 1.739x) against about 49 ns for
+// bits-and-blooms/bloom/v3 (BenchmarkBloomV3Reference) and 58 ns for the
+// Bloom chain, so it misses the speed target at 1e5 items (1.5x
+// bloom/v3). Most of its time is the select that finds a bucket. A 10-item
+// user encodes to 47 bytes.
+//
+// It encodes as form 2 (see encode.go) and merges by the union of each
+// layer's fingerprints. Bloom stays the default: a namespace chooses
+// compact with kind: compact.
 //
 // # Retention window
 //

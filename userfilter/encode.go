@@ -442,31 +442,41 @@ func efBytes(n uint64, f uint) int {
 
 // appendFingerprints appends compact layer i of g: its items, the form, its
 // fingerprint bits and its fingerprints (the newest layer's buffer merged
-// in, so that the encoding depends only on the set).
+// in, so that the encoding depends only on the set), copied from the set's
+// words.
 func (g *generation) appendFingerprints(b []byte, i int) []byte {
 	l := &g.layers[i]
 	f := uint(l.slice)
-	fps := g.fingerprints(i, nil)
-	n := uint64(len(fps))
+	n := uint64(g.itemsIn(i))
 	b = binary.AppendUvarint(b, n)
 	b = append(b, formFingerprints<<6)
 	b = binary.AppendUvarint(b, uint64(f))
 	if n == 0 {
 		return b
 	}
+	w := g.set(l)
+	if efLen(w) != n { // a buffer: the set as it will be once merged
+		fps := g.fingerprints(i, nil)
+		w = make([]uint64, efWords(n, f))
+		efBuild(w, fps, f)
+	}
+	ns, nh, nl := efParts(n, f)
 	lo, hb := efShape(n, f)
-	start := len(b)
-	b = append(b, make([]byte, efBytes(n, f))...)
-	high := b[start : start+int((n+uint64(1)<<hb+7)/8)]
-	low := b[start+len(high):]
-	for j, x := range fps {
-		pos := x>>lo + uint64(j)
-		high[pos>>3] |= 1 << (pos & 7)
-		for k := uint64(0); k < uint64(lo); k++ { // low bits, a bit at a time: encoding is not the hot path
-			if x>>k&1 != 0 {
-				bit := uint64(j)*uint64(lo) + k
-				low[bit>>3] |= 1 << (bit & 7)
-			}
+	b = appendWordBytes(b, w[1+ns:1+ns+nh], (n+uint64(1)<<hb+7)/8)
+	return appendWordBytes(b, w[1+ns+nh:1+ns+nh+nl], (n*uint64(lo)+7)/8)
+}
+
+// appendWordBytes appends the first n bytes of ws, little-endian.
+func appendWordBytes(b []byte, ws []uint64, n uint64) []byte {
+	for _, x := range ws {
+		if n >= 8 {
+			b = binary.LittleEndian.AppendUint64(b, x)
+			n -= 8
+			continue
+		}
+		for ; n > 0; n-- {
+			b = append(b, byte(x))
+			x >>= 8
 		}
 	}
 	return b

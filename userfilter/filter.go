@@ -31,24 +31,25 @@ func (g *generation) used() uint64 {
 	return uint64(l.off) + l.bits()
 }
 
-// itemsIn returns the items layer i holds.
+// itemsIn returns the items layer i holds (a full compact layer can hold
+// more than its capacity after a merge: see mergeCompact).
 func (g *generation) itemsIn(i int) uint32 {
 	if i == len(g.layers)-1 {
 		return g.n
+	}
+	if l := &g.layers[i]; l.compact() {
+		return uint32(efLen(g.set(l)))
 	}
 	return g.layers[i].cap
 }
 
 // items returns the items g holds.
 func (g *generation) items() uint64 {
-	if len(g.layers) == 0 {
-		return 0
-	}
 	var n uint64
-	for i := range g.layers[:len(g.layers)-1] {
-		n += uint64(g.layers[i].cap)
+	for i := range g.layers {
+		n += uint64(g.itemsIn(i))
 	}
-	return n + uint64(g.n)
+	return n
 }
 
 // Filter is one user's seen history. It is not safe for concurrent use: the

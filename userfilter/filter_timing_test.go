@@ -139,6 +139,9 @@ func BenchmarkProfiles(b *testing.B) {
 		{Kind: KindCompact, InitialCapacity: 512, Growth: 3, Tightening: 0.6},
 		{Kind: KindCompact, InitialCapacity: 256, Growth: 2, Tightening: 0.7},
 		{Kind: KindCompact, InitialCapacity: 512, Growth: 4, Tightening: 0.6},
+		{Kind: KindCompact, InitialCapacity: 512, Growth: 8, Tightening: 0.6},
+		{Kind: KindCompact, InitialCapacity: 1024, Growth: 4, Tightening: 0.6},
+		{Kind: KindCompact, InitialCapacity: 512, Growth: 4, Tightening: 0.5},
 	} {
 		b.Run(fmt.Sprintf("%v/c0=%d/s=%.2f/r=%.2f", p.WithDefaults().Kind, p.InitialCapacity, p.Growth, p.Tightening), func(b *testing.B) {
 			memMean, memMax, _, _ := sizeRatios(b, p, 40)

@@ -38,9 +38,7 @@ func ParseKind(s string) (Kind, error) {
 	case "bloom", "":
 		return KindBloom, nil
 	case "compact":
-		// Not for namespaces until its filters can be encoded and merged
-		// (write-back needs both): see compact.go.
-		return 0, fmt.Errorf("%w: filter kind %q is not available yet", ErrBadProfile, s)
+		return KindCompact, nil
 	}
 	return 0, fmt.Errorf("%w: unknown filter kind %q", ErrBadProfile, s)
 }
@@ -90,7 +88,7 @@ const (
 
 	// The defaults of KindCompact (BenchmarkChainFloor, "fingerprint sets").
 	CompactInitialCapacity = 512
-	CompactGrowth          = 3
+	CompactGrowth          = 4
 	CompactTightening      = 0.6
 )
 
