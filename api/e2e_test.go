@@ -21,6 +21,7 @@ import (
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/userfilter"
 	"github.com/seenapi/seenapi/web"
 )
 
@@ -269,7 +270,7 @@ func TestNamespaces(t *testing.T) {
 	for _, n := range l.JSON200.Namespaces {
 		names = append(names, n.Name)
 	}
-	if !slices.Equal(names, []string{"capped", "default"}) {
+	if !slices.Equal(names, []string{"capped", "compact", "default"}) {
 		t.Fatalf("namespaces %v", names)
 	}
 	g, err := c.GetNamespaceWithResponse(ctx, "capped")
@@ -282,6 +283,62 @@ func TestNamespaces(t *testing.T) {
 	g, _ = c.GetNamespaceWithResponse(ctx, "nope")
 	if g.ApplicationproblemJSON404 == nil || g.ApplicationproblemJSON404.Type != "https://seenapi.dev/problems/unknown-namespace" {
 		t.Fatalf("unknown namespace: %d %s", g.StatusCode(), g.Body)
+	}
+}
+
+// A compact namespace serves the one call, its stats, the write-back and
+// export and import like a Bloom one: 700 items take its first layer (512)
+// and open a second, and a written-back user answers the same.
+func TestCompactNamespaceEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	items := make([]string, 700)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%d", i)
+	}
+	for i := 0; i < len(items); i += 100 {
+		got := filter(t, c, "compact", "u", client.FilterRequest{Candidates: items[i : i+100], Limit: ptr(0)})
+		if len(got.Unseen) < 95 || got.Recorded != len(got.Unseen) {
+			t.Fatalf("calls with new items: %+v", got)
+		}
+	}
+	got := filter(t, c, "compact", "u", client.FilterRequest{Candidates: items[:300], Record: ptr(client.None)})
+	if len(got.Unseen) != 0 || got.SeenCount != 300 {
+		t.Fatalf("items recorded test unseen: %+v", got)
+	}
+	r, err := c.GetUserWithResponse(ctx, "compact", "u")
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if st := r.JSON200; st.Kind != "compact" || st.Layers != 2 || st.Items < 690 || st.Items > 700 || st.Bits == 0 || st.FpRate > 0.01 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if err := e.hot.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.stateOf("compact", "u"); st == nil || st["dirty"] == true {
+		t.Fatalf("after a write-back: %v", st)
+	}
+	ex, err := c.ExportUserWithResponse(ctx, "compact", "u")
+	if err != nil || ex.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %d", err, ex.StatusCode())
+	}
+	if f, err := userfilter.Decode(ex.Body); err != nil || f.Profile().Kind != userfilter.KindCompact {
+		t.Fatalf("the export does not decode to a compact filter: %v", err)
+	}
+	filter(t, c, "compact", "v", client.FilterRequest{Candidates: []string{"own"}})
+	im, err := c.ImportUserWithBodyWithResponse(ctx, "compact", "v", nil, "application/octet-stream", bytes.NewReader(ex.Body))
+	if err != nil || im.StatusCode() != http.StatusNoContent {
+		t.Fatalf("import: %v %d %s", err, im.StatusCode(), im.Body)
+	}
+	got = filter(t, c, "compact", "v", client.FilterRequest{Candidates: append([]string{"own", "new"}, items...), Record: ptr(client.None)})
+	if !slices.Equal(got.Unseen, []string{"new"}) {
+		t.Fatalf("after a merged import v has not seen %v", got.Unseen)
+	}
+	// A Bloom namespace refuses a compact export: the profiles differ.
+	im, _ = c.ImportUserWithBodyWithResponse(ctx, "default", "w", nil, "application/octet-stream", bytes.NewReader(ex.Body))
+	if im.ApplicationproblemJSON400 == nil || im.ApplicationproblemJSON400.Type != "https://seenapi.dev/problems/bad-import" {
+		t.Fatalf("compact export into a Bloom namespace: %d %s", im.StatusCode(), im.Body)
 	}
 }
 

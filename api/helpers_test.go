@@ -44,13 +44,15 @@ var testKeys = []api.Key{
 	{Role: api.RoleAdmin, Secret: adminKey},
 }
 
-// testNamespaces are "default" and "capped" (a user holds at most 5 items).
+// testNamespaces are "default", "capped" (a user holds at most 5 items)
+// and "compact" (the compact kind).
 func testNamespaces() []eviction.Namespace {
 	capped := userfilter.DefaultProfile()
 	capped.MaxItems = 5
 	return []eviction.Namespace{
 		{Name: "default", Profile: userfilter.DefaultProfile()},
 		{Name: "capped", Profile: capped},
+		{Name: "compact", Profile: userfilter.Profile{Kind: userfilter.KindCompact}.WithDefaults()},
 	}
 }
 

@@ -73,6 +73,23 @@ push:
 	}
 }
 
+// A namespace chooses the compact kind by name, and its omitted fields
+// take the compact kind's defaults, not the Bloom filter's.
+func TestNamespacesFileChoosesTheCompactKind(t *testing.T) {
+	nss, err := parseNamespaces([]byte("small:\n  kind: compact\nfast:\n  kind: compact\n  growth: 8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, fast := nss[2].Profile.WithDefaults(), nss[1].Profile.WithDefaults()
+	if nss[2].Name != "small" || small.Kind != userfilter.KindCompact || small.InitialCapacity != userfilter.CompactInitialCapacity ||
+		small.Growth != userfilter.CompactGrowth || small.Tightening != userfilter.CompactTightening {
+		t.Fatalf("small: %+v", small)
+	}
+	if fast.Kind != userfilter.KindCompact || fast.Growth != 8 || fast.InitialCapacity != userfilter.CompactInitialCapacity {
+		t.Fatalf("fast: %+v", fast)
+	}
+}
+
 func TestParseNamespacesRejectsBadFiles(t *testing.T) {
 	for name, text := range map[string]string{
 		"bad name":        "Feed:\n  fp_rate: 0.01\n",
@@ -156,6 +173,7 @@ func FuzzParseNamespaces(f *testing.F) {
 		"a: &a\n  fp_rate: 0.05\nb: &b\n  window: 2d\nfeed:\n  <<: [*a, *b]\n",
 		"feed: &f\n  <<: *f\n",
 		"feed:\n  kind: bloom\n  initial_capacity: 12\n  growth: 1.5\n  tightening: 0.9\n",
+		"feed:\n  kind: compact\n  max_items: 300\n  window: 2d\n",
 		"- feed\n", "feed: [1]\n", "",
 	} {
 		f.Add(seed)
