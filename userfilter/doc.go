@@ -76,22 +76,31 @@
 // # The compact kind
 //
 // KindCompact is that chain (compact.go): every layer an efset of its
-// items' fingerprints, the newest taking items in a short sorted buffer
-// (at most max(4, n/16) of them, a word each) that is merged into its set
-// from time to time. Its defaults are c0 = 512, s = 3, r = 0.6.
-// BenchmarkProfiles (one run): in-memory bits against the bound 1.448x on
-// average over n log-uniform in [100, 1e5] and 1.739x at worst, inside the
-// memory targets (1.7 and 2.3) where the Bloom chain takes 2.18x and
-// 2.82x; but 92 ns a candidate of the one call at 1e5 items (six layers;
-// s = 4: five layers, 82 ns, 1.459x and 1.739x) against about 49 ns for
-// bits-and-blooms/bloom/v3 (BenchmarkBloomV3Reference) and 58 ns for the
-// Bloom chain, so it misses the speed target at 1e5 items (1.5x
-// bloom/v3). Most of its time is the select that finds a bucket. A 10-item
-// user encodes to 47 bytes.
+// items' fingerprints. A newest set of fewer than 1,024 takes each item in
+// place (its parts shift up a word at a time); a larger one keeps new
+// items in a short sorted buffer (at most a sixteenth of the set, a word
+// each) that is merged in when it fills. The defaults come from
+// BenchmarkProfiles (one run, p = 1%; the compact rows of the table
+// above, measured the same way):
 //
-// It encodes as form 2 (see encode.go) and merges by the union of each
-// layer's fingerprints. Bloom stays the default: a namespace chooses
-// compact with kind: compact.
+//	c0    s  r    layers@1e5  ns/cand@1e5  mem/bound mean  worst
+//	512   3  0.6  6           104          1.387           1.612
+//	256   2  0.7  9           114          1.439           1.663
+//	512   4  0.6  5            79          1.406           1.650
+//	512   8  0.6  4            78          1.423           1.651
+//	1024  4  0.6  5           110          1.384           1.602
+//	512   4  0.5  5            79          1.411           1.689
+//
+// c0 = 512, s = 4, r = 0.6: inside both memory targets (1.7 and 2.3),
+// where the Bloom chain's defaults take 2.18x and 2.82x, and a 10-item
+// user encodes to 47 bytes. But a candidate costs 79 ns at 1e5 items
+// against about 49 ns for bits-and-blooms/bloom/v3
+// (BenchmarkBloomV3Reference) and 58 ns for the Bloom chain, so it misses
+// the speed target at 1e5 items (1.5x bloom/v3) by about a tenth; most of
+// its time is the select that finds a bucket (s = 8 saves a layer but
+// little time). It encodes as form 2 (see encode.go) and merges by the
+// union of each layer's fingerprints. Bloom stays the default: a
+// namespace chooses compact with kind: compact.
 //
 // # Retention window
 //
