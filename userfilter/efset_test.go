@@ -18,15 +18,7 @@ func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
 			if f < 12 && n > 1<<f {
 				n = 1 << f
 			}
-			in := map[uint64]bool{}
-			for len(in) < n {
-				in[rng.Uint64()>>(64-f)] = true
-			}
-			fps := make([]uint64, 0, n)
-			for x := range in {
-				fps = append(fps, x)
-			}
-			slices.Sort(fps)
+			fps, in := randomFingerprints(rng, n, f)
 			words := efWords(uint64(n), f)
 			// A word more on either side, to catch writes outside the set.
 			buf := make([]uint64, words+2)
@@ -86,4 +78,19 @@ func TestSelectInWord(t *testing.T) {
 			r++
 		}
 	}
+}
+
+// randomFingerprints returns n distinct random fingerprints of f bits,
+// sorted, and the set of them.
+func randomFingerprints(rng *rand.Rand, n int, f uint) ([]uint64, map[uint64]bool) {
+	in := map[uint64]bool{}
+	for len(in) < n {
+		in[rng.Uint64()>>(64-f)] = true
+	}
+	fps := make([]uint64, 0, n)
+	for x := range in {
+		fps = append(fps, x)
+	}
+	slices.Sort(fps)
+	return fps, in
 }

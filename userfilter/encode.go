@@ -347,6 +347,20 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 	return f, nil
 }
 
+// addBits adds a layer's m bits to the filter's total so far, refusing a
+// filter past maxBitsTotal (corrupt) or past limit (too large), before its
+// bits are allocated.
+func addBits(total *uint64, m, limit uint64) error {
+	*total += m
+	if *total > maxBitsTotal {
+		return fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
+	}
+	if *total > limit {
+		return fmt.Errorf("%w: its layers take more than %d bytes", ErrTooLarge, limit/8)
+	}
+	return nil
+}
+
 func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, total *uint64, limit uint64) (layer, error) {
 	n := d.uvarint()
 	fk := d.byte()
@@ -359,12 +373,8 @@ func (f *Filter) decodeLayer(d *decoder, g *generation, li int, before uint64, t
 		return layer{}, fmt.Errorf("%w: layer shape k=%d slice=%d", ErrCorrupt, k, slice)
 	}
 	m := k * slice
-	*total += m
-	if *total > maxBitsTotal {
-		return layer{}, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
-	}
-	if *total > limit {
-		return layer{}, fmt.Errorf("%w: its layers take more than %d bytes", ErrTooLarge, limit/8)
+	if err := addBits(total, m, limit); err != nil {
+		return layer{}, err
 	}
 	capacity := f.p.layerCapacity(li, before)
 	if n > capacity || capacity > maxCapacity {
@@ -503,13 +513,8 @@ func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before ui
 	if (fp < 64 && n > uint64(1)<<fp) || n > math.MaxUint32 {
 		return layer{}, fmt.Errorf("%w: layer %d holds %d items of %d bits", ErrCorrupt, li, n, fp)
 	}
-	words := uint64(efWords(n, fp))
-	*total += 64 * words
-	if *total > maxBitsTotal {
-		return layer{}, fmt.Errorf("%w: more than %d bits", ErrCorrupt, uint64(maxBitsTotal))
-	}
-	if *total > limit {
-		return layer{}, fmt.Errorf("%w: its layers take more than %d bytes", ErrTooLarge, limit/8)
+	if err := addBits(total, 64*uint64(efWords(n, fp)), limit); err != nil {
+		return layer{}, err
 	}
 	size := efBytes(n, fp)
 	if len(d.b) < size {

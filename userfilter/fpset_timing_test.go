@@ -75,15 +75,7 @@ func TestFPDirectPrototype(t *testing.T) {
 	for _, n := range []int{1, 10, 200, 5000} {
 		const f = 20
 		rng := rand.New(rand.NewPCG(uint64(n), 9))
-		in := map[uint64]bool{}
-		for len(in) < n {
-			in[rng.Uint64()>>(64-f)] = true
-		}
-		fps := make([]uint64, 0, n)
-		for x := range in {
-			fps = append(fps, x)
-		}
-		slices.Sort(fps)
+		fps, in := randomFingerprints(rng, n, f)
 		d := newFPDirect(fps, f)
 		for _, x := range fps {
 			if !d.contains(x) {
