@@ -59,6 +59,20 @@ func (g *generation) buffer() []uint64 {
 	return w[start : start+int(uint64(g.n)-n)]
 }
 
+// buffers splits the buffer into its merged part and its last run of
+// fewer than bufRun, each sorted (see cadd).
+func (g *generation) buffers() (merged, run []uint64) {
+	buf := g.buffer()
+	k := len(buf) - len(buf)%bufRun
+	return buf[:k], buf[k:]
+}
+
+// bufRun is how many fingerprints the buffer takes in a short sorted run
+// before the run is merged into the rest of the buffer: an insert then
+// moves at most bufRun words, and a merge, every bufRun inserts, the
+// buffer's.
+const bufRun = 64
+
 // ctest is test for a compact generation.
 func (g *generation) ctest(h Hash) bool {
 	last := len(g.layers) - 1
@@ -69,7 +83,11 @@ func (g *generation) ctest(h Hash) bool {
 			return true
 		}
 		if i == last {
-			if _, ok := slices.BinarySearch(g.buffer(), x); ok {
+			runs, run := g.buffers()
+			if _, ok := slices.BinarySearch(runs, x); ok {
+				return true
+			}
+			if _, ok := slices.BinarySearch(run, x); ok {
 				return true
 			}
 		}
@@ -98,14 +116,19 @@ func (g *generation) cadd(h Hash) {
 		g.n++
 		return
 	}
-	j, _ := slices.BinarySearch(buf, x)
-	start := int(l.off/64) + efWords(n, uint(l.slice))
-	end := start + len(buf)
+	merged, run := g.buffers()
+	j, _ := slices.BinarySearch(run, x)
+	bufStart := int(l.off/64) + efWords(n, uint(l.slice))
+	start := bufStart + len(merged)
+	end := start + len(run)
 	g.growSlab(end + 1)
 	copy(g.slab[start+j+1:end+1], g.slab[start+j:end])
 	g.slab[start+j] = x
 	g.n++
-	if g.n >= l.cap || n < directMax || len(buf)+1 > max(4, int(n/16)) {
+	if len(run)+1 == bufRun {
+		mergeRun(g.slab[bufStart:end+1], len(merged))
+	}
+	if g.n >= l.cap || n < directMax || len(merged)+len(run)+1 > max(4, int(n/16)) {
 		g.rebuild()
 	}
 }
@@ -208,9 +231,12 @@ func (g *generation) fingerprints(i int, dst []uint64) []uint64 {
 	start := len(dst)
 	dst = efAppend(dst, g.set(l), uint(l.slice))
 	if i == len(g.layers)-1 {
-		mid := len(dst) - start
-		dst = append(dst, g.buffer()...)
-		mergeSorted(dst[start:], mid)
+		merged, run := g.buffers()
+		mid := len(dst)
+		dst = append(dst, merged...)
+		dst = append(dst, run...)
+		mergeRun(dst[mid:], len(merged))
+		mergeSorted(dst[start:], mid-start)
 	}
 	return dst
 }
@@ -238,10 +264,36 @@ func (g *generation) growSlab(n int) {
 	}
 }
 
-// mergeSorted sorts s, whose halves s[:mid] and s[mid:] are each sorted.
+// mergeSorted sorts s, whose parts s[:mid] and s[mid:] are each sorted,
+// from the end, with a copy of the second part.
 func mergeSorted(s []uint64, mid int) {
 	if mid == 0 || mid == len(s) || s[mid-1] <= s[mid] {
 		return
 	}
-	slices.Sort(s) // a rebuild's cost is in efBuild; sorting a short tail in is cheap enough
+	mergeBack(s, mid, slices.Clone(s[mid:]))
+}
+
+// mergeRun is mergeSorted for a second part of at most bufRun, copied on
+// the stack.
+func mergeRun(s []uint64, mid int) {
+	if mid == 0 || mid == len(s) || s[mid-1] <= s[mid] {
+		return
+	}
+	var tmp [bufRun]uint64
+	mergeBack(s, mid, tmp[:copy(tmp[:], s[mid:])])
+}
+
+// mergeBack merges s[:mid] and tail (a copy of s[mid:]), each sorted, into
+// s, from the end.
+func mergeBack(s []uint64, mid int, tail []uint64) {
+	i, j := mid-1, len(tail)-1
+	for k := len(s) - 1; j >= 0; k-- {
+		if i >= 0 && s[i] > tail[j] {
+			s[k] = s[i]
+			i--
+		} else {
+			s[k] = tail[j]
+			j--
+		}
+	}
 }

@@ -130,3 +130,37 @@ func TestInsertBits(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferStaysSorted grows a user item by item far past directMax and
+// checks after each add that the buffer's merged part and its last run are
+// sorted, that the run is shorter than bufRun, and that the layer's
+// fingerprints, set and buffer together, are sorted and distinct and
+// include every item added.
+func TestBufferStaysSorted(t *testing.T) {
+	f := mustNew(t, Profile{Kind: KindCompact, InitialCapacity: 40_000})
+	rng := rand.New(rand.NewPCG(14, 15))
+	var want []uint64
+	for i := range 20_000 {
+		h := HashItem(fmt.Sprintf("b%x", rng.Uint64()))
+		if _, saturated := f.AddHashes([]Hash{h}, t0, t0); saturated {
+			t.Fatal("saturated")
+		}
+		g := &f.gens[0]
+		l := &g.layers[0]
+		want = append(want, l.fingerprint(h))
+		merged, run := g.buffers()
+		if !slices.IsSorted(merged) || !slices.IsSorted(run) || len(run) >= bufRun {
+			t.Fatalf("after %d items: buffer of %d and a run of %d, not sorted", i+1, len(merged), len(run))
+		}
+		if i%997 != 0 {
+			continue
+		}
+		got := g.fingerprints(0, nil)
+		w := slices.Clone(want)
+		slices.Sort(w)
+		w = slices.Compact(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("after %d items: %d fingerprints, want the %d added", i+1, len(got), len(w))
+		}
+	}
+}

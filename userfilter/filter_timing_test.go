@@ -270,3 +270,30 @@ func BenchmarkMarshalBinary(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFilterAndRecordGrowing is the one call of a user who keeps
+// seeing new items: 200 candidates never offered before, 20 recorded, so
+// every call grows the filter by 20 (BenchmarkFilterAndRecord's users stop
+// growing once they have seen their pool). It measures what inserts cost.
+func BenchmarkFilterAndRecordGrowing(b *testing.B) {
+	fresh := make([]string, 1<<20)
+	for i := range fresh {
+		fresh[i] = fmt.Sprintf("fresh-%08x", i)
+	}
+	for _, kind := range []Kind{KindBloom, KindCompact} {
+		for _, n := range []int{1_000, 100_000} {
+			b.Run(fmt.Sprintf("%v/n=%d", kind, n), func(b *testing.B) {
+				f := mustNew(b, Profile{Kind: kind})
+				f.Add(items("g", n), t0)
+				var s Scratch
+				i := 0
+				for b.Loop() {
+					j := i * 200 % (len(fresh) - 200)
+					f.FilterAndRecord(fresh[j:j+200], 20, RecordReturned, t0, &s)
+					i++
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/cand")
+			})
+		}
+	}
+}
