@@ -75,21 +75,42 @@ const bufRun = 64
 
 // ctest is test for a compact generation.
 func (g *generation) ctest(h Hash) bool {
-	last := len(g.layers) - 1
-	for i := last; i >= 0; i-- {
-		l := &g.layers[i]
-		x := l.fingerprint(h)
-		if efContains(g.set(l), x, uint(l.slice)) {
+	for i := len(g.layers) - 1; i >= 0; i-- {
+		if v := g.view(i); v.holds(h) {
 			return true
 		}
-		if i == last {
-			runs, run := g.buffers()
-			if _, ok := slices.BinarySearch(runs, x); ok {
-				return true
-			}
-			if _, ok := slices.BinarySearch(run, x); ok {
-				return true
-			}
+	}
+	return false
+}
+
+// view returns the view of compact layer i of g, its buffer included if it
+// is the newest.
+func (g *generation) view(i int) efView {
+	l := &g.layers[i]
+	v := newEFView(g.set(l), uint(l.slice))
+	if i == len(g.layers)-1 {
+		v.runs, v.run = g.buffers()
+	}
+	return v
+}
+
+// compactViews returns views, emptied, with the view of every layer of
+// gens appended: the oldest generation's first, each's layers in order.
+func compactViews(gens []generation, views []efView) []efView {
+	views = views[:0]
+	for gi := range gens {
+		for i := range gens[gi].layers {
+			views = append(views, gens[gi].view(i))
+		}
+	}
+	return views
+}
+
+// testViews is testLive over the views of compactViews: newest first.
+func testViews(views []efView, h Hash) bool {
+	for i := len(views) - 1; i >= 0; i-- {
+		if views[i].holds(h) {
+			return true
 		}
 	}
 	return false

@@ -2,6 +2,7 @@ package userfilter
 
 import (
 	"math/bits"
+	"slices"
 )
 
 // An efset is a sorted set of f-bit fingerprints in Elias-Fano form, laid
@@ -89,37 +90,112 @@ func efLen(w []uint64) uint64 { return w[0] }
 
 // efContains reports whether the set in w (of f-bit fingerprints) holds x.
 func efContains(w []uint64, x uint64, f uint) bool {
+	v := newEFView(w, f)
+	return v.contains(x)
+}
+
+// efView is a set laid out for lookups: what a lookup would work out from
+// the set's count each time, worked out once (Select makes one a layer a
+// call).
+type efView struct {
+	samples, high, low []uint64
+	lo                 uint   // the low bits of a fingerprint
+	shift              uint   // 64 - f: a hash's top f bits are its fingerprint
+	end                uint64 // the high part's bits: count + buckets
+	// runs and run are the newest layer's buffer (see generation.buffers);
+	// nil for the other layers.
+	runs, run []uint64
+}
+
+// newEFView returns the view of the set in w, of f-bit fingerprints.
+func newEFView(w []uint64, f uint) efView {
 	n := w[0]
+	v := efView{shift: 64 - f}
 	if n == 0 {
+		return v
+	}
+	ns, nh, nl := efParts(n, f)
+	l, hb := efShape(n, f)
+	v.samples, v.high, v.low = w[1:1+ns], w[1+ns:1+ns+nh], w[1+ns+nh:1+ns+nh+nl]
+	v.lo, v.end = l, n+uint64(1)<<hb
+	return v
+}
+
+// contains reports whether the set holds fingerprint x.
+func (v *efView) contains(x uint64) bool {
+	if v.end == 0 {
 		return false
 	}
-	ns, nh, _ := efParts(n, f)
-	l, _ := efShape(n, f)
-	high := w[1+ns : 1+ns+nh]
-	h := x >> l
+	h := x >> v.lo
 	pos := uint64(0)
 	if h > 0 {
 		k := h - 1 // the zero that ends bucket h-1
-		p := w[1+k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
-		pos = selectZeroFrom(high, p, k%64) + 1
+		p := v.samples[k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
+		pos = selectZeroFrom(v.high, p, k%64) + 1
 	}
 	idx := pos - h
-	lx := x & (1<<l - 1)
-	low := w[1+ns+nh:]
-	for pos>>6 < uint64(len(high)) && high[pos>>6]>>(pos&63)&1 != 0 {
-		if l == 0 {
+	lx := x & (1<<v.lo - 1)
+	for pos < v.end && v.high[pos>>6]>>(pos&63)&1 != 0 {
+		if v.lo == 0 {
 			return true
 		}
-		switch v := bitsAt(low, idx*uint64(l), l); {
-		case v == lx:
+		switch b := bitsAt(v.low, idx*uint64(v.lo), v.lo); {
+		case b == lx:
 			return true
-		case v > lx:
+		case b > lx:
 			return false
 		}
 		pos++
 		idx++
 	}
 	return false
+}
+
+// holds reports whether the layer holds the item of hash h: its set, or
+// for the newest layer its buffer.
+func (v *efView) holds(h Hash) bool {
+	x := h.Hi >> v.shift
+	if v.contains(x) {
+		return true
+	}
+	if len(v.runs) > 0 && searchUniform(v.runs, x) {
+		return true
+	}
+	_, ok := slices.BinarySearch(v.run, x) // short: under bufRun
+	return ok
+}
+
+// searchUniform reports whether sorted s holds x. Fingerprints are
+// uniform, so a few steps of interpolation find x's place in a buffer of
+// thousands where a binary search takes a dozen dependent reads; past
+// those steps (fingerprints that crowd, as only items made to collide
+// would) it finishes by binary search, so a lookup never takes more than
+// a few steps and log2(len(s)).
+func searchUniform(s []uint64, x uint64) bool {
+	lo, hi := 0, len(s)-1
+	for range 4 {
+		if lo > hi {
+			return false
+		}
+		a, b := s[lo], s[hi]
+		if x <= a || x >= b {
+			return x == a || x == b
+		}
+		i := lo + int(float64(x-a)/float64(b-a)*float64(hi-lo))
+		switch y := s[i]; {
+		case y == x:
+			return true
+		case y < x:
+			lo = i + 1
+		default:
+			hi = i - 1
+		}
+	}
+	if lo > hi {
+		return false
+	}
+	_, ok := slices.BinarySearch(s[lo:hi+1], x)
+	return ok
 }
 
 // selectZeroFrom returns the position of zero number rem (from 0) of high

@@ -94,3 +94,36 @@ func randomFingerprints(rng *rand.Rand, n int, f uint) ([]uint64, map[uint64]boo
 	slices.Sort(fps)
 	return fps, in
 }
+
+// TestSearchUniform checks searchUniform against a binary search on
+// uniform, crowded and tiny sorted sets, for members, their neighbours and
+// the values past both ends.
+func TestSearchUniform(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	sets := [][]uint64{{}, {5}, {0, ^uint64(0)}}
+	for _, n := range []int{2, 3, 10, 100, 5000} {
+		fps, _ := randomFingerprints(rng, n, 40)
+		sets = append(sets, fps)
+		crowded := make([]uint64, n) // all but one in a narrow range: interpolation guesses badly
+		for i := range crowded {
+			crowded[i] = uint64(i) * 3
+		}
+		crowded[n-1] = 1 << 50
+		sets = append(sets, crowded)
+	}
+	for _, s := range sets {
+		probes := []uint64{0, 1, ^uint64(0)}
+		for _, x := range s {
+			probes = append(probes, x, x-1, x+1)
+		}
+		for range 200 {
+			probes = append(probes, rng.Uint64()>>24)
+		}
+		for _, x := range probes {
+			_, want := slices.BinarySearch(s, x)
+			if got := searchUniform(s, x); got != want {
+				t.Fatalf("searchUniform(%d values, %d) = %v, want %v", len(s), x, got, want)
+			}
+		}
+	}
+}

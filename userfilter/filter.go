@@ -487,6 +487,7 @@ type Scratch struct {
 	Unseen []int32
 	// Recorded holds the hashes this call added, for the journal.
 	Recorded []Hash
+	views    []efView // a compact filter's layers (see Select)
 }
 
 // CallResult is what FilterAndRecord found.
@@ -531,6 +532,11 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 	s.ToRecord = s.ToRecord[:0]
 	s.Recorded = s.Recorded[:0]
 	live := f.live(now)
+	var views []efView // a compact filter's layers, worked out once a call
+	if f.p.Kind == KindCompact {
+		s.views = compactViews(live, s.views)
+		views = s.views
+	}
 	var res CallResult
 	for i, c := range candidates {
 		h := HashItem(c)
@@ -549,7 +555,13 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 			continue
 		}
 		table[j] = key
-		if testLive(live, h) {
+		var seen bool
+		if views != nil {
+			seen = testViews(views, h)
+		} else {
+			seen = testLive(live, h)
+		}
+		if seen {
 			res.SeenCount++
 			if mode == RecordAll {
 				s.ToRecord = append(s.ToRecord, h)
