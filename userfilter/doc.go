@@ -84,27 +84,33 @@
 // above, measured the same way):
 //
 //	c0    s  r    layers@1e5  ns/cand@1e5  mem/bound mean  worst
-//	512   3  0.6  6           104          1.387           1.612
-//	256   2  0.7  9           114          1.439           1.663
-//	512   4  0.6  5            79          1.406           1.650
-//	512   8  0.6  4            78          1.423           1.651
-//	1024  4  0.6  5           110          1.384           1.602
-//	512   4  0.5  5            79          1.411           1.689
+//	512   3  0.6  6            89          1.387           1.612
+//	256   2  0.7  9           103          1.439           1.663
+//	512   4  0.6  5            72          1.406           1.650
+//	512   8  0.6  4            70          1.423           1.651
+//	1024  4  0.6  5            99          1.384           1.602
+//	512   4  0.5  5            72          1.411           1.689
 //
 // c0 = 512, s = 4, r = 0.6: inside both memory targets (1.7 and 2.3),
 // where the Bloom chain's defaults take 2.18x and 2.82x, and a 10-item
-// user encodes to 47 bytes. But in BenchmarkFilterAndRecord (one run) a
-// candidate costs 83.1 ns at 1e5 items against 48.4 ns for
-// bits-and-blooms/bloom/v3 (BenchmarkBloomV3Reference) and 57.7 ns for
-// the Bloom chain: 1.72x, where the speed target is 1.5x (at 1e3 items
-// 53.7 ns against 41.1, 1.31x; at 10, 8.4 against 41.3). Most of its time
-// is finding a bucket (the select) and reading its low bits, a chain of
-// three dependent reads a layer; s = 8 saves a layer but little time.
-// BenchmarkFilterAndRecordGrowing measures a user who only meets new
-// items, 20 recorded a call, which is what inserts cost. It encodes as
-// form 2 (see encode.go) and merges by the union of each layer's
-// fingerprints. Bloom stays the default: a namespace chooses compact with
-// kind: compact.
+// user encodes to 47 bytes (s = 8 saves a layer and about 2 ns). The bits
+// counted are the slab's words in use, as in the Bloom rows; counted by
+// the slab's capacity (a compact slab grows by an eighth at a time), the
+// compact chain takes 1.56x on average and 1.94x at worst, the Bloom
+// chain 2.31x and 2.87x. In BenchmarkFilterAndRecord (six alternated
+// runs, benchstat medians) a candidate costs 73.45 ns at 1e5 items against
+// 49.88 ns for bits-and-blooms/bloom/v3 (BenchmarkBloomV3Reference): 1.47x,
+// inside the speed target of 1.5x with little to spare (the Bloom chain:
+// 62.23 ns, 1.25x); at 1e3 items 44.06 ns against 41.48 (1.06x); at 10,
+// 7.84 against 41.44. Most of its time is finding a bucket (the select)
+// and reading its low bits, a chain of dependent reads a layer; Select
+// works out each layer's shape once a call (efView), and searches a big
+// buffer by interpolation. A user who only meets new items, 20 recorded a
+// call (BenchmarkFilterAndRecordGrowing), costs about 1.8 times what the
+// Bloom chain does: 288 against 156 ns a candidate from 1e3 items. It
+// encodes as form 2 (see encode.go) and merges by the union of each
+// layer's fingerprints. Bloom stays the default: a namespace chooses
+// compact with kind: compact.
 //
 // # Retention window
 //
