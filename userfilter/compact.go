@@ -15,11 +15,13 @@ import (
 //
 // Its layers are layer values with k = 0 and slice = f, and its sets lie
 // in the generation's slab back to back, each at off (a multiple of 64).
-// A full layer never changes. The newest one takes items in a sorted
-// buffer of one word a fingerprint right after its set, and is rebuilt
-// with them when the buffer passes a sixteenth of the set (and when it
-// fills): an insert costs a binary search and a short copy, and about
-// sixteen items' worth of rebuilding.
+// A full layer never changes. The newest one, while its set holds fewer
+// than directMax, takes each item in place (efInsert); past that it keeps
+// new items in a buffer of one word a fingerprint right after its set (a
+// sorted run of under bufRun, merged into the sorted rest when it fills),
+// and the set is rebuilt with the buffer when the buffer passes a
+// sixteenth of it, and when the layer fills: an insert costs a short copy
+// and about sixteen items' worth of rebuilding.
 
 // compactLayer returns layer i of a compact generation whose layers before
 // it hold before items and take total bits; false past the largest filter.
@@ -178,12 +180,7 @@ func (g *generation) efInsert(l *layer, x uint64) bool {
 	w := g.slab[s0:]
 	high, low := w[1+ns:1+ns+nh], w[1+ns+nh:1+ns+nh+nl]
 	hx, lx := x>>lo, x&(1<<lo-1)
-	pos := uint64(0)
-	if hx > 0 {
-		k := hx - 1
-		p := w[1+k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
-		pos = selectZeroFrom(high, p, k%64) + 1
-	}
+	pos := bucketStart(w[1:1+ns], high, hx)
 	idx := pos - hx
 	for pos < n+buckets && high[pos>>6]>>(pos&63)&1 != 0 && (lo == 0 || bitsAt(low, idx*uint64(lo), lo) < lx) {
 		pos++

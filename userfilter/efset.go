@@ -127,12 +127,7 @@ func (v *efView) contains(x uint64) bool {
 		return false
 	}
 	h := x >> v.lo
-	pos := uint64(0)
-	if h > 0 {
-		k := h - 1 // the zero that ends bucket h-1
-		p := v.samples[k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
-		pos = selectZeroFrom(v.high, p, k%64) + 1
-	}
+	pos := bucketStart(v.samples, v.high, h)
 	idx := pos - h
 	lx := x & (1<<v.lo - 1)
 	for pos < v.end && v.high[pos>>6]>>(pos&63)&1 != 0 {
@@ -196,6 +191,18 @@ func searchUniform(s []uint64, x uint64) bool {
 	}
 	_, ok := slices.BinarySearch(s[lo:hi+1], x)
 	return ok
+}
+
+// bucketStart returns where bucket h starts in a set's high part: right
+// after the zero that ends bucket h-1, found from the sample of every 64th
+// zero.
+func bucketStart(samples, high []uint64, h uint64) uint64 {
+	if h == 0 {
+		return 0
+	}
+	k := h - 1
+	p := samples[k/128] >> (32 * ((k / 64) & 1)) & 0xffffffff
+	return selectZeroFrom(high, p, k%64) + 1
 }
 
 // selectZeroFrom returns the position of zero number rem (from 0) of high
