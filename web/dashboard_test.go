@@ -818,6 +818,30 @@ func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	}
 }
 
+// A compact filter's user shows fingerprints where a Bloom filter's shows
+// bits set and hashes, and the namespaces table names its kind.
+func TestCompactUserShowsFingerprints(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "small", user, "c:1", "c:2", "c:3")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("small", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "3")
+	if label, got := tb.text("#user-bits-label"), tb.text("#user-bits"); label != "Fingerprints" || !strings.HasPrefix(got, "3 in ") {
+		t.Errorf("summary row = %q: %q, want Fingerprints: 3 in ... bits", label, got)
+	}
+	if got := tb.text("#layers .layer-detail"); !strings.Contains(got, "a fingerprint an item") || strings.Contains(got, "hash") {
+		t.Errorf("layer detail = %q, want a fingerprint an item and no hashes", got)
+	}
+	tb.open("#/ns")
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="small"]')`, "the small namespace's row")
+	if kind := eval[string](tb, `document.querySelector('#namespaces tr[data-ns="small"]').cells[1].textContent`); kind != "compact" {
+		t.Errorf("small namespace's kind = %q, want compact", kind)
+	}
+}
+
 func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)

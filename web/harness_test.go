@@ -72,12 +72,14 @@ var (
 	shared suite
 )
 
-// namespacesYAML adds a windowed namespace to "default".
+// namespacesYAML adds a windowed namespace and a compact one to "default".
 const namespacesYAML = `feed:
   fp_rate: 0.01
   window: 30d
   granularity: 7.5d
   max_items: 100000
+small:
+  kind: compact
 `
 
 func TestMain(m *testing.M) {

@@ -544,7 +544,10 @@ function summaryPanel(st, prof) {
       h('dt', {}, 'Namespace'), h('dd', { id: 'user-profile' }, profileText(prof)),
       h('dt', {}, 'Kind'), h('dd', {}, st.kind),
       h('dt', {}, 'Layers'), h('dd', { id: 'user-layers' }, num(st.layers)),
-      h('dt', {}, 'Bits set'), h('dd', {}, `${num(st.bits_set)} of ${num(st.bits)}`),
+      // A compact filter keeps one fingerprint an item: its "bits set" are its items.
+      st.kind === 'compact'
+        ? [h('dt', { id: 'user-bits-label' }, 'Fingerprints'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} in ${count(st.bits, 'bit')}`)]
+        : [h('dt', { id: 'user-bits-label' }, 'Bits set'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} of ${num(st.bits)}`)],
       h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
       h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen)),
       h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen))),
@@ -572,7 +575,7 @@ function layersPanel(st, prof) {
         h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
           h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
         h('span', { class: 'pct' }, pct(l.fill, 1)),
-        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
+        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${st.kind === 'compact' ? 'a fingerprint an item' : count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
       : h('p', { class: 'muted' }, 'No layers: the filter is empty.'));
 }
 
