@@ -86,7 +86,7 @@ const (
 	DefaultGrowth          = 1.5
 	DefaultTightening      = 0.9
 
-	// The defaults of KindCompact (BenchmarkChainFloor, "fingerprint sets").
+	// The defaults of KindCompact, from BenchmarkProfiles (see the package doc).
 	CompactInitialCapacity = 512
 	CompactGrowth          = 4
 	CompactTightening      = 0.6
