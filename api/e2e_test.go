@@ -364,6 +364,25 @@ func TestForgetItemsIsUnsupportedForBloom(t *testing.T) {
 	}
 }
 
+// TestForgetItemsInACompactNamespace: a compact namespace forgets items,
+// counting those that were seen, and the one call returns them again.
+func TestForgetItemsInACompactNamespace(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "compact", "u", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	r, err := c.ForgetItemsWithResponse(ctx, "compact", "u", client.ItemsRequest{Items: []string{"a", "never", "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JSON200 == nil || r.JSON200.Forgotten != 1 {
+		t.Fatalf("forget items: %d %s, want forgotten 1", r.StatusCode(), r.Body)
+	}
+	got := filter(t, c, "compact", "u", client.FilterRequest{Candidates: []string{"a", "b", "c"}, Record: ptr(client.None)})
+	if !slices.Equal(got.Unseen, []string{"a"}) || got.SeenCount != 2 {
+		t.Fatalf("after forgetting a: %+v", got)
+	}
+}
+
 func TestUserIDsArePercentDecodedAndExact(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")

@@ -116,6 +116,8 @@ func problemFor(err error) Problem {
 		k, detail, fields = ae.kind, ae.detail, ae.fields
 	case errors.Is(err, eviction.ErrUnknownNamespace):
 		k, detail = pUnknownNamespace, err.Error()
+	case errors.Is(err, eviction.ErrUnsupported):
+		k, detail = pUnsupported, err.Error()
 	case errors.Is(err, eviction.ErrUserNotFound):
 		k, detail = pUserNotFound, "the user has no filter in this namespace"
 	case errors.Is(err, eviction.ErrCorrupt):

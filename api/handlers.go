@@ -25,6 +25,10 @@ type seenResponse struct {
 	Saturated bool `json:"saturated,omitempty"`
 }
 
+type forgetItemsResponse struct {
+	Forgotten int `json:"forgotten"`
+}
+
 type checkResponse struct {
 	Seen      []bool `json:"seen"`
 	SeenCount int    `json:"seen_count"`
@@ -240,14 +244,15 @@ func (s *Server) checkSeen(c *fiber.Ctx) error {
 }
 
 func (s *Server) forgetItems(c *fiber.Ctx) error {
-	ns, _, _, err := s.itemsRequest(c)
+	ns, user, items, err := s.itemsRequest(c)
 	if err != nil {
 		return err
 	}
-	n, _ := s.hot.Namespace(ns)
-	// Only a filter kind that can delete (none is configured yet) could
-	// forget items; a Bloom filter cannot.
-	return newError(pUnsupported, "namespace %q uses %v filters, which cannot forget items", ns, n.Profile.WithDefaults().Kind)
+	n, err := s.hot.ForgetItems(ns, user, items)
+	if err != nil {
+		return err
+	}
+	return c.JSON(&forgetItemsResponse{Forgotten: n})
 }
 
 func (s *Server) getUser(c *fiber.Ctx) error {

@@ -25,6 +25,8 @@ type HotSet interface {
 	User(ns, user string) (eviction.UserStats, error)
 	// Forget erases the user everywhere.
 	Forget(ns, user string) error
+	// ForgetItems makes items unseen again, in namespaces whose filter kind can.
+	ForgetItems(ns, user string, items []string) (int, error)
 	// Export returns the user's encoded filter.
 	Export(ns, user string) ([]byte, error)
 	// Import merges data into (or with replace, replaces) the user's filter.

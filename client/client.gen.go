@@ -279,6 +279,7 @@ type FilterResponse struct {
 
 // ForgetItemsResult defines model for ForgetItemsResult.
 type ForgetItemsResult struct {
+	// Forgotten How many of the items (each counted once) tested seen and now test unseen.
 	Forgotten int `json:"forgotten"`
 }
 
@@ -837,8 +838,14 @@ type ClientInterface interface {
 
 	// ForgetItemsWithBody Forget items (namespaces whose filter kind can delete)
 	//
-	// Makes the items unseen again. Only filter kinds that support deletion
-	// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+	// Makes the items unseen again, e.g. impressions recorded for a page
+	// that never reached the user. Only a `compact` namespace can: it drops
+	// each item's fingerprint (so another item that shares it in a layer
+	// is forgotten too, with at most the namespace's false-positive rate;
+	// it is then shown again, never hidden). A Bloom namespace answers 409
+	// `unsupported`. `forgotten` counts the distinct items that tested
+	// seen; a user with no filter forgets nothing. The change is in the
+	// store when the answer comes. Role `write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -847,8 +854,14 @@ type ClientInterface interface {
 
 	// ForgetItems Forget items (namespaces whose filter kind can delete)
 	//
-	// Makes the items unseen again. Only filter kinds that support deletion
-	// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+	// Makes the items unseen again, e.g. impressions recorded for a page
+	// that never reached the user. Only a `compact` namespace can: it drops
+	// each item's fingerprint (so another item that shares it in a layer
+	// is forgotten too, with at most the namespace's false-positive rate;
+	// it is then shown again, never hidden). A Bloom namespace answers 409
+	// `unsupported`. `forgotten` counts the distinct items that tested
+	// seen; a user with no filter forgets nothing. The change is in the
+	// store when the answer comes. Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1282,8 +1295,14 @@ func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, body FilterUs
 
 // ForgetItemsWithBody Forget items (namespaces whose filter kind can delete)
 //
-// Makes the items unseen again. Only filter kinds that support deletion
-// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+// Makes the items unseen again, e.g. impressions recorded for a page
+// that never reached the user. Only a `compact` namespace can: it drops
+// each item's fingerprint (so another item that shares it in a layer
+// is forgotten too, with at most the namespace's false-positive rate;
+// it is then shown again, never hidden). A Bloom namespace answers 409
+// `unsupported`. `forgotten` counts the distinct items that tested
+// seen; a user with no filter forgets nothing. The change is in the
+// store when the answer comes. Role `write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1302,8 +1321,14 @@ func (c *Client) ForgetItemsWithBody(ctx context.Context, ns Ns, user User, cont
 
 // ForgetItems Forget items (namespaces whose filter kind can delete)
 //
-// Makes the items unseen again. Only filter kinds that support deletion
-// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+// Makes the items unseen again, e.g. impressions recorded for a page
+// that never reached the user. Only a `compact` namespace can: it drops
+// each item's fingerprint (so another item that shares it in a layer
+// is forgotten too, with at most the namespace's false-positive rate;
+// it is then shown again, never hidden). A Bloom namespace answers 409
+// `unsupported`. `forgotten` counts the distinct items that tested
+// seen; a user with no filter forgets nothing. The change is in the
+// store when the answer comes. Role `write`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2452,8 +2477,14 @@ type ClientWithResponsesInterface interface {
 
 	// ForgetItemsWithBodyWithResponse Forget items (namespaces whose filter kind can delete)
 	//
-	// Makes the items unseen again. Only filter kinds that support deletion
-	// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+	// Makes the items unseen again, e.g. impressions recorded for a page
+	// that never reached the user. Only a `compact` namespace can: it drops
+	// each item's fingerprint (so another item that shares it in a layer
+	// is forgotten too, with at most the namespace's false-positive rate;
+	// it is then shown again, never hidden). A Bloom namespace answers 409
+	// `unsupported`. `forgotten` counts the distinct items that tested
+	// seen; a user with no filter forgets nothing. The change is in the
+	// store when the answer comes. Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2462,8 +2493,14 @@ type ClientWithResponsesInterface interface {
 
 	// ForgetItemsWithResponse Forget items (namespaces whose filter kind can delete)
 	//
-	// Makes the items unseen again. Only filter kinds that support deletion
-	// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+	// Makes the items unseen again, e.g. impressions recorded for a page
+	// that never reached the user. Only a `compact` namespace can: it drops
+	// each item's fingerprint (so another item that shares it in a layer
+	// is forgotten too, with at most the namespace's false-positive rate;
+	// it is then shown again, never hidden). A Bloom namespace answers 409
+	// `unsupported`. `forgotten` counts the distinct items that tested
+	// seen; a user with no filter forgets nothing. The change is in the
+	// store when the answer comes. Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4446,8 +4483,14 @@ func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns,
 
 // ForgetItemsWithBodyWithResponse Forget items (namespaces whose filter kind can delete)
 //
-// Makes the items unseen again. Only filter kinds that support deletion
-// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+// Makes the items unseen again, e.g. impressions recorded for a page
+// that never reached the user. Only a `compact` namespace can: it drops
+// each item's fingerprint (so another item that shares it in a layer
+// is forgotten too, with at most the namespace's false-positive rate;
+// it is then shown again, never hidden). A Bloom namespace answers 409
+// `unsupported`. `forgotten` counts the distinct items that tested
+// seen; a user with no filter forgets nothing. The change is in the
+// store when the answer comes. Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4462,8 +4505,14 @@ func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Contex
 
 // ForgetItemsWithResponse Forget items (namespaces whose filter kind can delete)
 //
-// Makes the items unseen again. Only filter kinds that support deletion
-// can do it; a Bloom namespace answers 409 `unsupported`. Role `write`.
+// Makes the items unseen again, e.g. impressions recorded for a page
+// that never reached the user. Only a `compact` namespace can: it drops
+// each item's fingerprint (so another item that shares it in a layer
+// is forgotten too, with at most the namespace's false-positive rate;
+// it is then shown again, never hidden). A Bloom namespace answers 409
+// `unsupported`. `forgotten` counts the distinct items that tested
+// seen; a user with no filter forgets nothing. The change is in the
+// store when the answer comes. Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -61,6 +61,11 @@
 // Forget holds the user's load slot and the write-back lock while it drops
 // the user from memory and deletes it from the store, so neither a
 // concurrent load nor a write-back already under way can bring it back.
+// ForgetItems (compact namespaces) holds the write-back lock and the user's
+// lock, and writes the user's filter whole before it answers, replacing the
+// stored one and superseding its journal as Import with replace does: a
+// write-back's union, or a replayed journal record, would bring a
+// forgotten item back.
 //
 // # Retention
 //

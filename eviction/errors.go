@@ -21,6 +21,8 @@ var (
 	ErrClosed = errors.New("eviction: closed")
 	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.
 	ErrBadImport = errors.New("eviction: bad import")
+	// ErrUnsupported: the filter kind cannot do this (forget items, for a Bloom filter).
+	ErrUnsupported = errors.New("eviction: not supported by the filter kind")
 )
 
 // ImportError is an ErrBadImport with the reason in words a person reads

@@ -943,6 +943,53 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	return nil
 }
 
+// ForgetItems makes items unseen again for the user and returns how many
+// of them tested seen (see userfilter.Filter.Forget), with the change in
+// the store before it returns. A namespace, or a user's filter, of a kind
+// that cannot forget: ErrUnsupported, and nothing changes. A user with no
+// filter has nothing to forget: 0.
+//
+// The filter is written whole, replacing the stored one and superseding
+// the user's journal (as Import with replace does): a write-back merges by
+// union, and a replayed journal record adds, so either would bring a
+// forgotten item back otherwise.
+func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return 0, err
+	}
+	if k := info.Profile.WithDefaults().Kind; !k.CanForget() {
+		return 0, fmt.Errorf("%w: namespace %q uses %v filters, which cannot forget items", ErrUnsupported, info.Name, k)
+	}
+	h.flushMu.Lock() // no write-back of the user's older state after ours
+	defer h.flushMu.Unlock()
+	e, _, err := h.acquire(info, user, false)
+	if errors.Is(err, ErrUserNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer h.release(e, false) // deferred: see FilterAppend
+	now := h.opts.Now()
+	next := e.f.Clone() // the hot filter changes only once the store has the change
+	n, err := next.Forget(items, now)
+	if errors.Is(err, userfilter.ErrUnsupported) {
+		return 0, fmt.Errorf("%w: the user's filter is a %v filter (built before the namespace's profile changed), "+
+			"which cannot forget items", ErrUnsupported, next.Profile().Kind)
+	}
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if err := h.writeNow(info, user, next, e.lastSeq, now, "forgetting items"); err != nil {
+		return 0, err
+	}
+	e.f.Replace(next)
+	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
+	h.markClean(e)
+	return n, nil
+}
+
 // Backup writes a backup of the store to w (see storage.Store.Backup)
 // while calls go on. Every call acknowledged before it began is in it,
 // written back or journaled; restoring it replays the journal as a start

@@ -33,6 +33,7 @@ type fixture struct {
 	dir string
 	st  *storage.Store
 	h   *HotSet
+	ns  []Namespace // nil: defaultNS
 }
 
 func newFixture(t testing.TB, opts Options) *fixture {
@@ -51,7 +52,11 @@ func (fx *fixture) newHotSet(opts Options) *HotSet {
 	if opts.FlushInterval == 0 {
 		opts.FlushInterval = time.Hour // tests flush when they mean to
 	}
-	h, err := New(fx.st, defaultNS, opts)
+	ns := fx.ns
+	if ns == nil {
+		ns = defaultNS
+	}
+	h, err := New(fx.st, ns, opts)
 	if err != nil {
 		fx.t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 //
 // Its layers are layer values with k = 0 and slice = f, and its sets lie
 // in the generation's slab back to back, each at off (a multiple of 64).
-// A full layer never changes. The newest one, while its set holds fewer
+// A full layer changes only when Forget takes fingerprints out of it (and
+// then holds fewer than its capacity: new items still go to the newest). The newest one, while its set holds fewer
 // than directMax, takes each item in place (efInsert); past that it keeps
 // new items in a buffer of one word a fingerprint right after its set (a
 // sorted run of under bufRun, merged into the sorted rest when it fills),

@@ -109,8 +109,13 @@
 // call (BenchmarkFilterAndRecordGrowing), costs about 1.8 times what the
 // Bloom chain does: 288 against 156 ns a candidate from 1e3 items. It
 // encodes as form 2 (see encode.go) and merges by the union of each
-// layer's fingerprints. Bloom stays the default: a namespace chooses
-// compact with kind: compact.
+// layer's fingerprints. It can also forget items (Forget, forget.go), which
+// a Bloom layer cannot: an item's fingerprint leaves each layer that holds
+// it, taking with it any other item of that layer with the same
+// fingerprint (probability at most the layer's error), and the layers
+// touched are rebuilt, so a full layer may then hold fewer than its
+// capacity. Bloom stays the default: a namespace chooses compact with
+// kind: compact.
 //
 // # Retention window
 //

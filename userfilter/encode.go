@@ -504,9 +504,8 @@ func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before ui
 	if form != formFingerprints<<6 || !ok || fb != uint64(want.slice) {
 		return layer{}, fmt.Errorf("%w: layer %d form %d, %d fingerprint bits", ErrCorrupt, li, form, fb)
 	}
-	if li > 0 && g.n < g.layers[li-1].cap {
-		return layer{}, fmt.Errorf("%w: layer %d follows a layer that is not full", ErrCorrupt, li)
-	}
+	// No check that the layer before is full, as a Bloom layer's: Forget
+	// takes fingerprints out of full layers too.
 	fp := uint(fb)
 	// A merge can fill a layer past its capacity (see mergeCompact), but
 	// not past its distinct fingerprints or what a uint32 counts.

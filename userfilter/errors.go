@@ -13,4 +13,6 @@ var (
 	ErrTooLarge = errors.New("userfilter: filter larger than allowed")
 	// ErrIncompatible is returned when merging filters built with different parameters.
 	ErrIncompatible = errors.New("userfilter: filters built with different parameters")
+	// ErrUnsupported is returned by Forget for a filter kind that cannot forget items.
+	ErrUnsupported = errors.New("userfilter: not supported by this filter kind")
 )

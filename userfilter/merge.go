@@ -145,18 +145,24 @@ func (f *Filter) mergeCompact(o *Filter) {
 			}
 			sets[i] = union(a, b)
 		}
-		fg.slab, fg.layers, fg.n = nil, nil, 0
-		var before uint64
-		for i, set := range sets {
-			l, _ := f.p.compactLayer(i, before, 0) // the shapes both filters have
-			fg.placeFingerprints(l, f.p.layers, set)
-			before += uint64(l.cap)
-		}
+		fg.placeSets(f.p, sets)
 	}
 	if o.first != 0 && (f.first == 0 || o.first < f.first) {
 		f.first = o.first
 	}
 	f.last = max(f.last, o.last)
+}
+
+// placeSets rebuilds compact generation g of profile p with layer i
+// holding sets[i] (sorted and distinct), in layers of p's shapes.
+func (g *generation) placeSets(p *sharedProfile, sets [][]uint64) {
+	g.slab, g.layers, g.n = nil, nil, 0
+	var before uint64
+	for i, set := range sets {
+		l, _ := p.compactLayer(i, before, 0) // the shapes the filter has
+		g.placeFingerprints(l, p.layers, set)
+		before += uint64(l.cap)
+	}
 }
 
 // union returns the sorted union of sorted a and b (in a new slice).

@@ -118,7 +118,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} ForgetItemsResult
- * @property {number} forgotten
+ * @property {number} forgotten How many of the items (each counted once) tested seen and now test unseen.
  */
 
 /**
