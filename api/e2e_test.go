@@ -362,6 +362,9 @@ func TestForgetItemsIsUnsupportedForBloom(t *testing.T) {
 	if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/unsupported" {
 		t.Fatalf("forget items: %d %s", r.StatusCode(), r.Body)
 	}
+	if d := r.ApplicationproblemJSON409.Detail; d == nil || *d != `namespace "default" uses bloom filters, which cannot forget items` {
+		t.Errorf("detail = %v, want the namespace and its kind in words", d)
+	}
 }
 
 // TestForgetItemsInACompactNamespace: a compact namespace forgets items,

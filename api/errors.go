@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -117,7 +118,8 @@ func problemFor(err error) Problem {
 	case errors.Is(err, eviction.ErrUnknownNamespace):
 		k, detail = pUnknownNamespace, err.Error()
 	case errors.Is(err, eviction.ErrUnsupported):
-		k, detail = pUnsupported, err.Error()
+		// The hot set's words after its sentinel's, which names the package.
+		k, detail = pUnsupported, strings.TrimPrefix(err.Error(), eviction.ErrUnsupported.Error()+": ")
 	case errors.Is(err, eviction.ErrUserNotFound):
 		k, detail = pUserNotFound, "the user has no filter in this namespace"
 	case errors.Is(err, eviction.ErrCorrupt):

@@ -842,6 +842,33 @@ func TestCompactUserShowsFingerprints(t *testing.T) {
 	}
 }
 
+// TestForgetItemsInACompactUsersPage: a compact user's page forgets items
+// and shows the new count; a Bloom user's page offers no such form.
+func TestForgetItemsInACompactUsersPage(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "small", user, "c:1", "c:2", "c:3")
+	s.svc.record(t, s.keys.write, "default", user, "c:1")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("small", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "3")
+	tb.fill("#forget-items", "c:1, c:9")
+	tb.click(`#forget-form button[type="submit"]`)
+	tb.waitText("#forget-result .done", "Forgot 1 item; 1 of those given were not seen.")
+	tb.waitText("#user-items", "2")
+	if n := userItems(t, s, "small", user); n != 2 {
+		t.Errorf("the API says %d items, want 2", n)
+	}
+
+	tb.open(fragment("default", user))
+	tb.waitText("#user-items", "1")
+	if eval[bool](tb, `!!document.getElementById('forget-form')`) {
+		t.Error("a Bloom user's page offers to forget items")
+	}
+}
+
 func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)

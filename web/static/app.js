@@ -516,7 +516,10 @@ async function drawUser(out, seq, ns, user) {
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
     missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
     stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats, prof)) : null,
-    h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload), erasePanel(ns, user, reload)));
+    h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload),
+      // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
+      (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null,
+      erasePanel(ns, user, reload)));
   showRole();
 }
 
@@ -617,6 +620,17 @@ function recordPanel(ns, user, reload) {
       await reload();
       const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen${r.saturated ? '; the user is at the item cap, some were not recorded' : ''}.`;
       const box = document.getElementById('record-result');
+      if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
+    });
+}
+
+function forgetPanel(ns, user, reload) {
+  return actionPanel('forget', 'Forget items', 'Makes the items unseen again, e.g. impressions of a page that never reached the user. An item sharing a fingerprint with one of them is forgotten too, at most at the namespace\'s false-positive rate.',
+    'forgetItems', 'Forget', async (items, result) => {
+      const r = await call('forgetItems', { ns, user }, { items });
+      await reload();
+      const msg = `Forgot ${count(r.forgotten, 'item')}; ${num(items.length - r.forgotten)} of those given were not seen.`;
+      const box = document.getElementById('forget-result');
       if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
 }
