@@ -146,6 +146,12 @@ func (e *env) as(t testing.TB) *env {
 func (e *env) close() { e.once.Do(e.shutdown) }
 
 func (e *env) shutdown() {
+	// Go's transport may dial a connection it then never sends a request
+	// on (another became free first) and keep it idle. fasthttp counts such
+	// a connection active from its accept, so Shutdown waits for it until
+	// the server's ReadTimeout (10 s): as long as the wait below, which a
+	// test under the race detector once lost. Close those first.
+	e.val.hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.srv.Shutdown(ctx); err != nil {

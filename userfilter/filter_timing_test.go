@@ -297,3 +297,46 @@ func BenchmarkFilterAndRecordGrowing(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForget: forgetting 20 items of a compact filter of n items
+// (each round on a fresh clone, made with the timer stopped), beside
+// merging a 20-item filter into the same filter, the other step that
+// rebuilds every layer.
+func BenchmarkForget(b *testing.B) {
+	for _, n := range []int{1000, 100_000} {
+		f, err := New(Profile{Kind: KindCompact})
+		if err != nil {
+			b.Fatal(err)
+		}
+		items := make([]string, n)
+		for i := range items {
+			items[i] = fmt.Sprintf("item-%d", i)
+		}
+		f.Add(items, t0)
+		forget := items[n/2 : n/2+20]
+		b.Run(fmt.Sprintf("forget/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				g := f.Clone()
+				b.StartTimer()
+				if k, err := g.Forget(forget, t0); err != nil || k != len(forget) {
+					b.Fatalf("Forget = %d, %v", k, err)
+				}
+			}
+		})
+		small, _ := New(Profile{Kind: KindCompact})
+		small.Add(forget, t0)
+		b.Run(fmt.Sprintf("merge/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				g := f.Clone()
+				b.StartTimer()
+				if err := g.Merge(small); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
