@@ -24,8 +24,8 @@ func (k Kind) CanForget() bool { return k == KindCompact }
 // then shown again, never hidden.
 //
 // The layers that lose fingerprints are rebuilt, each smaller: Forget
-// costs about what Merge does, so it is for the occasional correction, not
-// for every call.
+// costs up to what Merge does (BenchmarkForget), so it is for the
+// occasional correction, not for every call.
 func (f *Filter) Forget(items []string, now time.Time) (int, error) {
 	if !f.p.Kind.CanForget() {
 		return 0, fmt.Errorf("%w: %v filters cannot forget items", ErrUnsupported, f.p.Kind)

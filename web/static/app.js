@@ -629,7 +629,7 @@ function forgetPanel(ns, user, reload) {
     'forgetItems', 'Forget', async (items, result) => {
       const r = await call('forgetItems', { ns, user }, { items });
       await reload();
-      const msg = `Forgot ${count(r.forgotten, 'item')}; ${num(items.length - r.forgotten)} of those given were not seen.`;
+      const msg = `Forgot ${count(r.forgotten, 'item')}; ${num(new Set(items).size - r.forgotten)} of those given were not seen.`;
       const box = document.getElementById('forget-result');
       if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
