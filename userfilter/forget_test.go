@@ -111,15 +111,22 @@ func TestForgetMakesItemsUnseenAndKeepsTheRest(t *testing.T) {
 	}
 }
 
-// TestForgetThenRecordAgain: a forgotten item is recorded anew by the one
-// call, and the filter encodes and decodes to the same answers.
-func TestForgetThenRecordAgain(t *testing.T) {
+// compactHolding returns a compact filter holding items "i0", "i1", ...
+// up to n, and the items.
+func compactHolding(t *testing.T, n int) (*Filter, []string) {
 	f := mustNew(t, Profile{Kind: KindCompact})
-	items := make([]string, 2000)
+	items := make([]string, n)
 	for i := range items {
 		items[i] = fmt.Sprint("i", i)
 	}
 	f.Add(items, t0)
+	return f, items
+}
+
+// TestForgetThenRecordAgain: a forgotten item is recorded anew by the one
+// call, and the filter encodes and decodes to the same answers.
+func TestForgetThenRecordAgain(t *testing.T) {
+	f, items := compactHolding(t, 2000)
 	if n, err := f.Forget(items[100:110], t0); err != nil || n != 10 {
 		t.Fatalf("Forget = %d, %v; want 10", n, err)
 	}
@@ -146,12 +153,7 @@ func TestForgetThenRecordAgain(t *testing.T) {
 // TestForgetShrinksTheFilter: forgetting half the items of a compact
 // filter gives back memory and disk.
 func TestForgetShrinksTheFilter(t *testing.T) {
-	f := mustNew(t, Profile{Kind: KindCompact})
-	items := make([]string, 10_000)
-	for i := range items {
-		items[i] = fmt.Sprint("i", i)
-	}
-	f.Add(items, t0)
+	f, items := compactHolding(t, 10_000)
 	mem, enc := f.MemoryBytes(), f.Stats(t0).EncodedBytes
 	if _, err := f.Forget(items[:5000], t0); err != nil {
 		t.Fatal(err)
