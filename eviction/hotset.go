@@ -934,13 +934,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return badImport(err, "the filter does not merge with the user's: %v", err)
 		}
 	}
-	if err := h.writeNow(info, user, next, e.lastSeq, h.opts.Now(), "importing"); err != nil {
-		return err
-	}
-	e.f.Replace(next)
-	e.lastSeq = 0 // the journal up to it is deleted; later entries are past it
-	h.markClean(e)
-	return nil
+	return h.replaceNow(info, e, next, h.opts.Now(), "importing")
 }
 
 // ForgetItems makes items unseen again for the user and returns how many
@@ -981,12 +975,9 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
-	if err := h.writeNow(info, user, next, e.lastSeq, now, "forgetting items"); err != nil {
+	if err := h.replaceNow(info, e, next, now, "forgetting items"); err != nil {
 		return 0, err
 	}
-	e.f.Replace(next)
-	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
-	h.markClean(e)
 	return n, nil
 }
 
@@ -1019,6 +1010,19 @@ func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo 
 		h.storageErrors.Add(1)
 		return h.storageErr(err, what, info.Name, user)
 	}
+	return nil
+}
+
+// replaceNow makes next the user's filter: written whole to the store first
+// (superseding the journal up to e.lastSeq), then in memory, clean. e.mu
+// held; what names the step in the error. On error e is unchanged.
+func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now time.Time, what string) error {
+	if err := h.writeNow(info, e.id(), next, e.lastSeq, now, what); err != nil {
+		return err
+	}
+	e.f.Replace(next)
+	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
+	h.markClean(e)
 	return nil
 }
 
