@@ -304,39 +304,34 @@ func BenchmarkFilterAndRecordGrowing(b *testing.B) {
 // rebuilds every layer.
 func BenchmarkForget(b *testing.B) {
 	for _, n := range []int{1000, 100_000} {
-		f, err := New(Profile{Kind: KindCompact})
-		if err != nil {
+		f, items := compactHolding(b, n)
+		forget := items[n/2 : n/2+20]
+		small, _ := compactHolding(b, 0)
+		small.Add(forget, t0)
+		b.Run(fmt.Sprintf("forget/n=%d", n), func(b *testing.B) {
+			onClones(b, f, func(g *Filter) error {
+				if k, err := g.Forget(forget, t0); err != nil || k != len(forget) {
+					return fmt.Errorf("Forget = %d, %v", k, err)
+				}
+				return nil
+			})
+		})
+		b.Run(fmt.Sprintf("merge/n=%d", n), func(b *testing.B) {
+			onClones(b, f, func(g *Filter) error { return g.Merge(small) })
+		})
+	}
+}
+
+// onClones times step on a fresh clone of f each round, the clone made
+// with the timer stopped.
+func onClones(b *testing.B, f *Filter, step func(*Filter) error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		g := f.Clone()
+		b.StartTimer()
+		if err := step(g); err != nil {
 			b.Fatal(err)
 		}
-		items := make([]string, n)
-		for i := range items {
-			items[i] = fmt.Sprintf("item-%d", i)
-		}
-		f.Add(items, t0)
-		forget := items[n/2 : n/2+20]
-		b.Run(fmt.Sprintf("forget/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				b.StopTimer()
-				g := f.Clone()
-				b.StartTimer()
-				if k, err := g.Forget(forget, t0); err != nil || k != len(forget) {
-					b.Fatalf("Forget = %d, %v", k, err)
-				}
-			}
-		})
-		small, _ := New(Profile{Kind: KindCompact})
-		small.Add(forget, t0)
-		b.Run(fmt.Sprintf("merge/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				b.StopTimer()
-				g := f.Clone()
-				b.StartTimer()
-				if err := g.Merge(small); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -24,7 +24,7 @@ func (k Kind) CanForget() bool { return k == KindCompact }
 // then shown again, never hidden.
 //
 // The layers that lose fingerprints are rebuilt, each smaller: Forget
-// costs up to what Merge does (BenchmarkForget), so it is for the
+// costs about what Merge does (BenchmarkForget), so it is for the
 // occasional correction, not for every call.
 func (f *Filter) Forget(items []string, now time.Time) (int, error) {
 	if !f.p.Kind.CanForget() {

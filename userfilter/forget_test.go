@@ -113,7 +113,7 @@ func TestForgetMakesItemsUnseenAndKeepsTheRest(t *testing.T) {
 
 // compactHolding returns a compact filter holding items "i0", "i1", ...
 // up to n, and the items.
-func compactHolding(t *testing.T, n int) (*Filter, []string) {
+func compactHolding(t testing.TB, n int) (*Filter, []string) {
 	f := mustNew(t, Profile{Kind: KindCompact})
 	items := make([]string, n)
 	for i := range items {
