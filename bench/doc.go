@@ -40,10 +40,15 @@
 //     state rather than holding the least popular users;
 //  2. settle: for a Settler (seenapi), wait until the fill's write-back
 //     backlog is gone, so the measured phases see the steady state;
-//     warm-up: closed-loop load, not measured;
-//  3. saturation: closed loop, Concurrency goroutines each calling as soon
-//     as the previous answer arrives; calls/s, and the server's CPU time
-//     (user + system, /proc/<pid>/stat) over the phase divided by its calls;
+//     warm-up: closed-loop load, not measured; with RunOptions.Levels (what
+//     seenbench runs by default: 16, 32, 64 and 128) a closed loop at each
+//     level in turn, keeping the level of the most calls a second: too few
+//     goroutines leave the cores idle while calls are in flight, and how
+//     many are enough differs by system;
+//  3. saturation: closed loop at that many goroutines (Concurrency without
+//     Levels), each calling as soon as the previous answer arrives;
+//     calls/s, and the server's CPU time (user + system, /proc/<pid>/stat)
+//     over the phase divided by its calls;
 //  4. open loop: after the saturation's backlog is worked off (Settler),
 //     calls on a fixed schedule at OpenFraction of the measured saturation
 //     rate; each latency runs from the call's intended send time,

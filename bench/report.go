@@ -18,14 +18,17 @@ type Report struct {
 	CPUs        int       `json:"cpus"`         // cores of the machine
 	ClientProcs int       `json:"client_procs"` // GOMAXPROCS of the harness (the client)
 	Concurrency int       `json:"concurrency"`
-	Workload    Workload  `json:"workload"` // Users is per result
-	Fill        int       `json:"fill_items_per_user"`
-	Warm        string    `json:"warm"`
-	Duration    string    `json:"duration"`
-	OpenFrac    float64   `json:"open_fraction"`
-	Sample      int       `json:"sampled_users"`
-	Notes       []string  `json:"notes"`
-	Results     []Result  `json:"results"`
+	// Levels are the concurrencies each system's warm-up tried when there
+	// are several (RunOptions.Levels); each result gives the one it used.
+	Levels   []int    `json:"concurrency_levels,omitempty"`
+	Workload Workload `json:"workload"` // Users is per result
+	Fill     int      `json:"fill_items_per_user"`
+	Warm     string   `json:"warm"`
+	Duration string   `json:"duration"`
+	OpenFrac float64  `json:"open_fraction"`
+	Sample   int      `json:"sampled_users"`
+	Notes    []string `json:"notes"`
+	Results  []Result `json:"results"`
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -109,6 +112,20 @@ func (r *Report) reference(res Result) (Result, bool) {
 	return Result{}, false
 }
 
+// Goroutines says how many client goroutines the closed and open loops
+// used.
+func (r *Report) Goroutines() string {
+	if len(r.Levels) < 2 {
+		return fmt.Sprintf("%d client goroutines closed loop (%d open loop)", r.Concurrency, 2*r.Concurrency)
+	}
+	levels := make([]string, len(r.Levels))
+	for i, n := range r.Levels {
+		levels[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("saturation at whichever of %s client goroutines made the most calls a second in the warm-up "+
+		"(each system's below); the fill at %d, the open loop at %d", strings.Join(levels, ", "), r.Concurrency, 2*r.Concurrency)
+}
+
 // WriteMarkdown writes the report's table (the one the README shows) with
 // its settings.
 func (r *Report) WriteMarkdown(w io.Writer) error {
@@ -120,10 +137,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "# seenbench results\n\n")
 	fmt.Fprintf(&b, "Workload: feed, users chosen by %s; pool %d items/user; %d candidates/call; limit %d, record returned; seed %d.\n\n",
 		dist, r.Workload.Pool, r.Workload.Candidates, r.Workload.Limit, r.Workload.Seed)
-	fmt.Fprintf(&b, "Run: %s on %d cores; client GOMAXPROCS %d; %d client goroutines closed loop (%d open loop); "+
+	fmt.Fprintf(&b, "Run: %s on %d cores; client GOMAXPROCS %d; %s; "+
 		"fill %d items/user (one call per user; the Redis systems record unchecked users' items with one SADD or BITFIELD), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
 		"%d users checked exactly.\n\n",
-		r.GoVersion, r.CPUs, r.ClientProcs, r.Concurrency, 2*r.Concurrency, r.Fill, r.Warm, r.Duration, r.Duration,
+		r.GoVersion, r.CPUs, r.ClientProcs, r.Goroutines(), r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)
 	fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	b.WriteString("| system | users | calls/s (saturation) | vs SET | p50 | p99 | p99.9 | p99 vs SET | p99 outside slowdowns | vs SET | server CPU/call | vs SET | memory/user | vs SET | disk/user | FP rate | false neg. | hit ratio | cold p50/p99 | client CPU/call | other load | host slowdowns (open loop) |\n")
@@ -222,6 +239,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, res := range r.Results {
 		if res.Ran() && res.Saturation.Calls > 0 && res.Open.Calls > 0 {
 			b.WriteString("\n" + coresNote(res, r.CPUs) + "\n")
+		}
+	}
+	for _, res := range r.Results {
+		if len(res.Probes) > 0 {
+			probes := make([]string, len(res.Probes))
+			for i, p := range res.Probes {
+				probes[i] = fmt.Sprintf("%d: %.0f", p.Concurrency, p.Rate)
+			}
+			fmt.Fprintf(&b, "\n%s U=%s, the warm-up's calls/s by client goroutines: %s; saturation measured at %d.\n",
+				res.System, formatUsers(res.Users), strings.Join(probes, ", "), res.Concurrency)
 		}
 	}
 	for _, res := range r.Results {

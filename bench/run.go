@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,14 @@ type RunOptions struct {
 	// open-loop phase uses twice as many so that the client never queues
 	// at half of saturation. Default 16.
 	Concurrency int
+	// Levels, when it holds more than one concurrency, makes the warm-up a
+	// search for the saturation point: a closed loop at each level in turn
+	// (Warm split evenly, at least a second each), after which the
+	// saturation phase runs at the level that made the most calls a second.
+	// The open loop keeps twice Concurrency. Too few goroutines leave the cores
+	// idle while calls are in flight, and how many are enough differs by
+	// system. The fill and the final checks keep Concurrency.
+	Levels []int
 	// Fill is the items recorded for every user before anything is
 	// measured: one call per user offering Fill items of its pool with limit
 	// Fill. Memory per user is measured right after it. Default 200; -1
@@ -143,12 +153,16 @@ type openCall struct {
 
 // Result is everything measured of one system at one user count.
 type Result struct {
-	System      string  `json:"system"`
-	Users       int     `json:"users"`
-	Zipf        float64 `json:"zipf"` // 0: uniform
-	Concurrency int     `json:"concurrency"`
-	Fill        int     `json:"fill_items_per_user"`
-	Window      string  `json:"window,omitempty"` // retention window of the run, if any
+	System string  `json:"system"`
+	Users  int     `json:"users"`
+	Zipf   float64 `json:"zipf"` // 0: uniform
+	// Concurrency is the client goroutines of the saturation phase.
+	Concurrency int `json:"concurrency"`
+	// Probes are the warm-up's closed loops at each of RunOptions.Levels,
+	// when it searched for the saturation point.
+	Probes []Probe `json:"concurrency_probes,omitempty"`
+	Fill   int     `json:"fill_items_per_user"`
+	Window string  `json:"window,omitempty"` // retention window of the run, if any
 
 	FillPhase Phase `json:"fill"`
 	// Settle is how long the system took after the fill to work off its
@@ -200,6 +214,12 @@ type Result struct {
 	Stopped string `json:"stopped,omitempty"`
 	// Err is the first call error seen, if any.
 	Err string `json:"error,omitempty"`
+}
+
+// Probe is one closed loop of the search for the saturation point.
+type Probe struct {
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"calls_per_s"`
 }
 
 // Ran reports whether the system completed the measured phases with calls and no errors.
@@ -351,11 +371,11 @@ func (r *runner) phase(ctx context.Context, name string, n int, total int64, dea
 	return p, nil
 }
 
-// closedLoop: each worker calls, waits for the answer, calls again, until d
+// closedLoop: each of n workers calls, waits for the answer, calls again, until d
 // passes; calls in flight at the end finish and count.
-func (r *runner) closedLoop(ctx context.Context, name string, d time.Duration) (Phase, error) {
+func (r *runner) closedLoop(ctx context.Context, name string, n int, d time.Duration) (Phase, error) {
 	deadline := time.Now().Add(d)
-	return r.phase(ctx, name, r.o.Concurrency, 0, deadline, func(ctx context.Context, w *worker) bool {
+	return r.phase(ctx, name, n, 0, deadline, func(ctx context.Context, w *worker) bool {
 		if !time.Now().Before(deadline) {
 			return false
 		}
@@ -369,11 +389,10 @@ func (r *runner) closedLoop(ctx context.Context, name string, d time.Duration) (
 // for d; pace hands out the slots, any free worker takes the next, and
 // latency runs from the slot's intended time, so a slow answer delays no
 // measurement (no coordinated omission).
-func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time.Duration) (Phase, error) {
+func (r *runner) openLoop(ctx context.Context, name string, rate float64, workers int, d time.Duration) (Phase, error) {
 	start := time.Now().Add(10 * time.Millisecond)
 	end := start.Add(d)
 	total := int64(rate * d.Seconds())
-	workers := 2 * r.o.Concurrency
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	slots := pace(pctx, start, end, rate, workers)
@@ -416,6 +435,33 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, d time
 	p.Calm = summarize(h)
 	p.calls = nil
 	return p, err
+}
+
+// warm runs the unmeasured closed loop after the fill: at Concurrency for
+// Warm, or with Levels, at each level in turn (see RunOptions.Levels),
+// returning each level's rate. The phase it returns sums them all.
+func (r *runner) warm(ctx context.Context) (Phase, []Probe, error) {
+	if len(r.o.Levels) < 2 {
+		p, err := r.closedLoop(ctx, "warm-up (unmeasured)", r.o.Concurrency, r.o.Warm)
+		return p, nil, err
+	}
+	each := max(r.o.Warm/time.Duration(len(r.o.Levels)), time.Second)
+	var all Phase
+	probes := make([]Probe, 0, len(r.o.Levels))
+	for _, n := range r.o.Levels {
+		p, err := r.closedLoop(ctx, fmt.Sprintf("warm-up at %d goroutines (unmeasured)", n), n, each)
+		all.Calls += p.Calls
+		all.Errors += p.Errors
+		all.Elapsed += p.Elapsed
+		probes = append(probes, Probe{Concurrency: n, Rate: p.Rate})
+		if err != nil {
+			return all, probes, err
+		}
+	}
+	if all.Elapsed > 0 {
+		all.Rate = float64(all.Calls) / all.Elapsed.Seconds()
+	}
+	return all, probes, nil
 }
 
 // fill makes one call per user, in the order of Source.FillOrder, each
@@ -519,6 +565,9 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	if err := o.Workload.Validate(); err != nil {
 		return Result{}, err
 	}
+	if slices.ContainsFunc(o.Levels, func(n int) bool { return n < 1 }) || o.Concurrency < 1 {
+		return Result{}, fmt.Errorf("%w: concurrency %d, levels %v: each must be at least 1", ErrBadConfig, o.Concurrency, o.Levels)
+	}
 	src, err := NewSource(o.Workload, hotPools)
 	if err != nil {
 		return Result{}, err
@@ -601,8 +650,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	}
 
 	if !o.MemoryOnly {
-		if res.Warm, err = r.closedLoop(mctx, "warm-up (unmeasured)", o.Warm); err != nil || stopped() {
+		if res.Warm, res.Probes, err = r.warm(mctx); err != nil || stopped() {
 			return res, err
+		}
+		if len(res.Probes) > 0 {
+			res.Concurrency = slices.MaxFunc(res.Probes, func(a, b Probe) int { return cmp.Compare(a.Rate, b.Rate) }).Concurrency
 		}
 		u0, err := takeUsage(sys)
 		if err != nil {
@@ -628,7 +680,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if err != nil {
 			return res, err
 		}
-		res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", o.Duration)
+		res.Saturation, err = r.closedLoop(mctx, "saturation (closed loop)", res.Concurrency, o.Duration)
 		if perr := stopProfile(); err == nil {
 			err = perr
 		}
@@ -678,7 +730,10 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		if u0, err = takeUsage(sys); err != nil {
 			return res, err
 		}
-		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, o.Duration); err != nil || stopped() {
+		// The open loop's workers only carry the calls in flight at half of
+		// saturation, which the first level's twice has room for; more
+		// would spread the calls over more connections than before Levels.
+		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, 2*o.Concurrency, o.Duration); err != nil || stopped() {
 			return res, err
 		}
 		if u1, err = takeUsage(sys); err != nil {

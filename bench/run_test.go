@@ -31,6 +31,12 @@ func (s *slowSet) Call(_ context.Context, user string, candidates []string, limi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	time.Sleep(s.delay)
+	return s.answer(user, candidates, limit), nil
+}
+
+// answer returns the first limit candidates the user has not seen and
+// records them. s.mu held.
+func (s *slowSet) answer(user string, candidates []string, limit int) []string {
 	u := s.seen[user]
 	if u == nil {
 		u = map[string]bool{}
@@ -46,7 +52,7 @@ func (s *slowSet) Call(_ context.Context, user string, candidates []string, limi
 			u[c] = true
 		}
 	}
-	return out, nil
+	return out
 }
 
 // A system that answers 1 call per 5 ms (200/s) driven open-loop at 400/s for
@@ -61,7 +67,7 @@ func TestOpenLoopChargesQueueingToTheCalls(t *testing.T) {
 	src, _ := NewSource(DefaultWorkload(100), 0)
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 1}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	r.o.Concurrency = 1
-	p, err := r.openLoop(context.Background(), "open", 400, time.Second)
+	p, err := r.openLoop(context.Background(), "open", 400, 2*r.o.Concurrency, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +92,7 @@ func TestClosedLoopRateMatchesCapacity(t *testing.T) {
 	_ = sys.Setup(context.Background())
 	src, _ := NewSource(DefaultWorkload(100), 0)
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 4}.withDefaults(), tr: NewTracker(100, 10), src: src}
-	p, err := r.closedLoop(context.Background(), "closed", time.Second)
+	p, err := r.closedLoop(context.Background(), "closed", r.o.Concurrency, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +116,7 @@ func TestPhaseStopsWhenMostCallsFail(t *testing.T) {
 	src, _ := NewSource(DefaultWorkload(100), 0)
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 2}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	start := time.Now()
-	_, err := r.closedLoop(context.Background(), "closed", 10*time.Second)
+	_, err := r.closedLoop(context.Background(), "closed", r.o.Concurrency, 10*time.Second)
 	if !errors.Is(err, errTooMany) {
 		t.Fatalf("err = %v, want errTooMany", err)
 	}
@@ -131,6 +137,51 @@ func TestRunChecksSampledUsersAcrossPhases(t *testing.T) {
 	}
 	if c.MeanShown < 200 {
 		t.Errorf("sampled users hold %.0f items on average, want at least the 200 of the fill", c.MeanShown)
+	}
+}
+
+// parallelSet is a slowSet that serves up to servers calls at once, each
+// taking delay: its capacity grows with the client's concurrency up to
+// servers, as a server's does while its cores have idle time.
+type parallelSet struct {
+	slowSet
+	slots chan struct{}
+}
+
+func (s *parallelSet) Call(_ context.Context, user string, candidates []string, limit int) ([]string, error) {
+	s.slots <- struct{}{}
+	time.Sleep(s.delay)
+	<-s.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answer(user, candidates, limit), nil
+}
+
+// With Levels, the warm-up tries each concurrency and the saturation phase
+// runs at the most productive one: here four at once serve about four
+// times what one does, so a run that kept the first level would report a
+// quarter of the capacity.
+func TestRunSearchesForTheSaturationPoint(t *testing.T) {
+	sys := &parallelSet{slowSet: slowSet{delay: 2 * time.Millisecond}, slots: make(chan struct{}, 4)}
+	res, err := Run(context.Background(), sys, RunOptions{Workload: DefaultWorkload(200), Concurrency: 1,
+		Levels: []int{1, 4}, Warm: 2 * time.Second, Duration: 500 * time.Millisecond, Sample: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Probes) != 2 || res.Probes[0].Concurrency != 1 || res.Probes[1].Concurrency != 4 {
+		t.Fatalf("probes %+v, want one at 1 and one at 4", res.Probes)
+	}
+	if one, four := res.Probes[0].Rate, res.Probes[1].Rate; four < 2*one {
+		t.Errorf("probe rates %.0f/s at 1 and %.0f/s at 4: want at least twice at 4", one, four)
+	}
+	if res.Concurrency != 4 {
+		t.Errorf("saturation at %d goroutines, want 4 (probes %+v)", res.Concurrency, res.Probes)
+	}
+	if res.Saturation.Rate < 1.5*res.Probes[0].Rate {
+		t.Errorf("saturation %.0f calls/s, not above one goroutine's %.0f/s", res.Saturation.Rate, res.Probes[0].Rate)
+	}
+	if !res.Ran() || res.Correctness.FalseNegatives != 0 {
+		t.Errorf("ran %v, correctness %+v", res.Ran(), res.Correctness)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +58,8 @@ type config struct {
 	systems     []string
 	duration    time.Duration
 	warm        time.Duration
-	concurrency int
+	concurrency int   // of the fill and the final checks: the first of levels
+	levels      []int // tried in the warm-up when more than one
 	clientProcs int
 	zipf        float64
 	uniform     bool
@@ -89,7 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	systems := fs.String("systems", strings.Join(allSystems, ","), "systems to run, comma-separated")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of each measured phase (saturation, then open loop)")
 	fs.DurationVar(&c.warm, "warm", 5*time.Second, "unmeasured closed-loop load after the fill")
-	fs.IntVar(&c.concurrency, "concurrency", 16, "client goroutines in the closed loop (twice as many in the open loop)")
+	concurrency := fs.String("concurrency", "16,32,64,128", "client goroutines in the closed loop (twice the first in the open loop); "+
+		"several, comma-separated: the warm-up tries each and the saturation phase uses the one that made the most calls a second")
 	fs.IntVar(&c.clientProcs, "client-procs", 0, "GOMAXPROCS of the client (0: Go's default, all cores); printed with the results")
 	fs.Float64Var(&c.zipf, "zipf", bench.DefaultZipf, "Zipf exponent s of the users' popularity")
 	fs.BoolVar(&c.uniform, "uniform", false, "choose users uniformly instead of by Zipf")
@@ -186,9 +189,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.redisClient != "go-redis" && c.redisClient != "resp" {
 		return nil, fmt.Errorf("--redis-client %q: want go-redis or resp", c.redisClient)
 	}
-	if c.concurrency < 1 {
-		return nil, errors.New("--concurrency must be at least 1")
+	for _, f := range strings.Split(*concurrency, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--concurrency %q: want counts of at least 1, comma-separated", *concurrency)
+		}
+		c.levels = append(c.levels, n)
 	}
+	c.concurrency = c.levels[0]
 	return c, nil
 }
 
@@ -308,7 +316,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The window run's clock, advanced windowSpeed per real second.
 	clock := bench.NewSimClock(float64(c.windowSpeed) / float64(time.Second))
 	newSystem := func(name string) bench.System {
-		ropts := bench.RedisOptions{Bin: redisBin, Conns: 2*c.concurrency + 8, LogDir: logDir, Logf: logf, Client: c.redisClient}
+		ropts := bench.RedisOptions{Bin: redisBin, Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8, LogDir: logDir, Logf: logf, Client: c.redisClient}
 		switch name {
 		case "seenapi-http":
 			var extra []string
@@ -316,10 +324,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				extra = strings.Fields(c.seenapiArgs)
 			}
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
-				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: 2*c.concurrency + 8})
+				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8})
 		case "seenapi-inproc", "seenapi-http-inproc":
 			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
-				HTTP: name == "seenapi-http-inproc", Conns: 2*c.concurrency + 8, NoJournal: c.noJournal}
+				HTTP: name == "seenapi-http-inproc", Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8, NoJournal: c.noJournal}
 			if c.window > 0 {
 				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
 			}
@@ -335,7 +343,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	w.Zipf, w.Seed = c.zipf, c.seed
 	rep := &bench.Report{Command: "seenbench " + strings.Join(args, " "), Started: time.Now().UTC(),
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), ClientProcs: runtime.GOMAXPROCS(0),
-		Concurrency: c.concurrency, Workload: w, Fill: c.fill, Warm: c.warm.String(), Duration: c.duration.String(),
+		Concurrency: c.concurrency, Levels: c.levels, Workload: w, Fill: c.fill, Warm: c.warm.String(), Duration: c.duration.String(),
 		OpenFrac: c.openFrac, Sample: c.sample}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("The client (this harness) ran with GOMAXPROCS %d on a %d-core machine, "+
 		"sharing the cores with the server under test; seenapi-inproc runs inside it.", rep.ClientProcs, rep.CPUs))
@@ -352,7 +360,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.memoryOnly {
 		rep.Notes = append(rep.Notes, "Memory-only run: fill phase only; no throughput or latency figures.")
 	}
-	logf("client GOMAXPROCS %d on %d cores; %d client goroutines; output in %s", rep.ClientProcs, rep.CPUs, c.concurrency, c.out)
+	logf("client GOMAXPROCS %d on %d cores; %s; output in %s", rep.ClientProcs, rep.CPUs, rep.Goroutines(), c.out)
 
 	// perUser remembers each system's measured memory per user to skip a
 	// user count that would exceed the limit.
@@ -401,7 +409,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				window, gran, clk = c.window, c.granularity, clock.Now
 			}
 			res, err := bench.Run(ctx, newSystem(name), bench.RunOptions{CPUProfile: profile,
-				Window: window, Granularity: gran, Clock: clk, Workload: wl, Concurrency: c.concurrency,
+				Window: window, Granularity: gran, Clock: clk, Workload: wl, Concurrency: c.concurrency, Levels: c.levels,
 				Fill: fillOpt(c.fill), Warm: c.warm, Duration: c.duration, OpenFraction: c.openFrac,
 				Sample: c.sample, MemoryLimit: c.memLimit, MemoryOnly: c.memoryOnly, Progress: progress})
 			if err != nil {
