@@ -839,13 +839,16 @@ type ClientInterface interface {
 	// ForgetItemsWithBody Forget items (namespaces whose filter kind can delete)
 	//
 	// Makes the items unseen again, e.g. impressions recorded for a page
-	// that never reached the user. Only a `compact` namespace can: it drops
+	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom namespace answers 409
-	// `unsupported`. `forgotten` counts the distinct items that tested
-	// seen; a user with no filter forgets nothing. The change is in the
-	// store when the answer comes. Role `write`.
+	// it is then shown again, never hidden). A Bloom filter answers 409
+	// `unsupported`. A filter keeps the kind it was built with, so a
+	// user's compact filter still forgets after its namespace changes to
+	// Bloom. `forgotten` counts the distinct items that tested seen; a
+	// user with no filter forgets nothing (409 `unsupported` in a Bloom
+	// namespace). The change is in the store when the answer comes.
+	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -855,13 +858,16 @@ type ClientInterface interface {
 	// ForgetItems Forget items (namespaces whose filter kind can delete)
 	//
 	// Makes the items unseen again, e.g. impressions recorded for a page
-	// that never reached the user. Only a `compact` namespace can: it drops
+	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom namespace answers 409
-	// `unsupported`. `forgotten` counts the distinct items that tested
-	// seen; a user with no filter forgets nothing. The change is in the
-	// store when the answer comes. Role `write`.
+	// it is then shown again, never hidden). A Bloom filter answers 409
+	// `unsupported`. A filter keeps the kind it was built with, so a
+	// user's compact filter still forgets after its namespace changes to
+	// Bloom. `forgotten` counts the distinct items that tested seen; a
+	// user with no filter forgets nothing (409 `unsupported` in a Bloom
+	// namespace). The change is in the store when the answer comes.
+	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1296,13 +1302,16 @@ func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, body FilterUs
 // ForgetItemsWithBody Forget items (namespaces whose filter kind can delete)
 //
 // Makes the items unseen again, e.g. impressions recorded for a page
-// that never reached the user. Only a `compact` namespace can: it drops
+// that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom namespace answers 409
-// `unsupported`. `forgotten` counts the distinct items that tested
-// seen; a user with no filter forgets nothing. The change is in the
-// store when the answer comes. Role `write`.
+// it is then shown again, never hidden). A Bloom filter answers 409
+// `unsupported`. A filter keeps the kind it was built with, so a
+// user's compact filter still forgets after its namespace changes to
+// Bloom. `forgotten` counts the distinct items that tested seen; a
+// user with no filter forgets nothing (409 `unsupported` in a Bloom
+// namespace). The change is in the store when the answer comes.
+// Role `write`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1322,13 +1331,16 @@ func (c *Client) ForgetItemsWithBody(ctx context.Context, ns Ns, user User, cont
 // ForgetItems Forget items (namespaces whose filter kind can delete)
 //
 // Makes the items unseen again, e.g. impressions recorded for a page
-// that never reached the user. Only a `compact` namespace can: it drops
+// that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom namespace answers 409
-// `unsupported`. `forgotten` counts the distinct items that tested
-// seen; a user with no filter forgets nothing. The change is in the
-// store when the answer comes. Role `write`.
+// it is then shown again, never hidden). A Bloom filter answers 409
+// `unsupported`. A filter keeps the kind it was built with, so a
+// user's compact filter still forgets after its namespace changes to
+// Bloom. `forgotten` counts the distinct items that tested seen; a
+// user with no filter forgets nothing (409 `unsupported` in a Bloom
+// namespace). The change is in the store when the answer comes.
+// Role `write`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2478,13 +2490,16 @@ type ClientWithResponsesInterface interface {
 	// ForgetItemsWithBodyWithResponse Forget items (namespaces whose filter kind can delete)
 	//
 	// Makes the items unseen again, e.g. impressions recorded for a page
-	// that never reached the user. Only a `compact` namespace can: it drops
+	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom namespace answers 409
-	// `unsupported`. `forgotten` counts the distinct items that tested
-	// seen; a user with no filter forgets nothing. The change is in the
-	// store when the answer comes. Role `write`.
+	// it is then shown again, never hidden). A Bloom filter answers 409
+	// `unsupported`. A filter keeps the kind it was built with, so a
+	// user's compact filter still forgets after its namespace changes to
+	// Bloom. `forgotten` counts the distinct items that tested seen; a
+	// user with no filter forgets nothing (409 `unsupported` in a Bloom
+	// namespace). The change is in the store when the answer comes.
+	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2494,13 +2509,16 @@ type ClientWithResponsesInterface interface {
 	// ForgetItemsWithResponse Forget items (namespaces whose filter kind can delete)
 	//
 	// Makes the items unseen again, e.g. impressions recorded for a page
-	// that never reached the user. Only a `compact` namespace can: it drops
+	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom namespace answers 409
-	// `unsupported`. `forgotten` counts the distinct items that tested
-	// seen; a user with no filter forgets nothing. The change is in the
-	// store when the answer comes. Role `write`.
+	// it is then shown again, never hidden). A Bloom filter answers 409
+	// `unsupported`. A filter keeps the kind it was built with, so a
+	// user's compact filter still forgets after its namespace changes to
+	// Bloom. `forgotten` counts the distinct items that tested seen; a
+	// user with no filter forgets nothing (409 `unsupported` in a Bloom
+	// namespace). The change is in the store when the answer comes.
+	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4484,13 +4502,16 @@ func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns,
 // ForgetItemsWithBodyWithResponse Forget items (namespaces whose filter kind can delete)
 //
 // Makes the items unseen again, e.g. impressions recorded for a page
-// that never reached the user. Only a `compact` namespace can: it drops
+// that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom namespace answers 409
-// `unsupported`. `forgotten` counts the distinct items that tested
-// seen; a user with no filter forgets nothing. The change is in the
-// store when the answer comes. Role `write`.
+// it is then shown again, never hidden). A Bloom filter answers 409
+// `unsupported`. A filter keeps the kind it was built with, so a
+// user's compact filter still forgets after its namespace changes to
+// Bloom. `forgotten` counts the distinct items that tested seen; a
+// user with no filter forgets nothing (409 `unsupported` in a Bloom
+// namespace). The change is in the store when the answer comes.
+// Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4506,13 +4527,16 @@ func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Contex
 // ForgetItemsWithResponse Forget items (namespaces whose filter kind can delete)
 //
 // Makes the items unseen again, e.g. impressions recorded for a page
-// that never reached the user. Only a `compact` namespace can: it drops
+// that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom namespace answers 409
-// `unsupported`. `forgotten` counts the distinct items that tested
-// seen; a user with no filter forgets nothing. The change is in the
-// store when the answer comes. Role `write`.
+// it is then shown again, never hidden). A Bloom filter answers 409
+// `unsupported`. A filter keeps the kind it was built with, so a
+// user's compact filter still forgets after its namespace changes to
+// Bloom. `forgotten` counts the distinct items that tested seen; a
+// user with no filter forgets nothing (409 `unsupported` in a Bloom
+// namespace). The change is in the store when the answer comes.
+// Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -87,3 +87,35 @@ func TestForgetItemsRefusesBloomAndCreatesNoUser(t *testing.T) {
 		t.Fatalf("ForgetItems in an unknown namespace: %v", err)
 	}
 }
+
+// A namespace changed from compact to Bloom filters keeps its users'
+// compact filters, and they can still forget; its new users' Bloom filters
+// cannot, and a forget for a user it does not have is refused as the
+// namespace's, creating nobody.
+func TestForgetItemsFollowsTheUsersFilterKind(t *testing.T) {
+	fx := newCompactFixture(t)
+	record(t, fx.h, "compact", "old", "a", "b")
+	fx.h.Close()
+	fx.ns[len(fx.ns)-1].Profile = userfilter.Profile{} // the default: Bloom
+	fx.h = fx.newHotSet(Options{})
+	record(t, fx.h, "compact", "new", "a")
+
+	if n, err := fx.h.ForgetItems("compact", "old", []string{"a"}); err != nil || n != 1 {
+		t.Fatalf("ForgetItems of a compact filter in a namespace now Bloom = %d, %v; want 1, nil", n, err)
+	}
+	if got := seen(t, fx.h, "compact", "old", "a", "b"); got[0] || !got[1] {
+		t.Errorf("after forgetting a: seen %v, want [false true]", got)
+	}
+	if _, err := fx.h.ForgetItems("compact", "new", []string{"a"}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("ForgetItems of a Bloom filter: %v, want ErrUnsupported", err)
+	}
+	if !seen(t, fx.h, "compact", "new", "a")[0] {
+		t.Error("a refused forget changed the user")
+	}
+	if _, err := fx.h.ForgetItems("compact", "nobody", []string{"a"}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("ForgetItems for no user in a Bloom namespace: %v, want ErrUnsupported", err)
+	}
+	if _, err := fx.h.User("compact", "nobody"); !errors.Is(err, ErrUserNotFound) {
+		t.Fatalf("User after a refused forget: %v, want ErrUserNotFound", err)
+	}
+}

@@ -939,9 +939,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 
 // ForgetItems makes items unseen again for the user and returns how many
 // of them tested seen (see userfilter.Filter.Forget), with the change in
-// the store before it returns. A namespace, or a user's filter, of a kind
-// that cannot forget: ErrUnsupported, and nothing changes. A user with no
-// filter has nothing to forget: 0.
+// the store before it returns. A user's filter of a kind that cannot
+// forget: ErrUnsupported, and nothing changes. A user with no filter has
+// nothing to forget: 0, or ErrUnsupported in a namespace whose kind cannot
+// forget. A compact filter forgets even in a namespace now of Bloom
+// filters (its profile travels with it).
 //
 // The filter is written whole, replacing the stored one and superseding
 // the user's journal (as Import with replace does): a write-back merges by
@@ -952,13 +954,21 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if k := info.Profile.WithDefaults().Kind; !k.CanForget() {
-		return 0, fmt.Errorf("%w: namespace %q uses %v filters, which cannot forget items", ErrUnsupported, info.Name, k)
+	// The user's own filter decides: one built before its namespace's
+	// profile changed keeps its kind, and a compact one can forget in a
+	// namespace now of Bloom filters. The namespace's kind answers for a
+	// user without one.
+	kind := info.Profile.WithDefaults().Kind
+	nsRefuses := func() error {
+		return fmt.Errorf("%w: namespace %q uses %v filters, which cannot forget items", ErrUnsupported, info.Name, kind)
 	}
 	h.flushMu.Lock() // no write-back of the user's older state after ours
 	defer h.flushMu.Unlock()
 	e, _, err := h.acquire(info, user, false)
 	if errors.Is(err, ErrUserNotFound) {
+		if !kind.CanForget() {
+			return 0, nsRefuses()
+		}
 		return 0, nil
 	}
 	if err != nil {
@@ -969,6 +979,9 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 	next := e.f.Clone() // the hot filter changes only once the store has the change
 	n, err := next.Forget(items, now)
 	if errors.Is(err, userfilter.ErrUnsupported) {
+		if !kind.CanForget() {
+			return 0, nsRefuses()
+		}
 		return 0, fmt.Errorf("%w: the user's filter is a %v filter (built before the namespace's profile changed), "+
 			"which cannot forget items", ErrUnsupported, next.Profile().Kind)
 	}
