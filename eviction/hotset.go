@@ -975,16 +975,17 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 		return 0, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
-	now := h.opts.Now()
-	next := e.f.Clone() // the hot filter changes only once the store has the change
-	n, err := next.Forget(items, now)
-	if errors.Is(err, userfilter.ErrUnsupported) {
+	if own := e.f.Profile().Kind; !own.CanForget() {
+		// Refused before the clone: a large Bloom filter is not copied for nothing.
 		if !kind.CanForget() {
 			return 0, nsRefuses()
 		}
 		return 0, fmt.Errorf("%w: the user's filter is a %v filter (built before the namespace's profile changed), "+
-			"which cannot forget items", ErrUnsupported, next.Profile().Kind)
+			"which cannot forget items", ErrUnsupported, own)
 	}
+	now := h.opts.Now()
+	next := e.f.Clone() // the hot filter changes only once the store has the change
+	n, err := next.Forget(items, now)
 	if err != nil || n == 0 {
 		return 0, err
 	}
