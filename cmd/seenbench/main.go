@@ -315,8 +315,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// The window run's clock, advanced windowSpeed per real second.
 	clock := bench.NewSimClock(float64(c.windowSpeed) / float64(time.Second))
+	// Each system's connections: enough for the open loop's workers and the
+	// largest closed loop, with a few to spare.
+	conns := max(2*c.concurrency, slices.Max(c.levels)) + 8
 	newSystem := func(name string) bench.System {
-		ropts := bench.RedisOptions{Bin: redisBin, Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8, LogDir: logDir, Logf: logf, Client: c.redisClient}
+		ropts := bench.RedisOptions{Bin: redisBin, Conns: conns, LogDir: logDir, Logf: logf, Client: c.redisClient}
 		switch name {
 		case "seenapi-http":
 			var extra []string
@@ -324,10 +327,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				extra = strings.Fields(c.seenapiArgs)
 			}
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
-				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8})
+				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: conns})
 		case "seenapi-inproc", "seenapi-http-inproc":
 			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
-				HTTP: name == "seenapi-http-inproc", Conns: max(2*c.concurrency, slices.Max(c.levels)) + 8, NoJournal: c.noJournal}
+				HTTP: name == "seenapi-http-inproc", Conns: conns, NoJournal: c.noJournal}
 			if c.window > 0 {
 				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
 			}
