@@ -270,7 +270,7 @@ func TestNamespaces(t *testing.T) {
 	for _, n := range l.JSON200.Namespaces {
 		names = append(names, n.Name)
 	}
-	if !slices.Equal(names, []string{"capped", "compact", "default"}) {
+	if !slices.Equal(names, []string{"capped", "compact", "default", "staged"}) {
 		t.Fatalf("namespaces %v", names)
 	}
 	g, err := c.GetNamespaceWithResponse(ctx, "capped")
@@ -286,10 +286,18 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
-// A compact namespace serves the one call, its stats, the write-back and
-// export and import like a Bloom one: 700 items take its first layer (512)
-// and open a second, and a written-back user answers the same.
-func TestCompactNamespaceEndToEnd(t *testing.T) {
+// A compact or staged namespace serves the one call, its stats, the
+// write-back and export and import like a Bloom one: 700 items take its
+// first layer (512) and open a second, and a written-back user answers the
+// same.
+func TestCompactAndStagedNamespacesEndToEnd(t *testing.T) {
+	for _, kind := range []userfilter.Kind{userfilter.KindCompact, userfilter.KindStaged} {
+		t.Run(kind.String(), func(t *testing.T) { testKindEndToEnd(t, kind) })
+	}
+}
+
+func testKindEndToEnd(t *testing.T, kind userfilter.Kind) {
+	ns := kind.String() // the namespace of that kind (testNamespaces)
 	e := newEnv(t)
 	c := e.client("")
 	items := make([]string, 700)
@@ -297,48 +305,48 @@ func TestCompactNamespaceEndToEnd(t *testing.T) {
 		items[i] = fmt.Sprintf("item-%d", i)
 	}
 	for i := 0; i < len(items); i += 100 {
-		got := filter(t, c, "compact", "u", client.FilterRequest{Candidates: items[i : i+100], Limit: ptr(0)})
+		got := filter(t, c, ns, "u", client.FilterRequest{Candidates: items[i : i+100], Limit: ptr(0)})
 		if len(got.Unseen) < 95 || got.Recorded != len(got.Unseen) {
 			t.Fatalf("calls with new items: %+v", got)
 		}
 	}
-	got := filter(t, c, "compact", "u", client.FilterRequest{Candidates: items[:300], Record: ptr(client.None)})
+	got := filter(t, c, ns, "u", client.FilterRequest{Candidates: items[:300], Record: ptr(client.None)})
 	if len(got.Unseen) != 0 || got.SeenCount != 300 {
 		t.Fatalf("items recorded test unseen: %+v", got)
 	}
-	r, err := c.GetUserWithResponse(ctx, "compact", "u")
+	r, err := c.GetUserWithResponse(ctx, ns, "u")
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
 	}
-	if st := r.JSON200; st.Kind != "compact" || st.Layers != 2 || st.Items < 690 || st.Items > 700 || st.Bits == 0 || st.FpRate > 0.01 {
+	if st := r.JSON200; string(st.Kind) != ns || st.Layers != 2 || st.Items < 690 || st.Items > 700 || st.Bits == 0 || st.FpRate > 0.01 {
 		t.Fatalf("stats: %+v", st)
 	}
 	if err := e.hot.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.stateOf("compact", "u"); st == nil || st["dirty"] == true {
+	if st := e.stateOf(ns, "u"); st == nil || st["dirty"] == true {
 		t.Fatalf("after a write-back: %v", st)
 	}
-	ex, err := c.ExportUserWithResponse(ctx, "compact", "u")
+	ex, err := c.ExportUserWithResponse(ctx, ns, "u")
 	if err != nil || ex.StatusCode() != http.StatusOK {
 		t.Fatalf("export: %v %d", err, ex.StatusCode())
 	}
-	if f, err := userfilter.Decode(ex.Body); err != nil || f.Profile().Kind != userfilter.KindCompact {
-		t.Fatalf("the export does not decode to a compact filter: %v", err)
+	if f, err := userfilter.Decode(ex.Body); err != nil || f.Profile().Kind != kind {
+		t.Fatalf("the export does not decode to a %v filter: %v", kind, err)
 	}
-	filter(t, c, "compact", "v", client.FilterRequest{Candidates: []string{"own"}})
-	im, err := c.ImportUserWithBodyWithResponse(ctx, "compact", "v", nil, "application/octet-stream", bytes.NewReader(ex.Body))
+	filter(t, c, ns, "v", client.FilterRequest{Candidates: []string{"own"}})
+	im, err := c.ImportUserWithBodyWithResponse(ctx, ns, "v", nil, "application/octet-stream", bytes.NewReader(ex.Body))
 	if err != nil || im.StatusCode() != http.StatusNoContent {
 		t.Fatalf("import: %v %d %s", err, im.StatusCode(), im.Body)
 	}
-	got = filter(t, c, "compact", "v", client.FilterRequest{Candidates: append([]string{"own", "new"}, items...), Record: ptr(client.None)})
+	got = filter(t, c, ns, "v", client.FilterRequest{Candidates: append([]string{"own", "new"}, items...), Record: ptr(client.None)})
 	if !slices.Equal(got.Unseen, []string{"new"}) {
 		t.Fatalf("after a merged import v has not seen %v", got.Unseen)
 	}
-	// A Bloom namespace refuses a compact export: the profiles differ.
+	// A Bloom namespace refuses the export: the profiles differ.
 	im, _ = c.ImportUserWithBodyWithResponse(ctx, "default", "w", nil, "application/octet-stream", bytes.NewReader(ex.Body))
 	if im.ApplicationproblemJSON400 == nil || im.ApplicationproblemJSON400.Type != "https://seenapi.dev/problems/bad-import" {
-		t.Fatalf("compact export into a Bloom namespace: %d %s", im.StatusCode(), im.Body)
+		t.Fatalf("%v export into a Bloom namespace: %d %s", kind, im.StatusCode(), im.Body)
 	}
 }
 
@@ -352,18 +360,25 @@ func TestSaturatedUserSaysSo(t *testing.T) {
 	}
 }
 
-func TestForgetItemsIsUnsupportedForBloom(t *testing.T) {
+func TestForgetItemsIsUnsupportedForBloomAndStaged(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	r, err := c.ForgetItemsWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/unsupported" {
-		t.Fatalf("forget items: %d %s", r.StatusCode(), r.Body)
-	}
-	if d := r.ApplicationproblemJSON409.Detail; d == nil || *d != `namespace "default" uses bloom filters, which cannot forget items` {
-		t.Errorf("detail = %v, want the namespace and its kind in words", d)
+	for ns, kind := range map[string]string{"default": "bloom", "staged": "staged"} {
+		filter(t, c, ns, "u", client.FilterRequest{Candidates: []string{"a"}})
+		r, err := c.ForgetItemsWithResponse(ctx, ns, "u", client.ItemsRequest{Items: []string{"a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/unsupported" {
+			t.Fatalf("%s: forget items: %d %s", ns, r.StatusCode(), r.Body)
+		}
+		if d := r.ApplicationproblemJSON409.Detail; d == nil || !strings.Contains(*d, kind+" filters, which cannot forget items") {
+			t.Errorf("%s: detail = %v, want the kind in words", ns, d)
+		}
+		// Nothing was forgotten.
+		if got := filter(t, c, ns, "u", client.FilterRequest{Candidates: []string{"a"}, Record: ptr(client.None)}); len(got.Unseen) != 0 {
+			t.Fatalf("%s: a refused forget made %v unseen", ns, got.Unseen)
+		}
 	}
 }
 

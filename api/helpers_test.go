@@ -44,8 +44,8 @@ var testKeys = []api.Key{
 	{Role: api.RoleAdmin, Secret: adminKey},
 }
 
-// testNamespaces are "default", "capped" (a user holds at most 5 items)
-// and "compact" (the compact kind).
+// testNamespaces are "default", "capped" (a user holds at most 5 items),
+// "compact" (the compact kind) and "staged" (the staged kind).
 func testNamespaces() []eviction.Namespace {
 	capped := userfilter.DefaultProfile()
 	capped.MaxItems = 5
@@ -53,6 +53,7 @@ func testNamespaces() []eviction.Namespace {
 		{Name: "default", Profile: userfilter.DefaultProfile()},
 		{Name: "capped", Profile: capped},
 		{Name: "compact", Profile: userfilter.Profile{Kind: userfilter.KindCompact}.WithDefaults()},
+		{Name: "staged", Profile: userfilter.Profile{Kind: userfilter.KindStaged}.WithDefaults()},
 	}
 }
 

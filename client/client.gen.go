@@ -41,6 +41,7 @@ func (e ImportMode) Valid() bool {
 const (
 	NamespaceKindBloom   NamespaceKind = "bloom"
 	NamespaceKindCompact NamespaceKind = "compact"
+	NamespaceKindStaged  NamespaceKind = "staged"
 )
 
 // Valid indicates whether the value is a known member of the NamespaceKind enum.
@@ -49,6 +50,8 @@ func (e NamespaceKind) Valid() bool {
 	case NamespaceKindBloom:
 		return true
 	case NamespaceKindCompact:
+		return true
+	case NamespaceKindStaged:
 		return true
 	default:
 		return false
@@ -119,6 +122,7 @@ func (e Role) Valid() bool {
 const (
 	UserStatsKindBloom   UserStatsKind = "bloom"
 	UserStatsKindCompact UserStatsKind = "compact"
+	UserStatsKindStaged  UserStatsKind = "staged"
 )
 
 // Valid indicates whether the value is a known member of the UserStatsKind enum.
@@ -127,6 +131,8 @@ func (e UserStatsKind) Valid() bool {
 	case UserStatsKindBloom:
 		return true
 	case UserStatsKindCompact:
+		return true
+	case UserStatsKindStaged:
 		return true
 	default:
 		return false
@@ -310,20 +316,20 @@ type ItemsRequest struct {
 
 // LayerStats defines model for LayerStats.
 type LayerStats struct {
-	// Bits The layer's bits in memory (a compact layer's fingerprint set, with its index).
+	// Bits The layer's bits in memory (a layer of fingerprints, compact or a staged filter's newest: its set, with its index).
 	Bits int64 `json:"bits"`
 
-	// BitsSet Bits set (a compact layer: its fingerprints, one per item).
+	// BitsSet Bits set (a layer of fingerprints: its fingerprints, one per item).
 	BitsSet  int64 `json:"bits_set"`
 	Capacity int64 `json:"capacity"`
 
-	// Fill Bits set against bits (a compact layer, items against capacity).
+	// Fill Bits set against bits (a layer of fingerprints, items against capacity).
 	Fill float64 `json:"fill"`
 
-	// FpRate This layer's false-positive rate now, from its fill (a compact layer, from its items and fingerprint bits).
+	// FpRate This layer's false-positive rate now, from its fill (a layer of fingerprints, from its items and fingerprint bits; a staged filter's full layer, from both).
 	FpRate float64 `json:"fp_rate"`
 
-	// Hashes Bits set per item (0 for a compact layer, which keeps one fingerprint per item).
+	// Hashes Bits set per item (0 for a layer of fingerprints, which keeps one per item).
 	Hashes int   `json:"hashes"`
 	Items  int64 `json:"items"`
 }
@@ -342,7 +348,7 @@ type Namespace struct {
 	// InitialCapacity Items the first layer holds.
 	InitialCapacity int64 `json:"initial_capacity"`
 
-	// Kind `bloom`, a chain of Bloom layers, or `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user; the README has the measured trade-off).
+	// Kind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
 	//
 	// Example: bloom
 	Kind NamespaceKind `json:"kind"`
@@ -358,7 +364,7 @@ type Namespace struct {
 	Window int64 `json:"window"`
 }
 
-// NamespaceKind `bloom`, a chain of Bloom layers, or `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user; the README has the measured trade-off).
+// NamespaceKind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
 //
 // Example: bloom
 type NamespaceKind string

@@ -49,10 +49,8 @@
 // to 8 and r from 0.5 to 0.97, finds a best mean of 1.97x and a lowest
 // worst case of 2.35x. The newest layer, half empty on average, is what
 // costs; a newest layer whose memory grew with its items would allow about
-// 1.3x, which takes another layer format. Keeping only the newest layer's
-// items as fingerprints of ceil(log2(c/e)) bits until its bits would cost
-// less gets 1.67x on average at best (c0 = 256, s = 1.5, r = 0.8, 2.07x at
-// worst), with 2% to spare on the mean for the rounding of real layers.
+// 1.3x, which takes another layer format: KindStaged (below) is that
+// format for the Bloom chain.
 //
 // A chain with no Bloom layer at all does better: every layer its items'
 // fingerprints of ceil(log2(c/e)) bits, sorted and stored as Elias-Fano
@@ -95,9 +93,8 @@
 // where the Bloom chain's defaults take 2.18x and 2.82x, and a 10-item
 // user encodes to 47 bytes (s = 8 saves a layer and about 2 ns). The bits
 // counted are the slab's words in use, as in the Bloom rows; counted by
-// the slab's capacity (a compact slab grows by an eighth at a time), the
-// compact chain takes 1.56x on average and 1.94x at worst, the Bloom
-// chain 2.31x and 2.87x. In BenchmarkFilterAndRecord (six alternated
+// the slab's capacity (see growSlab), the compact chain takes 1.51x on
+// average and 1.94x at worst, the Bloom chain 2.31x and 2.87x. In BenchmarkFilterAndRecord (six alternated
 // runs, benchstat medians) a candidate costs 73.45 ns at 1e5 items against
 // 49.88 ns for bits-and-blooms/bloom/v3 (BenchmarkBloomV3Reference): 1.47x,
 // inside the speed target of 1.5x with little to spare (the Bloom chain:
@@ -118,6 +115,42 @@
 // 1,000 items and 2.2 ms at 100,000, where merging a 20-item filter takes
 // 21 us and 3.5 ms. Bloom stays the default: a namespace chooses compact
 // with kind: compact.
+//
+// # The staged kind
+//
+// KindStaged is the Bloom chain with its newest layer staged (staged.go):
+// the newest layer holds its items' fingerprints in an efset, as a compact
+// layer does, and when it fills it is sealed into a Bloom layer set from
+// those fingerprints. Full layers are Bloom layers, tested with an early
+// exit as the Bloom kind's are, and memory follows the items instead of
+// opening a layer at a time. A sealed layer derives its positions from
+// the fingerprint (its items' hashes are gone), so an absent item can
+// match a fingerprint or, failing that, be a Bloom false positive: each
+// takes half the layer's error (fingerprints of ceil(log2(2c/e)) bits, the
+// Bloom layer built for e/2). BenchmarkChainFloor's ideal staged chain
+// gets 1.41x the bound on average and 1.68x at worst; BenchmarkProfiles
+// (one run, p = 1%; "alloc" counts the slabs' capacity, the other rows'
+// figures the words in use):
+//
+//	c0    s  r    layers@1e5  ns/cand@1e5  mem/bound mean  worst  alloc mean  worst
+//	512   4  0.6  5            72          1.552           1.785  1.677       1.956
+//	256   4  0.6  6            92          1.570           1.824  1.695       1.960
+//	512   3  0.6  6            92          1.556           1.823  1.678       1.960
+//	1024  4  0.5  5           116          1.521           1.780  1.652       1.952
+//	256   2  0.7  9           100          1.625           1.919  1.738       1.999
+//	128   4  0.7  6            79          1.605           1.802  1.733       1.952
+//	512   8  0.6  4            79          1.562           1.798  1.699       1.953
+//
+// c0 = 512, s = 4, r = 0.6 keeps both memory targets (1.7 and 2.3)
+// counted either way, where the Bloom kind's defaults take 2.18x and
+// 2.81x (by capacity 2.31x and 2.87x), and a 10-item user encodes to 48
+// bytes. A staged filter
+// costs about what a Bloom one does a candidate (BenchmarkFilterAndRecord,
+// one run, against bloom/v3's 43.38, 43.46 and 55.53 ns: 9.20 ns at 10
+// items, 45.55 at 1e3, 72.45 at 1e5, 0.21x, 1.05x and 1.30x) and a little
+// more to grow (BenchmarkFilterAndRecordGrowing: 198 and 203 ns a
+// candidate at 1e3 and 1e5 items against the Bloom kind's 181 and 186;
+// compact 316 and 330). Like a Bloom filter it cannot forget items.
 //
 // # Retention window
 //

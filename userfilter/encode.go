@@ -319,18 +319,23 @@ func decode(data []byte, limit uint64) (*Filter, error) {
 			return nil, fmt.Errorf("%w: %d layers", ErrCorrupt, nl)
 		}
 		g := generation{bucket: bucket}
-		if t := f.p.layers; nl > 0 && int(nl) <= len(t) && !t[0].compact() && total+uint64(t[nl-1].off)+t[nl-1].bits() <= limit {
+		if t := f.p.layers; p.Kind == KindBloom && nl > 0 && int(nl) <= len(t) && total+uint64(t[nl-1].off)+t[nl-1].bits() <= limit {
 			// The slab at its final size at once, rather than grown (and
 			// copied) layer by layer; a filter of other shapes grows as usual.
 			g.slab = newSlab(slabWords(uint64(t[nl-1].off) + t[nl-1].bits()))[:0]
 		}
 		var before uint64
 		for li := 0; li < int(nl); li++ {
-			decodeLayer := f.decodeLayer
-			if p.Kind == KindCompact {
-				decodeLayer = f.decodeFingerprints
+			var l layer
+			var err error
+			switch p.Kind {
+			case KindCompact:
+				l, err = f.decodeFingerprints(d, &g, li, before, &total, limit)
+			case KindStaged:
+				l, err = f.decodeStaged(d, &g, li, int(nl), before, &total, limit)
+			default:
+				l, err = f.decodeLayer(d, &g, li, before, &total, limit)
 			}
-			l, err := decodeLayer(d, &g, li, before, &total, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -501,6 +506,9 @@ func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before ui
 		return layer{}, d.err
 	}
 	want, ok := f.p.compactLayer(li, before, 0)
+	if f.p.Kind == KindStaged {
+		want, ok = f.p.stagedLayer(li, before, g.used())
+	}
 	if form != formFingerprints<<6 || !ok || fb != uint64(want.slice) {
 		return layer{}, fmt.Errorf("%w: layer %d form %d, %d fingerprint bits", ErrCorrupt, li, form, fb)
 	}
@@ -548,5 +556,9 @@ func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before ui
 		}
 	}
 	d.b = d.b[size:]
+	if f.p.Kind == KindStaged {
+		g.placeStaged(f.p, want, fps)
+		return g.layers[li], nil
+	}
 	return g.placeFingerprints(want, f.p.layers, fps), nil
 }

@@ -56,7 +56,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 }
 
 // kinds are the default profile of each kind.
-var kinds = map[string]Profile{"bloom": DefaultProfile(), "compact": {Kind: KindCompact}}
+var kinds = map[string]Profile{"bloom": DefaultProfile(), "compact": {Kind: KindCompact}, "staged": {Kind: KindStaged}}
 
 func TestSmallUserEncodesSmall(t *testing.T) {
 	for name, p := range kinds {
@@ -124,6 +124,9 @@ func goldenCases() map[string]*Filter {
 	mk("compact-10", Profile{Kind: KindCompact}, 10, t0)
 	mk("compact-3000", Profile{Kind: KindCompact}, 3000, t0)
 	mk("compact-window-40", Profile{Kind: KindCompact, Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
+	mk("staged-10", Profile{Kind: KindStaged}, 10, t0)
+	mk("staged-3000", Profile{Kind: KindStaged}, 3000, t0)
+	mk("staged-small-700", Profile{Kind: KindStaged, InitialCapacity: 40, Growth: 2, Tightening: 0.8}, 700, t0)
 	return out
 }
 

@@ -224,7 +224,12 @@ func (f *Filter) ExpiresAt() time.Time {
 	return time.Unix(end, 0).Add(f.p.Window)
 }
 
-func (g *generation) test(h Hash) bool {
+// test reports whether g holds h; fpb is a staged profile's fpBits (nil
+// for other kinds).
+func (g *generation) test(h Hash, fpb []uint8) bool {
+	if fpb != nil {
+		return g.stest(h, fpb)
+	}
 	if len(g.layers) > 0 && g.layers[0].compact() {
 		return g.ctest(h)
 	}
@@ -240,9 +245,9 @@ func (g *generation) test(h Hash) bool {
 	return false
 }
 
-func testLive(gens []generation, h Hash) bool {
+func testLive(gens []generation, h Hash, fpb []uint8) bool {
 	for i := len(gens) - 1; i >= 0; i-- {
-		if gens[i].test(h) {
+		if gens[i].test(h, fpb) {
 			return true
 		}
 	}
@@ -295,6 +300,9 @@ func (f *Filter) gen(b int64) *generation {
 // layer that would take the filter past maxBitsTotal bits, the most Decode
 // reads back (and below which every layer field fits in 32 bits).
 func (f *Filter) addLayer(g *generation) bool {
+	if f.p.Kind == KindStaged {
+		return f.addStaged(g)
+	}
 	i := len(g.layers)
 	var l layer
 	if i < len(f.p.layers) {
@@ -399,7 +407,7 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 		return full
 	}
 	g := f.gen(b)
-	if g.test(h) {
+	if g.test(h, f.p.fpBits) {
 		return present
 	}
 	if len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap {
@@ -466,14 +474,14 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 func (f *Filter) Check(items []string, now time.Time, out []bool) []bool {
 	live := f.live(now)
 	for _, it := range items {
-		out = append(out, testLive(live, HashItem(it)))
+		out = append(out, testLive(live, HashItem(it), f.p.fpBits))
 	}
 	return out
 }
 
 // Test reports whether one item tests seen at now.
 func (f *Filter) Test(item string, now time.Time) bool {
-	return testLive(f.live(now), HashItem(item))
+	return testLive(f.live(now), HashItem(item), f.p.fpBits)
 }
 
 // Scratch holds the buffers of FilterAndRecord so that a call allocates
@@ -533,10 +541,14 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 	s.Recorded = s.Recorded[:0]
 	live := f.live(now)
 	var views []efView // a compact filter's layers, worked out once a call
-	if f.p.Kind == KindCompact {
+	switch f.p.Kind {
+	case KindCompact:
 		s.views = compactViews(live, s.views)
 		views = s.views
+	case KindStaged:
+		s.views = stagedViews(live, s.views)
 	}
+	fpb := f.p.fpBits
 	var res CallResult
 	for i, c := range candidates {
 		h := HashItem(c)
@@ -556,10 +568,13 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 		}
 		table[j] = key
 		var seen bool
-		if views != nil {
+		switch {
+		case views != nil:
 			seen = testViews(views, h)
-		} else {
-			seen = testLive(live, h)
+		case fpb != nil:
+			seen = testStaged(live, s.views, h, fpb)
+		default:
+			seen = testLive(live, h, nil)
 		}
 		if seen {
 			res.SeenCount++
@@ -628,7 +643,7 @@ func (f *Filter) MemoryBytes() int {
 	}
 	for i := range f.gens {
 		n += cap(f.gens[i].slab) * 8
-		if l := f.gens[i].layers; len(l) > 0 && (len(f.p.layers) == 0 || &l[0] != &f.p.layers[0]) {
+		if l := f.gens[i].layers; !f.p.sharesLayers(l) {
 			n += cap(l) * int(unsafe.Sizeof(layer{})) // its own, not the profile's
 		}
 	}
@@ -662,6 +677,11 @@ func (f *Filter) Stats(now time.Time) Stats {
 				set = l.bitsSet(gen.slab)
 				m = l.bits()
 				fp = l.fpRate(gen.slab, n)
+				if f.p.fpBits != nil {
+					// A sealed layer also matches an absent item whose
+					// fingerprint one of its items has.
+					fp += float64(n) / math.Exp2(float64(f.p.fpBits[i]))
+				}
 			}
 			notFP *= 1 - fp
 			gs.Items += uint64(n)

@@ -44,6 +44,11 @@ func profiles() map[string]Profile {
 		"compact-tiny":   {Kind: KindCompact, InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
 		"compact-window": {Kind: KindCompact, Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
 		"compact-capped": {Kind: KindCompact, MaxItems: 5000},
+		"staged":         {Kind: KindStaged},
+		"staged-tiny":    {Kind: KindStaged, InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
+		"staged-small":   {Kind: KindStaged, InitialCapacity: 40, Growth: 2, Tightening: 0.8, FPRate: 0.001},
+		"staged-window":  {Kind: KindStaged, Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"staged-capped":  {Kind: KindStaged, InitialCapacity: 100, Growth: 2, MaxItems: 5000},
 	}
 }
 

@@ -39,7 +39,7 @@ var benchSizes = []int{10, 1_000, 100_000}
 // BenchmarkFilterAndRecord is the one call in-process: 200 candidates, the
 // first 20 unseen recorded.
 func BenchmarkFilterAndRecord(b *testing.B) {
-	for _, kind := range []Kind{KindBloom, KindCompact} {
+	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
 		for _, n := range benchSizes {
 			benchFilterAndRecord(b, Profile{Kind: kind}, n)
 		}
@@ -48,8 +48,8 @@ func BenchmarkFilterAndRecord(b *testing.B) {
 
 func benchFilterAndRecord(b *testing.B, p Profile, n int) {
 	name := fmt.Sprintf("n=%d", n)
-	if p.Kind == KindCompact {
-		name = "compact/" + name
+	if p.Kind != KindBloom {
+		name = p.Kind.String() + "/" + name
 	}
 	b.Run(name, func(b *testing.B) {
 		cs := newCallSet(n)
@@ -142,9 +142,16 @@ func BenchmarkProfiles(b *testing.B) {
 		{Kind: KindCompact, InitialCapacity: 512, Growth: 8, Tightening: 0.6},
 		{Kind: KindCompact, InitialCapacity: 1024, Growth: 4, Tightening: 0.6},
 		{Kind: KindCompact, InitialCapacity: 512, Growth: 4, Tightening: 0.5},
+		{Kind: KindStaged, InitialCapacity: 512, Growth: 4, Tightening: 0.6},
+		{Kind: KindStaged, InitialCapacity: 256, Growth: 4, Tightening: 0.6},
+		{Kind: KindStaged, InitialCapacity: 512, Growth: 3, Tightening: 0.6},
+		{Kind: KindStaged, InitialCapacity: 1024, Growth: 4, Tightening: 0.5},
+		{Kind: KindStaged, InitialCapacity: 256, Growth: 2, Tightening: 0.7},
+		{Kind: KindStaged, InitialCapacity: 128, Growth: 4, Tightening: 0.7},
+		{Kind: KindStaged, InitialCapacity: 512, Growth: 8, Tightening: 0.6},
 	} {
 		b.Run(fmt.Sprintf("%v/c0=%d/s=%.2f/r=%.2f", p.WithDefaults().Kind, p.InitialCapacity, p.Growth, p.Tightening), func(b *testing.B) {
-			memMean, memMax, _, _ := sizeRatios(b, p, 40)
+			mem, alloc, _ := sizeRatios(b, p, 40)
 			cs := newCallSet(100_000)
 			f := mustNew(b, p)
 			f.Add(cs.pool[:100_000], t0)
@@ -157,8 +164,10 @@ func BenchmarkProfiles(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/200, "ns/cand")
 			b.ReportMetric(float64(layers), "layers")
-			b.ReportMetric(memMean, "mem/bound-mean")
-			b.ReportMetric(memMax, "mem/bound-max")
+			b.ReportMetric(mem.Mean(), "mem/bound-mean")
+			b.ReportMetric(mem.Max, "mem/bound-max")
+			b.ReportMetric(alloc.Mean(), "alloc/bound-mean")
+			b.ReportMetric(alloc.Max, "alloc/bound-max")
 		})
 	}
 }
@@ -181,6 +190,8 @@ func BenchmarkProfiles(b *testing.B) {
 // eighth of a bit for a select index; 64 bits a layer), so that a layer's
 // memory grows with its items and costs about log2(1/e)+2 bits an item
 // when full, under the Bloom layer's 1.44*log2(1/e) for e under 4%.
+// "staged" is KindStaged: full layers are Bloom layers built for e/2 and
+// the newest is a fingerprint set of ceil(log2(2c/e)) bits (staged.go).
 func BenchmarkChainFloor(b *testing.B) {
 	const p = 0.01
 	bound := 1.44 * math.Log2(1/p)
@@ -189,11 +200,21 @@ func BenchmarkChainFloor(b *testing.B) {
 		newestGrows
 		fingerprints
 		fingerprintSets
+		staged
 	)
 	cost := func(n float64, c0, s, r float64, newest int) float64 {
 		bits, left := 0.0, n
 		for i := 0; ; i++ {
 			c, e := c0*math.Pow(s, float64(i)), p*(1-r)*math.Pow(r, float64(i))
+			if newest == staged {
+				if left <= c {
+					f := math.Ceil(math.Log2(2 * c / e))
+					return (bits + left*(2+max(0, math.Floor(f-math.Log2(left)))+1.0/8) + 64) / (n * bound)
+				}
+				bits += c * 1.44 * math.Log2(2/e)
+				left -= c
+				continue
+			}
 			if newest == fingerprintSets {
 				k := min(left, c)
 				f := math.Ceil(math.Log2(c / e))
@@ -218,7 +239,7 @@ func BenchmarkChainFloor(b *testing.B) {
 		}
 	}
 	type best struct{ mean, worst, c0, s, r float64 }
-	for newest, name := range []string{"opened whole", "newest grows", "newest as fingerprints", "fingerprint sets"} {
+	for newest, name := range []string{"opened whole", "newest grows", "newest as fingerprints", "fingerprint sets", "staged"} {
 		b.Run(name, func(b *testing.B) {
 			var top best
 			var leastWorst float64 // the lowest worst case of any choice
@@ -280,7 +301,7 @@ func BenchmarkFilterAndRecordGrowing(b *testing.B) {
 	for i := range fresh {
 		fresh[i] = fmt.Sprintf("fresh-%08x", i)
 	}
-	for _, kind := range []Kind{KindBloom, KindCompact} {
+	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
 		for _, n := range []int{1_000, 100_000} {
 			b.Run(fmt.Sprintf("%v/n=%d", kind, n), func(b *testing.B) {
 				f := mustNew(b, Profile{Kind: kind})

@@ -16,31 +16,33 @@ func TestFalsePositiveRateUnderTarget(t *testing.T) {
 	if testing.Short() {
 		ns = ns[:3]
 	}
-	for _, p := range []float64{0.01, 0.001} {
-		for _, n := range ns {
-			t.Run(fmt.Sprintf("p=%v/n=%d", p, n), func(t *testing.T) {
-				f := mustNew(t, Profile{FPRate: p})
-				batch := make([]string, 0, 1000)
-				for i := 0; i < n; i++ {
-					batch = append(batch, "in:"+itoa(i))
-					if len(batch) == cap(batch) || i == n-1 {
-						f.Add(batch, t0)
-						batch = batch[:0]
+	for _, kind := range []Kind{KindBloom, KindStaged} {
+		for _, p := range []float64{0.01, 0.001} {
+			for _, n := range ns {
+				t.Run(fmt.Sprintf("%v/p=%v/n=%d", kind, p, n), func(t *testing.T) {
+					f := mustNew(t, Profile{Kind: kind, FPRate: p})
+					batch := make([]string, 0, 1000)
+					for i := 0; i < n; i++ {
+						batch = append(batch, "in:"+itoa(i))
+						if len(batch) == cap(batch) || i == n-1 {
+							f.Add(batch, t0)
+							batch = batch[:0]
+						}
 					}
-				}
-				fp := 0
-				for i := 0; i < probes; i++ {
-					if f.Test("out:"+itoa(i), t0) {
-						fp++
+					fp := 0
+					for i := 0; i < probes; i++ {
+						if f.Test("out:"+itoa(i), t0) {
+							fp++
+						}
 					}
-				}
-				rate := float64(fp) / probes
-				margin := 4 * math.Sqrt(p*(1-p)/probes)
-				t.Logf("n=%d p=%v measured %.5f (estimate %.5f), limit %.5f", n, p, rate, f.Stats(t0).FPRate, p+margin)
-				if rate > p+margin {
-					t.Fatalf("false-positive rate %.5f over target %v + margin %.5f", rate, p, margin)
-				}
-			})
+					rate := float64(fp) / probes
+					margin := 4 * math.Sqrt(p*(1-p)/probes)
+					t.Logf("n=%d p=%v measured %.5f (estimate %.5f), limit %.5f", n, p, rate, f.Stats(t0).FPRate, p+margin)
+					if rate > p+margin {
+						t.Fatalf("false-positive rate %.5f over target %v + margin %.5f", rate, p, margin)
+					}
+				})
+			}
 		}
 	}
 }

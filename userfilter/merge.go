@@ -21,8 +21,12 @@ func (f *Filter) Merge(o *Filter) error {
 	if !f.Compatible(o) {
 		return fmt.Errorf("%w: %s", ErrIncompatible, f.p.Profile.Differences(o.p.Profile))
 	}
-	if f.p.Kind == KindCompact {
+	switch f.p.Kind {
+	case KindCompact:
 		f.mergeCompact(o)
+		return nil
+	case KindStaged:
+		f.mergeStaged(o)
 		return nil
 	}
 	// Check every shared layer first so that an error leaves f untouched.
@@ -87,6 +91,12 @@ func (f *Filter) Covers(o *Filter) bool {
 		fg := f.find(og.bucket)
 		if fg == nil || len(og.layers) > len(fg.layers) {
 			return false
+		}
+		if f.p.Kind == KindStaged {
+			if !stagedCovers(fg, og, f.p.fpBits) {
+				return false
+			}
+			continue
 		}
 		for li := range og.layers {
 			if !fg.layers[li].sameShape(&og.layers[li]) || fg.itemsIn(li) < og.itemsIn(li) {

@@ -18,6 +18,11 @@ const (
 	// KindCompact is the scalable filter whose layers are sorted sets of
 	// fingerprints (see compact.go): memory that grows with the items.
 	KindCompact Kind = 2
+	// KindStaged is the scalable Bloom filter whose newest layer is staged
+	// as a sorted set of fingerprints until it fills, then becomes a Bloom
+	// layer (see staged.go): full layers are Bloom layers, and memory
+	// grows with the items instead of a layer at a time.
+	KindStaged Kind = 3
 )
 
 // String returns the kind's name as used in configuration and the API.
@@ -27,6 +32,8 @@ func (k Kind) String() string {
 		return "bloom"
 	case KindCompact:
 		return "compact"
+	case KindStaged:
+		return "staged"
 	default:
 		return fmt.Sprintf("kind(%d)", uint8(k))
 	}
@@ -39,6 +46,8 @@ func ParseKind(s string) (Kind, error) {
 		return KindBloom, nil
 	case "compact":
 		return KindCompact, nil
+	case "staged":
+		return KindStaged, nil
 	}
 	return 0, fmt.Errorf("%w: unknown filter kind %q", ErrBadProfile, s)
 }
@@ -90,6 +99,11 @@ const (
 	CompactInitialCapacity = 512
 	CompactGrowth          = 4
 	CompactTightening      = 0.6
+
+	// The defaults of KindStaged, from BenchmarkProfiles (see the package doc).
+	StagedInitialCapacity = 512
+	StagedGrowth          = 4
+	StagedTightening      = 0.6
 )
 
 // DefaultProfile is the profile of the "default" namespace: a Bloom filter at
@@ -105,8 +119,11 @@ func (p Profile) WithDefaults() Profile {
 	if p.Kind == 0 {
 		p.Kind = d.Kind
 	}
-	if p.Kind == KindCompact {
+	switch p.Kind {
+	case KindCompact:
 		d.InitialCapacity, d.Growth, d.Tightening = CompactInitialCapacity, CompactGrowth, CompactTightening
+	case KindStaged:
+		d.InitialCapacity, d.Growth, d.Tightening = StagedInitialCapacity, StagedGrowth, StagedTightening
 	}
 	if p.FPRate == 0 {
 		p.FPRate = d.FPRate
@@ -155,7 +172,7 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadProfile}, a...)...)
 	}
 	switch {
-	case p.Kind != KindBloom && p.Kind != KindCompact:
+	case p.Kind != KindBloom && p.Kind != KindCompact && p.Kind != KindStaged:
 		return bad("unknown kind %d", p.Kind)
 	case !(p.FPRate >= 1e-6 && p.FPRate <= 0.5):
 		return bad("fp_rate %v outside [1e-6, 0.5]", p.FPRate)
@@ -267,6 +284,13 @@ var shared struct {
 type sharedProfile struct {
 	Profile
 	layers []layer
+	// A staged profile's layers as a generation holds them while layer i
+	// is its newest: staged[i] is layers[:i] then layer i's set of
+	// fingerprints (see staged.go); fpBits[i] is layer i's fingerprint
+	// bits, which its Bloom form derives its positions from. Computed for
+	// every staged profile, shared or not.
+	staged [][]layer
+	fpBits []uint8
 }
 
 const maxShared = 1024
@@ -292,6 +316,9 @@ func share(p Profile) *sharedProfile {
 		s.layers = p.layerTable()
 		shared.m[p] = s
 	}
+	if p.Kind == KindStaged {
+		s.stagedTables()
+	}
 	return s
 }
 
@@ -312,6 +339,9 @@ func (p *Profile) layerTable() []layer {
 			continue
 		}
 		c, sh := p.plan(i, before)
+		if p.Kind == KindStaged {
+			c, sh = p.stagedPlan(i, before)
+		}
 		bits := uint64(sh.k) * sh.slice
 		if c == 0 || c > maxBitsTotal || total+bits > maxBitsTotal {
 			break

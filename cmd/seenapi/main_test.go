@@ -117,7 +117,7 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		{"feed:\n  max_items: 1.5\n", `namespace feed: line 2: max_items: "1.5": want a whole number`},
 		{"feed:\n  initial_capacity: 5000000000\n", `namespace feed: line 2: initial_capacity: "5000000000": want a whole number from 0 to 4294967295`},
 		{"feed:\n  fp_rate: abc\n", `namespace feed: line 2: fp_rate: "abc" is not a number`},
-		{"feed:\n  kind: cuckoo\n", `namespace feed: line 2: kind: "cuckoo": want a filter kind (bloom or compact)`},
+		{"feed:\n  kind: cuckoo\n", `namespace feed: line 2: kind: "cuckoo": want a filter kind (bloom, compact or staged)`},
 		{"feed: &f\n  window: 1d\n  <<: *f\n", `namespace feed: line 1: the profile merges itself (<<)`},
 		{"base: &b\n  window: 1d\nfeed: &f\n  <<: [*b, *f]\n", `namespace feed: line 3: the profile merges itself (<<)`},
 		{"feed:\n  fp_rate: 0\n", `namespace feed: line 2: fp_rate: 0 is not a value it takes; leave the field out for the default`},

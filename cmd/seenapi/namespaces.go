@@ -74,10 +74,10 @@ func decodeProfile(n *yaml.Node, y *userfilter.Profile, merging map[*yaml.Node]b
 		switch k.Value {
 		case "kind":
 			if v.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: kind: want a filter kind (bloom or compact)", v.Line)
+				return fmt.Errorf("line %d: kind: want a filter kind (bloom, compact or staged)", v.Line)
 			}
 			if y.Kind, err = userfilter.ParseKind(v.Value); err != nil {
-				err = fmt.Errorf("%q: want a filter kind (bloom or compact)", v.Value)
+				err = fmt.Errorf("%q: want a filter kind (bloom, compact or staged)", v.Value)
 			}
 		case "fp_rate":
 			y.FPRate, err = nonZero(profileNumber(v.Value))

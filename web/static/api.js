@@ -151,12 +151,12 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} LayerStats
- * @property {number} bits The layer's bits in memory (a compact layer's fingerprint set, with its index).
- * @property {number} bits_set Bits set (a compact layer: its fingerprints, one per item).
+ * @property {number} bits The layer's bits in memory (a layer of fingerprints, compact or a staged filter's newest: its set, with its index).
+ * @property {number} bits_set Bits set (a layer of fingerprints: its fingerprints, one per item).
  * @property {number} capacity
- * @property {number} fill Bits set against bits (a compact layer, items against capacity).
- * @property {number} fp_rate This layer's false-positive rate now, from its fill (a compact layer, from its items and fingerprint bits).
- * @property {number} hashes Bits set per item (0 for a compact layer, which keeps one fingerprint per item).
+ * @property {number} fill Bits set against bits (a layer of fingerprints, items against capacity).
+ * @property {number} fp_rate This layer's false-positive rate now, from its fill (a layer of fingerprints, from its items and fingerprint bits; a staged filter's full layer, from both).
+ * @property {number} hashes Bits set per item (0 for a layer of fingerprints, which keeps one per item).
  * @property {number} items
  */
 
@@ -166,7 +166,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} granularity Width of one time bucket of the window in seconds; 0 without a window.
  * @property {number} growth Layer i holds initial_capacity * growth^i items.
  * @property {number} initial_capacity Items the first layer holds.
- * @property {("bloom"|"compact")} kind `bloom`, a chain of Bloom layers, or `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user; the README has the measured trade-off).
+ * @property {("bloom"|"compact"|"staged")} kind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
  * @property {number} max_items Items one user holds at most; 0 means no cap.
  * @property {string} name
  * @property {number} tightening Layer i has error p0 * tightening^i.
@@ -250,7 +250,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {Array<GenerationStats>|null} [generations]
  * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
  * @property {number} items Items added inside the window (an item added twice counts once).
- * @property {("bloom"|"compact")} kind
+ * @property {("bloom"|"compact"|"staged")} kind
  * @property {string} last_seen When the user's last item was recorded, to the minute.
  * @property {number} layers
  * @property {number} memory_bytes

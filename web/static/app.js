@@ -578,7 +578,8 @@ function layersPanel(st, prof) {
         h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
           h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
         h('span', { class: 'pct' }, pct(l.fill, 1)),
-        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${st.kind === 'compact' ? 'a fingerprint an item' : count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
+        // A layer of fingerprints (compact, or a staged filter's newest) has no hashes.
+        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${l.hashes === 0 ? 'a fingerprint an item' : count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
       : h('p', { class: 'muted' }, 'No layers: the filter is empty.'));
 }
 
