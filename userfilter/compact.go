@@ -127,18 +127,33 @@ func (g *generation) cused() uint64 {
 	return uint64(l.off) + 64*(uint64(efWords(n, uint(l.slice)))+uint64(g.n)-n)
 }
 
-// cadd adds h, which it does not hold, to the newest layer of compact
-// generation g, which has room for it. A set of fewer than directMax
-// fingerprints takes it in place; a larger one in its buffer, merged in
-// when the buffer passes a sixteenth of the set.
-func (g *generation) cadd(h Hash) {
+// cadd adds h to the newest layer of compact (or staged) generation g,
+// which has room for it, and reports whether it did. A set of fewer than
+// directMax fingerprints takes it in place; a larger one in its buffer,
+// merged in when the buffer passes a sixteenth of the set.
+//
+// checked says the caller has tested h against g (add does). Commit does
+// not: Select tested its items, but an item can share its fingerprint with
+// one added before it in the same call. Unchecked, cadd looks for h in the
+// newest set, where an in-place insert finds it for free, and adds
+// nothing when it is there.
+func (g *generation) cadd(h Hash, checked bool) bool {
 	l := &g.layers[len(g.layers)-1]
 	x := l.fingerprint(h)
 	buf := g.buffer()
 	n := efLen(g.set(l))
-	if len(buf) == 0 && n < directMax && g.efInsert(l, x) {
-		g.n++
-		return
+	if len(buf) == 0 && n < directMax {
+		switch g.efInsert(l, x) {
+		case efInserted:
+			g.n++
+			return true
+		case efHeld:
+			return false
+		}
+	} else if !checked {
+		if v := g.view(len(g.layers) - 1); v.holds(h) {
+			return false
+		}
 	}
 	merged, run := g.buffers()
 	j, _ := slices.BinarySearch(run, x)
@@ -155,6 +170,7 @@ func (g *generation) cadd(h Hash) {
 	if g.n >= l.cap || n < directMax || len(merged)+len(run)+1 > max(4, int(n/16)) {
 		g.rebuild()
 	}
+	return true
 }
 
 // directMax is the size under which a set takes fingerprints in place: an
@@ -163,17 +179,24 @@ func (g *generation) cadd(h Hash) {
 // fingerprint and happens every sixteenth of the set.
 const directMax = 1024
 
-// efInsert inserts x, which it does not hold, into the newest layer's set
-// in place (its buffer is empty), unless the set's shape changes with one
-// more fingerprint (a power of two, or the first): then it reports false.
-func (g *generation) efInsert(l *layer, x uint64) bool {
+// efInsert's results.
+const (
+	efInserted = iota // x was inserted
+	efHeld            // the set holds x already: nothing changed
+	efReshape         // the set does not hold x but its shape changes with it: nothing changed
+)
+
+// efInsert inserts x into the newest layer's set in place (its buffer is
+// empty), unless the set holds it already or its shape changes with one
+// more fingerprint (a power of two, or the first).
+func (g *generation) efInsert(l *layer, x uint64) int {
 	f := uint(l.slice)
 	s0 := int(l.off / 64)
 	n := g.slab[s0]
-	lo, hb := efShape(n, f)
-	if lo2, hb2 := efShape(n+1, f); n == 0 || lo2 != lo || hb2 != hb {
-		return false
+	if n == 0 {
+		return efReshape
 	}
+	lo, hb := efShape(n, f)
 	ns, nh, nl := efParts(n, f)
 	_, nh2, nl2 := efParts(n+1, f)
 	buckets := uint64(1) << hb
@@ -186,6 +209,12 @@ func (g *generation) efInsert(l *layer, x uint64) bool {
 	for pos < n+buckets && high[pos>>6]>>(pos&63)&1 != 0 && (lo == 0 || bitsAt(low, idx*uint64(lo), lo) < lx) {
 		pos++
 		idx++
+	}
+	if pos < n+buckets && high[pos>>6]>>(pos&63)&1 != 0 && (lo == 0 || bitsAt(low, idx*uint64(lo), lo) == lx) {
+		return efHeld
+	}
+	if lo2, hb2 := efShape(n+1, f); lo2 != lo || hb2 != hb {
+		return efReshape
 	}
 	g.growSlab(s0 + 1 + ns + nh2 + nl2)
 	w = g.slab[s0:]
@@ -208,7 +237,7 @@ func (g *generation) efInsert(l *layer, x uint64) bool {
 		}
 	}
 	w[0] = n + 1
-	return true
+	return efInserted
 }
 
 // insertBits moves the bits [at, total) of w up by count (1 to 63), leaving

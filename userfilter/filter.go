@@ -401,13 +401,19 @@ func (t *tally) count(r addResult) bool {
 func newSlab(n int) []uint64 { return append(make([]uint64, 0), make([]uint64, n)...) }
 
 // add records h in bucket b unless it is already there, the user is at the
-// cap or the filter cannot grow.
-func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
+// cap or the filter cannot grow. selected says Select found h unseen in
+// this call and nothing but this call's adds changed the filter since: a
+// compact or staged filter then only looks for h in its newest set (see
+// cadd), where an earlier item of the call may have put its fingerprint.
+// (An item that has since become a false positive of a layer sealed in the
+// meantime is added all the same, as it would have been had it come first.)
+func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool) addResult {
 	if f.p.MaxItems > 0 && *held >= f.p.MaxItems {
 		return full
 	}
 	g := f.gen(b)
-	if g.test(h, f.p.fpBits) {
+	quick := selected && f.p.Kind != KindBloom
+	if !quick && g.test(h, f.p.fpBits) {
 		return present
 	}
 	if len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap {
@@ -416,7 +422,9 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64) addResult {
 		}
 	}
 	if l := &g.layers[len(g.layers)-1]; l.compact() {
-		g.cadd(h)
+		if !g.cadd(h, !quick) {
+			return present
+		}
 	} else {
 		l.set(g.slab, h, saltOf(len(g.layers)-1))
 		g.n++
@@ -447,7 +455,7 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (n int, saturated bool)
 	held := f.items(now)
 	var t tally
 	for _, h := range hs {
-		t.count(f.add(h, b, now, &held))
+		t.count(f.add(h, b, now, &held, false))
 	}
 	if t.added > 0 {
 		f.touch(at)
@@ -462,7 +470,7 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 	held := f.items(now)
 	var t tally
 	for _, it := range items {
-		t.count(f.add(HashItem(it), b, now, &held))
+		t.count(f.add(HashItem(it), b, now, &held, false))
 	}
 	if t.added > 0 {
 		f.touch(now)
@@ -496,6 +504,9 @@ type Scratch struct {
 	// Recorded holds the hashes this call added, for the journal.
 	Recorded []Hash
 	views    []efView // a compact filter's layers (see Select)
+	// selected says every hash in ToRecord tested unseen in Select (any
+	// mode but RecordAll), which spares Commit testing them again.
+	selected bool
 }
 
 // CallResult is what FilterAndRecord found.
@@ -592,6 +603,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 			s.ToRecord = append(s.ToRecord, h)
 		}
 	}
+	s.selected = mode != RecordAll
 	return res
 }
 
@@ -600,6 +612,8 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 // stopped any.
 func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool) {
 	s.Recorded = s.Recorded[:0]
+	selected := s.selected
+	s.selected = false // for this Select's hashes only
 	if len(s.ToRecord) == 0 {
 		return 0, false
 	}
@@ -607,7 +621,7 @@ func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool
 	held := f.items(now)
 	var t tally
 	for _, h := range s.ToRecord {
-		if t.count(f.add(h, b, now, &held)) {
+		if t.count(f.add(h, b, now, &held, selected)) {
 			s.Recorded = append(s.Recorded, h)
 		}
 	}

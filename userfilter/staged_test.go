@@ -52,3 +52,49 @@ func TestEncodedNoLargerThanInMemory(t *testing.T) {
 		}
 	}
 }
+
+// collidingPair returns two distinct items whose fingerprints of fb bits
+// are equal.
+func collidingPair(t *testing.T, prefix string, fb uint8) (string, string) {
+	seen := map[uint64]string{}
+	for i := 0; i < 1<<22; i++ {
+		it := prefix + itoa(i)
+		x := HashItem(it).Hi >> (64 - fb)
+		if other, ok := seen[x]; ok {
+			return other, it
+		}
+		seen[x] = it
+	}
+	t.Fatal("no colliding pair")
+	return "", ""
+}
+
+// Commit does not test again what Select tested, so two candidates of one
+// call that share a fingerprint in the newest set must still go in once:
+// with the set taking items in place (under directMax) and with its
+// buffer (past it).
+func TestOneCallsItemsSharingAFingerprintAreRecordedOnce(t *testing.T) {
+	for _, kind := range []Kind{KindStaged, KindCompact} {
+		for _, before := range []int{1, 3, 1500} {
+			f := mustNew(t, Profile{Kind: kind, InitialCapacity: 4096})
+			f.Add(items("pre", before), t0)
+			fb := uint8(f.gens[0].layers[0].slice)
+			a, b := collidingPair(t, "c", fb)
+			held := f.Stats(t0).Items
+			var s Scratch
+			res := f.FilterAndRecord([]string{a, b}, 0, RecordReturned, t0, &s)
+			if len(s.Unseen) != 2 || res.Recorded != 1 || len(s.Recorded) != 1 {
+				t.Fatalf("%v after %d: unseen %v, recorded %d (%d hashes), want both unseen and one recorded", kind, before, s.Unseen, res.Recorded, len(s.Recorded))
+			}
+			if got := f.Stats(t0).Items; got != held+1 {
+				t.Fatalf("%v after %d: %d items, want %d", kind, before, got, held+1)
+			}
+			if _, err := Decode(encode(t, f)); err != nil {
+				t.Fatalf("%v after %d: %v", kind, before, err)
+			}
+			if !f.Test(a, t0) || !f.Test(b, t0) {
+				t.Fatalf("%v after %d: an item of the call tests unseen", kind, before)
+			}
+		}
+	}
+}
