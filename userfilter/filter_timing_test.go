@@ -356,3 +356,37 @@ func onClones(b *testing.B, f *Filter, step func(*Filter) error) {
 		}
 	}
 }
+
+// BenchmarkFeedCall is the reference workload's call on users as a feed
+// leaves them: 20,000 users of 200 items, each call for one at random
+// (five calls a user on average, so they grow to about 300 items) with 200
+// candidates drawn from the user's pool of 2,000, the first 20 unseen
+// recorded. It reports what a call allocates, which the collector of a
+// server holding millions of users pays for.
+func BenchmarkFeedCall(b *testing.B) {
+	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
+		b.Run(kind.String(), func(b *testing.B) {
+			const users = 20_000
+			pools := make([][]string, 64)
+			for i := range pools {
+				pools[i] = items(fmt.Sprintf("u%d-item", i), 2000)
+			}
+			fs := make([]*Filter, users)
+			for u := range fs {
+				fs[u] = mustNew(b, Profile{Kind: kind})
+				fs[u].Add(pools[u&63][:200], t0)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			cand := make([]string, 200)
+			var s Scratch
+			b.ReportAllocs()
+			for b.Loop() {
+				u := rng.IntN(users)
+				for j := range cand {
+					cand[j] = pools[u&63][rng.IntN(2000)]
+				}
+				fs[u].FilterAndRecord(cand, 20, RecordReturned, t0, &s)
+			}
+		})
+	}
+}

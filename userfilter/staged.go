@@ -229,7 +229,10 @@ func (f *Filter) addStaged(g *generation) bool {
 // each of its fingerprints.
 func (g *generation) seal(p *sharedProfile, l layer) {
 	i := len(g.layers) - 1
-	fps := g.fingerprints(i, make([]uint64, 0, int(g.n)))
+	scratch := getFingerprints(int(g.n))
+	defer putFingerprints(scratch)
+	fps := g.fingerprints(i, *scratch)
+	*scratch = fps
 	start := uint64(l.off)
 	// Clear the staged set and buffer: words past the slab's length are
 	// kept zero, and the Bloom layer starts clear.
