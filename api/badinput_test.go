@@ -66,10 +66,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		batch    = "/v1/namespaces/default/filter"
 	)
 	long := strings.Repeat("x", api.DefaultMaxItemBytes+1)
-	// A filter of one item whose first layer is sized for a million: a few
-	// dozen bytes encoded (60), 1.9 MB of bits once decoded, over the
-	// 256 KiB this server imports.
-	wide, err := userfilter.New(userfilter.Profile{FPRate: 0.01, InitialCapacity: 1 << 20})
+	// A Bloom filter of one item whose first layer is sized for a million:
+	// a few dozen bytes encoded (60), 1.9 MB of bits once decoded, over the
+	// 256 KiB this server imports. (A staged or compact filter's newest
+	// layer grows with its items, so it cannot be made that wide.)
+	wide, err := userfilter.New(userfilter.Profile{Kind: userfilter.KindBloom, FPRate: 0.01, InitialCapacity: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

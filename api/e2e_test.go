@@ -143,7 +143,7 @@ func TestUserStats(t *testing.T) {
 		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
 	}
 	st := r.JSON200
-	if st.Items != 3 || st.Kind != "bloom" || !st.Hot || st.Bits == 0 || st.TargetFpRate != 0.01 || st.LastSeen.IsZero() {
+	if st.Items != 3 || st.Kind != "staged" || !st.Hot || st.Bits == 0 || st.TargetFpRate != 0.01 || st.LastSeen.IsZero() {
 		t.Fatalf("stats: %+v", st)
 	}
 	// A dry run does not make a user of a stranger.
@@ -270,14 +270,14 @@ func TestNamespaces(t *testing.T) {
 	for _, n := range l.JSON200.Namespaces {
 		names = append(names, n.Name)
 	}
-	if !slices.Equal(names, []string{"capped", "compact", "default", "staged"}) {
+	if !slices.Equal(names, []string{"bloom", "capped", "compact", "default", "staged"}) {
 		t.Fatalf("namespaces %v", names)
 	}
 	g, err := c.GetNamespaceWithResponse(ctx, "capped")
 	if err != nil || g.JSON200 == nil {
 		t.Fatalf("get: %v %d %s", err, g.StatusCode(), g.Body)
 	}
-	if n := g.JSON200; n.MaxItems != 5 || n.FpRate != 0.01 || n.Kind != "bloom" || n.Window != 0 || n.InitialCapacity == 0 {
+	if n := g.JSON200; n.MaxItems != 5 || n.FpRate != 0.01 || n.Kind != "staged" || n.Window != 0 || n.InitialCapacity == 0 {
 		t.Fatalf("capped: %+v", n)
 	}
 	g, _ = c.GetNamespaceWithResponse(ctx, "nope")
@@ -343,8 +343,8 @@ func testKindEndToEnd(t *testing.T, kind userfilter.Kind) {
 	if !slices.Equal(got.Unseen, []string{"new"}) {
 		t.Fatalf("after a merged import v has not seen %v", got.Unseen)
 	}
-	// A Bloom namespace refuses the export: the profiles differ.
-	im, _ = c.ImportUserWithBodyWithResponse(ctx, "default", "w", nil, "application/octet-stream", bytes.NewReader(ex.Body))
+	// A namespace of another kind refuses the export: the profiles differ.
+	im, _ = c.ImportUserWithBodyWithResponse(ctx, "bloom", "w", nil, "application/octet-stream", bytes.NewReader(ex.Body))
 	if im.ApplicationproblemJSON400 == nil || im.ApplicationproblemJSON400.Type != "https://seenapi.dev/problems/bad-import" {
 		t.Fatalf("%v export into a Bloom namespace: %d %s", kind, im.StatusCode(), im.Body)
 	}
@@ -363,7 +363,7 @@ func TestSaturatedUserSaysSo(t *testing.T) {
 func TestForgetItemsIsUnsupportedForBloomAndStaged(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	for ns, kind := range map[string]string{"default": "bloom", "staged": "staged"} {
+	for ns, kind := range map[string]string{"bloom": "bloom", "default": "staged"} {
 		filter(t, c, ns, "u", client.FilterRequest{Candidates: []string{"a"}})
 		r, err := c.ForgetItemsWithResponse(ctx, ns, "u", client.ItemsRequest{Items: []string{"a"}})
 		if err != nil {

@@ -44,13 +44,14 @@ var testKeys = []api.Key{
 	{Role: api.RoleAdmin, Secret: adminKey},
 }
 
-// testNamespaces are "default", "capped" (a user holds at most 5 items),
-// "compact" (the compact kind) and "staged" (the staged kind).
+// testNamespaces are "default" (the staged kind), "capped" (a user holds at
+// most 5 items), "bloom", "compact" and "staged", one of each kind.
 func testNamespaces() []eviction.Namespace {
 	capped := userfilter.DefaultProfile()
 	capped.MaxItems = 5
 	return []eviction.Namespace{
 		{Name: "default", Profile: userfilter.DefaultProfile()},
+		{Name: "bloom", Profile: userfilter.Profile{Kind: userfilter.KindBloom}.WithDefaults()},
 		{Name: "capped", Profile: capped},
 		{Name: "compact", Profile: userfilter.Profile{Kind: userfilter.KindCompact}.WithDefaults()},
 		{Name: "staged", Profile: userfilter.Profile{Kind: userfilter.KindStaged}.WithDefaults()},

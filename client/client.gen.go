@@ -350,7 +350,7 @@ type Namespace struct {
 
 	// Kind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
 	//
-	// Example: bloom
+	// Example: staged
 	Kind NamespaceKind `json:"kind"`
 
 	// MaxItems Items one user holds at most; 0 means no cap.
@@ -366,7 +366,7 @@ type Namespace struct {
 
 // NamespaceKind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
 //
-// Example: bloom
+// Example: staged
 type NamespaceKind string
 
 // NamespaceList defines model for NamespaceList.

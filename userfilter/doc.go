@@ -2,6 +2,11 @@
 // filter (Almeida, Baquero, Preguiça, Hutchison 2007), optionally split into
 // time buckets for a retention window. It does no I/O.
 //
+// Three kinds share the chain of layers described below: KindBloom, the
+// classic construction; KindStaged, the default, whose newest layer holds
+// fingerprints until it fills and is then sealed into a Bloom layer; and
+// KindCompact, whose layers all hold fingerprints and can forget items.
+//
 // # The filter
 //
 // A filter is a chain of partitioned Bloom layers. Layer i is built for
@@ -26,7 +31,7 @@
 // early exit on the first zero bit. Hashes and positions are persisted and
 // pinned by golden tests (testdata/golden).
 //
-// The defaults (c0 = 12, s = 1.5, r = 0.9) come from BenchmarkProfiles:
+// The Bloom kind's defaults (c0 = 12, s = 1.5, r = 0.9) come from BenchmarkProfiles:
 // in-memory bits against the Bloom bound 1.44*log2(1/p) per item, averaged
 // over n log-uniform in [100, 1e5] and at worst, the layers at 1e5 items and
 // the ns per candidate of the one call at 1e5 items (one run, p = 1%):
@@ -113,8 +118,7 @@
 // touched are rebuilt, so a full layer may then hold fewer than its
 // capacity. BenchmarkForget (one run): forgetting 20 items takes 22 us at
 // 1,000 items and 2.2 ms at 100,000, where merging a 20-item filter takes
-// 21 us and 3.5 ms. Bloom stays the default: a namespace chooses compact
-// with kind: compact.
+// 21 us and 3.5 ms. A namespace chooses compact with kind: compact.
 //
 // # The staged kind
 //
@@ -151,6 +155,11 @@
 // more to grow (BenchmarkFilterAndRecordGrowing: 198 and 203 ns a
 // candidate at 1e3 and 1e5 items against the Bloom kind's 181 and 186;
 // compact 316 and 330). Like a Bloom filter it cannot forget items.
+//
+// It is the default kind (DefaultKind): the Bloom kind's memory, a layer
+// allocated whole when it opens, was the one target the Bloom chain could
+// not reach with any c0, s and r. Filters keep the kind they were built
+// with, so Bloom filters written before go on working.
 //
 // # Retention window
 //

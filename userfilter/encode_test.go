@@ -56,7 +56,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 }
 
 // kinds are the default profile of each kind.
-var kinds = map[string]Profile{"bloom": DefaultProfile(), "compact": {Kind: KindCompact}, "staged": {Kind: KindStaged}}
+var kinds = map[string]Profile{"bloom": {Kind: KindBloom}, "compact": {Kind: KindCompact}, "staged": {Kind: KindStaged}}
 
 func TestSmallUserEncodesSmall(t *testing.T) {
 	for name, p := range kinds {
@@ -117,10 +117,12 @@ func goldenCases() map[string]*Filter {
 		f.Add(items("golden", n), at)
 		out[name] = f
 	}
-	mk("default-10", DefaultProfile(), 10, t0)
-	mk("default-300", DefaultProfile(), 300, t0)
-	mk("p0.001-50", Profile{FPRate: 0.001}, 50, t0)
-	mk("window-40", Profile{Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
+	// The Bloom kind's, pinned since its first encoding (the files were
+	// named default-* while Bloom was the default kind).
+	mk("bloom-10", Profile{Kind: KindBloom}, 10, t0)
+	mk("bloom-300", Profile{Kind: KindBloom}, 300, t0)
+	mk("bloom-p0.001-50", Profile{Kind: KindBloom, FPRate: 0.001}, 50, t0)
+	mk("bloom-window-40", Profile{Kind: KindBloom, Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)
 	mk("compact-10", Profile{Kind: KindCompact}, 10, t0)
 	mk("compact-3000", Profile{Kind: KindCompact}, 3000, t0)
 	mk("compact-window-40", Profile{Kind: KindCompact, Window: 72 * time.Hour, Granularity: 24 * time.Hour}, 40, t0)

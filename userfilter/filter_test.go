@@ -32,14 +32,15 @@ func items(prefix string, n int) []string {
 func profiles() map[string]Profile {
 	return map[string]Profile{
 		"default":        DefaultProfile(),
-		"p0.1%":          {FPRate: 0.001},
-		"tiny-c0":        {InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
-		"big-c0":         {InitialCapacity: 4096, Growth: 4, Tightening: 0.9},
-		"window":         {Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
-		"window4":        {Window: 30 * 24 * time.Hour},
-		"capped":         {MaxItems: 5000},
-		"loose-p":        {FPRate: 0.2},
-		"window+cap":     {Window: time.Hour, Granularity: time.Minute, MaxItems: 300},
+		"bloom":          {Kind: KindBloom},
+		"p0.1%":          {Kind: KindBloom, FPRate: 0.001},
+		"tiny-c0":        {Kind: KindBloom, InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
+		"big-c0":         {Kind: KindBloom, InitialCapacity: 4096, Growth: 4, Tightening: 0.9},
+		"window":         {Kind: KindBloom, Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"window4":        {Kind: KindBloom, Window: 30 * 24 * time.Hour},
+		"capped":         {Kind: KindBloom, MaxItems: 5000},
+		"loose-p":        {Kind: KindBloom, FPRate: 0.2},
+		"window+cap":     {Kind: KindBloom, Window: time.Hour, Granularity: time.Minute, MaxItems: 300},
 		"compact":        {Kind: KindCompact},
 		"compact-tiny":   {Kind: KindCompact, InitialCapacity: 1, Growth: 1.5, Tightening: 0.5},
 		"compact-window": {Kind: KindCompact, Window: 30 * 24 * time.Hour, Granularity: 24 * time.Hour},
@@ -254,7 +255,7 @@ func TestStatsAreExact(t *testing.T) {
 }
 
 func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
-	f := mustNew(t, DefaultProfile())
+	f := mustNew(t, Profile{Kind: KindBloom})
 	f.Add([]string{"a"}, t0)
 	// Give the one generation a full second layer of one slice that takes
 	// it to a few bits short of maxBitsTotal: the next layer would pass it.
@@ -276,41 +277,47 @@ func TestAFilterStopsGrowingAtTheLargestSizeDecodeReads(t *testing.T) {
 }
 
 func TestFiltersOfOneProfileShareItsLayers(t *testing.T) {
-	a, b := mustNew(t, DefaultProfile()), mustNew(t, DefaultProfile())
-	a.Add(items("a", 200), t0)
-	b.Add(items("b", 50), t0)
-	d, err := Decode(encode(t, a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := a.Stats(t0).Items
-	c := a.Clone()
-	c.Add(items("c", 300), t0)
-	table := &a.p.layers[0]
-	for name, f := range map[string]*Filter{"grown": a, "smaller": b, "decoded": d, "clone grown further": c} {
-		g := f.gens[0]
-		if len(g.layers) < 2 || &g.layers[0] != table {
-			t.Fatalf("%s: %d layers of its own, want a prefix of the profile's", name, len(g.layers))
+	for _, k := range []struct {
+		kind           Kind
+		a, b, c, least int // items of the grown, smaller and clone's; layers of a grown one
+	}{{KindBloom, 200, 50, 300, 2}, {KindStaged, 600, 50, 3000, 2}} {
+		p := Profile{Kind: k.kind}
+		a, b := mustNew(t, p), mustNew(t, p)
+		a.Add(items("a", k.a), t0)
+		b.Add(items("b", k.b), t0)
+		d, err := Decode(encode(t, a))
+		if err != nil {
+			t.Fatal(err)
 		}
-		// A windowless filter's generation is inside it: one object and
-		// its bits.
-		if !f.inline() {
-			t.Fatalf("%s: its generation is outside the filter", name)
+		held := a.Stats(t0).Items
+		c := a.Clone()
+		c.Add(items("c", k.c), t0)
+		for name, f := range map[string]*Filter{"grown": a, "smaller": b, "decoded": d, "clone grown further": c} {
+			g := f.gens[0]
+			if (name != "smaller" && len(g.layers) < k.least) || !f.p.sharesLayers(g.layers) || f.p != a.p {
+				t.Fatalf("%v %s: %d layers of its own, want the profile's", k.kind, name, len(g.layers))
+			}
+			// A windowless filter's generation is inside it: one object and
+			// its bits.
+			if !f.inline() {
+				t.Fatalf("%v %s: its generation is outside the filter", k.kind, name)
+			}
+			want := int(unsafe.Sizeof(*f)) + 8*cap(g.slab)
+			if got := f.MemoryBytes(); got != want {
+				t.Fatalf("%v %s: MemoryBytes %d, want %d: the filter (with its generation) and its bits", k.kind, name, got, want)
+			}
 		}
-		want := int(unsafe.Sizeof(*f)) + 8*cap(g.slab)
-		if got := f.MemoryBytes(); got != want {
-			t.Fatalf("%s: MemoryBytes %d, want %d: the filter (with its generation) and its bits", name, got, want)
+		if n := len(a.gens[0].layers); n >= len(c.gens[0].layers) || a.Stats(t0).Items != held || !a.Test("a:199", t0) || a.Test("c:0", t0) {
+			t.Fatalf("%v: growing a clone changed the original", k.kind)
 		}
-	}
-	if n := len(a.gens[0].layers); n >= len(c.gens[0].layers) || a.Stats(t0).Items != held || !a.Test("a:199", t0) || a.Test("c:0", t0) {
-		t.Fatal("growing a clone changed the original")
 	}
 }
 
 func TestAFilterOfOtherShapesKeepsItsOwnLayers(t *testing.T) {
 	// A first layer with a wider slice than the profile's table says, as a
-	// filter written by a build that sized layers differently would have.
-	a := mustNew(t, DefaultProfile())
+	// Bloom filter written by a build that sized layers differently would
+	// have.
+	a := mustNew(t, Profile{Kind: KindBloom})
 	l0 := a.p.layers[0]
 	l0.slice += 8
 	a.gens = []generation{{}}

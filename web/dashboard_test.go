@@ -67,14 +67,14 @@ func TestLookUpFormLinksToTheUser(t *testing.T) {
 
 // recordItems records n items ("item:0", ...) for user in the default
 // namespace and returns the user's stats as the API gives them.
-func (s *suite) recordItems(t *testing.T, user string, n int) *client.UserStats {
+func (s *suite) recordItems(t *testing.T, ns, user string, n int) *client.UserStats {
 	t.Helper()
 	items := make([]string, n)
 	for i := range items {
 		items[i] = fmt.Sprintf("item:%d", i)
 	}
-	s.svc.record(t, s.keys.write, "default", user, items...)
-	resp, err := s.svc.api(t, s.keys.read).GetUserWithResponse(context.Background(), "default", user)
+	s.svc.record(t, s.keys.write, ns, user, items...)
+	resp, err := s.svc.api(t, s.keys.read).GetUserWithResponse(context.Background(), ns, user)
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("get user: %v %s", err, resp.Body)
 	}
@@ -90,28 +90,36 @@ func (s *suite) readTab(t *testing.T) *tab {
 	return tb
 }
 
-// showUser opens the page of user, of the default namespace, and waits
-// until it shows the user's items.
-func (tb *tab) showUser(user string, items int) {
+// showUser opens the page of user, of namespace ns, and waits until it
+// shows the user's items.
+func (tb *tab) showUser(ns, user string, items int) {
 	tb.t.Helper()
-	tb.open(fragment("default", user))
+	tb.open(fragment(ns, user))
 	tb.waitText("#user-items", strconv.Itoa(items))
 }
 
 func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	s := setup(t)
 	user := "web/deep link é+?&#" + userID(t) // every character that needs encoding in a path or a fragment
-	api := s.recordItems(t, user, 40)
+	// 600 items fill the default (staged) filter's first layer (512), which
+	// is sealed, and start a second.
+	api := s.recordItems(t, "default", user, 600)
 	tb := s.readTab(t)
-	tb.showUser(user, 40)
+	tb.showUser("default", user, int(api.Items))
 	if got := tb.text("#user-title"); !strings.Contains(got, user) {
 		t.Errorf("title %q does not name the user %q", got, user)
 	}
-	if api.Layers < 2 {
-		t.Fatalf("40 items made %d layers; the test wants several", api.Layers)
+	if api.Layers != 2 {
+		t.Fatalf("600 items made %d layers; the test wants two", api.Layers)
 	}
 	if got := eval[int](tb, `document.querySelectorAll('#layers .layer .bar').length`); got != api.Layers {
 		t.Errorf("%d layer fill bars, the API says %d layers", got, api.Layers)
+	}
+	// The sealed layer is a Bloom layer of several hashes, the staged one a
+	// set of fingerprints.
+	details := eval[[]string](tb, `[...document.querySelectorAll('#layers .layer-detail')].map((d) => d.textContent)`)
+	if len(details) != 2 || !strings.Contains(details[0], "512 of 512 items") || !strings.Contains(details[0], " hashes · ") || !strings.Contains(details[1], "a fingerprint an item") {
+		t.Errorf("layer details %q, want a full Bloom layer of hashes then one of fingerprints", details)
 	}
 	if got := tb.text("#user-fp-target"); got != "1%" {
 		t.Errorf("target FP rate shown as %q, want 1%%", got)
@@ -135,9 +143,9 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 	s := setup(t)
 	tb := s.readTab(t)
-	// The shares are those of a fresh filter in the default namespace
-	// (1% target): seven items fill its first layer to about 0.0017%,
-	// 0.17% of the target; 57 to about 0.3%, 30% of it.
+	// The shares are those of a fresh filter of the Bloom kind (1% target):
+	// seven items fill its first layer to about 0.0017%, 0.17% of the
+	// target; 57 to about 0.3%, 30% of it.
 	for _, tc := range []struct {
 		items int
 		ok    func(share float64) bool
@@ -149,12 +157,12 @@ func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 			func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
 	} {
 		user := userID(t)
-		st := s.recordItems(t, user, tc.items)
+		st := s.recordItems(t, "classic", user, tc.items)
 		share := float64(st.FpRate) / float64(st.TargetFpRate) * 100
 		if !tc.ok(share) {
 			t.Fatalf("%d items: the user's rate is %v%% of the target, not the share the test wants", tc.items, share)
 		}
-		tb.showUser(user, tc.items)
+		tb.showUser("classic", user, tc.items)
 		want := tc.want(share) + "% of the target rate."
 		if got := tb.text("#user-fp-ratio"); got != want {
 			t.Errorf("%d items: the rate's share of the target reads %q, want %q", tc.items, got, want)
@@ -187,8 +195,8 @@ func TestRatesBesideTheBarsKeepToOneLine(t *testing.T) {
 	s := setup(t)
 	tb := s.readTab(t)
 	user := userID(t)
-	s.recordItems(t, user, 3)
-	tb.showUser(user, 3)
+	s.recordItems(t, "classic", user, 3) // a Bloom filter: of a staged one, 3 items read 0.0011%
+	tb.showUser("classic", user, 3)
 	if got := tb.text("#user-fp"); got != "< 0.0001%" {
 		t.Fatalf("a 3-item user's rate reads %q; the test wants the longest text, < 0.0001%%", got)
 	}
@@ -527,8 +535,8 @@ func TestNamespacesTableShowsTheDefaultProfile(t *testing.T) {
 	tb.useKey(s.keys.read)
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the default namespace's row")
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="default"]').cells].map((c) => c.textContent)`)
-	if len(cells) < 4 || cells[0] != "default" || cells[1] != "bloom" || cells[2] != "1%" || cells[3] != "none" {
-		t.Errorf("default namespace row = %q, want default, bloom, 1%%, none, ...", cells)
+	if len(cells) < 4 || cells[0] != "default" || cells[1] != "staged" || cells[2] != "1%" || cells[3] != "none" {
+		t.Errorf("default namespace row = %q, want default, staged, 1%%, none, ...", cells)
 	}
 }
 

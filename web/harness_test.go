@@ -72,8 +72,11 @@ var (
 	shared suite
 )
 
-// namespacesYAML adds a windowed namespace and a compact one to "default".
-const namespacesYAML = `feed:
+// namespacesYAML adds a windowed namespace, a compact one and a Bloom one
+// to "default" (staged).
+const namespacesYAML = `classic:
+  kind: bloom
+feed:
   fp_rate: 0.01
   window: 30d
   granularity: 7.5d
