@@ -136,25 +136,32 @@
 // (one run, p = 1%; "alloc" counts the slabs' capacity, the other rows'
 // figures the words in use):
 //
-//	c0    s  r    layers@1e5  ns/cand@1e5  mem/bound mean  worst  alloc mean  worst
-//	512   4  0.6  5            72          1.552           1.785  1.677       1.956
-//	256   4  0.6  6            92          1.570           1.824  1.695       1.960
-//	512   3  0.6  6            92          1.556           1.823  1.678       1.960
-//	1024  4  0.5  5           116          1.521           1.780  1.652       1.952
-//	256   2  0.7  9           100          1.625           1.919  1.738       1.999
-//	128   4  0.7  6            79          1.605           1.802  1.733       1.952
-//	512   8  0.6  4            79          1.562           1.798  1.699       1.953
+//	c0    s    r    layers@1e5  ns/cand@1e5  mem/bound mean  worst  alloc mean  worst
+//	512   4    0.6  5            81          1.552           1.785  1.716       1.956
+//	256   4    0.6  6           105          1.570           1.824  1.725       1.960
+//	512   3    0.6  6           107          1.556           1.823  1.717       1.960
+//	1024  4    0.5  5           115          1.521           1.780  1.698       2.020
+//	256   2    0.7  9           114          1.625           1.919  1.774       1.999
+//	128   4    0.7  6            86          1.605           1.802  1.757       1.952
+//	512   8    0.6  4            82          1.562           1.798  1.745       1.953
 //
-// c0 = 512, s = 4, r = 0.6 keeps both memory targets (1.7 and 2.3)
-// counted either way, where the Bloom kind's defaults take 2.18x and
-// 2.81x (by capacity 2.31x and 2.87x), and a 10-item user encodes to 48
-// bytes. A staged filter
-// costs about what a Bloom one does a candidate (BenchmarkFilterAndRecord,
-// one run, against bloom/v3's 43.38, 43.46 and 55.53 ns: 9.20 ns at 10
-// items, 45.55 at 1e3, 72.45 at 1e5, 0.21x, 1.05x and 1.30x) and a little
-// more to grow (BenchmarkFilterAndRecordGrowing: 198 and 203 ns a
-// candidate at 1e3 and 1e5 items against the Bloom kind's 181 and 186;
-// compact 316 and 330). Like a Bloom filter it cannot forget items.
+// (With the Bloom kind's c0 = 12, s = 1.5, r = 0.9, a staged filter takes
+// 1.886 and 2.056: small layers seal often, and each sealed one is Bloom.)
+// c0 = 512, s = 4, r = 0.6 keeps both memory targets (1.7 and 2.3) in the
+// words in use, where the Bloom kind's defaults take 2.18x and 2.81x;
+// counted by the slabs' capacity (room to grow ahead of the staged layer,
+// see growSlab, and the allocator's size classes) it takes 1.716x, over
+// 1.7 by 1%, and 1.956x (the Bloom kind 2.31x and 2.87x). A 10-item user
+// encodes to 48 bytes. A staged filter costs about what a Bloom one does a
+// candidate: in BenchmarkFilterAndRecord (one run) 9.50, 50.15 and 79.20 ns
+// at 10, 1e3 and 1e5 items against bloom/v3's 44.69, 44.56 and 57.26
+// (0.21x, 1.13x and 1.38x; the Bloom kind 9.36, 51.94 and 66.62), and in
+// five more runs at 1e5 items 78 to 83 ns against 54 to 59. It takes a
+// little more to grow (BenchmarkFilterAndRecordGrowing: 219 and 235 ns a
+// candidate at 1e3 and 1e5 items against the Bloom kind's 182 and 186;
+// compact 297 and 317), and allocates about what the Bloom kind does a
+// feed call (BenchmarkFeedCall: 133 B against 142). Like a Bloom filter it
+// cannot forget items.
 //
 // It is the default kind (DefaultKind): the Bloom kind's memory, a layer
 // allocated whole when it opens, was the one target the Bloom chain could
