@@ -471,9 +471,17 @@ func (g *generation) appendFingerprints(b []byte, i int) []byte {
 	}
 	w := g.set(l)
 	if efLen(w) != n { // a buffer: the set as it will be once merged
-		fps := g.fingerprints(i, nil)
-		w = make([]uint64, efWords(n, f))
-		efBuild(w, fps, f)
+		// Through pooled scratch lists: write-back encodes the users of
+		// large sets often, and these were a sixth of what a loaded server
+		// allocated with staged filters.
+		fps := getFingerprints(int(n))
+		defer putFingerprints(fps)
+		*fps = g.fingerprints(i, *fps)
+		set := getFingerprints(efWords(n, f))
+		defer putFingerprints(set)
+		w = (*set)[:efWords(n, f)]
+		clear(w)
+		efBuild(w, *fps, f)
 	}
 	ns, nh, nl := efParts(n, f)
 	lo, hb := efShape(n, f)
