@@ -282,10 +282,15 @@ func (g *generation) rebuild() {
 // (375 B of a feed call's 491, against the Bloom kind's 142).
 var fingerprintPool = sync.Pool{New: func() any { return new([]uint64) }}
 
-// getFingerprints returns an empty scratch list with room for n.
+// getFingerprints returns an empty scratch list with room for n. A list
+// too small is replaced by one a quarter larger than asked: the set that
+// asks again is usually the same one, grown.
 func getFingerprints(n int) *[]uint64 {
 	p := fingerprintPool.Get().(*[]uint64)
-	*p = slices.Grow((*p)[:0], n)
+	if cap(*p) < n {
+		*p = make([]uint64, 0, n+n/4)
+	}
+	*p = (*p)[:0]
 	return p
 }
 
