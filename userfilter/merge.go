@@ -93,7 +93,7 @@ func (f *Filter) Covers(o *Filter) bool {
 			return false
 		}
 		if f.p.Kind == KindStaged {
-			if !stagedCovers(fg, og, f.p.fpBits) {
+			if !stagedCovers(fg, og) {
 				return false
 			}
 			continue

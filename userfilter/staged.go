@@ -177,10 +177,11 @@ func (p *sharedProfile) stagedLayer(i int, before, off uint64) (layer, bool) {
 // withLayer returns ls[:i] then l: a table of p when one matches, else a
 // slice of its own.
 func (p *sharedProfile) withLayer(ls []layer, i int, l layer) []layer {
-	for _, t := range [][]layer{p.layers, nil} {
-		if t == nil && i < len(p.staged) {
-			t = p.staged[i]
-		}
+	var staged []layer // the table of layer i staged, if there is one
+	if i < len(p.staged) {
+		staged = p.staged[i]
+	}
+	for _, t := range [2][]layer{p.layers, staged} {
 		if i < len(t) && t[i] == l && slices.Equal(t[:i], ls[:i]) {
 			return t[: i+1 : i+1]
 		}
@@ -312,10 +313,6 @@ func (f *Filter) mergeStaged(o *Filter) {
 				}
 			}
 		}
-		ng.n = 0
-		if nl > 1 {
-			ng.n = ng.layers[nl-2].cap
-		}
 		l, _ := f.p.stagedLayer(nl-1, before, ng.bloomEnd())
 		ng.placeStaged(f.p, l, newest)
 		fg.slab, fg.layers, fg.n = ng.slab, ng.layers, ng.n
@@ -342,7 +339,7 @@ func spanMask(w, from, to uint64) uint64 {
 // stagedCovers is Covers for the generations of staged filters: og's
 // sealed bits are set in fg, and og's staged fingerprints are in fg's
 // layer of the same index, staged or sealed.
-func stagedCovers(fg, og *generation, fpb []uint8) bool {
+func stagedCovers(fg, og *generation) bool {
 	for i := range og.layers {
 		ol, fl := &og.layers[i], &fg.layers[i]
 		switch {
