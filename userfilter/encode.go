@@ -513,9 +513,12 @@ func (f *Filter) decodeFingerprints(d *decoder, g *generation, li int, before ui
 	if d.err != nil {
 		return layer{}, d.err
 	}
-	want, ok := f.p.compactLayer(li, before, 0)
+	var want layer
+	var ok bool
 	if f.p.Kind == KindStaged {
 		want, ok = f.p.stagedLayer(li, before, g.used())
+	} else {
+		want, ok = f.p.compactLayer(li, before, 0)
 	}
 	if form != formFingerprints<<6 || !ok || fb != uint64(want.slice) {
 		return layer{}, fmt.Errorf("%w: layer %d form %d, %d fingerprint bits", ErrCorrupt, li, form, fb)

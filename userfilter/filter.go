@@ -228,7 +228,8 @@ func (f *Filter) ExpiresAt() time.Time {
 // for other kinds).
 func (g *generation) test(h Hash, fpb []uint8) bool {
 	if fpb != nil {
-		return g.stest(h, fpb)
+		v := g.stagedView()
+		return g.stest(&v, h, fpb)
 	}
 	if len(g.layers) > 0 && g.layers[0].compact() {
 		return g.ctest(h)

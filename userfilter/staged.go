@@ -82,19 +82,25 @@ func fmix64(k uint64) uint64 {
 	return k ^ k>>33
 }
 
-// stest is test for a staged generation; fpb is the profile's fpBits.
-func (g *generation) stest(h Hash, fpb []uint8) bool {
+// stest is test for a staged generation: v is the view of its staged
+// layer (stagedView), fpb the profile's fpBits.
+func (g *generation) stest(v *efView, h Hash, fpb []uint8) bool {
 	last := len(g.layers) - 1
-	if last < 0 {
-		return false
-	}
-	if g.layers[last].compact() {
-		if v := g.view(last); v.holds(h) {
+	if last >= 0 && g.layers[last].compact() {
+		if v.holds(h) {
 			return true
 		}
 		last--
 	}
 	return g.sealedTest(last, h, fpb)
+}
+
+// stagedView is the view of g's staged layer (empty without one).
+func (g *generation) stagedView() efView {
+	if n := len(g.layers); n > 0 && g.layers[n-1].compact() {
+		return g.view(n - 1)
+	}
+	return efView{}
 }
 
 // sealedTest tests the sealed layers 0 to last of g, newest first.
@@ -109,17 +115,12 @@ func (g *generation) sealedTest(last int, h Hash, fpb []uint8) bool {
 	return false
 }
 
-// stagedViews returns views, emptied, with the view of the staged layer of
-// each of gens (an empty view for a generation without one).
+// stagedViews returns views, emptied, with the stagedView of each of
+// gens: Select works them out once a call.
 func stagedViews(gens []generation, views []efView) []efView {
 	views = views[:0]
 	for gi := range gens {
-		g := &gens[gi]
-		if n := len(g.layers); n > 0 && g.layers[n-1].compact() {
-			views = append(views, g.view(n-1))
-		} else {
-			views = append(views, efView{})
-		}
+		views = append(views, gens[gi].stagedView())
 	}
 	return views
 }
@@ -127,15 +128,7 @@ func stagedViews(gens []generation, views []efView) []efView {
 // testStaged is testLive for staged generations with their stagedViews.
 func testStaged(gens []generation, views []efView, h Hash, fpb []uint8) bool {
 	for i := len(gens) - 1; i >= 0; i-- {
-		g := &gens[i]
-		last := len(g.layers) - 1
-		if last >= 0 && g.layers[last].compact() {
-			if views[i].holds(h) {
-				return true
-			}
-			last--
-		}
-		if g.sealedTest(last, h, fpb) {
+		if gens[i].stest(&views[i], h, fpb) {
 			return true
 		}
 	}
