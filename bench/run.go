@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +65,8 @@ type RunOptions struct {
 	Clock               func() time.Time
 	// CPUProfile, if set, is where a CPU profile of the harness process
 	// during the saturation phase is written (for seenapi-inproc, the hot
-	// set's own costs with the client's). Default none.
+	// set's own costs with the client's), and the open loop's beside it
+	// (openProfile). Default none.
 	CPUProfile string
 }
 
@@ -733,7 +736,14 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		// The open loop's workers only carry the calls in flight at half of
 		// saturation, which the first level's twice has room for; more
 		// would spread the calls over more connections than before Levels.
-		if res.Open, err = r.openLoop(mctx, name, res.OpenTarget, 2*o.Concurrency, o.Duration); err != nil || stopped() {
+		if stopProfile, err = startProfile(openProfile(o.CPUProfile)); err != nil {
+			return res, err
+		}
+		res.Open, err = r.openLoop(mctx, name, res.OpenTarget, 2*o.Concurrency, o.Duration)
+		if perr := stopProfile(); err == nil {
+			err = perr
+		}
+		if err != nil || stopped() {
 			return res, err
 		}
 		if u1, err = takeUsage(sys); err != nil {
@@ -847,6 +857,18 @@ func cores(cpu, elapsed time.Duration) float64 {
 
 // startProfile starts a CPU profile into path (nothing if path is empty)
 // and returns the function that stops it.
+// openProfile is where the open loop's profile goes when the saturation
+// phase's goes to path: its name with "-open" before the extension. At half
+// load a call costs the client and the server more CPU than at saturation
+// (wake-ups instead of batches), and this shows where.
+func openProfile(path string) string {
+	if path == "" {
+		return ""
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-open" + ext
+}
+
 func startProfile(path string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil

@@ -112,7 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	granularity := fs.String("window-granularity", "", "bucket width of the window (default window/4)")
 	windowSpeed := fs.String("window-speed", "10d", "simulated time per real second of the window run's clock")
 	fs.BoolVar(&c.noJournal, "inproc-no-journal", false, "run the in-process hot set without its journal (to measure what the journal costs; not the product's durability)")
-	fs.BoolVar(&c.cpuProfile, "cpuprofile", false, "write a CPU profile of the harness (client, and the hot set for seenapi-inproc) during each saturation phase to --out")
+	fs.BoolVar(&c.cpuProfile, "cpuprofile", false, "write a CPU profile of the harness (client, and the hot set for seenapi-inproc) during each saturation phase to --out, and one of each open loop beside it (-open.pprof)")
 	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
