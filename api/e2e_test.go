@@ -656,6 +656,9 @@ func isSubsequence(sub, s []string) bool {
 	return len(sub) == 0
 }
 
+// sink keeps an allocation from being optimized away.
+var sink []byte
+
 func TestStatsGiveTheCollectorsWork(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
@@ -669,7 +672,11 @@ func TestStatsGiveTheCollectorsWork(t *testing.T) {
 	before := stats().Collector
 	runtime.GC() // the server runs in this process
 	runtime.GC()
+	sink = make([]byte, 1<<20) // allocated between the two readings
 	after := stats().Collector
+	if after.AllocatedBytes < before.AllocatedBytes+1<<20 {
+		t.Errorf("allocated %d then %d bytes across an allocation of 1 MiB", before.AllocatedBytes, after.AllocatedBytes)
+	}
 	if after.Cycles < before.Cycles+2 {
 		t.Errorf("collections %d then %d after two forced ones", before.Cycles, after.Cycles)
 	}

@@ -34,12 +34,16 @@ type CollectorStats struct {
 	BusyCPUSeconds float64 `json:"busy_cpu_seconds"` // CPU the whole process took (the collector's included)
 	HeapLiveBytes  uint64  `json:"heap_live_bytes"`  // heap found live by the last collection
 	HeapGoalBytes  uint64  `json:"heap_goal_bytes"`  // heap size at which the next one starts
+	// AllocatedBytes is what the server allocated on the heap since it
+	// started: the rate of it paces the collections.
+	AllocatedBytes uint64 `json:"allocated_bytes"`
 }
 
 // collectorMetrics are the runtime/metrics CollectorStats reads, in
 // readCollector's order.
 var collectorMetrics = [...]string{"/gc/cycles/total:gc-cycles", "/cpu/classes/gc/total:cpu-seconds",
-	"/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds", "/gc/heap/live:bytes", "/gc/heap/goal:bytes"}
+	"/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds", "/gc/heap/live:bytes", "/gc/heap/goal:bytes",
+	"/gc/heap/allocs:bytes"}
 
 // readCollector reads the collector's figures now.
 func readCollector() CollectorStats {
@@ -61,7 +65,7 @@ func readCollector() CollectorStats {
 		return 0
 	}
 	return CollectorStats{Cycles: u(0), CPUSeconds: f(1), BusyCPUSeconds: max(0, f(2)-f(3)),
-		HeapLiveBytes: u(4), HeapGoalBytes: u(5)}
+		HeapLiveBytes: u(4), HeapGoalBytes: u(5), AllocatedBytes: u(6)}
 }
 
 // counters are the API's figures: lock-free, one atomic per route and per

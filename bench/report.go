@@ -302,17 +302,25 @@ func collectionsNote(res Result) string {
 		}
 		return fmt.Sprintf(", %.1f%% of its CPU", 100*c.CPU.Seconds()/of.Seconds())
 	}
+	perCall := func(c Collected, p Phase) string {
+		if p.Calls <= 0 || c.Allocated == 0 {
+			return ""
+		}
+		return fmt.Sprintf(", %d B allocated a call", c.Allocated/uint64(p.Calls))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s U=%s, collections (the Go runtime's count and CPU estimate): ", res.System, formatUsers(res.Users))
 	if sat, open := res.ServerGCSat, res.ServerGCOpen; sat != nil && open != nil {
-		fmt.Fprintf(&b, "the server's %d at saturation (%s of CPU%s) and %d in the open loop (%s); ",
-			sat.Cycles, ms(sat.CPU), share(*sat, res.Saturation.CPU), open.Cycles, ms(open.CPU))
+		fmt.Fprintf(&b, "the server's %d at saturation (%s of CPU%s%s) and %d in the open loop (%s%s); ",
+			sat.Cycles, ms(sat.CPU), share(*sat, res.Saturation.CPU), perCall(*sat, res.Saturation),
+			open.Cycles, ms(open.CPU), perCall(*open, res.Open))
 	}
 	who := "the client's"
 	if res.CPUInclClient {
 		who = "the client's and the hot set's (one process)"
 	}
-	fmt.Fprintf(&b, "%s %d at saturation (%s) and %d in the open loop (%s).", who,
-		res.ClientGCSat.Cycles, ms(res.ClientGCSat.CPU), res.ClientGCOpen.Cycles, ms(res.ClientGCOpen.CPU))
+	fmt.Fprintf(&b, "%s %d at saturation (%s%s) and %d in the open loop (%s%s).", who,
+		res.ClientGCSat.Cycles, ms(res.ClientGCSat.CPU), perCall(res.ClientGCSat, res.Saturation),
+		res.ClientGCOpen.Cycles, ms(res.ClientGCOpen.CPU), perCall(res.ClientGCOpen, res.Open))
 	return b.String()
 }

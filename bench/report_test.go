@@ -112,6 +112,17 @@ func TestCollectionsNoteGivesTheCollectorsCyclesAndShare(t *testing.T) {
 			t.Errorf("note lacks %q: %s", want, got)
 		}
 	}
+	// With what each process allocated, the bytes a call of each phase.
+	res.Open = Phase{Calls: 50}
+	res.ServerGCSat.Allocated, res.ServerGCOpen.Allocated = 30000, 12500
+	res.ClientGCSat.Allocated, res.ClientGCOpen.Allocated = 4000, 1000
+	got = collectionsNote(res)
+	for _, want := range []string{"5.0% of its CPU, 300 B allocated a call)", "(1500 ms, 250 B allocated a call)",
+		"the client's 7 at saturation (30 ms, 40 B allocated a call) and 0 in the open loop (0 ms, 20 B allocated a call)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("note lacks %q: %s", want, got)
+		}
+	}
 	// In-process, the harness's collector is the hot set's too; no server part.
 	res = Result{System: "seenapi-inproc", Users: 1000, Saturation: Phase{Calls: 10}, CPUInclClient: true,
 		ClientGCOpen: Collected{Cycles: 3, CPU: 4 * time.Millisecond}}

@@ -402,8 +402,9 @@ type serverStats struct {
 	Misses     uint64 `json:"misses"`
 	DirtyUsers int64  `json:"dirty_users"`
 	Collector  struct {
-		Cycles     uint64  `json:"cycles"`
-		CPUSeconds float64 `json:"cpu_seconds"`
+		Cycles         uint64  `json:"cycles"`
+		CPUSeconds     float64 `json:"cpu_seconds"`
+		AllocatedBytes uint64  `json:"allocated_bytes"`
 	} `json:"collector"`
 }
 
@@ -429,10 +430,12 @@ func (s *HTTPClient) Backlog(context.Context) (int64, error) {
 	return st.DirtyUsers, err
 }
 
-// ServerGC reads the collector's cycles and CPU from GET /v1/stats.
+// ServerGC reads the collector's cycles and CPU and what the server
+// allocated from GET /v1/stats.
 func (s *HTTPClient) ServerGC(context.Context) (Collected, error) {
 	st, err := s.stats()
-	return Collected{Cycles: st.Collector.Cycles, CPU: seconds(st.Collector.CPUSeconds)}, err
+	return Collected{Cycles: st.Collector.Cycles, CPU: seconds(st.Collector.CPUSeconds),
+		Allocated: st.Collector.AllocatedBytes}, err
 }
 
 // ServerGC reads the server's collector's work.

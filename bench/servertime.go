@@ -153,11 +153,16 @@ func (s *SeenapiHTTP) CallDurations(ctx context.Context) (Histogram, error) {
 type Collected struct {
 	Cycles uint64        `json:"cycles"`
 	CPU    time.Duration `json:"cpu_ns"`
+	// Allocated is what the process allocated on the Go heap
+	// (/gc/heap/allocs:bytes): its rate paces the collections, so bytes a
+	// call say how often they come at a given rate of calls.
+	Allocated uint64 `json:"allocated_bytes"`
 }
 
 // Sub returns c minus an earlier reading of the same process.
 func (c Collected) Sub(earlier Collected) Collected {
-	return Collected{Cycles: c.Cycles - min(earlier.Cycles, c.Cycles), CPU: max(0, c.CPU-earlier.CPU)}
+	return Collected{Cycles: c.Cycles - min(earlier.Cycles, c.Cycles), CPU: max(0, c.CPU-earlier.CPU),
+		Allocated: c.Allocated - min(earlier.Allocated, c.Allocated)}
 }
 
 // since is Sub for readings that may be missing: nil unless both are there.
@@ -179,11 +184,15 @@ type GCReporter interface {
 // selfGC returns this process's collector's work since it started (for
 // seenapi-inproc, the hot set's collections are these).
 func selfGC() Collected {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
 	var c Collected
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		c.Cycles = s[0].Value.Uint64()
+	}
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		c.Allocated = s[2].Value.Uint64()
 	}
 	if s[1].Value.Kind() == metrics.KindFloat64 {
 		c.CPU = seconds(s[1].Value.Float64())

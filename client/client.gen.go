@@ -207,6 +207,11 @@ type CheckResponse struct {
 // at a million), and calls that arrive meanwhile wait. CPU figures are
 // the Go runtime's estimates.
 type CollectorStats struct {
+	// AllocatedBytes What the server allocated on the Go heap since it started. Its
+	// rate paces the collections: over an interval, its growth divided
+	// by the calls served is what a call allocates.
+	AllocatedBytes int64 `json:"allocated_bytes"`
+
 	// BusyCpuSeconds CPU the whole server took, the collector's included.
 	BusyCpuSeconds float64 `json:"busy_cpu_seconds"`
 
