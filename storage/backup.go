@@ -154,7 +154,16 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 				// the source store's journal numbers, not this one's.
 				continue
 			}
-			pending = append(pending, restoreKV{key: kv.Key, value: kv.Value, expiresAt: kv.ExpiresAt})
+			value := kv.Value
+			if kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 {
+				// The source's cover mark counts its journal numbers:
+				// the filter alone is restored.
+				var err error
+				if value, _, err = splitCoverMark(value, kv.UserMeta[0]); err != nil {
+					return fmt.Errorf("%w: %w", ErrBadBackup, err)
+				}
+			}
+			pending = append(pending, restoreKV{key: kv.Key, value: value, expiresAt: kv.ExpiresAt})
 			size += len(kv.Key) + len(kv.Value)
 			if len(pending) >= restoreChunkKeys || size >= restoreChunkBytes {
 				if err := flush(); err != nil {
@@ -345,7 +354,7 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			ns, user, _ := parseFilterKey(key)
 			if err == nil {
 				var stored []byte
-				if stored, err = readValue(item); err == nil {
+				if stored, _, err = readFilter(item); err == nil {
 					value, err = merge(stored, value)
 				}
 			}

@@ -27,7 +27,8 @@
 //	filter:   'f' | uvarint(len(ns)) | ns | user
 //	journal:  'j' | uvarint(len(ns)) | ns | uvarint(len(user)) | user | seq (8 bytes, big-endian)
 //	          (format 1 stores and backups only; Open moves them into the journal files)
-//	cover:    'c' | uvarint(len(ns)) | ns | user   (uvarint journal number the filter covers)
+//	cover:    'c' | uvarint(len(ns)) | ns | user   (uvarint journal number the filter covers;
+//	          format 2 only: format 3 ends the filter's value with it, see metaCoverMark)
 //	meta:     'm' | name              ("mformat": uvarint format version; "mseq": uint64 sequence lease)
 //
 // One namespace's users are a prefix scan of 'f' | uvarint(len(ns)) | ns,
@@ -53,9 +54,9 @@
 // write-back transactions and memtable flushes (stalls of hundreds of
 // milliseconds under load). A segment is deleted once no live record is
 // left in it, so covered records can outlive their write-back in a segment
-// kept for others: each write-back therefore stores, in the same Badger
-// transaction as the filter, the user's cover mark (the journal number
-// below which the filter holds every record), and Open replays the
+// kept for others: each write-back therefore stores, at the end of the
+// filter's value (one Badger entry), the user's cover mark (the journal
+// number below which the filter holds every record), and Open replays the
 // segments skipping what the marks cover. A torn last record (a crash in
 // the middle of a write) is cut off. Delete removes the mark with the
 // filter and writes an erase record, so the user's records never come back

@@ -25,8 +25,35 @@ var (
 	keySeq    = []byte("mseq")    // uint64 BE: highest journal sequence number that may have been used
 )
 
-// FormatVersion is the store format this build writes and reads.
-const FormatVersion = 2
+// FormatVersion is the store format this build writes and reads. Format 3
+// keeps a user's cover mark at the end of its filter's value (flagged by
+// metaCoverMark) rather than under a key of its own; stores of format 2
+// open as they are, their values read as before.
+const FormatVersion = 3
+
+// metaCoverMark, in a filter entry's UserMeta, says its value ends with
+// the user's cover mark: 8 bytes, big-endian, the journal number below
+// which the filter holds every record of the user. One Badger entry a
+// write-back instead of two: the cover key's entry cost as much as the
+// filter's (BenchmarkWriteBack).
+const metaCoverMark byte = 1
+
+// coverMarkLen is the length of the cover mark at the end of a value
+// flagged by metaCoverMark.
+const coverMarkLen = 8
+
+// splitCoverMark returns the filter and the cover mark (0: none) of a
+// filter entry's value and UserMeta.
+func splitCoverMark(v []byte, meta byte) (filter []byte, mark uint64, err error) {
+	if meta&metaCoverMark == 0 {
+		return v, 0, nil
+	}
+	if len(v) < coverMarkLen {
+		return nil, 0, fmt.Errorf("%w: a filter value of %d bytes flagged with a cover mark", ErrCorrupt, len(v))
+	}
+	n := len(v) - coverMarkLen
+	return v[:n:n], binary.BigEndian.Uint64(v[n:]), nil
+}
 
 func checkKey(ns, user string) error {
 	switch {

@@ -493,7 +493,7 @@ func (s *Store) Load(ns, user string) (filter []byte, journal []JournalEntry, er
 		item, err := txn.Get(filterKey(key[:0], ns, user))
 		switch {
 		case err == nil:
-			if filter, err = readValue(item); err != nil {
+			if filter, _, err = readFilter(item); err != nil {
 				return fmt.Errorf("read filter: %w", err)
 			}
 		case !errors.Is(err, badger.ErrKeyNotFound):
@@ -522,6 +522,16 @@ func readValue(item *badger.Item) ([]byte, error) {
 		return nil, fmt.Errorf("%w: value of about %d bytes unreadable in the value log", ErrCorrupt, item.ValueSize())
 	}
 	return v, nil
+}
+
+// readFilter returns a copy of a filter entry's filter and its cover mark
+// (0: none).
+func readFilter(item *badger.Item) (filter []byte, mark uint64, err error) {
+	v, err := readValue(item)
+	if err != nil {
+		return nil, 0, err
+	}
+	return splitCoverMark(v, item.UserMeta())
 }
 
 // Delete removes the user's filter and every journal entry of the user.
@@ -672,7 +682,9 @@ func (s *Store) migrate() error {
 
 // applyCoverMarks drops from the replayed journal the records each user's
 // stored filter already holds (its cover mark), so only the records a
-// crash left unwritten come back.
+// crash left unwritten come back. The mark ends the filter's value, or
+// for a filter last written by format 2 sits under the user's cover key;
+// a user may have both, the key's from before, so the larger counts.
 func (s *Store) applyCoverMarks() error {
 	users := s.wal.users()
 	for start := 0; start < len(users); start += 1024 {
@@ -681,14 +693,28 @@ func (s *Store) applyCoverMarks() error {
 		err := s.db.View(func(txn *badger.Txn) error {
 			for i, u := range page {
 				item, err := txn.Get(coverKey(nil, u[0], u[1]))
-				if errors.Is(err, badger.ErrKeyNotFound) {
+				switch {
+				case err == nil:
+					if err := item.Value(func(v []byte) error { marks[i], _ = binary.Uvarint(v); return nil }); err != nil {
+						return err
+					}
+				case !errors.Is(err, badger.ErrKeyNotFound):
+					return err
+				}
+				item, err = txn.Get(filterKey(nil, u[0], u[1]))
+				switch {
+				case errors.Is(err, badger.ErrKeyNotFound):
+					continue
+				case err != nil:
+					return err
+				case item.UserMeta()&metaCoverMark == 0:
 					continue
 				}
-				if err != nil {
-					return err
-				}
-				if err := item.Value(func(v []byte) error { marks[i], _ = binary.Uvarint(v); return nil }); err != nil {
-					return err
+				// A damaged value leaves its mark unread: the records are
+				// replayed, which is harmless, and the user's load reports
+				// the damage.
+				if _, mark, err := readFilter(item); err == nil {
+					marks[i] = max(marks[i], mark)
 				}
 			}
 			return nil

@@ -112,6 +112,11 @@ type rmQueue struct {
 // walKey is the index key of a user (length-prefixed, so unambiguous).
 func walKey(ns, user string) string { return string(filterKey(nil, ns, user)) }
 
+// walKeyBuf is room for the index key of most users on the stack: a
+// lookup or delete of w.index[string(b)] does not allocate, and write-back
+// looks every written user up (coverMark, cover).
+type walKeyBuf [64]byte
+
 // openWAL replays dir's segments into a new index, truncating a torn tail,
 // and starts a new active segment.
 func openWAL(dir string, sync bool, segBytes int64, logger *slog.Logger, now int64) (*wal, error) {
@@ -237,7 +242,7 @@ func (w *wal) replayRecord(seg *segment, data []byte, off int, now int64) (int, 
 			off: int64(off + walHeader + r.valueOff), n: int32(len(p) - r.valueOff), expiresAt: r.expiresAt})
 	case kindErase:
 		seg.erases++
-		w.dropLocked(key, func(rec walRec) bool { return rec.seq <= r.upTo })
+		w.dropLocked([]byte(key), func(rec walRec) bool { return rec.seq <= r.upTo })
 	}
 	return walHeader + n, true
 }
@@ -430,9 +435,10 @@ func syncDir(dir string) error {
 func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := walKey(ns, user)
+	var kb walKeyBuf
+	key := filterKey(kb[:0], ns, user)
 	upTo := seq
-	for _, r := range w.index[key] {
+	for _, r := range w.index[string(key)] {
 		if !drop(r) {
 			upTo = min(upTo, r.seq-1)
 		}
@@ -455,12 +461,13 @@ func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 func (w *wal) cover(ns, user string, upTo uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.dropLocked(walKey(ns, user), func(r walRec) bool { return r.seq <= upTo })
+	var kb walKeyBuf
+	w.dropLocked(filterKey(kb[:0], ns, user), func(r walRec) bool { return r.seq <= upTo })
 	w.collectLocked()
 }
 
-func (w *wal) dropLocked(key string, drop func(walRec) bool) {
-	recs, ok := w.index[key]
+func (w *wal) dropLocked(key []byte, drop func(walRec) bool) {
+	recs, ok := w.index[string(key)]
 	if !ok {
 		return
 	}
@@ -473,7 +480,7 @@ func (w *wal) dropLocked(key string, drop func(walRec) bool) {
 		}
 	}
 	if len(kept) == 0 {
-		delete(w.index, key)
+		delete(w.index, string(key))
 		// Go maps keep their peak size: rebuild one that has emptied out
 		// (a burst of pending users must not pin its memory for good).
 		// Into a new map sized for what is left: maps.Clone keeps the
@@ -487,7 +494,7 @@ func (w *wal) dropLocked(key string, drop func(walRec) bool) {
 		}
 	} else {
 		clear(recs[len(kept):])
-		w.index[key] = kept
+		w.index[string(key)] = kept
 	}
 }
 
@@ -564,7 +571,8 @@ func (w *wal) load(ns, user string, now int64) ([]JournalEntry, error) {
 func (w *wal) readLive(ns, user string, now int64, fn func(walRec, []byte)) error {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	recs := slices.Clone(w.index[walKey(ns, user)])
+	var kb walKeyBuf
+	recs := slices.Clone(w.index[string(filterKey(kb[:0], ns, user))])
 	slices.SortFunc(recs, func(a, b walRec) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range recs {
 		if r.expiresAt != 0 && r.expiresAt <= now {
@@ -586,7 +594,8 @@ func (w *wal) coverMark(ns, user string, upTo uint64) uint64 {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	var mark uint64
-	for _, r := range w.index[walKey(ns, user)] {
+	var kb walKeyBuf
+	for _, r := range w.index[string(filterKey(kb[:0], ns, user))] {
 		if r.seq <= upTo {
 			mark = max(mark, r.seq)
 		}
@@ -598,7 +607,8 @@ func (w *wal) coverMark(ns, user string, upTo uint64) uint64 {
 func (w *wal) hasValue(ns, user string, value []byte) bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	for _, r := range w.index[walKey(ns, user)] {
+	var kb walKeyBuf
+	for _, r := range w.index[string(filterKey(kb[:0], ns, user))] {
 		if int(r.n) != len(value) {
 			continue
 		}

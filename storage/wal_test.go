@@ -524,3 +524,114 @@ func TestJournalIndexShrinksAfterABurst(t *testing.T) {
 		t.Errorf("heap %d B more than when empty with 10 users pending after %d: the index kept its size", left-base, users)
 	}
 }
+
+// A write-back keeps the user's cover mark at the end of the filter's value,
+// in the one Badger entry: no cover key is written, and the filter reads
+// back without it.
+func TestWriteBackKeepsTheCoverMarkWithTheFilter(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	covered := mustAppend(t, s, "feed", "u", "in the filter")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("filter"), UpTo: covered}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.View(func(txn *badger.Txn) error {
+		if hasPrefix(txn, []byte{prefixCover}) {
+			t.Error("a cover key was written")
+		}
+		item, err := txn.Get(filterKey(nil, "feed", "u"))
+		if err != nil {
+			return err
+		}
+		f, mark, err := readFilter(item)
+		if string(f) != "filter" || mark != covered || err != nil {
+			t.Errorf("stored filter %q, cover mark %d, %v; want %q and %d", f, mark, err, "filter", covered)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, j := mustLoad(t, s, "feed", "u"); string(f) != "filter" || len(j) != 0 {
+		t.Errorf("loaded %q and journal %v", f, journalValues(j))
+	}
+}
+
+// A store of format 2 kept cover marks under keys of their own; opened by
+// this build, they still cover what they covered, and the format is raised.
+func TestFormat2CoverKeysStillCover(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := mustAppend(t, s, "feed", "u", "in the filter")
+	pending := mustAppend(t, s, "feed", "u", "after the write-back")
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyFormat, binary.AppendUvarint(nil, 2)); err != nil {
+			return err
+		}
+		if err := txn.Set(filterKey(nil, "feed", "u"), []byte("format 2 filter")); err != nil {
+			return err
+		}
+		return txn.Set(coverKey(nil, "feed", "u"), binary.AppendUvarint(nil, covered))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := crashCopy(t, s)
+	want := []string{fmtEntry(pending, "after the write-back")}
+	if f, j := mustLoad(t, r, "feed", "u"); string(f) != "format 2 filter" || !slices.Equal(journalValues(j), want) {
+		t.Errorf("after opening the format 2 store: filter %q journal %v, want %v", f, journalValues(j), want)
+	}
+	err = r.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyFormat)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if ver, _ := binary.Uvarint(v); ver != FormatVersion {
+				t.Errorf("format version %d after opening, want %d", ver, FormatVersion)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write-back now moves the mark into the value; the old key, behind
+	// it, changes nothing.
+	if err := r.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("format 3 filter"), UpTo: pending}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	later := mustAppend(t, r, "feed", "u", "later")
+	if f, j := mustLoad(t, crashCopy(t, r), "feed", "u"); string(f) != "format 3 filter" ||
+		!slices.Equal(journalValues(j), []string{fmtEntry(later, "later")}) {
+		t.Errorf("after a format 3 write-back and a crash: filter %q journal %v", f, journalValues(j))
+	}
+}
+
+// A value flagged as ending with a cover mark but too short to hold one is
+// that user's corruption, reported by Load; other users and the store's
+// opening are not hurt.
+func TestTruncatedCoverMarkFailsOnlyThatUser(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	mustAppend(t, s, "feed", "bad", "record")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "good", Value: []byte("fine")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.SetEntry(badger.NewEntry(filterKey(nil, "feed", "bad"), []byte{1, 2, 3}).WithMeta(metaCoverMark))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := crashCopy(t, s) // the replay reads the bad user's mark
+	for _, st := range []*Store{s, r} {
+		if _, _, err := st.Load("feed", "bad"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("load of the damaged user: %v, want ErrCorrupt", err)
+		}
+		if f, _ := mustLoad(t, st, "feed", "good"); string(f) != "fine" {
+			t.Errorf("the other user's filter: %q", f)
+		}
+	}
+}

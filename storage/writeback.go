@@ -155,11 +155,35 @@ func distinctPrefix(ws []Write, max int) int {
 // smallWriteBack is the most users distinctPrefix checks pair by pair.
 const smallWriteBack = 64
 
-// arena holds a transaction's keys and small values back to back: the
+// arena holds a transaction's keys and values back to back: the
 // transaction refers to them until it commits, and one growing buffer a
 // batch replaces two or three allocations a user, which pace the
 // collector.
 type arena []byte
+
+// txnScratch is a write-back transaction's buffers, reused from one
+// transaction to the next (writeBackScratch): a value with its cover mark
+// is a copy of the filter, and a fresh arena a transaction would allocate
+// about as many bytes as it writes.
+type txnScratch struct {
+	keys, values arena
+	prepared     [][]byte
+	marks        []uint64
+}
+
+var writeBackScratch = sync.Pool{New: func() any { return new(txnScratch) }}
+
+// free returns sc to writeBackScratch once the transaction that used it is
+// over (Badger copies keys and values when it commits), keeping no value.
+func (sc *txnScratch) free() {
+	if cap(sc.values) > 4<<20 {
+		sc.values = nil // a batch of huge filters: let it go
+	}
+	sc.keys, sc.values = sc.keys[:0], sc.values[:0]
+	clear(sc.prepared)
+	sc.prepared, sc.marks = sc.prepared[:0], sc.marks[:0]
+	writeBackScratch.Put(sc)
+}
 
 // since returns what was appended from start on, as a slice that later
 // appends never write into (a grown arena leaves it in the old array).
@@ -174,53 +198,80 @@ func (a *arena) since(start int) []byte { return (*a)[start:len(*a):len(*a)] }
 // with pending writes sorts them all, which would make a transaction of n
 // users cost n^2 log n.
 func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []error) (tooBig bool, err error) {
+	sc := writeBackScratch.Get().(*txnScratch)
+	defer sc.free() // once the transaction is over
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	values := make([][]byte, len(ws))
-	var key []byte
 	for i, w := range ws {
-		key = filterKey(key[:0], w.NS, w.User)
-		values[i], errs[i] = prepareValue(txn, key, w, merge, token)
+		start := len(sc.keys)
+		sc.keys = filterKey(sc.keys, w.NS, w.User)
+		key := sc.keys.since(start)
+		v, mark, err := s.prepare(txn, key, w, merge, token)
+		sc.prepared, sc.marks, errs[i] = append(sc.prepared, v), append(sc.marks, mark), err
+		sc.keys = sc.keys[:start]
 	}
-	var keys arena
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
 		}
-		if err := s.setFilter(txn, w, values[i], &keys); err != nil {
-			return errors.Is(err, badger.ErrTxnTooBig), err
-		}
-		if err := s.setCoverMark(txn, w, &keys); err != nil {
+		if err := setFilter(txn, w, sc.prepared[i], sc.marks[i], sc); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
 	}
 	return false, txn.Commit()
 }
 
-// prepareValue returns the value a user's write-back writes: w.Value, or
-// merged into the stored filter when there is one and merge is not nil,
-// unless w comes from the store's only writer, holding token (see Attach).
-// Its errors concern that user only.
-func prepareValue(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) ([]byte, error) {
-	if merge == nil || (token != 0 && w.Writer == token) {
-		return w.Value, nil
+// prepare returns the value a user's write-back writes and the cover mark
+// to store with it (0: none). The value is w.Value, or merged into the
+// stored filter when there is one and merge is not nil, unless w comes
+// from the store's only writer, holding token (see Attach). The mark is
+// the journal number of the last record w covers, or for a write that
+// covers none (a replacement, an import) the mark stored with the filter
+// it overwrites, which still holds for the records that filter covered
+// (format 2 kept it under a key of its own, which such a write left
+// alone): the only read a write-back of the only writer may need. An
+// unreadable stored mark counts as none (its records are then replayed
+// after a restart, harmlessly). The errors concern that user only.
+func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) ([]byte, uint64, error) {
+	mark := s.wal.coverMark(w.NS, w.User, w.UpTo)
+	asIs := merge == nil || (token != 0 && w.Writer == token)
+	if asIs && mark > 0 {
+		return w.Value, mark, nil
 	}
 	item, err := txn.Get(fkey)
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
-		return w.Value, nil
+		return w.Value, mark, nil
+	case asIs:
+		return w.Value, storedMark(item, err), nil
 	case err != nil:
-		return nil, fmt.Errorf("read stored filter: %w", err)
+		return nil, 0, fmt.Errorf("read stored filter: %w", err)
 	}
-	stored, err := readValue(item)
+	stored, was, err := readFilter(item)
 	if err != nil {
-		return nil, fmt.Errorf("read stored filter: %w", err)
+		return nil, 0, fmt.Errorf("read stored filter: %w", err)
 	}
 	value, err := safeMerge(merge, stored, w.Value)
 	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, 0, fmt.Errorf("merge: %w", err)
 	}
-	return value, nil
+	if mark == 0 {
+		mark = was
+	}
+	return value, mark, nil
+}
+
+// storedMark returns the cover mark at the end of a stored filter's value
+// (0: none, or unreadable), reading no copy of the filter.
+func storedMark(item *badger.Item, err error) (mark uint64) {
+	if err != nil || item.UserMeta()&metaCoverMark == 0 {
+		return 0
+	}
+	_ = item.Value(func(v []byte) error {
+		_, mark, _ = splitCoverMark(v, item.UserMeta())
+		return nil
+	})
+	return mark
 }
 
 // safeMerge calls merge, turning a panic in it (a bug met by one user's
@@ -234,11 +285,21 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 	return merge(stored, value)
 }
 
-// setFilter sets the user's filter in txn; its key goes in keys.
-func (s *Store) setFilter(txn *badger.Txn, w Write, value []byte, keys *arena) error {
-	start := len(*keys)
-	*keys = filterKey(*keys, w.NS, w.User)
-	e := badger.NewEntry(keys.since(start), value)
+// setFilter sets the user's filter in txn, ending with the user's cover
+// mark (0: none), so that a replay after a restart skips the records it
+// holds (journal segments outlive the records a write-back covers). Its
+// key, and its value when it carries a mark, go in sc.
+func setFilter(txn *badger.Txn, w Write, value []byte, mark uint64, sc *txnScratch) error {
+	start := len(sc.keys)
+	sc.keys = filterKey(sc.keys, w.NS, w.User)
+	key := sc.keys.since(start)
+	var meta byte
+	if mark > 0 {
+		start = len(sc.values)
+		sc.values = binary.BigEndian.AppendUint64(append(sc.values, value...), mark)
+		value, meta = sc.values.since(start), metaCoverMark
+	}
+	e := badger.NewEntry(key, value).WithMeta(meta)
 	if w.TTL > 0 {
 		e = e.WithTTL(w.TTL)
 	}
@@ -252,16 +313,12 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
-			value, err := prepareValue(txn, fkey, w, merge, token)
+			value, mark, err := s.prepare(txn, fkey, w, merge, token)
 			if err != nil {
 				userErr = err
 				return nil
 			}
-			var keys arena
-			if err := s.setFilter(txn, w, value, &keys); err != nil {
-				return err
-			}
-			return s.setCoverMark(txn, w, &keys)
+			return setFilter(txn, w, value, mark, &txnScratch{})
 		})
 		switch {
 		case userErr != nil:
@@ -274,27 +331,6 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 		break
 	}
 	return nil
-}
-
-// setCoverMark sets, beside the user's filter, the journal number below
-// which the filter holds every record, so the replay at the next Open skips
-// them (journal segments outlive the records a write-back covers).
-// Its key and value go in keys.
-func (s *Store) setCoverMark(txn *badger.Txn, w Write, keys *arena) error {
-	mark := s.wal.coverMark(w.NS, w.User, w.UpTo)
-	if mark == 0 {
-		return nil
-	}
-	start := len(*keys)
-	*keys = coverKey(*keys, w.NS, w.User)
-	key := keys.since(start)
-	start = len(*keys)
-	*keys = binary.AppendUvarint(*keys, mark)
-	e := badger.NewEntry(key, keys.since(start))
-	if w.TTL > 0 {
-		e = e.WithTTL(w.TTL)
-	}
-	return txn.SetEntry(e)
 }
 
 // Attach registers a writer of filters and returns its token, to set as
