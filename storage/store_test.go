@@ -919,3 +919,35 @@ func TestOnlyWriterSkipsTheMergeUntilAnotherWrites(t *testing.T) {
 		t.Fatalf("after a restore: %d merges, stored %x; want 4, 77", merges, stored())
 	}
 }
+
+// distinctPrefix stops before a user's second write, whichever way it looks
+// (pair by pair, its table, a map past a transaction's users), and tells
+// namespaces apart.
+func TestDistinctPrefixStopsAtAUsersSecondWrite(t *testing.T) {
+	writes := func(n, dupAt int) []Write {
+		var ws []Write
+		for i := range n {
+			ns := []string{"feed", "push"}[i%2]
+			ws = append(ws, Write{NS: ns, User: fmt.Sprint("u", i/2)}) // u0 in feed and in push: distinct
+			if i == dupAt {
+				ws = append(ws, Write{NS: "push", User: "u1"})
+			}
+		}
+		return ws
+	}
+	for _, tc := range []struct{ n, dupAt, max, want int }{
+		{10, -1, writeBackChunk, 10},
+		{10, 5, writeBackChunk, 6},
+		{smallWriteBack + 40, -1, writeBackChunk, smallWriteBack + 40},
+		{smallWriteBack + 40, 90, writeBackChunk, 91},
+		{2 * writeBackChunk, -1, writeBackChunk, writeBackChunk},
+		{2 * writeBackChunk, 200, writeBackChunk, 201},
+		{2 * writeBackChunk, 300, writeBackChunk, writeBackChunk},
+		{2 * writeBackChunk, 400, 4 * writeBackChunk, 401},
+		{2 * writeBackChunk, -1, 4 * writeBackChunk, 2 * writeBackChunk},
+	} {
+		if got := distinctPrefix(writes(tc.n, tc.dupAt), tc.max); got != tc.want {
+			t.Errorf("%d writes, the second of push/u1 after %d, max %d: %d, want %d", tc.n, tc.dupAt, tc.max, got, tc.want)
+		}
+	}
+}
