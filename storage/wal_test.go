@@ -559,14 +559,10 @@ func TestWriteBackKeepsTheCoverMarkWithTheFilter(t *testing.T) {
 // A store of format 2 kept cover marks under keys of their own; opened by
 // this build, they still cover what they covered, and the format is raised.
 func TestFormat2CoverKeysStillCover(t *testing.T) {
-	opts := testOptions(t)
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTest(t, testOptions(t))
 	covered := mustAppend(t, s, "feed", "u", "in the filter")
 	pending := mustAppend(t, s, "feed", "u", "after the write-back")
-	err = s.db.Update(func(txn *badger.Txn) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keyFormat, binary.AppendUvarint(nil, 2)); err != nil {
 			return err
 		}
