@@ -85,6 +85,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
  * @typedef {Object} CollectorStats
+ * @property {number} allocated_bytes What the server allocated on the Go heap since it started. Its rate paces the collections: over an interval, its growth divided by the calls served is what a call allocates.
  * @property {number} busy_cpu_seconds CPU the whole server took, the collector's included.
  * @property {number} cpu_seconds CPU the collector took.
  * @property {number} cycles Completed collections.
