@@ -377,20 +377,30 @@ func TestFormat1JournalMovesToTheJournalFiles(t *testing.T) {
 		if hasPrefix(txn, []byte{prefixJournal}) {
 			t.Error("journal keys left in Badger")
 		}
-		item, err := txn.Get(keyFormat)
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			if ver, _ := binary.Uvarint(v); ver != FormatVersion {
-				t.Errorf("format version %d after the upgrade, want %d", ver, FormatVersion)
-			}
-			return nil
-		})
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ver := formatVersion(t, r); ver != FormatVersion {
+		t.Errorf("format version %d after the upgrade, want %d", ver, FormatVersion)
+	}
+}
+
+// formatVersion reads the store's format version.
+func formatVersion(t *testing.T, s *Store) (ver uint64) {
+	t.Helper()
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyFormat)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { ver, _ = binary.Uvarint(v); return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ver
 }
 
 func TestCoveredRecordsStayCoveredAfterARestartOrACrash(t *testing.T) {
@@ -579,20 +589,8 @@ func TestFormat2CoverKeysStillCover(t *testing.T) {
 	if f, j := mustLoad(t, r, "feed", "u"); string(f) != "format 2 filter" || !slices.Equal(journalValues(j), want) {
 		t.Errorf("after opening the format 2 store: filter %q journal %v, want %v", f, journalValues(j), want)
 	}
-	err = r.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyFormat)
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			if ver, _ := binary.Uvarint(v); ver != FormatVersion {
-				t.Errorf("format version %d after opening, want %d", ver, FormatVersion)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
+	if ver := formatVersion(t, r); ver != FormatVersion {
+		t.Errorf("format version %d after opening, want %d", ver, FormatVersion)
 	}
 	// A write-back now moves the mark into the value; the old key, behind
 	// it, changes nothing.
