@@ -707,15 +707,11 @@ func (s *Store) applyCoverMarks() error {
 					continue
 				case err != nil:
 					return err
-				case item.UserMeta()&metaCoverMark == 0:
-					continue
 				}
-				// A damaged value leaves its mark unread: the records are
-				// replayed, which is harmless, and the user's load reports
-				// the damage.
-				if _, mark, err := readFilter(item); err == nil {
-					marks[i] = max(marks[i], mark)
-				}
+				// A damaged value leaves its mark unread (0): the records
+				// are replayed, which is harmless, and the user's load
+				// reports the damage.
+				marks[i] = max(marks[i], storedMark(item, nil))
 			}
 			return nil
 		})
