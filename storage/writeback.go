@@ -19,9 +19,11 @@ const writeBackChunk = 256
 // leaves records already in the filter, and replaying them is harmless for
 // filters that merge by union. When merge is non-nil and a filter is
 // stored, the value written is merge(stored, value); with merge nil the
-// value replaces the stored one and the user's older journal records are
-// voided for good (an erase record). Users are written in Badger
-// transactions of up to 256 users (fewer if they do not fit).
+// value replaces the stored one, and the records that earlier write-backs
+// covered stay covered (the stored cover mark carries over, see prepare),
+// so a replay after a crash does not bring them back into it. Users are
+// written in Badger transactions of up to 256 users (fewer if they do not
+// fit).
 //
 // On failure it returns a *WriteBackError naming every user that was not
 // written and why (a merge error, ErrFull, ErrClosed, a Badger error);
