@@ -117,7 +117,7 @@ type shard struct {
 	bytes   int64
 	budget  int64
 	loading map[key]*loadCall
-	dirty   []*entry       // entries that turned dirty since their last write-back, in dirtySince order
+	dirty   queue          // entries that turned dirty since their last write-back, in dirtySince order
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
 	// probing is set once a user of this shard took a key other than its
 	// first: from then on, a user not found under its first key may be
@@ -421,7 +421,7 @@ func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 	}
 	if !e.queued {
 		e.queued = true
-		s.dirty = append(s.dirty, e)
+		s.dirty.push(e)
 	}
 }
 
@@ -1144,14 +1144,14 @@ func (h *HotSet) Stats() Stats {
 	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
-		for _, e := range s.dirty {
+		s.dirty.each(func(e *entry) {
 			// A difference of 2^31 ms or more is a clock that went back.
 			if since := e.dirtySince.Load(); since != 0 {
 				if d := now - since; d < 1<<31 {
 					st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
 				}
 			}
-		}
+		})
 		s.mu.Unlock()
 	}
 	return st
@@ -1278,8 +1278,9 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		s.mu.Lock()
 		n := 0
 		// A clock that went back makes now-at huge: written at once.
-		for n < len(s.dirty) {
-			since := now - s.dirty[n].dirtySince.Load()
+		for n < s.dirty.len() {
+			e := s.dirty.at(n)
+			since := now - e.dirtySince.Load()
 			if since < age {
 				break
 			}
@@ -1289,21 +1290,11 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 				}
 				due++
 			}
-			s.dirty[n].queued = false
-			all = append(all, s.dirty[n])
+			e.queued = false
+			all = append(all, e)
 			n++
 		}
-		if n > 0 {
-			// Clear what is left behind: the GC scans the whole array, and
-			// stale pointers would keep evicted users alive.
-			kept := copy(s.dirty, s.dirty[n:])
-			clear(s.dirty[kept:])
-			s.dirty = s.dirty[:kept]
-			if cap(s.dirty) > 64 && kept < cap(s.dirty)/4 {
-				// A burst of changes is not memory kept for good.
-				s.dirty = append([]*entry(nil), s.dirty...)
-			}
-		}
+		s.dirty.drop(n)
 		for _, e := range s.evicted {
 			all = append(all, e) // written once: write-back skips one already clean
 		}

@@ -920,7 +920,7 @@ func TestDirtyListShrinksAfterWriteBack(t *testing.T) {
 	}
 	s := fx.h.shards[0]
 	s.mu.Lock()
-	before := cap(s.dirty)
+	before := cap(s.dirty.items)
 	s.mu.Unlock()
 	if before < 1000 {
 		t.Fatalf("dirty list holds %d slots for 1000 dirty users", before)
@@ -929,7 +929,7 @@ func TestDirtyListShrinksAfterWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	after := cap(s.dirty)
+	after := cap(s.dirty.items)
 	s.mu.Unlock()
 	if after > 64 {
 		t.Errorf("dirty list keeps %d slots after write-back (had %d)", after, before)

@@ -219,7 +219,7 @@ func BenchmarkBytesPerHotUser(b *testing.B) {
 				for _, e := range s.lru.Values() {
 					filterBytes += e.f.MemoryBytes()
 				}
-				dirtyList += cap(s.dirty) * int(unsafe.Sizeof(s.dirty[0]))
+				dirtyList += cap(s.dirty.items) * int(unsafe.Sizeof(s.dirty.items[0]))
 				s.mu.Unlock()
 			}
 			perUser := float64(m1.HeapAlloc-m0.HeapAlloc) / float64(users)
