@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,9 +83,8 @@ type wal struct {
 
 	mu     sync.RWMutex
 	segs   []*segment // ascending id; the last is active
-	index  map[string][]walRec
+	index  walIndex
 	maxSeq uint64 // highest seq seen
-	peak   int    // most users in index since it was last rebuilt
 	buf    []byte
 	offs   []int // write's offsets of the values in buf, reused
 
@@ -109,18 +107,15 @@ type rmQueue struct {
 	unlink  func(path string) error // os.Remove; tests slow it down
 }
 
-// walKey is the index key of a user (length-prefixed, so unambiguous).
-func walKey(ns, user string) string { return string(filterKey(nil, ns, user)) }
-
-// walKeyBuf is room for the index key of most users on the stack: a
-// lookup or delete of w.index[string(b)] does not allocate, and write-back
-// looks every written user up (coverMark, cover).
+// walKeyBuf is room for the index key of most users on the stack: looking
+// a user up in the index allocates nothing, and every append and every
+// written-back user does (coverMark, cover).
 type walKeyBuf [64]byte
 
 // openWAL replays dir's segments into a new index, truncating a torn tail,
 // and starts a new active segment.
 func openWAL(dir string, sync bool, segBytes int64, logger *slog.Logger, now int64) (*wal, error) {
-	w := &wal{dir: filepath.Join(dir, walDir), sync: sync, segBytes: segBytes, logger: logger, index: map[string][]walRec{}}
+	w := &wal{dir: filepath.Join(dir, walDir), sync: sync, segBytes: segBytes, logger: logger, index: newWALIndex()}
 	w.rm.cond.L = &w.rm.mu
 	w.rm.stopped, w.rm.unlink = make(chan struct{}), os.Remove
 	go w.removeLoop()
@@ -231,18 +226,19 @@ func (w *wal) replayRecord(seg *segment, data []byte, off int, now int64) (int, 
 		return 0, false
 	}
 	w.maxSeq = max(w.maxSeq, r.seq)
-	key := walKey(r.ns, r.user)
+	var kb walKeyBuf
+	key := filterKey(kb[:0], r.ns, r.user)
 	switch r.kind {
 	case kindAppend:
 		if r.expiresAt != 0 && r.expiresAt <= now {
 			break
 		}
 		seg.live++
-		w.index[key] = append(w.index[key], walRec{seq: r.seq, seg: seg,
+		w.index.add(key, walRec{seq: r.seq, seg: seg,
 			off: int64(off + walHeader + r.valueOff), n: int32(len(p) - r.valueOff), expiresAt: r.expiresAt})
 	case kindErase:
 		seg.erases++
-		w.dropLocked([]byte(key), func(rec walRec) bool { return rec.seq <= r.upTo })
+		w.dropLocked(key, func(rec walRec) bool { return rec.seq <= r.upTo })
 	}
 	return walHeader + n, true
 }
@@ -356,11 +352,10 @@ func (w *wal) write(recs []walAppend) error {
 	if err != nil {
 		return err
 	}
+	var kb walKeyBuf
 	for i, r := range recs {
-		key := walKey(r.ns, r.user)
-		w.index[key] = append(w.index[key], walRec{seq: r.seq, seg: seg, off: base + int64(offs[i]),
+		w.index.add(filterKey(kb[:0], r.ns, r.user), walRec{seq: r.seq, seg: seg, off: base + int64(offs[i]),
 			n: int32(len(r.value)), expiresAt: r.expiresAt})
-		w.peak = max(w.peak, len(w.index))
 		seg.live++
 		w.maxSeq = max(w.maxSeq, r.seq)
 	}
@@ -438,11 +433,11 @@ func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 	var kb walKeyBuf
 	key := filterKey(kb[:0], ns, user)
 	upTo := seq
-	for _, r := range w.index[string(key)] {
+	w.index.each(key, func(r walRec) {
 		if !drop(r) {
 			upTo = min(upTo, r.seq-1)
 		}
-	}
+	})
 	buf, _ := appendRecord(w.buf[:0], kindErase, seq, ns, user, 0, upTo, nil)
 	w.buf = buf[:0]
 	seg, _, err := w.writeLocked(buf)
@@ -467,35 +462,13 @@ func (w *wal) cover(ns, user string, upTo uint64) {
 }
 
 func (w *wal) dropLocked(key []byte, drop func(walRec) bool) {
-	recs, ok := w.index[string(key)]
-	if !ok {
-		return
-	}
-	kept := recs[:0]
-	for _, r := range recs {
+	w.index.drop(key, func(r walRec) bool {
 		if drop(r) {
 			r.seg.live--
-		} else {
-			kept = append(kept, r)
+			return true
 		}
-	}
-	if len(kept) == 0 {
-		delete(w.index, string(key))
-		// Go maps keep their peak size: rebuild one that has emptied out
-		// (a burst of pending users must not pin its memory for good).
-		// Into a new map sized for what is left: maps.Clone keeps the
-		// tables' size, so it allocated the peak again instead of shrinking
-		// (12.6 MB to clone a map that had held 200,000 keys and held 10).
-		if w.peak > 4096 && len(w.index) < w.peak/8 {
-			index := make(map[string][]walRec, len(w.index))
-			maps.Copy(index, w.index)
-			w.index = index
-			w.peak = len(w.index)
-		}
-	} else {
-		clear(recs[len(kept):])
-		w.index[string(key)] = kept
-	}
+		return false
+	})
 }
 
 func (w *wal) collect() {
@@ -572,7 +545,8 @@ func (w *wal) readLive(ns, user string, now int64, fn func(walRec, []byte)) erro
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	var kb walKeyBuf
-	recs := slices.Clone(w.index[string(filterKey(kb[:0], ns, user))])
+	var recs []walRec
+	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) { recs = append(recs, r) })
 	slices.SortFunc(recs, func(a, b walRec) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range recs {
 		if r.expiresAt != 0 && r.expiresAt <= now {
@@ -595,11 +569,11 @@ func (w *wal) coverMark(ns, user string, upTo uint64) uint64 {
 	defer w.mu.RUnlock()
 	var mark uint64
 	var kb walKeyBuf
-	for _, r := range w.index[string(filterKey(kb[:0], ns, user))] {
+	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) {
 		if r.seq <= upTo {
 			mark = max(mark, r.seq)
 		}
-	}
+	})
 	return mark
 }
 
@@ -608,25 +582,23 @@ func (w *wal) hasValue(ns, user string, value []byte) bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	var kb walKeyBuf
-	for _, r := range w.index[string(filterKey(kb[:0], ns, user))] {
-		if int(r.n) != len(value) {
-			continue
+	found := false
+	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) {
+		if found || int(r.n) != len(value) {
+			return
 		}
 		v := make([]byte, r.n)
 		if _, err := r.seg.f.ReadAt(v, r.off); err == nil && bytes.Equal(v, value) {
-			return true
+			found = true
 		}
-	}
-	return false
+	})
+	return found
 }
 
 // users returns the (ns, user) pairs with live records, in key order.
 func (w *wal) users() [][2]string {
 	w.mu.RLock()
-	keys := make([]string, 0, len(w.index))
-	for k := range w.index {
-		keys = append(keys, k)
-	}
+	keys := w.index.keys()
 	w.mu.RUnlock()
 	slices.Sort(keys)
 	out := make([][2]string, 0, len(keys))

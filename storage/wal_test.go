@@ -525,8 +525,8 @@ func TestJournalIndexShrinksAfterABurst(t *testing.T) {
 		w.cover("feed", fmt.Sprintf("user-%06d", i), seq) // every record written
 	}
 	left := heap()
-	if len(w.index) != 10 {
-		t.Fatalf("%d users pending, want 10", len(w.index))
+	if w.index.len() != 10 {
+		t.Fatalf("%d users pending, want 10", w.index.len())
 	}
 	// A map's tables for 100,000 entries take several MB; a rebuilt map
 	// of ten a few hundred bytes.

@@ -1,0 +1,98 @@
+package storage
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func indexed(x *walIndex, key string) []uint64 {
+	var seqs []uint64
+	x.each([]byte(key), func(r walRec) { seqs = append(seqs, r.seq) })
+	return seqs
+}
+
+// The index keeps each user's records in the order added, drops exactly
+// the ones asked for, reuses a dropped user's entry and shrinks once a
+// burst of users is gone.
+func TestWALIndexKeepsEachUsersRecords(t *testing.T) {
+	x := newWALIndex()
+	seg := &segment{id: 1}
+	add := func(key string, seq uint64) { x.add([]byte(key), walRec{seq: seq, seg: seg}) }
+	add("a", 1)
+	add("b", 2)
+	add("a", 3)
+	add("a", 4)
+	if got := indexed(&x, "a"); !slices.Equal(got, []uint64{1, 3, 4}) {
+		t.Fatalf("a: %v, want [1 3 4]", got)
+	}
+	if got := indexed(&x, "b"); !slices.Equal(got, []uint64{2}) {
+		t.Fatalf("b: %v, want [2]", got)
+	}
+	x.drop([]byte("a"), func(r walRec) bool { return r.seq == 1 || r.seq == 4 })
+	if got := indexed(&x, "a"); !slices.Equal(got, []uint64{3}) {
+		t.Fatalf("a after dropping 1 and 4: %v, want [3]", got)
+	}
+	add("a", 5)
+	x.drop([]byte("a"), func(r walRec) bool { return r.seq == 3 })
+	if got := indexed(&x, "a"); !slices.Equal(got, []uint64{5}) {
+		t.Fatalf("a after dropping 3: %v, want [5]", got)
+	}
+	x.drop([]byte("b"), func(walRec) bool { return true })
+	if got := indexed(&x, "b"); got != nil || x.len() != 1 {
+		t.Fatalf("b after dropping all: %v, %d users indexed, want none and 1", got, x.len())
+	}
+	add("c", 6) // takes b's entry
+	if len(x.users) != 2 {
+		t.Errorf("%d entries for 2 users after one left", len(x.users))
+	}
+	if got := indexed(&x, "c"); !slices.Equal(got, []uint64{6}) {
+		t.Fatalf("c: %v, want [6]", got)
+	}
+	if got := indexed(&x, "a"); !slices.Equal(got, []uint64{5}) {
+		t.Fatalf("a after c came: %v, want [5]", got)
+	}
+
+	for u := range 10000 {
+		add(fmt.Sprintf("burst%d", u), uint64(100+u))
+	}
+	for u := range 10000 {
+		x.drop([]byte(fmt.Sprintf("burst%d", u)), func(walRec) bool { return true })
+	}
+	if len(x.users) > 4096 {
+		t.Errorf("index keeps %d entries after a burst of 10000 users left", len(x.users))
+	}
+	keys := x.keys()
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"a", "c"}) {
+		t.Errorf("keys after the burst %v, want [a c]", keys)
+	}
+	if got := indexed(&x, "a"); !slices.Equal(got, []uint64{5}) {
+		t.Errorf("a after the burst: %v, want [5]", got)
+	}
+	if got := indexed(&x, "c"); !slices.Equal(got, []uint64{6}) {
+		t.Errorf("c after the burst: %v, want [6]", got)
+	}
+}
+
+// Appending to a user already indexed allocates nothing once its record
+// array has room: no key is made for it.
+func TestWALIndexAppendsWithoutAllocating(t *testing.T) {
+	x := newWALIndex()
+	seg := &segment{id: 1}
+	var kb walKeyBuf
+	key := filterKey(kb[:0], "default", "user-1")
+	x.add(key, walRec{seq: 1, seg: seg})
+	x.users[x.slots[string(key)]].more = make([]walRec, 0, 16)
+	seq := uint64(1)
+	allocs := testing.AllocsPerRun(10, func() {
+		seq++
+		x.add(key, walRec{seq: seq, seg: seg})
+	})
+	if allocs != 0 {
+		t.Errorf("an append for an indexed user allocated %v times", allocs)
+	}
+	if n := len(indexed(&x, string(key))); n != 12 {
+		t.Errorf("%d records indexed, want 12", n)
+	}
+}
