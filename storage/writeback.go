@@ -187,6 +187,7 @@ type arena []byte
 // about as many bytes as it writes.
 type txnScratch struct {
 	keys, values arena
+	userKeys     [][]byte // each user's filter key, in keys
 	prepared     [][]byte
 	marks        []uint64
 }
@@ -200,8 +201,9 @@ func (sc *txnScratch) free() {
 		sc.values = nil // a batch of huge filters: let it go
 	}
 	sc.keys, sc.values = sc.keys[:0], sc.values[:0]
+	clear(sc.userKeys)
 	clear(sc.prepared)
-	sc.prepared, sc.marks = sc.prepared[:0], sc.marks[:0]
+	sc.userKeys, sc.prepared, sc.marks = sc.userKeys[:0], sc.prepared[:0], sc.marks[:0]
 	writeBackScratch.Put(sc)
 }
 
@@ -227,14 +229,14 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		sc.keys = filterKey(sc.keys, w.NS, w.User)
 		key := sc.keys.since(start)
 		v, mark, err := s.prepare(txn, key, w, merge, token)
-		sc.prepared, sc.marks, errs[i] = append(sc.prepared, v), append(sc.marks, mark), err
-		sc.keys = sc.keys[:start]
+		sc.userKeys, sc.prepared, sc.marks = append(sc.userKeys, key), append(sc.prepared, v), append(sc.marks, mark)
+		errs[i] = err
 	}
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
 		}
-		if err := setFilter(txn, w, sc.prepared[i], sc.marks[i], sc); err != nil {
+		if err := setFilter(txn, sc.userKeys[i], w, sc.prepared[i], sc.marks[i], sc); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
 	}
@@ -305,17 +307,15 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 	return merge(stored, value)
 }
 
-// setFilter sets the user's filter in txn, ending with the user's cover
-// mark (0: none), so that a replay after a restart skips the records it
-// holds (journal segments outlive the records a write-back covers). Its
-// key, and its value when it carries a mark, go in sc.
-func setFilter(txn *badger.Txn, w Write, value []byte, mark uint64, sc *txnScratch) error {
-	start := len(sc.keys)
-	sc.keys = filterKey(sc.keys, w.NS, w.User)
-	key := sc.keys.since(start)
+// setFilter sets the user's filter in txn under key, ending with the
+// user's cover mark (0: none), so that a replay after a restart skips the
+// records it holds (journal segments outlive the records a write-back
+// covers). Its value, when it carries a mark, goes in sc. key must stay
+// unchanged until the transaction commits.
+func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, sc *txnScratch) error {
 	var meta byte
 	if mark > 0 {
-		start = len(sc.values)
+		start := len(sc.values)
 		sc.values = binary.BigEndian.AppendUint64(append(sc.values, value...), mark)
 		value, meta = sc.values.since(start), metaCoverMark
 	}
@@ -338,7 +338,7 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 				userErr = err
 				return nil
 			}
-			return setFilter(txn, w, value, mark, &txnScratch{})
+			return setFilter(txn, fkey, w, value, mark, &txnScratch{})
 		})
 		switch {
 		case userErr != nil:
