@@ -711,7 +711,7 @@ func (s *Store) applyCoverMarks() error {
 				// A damaged value leaves its mark unread (0): the records
 				// are replayed, which is harmless, and the user's load
 				// reports the damage.
-				marks[i] = max(marks[i], storedMark(item, nil))
+				marks[i] = max(marks[i], storedMark(item))
 			}
 			return nil
 		})

@@ -264,8 +264,10 @@ func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, 
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
 		return w.Value, mark, nil
+	case asIs && err == nil:
+		return w.Value, storedMark(item), nil
 	case asIs:
-		return w.Value, storedMark(item, err), nil
+		return w.Value, 0, nil // an unreadable mark counts as none
 	case err != nil:
 		return nil, 0, fmt.Errorf("read stored filter: %w", err)
 	}
@@ -285,8 +287,8 @@ func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, 
 
 // storedMark returns the cover mark at the end of a stored filter's value
 // (0: none, or unreadable), reading no copy of the filter.
-func storedMark(item *badger.Item, err error) (mark uint64) {
-	if err != nil || item.UserMeta()&metaCoverMark == 0 {
+func storedMark(item *badger.Item) (mark uint64) {
+	if item.UserMeta()&metaCoverMark == 0 {
 		return 0
 	}
 	_ = item.Value(func(v []byte) error {
