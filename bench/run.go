@@ -855,8 +855,6 @@ func cores(cpu, elapsed time.Duration) float64 {
 	return cpu.Seconds() / elapsed.Seconds()
 }
 
-// startProfile starts a CPU profile into path (nothing if path is empty)
-// and returns the function that stops it.
 // openProfile is where the open loop's profile goes when the saturation
 // phase's goes to path: its name with "-open" before the extension. At half
 // load a call costs the client and the server more CPU than at saturation
@@ -869,6 +867,8 @@ func openProfile(path string) string {
 	return strings.TrimSuffix(path, ext) + "-open" + ext
 }
 
+// startProfile starts a CPU profile into path (nothing if path is empty)
+// and returns the function that stops it.
 func startProfile(path string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
