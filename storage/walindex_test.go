@@ -96,3 +96,66 @@ func TestWALIndexAppendsWithoutAllocating(t *testing.T) {
 		t.Errorf("%d records indexed, want 12", n)
 	}
 }
+
+// A user whose records a write-back retired leaves its record array for
+// the next user with a second record: a busy user coming back does not
+// grow a new one. The arrays kept have a bounded room, hold no record and
+// go when the index is rebuilt.
+func TestWALIndexReusesRecordArrays(t *testing.T) {
+	x := newWALIndex()
+	seg := &segment{id: 1}
+	var kb walKeyBuf
+	a, b := filterKey(kb[:0], "default", "user-a"), []byte("\x66\x07defaultuser-b")
+	for seq := range uint64(100) {
+		x.add(a, walRec{seq: seq + 1, seg: seg})
+	}
+	x.drop(a, func(walRec) bool { return true })
+	if len(x.spare) != 1 || x.spareRecs < 99 {
+		t.Fatalf("after a user with 100 records left: %d spare arrays with room for %d records, want 1 with 99 or more", len(x.spare), x.spareRecs)
+	}
+	for _, r := range x.spare[0][:cap(x.spare[0])] {
+		if r.seg != nil {
+			t.Fatal("a spare array still points at a segment")
+		}
+	}
+	x.add(b, walRec{seq: 200, seg: seg})
+	seq := uint64(200)
+	allocs := testing.AllocsPerRun(50, func() {
+		seq++
+		x.add(b, walRec{seq: seq, seg: seg})
+	})
+	if allocs != 0 {
+		t.Errorf("records 2 to 52 of the next user allocated %v times, want 0 (the spare array)", allocs)
+	}
+	if got := indexed(&x, string(b)); len(got) != 52 || got[0] != 200 || got[51] != 251 {
+		t.Errorf("next user's records: %d, from %v, want 52 from 200 to 251", len(got), got[:1])
+	}
+	if len(x.spare) != 0 || x.spareRecs != 0 {
+		t.Errorf("%d spare arrays (room %d) after the next user took one", len(x.spare), x.spareRecs)
+	}
+
+	// Room beyond spareRoom is not kept.
+	for u := range 40 {
+		key := []byte(fmt.Sprintf("big%d", u))
+		for seq := range uint64(1000) {
+			x.add(key, walRec{seq: 1000 + seq, seg: seg})
+		}
+	}
+	for u := range 40 {
+		x.drop([]byte(fmt.Sprintf("big%d", u)), func(walRec) bool { return true })
+	}
+	if x.spareRecs > spareRoom || len(x.spare) == 0 {
+		t.Errorf("spare arrays hold room for %d records (%d arrays), want 1 to %d", x.spareRecs, len(x.spare), spareRoom)
+	}
+
+	// A rebuilt index keeps none.
+	for u := range 5000 {
+		x.add([]byte(fmt.Sprintf("burst%d", u)), walRec{seq: uint64(1e6 + u), seg: seg})
+	}
+	for u := range 5000 {
+		x.drop([]byte(fmt.Sprintf("burst%d", u)), func(walRec) bool { return true })
+	}
+	if len(x.spare) != 0 || x.spareRecs != 0 {
+		t.Errorf("after the index was rebuilt: %d spare arrays (room %d)", len(x.spare), x.spareRecs)
+	}
+}
