@@ -75,6 +75,17 @@ func TestWALIndexKeepsEachUsersRecords(t *testing.T) {
 	}
 }
 
+// appendAllocs appends records to key's user, with the sequence numbers
+// after from, under testing.AllocsPerRun(runs) (runs+1 appends), and
+// returns the allocations an append made.
+func appendAllocs(x *walIndex, key []byte, seg *segment, from uint64, runs int) float64 {
+	seq := from
+	return testing.AllocsPerRun(runs, func() {
+		seq++
+		x.add(key, walRec{seq: seq, seg: seg})
+	})
+}
+
 // Appending to a user already indexed allocates nothing once its record
 // array has room: no key is made for it.
 func TestWALIndexAppendsWithoutAllocating(t *testing.T) {
@@ -84,12 +95,7 @@ func TestWALIndexAppendsWithoutAllocating(t *testing.T) {
 	key := filterKey(kb[:0], "default", "user-1")
 	x.add(key, walRec{seq: 1, seg: seg})
 	x.users[x.slots[string(key)]].more = make([]walRec, 0, 16)
-	seq := uint64(1)
-	allocs := testing.AllocsPerRun(10, func() {
-		seq++
-		x.add(key, walRec{seq: seq, seg: seg})
-	})
-	if allocs != 0 {
+	if allocs := appendAllocs(&x, key, seg, 1, 10); allocs != 0 {
 		t.Errorf("an append for an indexed user allocated %v times", allocs)
 	}
 	if n := len(indexed(&x, string(key))); n != 12 {
@@ -119,12 +125,7 @@ func TestWALIndexReusesRecordArrays(t *testing.T) {
 		}
 	}
 	x.add(b, walRec{seq: 200, seg: seg})
-	seq := uint64(200)
-	allocs := testing.AllocsPerRun(50, func() {
-		seq++
-		x.add(b, walRec{seq: seq, seg: seg})
-	})
-	if allocs != 0 {
+	if allocs := appendAllocs(&x, b, seg, 200, 50); allocs != 0 {
 		t.Errorf("records 2 to 52 of the next user allocated %v times, want 0 (the spare array)", allocs)
 	}
 	if got := indexed(&x, string(b)); len(got) != 52 || got[0] != 200 || got[51] != 251 {
