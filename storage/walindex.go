@@ -19,9 +19,9 @@ type walIndex struct {
 	// spare holds the record arrays of users whose records were all
 	// dropped, emptied, for the next user that gets a second record: a busy
 	// user's records are retired by each write-back and come back right
-	// after, and growing its array again from nothing was a fifth of what
-	// a loaded server allocated (100,000 users by Zipf). At most spareRoom
-	// records' room is kept in all.
+	// after, and the index, such arrays growing again from nothing among
+	// it, made a fifth of what a loaded server allocated (100,000 users by
+	// Zipf). At most spareRoom records' room is kept in all.
 	spare     [][]walRec
 	spareRecs int // the room of the arrays in spare, in records
 }
