@@ -597,6 +597,41 @@ func TestFilterWithTTLExpires(t *testing.T) {
 	waitGone(t, s, "feed", "u")
 }
 
+// A write-back transaction's entries come from a reused array: a batch
+// written after one with a time-to-live and cover marks carries neither
+// over, and each user keeps its own value.
+func TestWriteBackEntriesCarryNothingOver(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	var first []Write
+	for i := range 300 { // more than one transaction
+		u := fmt.Sprint("short", i)
+		first = append(first, Write{NS: "feed", User: u, Value: []byte(u), UpTo: mustAppend(t, s, "feed", u, "j"), TTL: time.Second})
+	}
+	if err := s.WriteBack(first, nil); err != nil {
+		t.Fatal(err)
+	}
+	var second []Write
+	for i := range 300 {
+		u := fmt.Sprint("long", i)
+		second = append(second, Write{NS: "feed", User: u, Value: []byte(u)})
+	}
+	if err := s.WriteBack(second, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, s, "feed", "short299")
+	for _, w := range second {
+		f, j := mustLoad(t, s, "feed", w.User)
+		if string(f) != w.User || len(j) != 0 {
+			t.Fatalf("%s after the first batch expired: filter %q, %d journal entries; want its own and none", w.User, f, len(j))
+		}
+	}
+	for _, w := range first {
+		if f, _ := mustLoad(t, s, "feed", w.User); f != nil {
+			t.Fatalf("%s: filter %q outlived its time-to-live", w.User, f)
+		}
+	}
+}
+
 func TestWritesBelowMinFreeBytesFailWithErrFullWhileReadsWork(t *testing.T) {
 	opts := testOptions(t)
 	s, err := Open(opts)

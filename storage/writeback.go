@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -190,6 +191,11 @@ type txnScratch struct {
 	userKeys     [][]byte // each user's filter key, in keys
 	prepared     [][]byte
 	marks        []uint64
+	// entries are the transaction's Badger entries, one array a batch
+	// instead of badger.NewEntry's allocation a user (a ninth of what a
+	// write-back allocated, BenchmarkWriteBack). The transaction holds
+	// pointers into it until it commits; Badger keeps none after.
+	entries []badger.Entry
 }
 
 var writeBackScratch = sync.Pool{New: func() any { return new(txnScratch) }}
@@ -203,7 +209,8 @@ func (sc *txnScratch) free() {
 	sc.keys, sc.values = sc.keys[:0], sc.values[:0]
 	clear(sc.userKeys)
 	clear(sc.prepared)
-	sc.userKeys, sc.prepared, sc.marks = sc.userKeys[:0], sc.prepared[:0], sc.marks[:0]
+	clear(sc.entries)
+	sc.userKeys, sc.prepared, sc.marks, sc.entries = sc.userKeys[:0], sc.prepared[:0], sc.marks[:0], sc.entries[:0]
 	writeBackScratch.Put(sc)
 }
 
@@ -232,6 +239,7 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		sc.userKeys, sc.prepared, sc.marks = append(sc.userKeys, key), append(sc.prepared, v), append(sc.marks, mark)
 		errs[i] = err
 	}
+	sc.entries = slices.Grow(sc.entries[:0], len(ws)) // one array for the batch
 	for i, w := range ws {
 		if errs[i] != nil {
 			continue
@@ -312,8 +320,8 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 // setFilter sets the user's filter in txn under key, ending with the
 // user's cover mark (0: none), so that a replay after a restart skips the
 // records it holds (journal segments outlive the records a write-back
-// covers). Its value, when it carries a mark, goes in sc. key must stay
-// unchanged until the transaction commits.
+// covers). Its value, when it carries a mark, and its entry go in sc. key
+// must stay unchanged until the transaction commits.
 func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, sc *txnScratch) error {
 	var meta byte
 	if mark > 0 {
@@ -321,9 +329,13 @@ func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, 
 		sc.values = binary.BigEndian.AppendUint64(append(sc.values, value...), mark)
 		value, meta = sc.values.since(start), metaCoverMark
 	}
-	e := badger.NewEntry(key, value).WithMeta(meta)
+	// An append that grows sc.entries leaves the entries already set in
+	// the old array, which the transaction keeps alive.
+	sc.entries = append(sc.entries, badger.Entry{Key: key, Value: value})
+	e := &sc.entries[len(sc.entries)-1]
+	e.WithMeta(meta)
 	if w.TTL > 0 {
-		e = e.WithTTL(w.TTL)
+		e.WithTTL(w.TTL)
 	}
 	return txn.SetEntry(e)
 }
