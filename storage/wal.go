@@ -433,11 +433,11 @@ func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 	var kb walKeyBuf
 	key := filterKey(kb[:0], ns, user)
 	upTo := seq
-	w.index.each(key, func(r walRec) {
+	for r := range w.index.records(key) {
 		if !drop(r) {
 			upTo = min(upTo, r.seq-1)
 		}
-	})
+	}
 	buf, _ := appendRecord(w.buf[:0], kindErase, seq, ns, user, 0, upTo, nil)
 	w.buf = buf[:0]
 	seg, _, err := w.writeLocked(buf)
@@ -545,8 +545,7 @@ func (w *wal) readLive(ns, user string, now int64, fn func(walRec, []byte)) erro
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	var kb walKeyBuf
-	var recs []walRec
-	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) { recs = append(recs, r) })
+	recs := slices.Collect(w.index.records(filterKey(kb[:0], ns, user)))
 	slices.SortFunc(recs, func(a, b walRec) int { return cmp.Compare(a.seq, b.seq) })
 	for _, r := range recs {
 		if r.expiresAt != 0 && r.expiresAt <= now {
@@ -569,11 +568,11 @@ func (w *wal) coverMark(ns, user string, upTo uint64) uint64 {
 	defer w.mu.RUnlock()
 	var mark uint64
 	var kb walKeyBuf
-	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) {
+	for r := range w.index.records(filterKey(kb[:0], ns, user)) {
 		if r.seq <= upTo {
 			mark = max(mark, r.seq)
 		}
-	})
+	}
 	return mark
 }
 
@@ -582,17 +581,16 @@ func (w *wal) hasValue(ns, user string, value []byte) bool {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	var kb walKeyBuf
-	found := false
-	w.index.each(filterKey(kb[:0], ns, user), func(r walRec) {
-		if found || int(r.n) != len(value) {
-			return
+	for r := range w.index.records(filterKey(kb[:0], ns, user)) {
+		if int(r.n) != len(value) {
+			continue
 		}
 		v := make([]byte, r.n)
 		if _, err := r.seg.f.ReadAt(v, r.off); err == nil && bytes.Equal(v, value) {
-			found = true
+			return true
 		}
-	})
-	return found
+	}
+	return false
 }
 
 // users returns the (ns, user) pairs with live records, in key order.

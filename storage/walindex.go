@@ -1,5 +1,7 @@
 package storage
 
+import "iter"
+
 // walIndex is the journal's index in memory: for each user with live
 // records, where they are. A user's records sit in an entry of one array,
 // which the map points to by number, the first record inline: appending to
@@ -62,16 +64,22 @@ func (x *walIndex) add(key []byte, r walRec) {
 	x.peak = max(x.peak, len(x.slots))
 }
 
-// each calls fn with each of the user's live records.
-func (x *walIndex) each(key []byte, fn func(walRec)) {
-	i, ok := x.slots[string(key)]
-	if !ok {
-		return
-	}
-	u := &x.users[i]
-	fn(u.first)
-	for _, r := range u.more {
-		fn(r)
+// records yields the user's live records, in the order they were added.
+func (x *walIndex) records(key []byte) iter.Seq[walRec] {
+	return func(yield func(walRec) bool) {
+		i, ok := x.slots[string(key)]
+		if !ok {
+			return
+		}
+		u := &x.users[i]
+		if !yield(u.first) {
+			return
+		}
+		for _, r := range u.more {
+			if !yield(r) {
+				return
+			}
+		}
 	}
 }
 

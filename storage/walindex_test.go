@@ -8,7 +8,9 @@ import (
 
 func indexed(x *walIndex, key string) []uint64 {
 	var seqs []uint64
-	x.each([]byte(key), func(r walRec) { seqs = append(seqs, r.seq) })
+	for r := range x.records([]byte(key)) {
+		seqs = append(seqs, r.seq)
+	}
 	return seqs
 }
 
