@@ -36,7 +36,7 @@ func (q *queue) drop(n int) {
 	// evicted users alive.
 	clear(q.items[q.head : q.head+n])
 	q.head += n
-	if live := q.len(); live == 0 {
+	if q.len() == 0 {
 		q.items, q.head = q.items[:0], 0
 	}
 	if c := cap(q.items); c > minQueueCap && q.len() < c/4 {
