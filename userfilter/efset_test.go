@@ -8,8 +8,9 @@ import (
 
 // TestEFSetHoldsExactlyItsFingerprints builds sets of every small size and
 // some large ones, of narrow and wide fingerprints, and checks each against
-// the exact set: every member found, every non-member not, the members read
-// back in order, and the words taken what efWords says.
+// the exact set: every member found, every non-member not, by a lookup that
+// selects and by one with the table of bucket starts (efView.index), the
+// members read back in order, and the words taken what efWords says.
 func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	sizes := []int{0, 1, 2, 3, 7, 63, 64, 65, 127, 128, 129, 1000, 4097}
@@ -34,28 +35,70 @@ func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
 			if got := efAppend(nil, w, f); !slices.Equal(got, fps) && !(n == 0 && len(got) == 0) {
 				t.Fatalf("f=%d n=%d: efAppend gives %d fingerprints, not the %d built", f, n, len(got), n)
 			}
-			for _, x := range fps {
-				if !efContains(w, x, f) {
-					t.Fatalf("f=%d n=%d: member %x not found", f, n, x)
+			// n lookups in at most 2n buckets: always indexed, after what
+			// the buffer held.
+			indexed := newEFView(w, f)
+			tbl := indexed.index([]uint32{7}, n)
+			if n > 0 && (tbl[0] != 7 || len(tbl) != 1+len(indexed.starts) || uint64(len(indexed.starts)) != indexed.buckets+1) {
+				t.Fatalf("f=%d n=%d: index appended %d starts for %d buckets after the buffer's 1", f, n, len(tbl)-1, indexed.buckets)
+			}
+			check := func(x uint64, want bool) {
+				t.Helper()
+				if got := efContains(w, x, f); got != want {
+					t.Fatalf("f=%d n=%d: efContains(%x) = %v", f, n, x, got)
 				}
+				if got := indexed.contains(x); got != want {
+					t.Fatalf("f=%d n=%d: contains(%x) with the table of starts = %v", f, n, x, got)
+				}
+			}
+			for _, x := range fps {
+				check(x, true)
 			}
 			for range 2000 {
 				x := rng.Uint64() >> (64 - f)
-				if efContains(w, x, f) != in[x] {
-					t.Fatalf("f=%d n=%d: efContains(%x) = %v", f, n, x, !in[x])
-				}
+				check(x, in[x])
 			}
 			// Neighbours of members: the lookups that compare most.
 			for _, x := range fps[:min(n, 50)] {
 				for _, y := range []uint64{x - 1, x + 1} {
 					if y < 1<<f || f == 64 {
-						if efContains(w, y, f) != in[y] {
-							t.Fatalf("f=%d n=%d: efContains(%x) = %v", f, n, y, !in[y])
-						}
+						check(y, in[y])
 					}
 				}
 			}
 		}
+	}
+}
+
+// TestEFIndexOnlyWhereItPays checks that a view makes its table of bucket
+// starts only when the lookups to come are at least a 1/indexMaxBuckets of
+// the buckets and the table is under indexMaxTable, and leaves an empty set
+// without one.
+func TestEFIndexOnlyWhereItPays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const f = 20
+	fps, _ := randomFingerprints(rng, 1000, f) // 1,024 buckets
+	w := make([]uint64, efWords(1000, f))
+	efBuild(w, fps, f)
+	for _, c := range []struct {
+		lookups int
+		indexed bool
+	}{{1, false}, {1024/indexMaxBuckets - 1, false}, {1024 / indexMaxBuckets, true}, {200, true}} {
+		v := newEFView(w, f)
+		buf := v.index(nil, c.lookups)
+		if got := v.starts != nil; got != c.indexed || len(buf) != len(v.starts) {
+			t.Errorf("%d lookups in 1,024 buckets: indexed %v (%d starts appended), want %v", c.lookups, got, len(buf), c.indexed)
+		}
+	}
+	big, _ := randomFingerprints(rng, indexMaxTable/2, f+8) // indexMaxTable buckets
+	w = make([]uint64, efWords(uint64(len(big)), f+8))
+	efBuild(w, big, f+8)
+	if v := newEFView(w, f+8); len(v.index(nil, indexMaxTable)) != 0 {
+		t.Errorf("a set of %d buckets made a table past indexMaxTable", v.buckets)
+	}
+	empty := newEFView([]uint64{0}, f)
+	if buf := empty.index(nil, 1000); len(buf) != 0 || empty.starts != nil {
+		t.Errorf("an empty set made a table of %d starts", len(buf))
 	}
 }
 

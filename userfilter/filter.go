@@ -505,6 +505,7 @@ type Scratch struct {
 	// Recorded holds the hashes this call added, for the journal.
 	Recorded []Hash
 	views    []efView // a compact filter's layers (see Select)
+	starts   []uint32 // the views' tables of bucket starts (see efView.index)
 	// selected says every hash in ToRecord tested unseen in Select (any
 	// mode but RecordAll), which spares Commit testing them again.
 	selected bool
@@ -559,6 +560,12 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 		views = s.views
 	case KindStaged:
 		s.views = stagedViews(live, s.views)
+	default:
+		s.views = s.views[:0]
+	}
+	s.starts = s.starts[:0]
+	for i := range s.views {
+		s.starts = s.views[i].index(s.starts, n)
 	}
 	fpb := f.p.fpBits
 	var res CallResult
