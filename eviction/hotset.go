@@ -793,7 +793,9 @@ func (h *HotSet) Check(ns, user string, items []string, seen []bool) ([]bool, er
 		return seen, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
-	return e.f.Check(items, h.opts.Now(), seen), nil
+	cs := h.scratch.Get().(*callScratch)
+	defer h.scratch.Put(cs)
+	return e.f.CheckWith(items, h.opts.Now(), seen, &cs.Scratch), nil
 }
 
 // User returns the user's stats, or ErrUserNotFound.

@@ -481,11 +481,51 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 
 // Check appends to out whether each item tests seen at now.
 func (f *Filter) Check(items []string, now time.Time, out []bool) []bool {
+	var s Scratch
+	return f.CheckWith(items, now, out, &s)
+}
+
+// CheckWith is Check with the buffers of s, in which it works out the
+// layers' views once for all the items, as Select does.
+func (f *Filter) CheckWith(items []string, now time.Time, out []bool, s *Scratch) []bool {
 	live := f.live(now)
+	f.prepare(live, s, len(items))
 	for _, it := range items {
-		out = append(out, testLive(live, HashItem(it), f.p.fpBits))
+		out = append(out, f.seenIn(live, s, HashItem(it)))
 	}
 	return out
+}
+
+// prepare works out in s what testing lookups items in the live
+// generations needs once: a compact filter's layers' views, a staged
+// filter's staged layers' views, and their tables of bucket starts where
+// those pay (efView.index).
+func (f *Filter) prepare(live []generation, s *Scratch, lookups int) {
+	switch f.p.Kind {
+	case KindCompact:
+		s.views = compactViews(live, s.views)
+	case KindStaged:
+		s.views = stagedViews(live, s.views)
+	default:
+		s.views = s.views[:0]
+	}
+	s.starts = s.starts[:0]
+	for i := range s.views {
+		s.starts = s.views[i].index(s.starts, lookups)
+	}
+}
+
+// seenIn reports whether the item of hash h tests seen in the live
+// generations, with what prepare worked out in s.
+func (f *Filter) seenIn(live []generation, s *Scratch, h Hash) bool {
+	switch f.p.Kind {
+	case KindCompact:
+		return testViews(s.views, h)
+	case KindStaged:
+		return testStaged(live, s.views, h, f.p.fpBits)
+	default:
+		return testLive(live, h, nil)
+	}
 }
 
 // Test reports whether one item tests seen at now.
@@ -504,7 +544,7 @@ type Scratch struct {
 	Unseen []int32
 	// Recorded holds the hashes this call added, for the journal.
 	Recorded []Hash
-	views    []efView // a compact filter's layers (see Select)
+	views    []efView // the layers' views a call works out once (see prepare)
 	starts   []uint32 // the views' tables of bucket starts (see efView.index)
 	// selected says every hash in ToRecord tested unseen in Select (any
 	// mode but RecordAll), which spares Commit testing them again.
@@ -553,21 +593,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 	s.ToRecord = s.ToRecord[:0]
 	s.Recorded = s.Recorded[:0]
 	live := f.live(now)
-	var views []efView // a compact filter's layers, worked out once a call
-	switch f.p.Kind {
-	case KindCompact:
-		s.views = compactViews(live, s.views)
-		views = s.views
-	case KindStaged:
-		s.views = stagedViews(live, s.views)
-	default:
-		s.views = s.views[:0]
-	}
-	s.starts = s.starts[:0]
-	for i := range s.views {
-		s.starts = s.views[i].index(s.starts, n)
-	}
-	fpb := f.p.fpBits
+	f.prepare(live, s, n)
 	var res CallResult
 	for i, c := range candidates {
 		h := HashItem(c)
@@ -586,16 +612,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 			continue
 		}
 		table[j] = key
-		var seen bool
-		switch {
-		case views != nil:
-			seen = testViews(views, h)
-		case fpb != nil:
-			seen = testStaged(live, s.views, h, fpb)
-		default:
-			seen = testLive(live, h, nil)
-		}
-		if seen {
+		if f.seenIn(live, s, h) {
 			res.SeenCount++
 			if mode == RecordAll {
 				s.ToRecord = append(s.ToRecord, h)

@@ -430,3 +430,27 @@ func TestGenerationsMoveOutOfTheFilterAndBack(t *testing.T) {
 		t.Fatal("the moved filter does not record")
 	}
 }
+
+// Check answers each item as Test does, for every kind, whether or not its
+// lookups are enough for the newest layer's table of bucket starts (see
+// efView.index), with duplicates answered each time, and a Scratch reused
+// from a call on another filter carries nothing over.
+func TestCheckAnswersAsTest(t *testing.T) {
+	var s Scratch
+	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
+		for _, n := range []int{0, 5, 300, 3000} {
+			f := mustNew(t, Profile{Kind: kind})
+			f.Add(items("in", n), t0)
+			probe := append(items("in", min(n, 150)), items("out", 150)...)
+			probe = append(probe, probe[:20]...)
+			for _, m := range []int{1, 10, len(probe)} {
+				got := f.CheckWith(probe[:m], t0, nil, &s)
+				for i, it := range probe[:m] {
+					if want := f.Test(it, t0); got[i] != want {
+						t.Fatalf("%v, %d items, %d checked: Check says %q is %v, Test %v", kind, n, m, it, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -454,3 +454,30 @@ func BenchmarkSelectColdWarm(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheck is the check route's work for 200 items (half of them
+// seen) against staged users of 300 items, one of 20,000 at random a call.
+func BenchmarkCheck(b *testing.B) {
+	const users = 20_000
+	pools := make([][]string, 64)
+	for i := range pools {
+		pools[i] = items(fmt.Sprintf("u%d-item", i), 400)
+	}
+	fs := make([]*Filter, users)
+	for u := range fs {
+		fs[u] = mustNew(b, Profile{Kind: KindStaged})
+		fs[u].Add(pools[u&63][:300], t0)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	probe := make([]string, 200)
+	out := make([]bool, 0, 200)
+	var s Scratch
+	b.ReportAllocs()
+	for b.Loop() {
+		u := rng.IntN(users)
+		for j := range probe {
+			probe[j] = pools[u&63][100+rng.IntN(300)] // items 100 to 299 seen, 300 to 399 not
+		}
+		out = fs[u].CheckWith(probe, t0, out[:0], &s)
+	}
+}
