@@ -431,23 +431,34 @@ func TestGenerationsMoveOutOfTheFilterAndBack(t *testing.T) {
 	}
 }
 
-// Check answers each item as Test does, for every kind, whether or not its
-// lookups are enough for the newest layer's table of bucket starts (see
-// efView.index), with duplicates answered each time, and a Scratch reused
-// from a call on another filter carries nothing over.
+// Check answers each item as Test does, for every kind, with and without a
+// window (items in three generations, each with its own views), whether or
+// not its lookups are enough for the newest layers' tables of bucket starts
+// (see efView.index), with duplicates answered each time, and a Scratch
+// reused from a call on another filter carries nothing over.
 func TestCheckAnswersAsTest(t *testing.T) {
 	var s Scratch
+	day := 24 * time.Hour
 	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
-		for _, n := range []int{0, 5, 300, 3000} {
-			f := mustNew(t, Profile{Kind: kind})
-			f.Add(items("in", n), t0)
-			probe := append(items("in", min(n, 150)), items("out", 150)...)
-			probe = append(probe, probe[:20]...)
-			for _, m := range []int{1, 10, len(probe)} {
-				got := f.CheckWith(probe[:m], t0, nil, &s)
-				for i, it := range probe[:m] {
-					if want := f.Test(it, t0); got[i] != want {
-						t.Fatalf("%v, %d items, %d checked: Check says %q is %v, Test %v", kind, n, m, it, got[i], want)
+		for _, window := range []time.Duration{0, 30 * day} {
+			for _, n := range []int{0, 5, 300, 3000} {
+				p := Profile{Kind: kind}
+				if window > 0 {
+					p.Window, p.Granularity = window, day
+				}
+				f := mustNew(t, p)
+				in := items("in", n)
+				f.Add(in[:n/3], t0.Add(-2*day))
+				f.Add(in[n/3:2*n/3], t0.Add(-day))
+				f.Add(in[2*n/3:], t0)
+				probe := append(items("in", min(n, 150)), items("out", 150)...)
+				probe = append(probe, probe[:20]...)
+				for _, m := range []int{1, 10, len(probe)} {
+					got := f.CheckWith(probe[:m], t0, nil, &s)
+					for i, it := range probe[:m] {
+						if want := f.Test(it, t0); got[i] != want {
+							t.Fatalf("%v, window %v, %d items, %d checked: Check says %q is %v, Test %v", kind, window, n, m, it, got[i], want)
+						}
 					}
 				}
 			}
