@@ -547,8 +547,12 @@ type Scratch struct {
 	views    []efView // the layers' views a call works out once (see prepare)
 	starts   []uint32 // the views' tables of bucket starts (see efView.index)
 	// selected says every hash in ToRecord tested unseen in Select (any
-	// mode but RecordAll), which spares Commit testing them again.
+	// mode but RecordAll), which spares Commit testing them again; with
+	// RecordAll, fresh[i] says it of ToRecord[i]: the seen route records
+	// new impressions mostly, and testing each again in the current
+	// generation, without Select's views, was most of its time.
 	selected bool
+	fresh    []bool
 }
 
 // CallResult is what FilterAndRecord found.
@@ -591,6 +595,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 	mask := uint64(size - 1)
 	s.Unseen = s.Unseen[:0]
 	s.ToRecord = s.ToRecord[:0]
+	s.fresh = s.fresh[:0]
 	s.Recorded = s.Recorded[:0]
 	live := f.live(now)
 	f.prepare(live, s, n)
@@ -616,6 +621,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 			res.SeenCount++
 			if mode == RecordAll {
 				s.ToRecord = append(s.ToRecord, h)
+				s.fresh = append(s.fresh, false)
 			}
 			continue
 		}
@@ -627,6 +633,9 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 		} else if mode == RecordAll {
 			s.ToRecord = append(s.ToRecord, h)
 		}
+		if mode == RecordAll {
+			s.fresh = append(s.fresh, true)
+		}
 	}
 	s.selected = mode != RecordAll
 	return res
@@ -637,16 +646,19 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 // stopped any.
 func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool) {
 	s.Recorded = s.Recorded[:0]
-	selected := s.selected
-	s.selected = false // for this Select's hashes only
+	selected, fresh := s.selected, s.fresh
+	s.selected, s.fresh = false, s.fresh[:0] // for this Select's hashes only
+	if len(fresh) != len(s.ToRecord) {
+		fresh = nil
+	}
 	if len(s.ToRecord) == 0 {
 		return 0, false
 	}
 	b := f.bucketOf(now)
 	held := f.items(now)
 	var t tally
-	for _, h := range s.ToRecord {
-		if t.count(f.add(h, b, now, &held, selected)) {
+	for i, h := range s.ToRecord {
+		if t.count(f.add(h, b, now, &held, selected || fresh != nil && fresh[i])) {
 			s.Recorded = append(s.Recorded, h)
 		}
 	}

@@ -1,6 +1,7 @@
 package userfilter
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -460,6 +461,48 @@ func TestCheckAnswersAsTest(t *testing.T) {
 							t.Fatalf("%v, window %v, %d items, %d checked: Check says %q is %v, Test %v", kind, window, n, m, it, got[i], want)
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// RecordAll's Commit skips the test of what Select found unseen (fresh):
+// the filter it leaves, the count and the hashes recorded are those of a
+// Commit that tests every hash, for every kind, with and without a window,
+// for batches of new, seen and repeated items.
+func TestRecordAllSkipsTestingFreshItems(t *testing.T) {
+	day := 24 * time.Hour
+	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
+		for _, window := range []time.Duration{0, 30 * day} {
+			p := Profile{Kind: kind}
+			if window > 0 {
+				p.Window, p.Granularity = window, day
+			}
+			fast, full := mustNew(t, p), mustNew(t, p)
+			pool := items("it", 3000)
+			for _, f := range []*Filter{fast, full} {
+				f.Add(pool[:300], t0.Add(-day))
+			}
+			rng := rand.New(rand.NewPCG(7, 8))
+			var sf, sl Scratch
+			for call := range 40 {
+				batch := make([]string, 200)
+				for j := range batch {
+					batch[j] = pool[rng.IntN(200+call*60)]
+				}
+				fast.Select(batch, 0, RecordAll, t0, &sf)
+				nf, _ := fast.Commit(t0, &sf)
+				full.Select(batch, 0, RecordAll, t0, &sl)
+				sl.fresh = nil // a Commit that tests every hash
+				nl, _ := full.Commit(t0, &sl)
+				if nf != nl || !slices.Equal(sf.Recorded, sl.Recorded) {
+					t.Fatalf("%v, window %v, call %d: recorded %d against %d when testing every hash", kind, window, call, nf, nl)
+				}
+				a, _ := fast.MarshalBinary()
+				b, _ := full.MarshalBinary()
+				if !bytes.Equal(a, b) {
+					t.Fatalf("%v, window %v, call %d: the filters differ", kind, window, call)
 				}
 			}
 		}
