@@ -367,22 +367,13 @@ func onClones(b *testing.B, f *Filter, step func(*Filter) error) {
 func BenchmarkFeedCall(b *testing.B) {
 	for _, kind := range []Kind{KindBloom, KindCompact, KindStaged} {
 		b.Run(kind.String(), func(b *testing.B) {
-			const users = 20_000
-			pools := make([][]string, 64)
-			for i := range pools {
-				pools[i] = items(fmt.Sprintf("u%d-item", i), 2000)
-			}
-			fs := make([]*Filter, users)
-			for u := range fs {
-				fs[u] = mustNew(b, Profile{Kind: kind})
-				fs[u].Add(pools[u&63][:200], t0)
-			}
+			pools, fs := feedUsers(b, kind, 2000, 200)
 			rng := rand.New(rand.NewPCG(1, 2))
 			cand := make([]string, 200)
 			var s Scratch
 			b.ReportAllocs()
 			for b.Loop() {
-				u := rng.IntN(users)
+				u := rng.IntN(len(fs))
 				for j := range cand {
 					cand[j] = pools[u&63][rng.IntN(2000)]
 				}
@@ -458,23 +449,14 @@ func BenchmarkSelectColdWarm(b *testing.B) {
 // BenchmarkCheck is the check route's work for 200 items (half of them
 // seen) against staged users of 300 items, one of 20,000 at random a call.
 func BenchmarkCheck(b *testing.B) {
-	const users = 20_000
-	pools := make([][]string, 64)
-	for i := range pools {
-		pools[i] = items(fmt.Sprintf("u%d-item", i), 400)
-	}
-	fs := make([]*Filter, users)
-	for u := range fs {
-		fs[u] = mustNew(b, Profile{Kind: KindStaged})
-		fs[u].Add(pools[u&63][:300], t0)
-	}
+	pools, fs := feedUsers(b, KindStaged, 400, 300)
 	rng := rand.New(rand.NewPCG(1, 2))
 	probe := make([]string, 200)
 	out := make([]bool, 0, 200)
 	var s Scratch
 	b.ReportAllocs()
 	for b.Loop() {
-		u := rng.IntN(users)
+		u := rng.IntN(len(fs))
 		for j := range probe {
 			probe[j] = pools[u&63][100+rng.IntN(300)] // items 100 to 299 seen, 300 to 399 not
 		}
@@ -486,25 +468,32 @@ func BenchmarkCheck(b *testing.B) {
 // from the user's pool of 2,000, against staged users that start at 300
 // items, one of 20,000 at random a call, every item recorded.
 func BenchmarkRecordAll(b *testing.B) {
-	const users = 20_000
-	pools := make([][]string, 64)
-	for i := range pools {
-		pools[i] = items(fmt.Sprintf("u%d-item", i), 2000)
-	}
-	fs := make([]*Filter, users)
-	for u := range fs {
-		fs[u] = mustNew(b, Profile{Kind: KindStaged})
-		fs[u].Add(pools[u&63][:300], t0)
-	}
+	pools, fs := feedUsers(b, KindStaged, 2000, 300)
 	rng := rand.New(rand.NewPCG(1, 2))
 	batch := make([]string, 200)
 	var s Scratch
 	b.ReportAllocs()
 	for b.Loop() {
-		u := rng.IntN(users)
+		u := rng.IntN(len(fs))
 		for j := range batch {
 			batch[j] = pools[u&63][rng.IntN(2000)]
 		}
 		fs[u].FilterAndRecord(batch, 0, RecordAll, t0, &s)
 	}
+}
+
+// feedUsers makes the 20,000 users the feed's benchmarks call: user u
+// draws from pool u&63 of 64 pools of poolSize items, and holds its pool's
+// first held items, in a filter of kind.
+func feedUsers(b *testing.B, kind Kind, poolSize, held int) ([][]string, []*Filter) {
+	pools := make([][]string, 64)
+	for i := range pools {
+		pools[i] = items(fmt.Sprintf("u%d-item", i), poolSize)
+	}
+	fs := make([]*Filter, 20_000)
+	for u := range fs {
+		fs[u] = mustNew(b, Profile{Kind: kind})
+		fs[u].Add(pools[u&63][:held], t0)
+	}
+	return pools, fs
 }
