@@ -178,7 +178,7 @@ const indexMaxBuckets = 16
 
 // indexMaxTable caps a table's starts (256 KiB), which a call's scratch
 // keeps for the next call: a call of thousands of candidates in a set of
-// millions does without one.
+// tens of thousands of items does without one.
 const indexMaxTable = 1 << 16
 
 // index makes v's lookups read the starts of buckets from a table instead
