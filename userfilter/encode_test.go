@@ -225,6 +225,16 @@ func FuzzDecodeBody(f *testing.F) {
 		if _, err := DecodeWithin(data, need-1); bits > 0 && !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("DecodeWithin %d bytes, a byte short: %v", need-1, err)
 		}
+		// Its sets answer the same through a call's tables of bucket
+		// starts (enough items for every layer to get one) as one by one.
+		probe := items("probe", 64)
+		for i, seen := range g.Check(probe, t0, nil) {
+			if seen != g.Test(probe[i], t0) {
+				t.Fatalf("Check and Test disagree on %q", probe[i])
+			}
+		}
+		var s Scratch
+		g.FilterAndRecord(probe, 0, RecordAll, t0, &s)
 		g.Add([]string{"x"}, t0)
 		g.Stats(t0)
 		other := g.Clone()
