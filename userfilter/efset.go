@@ -176,18 +176,20 @@ func (v *efView) contains(x uint64) bool {
 // the lookups.
 const indexMaxBuckets = 16
 
-// indexMaxTable caps a table's starts (256 KiB), which a call's scratch
-// keeps for the next call: a call of thousands of candidates in a set of
-// tens of thousands of items does without one.
+// indexMaxTable caps the starts of a call's tables together (256 KiB),
+// which its scratch keeps for the next call: a window holds up to 367
+// generations, each with a staged layer, and a call of thousands of
+// candidates in sets of tens of thousands of items does without some.
 const indexMaxTable = 1 << 16
 
 // index makes v's lookups read the starts of buckets from a table instead
 // of selecting them, when the set has at most indexMaxBuckets buckets per
-// one of the lookups to come: the table is appended to buf, and buf
-// returned. A call of 200 candidates makes 200 lookups in its newest layer,
-// each of which would otherwise select in the high part.
+// one of the lookups to come and buf has room for the table within
+// indexMaxTable: the table is appended to buf, and buf returned. A call of
+// 200 candidates makes 200 lookups in its newest layer, each of which would
+// otherwise select in the high part.
 func (v *efView) index(buf []uint32, lookups int) []uint32 {
-	if v.end == 0 || v.buckets > indexMaxBuckets*uint64(lookups) || v.buckets >= indexMaxTable {
+	if v.end == 0 || v.buckets > indexMaxBuckets*uint64(lookups) || uint64(len(buf))+v.buckets >= indexMaxTable {
 		return buf
 	}
 	// starts[0] is 0, and starts[b+1] is right after zero number b, which

@@ -72,8 +72,8 @@ func TestEFSetHoldsExactlyItsFingerprints(t *testing.T) {
 
 // TestEFIndexOnlyWhereItPays checks that a view makes its table of bucket
 // starts only when the lookups to come are at least a 1/indexMaxBuckets of
-// the buckets and the table is under indexMaxTable, and leaves an empty set
-// without one.
+// the buckets and the table fits under indexMaxTable with the tables
+// before it, and leaves an empty set without one.
 func TestEFIndexOnlyWhereItPays(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const f = 20
@@ -88,6 +88,16 @@ func TestEFIndexOnlyWhereItPays(t *testing.T) {
 		buf := v.index(nil, c.lookups)
 		if got := v.starts != nil; got != c.indexed || len(buf) != len(v.starts) {
 			t.Errorf("%d lookups in 1,024 buckets: indexed %v (%d starts appended), want %v", c.lookups, got, len(buf), c.indexed)
+		}
+	}
+	for _, c := range []struct {
+		before  int
+		indexed bool
+	}{{100, true}, {indexMaxTable - 1025, true}, {indexMaxTable - 1024, false}} {
+		v := newEFView(w, f)
+		buf := v.index(make([]uint32, c.before), 200)
+		if got := v.starts != nil; got != c.indexed || len(buf) != c.before+len(v.starts) {
+			t.Errorf("1,024 buckets after %d starts: indexed %v (%d appended), want %v", c.before, got, len(buf)-c.before, c.indexed)
 		}
 	}
 	big, _ := randomFingerprints(rng, indexMaxTable/2, f+8) // indexMaxTable buckets

@@ -509,8 +509,10 @@ func (f *Filter) prepare(live []generation, s *Scratch, lookups int) {
 	default:
 		s.views = s.views[:0]
 	}
+	// Newest first, as the lookups go: when the tables would pass
+	// indexMaxTable together, the older layers do without.
 	s.starts = s.starts[:0]
-	for i := range s.views {
+	for i := len(s.views) - 1; i >= 0; i-- {
 		s.starts = s.views[i].index(s.starts, lookups)
 	}
 }

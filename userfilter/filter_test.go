@@ -508,3 +508,24 @@ func TestRecordAllSkipsTestingFreshItems(t *testing.T) {
 		}
 	}
 }
+
+// A call's tables of bucket starts stay under indexMaxTable together, the
+// newest generation's first, however many generations a window holds.
+func TestTablesOfACallAreBounded(t *testing.T) {
+	day := 24 * time.Hour
+	f := mustNew(t, Profile{Kind: KindStaged, Window: 366 * day, Granularity: day})
+	for d := range 40 {
+		f.Add(items(fmt.Sprintf("day%d-", d), 2000), t0.Add(time.Duration(d-39)*day)) // 2,048 buckets each
+	}
+	var s Scratch
+	f.prepare(f.live(t0), &s, 10_000)
+	if len(s.views) != 40 {
+		t.Fatalf("%d views for 40 generations", len(s.views))
+	}
+	if len(s.starts) >= indexMaxTable {
+		t.Errorf("the tables hold %d starts, past %d", len(s.starts), indexMaxTable)
+	}
+	if s.views[39].starts == nil || s.views[0].starts != nil {
+		t.Errorf("the newest generation has a table: %v; the oldest: %v (want true, false)", s.views[39].starts != nil, s.views[0].starts != nil)
+	}
+}
