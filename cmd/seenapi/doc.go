@@ -20,5 +20,6 @@
 //
 // On SIGTERM or SIGINT the service stops accepting connections, finishes
 // the requests in flight, writes every changed filter back, and closes the
-// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS).
+// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS)
+// and, when it serves HTTPS (--tls-cert and --tls-key), its certificate.
 package main

@@ -22,6 +22,8 @@ type options struct {
 	flushInterval   time.Duration
 	sync            bool
 	keysFile        string
+	tlsCert         string
+	tlsKey          string
 	namespacesFile  string
 	insecure        bool
 	shutdownTimeout time.Duration
@@ -77,6 +79,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(durationFlag{p: &o.flushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile)")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
+		fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the TLS certificate (with its chain) to serve HTTPS with, together with --tls-key; SIGHUP reloads both; empty: plain HTTP")
+		fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
 		o.memoryLimit = "auto"
@@ -261,6 +265,9 @@ func (o *options) check(cmd string, getenv func(string) string) error {
 		// before anything starts.
 		if o.debugAddr != "" && !isLoopback(o.debugAddr) {
 			return fmt.Errorf("--debug-addr %s: the profiler listens on loopback addresses only", o.debugAddr)
+		}
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			return errTLSPair
 		}
 	case "backup":
 		if o.out == "" {

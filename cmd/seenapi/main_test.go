@@ -1262,19 +1262,7 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 		code, _ := post(t, s.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`, "Authorization", "Bearer "+key)
 		return code
 	}
-	hup := func(want string) {
-		t.Helper()
-		before := strings.Count(s.out.String(), want)
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(10 * time.Second); strings.Count(s.out.String(), want) == before; {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q logged after SIGHUP:\n%s", want, s.out.String())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	hup := func(want string) { t.Helper(); hupUntilLogged(t, s, want) }
 	if got := status(oldKey); got != 200 {
 		t.Fatalf("the first key: %d", got)
 	}
@@ -1287,6 +1275,22 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	hup("the old ones stay")
 	if got := status(newKey); got != 200 {
 		t.Fatalf("after a reload that failed: %d", got)
+	}
+}
+
+// hupUntilLogged sends this process (the in-process service s) SIGHUP and
+// waits until s logs want once more.
+func hupUntilLogged(t *testing.T, s *service, want string) {
+	t.Helper()
+	before := strings.Count(s.out.String(), want)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(s.out.String(), want) == before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged after SIGHUP:\n%s", want, s.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -67,32 +68,47 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 	return ks, nil
 }
 
-// reloadKeysOn reads the keys again (keys file and SEENAPI_KEYS) and gives
-// them to srv each time hup fires, until ctx ends. Keys that do not load
-// leave the old ones in place. A service started without keys stays open
-// (see api.Server.SetKeys): it has nothing to reload, and says so.
-func reloadKeysOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) {
+// reloadOn reads the keys again (keys file and SEENAPI_KEYS) and gives
+// them to srv each time hup fires, until ctx ends, and reads the TLS
+// certificate again when there is one (cert not nil). Keys or a
+// certificate that do not load leave the old ones in place. A service
+// started without keys stays open (see api.Server.SetKeys): it has no keys
+// to reload, and says so.
+func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		if srv.Open() {
-			logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
-				"to require keys, restart it with --keys-file or SEENAPI_KEYS")
+		reloadKeys(o, getenv, srv, logger)
+		if cert == nil {
 			continue
 		}
-		ks, err := keys(o, getenv)
-		if err == nil {
-			err = srv.SetKeys(ks)
-		}
-		if err != nil {
-			logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
+		if err := cert.reload(); err != nil {
+			logger.Error("seenapi: SIGHUP: the TLS certificate was not reloaded; the old one stays", "err", err)
 			continue
 		}
-		logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
+		logger.Info("seenapi: SIGHUP: TLS certificate reloaded", "cert", cert.certFile)
 	}
+}
+
+// reloadKeys is what a SIGHUP does to the API keys (see reloadOn).
+func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) {
+	if srv.Open() {
+		logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
+			"to require keys, restart it with --keys-file or SEENAPI_KEYS")
+		return
+	}
+	ks, err := keys(o, getenv)
+	if err == nil {
+		err = srv.SetKeys(ks)
+	}
+	if err != nil {
+		logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
+		return
+	}
+	logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
 }
 
 // serve runs the service until ctx ends, then shuts down gracefully: stop
@@ -108,6 +124,12 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	namespaces, err := loadNamespaces(o.namespacesFile)
 	if err != nil {
 		return err
+	}
+	var cert *certificate
+	if o.tlsCert != "" { // with --tls-key (options.check)
+		if cert, err = loadCertificate(o.tlsCert, o.tlsKey); err != nil {
+			return err
+		}
 	}
 	if o.debugAddr != "" { // a loopback address (options.check)
 		dln, err := net.Listen("tcp", o.debugAddr)
@@ -131,6 +153,10 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		return fmt.Errorf("--addr: %w", err) // "listen tcp ADDR: ...", as --debug-addr's
 	}
 	defer ln.Close() // Serve closes it too; this covers a failure before Serve
+	scheme := "http"
+	if cert != nil {
+		ln, scheme = tls.NewListener(ln, cert.config()), "https"
+	}
 
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
 		WithMinFreeBytes(o.storeMinFreeBytes()).WithLogger(logger))
@@ -177,21 +203,25 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
-	if srv.Open() {
+	switch {
+	case srv.Open():
 		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + shown +
 			"; set --keys-file or SEENAPI_KEYS to require keys")
+	case cert == nil && !isLoopback(o.addr):
+		logger.Warn("seenapi: API keys cross the network in clear text on " + shown +
+			": serve HTTPS (--tls-cert and --tls-key) or put a TLS proxy in front")
 	}
-	// SIGHUP reloads the API keys, to rotate them without a restart (which
-	// would empty the hot set).
+	// SIGHUP reloads the API keys and the TLS certificate, to rotate them
+	// without a restart (which would empty the hot set).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Ignore(syscall.SIGHUP) // not Stop: the default action would end the shutdown
-	go reloadKeysOn(ctx, hup, o, getenv, srv, logger)
+	go reloadOn(ctx, hup, o, getenv, srv, cert, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
 		names[i] = n.Name
 	}
-	logger.Info("seenapi: serving", "version", version(), "url", "http://"+shown, "data_dir", o.dataDir,
+	logger.Info("seenapi: serving", "version", version(), "url", scheme+"://"+shown, "data_dir", o.dataDir,
 		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync)
 	if onListen != nil {
 		onListen(addr)

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// writeCert writes a self-signed certificate for 127.0.0.1 with the given
+// serial number, and its key, as PEM files at certPath and keyPath, and
+// returns a pool that trusts it.
+func writeCert(t *testing.T, certPath, keyPath string, serial int64) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(serial),
+		Subject:               pkix.Name{CommonName: "seenapi test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
+
+// httpsOf is the https:// URL of a service s started with TLS.
+func httpsOf(s *service) string { return "https://" + strings.TrimPrefix(s.url, "http://") }
+
+// certFiles are a certificate's and its key's paths in a new directory.
+func certFiles(t *testing.T) (certPath, keyPath string) {
+	dir := t.TempDir()
+	return filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+}
+
+// With --tls-cert and --tls-key the service answers HTTPS only: the
+// generated client makes the one call through it, a plain HTTP request to
+// the port gets no answer, and a client that offers nothing newer than TLS
+// 1.1 is refused.
+func TestTLSServesTheAPI(t *testing.T) {
+	certPath, keyPath := certFiles(t)
+	pool := writeCert(t, certPath, keyPath, 1)
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	if !strings.Contains(s.out.String(), "url="+httpsOf(s)) {
+		t.Errorf("the log does not give the https URL %s:\n%s", httpsOf(s), s.out.String())
+	}
+	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c, err := client.NewClientWithResponses(httpsOf(s), client.WithHTTPClient(httpc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.FilterUserWithResponse(context.Background(), "default", "u1",
+		client.FilterRequest{Candidates: []string{"a", "b", "c"}, Limit: ptr(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JSON200 == nil || strings.Join(r.JSON200.Unseen, ",") != "a,b" {
+		t.Fatalf("the one call over HTTPS: %d %s", r.StatusCode(), r.Body)
+	}
+	if r.HTTPResponse.TLS == nil || r.HTTPResponse.TLS.Version < tls.VersionTLS12 {
+		t.Fatalf("the answer came over %+v, want TLS 1.2 or later", r.HTTPResponse.TLS)
+	}
+
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := plain.Get(s.url + "/readyz"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("plain HTTP to the HTTPS port answered %d %q", resp.StatusCode, b)
+	}
+
+	old := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}}}
+	if resp, err := old.Get(httpsOf(s) + "/readyz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a TLS 1.1 client was answered %d", resp.StatusCode)
+	}
+	if resp, err := httpc.Get(httpsOf(s) + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz over HTTPS after the refused clients: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// servedSerial connects to addr and returns the serial number of the
+// certificate the service presents, trusting any (the test checks which).
+func servedSerial(t *testing.T, addr string) int64 {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+}
+
+// SIGHUP reads the certificate and key again, so a renewed certificate is
+// served without a restart; a pair that does not load is reported and the
+// one served stays.
+func TestSIGHUPReloadsTheTLSCertificate(t *testing.T) {
+	const key = "w-0123456789abcdef"
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("write:"+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath := certFiles(t)
+	writeCert(t, certPath, keyPath, 1)
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys, "--tls-cert", certPath, "--tls-key", keyPath)
+	addr := strings.TrimPrefix(s.url, "http://")
+	if got := servedSerial(t, addr); got != 1 {
+		t.Fatalf("serial %d served, want 1", got)
+	}
+	hup := func(want string) { t.Helper(); hupUntilLogged(t, s, want) }
+
+	pool := writeCert(t, certPath, keyPath, 2)
+	hup("TLS certificate reloaded")
+	if got := servedSerial(t, addr); got != 2 {
+		t.Fatalf("after the reload, serial %d served, want 2", got)
+	}
+	if !strings.Contains(s.out.String(), "API keys reloaded") {
+		t.Errorf("the SIGHUP that reloaded the certificate did not reload the keys:\n%s", s.out.String())
+	}
+
+	if err := os.WriteFile(certPath, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup("the TLS certificate was not reloaded; the old one stays")
+	if got := servedSerial(t, addr); got != 2 {
+		t.Fatalf("after a reload that failed, serial %d served, want 2", got)
+	}
+	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c, _ := client.NewClientWithResponses(httpsOf(s), client.WithHTTPClient(httpc),
+		client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			req.Header.Set("Authorization", "Bearer "+key)
+			return nil
+		}))
+	r, err := c.RecordSeenWithResponse(context.Background(), "default", "u1", nil, client.ItemsRequest{Items: []string{"a"}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("a call after the failed reload: %v %v", r, err)
+	}
+}
+
+// --tls-cert and --tls-key come together, and a pair that does not load
+// stops the start with an error that names both flags and the files,
+// before a data directory is made.
+func TestTLSFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
+	certPath, keyPath := certFiles(t)
+	writeCert(t, certPath, keyPath, 1)
+	if out := failedStart(t, "--tls-cert", certPath); !strings.Contains(out, "--tls-cert and --tls-key go together") {
+		t.Errorf("--tls-cert alone:\n%s", out)
+	}
+	if out := failedStart(t, "--tls-key", keyPath); !strings.Contains(out, "--tls-cert and --tls-key go together") {
+		t.Errorf("--tls-key alone:\n%s", out)
+	}
+	otherCert, otherKey := certFiles(t)
+	writeCert(t, otherCert, otherKey, 2)
+	data := filepath.Join(t.TempDir(), "data")
+	for name, args := range map[string][]string{
+		"missing":        {"--tls-cert", certPath + ".missing", "--tls-key", keyPath},
+		"not a cert":     {"--tls-cert", keyPath, "--tls-key", keyPath},
+		"key of another": {"--tls-cert", certPath, "--tls-key", otherKey},
+	} {
+		out := failedStart(t, append([]string{"--data-dir", data}, args...)...)
+		if !strings.Contains(out, "--tls-cert "+args[1]+", --tls-key "+args[3]+":") {
+			t.Errorf("%s: the error does not name the flags and files:\n%s", name, out)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: data directory after a failed start: %v, want none", name, err)
+		}
+	}
+}
+
+// Off loopback, keys sent over plain HTTP cross the network readable: the
+// service says so, and says nothing of it when it serves HTTPS.
+func TestKeysInClearTextOffLoopbackAreWarnedOf(t *testing.T) {
+	env := map[string]string{"SEENAPI_KEYS": "write:w-0123456789abcdef"}
+	const warning = "API keys cross the network in clear text"
+	plain := startService(t, env, "--addr", "0.0.0.0:0", "--data-dir", t.TempDir())
+	if !strings.Contains(plain.out.String(), warning) {
+		t.Errorf("no warning for keys over plain HTTP on 0.0.0.0:\n%s", plain.out.String())
+	}
+	certPath, keyPath := certFiles(t)
+	writeCert(t, certPath, keyPath, 1)
+	secure := startService(t, env, "--addr", "0.0.0.0:0", "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	if out := secure.out.String(); strings.Contains(out, warning) || !strings.Contains(out, "url=https://0.0.0.0:") {
+		t.Errorf("over HTTPS: want no warning and an https URL:\n%s", out)
+	}
+	loop := startService(t, env, "--data-dir", t.TempDir())
+	if strings.Contains(loop.out.String(), warning) {
+		t.Errorf("a warning on loopback:\n%s", loop.out.String())
+	}
+}
+
+// The client commands reach a service that serves HTTPS with a
+// certificate of its own through SSL_CERT_FILE, as the README says: the
+// built binary backs it up.
+func TestBackupOverHTTPSTrustsSSLCertFile(t *testing.T) {
+	bin := buildBinary(t)
+	certPath, keyPath := certFiles(t)
+	writeCert(t, certPath, keyPath, 1)
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	out := filepath.Join(t.TempDir(), "seenapi.backup")
+	backup := func(env ...string) ([]byte, error) {
+		cmd := exec.Command(bin, "backup", "--url", httpsOf(s), "--out", out)
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.CombinedOutput()
+	}
+	if log, err := backup("SSL_CERT_FILE=" + filepath.Join(t.TempDir(), "none.pem")); err == nil {
+		t.Fatalf("a backup that does not trust the certificate succeeded:\n%s", log)
+	}
+	if log, err := backup("SSL_CERT_FILE=" + certPath); err != nil {
+		t.Fatalf("backup over HTTPS: %v\n%s", err, log)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
+		t.Fatalf("backup file: %v %v", fi, err)
+	}
+}
