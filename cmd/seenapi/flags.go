@@ -33,6 +33,8 @@ type options struct {
 	heapLimit       int64    // of memoryLimit, set by check
 	gc              gcPolicy // of gcPercent, set by check
 	debugAddr       string
+	logFormat       string
+	logLevel        string
 	limits          api.Config
 
 	out, in  string // backup --out, restore --in
@@ -113,6 +115,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.imp.workers, "workers", 8, "users imported at once")
 		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
 	}
+	o.logFormat, o.logLevel = "text", "info"
+	fs.Var(parsedString{&o.logFormat, parseLogFormat}, "log-format", `log lines as "text" (key=value) or "json" (one object a line)`)
+	fs.Var(parsedString{&o.logLevel, parseLogLevel}, "log-level", `least level logged: debug (Badger's own messages too), info, warn or error`)
 	fs.Usage = func() { usage(fs.Output(), fs, cmd) }
 	return fs
 }

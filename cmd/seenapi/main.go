@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -85,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "seenapi %s: %v\nRun 'seenapi help %s' for its flags.\n", cmd, err, cmd)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	logger := newLogger(stderr, o.logFormat, o.logLevel)
 	switch cmd {
 	case "serve":
 		if err = serve(ctx, &o, getenv, logger, onListen); err == nil {

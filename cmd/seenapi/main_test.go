@@ -236,6 +236,9 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want a duration of 0 or more"},
 		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "-1m"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="-1m": want a duration of 0 or more`},
 		{args: []string{"--shutdown-timeout", "0"}}, // no wait, as the help says
+		{args: []string{"--log-format", "xml"}, want: "-log-format: want text or json"},
+		{env: map[string]string{"SEENAPI_LOG_LEVEL": "verbose"}, want: `SEENAPI_LOG_LEVEL="verbose": want debug, info, warn or error`},
+		{args: []string{"--log-format", "json", "--log-level", "WARN"}},
 		{args: []string{"--cache-bytes", "1MiB", "--max-candidates", "1", "--flush-interval", "1ms"}, env: map[string]string{"SEENAPI_SYNC": "1"}},
 	} {
 		var o options
