@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -42,29 +43,41 @@ type HTTPOptions struct {
 	LogDir string
 	// Conns caps the client's connections. Default 64.
 	Conns int
+	// TLS serves HTTPS with a self-signed certificate the harness makes
+	// (--tls-cert, --tls-key) and calls it over TLS: the system
+	// seenapi-https, which measures what TLS costs against seenapi-http.
+	TLS bool
 }
 
 // HTTPClient makes the one call of a seenapi server over keep-alive HTTP
 // connections (fasthttp's HostClient), without per-call allocations but
 // the answer's slice. Safe for concurrent use.
 type HTTPClient struct {
-	addr   string
+	base   string // "http://addr" or "https://addr"
 	client *fasthttp.HostClient
-	uriPre []byte // "http://addr/v1/namespaces/default/users/"
+	uriPre []byte // base + "/v1/namespaces/default/users/"
 }
 
 // NewHTTPClient returns a client of the server at addr (host:port) with at
 // most conns connections.
-func NewHTTPClient(addr string, conns int) *HTTPClient {
-	return &HTTPClient{addr: addr,
-		client: &fasthttp.HostClient{Addr: addr, MaxConns: conns, ReadTimeout: 60 * time.Second,
+func NewHTTPClient(addr string, conns int) *HTTPClient { return newHTTPClient(addr, conns, nil) }
+
+// newHTTPClient is NewHTTPClient, over TLS with tlsConfig when it is not nil.
+func newHTTPClient(addr string, conns int, tlsConfig *tls.Config) *HTTPClient {
+	base := "http://" + addr
+	if tlsConfig != nil {
+		base = "https://" + addr
+	}
+	return &HTTPClient{base: base,
+		client: &fasthttp.HostClient{Addr: addr, IsTLS: tlsConfig != nil, TLSConfig: tlsConfig,
+			MaxConns: conns, ReadTimeout: 60 * time.Second,
 			WriteTimeout: 60 * time.Second, MaxIdleConnDuration: time.Minute, NoDefaultUserAgentHeader: true,
 			DisableHeaderNamesNormalizing: true, DisablePathNormalizing: true,
 			// A call of 200 candidates is about 3.8 KB; with fasthttp's
 			// 4 KiB default, one in seventeen went out in two writes
 			// (two system calls, two segments for the server to read).
 			WriteBufferSize: writeBufferSize},
-		uriPre: []byte("http://" + addr + "/v1/namespaces/default/users/")}
+		uriPre: []byte(base + "/v1/namespaces/default/users/")}
 }
 
 // writeBufferSize is the client's write buffer: a whole request of the
@@ -73,7 +86,7 @@ const writeBufferSize = 16 << 10
 
 // Ready reports whether GET /readyz answers 200.
 func (c *HTTPClient) Ready() (bool, error) {
-	code, _, err := c.client.GetTimeout(nil, "http://"+c.addr+"/readyz", time.Second)
+	code, _, err := c.client.GetTimeout(nil, c.base+"/readyz", time.Second)
 	return err == nil && code == fasthttp.StatusOK, err
 }
 
@@ -83,10 +96,13 @@ func (c *HTTPClient) CloseIdle() { c.client.CloseIdleConnections() }
 // SeenapiHTTP is seenapi over HTTP: a server process started from Bin on a
 // free loopback port with a fresh data directory, called through one
 // keep-alive fasthttp client. It can flush (a SIGTERM: the server writes
-// back on shutdown) and restart on the same data.
+// back on shutdown) and restart on the same data. With HTTPOptions.TLS it
+// is seenapi-https.
 type SeenapiHTTP struct {
 	opts    HTTPOptions
 	dataDir string
+	certDir string      // with TLS: the certificate and its key
+	tls     *tls.Config // with TLS: the client's, trusting the certificate
 	addr    string
 	cmd     *exec.Cmd
 	done    chan error
@@ -101,8 +117,13 @@ func NewSeenapiHTTP(opts HTTPOptions) *SeenapiHTTP {
 	return &SeenapiHTTP{opts: opts}
 }
 
-// Name returns "seenapi-http".
-func (s *SeenapiHTTP) Name() string { return "seenapi-http" }
+// Name returns "seenapi-http", or "seenapi-https" with HTTPOptions.TLS.
+func (s *SeenapiHTTP) Name() string {
+	if s.opts.TLS {
+		return "seenapi-https"
+	}
+	return "seenapi-http"
+}
 
 // Setup makes a fresh data directory and starts the server on it.
 func (s *SeenapiHTTP) Setup(ctx context.Context) error {
@@ -114,6 +135,16 @@ func (s *SeenapiHTTP) Setup(ctx context.Context) error {
 		return err
 	}
 	s.dataDir = dir
+	if s.opts.TLS {
+		if s.certDir, err = os.MkdirTemp(s.opts.DataParent, "seenbench-cert-"); err != nil {
+			return err
+		}
+		cert, err := WriteSelfSignedCert(filepath.Join(s.certDir, "cert.pem"), filepath.Join(s.certDir, "key.pem"), 1)
+		if err != nil {
+			return fmt.Errorf("%w: a certificate for seenapi-https: %v", ErrServer, err)
+		}
+		s.tls = trusting(cert)
+	}
 	return s.start(ctx)
 }
 
@@ -127,12 +158,15 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	if s.opts.CacheBytes > 0 {
 		args = append(args, "--cache-bytes", strconv.FormatInt(s.opts.CacheBytes, 10))
 	}
+	if s.tls != nil {
+		args = append(args, "--tls-cert", filepath.Join(s.certDir, "cert.pem"), "--tls-key", filepath.Join(s.certDir, "key.pem"))
+	}
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.opts.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logPath := ""
 	if s.opts.LogDir != "" {
-		logPath = filepath.Join(s.opts.LogDir, "seenapi-http.log")
+		logPath = filepath.Join(s.opts.LogDir, s.Name()+".log")
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
@@ -145,7 +179,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	}
 	s.cmd, s.done = cmd, make(chan error, 1)
 	go func() { s.done <- cmd.Wait() }()
-	s.client = NewHTTPClient(s.addr, s.opts.Conns)
+	s.client = newHTTPClient(s.addr, s.opts.Conns, s.tls)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ok, err := s.client.Ready()
@@ -419,7 +453,7 @@ type serverStats struct {
 // stats reads GET /v1/stats.
 func (s *HTTPClient) stats() (serverStats, error) {
 	var st serverStats
-	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/v1/stats", 10*time.Second)
+	code, body, err := s.client.GetTimeout(nil, s.base+"/v1/stats", 10*time.Second)
 	if err != nil {
 		return st, err
 	}
@@ -469,14 +503,17 @@ func (s *SeenapiHTTP) Restart(ctx context.Context) error {
 	return s.start(ctx)
 }
 
-// Close stops the server and removes its data directory.
+// Close stops the server and removes its data directory (and its
+// certificate).
 func (s *SeenapiHTTP) Close() error {
 	err := s.stop()
-	if s.dataDir != "" {
-		if e := os.RemoveAll(s.dataDir); err == nil {
-			err = e
+	for _, dir := range []*string{&s.dataDir, &s.certDir} {
+		if *dir != "" {
+			if e := os.RemoveAll(*dir); err == nil {
+				err = e
+			}
+			*dir = ""
 		}
-		s.dataDir = ""
 	}
 	return err
 }

@@ -97,7 +97,7 @@ const filterRoute = "POST /v1/namespaces/{ns}/users/{user}/filter"
 
 // CallDurations reads the one call's request-duration histogram from GET /metrics.
 func (s *HTTPClient) CallDurations(context.Context) (Histogram, error) {
-	code, body, err := s.client.GetTimeout(nil, "http://"+s.addr+"/metrics", 10*time.Second)
+	code, body, err := s.client.GetTimeout(nil, s.base+"/metrics", 10*time.Second)
 	if err != nil {
 		return Histogram{}, err
 	}

@@ -8,6 +8,7 @@
 //	go run ./cmd/seenbench --users 1e5 --fill 2000 --memory-only  # memory at 2,000 items per user
 //	go run ./cmd/seenbench --quick --window 30d     # the window run (in-process, clock advanced)
 //	go run ./cmd/seenbench --users 1e5 --systems seenapi-inproc,seenapi-http-inproc --cpuprofile
+//	go run ./cmd/seenbench --users 1e5 --systems seenapi-http,seenapi-https  # what TLS costs
 //
 // Redis is Debian's redis-server, installed with apt-get when missing. See
 // package bench for the method.
@@ -50,8 +51,10 @@ func main() {
 var allSystems = []string{"seenapi-http", "seenapi-inproc", "redis-set", "redis-bloom"}
 
 // extraSystems run only when named: seenapi-http-inproc serves the API
-// inside the harness, to profile the HTTP layer with --cpuprofile.
-var extraSystems = []string{"seenapi-http-inproc"}
+// inside the harness, to profile the HTTP layer with --cpuprofile;
+// seenapi-https is seenapi-http over TLS (a self-signed certificate the
+// harness makes), to measure what TLS costs beside seenapi-http.
+var extraSystems = []string{"seenapi-http-inproc", "seenapi-https"}
 
 type config struct {
 	users       []int
@@ -296,7 +299,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// Build the server once, and find (or install) redis-server once.
 	seenapiBin := c.seenapiBin
-	if seenapiBin == "" && contains(c.systems, "seenapi-http") {
+	if seenapiBin == "" && (contains(c.systems, "seenapi-http") || contains(c.systems, "seenapi-https")) {
 		dir, err := moduleDir(ctx)
 		if err != nil {
 			return err
@@ -321,13 +324,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	newSystem := func(name string) bench.System {
 		ropts := bench.RedisOptions{Bin: redisBin, Conns: conns, LogDir: logDir, Logf: logf, Client: c.redisClient}
 		switch name {
-		case "seenapi-http":
+		case "seenapi-http", "seenapi-https":
 			var extra []string
 			if c.seenapiArgs != "" {
 				extra = strings.Fields(c.seenapiArgs)
 			}
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
-				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: conns})
+				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: conns, TLS: name == "seenapi-https"})
 		case "seenapi-inproc", "seenapi-http-inproc":
 			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
 				HTTP: name == "seenapi-http-inproc", Conns: conns, NoJournal: c.noJournal}
