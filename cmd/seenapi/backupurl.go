@@ -18,15 +18,22 @@ import (
 )
 
 // backupFromService downloads a backup from the running service at url
-// (GET /v1/backup, an admin key) into out. The stream is checked whole as it
+// (GET /v1/backup, an admin key, trusting caCert's authorities too when
+// it is not empty) into out. The stream is checked whole as it
 // arrives (storage.VerifyBackup) and written to a temporary file beside out,
 // which becomes out only then: a backup cut short, by a dropped connection
 // or a failure on the service's side once the answer began, is never kept.
-func backupFromService(ctx context.Context, url, key, out string, logger *slog.Logger) (err error) {
+func backupFromService(ctx context.Context, url, key, caCert, out string, logger *slog.Logger) (err error) {
 	if err := checkOut(out); err != nil {
 		return err
 	}
-	api, err := client.NewClient(strings.TrimRight(url, "/"),
+	transport, err := serviceTransport(caCert)
+	if err != nil {
+		return err
+	}
+	httpc := &http.Client{Transport: transport}
+	defer httpc.CloseIdleConnections()
+	api, err := client.NewClient(strings.TrimRight(url, "/"), client.WithHTTPClient(httpc),
 		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			if key != "" {
 				r.Header.Set("Authorization", "Bearer "+key)

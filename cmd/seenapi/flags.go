@@ -40,6 +40,7 @@ type options struct {
 	out, in  string // backup --out, restore --in
 	merge    bool   // restore --merge
 	url, key string // backup --url, --key: back up a running service
+	caCert   string // backup --ca-cert
 
 	imp importOptions // import-redis
 }
@@ -103,6 +104,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
 		fs.StringVar(&o.key, "key", "", "with --url: API key of the admin role, when the service has keys (better given as SEENAPI_KEY)")
+		fs.StringVar(&o.caCert, "ca-cert", "", caCertUsage)
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
 		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
@@ -111,6 +113,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.imp.match, "match", "seen:*", "pattern of the keys to import (Redis SCAN MATCH) whose one * is the user id, e.g. seen:* or user:*:seen; each key a SET or sorted set of item ids")
 		fs.StringVar(&o.imp.url, "url", "http://127.0.0.1:8080", "the seenapi service to import into (it may be serving meanwhile)")
 		fs.StringVar(&o.imp.key, "key", "", "API key of a write or admin role, when the service has keys (better given as SEENAPI_KEY)")
+		fs.StringVar(&o.imp.caCert, "ca-cert", "", caCertUsage)
 		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
 		countVar(fs, &o.imp.workers, "workers", 8, "users imported at once")
 		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
@@ -121,6 +124,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() { usage(fs.Output(), fs, cmd) }
 	return fs
 }
+
+// caCertUsage is the help of the client commands' --ca-cert.
+const caCertUsage = "with an https --url: PEM file of the certificate authority that signed the service's certificate (or of its self-signed certificate), trusted besides the system's"
 
 // commands are the subcommands; commandsHelp lists them.
 var commands = []string{"serve", "backup", "restore", "import-redis", "version", "help"}

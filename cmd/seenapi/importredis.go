@@ -25,6 +25,7 @@ type importOptions struct {
 	match     string // SCAN pattern whose one '*' is the user id
 	url       string // the seenapi service
 	key       string // its API key (write role)
+	caCert    string // --ca-cert: a PEM file of authorities to trust for an https url
 	namespace string
 	workers   int
 	batch     int // items a call
@@ -55,7 +56,10 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	}
 	// One keep-alive connection a worker (Go's default keeps two idle), a
 	// bound on a call that hangs, and no connections left behind.
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport, err := serviceTransport(o.caCert)
+	if err != nil {
+		return err
+	}
 	transport.MaxIdleConnsPerHost = o.workers
 	httpc := &http.Client{Transport: transport, Timeout: time.Minute}
 	defer httpc.CloseIdleConnections()

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	case "backup":
 		if o.url != "" {
-			err = backupFromService(ctx, o.url, o.key, o.out, logger)
+			err = backupFromService(ctx, o.url, o.key, o.caCert, o.out, logger)
 		} else {
 			err = backup(&o, logger)
 		}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"sync/atomic"
 )
 
@@ -50,3 +53,28 @@ func (c *certificate) config() *tls.Config {
 
 // errTLSPair refuses one of --tls-cert and --tls-key without the other.
 var errTLSPair = errors.New("--tls-cert and --tls-key go together: give both (TLS) or neither (plain HTTP)")
+
+// serviceTransport is the HTTP transport of the client commands (backup
+// --url, import-redis): Go's default, which trusts the system's
+// certificate authorities (and SSL_CERT_FILE), and with --ca-cert the
+// authorities of that PEM file too, for a service whose certificate is
+// signed by a private authority or by itself.
+func serviceTransport(caFile string) (*http.Transport, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile == "" {
+		return t, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca-cert %s: no PEM certificate in it", caFile)
+	}
+	t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return t, nil
+}
