@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,6 +440,66 @@ func TestStatsCountCallsAndErrors(t *testing.T) {
 	}
 	if st.HotUsers != 1 || st.NewUsers != 1 || st.Loads != 1 || st.UptimeSeconds <= 0 || st.Degraded != 0 || st.Panics != 0 {
 		t.Errorf("stats: %+v", st)
+	}
+}
+
+// /v1/stats and /metrics give each namespace's share of the hot set.
+func TestStatsByNamespace(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	for _, u := range []string{"u1", "u2"} {
+		filter(t, c, "compact", u, client.FilterRequest{Candidates: []string{"a", "b"}})
+	}
+	filter(t, c, "compact", "u1", client.FilterRequest{Candidates: []string{"c"}})
+	filter(t, c, "bloom", "u1", client.FilterRequest{Candidates: []string{"a"}})
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	st := r.JSON200
+	ns, err := c.ListNamespacesWithResponse(ctx)
+	if err != nil || ns.JSON200 == nil {
+		t.Fatalf("namespaces: %v %d %s", err, ns.StatusCode(), ns.Body)
+	}
+	if len(st.Namespaces) != len(ns.JSON200.Namespaces) {
+		t.Fatalf("stats of %d namespaces, %d configured", len(st.Namespaces), len(ns.JSON200.Namespaces))
+	}
+	var users, bytes int64
+	for _, n := range ns.JSON200.Namespaces {
+		got, ok := st.Namespaces[n.Name]
+		if !ok {
+			t.Fatalf("no stats for namespace %s", n.Name)
+		}
+		users, bytes = users+got.HotUsers, bytes+got.CacheBytes
+	}
+	if users != st.HotUsers || bytes != st.CacheBytes {
+		t.Errorf("namespaces sum to %d users and %d bytes, the service has %d and %d", users, bytes, st.HotUsers, st.CacheBytes)
+	}
+	cp, bl, df := st.Namespaces["compact"], st.Namespaces["bloom"], st.Namespaces["default"]
+	if cp.HotUsers != 2 || cp.Hits != 1 || cp.Misses != 2 || cp.NewUsers != 2 || cp.HitRatio != 1.0/3 || cp.CacheBytes <= 0 {
+		t.Errorf("compact: %+v", cp)
+	}
+	if bl.HotUsers != 1 || bl.Misses != 1 || bl.CacheBytes <= 0 || df.HotUsers != 0 || df.CacheBytes != 0 || df.Misses != 0 {
+		t.Errorf("bloom: %+v; default: %+v", bl, df)
+	}
+
+	m, err := c.GetMetricsWithResponse(ctx)
+	if err != nil || m.StatusCode() != http.StatusOK {
+		t.Fatalf("metrics: %v %d", err, m.StatusCode())
+	}
+	for _, want := range []string{
+		`seenapi_namespace_hot_users{namespace="compact"} 2`,
+		`seenapi_namespace_hot_users{namespace="default"} 0`,
+		`seenapi_namespace_cache_bytes{namespace="compact"} ` + strconv.FormatInt(cp.CacheBytes, 10),
+		`seenapi_namespace_cache_hits_total{namespace="compact"} 1`,
+		`seenapi_namespace_cache_misses_total{namespace="compact"} 2`,
+		`seenapi_namespace_loads_total{namespace="bloom"} 1`,
+		`seenapi_namespace_new_users_total{namespace="compact"} 2`,
+		`seenapi_namespace_evictions_total{namespace="compact"} 0`,
+	} {
+		if !strings.Contains(string(m.Body), want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }
 

@@ -159,10 +159,29 @@ var hotSetMetrics = []metric{
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
 }
 
+// namespaceMetrics are each namespace's share of the hot set's figures,
+// labelled namespace; summed over the namespaces they give hotSetMetrics'.
+var namespaceMetrics = []struct {
+	name, help string
+	kind       prometheus.ValueType
+	value      func(eviction.NamespaceStats) float64
+}{
+	{"seenapi_namespace_hot_users", "The namespace's users whose filter is in memory.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.HotUsers) }},
+	{"seenapi_namespace_cache_bytes", "Bytes accounted to the namespace's hot users.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.CacheBytes) }},
+	{"seenapi_namespace_cache_hits_total", "The namespace's calls that found the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Hits) }},
+	{"seenapi_namespace_cache_misses_total", "The namespace's calls that did not find the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Misses) }},
+	{"seenapi_namespace_loads_total", "Storage reads of the namespace's cold users.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
+	{"seenapi_namespace_new_users_total", "The namespace's cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
+	{"seenapi_namespace_evictions_total", "The namespace's users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
+}
+
 func newCollector(s *Server) *collector {
 	c := &collector{s: s, descs: map[string]*prometheus.Desc{}}
 	for _, m := range hotSetMetrics {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+	for _, m := range namespaceMetrics {
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"namespace"}, nil)
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
@@ -181,6 +200,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Stats()
 	for _, m := range hotSetMetrics {
 		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(st))
+	}
+	for name, n := range st.Namespaces {
+		for _, m := range namespaceMetrics {
+			ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(n), name)
+		}
 	}
 	for r, n := range st.Calls {
 		ch <- prometheus.MustNewConstMetric(c.descs["calls"], prometheus.CounterValue, float64(n), r)

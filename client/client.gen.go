@@ -379,6 +379,33 @@ type NamespaceList struct {
 	Namespaces []Namespace `json:"namespaces"`
 }
 
+// NamespaceStats One namespace's figures in the hot set, since the server started.
+type NamespaceStats struct {
+	// CacheBytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
+	CacheBytes int64 `json:"cache_bytes"`
+
+	// Evictions The namespace's users evicted from memory to keep the budget.
+	Evictions int64 `json:"evictions"`
+
+	// HitRatio Hits over hits plus misses; 0 before any call.
+	HitRatio float64 `json:"hit_ratio"`
+
+	// Hits Calls that found the user hot.
+	Hits int64 `json:"hits"`
+
+	// HotUsers The namespace's users whose filter is in memory.
+	HotUsers int64 `json:"hot_users"`
+
+	// Loads Storage reads of the namespace's cold users.
+	Loads int64 `json:"loads"`
+
+	// Misses Calls that did not find the user hot.
+	Misses int64 `json:"misses"`
+
+	// NewUsers Of `loads`, the users a recording call created because nothing was stored for them.
+	NewUsers int64 `json:"new_users"`
+}
+
 // OnError `fail` answers an error when the user's filter cannot be read or
 // written; `open` answers the candidates unfiltered (deduplicated, at
 // most `limit`) with `degraded: true`.
@@ -468,6 +495,9 @@ type ServiceStats struct {
 	// Loads Storage reads of cold users.
 	Loads  int64 `json:"loads"`
 	Misses int64 `json:"misses"`
+
+	// Namespaces Each configured namespace's share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
+	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
 	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`

@@ -48,4 +48,21 @@ type Stats struct {
 	StorageErrors    uint64        `json:"storage_errors"`
 	Panics           uint64        `json:"panics"` // bugs met and recovered: steps on one user's data failed instead of the process ending (the API adds its handlers')
 	StorageBytes     int64         `json:"storage_bytes"`
+	// Namespaces holds each configured namespace's share of the hot users,
+	// cache bytes, hits, misses, loads, new users and evictions above, to
+	// tell which namespace fills the budget and which one misses.
+	Namespaces map[string]NamespaceStats `json:"namespaces"`
+}
+
+// NamespaceStats are one namespace's hot users and cache figures since the
+// start. Summed over the namespaces they give the service's.
+type NamespaceStats struct {
+	HotUsers   int64   `json:"hot_users"`
+	CacheBytes int64   `json:"cache_bytes"` // bytes accounted to the namespace's hot users
+	Hits       uint64  `json:"hits"`
+	Misses     uint64  `json:"misses"`
+	HitRatio   float64 `json:"hit_ratio"`
+	Loads      uint64  `json:"loads"`     // storage reads of cold users
+	NewUsers   uint64  `json:"new_users"` // of Loads, those that found nothing stored and created the user
+	Evictions  uint64  `json:"evictions"`
 }

@@ -130,6 +130,15 @@ type nsInfo struct {
 	index      uint8  // in HotSet.nsByIndex; what an entry keeps
 	seed       uint64 // namespace part of every key
 	journalTTL time.Duration
+	c          nsCounters
+}
+
+// nsCounters are a namespace's figures. The service-wide ones are their
+// sums (HotSet.Stats), so that counting by namespace costs a call no more
+// atomic additions than counting for the whole service did.
+type nsCounters struct {
+	hits, misses, loads, evictions, newUsers atomic.Uint64
+	hotUsers, hotBytes                       atomic.Int64
 }
 
 // HotSet holds user filters in memory under a byte budget, writes changes
@@ -172,12 +181,10 @@ type HotSet struct {
 	// (flushSome). flushMu held.
 	nextShard int
 
-	hits, misses, loads, evictions  atomic.Uint64
-	newUsers                        atomic.Uint64
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors, panics           atomic.Uint64
 	panicLogged                     atomic.Int64 // see spaced
-	hotUsers, hotBytes, dirtyUsers  atomic.Int64
+	dirtyUsers                      atomic.Int64
 	closed, ready                   atomic.Bool
 	stop                            chan struct{}
 	stopped                         chan struct{}
@@ -360,7 +367,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			// copy is ever loaded beside one that holds changes.
 			e.mu.Lock()
 			if h.reachLocked(s, sl.k, e) {
-				h.hits.Add(1)
+				info.c.hits.Add(1)
 				return e, true, nil
 			}
 			e.mu.Unlock()
@@ -376,13 +383,13 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		}
 		lc := h.claimLocked(s, sl, info, user)
 		s.mu.Unlock()
-		h.misses.Add(1)
+		info.c.misses.Add(1)
 		h.waitBacklog()
 
 		f, lastSeq, err := h.load(info, user)
 		if err == nil && f == nil && create {
 			if f, err = userfilter.New(info.Profile); err == nil {
-				h.newUsers.Add(1)
+				info.c.newUsers.Add(1)
 			}
 		}
 		s.mu.Lock()
@@ -440,7 +447,7 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	// A panic here would leave the user's load claimed and every later call
 	// of theirs waiting for it: it fails this load instead.
 	defer h.recovered(&err, "loading", info.Name, user)
-	h.loads.Add(1)
+	info.c.loads.Add(1)
 	raw, journal, err := h.store.Load(info.Name, user)
 	if err != nil {
 		h.storageErrors.Add(1)
@@ -511,8 +518,9 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 	e.bytes = entrySize(e)
 	s.lru.Add(k, e)
 	s.bytes += int64(e.bytes)
-	h.hotUsers.Add(1)
-	h.hotBytes.Add(int64(e.bytes))
+	c := &h.nsByIndex[e.ns].c
+	c.hotUsers.Add(1)
+	c.hotBytes.Add(int64(e.bytes))
 }
 
 // trimLocked evicts least recently used users (never keep) while the shard
@@ -535,9 +543,10 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 		}
 		s.lru.Remove(k)
 		s.bytes -= int64(e.bytes)
-		h.hotUsers.Add(-1)
-		h.hotBytes.Add(-int64(e.bytes))
-		h.evictions.Add(1)
+		c := &h.nsByIndex[e.ns].c
+		c.hotUsers.Add(-1)
+		c.hotBytes.Add(-int64(e.bytes))
+		c.evictions.Add(1)
 		// Not blocking on e.mu under s.mu (lock order is entry first): an
 		// entry someone holds is kept reachable as if it were dirty, and
 		// write-back lets it go once it finds it clean.
@@ -581,7 +590,7 @@ func (h *HotSet) release(e *entry, changed bool) {
 		grow := size - e.bytes
 		e.bytes = size
 		s.bytes += int64(grow)
-		h.hotBytes.Add(int64(grow))
+		h.nsByIndex[e.ns].c.hotBytes.Add(int64(grow))
 	}
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
@@ -744,7 +753,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 		close(lc.done) // lc.err nil: waiters look again and load what was written
 	}()
 	defer h.recovered(&err, "recording in bulk", info.Name, user)
-	h.misses.Add(1)
+	info.c.misses.Add(1)
 	f, lastSeq, err := h.load(info, user)
 	if err != nil {
 		return Result{}, err
@@ -770,7 +779,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 		return Result{}, err
 	}
 	if created {
-		h.newUsers.Add(1)
+		info.c.newUsers.Add(1)
 	}
 	return res, nil
 }
@@ -843,8 +852,8 @@ func (h *HotSet) Forget(ns, user string) error {
 	if e, ok := s.lru.Peek(sl.k); ok && e == sl.e {
 		s.lru.Remove(sl.k)
 		s.bytes -= int64(e.bytes)
-		h.hotUsers.Add(-1)
-		h.hotBytes.Add(-int64(e.bytes))
+		info.c.hotUsers.Add(-1)
+		info.c.hotBytes.Add(-int64(e.bytes))
 		victims = append(victims, e)
 	}
 	if e, ok := s.evicted[sl.k]; ok && e.ns == info.index && e.id() == user {
@@ -1131,18 +1140,34 @@ func (h *HotSet) Namespace(name string) (Namespace, bool) {
 
 // Usage returns the bytes accounted to hot users and the budget; cheaper
 // than Stats.
-func (h *HotSet) Usage() (bytes, budget int64) { return h.hotBytes.Load(), h.opts.CacheBytes }
+func (h *HotSet) Usage() (bytes, budget int64) {
+	for _, info := range h.nsByIndex {
+		bytes += info.c.hotBytes.Load()
+	}
+	return bytes, h.opts.CacheBytes
+}
 
-// Stats returns service-wide figures.
+// Stats returns service-wide figures, and each namespace's share of them.
 func (h *HotSet) Stats() Stats {
-	st := Stats{HotUsers: h.hotUsers.Load(), CacheBytes: h.hotBytes.Load(), CacheBudgetBytes: h.opts.CacheBytes,
-		Hits: h.hits.Load(), Misses: h.misses.Load(), Loads: h.loads.Load(), NewUsers: h.newUsers.Load(), Evictions: h.evictions.Load(),
+	st := Stats{CacheBudgetBytes: h.opts.CacheBytes,
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
 		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), Panics: h.panics.Load(),
-		StorageBytes: h.store.Size()}
-	if total := st.Hits + st.Misses; total > 0 {
-		st.HitRatio = float64(st.Hits) / float64(total)
+		StorageBytes: h.store.Size(), Namespaces: make(map[string]NamespaceStats, len(h.nsByIndex))}
+	for _, info := range h.nsByIndex {
+		c := &info.c
+		n := NamespaceStats{HotUsers: c.hotUsers.Load(), CacheBytes: c.hotBytes.Load(), Hits: c.hits.Load(),
+			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load()}
+		n.HitRatio = hitRatio(n.Hits, n.Misses)
+		st.Namespaces[info.Name] = n
+		st.HotUsers += n.HotUsers
+		st.CacheBytes += n.CacheBytes
+		st.Hits += n.Hits
+		st.Misses += n.Misses
+		st.Loads += n.Loads
+		st.NewUsers += n.NewUsers
+		st.Evictions += n.Evictions
 	}
+	st.HitRatio = hitRatio(st.Hits, st.Misses)
 	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
@@ -1157,6 +1182,14 @@ func (h *HotSet) Stats() Stats {
 		s.mu.Unlock()
 	}
 	return st
+}
+
+// hitRatio is hits over hits plus misses; 0 before any call.
+func hitRatio(hits, misses uint64) float64 {
+	if total := hits + misses; total > 0 {
+		return float64(hits) / float64(total)
+	}
+	return 0
 }
 
 func (h *HotSet) flushLoop() {

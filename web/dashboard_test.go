@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -515,6 +516,59 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	gc := tb.text(`#card-collector`)
 	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections? · heap [0-9.]+ [KMG]iB live, next at [0-9.]+ [KMG]iB`, gc); !ok {
 		t.Errorf("collector card reads %q", gc)
+	}
+}
+
+// The overview's table by namespace shows each namespace's hot users and
+// its share of the cache, largest first, and follows the calls.
+func TestOverviewShowsEachNamespacesShare(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	const rowJS = `((ns) => { const r = document.querySelector('#ns-stats tr[data-ns="' + ns + '"]'); return r ? [...r.children].map((c) => c.textContent) : null; })`
+	tb.waitJS(rowJS+`("classic") !== null`, "the classic namespace's row")
+	names := eval[[]string](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => r.dataset.ns)`)
+	if want := []string{"classic", "default", "feed", "small"}; !slices.Equal(slices.Sorted(slices.Values(names)), want) {
+		t.Fatalf("rows %v, want one for each of %v", names, want)
+	}
+	hotBefore, err := strconv.Atoi(strings.ReplaceAll(eval[[]string](tb, rowJS+`("classic")`)[1], ",", ""))
+	if err != nil {
+		t.Fatalf("classic's hot users: %v", err)
+	}
+
+	w := s.svc.api(t, s.keys.write)
+	base := userID(t)
+	const users = 3
+	for u := range users {
+		resp, err := w.FilterUserWithResponse(context.Background(), "classic", fmt.Sprintf("%s-%d", base, u),
+			client.FilterRequest{Candidates: []string{"a", "b"}})
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("filter: %v %s", err, resp.Body)
+		}
+	}
+	tb.waitJS(fmt.Sprintf(`Number(%s("classic")[1].replace(/,/g, '')) >= %d`, rowJS, hotBefore+users),
+		fmt.Sprintf("classic's hot users to reach %d", hotBefore+users))
+	row := eval[[]string](tb, rowJS+`("classic")`)
+	if !regexp.MustCompile(`^[0-9.]+ (B|[KMG]iB)$`).MatchString(row[2]) || row[2] == "0 B" {
+		t.Errorf("classic's cache bytes read %q", row[2])
+	}
+	if !regexp.MustCompile(`^(< )?[0-9.]+%$`).MatchString(row[3]) || !regexp.MustCompile(`^[0-9.]+%$`).MatchString(row[4]) {
+		t.Errorf("classic's share of the budget reads %q and its hit ratio %q", row[3], row[4])
+	}
+	if !regexp.MustCompile(`^[0-9,]+ \([0-9,]+ new users?\)$`).MatchString(row[5]) {
+		t.Errorf("classic's storage reads read %q", row[5])
+	}
+	// Largest share first.
+	sizes := eval[[]float64](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => {
+		const [v, u] = r.children[2].textContent.split(' ');
+		return Number(v) * ({B: 1, KiB: 1024, MiB: 1 << 20, GiB: 1 << 30})[u];
+	})`)
+	if !slices.IsSortedFunc(sizes, func(a, b float64) int { return cmp.Compare(b, a) }) {
+		t.Errorf("rows not by cache bytes, largest first: %v", sizes)
+	}
+	if href := eval[string](tb, `document.querySelector('#ns-stats tr[data-ns="classic"] a').getAttribute('href')`); href != "#/ns/classic" {
+		t.Errorf("classic's link goes to %q", href)
 	}
 }
 

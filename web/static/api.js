@@ -180,6 +180,19 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  */
 
 /**
+ * One namespace's figures in the hot set, since the server started.
+ * @typedef {Object} NamespaceStats
+ * @property {number} cache_bytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
+ * @property {number} evictions The namespace's users evicted from memory to keep the budget.
+ * @property {number} hit_ratio Hits over hits plus misses; 0 before any call.
+ * @property {number} hits Calls that found the user hot.
+ * @property {number} hot_users The namespace's users whose filter is in memory.
+ * @property {number} loads Storage reads of the namespace's cold users.
+ * @property {number} misses Calls that did not find the user hot.
+ * @property {number} new_users Of `loads`, the users a recording call created because nothing was stored for them.
+ */
+
+/**
  * `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
  * @typedef {("fail"|"open")} OnError
  */
@@ -232,6 +245,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} journal_appends
  * @property {number} loads Storage reads of cold users.
  * @property {number} misses
+ * @property {Object<string, NamespaceStats>} namespaces Each configured namespace's share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {string} started_at

@@ -372,6 +372,25 @@ function drawOverview() {
     }) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No calls yet.'))),
     idle ? h('tfoot', {}, h('tr', {}, h('td', { colspan: 4, class: 'muted' }, `${count(idle, 'other route')} without calls.`))) : null);
 
+  // Which namespace fills the budget, and which one misses.
+  const nsStats = st.namespaces || {};
+  const names = Object.keys(nsStats).sort((a, b) => (nsStats[b].cache_bytes - nsStats[a].cache_bytes) || a.localeCompare(b));
+  const nsTable = h('table', { id: 'ns-stats' },
+    h('caption', {}, 'By namespace'),
+    h('thead', {}, h('tr', {}, ['Namespace', 'Hot users', 'Cache bytes', 'Share of budget', 'Hit ratio', 'Storage reads', 'Evicted']
+      .map((c, i) => h('th', { scope: 'col', class: i ? 'num' : null }, c)))),
+    h('tbody', {}, names.length ? names.map((name) => {
+      const n = nsStats[name];
+      const share = st.cache_budget_bytes > 0 ? n.cache_bytes / st.cache_budget_bytes : 0;
+      return h('tr', { 'data-ns': name },
+        h('th', { scope: 'row' }, h('a', { href: `#/ns/${encodeURIComponent(name)}` }, name)),
+        h('td', { class: 'num' }, num(n.hot_users)), h('td', { class: 'num' }, bytes(n.cache_bytes)),
+        h('td', { class: 'num' }, pct(share, 1)),
+        h('td', { class: 'num' }, n.hits + n.misses > 0 ? pct(n.hit_ratio, 1) : '–'),
+        h('td', { class: 'num' }, `${num(n.loads)} (${count(n.new_users, 'new user')})`),
+        h('td', { class: 'num' }, num(n.evictions)));
+    }) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No namespaces configured.'))));
+
   const statuses = Object.keys(st.errors || {}).sort();
   const errTable = h('table', { id: 'errors' },
     h('caption', {}, 'Error answers by status'),
@@ -382,7 +401,7 @@ function drawOverview() {
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
         `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
-  put(box, cards, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
+  put(box, cards, nsTable, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
 }
 
 async function poll() {

@@ -1,0 +1,120 @@
+package eviction
+
+import (
+	"fmt"
+	"testing"
+)
+
+// hotByNamespace walks the shards and sums each namespace's hot users and
+// accounted bytes, as the per-namespace counters should have them.
+func hotByNamespace(h *HotSet) map[string]NamespaceStats {
+	out := map[string]NamespaceStats{}
+	for _, s := range h.shards {
+		s.mu.Lock()
+		for _, e := range s.lru.Values() {
+			name := h.nsByIndex[e.ns].Name
+			n := out[name]
+			n.HotUsers++
+			n.CacheBytes += int64(e.bytes)
+			out[name] = n
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// checkNamespaceStats asserts that the namespaces' figures sum to the
+// service's and that their hot users and bytes are what the shards hold.
+func checkNamespaceStats(t *testing.T, h *HotSet) Stats {
+	t.Helper()
+	st := h.Stats()
+	if len(st.Namespaces) != len(h.nsByIndex) {
+		t.Fatalf("%d namespaces in the stats, %d configured", len(st.Namespaces), len(h.nsByIndex))
+	}
+	var sum NamespaceStats
+	walked := hotByNamespace(h)
+	for name, n := range st.Namespaces {
+		if w := walked[name]; n.HotUsers != w.HotUsers || n.CacheBytes != w.CacheBytes {
+			t.Fatalf("%s: %d hot users and %d bytes counted, %d and %d in the shards", name, n.HotUsers, n.CacheBytes, w.HotUsers, w.CacheBytes)
+		}
+		if calls := n.Hits + n.Misses; calls > 0 && n.HitRatio != float64(n.Hits)/float64(calls) {
+			t.Fatalf("%s: hit ratio %v with %d hits and %d misses", name, n.HitRatio, n.Hits, n.Misses)
+		}
+		sum.HotUsers += n.HotUsers
+		sum.CacheBytes += n.CacheBytes
+		sum.Hits += n.Hits
+		sum.Misses += n.Misses
+		sum.Loads += n.Loads
+		sum.NewUsers += n.NewUsers
+		sum.Evictions += n.Evictions
+	}
+	if sum.HotUsers != st.HotUsers || sum.CacheBytes != st.CacheBytes || sum.Hits != st.Hits || sum.Misses != st.Misses ||
+		sum.Loads != st.Loads || sum.NewUsers != st.NewUsers || sum.Evictions != st.Evictions {
+		t.Fatalf("the namespaces sum to %+v, the service has %+v", sum, st)
+	}
+	if b, _ := h.Usage(); b != st.CacheBytes {
+		t.Fatalf("Usage says %d bytes, Stats %d", b, st.CacheBytes)
+	}
+	return st
+}
+
+// Each namespace's share of the hot set is counted apart: users, bytes,
+// hits and misses, loads and new users, evictions and erasures.
+func TestStatsByNamespace(t *testing.T) {
+	fx := newFixture(t, Options{CacheBytes: 64 << 10, Shards: 1})
+	record(t, fx.h, "push", "p1", "a", "b")
+	record(t, fx.h, "push", "p2", "a")
+	for u := range 3 {
+		record(t, fx.h, "default", fmt.Sprintf("d%d", u), "a", "b", "c")
+	}
+	record(t, fx.h, "default", "d0", "d") // hot: a hit
+	seen(t, fx.h, "default", "nobody", "a")
+	st := checkNamespaceStats(t, fx.h)
+	d, p := st.Namespaces["default"], st.Namespaces["push"]
+	if d.HotUsers != 3 || p.HotUsers != 2 || d.CacheBytes <= 0 || p.CacheBytes <= 0 {
+		t.Fatalf("hot users or bytes: default %+v, push %+v", d, p)
+	}
+	// Four users came from nothing; "nobody", only read, was looked for.
+	if d.Hits != 1 || d.Misses != 4 || d.Loads != 4 || d.NewUsers != 3 || p.Hits != 0 || p.Misses != 2 || p.NewUsers != 2 {
+		t.Fatalf("calls: default %+v, push %+v", d, p)
+	}
+
+	if err := fx.h.Forget("push", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	st = checkNamespaceStats(t, fx.h)
+	if n := st.Namespaces["push"]; n.HotUsers != 1 || n.CacheBytes >= p.CacheBytes || n.Evictions != 0 {
+		t.Fatalf("push after erasing p1: %+v (before: %+v)", n, p)
+	}
+	if n := st.Namespaces["default"]; n.HotUsers != d.HotUsers || n.CacheBytes != d.CacheBytes {
+		t.Fatalf("erasing a push user changed default: %+v, before %+v", n, d)
+	}
+
+	// p2, the least recently used, goes first when default's users fill
+	// the budget. Written back first, it then leaves memory for good.
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for u := 3; st.Namespaces["push"].HotUsers > 0; u++ {
+		if u == 20000 {
+			t.Fatalf("push's user never evicted: %+v", st.Namespaces)
+		}
+		record(t, fx.h, "default", fmt.Sprintf("d%d", u), "x")
+		st = checkNamespaceStats(t, fx.h)
+	}
+	if n := st.Namespaces["push"]; n.Evictions != 1 || n.CacheBytes != 0 {
+		t.Fatalf("push after its last user's eviction: %+v", n)
+	}
+	if st.CacheBytes > st.CacheBudgetBytes {
+		t.Fatalf("%d bytes over the budget of %d", st.CacheBytes, st.CacheBudgetBytes)
+	}
+
+	// Back from the store: a load, not a new user.
+	if !seen(t, fx.h, "push", "p2", "a")[0] {
+		t.Fatal("p2 lost a through eviction")
+	}
+	st = checkNamespaceStats(t, fx.h)
+	if n := st.Namespaces["push"]; n.HotUsers != 1 || n.Loads != 3 || n.NewUsers != 2 {
+		t.Fatalf("push after p2 came back: %+v", n)
+	}
+}
