@@ -31,15 +31,10 @@ type Namespace struct {
 
 // Stats are service-wide figures of the hot set.
 type Stats struct {
-	HotUsers         int64         `json:"hot_users"`
-	CacheBytes       int64         `json:"cache_bytes"`        // bytes accounted to hot users
+	// The hot users, cache bytes, hits, misses, loads, new users and
+	// evictions of every namespace.
+	NamespaceStats
 	CacheBudgetBytes int64         `json:"cache_budget_bytes"` // --cache-bytes
-	Hits             uint64        `json:"hits"`
-	Misses           uint64        `json:"misses"`
-	HitRatio         float64       `json:"hit_ratio"`
-	Loads            uint64        `json:"loads"`     // storage reads of cold users
-	NewUsers         uint64        `json:"new_users"` // of Loads, those that found nothing stored and created the user
-	Evictions        uint64        `json:"evictions"`
 	DirtyUsers       int64         `json:"dirty_users"`
 	FlushLag         time.Duration `json:"flush_lag_ns"` // age of the oldest unwritten change
 	Flushes          uint64        `json:"flushes"`      // write-back rounds that had users to write
@@ -54,8 +49,8 @@ type Stats struct {
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 }
 
-// NamespaceStats are one namespace's hot users and cache figures since the
-// start. Summed over the namespaces they give the service's.
+// NamespaceStats are the hot users and cache figures of one namespace, or
+// of all (Stats), since the start.
 type NamespaceStats struct {
 	HotUsers   int64   `json:"hot_users"`
 	CacheBytes int64   `json:"cache_bytes"` // bytes accounted to the namespace's hot users
@@ -65,4 +60,15 @@ type NamespaceStats struct {
 	Loads      uint64  `json:"loads"`     // storage reads of cold users
 	NewUsers   uint64  `json:"new_users"` // of Loads, those that found nothing stored and created the user
 	Evictions  uint64  `json:"evictions"`
+}
+
+// add adds n's figures to s's, all but the hit ratio.
+func (s *NamespaceStats) add(n NamespaceStats) {
+	s.HotUsers += n.HotUsers
+	s.CacheBytes += n.CacheBytes
+	s.Hits += n.Hits
+	s.Misses += n.Misses
+	s.Loads += n.Loads
+	s.NewUsers += n.NewUsers
+	s.Evictions += n.Evictions
 }

@@ -1159,13 +1159,7 @@ func (h *HotSet) Stats() Stats {
 			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load()}
 		n.HitRatio = hitRatio(n.Hits, n.Misses)
 		st.Namespaces[info.Name] = n
-		st.HotUsers += n.HotUsers
-		st.CacheBytes += n.CacheBytes
-		st.Hits += n.Hits
-		st.Misses += n.Misses
-		st.Loads += n.Loads
-		st.NewUsers += n.NewUsers
-		st.Evictions += n.Evictions
+		st.add(n)
 	}
 	st.HitRatio = hitRatio(st.Hits, st.Misses)
 	now := h.clock()
