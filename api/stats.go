@@ -137,15 +137,8 @@ type metric struct {
 }
 
 var hotSetMetrics = []metric{
-	{"seenapi_hot_users", "Users whose filter is in memory.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.HotUsers) }},
-	{"seenapi_cache_bytes", "Bytes accounted to hot users.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBytes) }},
 	{"seenapi_cache_budget_bytes", "The hot set's byte budget.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBudgetBytes) }},
-	{"seenapi_cache_hits_total", "Calls that found the user hot.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Hits) }},
-	{"seenapi_cache_misses_total", "Calls that did not find the user hot.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Misses) }},
 	{"seenapi_cache_hit_ratio", "Hits over hits plus misses.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
-	{"seenapi_loads_total", "Storage reads of cold users.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Loads) }},
-	{"seenapi_new_users_total", "Cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.NewUsers) }},
-	{"seenapi_evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Evictions) }},
 	{"seenapi_dirty_users", "Hot users with changes not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
 	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},
 	{"seenapi_flushes_total", "Write-back rounds that had users to write.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
@@ -159,20 +152,22 @@ var hotSetMetrics = []metric{
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
 }
 
-// namespaceMetrics are each namespace's share of the hot set's figures,
-// labelled namespace; summed over the namespaces they give hotSetMetrics'.
-var namespaceMetrics = []struct {
+// userMetrics are the hot set's figures that each namespace has
+// (eviction.NamespaceStats): exported for the service as seenapi_NAME and
+// for each namespace as seenapi_namespace_NAME{namespace="..."}, whose sum
+// over the namespaces is the service's.
+var userMetrics = []struct {
 	name, help string
 	kind       prometheus.ValueType
 	value      func(eviction.NamespaceStats) float64
 }{
-	{"seenapi_namespace_hot_users", "The namespace's users whose filter is in memory.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.HotUsers) }},
-	{"seenapi_namespace_cache_bytes", "Bytes accounted to the namespace's hot users.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.CacheBytes) }},
-	{"seenapi_namespace_cache_hits_total", "The namespace's calls that found the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Hits) }},
-	{"seenapi_namespace_cache_misses_total", "The namespace's calls that did not find the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Misses) }},
-	{"seenapi_namespace_loads_total", "Storage reads of the namespace's cold users.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
-	{"seenapi_namespace_new_users_total", "The namespace's cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
-	{"seenapi_namespace_evictions_total", "The namespace's users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
+	{"hot_users", "Users whose filter is in memory.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.HotUsers) }},
+	{"cache_bytes", "Bytes accounted to hot users.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.CacheBytes) }},
+	{"cache_hits_total", "Calls that found the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Hits) }},
+	{"cache_misses_total", "Calls that did not find the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Misses) }},
+	{"loads_total", "Storage reads of cold users.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
+	{"new_users_total", "Cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
+	{"evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
 }
 
 func newCollector(s *Server) *collector {
@@ -180,8 +175,9 @@ func newCollector(s *Server) *collector {
 	for _, m := range hotSetMetrics {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
 	}
-	for _, m := range namespaceMetrics {
-		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"namespace"}, nil)
+	for _, m := range userMetrics {
+		c.descs[m.name] = prometheus.NewDesc("seenapi_"+m.name, m.help, nil, nil)
+		c.descs["namespace_"+m.name] = prometheus.NewDesc("seenapi_namespace_"+m.name, m.help+" For the namespace in the label.", []string{"namespace"}, nil)
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
@@ -201,9 +197,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range hotSetMetrics {
 		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(st))
 	}
-	for name, n := range st.Namespaces {
-		for _, m := range namespaceMetrics {
-			ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(n), name)
+	for _, m := range userMetrics {
+		ch <- prometheus.MustNewConstMetric(c.descs[m.name], m.kind, m.value(st.NamespaceStats))
+		for name, n := range st.Namespaces {
+			ch <- prometheus.MustNewConstMetric(c.descs["namespace_"+m.name], m.kind, m.value(n), name)
 		}
 	}
 	for r, n := range st.Calls {
