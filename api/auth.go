@@ -177,11 +177,18 @@ func (kr *keyring) open() bool { return len(kr.digests) == 0 }
 
 // role returns the role of secret, RoleNone if it is no key.
 func (kr *keyring) role(secret string) Role {
+	r, _ := kr.match(secret)
+	return r
+}
+
+// match returns the role of secret, RoleNone if it is no key, and its
+// digest, which names the key (to its rate limit) without keeping it.
+func (kr *keyring) match(secret string) (Role, [32]byte) {
 	d := digest(secret)
 	role := RoleNone
 	for i := range kr.digests {
 		eq := subtle.ConstantTimeCompare(d[:], kr.digests[i][:])
 		role = Role(subtle.ConstantTimeSelect(eq, int(kr.roles[i]), int(role)))
 	}
-	return role
+	return role, d
 }

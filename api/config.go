@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -29,6 +30,15 @@ type Config struct {
 	// aside; beyond it the API answers 503 overloaded with Retry-After.
 	// Default 4096.
 	MaxInFlight int
+	// RateLimit caps the requests a second each caller makes to the API
+	// (the routes that take a key, /metrics among them): a caller is an API
+	// key or, on an open server, a client address. Beyond it, and past
+	// RateBurst requests at once, the API answers 429 rate-limited with
+	// Retry-After. A batch call is one request. Default 0: no limit.
+	RateLimit float64
+	// RateBurst is how many requests a caller may make at once before
+	// RateLimit applies. Default: one second's worth (RateLimit rounded up).
+	RateBurst int
 	// ReadTimeout bounds reading one request, headers and body. Default 10s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response. Default 10s.
@@ -40,7 +50,7 @@ type Config struct {
 	Ready func() error
 	// Logger receives server errors and the auth warning. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of the uptime figure. Default time.Now.
+	// Now is the clock of the uptime figure and of RateLimit. Default time.Now.
 	Now func() time.Time
 }
 
@@ -80,6 +90,9 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ReadTimeout, DefaultReadTimeout)
 	setDur(&c.WriteTimeout, DefaultWriteTimeout)
 	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.RateBurst == 0 && c.RateLimit > 0 && !math.IsInf(c.RateLimit, 1) {
+		c.RateBurst = rateBurst(c.RateLimit)
+	}
 	if c.Ready == nil {
 		c.Ready = func() error { return nil }
 	}
@@ -106,6 +119,12 @@ func (c Config) Validate() error {
 		if l.v < 1 {
 			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrBadConfig, l.name, l.v)
 		}
+	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		return fmt.Errorf("%w: RateLimit must be a finite number of requests a second, 0 for none, got %v", ErrBadConfig, c.RateLimit)
+	}
+	if c.RateBurst < 0 || (c.RateLimit > 0 && c.RateBurst < 1) || (c.RateLimit == 0 && c.RateBurst != 0) {
+		return fmt.Errorf("%w: RateBurst must be at least 1, with a RateLimit; got %d", ErrBadConfig, c.RateBurst)
 	}
 	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrBadConfig)

@@ -3,8 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -50,6 +52,7 @@ var (
 	pCorruptFilter      = problemKind{"corrupt-filter", "Corrupt filter", fiber.StatusInternalServerError}
 	pInternal           = problemKind{"internal", "Internal error", fiber.StatusInternalServerError}
 	pStorageUnavailable = problemKind{"storage-unavailable", "Storage unavailable", fiber.StatusServiceUnavailable}
+	pRateLimited        = problemKind{"rate-limited", "Too many requests", fiber.StatusTooManyRequests}
 	pOverloaded         = problemKind{"overloaded", "Overloaded", fiber.StatusServiceUnavailable}
 	pUnavailable        = problemKind{"unavailable", "Unavailable", fiber.StatusServiceUnavailable}
 	pStorageFull        = problemKind{"storage-full", "Storage full", fiber.StatusInsufficientStorage}
@@ -60,7 +63,7 @@ var problemKinds = []problemKind{
 	pBadRequest, pInvalidJSON, pItemTooLong, pBadImport, pUnauthorized, pForbidden,
 	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported,
 	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
-	pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
+	pRateLimited, pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
 }
 
 // FieldError names one offending member of the body (Pointer, a JSON
@@ -86,7 +89,8 @@ type apiError struct {
 	kind   problemKind
 	detail string
 	fields []FieldError
-	cause  error // the underlying error, if any, for errors.Is and logs
+	cause  error         // the underlying error, if any, for errors.Is and logs
+	retry  time.Duration // when to retry, for Retry-After; 0: by the status
 }
 
 func (e *apiError) Error() string { return e.kind.slug + ": " + e.detail }
@@ -155,8 +159,13 @@ func problemFor(err error) Problem {
 	return Problem{Type: ProblemBase + k.slug, Title: k.title, Status: k.status, Detail: detail, Errors: fields}
 }
 
-// retryAfter returns the Retry-After seconds for a problem status, or "".
-func retryAfter(p Problem) string {
+// retryAfter returns the Retry-After seconds of err, answered as p, or "":
+// the error's own wait (whole seconds, rounded up) if it has one, else one
+// second for any 503.
+func retryAfter(err error, p Problem) string {
+	if ae := (*apiError)(nil); errors.As(err, &ae) && ae.retry > 0 {
+		return strconv.FormatInt(int64(math.Ceil(ae.retry.Seconds())), 10)
+	}
 	if p.Status == fiber.StatusServiceUnavailable {
 		return strconv.Itoa(1)
 	}

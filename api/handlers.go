@@ -441,10 +441,11 @@ type authJSON struct {
 // already refused a missing or unknown key. An open server gives everyone
 // every role.
 func (s *Server) getAuth(c *fiber.Ctx) error {
-	if s.keys.Load().open() {
+	kr := s.keys.Load()
+	if kr.open() {
 		return c.JSON(&authJSON{Role: RoleAdmin.String(), Open: true})
 	}
-	role, err := s.keyRole(c)
+	role, _, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}

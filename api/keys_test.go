@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,6 +111,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"short key":      {Keys: []Key{{RoleRead, "short"}}},
 		"duplicate key":  {Keys: []Key{{RoleRead, "k-0123456789abcdef"}, {RoleAdmin, "k-0123456789abcdef"}}},
 		"no role":        {Keys: []Key{{RoleNone, "k-0123456789abcdef"}}},
+		"negative rate":  {RateLimit: -1},
+		"NaN rate":       {RateLimit: math.NaN()},
+		"infinite rate":  {RateLimit: math.Inf(1)},
+		"burst, no rate": {RateBurst: 10},
+		"negative burst": {RateLimit: 5, RateBurst: -1},
 	} {
 		if _, err := New(nil, cfg); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%s: err %v, want ErrBadConfig", name, err)

@@ -41,6 +41,7 @@ type Server struct {
 	hot      HotSet
 	cfg      Config
 	keys     atomic.Pointer[keyring] // swapped whole by SetKeys
+	rate     *rateLimiter            // nil: no rate limit
 	k        counters
 	started  time.Time
 	inFlight atomic.Int64
@@ -57,6 +58,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s := &Server{hot: hot, cfg: cfg, started: cfg.Now(),
 		k: counters{duration: newDurationHistogram()}}
 	s.keys.Store(newKeyring(cfg.Keys))
+	s.rate = newRateLimiter(cfg)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -269,8 +271,8 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 				return newError(pOverloaded, "more than %d requests in flight; retry shortly", s.cfg.MaxInFlight)
 			}
 		}
-		if role != RoleNone && !s.keys.Load().open() {
-			if err := s.authorize(c, role); err != nil {
+		if role != RoleNone {
+			if err := s.admit(c, role); err != nil {
 				return err
 			}
 		}
@@ -292,31 +294,45 @@ func docPath(p string) string {
 	return strings.Join(parts, "/")
 }
 
-// authorize checks the bearer key has at least role.
-func (s *Server) authorize(c *fiber.Ctx, role Role) error {
-	got, err := s.keyRole(c)
+// admit lets a request to a route of role through, or returns why not: on
+// a server with keys, the bearer key must have at least role; then, with a
+// rate limit, the caller (the key, or on an open server the client's
+// address) must have a token left. A request refused for its key takes no
+// token, so a caller's mistakes do not use up its rate.
+func (s *Server) admit(c *fiber.Ctx, role Role) error {
+	kr := s.keys.Load()
+	if kr.open() {
+		if s.rate == nil {
+			return nil
+		}
+		return s.rate.take(c.IP(), "this address")
+	}
+	got, id, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
 	if got < role {
 		return newError(pForbidden, "this route needs role %v; the key has role %v", role, got)
 	}
-	return nil
+	if s.rate == nil {
+		return nil
+	}
+	return s.rate.take(string(id[:]), "this API key")
 }
 
-// keyRole returns the role of the request's bearer key, or an unauthorized
-// error when there is no key or it is not known.
-func (s *Server) keyRole(c *fiber.Ctx) (Role, error) {
+// keyRole returns the role in kr of the request's bearer key and the key's
+// digest, or an unauthorized error when there is no key or it is not known.
+func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (Role, [32]byte, error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return RoleNone, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
+		return RoleNone, [32]byte{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	got := s.keys.Load().role(strings.TrimSpace(key))
+	got, id := kr.match(strings.TrimSpace(key))
 	if got == RoleNone {
-		return RoleNone, newError(pUnauthorized, "the API key is not known")
+		return RoleNone, [32]byte{}, newError(pUnauthorized, "the API key is not known")
 	}
-	return got, nil
+	return got, id, nil
 }
 
 // bodyOverLimit is the problem of a body over fiber's limit, the largest
@@ -352,7 +368,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	c.Status(p.Status)
 	c.Set(fiber.HeaderContentType, "application/problem+json")
-	if ra := retryAfter(p); ra != "" {
+	if ra := retryAfter(err, p); ra != "" {
 		c.Set(fiber.HeaderRetryAfter, ra)
 	}
 	if p.Status == fiber.StatusUnauthorized {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
 		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes aside; beyond, 503 overloaded")
+		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API, e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
+		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
@@ -280,6 +283,9 @@ func (o *options) check(cmd string, getenv func(string) string) error {
 		if (o.tlsCert == "") != (o.tlsKey == "") {
 			return errTLSPair
 		}
+		if o.limits.RateBurst != 0 && o.limits.RateLimit == 0 {
+			return errors.New("--rate-burst needs --rate-limit: with no rate there is nothing to burst over")
+		}
 	case "backup":
 		if o.out == "" {
 			return errors.New("--out FILE is required")
@@ -313,6 +319,39 @@ func (c *count) Set(s string) error {
 	*c = count(n)
 	return nil
 }
+
+// rateFlag is a flag of requests a second: a positive number, or 0 or
+// "off" for no limit.
+type rateFlag struct{ p *float64 }
+
+func (r rateFlag) String() string {
+	if r.p == nil || *r.p == 0 {
+		return "off"
+	}
+	return strconv.FormatFloat(*r.p, 'g', -1, 64)
+}
+
+func (r rateFlag) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "off") {
+		*r.p = 0
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return errors.New(`want a number of requests a second such as 500 or 0.5, or "off"`)
+	}
+	*r.p = v
+	return nil
+}
+
+// burst is --rate-burst: a whole number of at least 1, or left out for
+// one second's worth of the rate (0, api.Config's default).
+type burst int
+
+func (b *burst) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *burst) Set(s string) error { return (*count)(b).Set(s) }
 
 // parsedString is a string flag whose values parse must accept.
 type parsedString struct {

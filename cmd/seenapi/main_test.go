@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -240,6 +241,12 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{env: map[string]string{"SEENAPI_LOG_LEVEL": "verbose"}, want: `SEENAPI_LOG_LEVEL="verbose": want debug, info, warn or error`},
 		{args: []string{"--log-format", "json", "--log-level", "WARN"}},
 		{args: []string{"--cache-bytes", "1MiB", "--max-candidates", "1", "--flush-interval", "1ms"}, env: map[string]string{"SEENAPI_SYNC": "1"}},
+		{args: []string{"--rate-limit", "-1"}, want: `-rate-limit: want a number of requests a second such as 500 or 0.5, or "off"`},
+		{args: []string{"--rate-limit", "Inf"}, want: `-rate-limit: want a number of requests a second`},
+		{env: map[string]string{"SEENAPI_RATE_LIMIT": "fast"}, want: `SEENAPI_RATE_LIMIT="fast": want a number of requests a second`},
+		{args: []string{"--rate-limit", "500", "--rate-burst", "0"}, want: "-rate-burst: want a whole number of at least 1"},
+		{args: []string{"--rate-limit", "0.5", "--rate-burst", "3"}},
+		{args: []string{"--rate-limit", "off"}, env: map[string]string{"SEENAPI_RATE_LIMIT": "100"}},
 	} {
 		var o options
 		fs := newFlagSet("serve", &o, io.Discard)
@@ -302,6 +309,7 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		// Only with --cache-bytes can the limit be judged: after every flag.
 		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
 		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
+		{args: []string{"--rate-burst", "10"}, want: `--rate-burst needs --rate-limit: with no rate there is nothing to burst over`},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		var stdout, stderr bytes.Buffer
@@ -711,6 +719,35 @@ func TestServeAnswersAndShutsDownKeepingEveryCall(t *testing.T) {
 	}
 	if got := seenAfterRestart(t, dir, "default", "u1", "a", "b", "c"); !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("after shutdown the user saw %v, want a and b", got)
+	}
+}
+
+// --rate-limit (here from its environment variable) reaches the API: a
+// caller past its burst is answered 429 with Retry-After, the probes are
+// not limited.
+func TestRateLimitFlagLimitsEachCaller(t *testing.T) {
+	s := startService(t, map[string]string{"SEENAPI_RATE_LIMIT": "0.01"}, "--data-dir", t.TempDir(), "--rate-burst", "2")
+	url := s.url + "/v1/namespaces/default/users/u1/filter"
+	for i := range 2 {
+		if status, m := post(t, url, `{"candidates":["a"]}`); status != 200 {
+			t.Fatalf("call %d of the burst: %d %v", i, status, m)
+		}
+	}
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"candidates":["a"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// A token every 100 s: Retry-After is close to that, whatever the time
+	// the two calls took.
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || ra < 90 || ra > 100 {
+		t.Fatalf("past the burst: %d, Retry-After %q; want 429 and about 100", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp, err := http.Get(s.url + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz past the rate: %v %v", resp, err)
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("exit %d: %s", code, s.out.String())
 	}
 }
 

@@ -1,0 +1,129 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+)
+
+// fakeClock is a Config.Now the test moves by hand, safe for concurrent use.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func withRate(clock *fakeClock, limit float64, burst int) envOption {
+	return func(c *api.Config) { c.RateLimit, c.RateBurst, c.Now = limit, burst, clock.now }
+}
+
+// A key past its rate is answered 429 rate-limited, with the seconds until
+// its next token in Retry-After, and the refused call records nothing;
+// another key has its own rate, a request with an unknown key takes no
+// token, and the key is served again once a token is due.
+func TestEachKeyHasItsOwnRate(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withKeys, withRate(clock, 0.5, 2)) // a token every 2 s, bursts of 2
+	w := e.client(writeKey)
+	req := func(items ...string) client.FilterRequest { return client.FilterRequest{Candidates: items} }
+
+	// Unknown keys are refused for their key and use up nobody's rate.
+	for range 5 {
+		status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+			[]byte(`{"candidates":["x"]}`), "Authorization", "Bearer not-a-key-0123456789")
+		wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
+	}
+	filter(t, w, "default", "u", req("a"))
+	filter(t, w, "default", "u", req("b"))
+
+	r, err := w.FilterUserWithResponse(ctx, "default", "u", req("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wantProblem(t, r.StatusCode(), r.HTTPResponse.Header, r.Body, http.StatusTooManyRequests, "rate-limited")
+	if r.ApplicationproblemJSON429 == nil {
+		t.Error("the generated client did not read the 429 as the documented RateLimited problem")
+	}
+	if got := r.HTTPResponse.Header.Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After %q, want 2 (a token every 2 s, none left)", got)
+	}
+	if !strings.Contains(p.Detail, "this API key") {
+		t.Errorf("detail %q does not say which caller is limited", p.Detail)
+	}
+
+	// Another key has its whole burst; its stats show the refused call
+	// recorded nothing.
+	st := e.stateOf("default", "u")
+	if st["items"] != 2.0 {
+		t.Errorf("after two calls and a refused one: %v items, want 2", st["items"])
+	}
+	rd := e.client(readKey)
+	for i := range 2 {
+		if r, err := rd.GetStatsWithResponse(ctx); err != nil || r.JSON200 == nil {
+			t.Fatalf("read key, call %d: %v %d %s", i, err, r.StatusCode(), r.Body)
+		}
+	}
+
+	// Half the wait is not enough; the whole of it is.
+	clock.add(time.Second)
+	if r, err := w.FilterUserWithResponse(ctx, "default", "u", req("c")); err != nil || r.StatusCode() != http.StatusTooManyRequests {
+		t.Fatalf("a second later: %v %d, want 429", err, r.StatusCode())
+	} else if got := r.HTTPResponse.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("a second later: Retry-After %q, want 1", got)
+	}
+	clock.add(time.Second)
+	if got := filter(t, w, "default", "u", req("c", "a")); len(got.Unseen) != 1 || got.Unseen[0] != "c" {
+		t.Fatalf("once a token is due: %+v, want c unseen (the refused call recorded nothing)", got)
+	}
+
+	// The refusals are counted by status.
+	st2, err := e.client(adminKey).GetStatsWithResponse(ctx)
+	if err != nil || st2.JSON200 == nil {
+		t.Fatal(err, st2.StatusCode())
+	}
+	if n := st2.JSON200.Errors["429"]; n != 2 {
+		t.Errorf("errors[429] = %d, want 2", n)
+	}
+}
+
+// On an open server each client address has a rate; the health probes and
+// the dashboard are outside it.
+func TestOpenServerLimitsEachAddress(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withRate(clock, 1, 1))
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	status, h, body := e.raw(http.MethodGet, "/v1/namespaces", "", nil)
+	p := wantProblem(t, status, h, body, http.StatusTooManyRequests, "rate-limited")
+	if !strings.Contains(p.Detail, "this address") || h.Get("Retry-After") != "1" {
+		t.Errorf("detail %q, Retry-After %q: want the address named and 1", p.Detail, h.Get("Retry-After"))
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/", "/openapi.yaml"} {
+		if status, _, body := e.raw(http.MethodGet, path, "", nil); status != http.StatusOK {
+			t.Errorf("GET %s past the rate: %d %s, want 200", path, status, body)
+		}
+	}
+	clock.add(time.Second)
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"b"}})
+}
+
+// Without a rate limit (the default) a caller is never answered 429.
+func TestNoRateLimitByDefault(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	for i := range 200 {
+		r, err := c.ListNamespacesWithResponse(ctx)
+		if err != nil || r.StatusCode() != http.StatusOK {
+			t.Fatalf("call %d: %v %d", i, err, r.StatusCode())
+		}
+	}
+}
