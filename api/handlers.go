@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -412,6 +413,58 @@ func (s *Server) listNamespaces(c *fiber.Ctx) error {
 	}{Namespaces: make([]namespaceJSON, 0, len(nss))}
 	for _, n := range nss {
 		out.Namespaces = append(out.Namespaces, toNamespaceJSON(n))
+	}
+	return c.JSON(&out)
+}
+
+// Pages of GET /v1/namespaces/{ns}/users.
+const (
+	DefaultUsersPage = 100
+	MaxUsersPage     = 1000
+)
+
+// userListJSON is a page of a namespace's users; Next, when set, is the
+// after of the next page.
+type userListJSON struct {
+	Users []string `json:"users"`
+	Next  string   `json:"next,omitempty"`
+}
+
+// listUsers answers a page of the namespace's users in byte order: those
+// after ?after= (a user id; absent or empty: from the first), at most
+// ?limit= of them. A full page says where the next one starts; the last
+// one (shorter, possibly empty) does not.
+func (s *Server) listUsers(c *fiber.Ctx) error {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return err
+	}
+	limit := DefaultUsersPage
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxUsersPage {
+			return fieldError(pBadRequest, "", "limit", "limit is a whole number from 1 to "+strconv.Itoa(MaxUsersPage))
+		}
+		limit = n
+	}
+	after := c.Query("after")
+	if after != "" {
+		if p := s.userProblem(after); p != "" {
+			return fieldError(pBadRequest, "", "after", "after is a user id: "+p)
+		}
+	}
+	// One more than the page tells whether another follows.
+	users, err := s.hot.Users(ns, after, limit+1)
+	if err != nil {
+		return err
+	}
+	if users == nil {
+		users = []string{} // [] on the wire, not null
+	}
+	out := userListJSON{Users: users}
+	if len(users) > limit {
+		out.Users = users[:limit]
+		out.Next = users[limit-1]
 	}
 	return c.JSON(&out)
 }

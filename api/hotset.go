@@ -31,6 +31,9 @@ type HotSet interface {
 	Export(ns, user string) ([]byte, error)
 	// Import merges data into (or with replace, replaces) the user's filter.
 	Import(ns, user string, data []byte, replace bool, maxBytes int64) error
+	// Users returns up to limit users of ns with a history, in byte order,
+	// after the user after ("": from the first).
+	Users(ns, after string, limit int) ([]string, error)
 	// Namespaces returns the configured namespaces sorted by name.
 	Namespaces() []eviction.Namespace
 	// Namespace returns one namespace.

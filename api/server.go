@@ -137,6 +137,7 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodPost, "/v1/namespaces/:ns/filter", RoleWrite, s.filterBatch)
 	s.handle(fiber.MethodGet, "/v1/namespaces", RoleRead, s.listNamespaces)
 	s.handle(fiber.MethodGet, "/v1/namespaces/:ns", RoleRead, s.getNamespace)
+	s.handle(fiber.MethodGet, "/v1/namespaces/:ns/users", RoleRead, s.listUsers)
 	s.handle(fiber.MethodGet, "/v1/stats", RoleRead, s.getStats)
 	s.handle(fiber.MethodGet, "/v1/auth", RoleRead, s.getAuth)
 	s.handle(fiber.MethodGet, "/v1/backup", RoleAdmin, s.backup)
@@ -204,6 +205,7 @@ func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
 var queryParams = map[string][]string{
 	"POST /v1/namespaces/{ns}/users/{user}/seen":  {"bulk"},
 	"PUT /v1/namespaces/{ns}/users/{user}/export": {"mode"},
+	"GET /v1/namespaces/{ns}/users":               {"after", "limit"},
 }
 
 // unknownQuery is the bad-request problem of the request's query

@@ -1138,6 +1138,22 @@ func (h *HotSet) Namespace(name string) (Namespace, bool) {
 	return info.Namespace, true
 }
 
+// Users returns up to limit users of ns, in byte order, after the user
+// after ("": from the first): each user with a history in ns, from its
+// first acknowledged write (journaled before it is answered) until it is
+// forgotten. Hot users are read from the store, not the cache, so a page is
+// as long as asked whatever is hot. Safe for concurrent use.
+func (h *HotSet) Users(ns, after string, limit int) ([]string, error) {
+	if _, err := h.namespace(ns); err != nil {
+		return nil, err
+	}
+	users, err := h.store.Users(ns, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing users: %w", ErrStorage, err)
+	}
+	return users, nil
+}
+
 // Usage returns the bytes accounted to hot users and the budget; cheaper
 // than Stats.
 func (h *HotSet) Usage() (bytes, budget int64) {

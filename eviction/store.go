@@ -25,6 +25,10 @@ type Store interface {
 	Delete(ns, user string) error
 	// Size returns the bytes the store takes on disk.
 	Size() int64
+	// Users returns up to limit users of ns that have a stored filter or
+	// journal entries, in byte order, after the user after ("": from the
+	// first).
+	Users(ns, after string, limit int) ([]string, error)
 	// Backup writes a consistent snapshot of the store, journal included,
 	// to w without blocking other calls.
 	Backup(w io.Writer) error

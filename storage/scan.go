@@ -12,8 +12,10 @@ import (
 const journalUsersPage = 1024
 
 // Users returns up to limit users of the namespace that have a stored
-// filter, in byte order, starting after the user after ("" to start at the
-// first). limit <= 0 means no limit.
+// filter or journal entries (a user is in the store from its first
+// acknowledged write, before its first write-back), in byte order, starting
+// after the user after ("" to start at the first). limit <= 0 means no
+// limit.
 func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 	if err := checkKey(ns, "-"); err != nil {
 		return nil, opErr("users", err)
@@ -41,6 +43,18 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 	})
 	if err != nil {
 		return nil, opErr(fmt.Sprintf("users of %s", ns), err)
+	}
+	// The journal's users are few (those not yet written back) and in
+	// memory: merge all of them after `after`, then cut to the page. The
+	// page holds the first limit of the union, as both lists are sorted and
+	// the scan stopped at limit of its own.
+	if journal := s.wal.usersOf(ns, after); len(journal) > 0 {
+		users = append(users, journal...)
+		slices.Sort(users)
+		users = slices.Compact(users)
+		if limit > 0 && len(users) > limit {
+			users = users[:limit]
+		}
 	}
 	return users, nil
 }

@@ -756,6 +756,8 @@ func TestZeroOptionsMeanDefaults(t *testing.T) {
 	}
 }
 
+// Users pages through every user with a stored filter or journal entries
+// (one not yet written back), each once, in order.
 func TestUsersArePaginatedInOrder(t *testing.T) {
 	s := openTest(t, testOptions(t))
 	var want []string
@@ -766,7 +768,11 @@ func TestUsersArePaginatedInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustAppend(t, s, "n", "journal-only", "j") // no filter: not listed
+	mustAppend(t, s, "n", "journal-only", "j") // not yet written back: listed
+	mustAppend(t, s, "n", "user04", "j")       // written back and journaled since: listed once
+	mustAppend(t, s, "n", "user99", "j")       // the last, from the journal only
+	mustAppend(t, s, "n1", "user00", "j")      // another namespace: not listed
+	want = append(want, "journal-only", "user99")
 	slices.Sort(want)
 	var got []string
 	after := ""

@@ -608,6 +608,23 @@ func (w *wal) users() [][2]string {
 	return out
 }
 
+// usersOf returns the users of ns with journal entries that sort after
+// after, sorted.
+func (w *wal) usersOf(ns, after string) []string {
+	prefix := string(appendNSPrefix(nil, prefixFilter, ns))
+	w.mu.RLock()
+	keys := w.index.keys()
+	w.mu.RUnlock()
+	var out []string
+	for _, k := range keys {
+		if user, ok := strings.CutPrefix(k, prefix); ok && user > after {
+			out = append(out, user)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // snapshot returns every live record as a journal key and value, for a
 // backup.
 func (w *wal) snapshot(now int64) ([]restoreKV, error) {

@@ -33,6 +33,7 @@ export const operations = Object.freeze({
   headReady: Object.freeze({ method: "HEAD", path: "/readyz", params: [], role: "none", body: null }),
   importUser: Object.freeze({ method: "PUT", path: "/v1/namespaces/{ns}/users/{user}/export", params: ["ns", "user"], role: "admin", body: "application/octet-stream" }),
   listNamespaces: Object.freeze({ method: "GET", path: "/v1/namespaces", params: [], role: "read", body: null }),
+  listUsers: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}/users", params: ["ns"], role: "read", body: null }),
   recordSeen: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/seen", params: ["ns", "user"], role: "write", body: "application/json" }),
 });
 
@@ -252,6 +253,12 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} storage_bytes
  * @property {number} storage_errors
  * @property {number} uptime_seconds
+ */
+
+/**
+ * @typedef {Object} UserList
+ * @property {string} [next] The `after` of the next page; absent on the last page.
+ * @property {Array<string>} users User ids, in byte order.
  */
 
 /**

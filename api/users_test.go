@@ -1,0 +1,86 @@
+package api_test
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// GET /v1/namespaces/{ns}/users pages through every user with a history,
+// in byte order, through the generated client: a full page says where the
+// next starts, the last does not; a user only checked is not listed, a
+// forgotten one no longer is.
+func TestListUsersPagesThroughEveryUser(t *testing.T) {
+	e := newEnv(t, withKeys)
+	w, rd := e.client(writeKey), e.client(readKey)
+	users := []string{"u:3", "u:1", "a b+c/ü", "u:2", "u:10"}
+	for _, u := range users {
+		filter(t, w, "default", u, client.FilterRequest{Candidates: []string{"x"}})
+	}
+	filter(t, w, "bloom", "elsewhere", client.FilterRequest{Candidates: []string{"x"}})
+	if r, err := rd.CheckSeenWithResponse(ctx, "default", "asked", client.ItemsRequest{Items: []string{"x"}}); err != nil || r.JSON200 == nil {
+		t.Fatalf("check: %v %d", err, r.StatusCode())
+	}
+	if r, err := e.client(adminKey).ForgetUserWithResponse(ctx, "default", "u:2"); err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatalf("forget: %v %d", err, r.StatusCode())
+	}
+	want := []string{"a b+c/ü", "u:1", "u:10", "u:3"}
+
+	var got []string
+	var pages [][]string
+	params := client.ListUsersParams{Limit: ptr(1)} // each id an after: "a b+c/ü" too, escaped in the query
+	for range 10 {
+		r, err := rd.ListUsersWithResponse(ctx, "default", &params)
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("list: %v %d %s", err, r.StatusCode(), r.Body)
+		}
+		pages = append(pages, r.JSON200.Users)
+		got = append(got, r.JSON200.Users...)
+		if r.JSON200.Next == nil {
+			break
+		}
+		params.After = r.JSON200.Next
+	}
+	if !slices.Equal(got, want) || len(pages) != len(want) {
+		t.Fatalf("pages %q, want %q one a page, the fourth the last", pages, want)
+	}
+
+	// The default page holds them all, and a page after the last is empty
+	// and the last one.
+	r, err := rd.ListUsersWithResponse(ctx, "default", nil)
+	if err != nil || r.JSON200 == nil || !slices.Equal(r.JSON200.Users, want) || r.JSON200.Next != nil {
+		t.Fatalf("default page: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	r, err = rd.ListUsersWithResponse(ctx, "default", &client.ListUsersParams{After: ptr("u:3")})
+	if err != nil || r.JSON200 == nil || r.JSON200.Users == nil || len(r.JSON200.Users) != 0 || r.JSON200.Next != nil {
+		t.Fatalf("after the last: %v %d %s, want an empty list (not null) and no next", err, r.StatusCode(), r.Body)
+	}
+}
+
+// Bad paging parameters are refused naming the parameter; an unknown
+// namespace is a 404; without a key a 401.
+func TestListUsersRefusesBadParameters(t *testing.T) {
+	e := newEnv(t, withKeys)
+	base := "/v1/namespaces/default/users"
+	for _, tc := range []struct {
+		query string
+		param string
+	}{
+		{"limit=0", "limit"}, {"limit=1001", "limit"}, {"limit=x", "limit"}, {"limit=-1", "limit"},
+		{"after=" + url.QueryEscape("a\x00b"), "after"}, {"after=" + url.QueryEscape(string(make([]byte, 300))), "after"},
+		{"page=2", "page"},
+	} {
+		status, h, body := e.raw(http.MethodGet, base+"?"+tc.query, "", nil, "Authorization", "Bearer "+readKey)
+		p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request")
+		if len(p.Errors) != 1 || p.Errors[0].Parameter != tc.param {
+			t.Errorf("?%s: errors %+v, want one naming %s", tc.query, p.Errors, tc.param)
+		}
+	}
+	status, h, body := e.raw(http.MethodGet, "/v1/namespaces/nope/users", "", nil, "Authorization", "Bearer "+readKey)
+	wantProblem(t, status, h, body, http.StatusNotFound, "unknown-namespace")
+	status, h, body = e.raw(http.MethodGet, base, "", nil)
+	wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
+}
