@@ -47,6 +47,47 @@ func userItems(t *testing.T, s *suite, ns, user string) int64 {
 	return 0
 }
 
+// The inspector of a namespace lists its users, each linking to its page,
+// a page at a time: 51 users, whose ids sort before the other tests', fill
+// the first page of 50 and one more comes with "More users". Choosing
+// another namespace lists its users instead.
+func TestInspectorListsTheNamespacesUsers(t *testing.T) {
+	s := setup(t)
+	prefix := "!list " + userID(t) + " " // '!' and ' ' sort before the other tests' ids
+	var ids []string
+	for i := range 51 {
+		ids = append(ids, fmt.Sprintf("%s%02d", prefix, i))
+		s.svc.record(t, s.keys.write, "classic", ids[i], "i:1")
+	}
+	tb := s.readTab(t)
+	tb.open("#/ns/classic")
+	tb.waitJS(`document.querySelectorAll('#user-list a').length === 50`, "the first page of 50 users")
+	links := eval[[]string](tb, `[...document.querySelectorAll('#user-list a')].map((a) => a.textContent)`)
+	if !slices.Equal(links, ids[:50]) {
+		t.Fatalf("first page %q, want the 50 first of %q", links, ids)
+	}
+	if !strings.Contains(tb.text("#user-list-note"), "more after these") {
+		t.Errorf("note %q does not say more users follow", tb.text("#user-list-note"))
+	}
+	tb.click("#user-list-more")
+	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(ids[50])+`)`, "the 51st user after More")
+	// Each name links to the user's page.
+	tb.click(`#user-list a`)
+	tb.waitText("#user-items", "1")
+	if got, want := eval[string](tb, "decodeURIComponent(location.hash)"), "#/ns/classic/users/"+ids[0]; got != want {
+		t.Errorf("the first link led to %q, want %q", got, want)
+	}
+	// Another namespace chosen: its users, not these.
+	tb.open("#/users")
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="small"]')`, "the namespace list")
+	eval[bool](tb, `(() => { const sel = document.querySelector('#lookup-ns'); sel.value = 'small'; return sel.dispatchEvent(new Event('change')); })()`)
+	tb.waitText("#user-list-title", "Users in small")
+	tb.waitJS(`!document.querySelector('#user-list-note').textContent.startsWith('Loading')`, "the list of small")
+	if got := eval[int](tb, `[...document.querySelectorAll('#user-list a')].filter((a) => a.textContent.startsWith(`+strconv.Quote(prefix)+`)).length`); got != 0 {
+		t.Errorf("the list of small shows %d users of classic", got)
+	}
+}
+
 func TestLookUpFormLinksToTheUser(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

@@ -38,14 +38,20 @@ class Problem extends Error {
   get kind() { return this.type.split('/').pop(); }
 }
 
-/** Calls the operation named opId of openapi.yaml with path params and an optional JSON body. */
+/**
+ * Calls the operation named opId of openapi.yaml with params and an optional JSON body. Params
+ * named in the path fill it; the others, unless undefined or empty, make the query string.
+ */
 async function call(opId, params = {}, body) {
   const op = operations[opId];
   if (!op) throw new Error(`the dashboard calls ${opId}, which openapi.yaml does not define`);
-  const path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
+  let path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
     if (params[name] === undefined || params[name] === '') throw new Problem(0, { title: 'Missing input', detail: `${name} is required` });
     return encodeURIComponent(params[name]);
   });
+  const query = new URLSearchParams(Object.entries(params)
+    .filter(([name, v]) => !op.params.includes(name) && v !== undefined && v !== '').map(([name, v]) => [name, String(v)]));
+  if (query.size) path += `?${query}`;
   const key = state.key;
   const headers = { Accept: 'application/json, application/problem+json' };
   if (key) headers.Authorization = `Bearer ${key}`;
@@ -502,12 +508,51 @@ async function renderInspector(view, seq, ns, user) {
     .catch(() => { /* the list is a convenience; the lookup itself reports errors */ });
 
   if (!ns || !user) {
-    out.append(h('p', { class: 'muted' }, 'Choose a namespace and a user id. The page address then links to this user, for a ticket.'));
+    out.append(h('p', { class: 'muted' }, 'Choose a namespace and a user id, or a user below. The page address then links to this user, for a ticket.'));
+    // The list follows the namespace chosen; a late page of the one before is dropped.
+    let list = userList(seq, nsSelect.value || ns || 'default');
+    out.append(list);
+    nsSelect.addEventListener('change', () => { const next = userList(seq, nsSelect.value); list.replaceWith(next); list = next; });
     if (!user) userInput.focus();
     return;
   }
   document.title = `${user} in ${ns} · seenapi`;
   await drawUser(out, seq, ns, user);
+}
+
+const USERS_PAGE = 50;
+
+/** The users of ns with a history, a page at a time in id order, each linking to its page. */
+function userList(seq, ns) {
+  const list = h('ul', { class: 'user-list', id: 'user-list' });
+  const note = h('p', { class: 'muted', id: 'user-list-note', 'aria-live': 'polite' }, 'Loading…');
+  const more = h('button', { type: 'button', id: 'user-list-more', hidden: true }, 'More users');
+  const box = h('section', { class: 'panel', 'aria-labelledby': 'user-list-title' },
+    h('h3', { id: 'user-list-title' }, 'Users in ', h('code', {}, ns)), note, list, more);
+  let after = '';
+  const load = async () => {
+    more.disabled = true;
+    let page;
+    try {
+      page = await call('listUsers', { ns, after, limit: USERS_PAGE });
+    } catch (e) {
+      if (seq !== state.seq || !box.isConnected) return;
+      note.replaceWith(problemBox(e, `Listing the users of ${ns}`));
+      more.hidden = true;
+      return;
+    }
+    if (seq !== state.seq || !box.isConnected) return;
+    list.append(...page.users.map((u) => h('li', {}, h('a', { href: userHash(ns, u) }, u))));
+    after = page.next || '';
+    more.hidden = !page.next;
+    more.disabled = false;
+    const n = list.children.length;
+    note.textContent = n ? `${count(n, 'user')} in id order${page.next ? ', more after these' : ''}.`
+      : `No user has a history in ${ns} yet: a user appears with its first recorded item.`;
+  };
+  more.addEventListener('click', load);
+  load();
+  return box;
 }
 
 async function drawUser(out, seq, ns, user) {
