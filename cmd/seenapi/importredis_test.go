@@ -350,3 +350,29 @@ func TestImportRedisRetriesAnOverloadedService(t *testing.T) {
 		}
 	}
 }
+
+// A service started with --rate-limit answers the importer's calls past its
+// rate 429 with Retry-After; the importer waits them out and imports every
+// user.
+func TestImportRedisWaitsOutTheServicesRateLimit(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	const users = 6
+	for u := range users {
+		if err := rdb.SAdd(ctx, fmt.Sprint("seen:u", u), "a", "b").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--rate-limit", "4", "--rate-burst", "2")
+	code, out := importFrom(rdb, s, nil, "--workers", "4")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("users=%d ", users)) || strings.Contains(out, "retries=0 ") {
+		t.Fatalf("exit %d, want 0 with %d users imported after retries:\n%s", code, users, out)
+	}
+	time.Sleep(time.Second) // a token for each check below
+	for u := range users {
+		if n := unseenOf(t, s, fmt.Sprint("u", u), []string{"a", "b"}); n != 0 {
+			t.Errorf("u%d has not seen %d of its items", u, n)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
