@@ -14,12 +14,14 @@
 //
 // # Requests
 //
-// Limits (Config) are checked before any work, in this order: role, query
-// parameters (strict: one the route does not take, per queryParams, is
-// rejected), namespace name and existence, user id, body size, JSON shape
-// (strict: unknown fields are rejected), then each field. A rejected request never reaches the hot
-// set, so it never changes stored state. Errors are mapped to problem types
-// in one place (problemFor in errors.go).
+// Limits (Config) are checked before any work, in this order: role, the
+// caller's rate (Config.RateLimit, a token bucket per key or, on an open
+// server, per client address: 429 rate-limited), query parameters (strict:
+// one the route does not take, per queryParams, is rejected), namespace
+// name and existence, user id, body size, JSON shape (strict: unknown
+// fields are rejected), then each field. A rejected request never reaches
+// the hot set, so it never changes stored state. Errors are mapped to
+// problem types in one place (problemFor in errors.go).
 //
 // Strings decoded from a request (user ids, items) alias the request's
 // buffer, which fiber reuses once the handler returns: handlers never keep

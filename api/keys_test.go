@@ -252,3 +252,13 @@ func TestAStringLongerThanTheBodyIsNotWithinIt(t *testing.T) {
 		t.Fatal("a string longer than the body counts as within it")
 	}
 }
+
+// A rate's default burst is one second's worth: at least one request, and
+// a rate too high to count in an int still gives a burst that works.
+func TestDefaultRateBurstIsOneSecondsWorth(t *testing.T) {
+	for limit, want := range map[float64]int{0.01: 1, 0.5: 1, 1: 1, 2.5: 3, 500: 500, 1e300: 1 << 30} {
+		if got := (Config{RateLimit: limit}).WithDefaults().RateBurst; got != want {
+			t.Errorf("RateLimit %g: burst %d, want %d", limit, got, want)
+		}
+	}
+}

@@ -39,8 +39,9 @@ func newRateLimiter(cfg Config) *rateLimiter {
 	return &rateLimiter{limit: rate.Limit(cfg.RateLimit), burst: cfg.RateBurst, now: cfg.Now, callers: callers}
 }
 
-// rateBurst is the default burst of a rate: one second's worth, at least 1.
-func rateBurst(limit float64) int { return max(1, int(math.Ceil(limit))) }
+// rateBurst is the default burst of a rate: one second's worth, at least 1
+// (and at most 2^30, which a rate that high never needs).
+func rateBurst(limit float64) int { return int(max(1, min(math.Ceil(limit), 1<<30))) }
 
 // take takes a token of caller's bucket, or returns the rate-limited
 // problem, which says when to retry, and takes nothing.
