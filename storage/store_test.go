@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -991,4 +993,68 @@ func TestDistinctPrefixStopsAtAUsersSecondWrite(t *testing.T) {
 			t.Errorf("%d writes, the second of push/u1 after %d, max %d: %d, want %d", tc.n, tc.dupAt, tc.max, got, tc.want)
 		}
 	}
+}
+
+// Users lists while users are appended and written back from other
+// goroutines: every page is in order past its after, and a user appended
+// before the listing began is in it (run under -race: the journal's index
+// is read while it changes). The writers add a bounded number of users, so
+// that each listing reaches the end.
+func TestUsersWhileAppendsAndWriteBacksGoOn(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	for i := range 50 {
+		mustAppend(t, s, "n", fmt.Sprintf("before%02d", i), "j")
+	}
+	var wg sync.WaitGroup
+	var writing atomic.Int32
+	for g := range 2 {
+		wg.Add(1)
+		writing.Add(1)
+		go func() {
+			defer wg.Done()
+			defer writing.Add(-1)
+			for i := range 300 {
+				u := fmt.Sprintf("during%d-%04d", g, i)
+				if _, err := s.Append("n", u, []byte("j"), 0); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%2 == 0 {
+					if err := s.WriteBack([]Write{{NS: "n", User: u, Value: []byte("f"), UpTo: math.MaxUint64}}, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	listings := 0
+	for ; listings < 3 || writing.Load() > 0; listings++ {
+		var all []string
+		for after := ""; ; {
+			page, err := s.Users("n", after, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			if !slices.IsSorted(page) || page[0] <= after {
+				t.Fatalf("page %q after %q: not in order past after", page, after)
+			}
+			all = append(all, page...)
+			after = page[len(page)-1]
+		}
+		for i := range 50 {
+			if u := fmt.Sprintf("before%02d", i); !slices.Contains(all, u) {
+				t.Fatalf("listing missed %s, appended before it began", u)
+			}
+		}
+	}
+	wg.Wait()
+	all, err := s.Users("n", "", 0)
+	if err != nil || len(all) != 50+600 {
+		t.Fatalf("after the writers: %d users (%v), want 650", len(all), err)
+	}
+	t.Logf("%d listings while the writers ran", listings)
 }

@@ -612,15 +612,14 @@ func (w *wal) users() [][2]string {
 // after, sorted.
 func (w *wal) usersOf(ns, after string) []string {
 	prefix := string(appendNSPrefix(nil, prefixFilter, ns))
-	w.mu.RLock()
-	keys := w.index.keys()
-	w.mu.RUnlock()
 	var out []string
-	for _, k := range keys {
+	w.mu.RLock()
+	for k := range w.index.slots { // only this namespace's, not a copy of every key
 		if user, ok := strings.CutPrefix(k, prefix); ok && user > after {
 			out = append(out, user)
 		}
 	}
+	w.mu.RUnlock()
 	slices.Sort(out)
 	return out
 }
