@@ -63,7 +63,14 @@ func (r *rateLimiter) take(caller, who string) error {
 		return nil
 	}
 	res.CancelAt(now)
-	return &apiError{kind: pRateLimited, retry: wait,
-		detail: "more than " + strconv.FormatFloat(float64(r.limit), 'g', -1, 64) + " requests a second from " + who +
-			" (bursts of " + strconv.Itoa(r.burst) + "); retry after " + strconv.FormatFloat(math.Ceil(wait.Seconds()*10)/10, 'f', 1, 64) + "s"}
+	return &apiError{kind: pRateLimited, retry: wait, detail: who + " is past its rate limit of " + r.per() +
+		" (bursts of " + strconv.Itoa(r.burst) + "); retry after " + strconv.FormatFloat(math.Ceil(wait.Seconds()*10)/10, 'f', 1, 64) + "s"}
+}
+
+// per says the rate in words: "1 request a second", "0.5 requests a second".
+func (r *rateLimiter) per() string {
+	if r.limit == 1 {
+		return "1 request a second"
+	}
+	return strconv.FormatFloat(float64(r.limit), 'g', -1, 64) + " requests a second"
 }

@@ -104,7 +104,7 @@ func TestOpenServerLimitsEachAddress(t *testing.T) {
 	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
 	status, h, body := e.raw(http.MethodGet, "/v1/namespaces", "", nil)
 	p := wantProblem(t, status, h, body, http.StatusTooManyRequests, "rate-limited")
-	if !strings.Contains(p.Detail, "this address") || h.Get("Retry-After") != "1" {
+	if !strings.Contains(p.Detail, "this client address") || h.Get("Retry-After") != "1" {
 		t.Errorf("detail %q, Retry-After %q: want the address named and 1", p.Detail, h.Get("Retry-After"))
 	}
 	for _, path := range []string{"/healthz", "/readyz", "/", "/openapi.yaml"} {

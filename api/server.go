@@ -307,7 +307,7 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 		if s.rate == nil {
 			return nil
 		}
-		return s.rate.take(c.IP(), "this address")
+		return s.rate.take(c.IP(), "this client address")
 	}
 	got, id, err := s.keyRole(c, kr)
 	if err != nil {

@@ -746,6 +746,9 @@ func TestRateLimitFlagLimitsEachCaller(t *testing.T) {
 	if resp, err := http.Get(s.url + "/healthz"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz past the rate: %v %v", resp, err)
 	}
+	if !strings.Contains(s.out.String(), `rate_limit="0.01/s per client address" rate_burst=2`) {
+		t.Errorf("the start-up line does not say the rate limit:\n%s", s.out.String())
+	}
 	if code := s.shutdown(); code != 0 {
 		t.Fatalf("exit %d: %s", code, s.out.String())
 	}

@@ -221,8 +221,16 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	for i, n := range namespaces {
 		names[i] = n.Name
 	}
-	logger.Info("seenapi: serving", "version", version(), "url", scheme+"://"+shown, "data_dir", o.dataDir,
-		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync)
+	attrs := []any{"version", version(), "url", scheme + "://" + shown, "data_dir", o.dataDir,
+		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync}
+	if lim := cfg.WithDefaults(); lim.RateLimit > 0 {
+		caller := "API key"
+		if srv.Open() {
+			caller = "client address"
+		}
+		attrs = append(attrs, "rate_limit", strconv.FormatFloat(lim.RateLimit, 'g', -1, 64)+"/s per "+caller, "rate_burst", lim.RateBurst)
+	}
+	logger.Info("seenapi: serving", attrs...)
 	if onListen != nil {
 		onListen(addr)
 	}
