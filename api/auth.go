@@ -6,7 +6,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -57,15 +59,28 @@ func ParseRole(s string) (Role, error) {
 // MinKeyLength is the shortest API key accepted.
 const MinKeyLength = 16
 
-// Key is one API key and its role.
+// Key is one API key, its role, and optionally a rate limit of its own.
 type Key struct {
 	Role   Role
 	Secret string
+	// Rate is the requests a second this key may make, in place of the
+	// server's Config.RateLimit: 0 takes the server's, math.Inf(1) is no
+	// limit ("rate=off" in a keys file).
+	Rate float64
+	// Burst is the requests this key may make at once before Rate applies;
+	// 0: one second's worth of Rate. Only with a Rate.
+	Burst int
 }
 
 func (k Key) validate() error {
 	if k.Role < RoleRead || k.Role > RoleAdmin {
 		return fmt.Errorf("bad role %v", k.Role)
+	}
+	if k.Rate < 0 || math.IsNaN(k.Rate) || math.IsInf(k.Rate, -1) {
+		return errors.New("a key's rate is negative")
+	}
+	if k.Burst < 0 || (k.Burst > 0 && (k.Rate == 0 || math.IsInf(k.Rate, 1))) {
+		return errors.New("a key's burst needs a rate of its own (rate=N on the same line) and must be at least 1")
 	}
 	if len(k.Secret) < MinKeyLength {
 		return fmt.Errorf("a key is shorter than %d characters", MinKeyLength)
@@ -78,8 +93,10 @@ func (k Key) validate() error {
 	return nil
 }
 
-// ParseKeys parses a keys file: one "ROLE:KEY" a line; blank lines and lines
-// starting with # are ignored.
+// ParseKeys parses a keys file: one "ROLE:KEY" a line, optionally followed
+// by the key's own rate limit, "rate=N" (requests a second, or "off" for
+// none) and "burst=N", separated by spaces; blank lines and lines starting
+// with # are ignored.
 func ParseKeys(text string) ([]Key, error) {
 	keys, err := parseKeys(text)
 	if err != nil {
@@ -140,8 +157,10 @@ func LoadKeysFile(path string) ([]Key, error) {
 	return keys, nil
 }
 
+// parseKey parses "ROLE:KEY [rate=N|off] [burst=N]". A key holds no space,
+// so whatever follows one is the key's options. Errors never quote the key.
 func parseKey(s string) (Key, error) {
-	role, secret, ok := strings.Cut(s, ":")
+	role, rest, ok := strings.Cut(s, ":")
 	if !ok {
 		return Key{}, errors.New("want ROLE:KEY")
 	}
@@ -149,7 +168,42 @@ func parseKey(s string) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	k := Key{Role: r, Secret: strings.TrimSpace(secret)}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return Key{}, errors.New("want ROLE:KEY: the key is empty")
+	}
+	k := Key{Role: r, Secret: fields[0]}
+	seen := map[string]bool{}
+	for _, opt := range fields[1:] {
+		name, v, _ := strings.Cut(opt, "=")
+		if seen[name] {
+			return Key{}, fmt.Errorf("%s= is given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case "rate":
+			if strings.EqualFold(v, "off") {
+				k.Rate = math.Inf(1)
+				break
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+				return Key{}, fmt.Errorf("rate=%s: want a positive number of requests a second, or off", v)
+			}
+			k.Rate = f
+		case "burst":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return Key{}, fmt.Errorf("burst=%s: want a whole number of at least 1", v)
+			}
+			k.Burst = n
+		default:
+			if !strings.Contains(opt, "=") { // likely a key with a space in it: quote none of it
+				return Key{}, errors.New("a space in the key, or an option without =: a key holds no spaces, and options are rate=N or burst=N")
+			}
+			return Key{}, fmt.Errorf("unknown option %q after the key (want rate=N or burst=N)", name)
+		}
+	}
 	return k, k.validate()
 }
 
@@ -161,13 +215,15 @@ func digest(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 type keyring struct {
 	digests [][32]byte
 	roles   []Role
+	rates   []callerRate // each key's rate limit, from Config's and its own
 }
 
-func newKeyring(keys []Key) *keyring {
+func newKeyring(keys []Key, server callerRate) *keyring {
 	kr := &keyring{}
 	for _, k := range keys {
 		kr.digests = append(kr.digests, digest(k.Secret))
 		kr.roles = append(kr.roles, k.Role)
+		kr.rates = append(kr.rates, server.of(k))
 	}
 	return kr
 }
@@ -177,18 +233,24 @@ func (kr *keyring) open() bool { return len(kr.digests) == 0 }
 
 // role returns the role of secret, RoleNone if it is no key.
 func (kr *keyring) role(secret string) Role {
-	r, _ := kr.match(secret)
+	r, _, _ := kr.match(secret)
 	return r
 }
 
-// match returns the role of secret, RoleNone if it is no key, and its
-// digest, which names the key (to its rate limit) without keeping it.
-func (kr *keyring) match(secret string) (Role, [32]byte) {
+// match returns the role of secret (RoleNone if it is no key), its digest,
+// which names the key to its rate limit without keeping it, and the key's
+// rate limit. The index of the key is selected in constant time like its
+// role; only once it matched is it used.
+func (kr *keyring) match(secret string) (Role, [32]byte, callerRate) {
 	d := digest(secret)
-	role := RoleNone
+	role, at := RoleNone, -1
 	for i := range kr.digests {
 		eq := subtle.ConstantTimeCompare(d[:], kr.digests[i][:])
 		role = Role(subtle.ConstantTimeSelect(eq, int(kr.roles[i]), int(role)))
+		at = subtle.ConstantTimeSelect(eq, i, at)
 	}
-	return role, d
+	if at < 0 {
+		return RoleNone, d, callerRate{}
+	}
+	return role, d, kr.rates[at]
 }

@@ -15,11 +15,12 @@
 // # Requests
 //
 // Limits (Config) are checked before any work, in this order: role, the
-// caller's rate (Config.RateLimit, a token bucket per key or, on an open
-// server, per client address: 429 rate-limited), query parameters (strict:
-// one the route does not take, per queryParams, is rejected), namespace
-// name and existence, user id, body size, JSON shape (strict: unknown
-// fields are rejected), then each field. A rejected request never reaches
+// caller's rate (Config.RateLimit or the key's own Key.Rate, a token
+// bucket per key or, on an open server, per client address: 429
+// rate-limited), query parameters (strict: one the route does not take,
+// per queryParams, is rejected), namespace name and existence, user id,
+// body size, JSON shape (strict: unknown fields are rejected), then each
+// field. A rejected request never reaches
 // the hot set, so it never changes stored state. Errors are mapped to
 // problem types in one place (problemFor in errors.go).
 //

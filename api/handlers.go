@@ -486,8 +486,19 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 
 // authJSON is the answer of GET /v1/auth.
 type authJSON struct {
-	Role string `json:"role"`
-	Open bool   `json:"open"`
+	Role      string   `json:"role"`
+	Open      bool     `json:"open"`
+	RateLimit *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
+	RateBurst *int     `json:"rate_burst,omitempty"`
+}
+
+// withRate returns a with r's limit and burst when r limits anything.
+func (a authJSON) withRate(r callerRate) *authJSON {
+	if r.limited() {
+		limit := float64(r.limit)
+		a.RateLimit, a.RateBurst = &limit, &r.burst
+	}
+	return &a
 }
 
 // getAuth answers the role of the key sent; the route's role check has
@@ -496,13 +507,13 @@ type authJSON struct {
 func (s *Server) getAuth(c *fiber.Ctx) error {
 	kr := s.keys.Load()
 	if kr.open() {
-		return c.JSON(&authJSON{Role: RoleAdmin.String(), Open: true})
+		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true}.withRate(serverRate(s.cfg)))
 	}
-	role, _, err := s.keyRole(c, kr)
+	role, _, r, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
-	return c.JSON(&authJSON{Role: role.String()})
+	return c.JSON(authJSON{Role: role.String()}.withRate(r))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -22,7 +24,7 @@ ADMIN:a-0123456789abcdef
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Key{{RoleWrite, "w-0123456789abcdef"}, {RoleRead, "r-0123456789abcdef"}, {RoleAdmin, "a-0123456789abcdef"}}
+	want := []Key{{Role: RoleWrite, Secret: "w-0123456789abcdef"}, {Role: RoleRead, Secret: "r-0123456789abcdef"}, {Role: RoleAdmin, Secret: "a-0123456789abcdef"}}
 	if len(keys) != len(want) {
 		t.Fatalf("got %v", keys)
 	}
@@ -94,7 +96,7 @@ func TestBadKeysSayWhereOnce(t *testing.T) {
 }
 
 func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
-	kr := newKeyring([]Key{{RoleRead, "r-0123456789abcdef"}, {RoleAdmin, "a-0123456789abcdef"}})
+	kr := newKeyring([]Key{{Role: RoleRead, Secret: "r-0123456789abcdef"}, {Role: RoleAdmin, Secret: "a-0123456789abcdef"}}, callerRate{})
 	for secret, want := range map[string]Role{
 		"r-0123456789abcdef": RoleRead, "a-0123456789abcdef": RoleAdmin,
 		"a-0123456789abcde": RoleNone, "": RoleNone, "a-0123456789abcdefg": RoleNone,
@@ -108,9 +110,9 @@ func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"negative limit": {MaxCandidates: -1},
-		"short key":      {Keys: []Key{{RoleRead, "short"}}},
-		"duplicate key":  {Keys: []Key{{RoleRead, "k-0123456789abcdef"}, {RoleAdmin, "k-0123456789abcdef"}}},
-		"no role":        {Keys: []Key{{RoleNone, "k-0123456789abcdef"}}},
+		"short key":      {Keys: []Key{{Role: RoleRead, Secret: "short"}}},
+		"duplicate key":  {Keys: []Key{{Role: RoleRead, Secret: "k-0123456789abcdef"}, {Role: RoleAdmin, Secret: "k-0123456789abcdef"}}},
+		"no role":        {Keys: []Key{{Role: RoleNone, Secret: "k-0123456789abcdef"}}},
 		"negative rate":  {RateLimit: -1},
 		"NaN rate":       {RateLimit: math.NaN()},
 		"infinite rate":  {RateLimit: math.Inf(1)},
@@ -259,6 +261,46 @@ func TestDefaultRateBurstIsOneSecondsWorth(t *testing.T) {
 	for limit, want := range map[float64]int{0.01: 1, 0.5: 1, 1: 1, 2.5: 3, 500: 500, 1e300: 1 << 30} {
 		if got := (Config{RateLimit: limit}).WithDefaults().RateBurst; got != want {
 			t.Errorf("RateLimit %g: burst %d, want %d", limit, got, want)
+		}
+	}
+}
+
+// A key's line may give it a rate of its own: rate=N (or off) and burst=N,
+// after the key. Bad options are refused without quoting the key.
+func TestParseKeysWithRates(t *testing.T) {
+	keys, err := ParseKeys("write:w-0123456789abcdef rate=500 burst=1000\nread:r-0123456789abcdef   rate=0.5\nadmin:a-0123456789abcdef rate=OFF\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Key{{Role: RoleWrite, Secret: "w-0123456789abcdef", Rate: 500, Burst: 1000},
+		{Role: RoleRead, Secret: "r-0123456789abcdef", Rate: 0.5}, {Role: RoleAdmin, Secret: "a-0123456789abcdef", Rate: math.Inf(1)}}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %+v, want %+v", keys, want)
+	}
+	if keys, err := ParseKeysList("write:w-0123456789abcdef rate=5, read:r-0123456789abcdef"); err != nil ||
+		len(keys) != 2 || keys[0].Rate != 5 || keys[1].Rate != 0 {
+		t.Fatalf("SEENAPI_KEYS with a rate: %+v %v", keys, err)
+	}
+	for line, want := range map[string]string{
+		"write:w-0123456789abcdef rate=-1":              "rate=-1: want a positive number",
+		"write:w-0123456789abcdef rate=0":               "rate=0: want a positive number",
+		"write:w-0123456789abcdef rate=fast":            "rate=fast: want a positive number",
+		"write:w-0123456789abcdef rate=Inf":             "rate=Inf: want a positive number",
+		"write:w-0123456789abcdef burst=0 rate=1":       "burst=0: want a whole number of at least 1",
+		"write:w-0123456789abcdef burst=5":              "burst needs a rate of its own",
+		"write:w-0123456789abcdef rate=off burst=5":     "burst needs a rate of its own",
+		"write:w-0123456789abcdef rate=1 rate=2":        "rate= is given twice",
+		"write:w-0123456789abcdef colour=red":           `unknown option "colour"`,
+		"write:w-0123456789 abcdef-secret-part":         "a key holds no spaces",
+		"write:":                                        "the key is empty",
+		"write:w-0123456789abcdef rate=1 burst=2 x=y z": `unknown option "x"`,
+	} {
+		_, err := ParseKeys(line)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", line, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "abcdef") {
+			t.Errorf("%q: the error %q quotes the key", line, err)
 		}
 	}
 }

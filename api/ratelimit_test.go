@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -125,5 +126,72 @@ func TestNoRateLimitByDefault(t *testing.T) {
 		if err != nil || r.StatusCode() != http.StatusOK {
 			t.Fatalf("call %d: %v %d", i, err, r.StatusCode())
 		}
+	}
+}
+
+// A key's own rate takes the place of the server's: a key with rate=0.5
+// is limited on a server without --rate-limit, one with rate=off is not
+// limited on a server with one, and the others keep the server's. Keys
+// reloaded with other rates take effect on the keys' buckets at once.
+// GET /v1/auth tells each caller its rate.
+func TestAKeysOwnRateTakesThePlaceOfTheServers(t *testing.T) {
+	clock := newFakeClock()
+	keys := []api.Key{
+		{Role: api.RoleWrite, Secret: writeKey, Rate: 0.5, Burst: 1}, // its own, stricter
+		{Role: api.RoleAdmin, Secret: adminKey, Rate: math.Inf(1)},   // none
+		{Role: api.RoleRead, Secret: readKey},                        // the server's
+	}
+	e := newEnv(t, func(c *api.Config) { c.Keys = keys }, withRate(clock, 2, 2))
+	call := func(key string) int {
+		t.Helper()
+		r, err := e.client(key).GetAuthWithResponse(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.StatusCode()
+	}
+	auth := func(key string) client.Auth {
+		t.Helper()
+		clock.add(time.Hour) // a full bucket for the question
+		r, err := e.client(key).GetAuthWithResponse(ctx)
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("auth: %v %d %s", err, r.StatusCode(), r.Body)
+		}
+		return *r.JSON200
+	}
+	if a := auth(writeKey); a.RateLimit == nil || *a.RateLimit != 0.5 || *a.RateBurst != 1 {
+		t.Errorf("the write key's auth %+v, want its own rate 0.5 in bursts of 1", a)
+	}
+	if a := auth(adminKey); a.RateLimit != nil || a.RateBurst != nil {
+		t.Errorf("the admin key's auth %+v, want no rate", a)
+	}
+	if a := auth(readKey); a.RateLimit == nil || *a.RateLimit != 2 || *a.RateBurst != 2 {
+		t.Errorf("the read key's auth %+v, want the server's 2 in bursts of 2", a)
+	}
+
+	clock.add(time.Hour)
+	if got := []int{call(writeKey), call(writeKey)}; got[0] != 200 || got[1] != 429 {
+		t.Errorf("the write key's two calls: %v, want 200 then 429 (a burst of 1)", got)
+	}
+	for i := range 50 {
+		if got := call(adminKey); got != 200 {
+			t.Fatalf("the admin key's call %d: %d, want 200 (rate=off)", i, got)
+		}
+	}
+	if got := []int{call(readKey), call(readKey), call(readKey)}; got[2] != 429 || got[0] != 200 || got[1] != 200 {
+		t.Errorf("the read key's three calls: %v, want 200, 200, 429 (the server's burst of 2)", got)
+	}
+
+	// Reloaded: the write key without a limit, the admin key with one.
+	keys[0].Rate, keys[0].Burst = math.Inf(1), 0
+	keys[1].Rate, keys[1].Burst = 1, 1
+	if err := e.srv.SetKeys(keys); err != nil {
+		t.Fatal(err)
+	}
+	if got := call(writeKey); got != 200 {
+		t.Errorf("the write key after its limit was lifted: %d, want 200 at once", got)
+	}
+	if got := []int{call(adminKey), call(adminKey)}; got[0] != 200 || got[1] != 429 {
+		t.Errorf("the admin key after a limit was set: %v, want 200 then 429", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 func BenchmarkRateLimitTake(b *testing.B) {
 	for _, callers := range []int{1, 16, 1024} {
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
-			r := newRateLimiter(Config{RateLimit: 1e12, RateBurst: 1 << 30, Now: time.Now})
+			l, r := newRateLimiter(time.Now), callerRate{limit: 1e12, burst: 1 << 30}
 			ids := make([]string, callers)
 			for i := range ids {
 				ids[i] = "caller-" + strconv.Itoa(i)
@@ -22,7 +22,7 @@ func BenchmarkRateLimitTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if err := r.take(ids[i%callers], "this API key"); err != nil {
+					if err := l.take(ids[i%callers], r, "this API key"); err != nil {
 						b.Fatal(err)
 					}
 					i++

@@ -41,7 +41,7 @@ type Server struct {
 	hot      HotSet
 	cfg      Config
 	keys     atomic.Pointer[keyring] // swapped whole by SetKeys
-	rate     *rateLimiter            // nil: no rate limit
+	rate     *rateLimiter            // the buckets of the callers limited
 	k        counters
 	started  time.Time
 	inFlight atomic.Int64
@@ -57,8 +57,8 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	}
 	s := &Server{hot: hot, cfg: cfg, started: cfg.Now(),
 		k: counters{duration: newDurationHistogram()}}
-	s.keys.Store(newKeyring(cfg.Keys))
-	s.rate = newRateLimiter(cfg)
+	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
+	s.rate = newRateLimiter(cfg.Now)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -108,7 +108,7 @@ func (s *Server) SetKeys(keys []Key) error {
 	case len(keys) == 0:
 		return fmt.Errorf("%w: no key: a service started with keys keeps requiring them", ErrBadKeys)
 	}
-	s.keys.Store(newKeyring(keys))
+	s.keys.Store(newKeyring(keys, serverRate(s.cfg)))
 	return nil
 }
 
@@ -297,44 +297,47 @@ func docPath(p string) string {
 }
 
 // admit lets a request to a route of role through, or returns why not: on
-// a server with keys, the bearer key must have at least role; then, with a
-// rate limit, the caller (the key, or on an open server the client's
-// address) must have a token left. A request refused for its key takes no
-// token, so a caller's mistakes do not use up its rate.
+// a server with keys, the bearer key must have at least role; then the
+// caller (the key, or on an open server the client's address) must have a
+// token left of its rate limit, if it has one (Config.RateLimit, or the
+// key's own). A request refused for its key takes no token, so a caller's
+// mistakes do not use up its rate.
 func (s *Server) admit(c *fiber.Ctx, role Role) error {
 	kr := s.keys.Load()
 	if kr.open() {
-		if s.rate == nil {
-			return nil
+		r := serverRate(s.cfg)
+		if !r.limited() {
+			return nil // before c.IP(), which formats the address
 		}
-		return s.rate.take(c.IP(), "this client address")
+		return s.rate.take(c.IP(), r, "this client address")
 	}
-	got, id, err := s.keyRole(c, kr)
+	got, id, r, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
 	if got < role {
 		return newError(pForbidden, "this route needs role %v; the key has role %v", role, got)
 	}
-	if s.rate == nil {
+	if !r.limited() {
 		return nil
 	}
-	return s.rate.take(string(id[:]), "this API key")
+	return s.rate.take(string(id[:]), r, "this API key")
 }
 
-// keyRole returns the role in kr of the request's bearer key and the key's
-// digest, or an unauthorized error when there is no key or it is not known.
-func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (Role, [32]byte, error) {
+// keyRole returns the role in kr of the request's bearer key, the key's
+// digest and its rate limit, or an unauthorized error when there is no key
+// or it is not known.
+func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (Role, [32]byte, callerRate, error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return RoleNone, [32]byte{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
+		return RoleNone, [32]byte{}, callerRate{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	got, id := kr.match(strings.TrimSpace(key))
+	got, id, r := kr.match(strings.TrimSpace(key))
 	if got == RoleNone {
-		return RoleNone, [32]byte{}, newError(pUnauthorized, "the API key is not known")
+		return RoleNone, [32]byte{}, callerRate{}, newError(pUnauthorized, "the API key is not known")
 	}
-	return got, id, nil
+	return got, id, r, nil
 }
 
 // bodyOverLimit is the problem of a body over fiber's limit, the largest

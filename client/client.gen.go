@@ -144,6 +144,12 @@ type Auth struct {
 	// Open No keys are configured; every caller has every role.
 	Open bool `json:"open"`
 
+	// RateBurst The requests it may make at once before `rate_limit` applies; absent when it is not limited.
+	RateBurst *int `json:"rate_burst,omitempty"`
+
+	// RateLimit The requests a second this caller may make (its key's own rate, or the server's `--rate-limit`); absent when it is not limited.
+	RateLimit *float64 `json:"rate_limit,omitempty"`
+
 	// Role A key's role; `admin` implies `write` implies `read`.
 	Role Role `json:"role"`
 }

@@ -825,6 +825,34 @@ func TestKeysFromFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// A key's own rate in the keys file limits that key, in place of
+// --rate-limit (none here), and the start-up line counts such keys; a key
+// without one is not limited.
+func TestKeysFileGivesAKeyItsOwnRate(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("write:w-0123456789abcdef rate=0.01 burst=2\nwrite:v-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys)
+	url := s.url + "/v1/namespaces/default/users/u/filter"
+	var got []int
+	for range 3 {
+		status, _ := post(t, url, `{"candidates":["a"]}`, "Authorization", "Bearer w-0123456789abcdef")
+		got = append(got, status)
+	}
+	if got[0] != 200 || got[1] != 200 || got[2] != 429 {
+		t.Errorf("the limited key's three calls: %v, want 200, 200, 429", got)
+	}
+	for i := range 5 {
+		if status, m := post(t, url, `{"candidates":["a"]}`, "Authorization", "Bearer v-0123456789abcdef"); status != 200 {
+			t.Fatalf("the other key's call %d: %d %v", i, status, m)
+		}
+	}
+	if !strings.Contains(s.out.String(), "keys_with_own_rate=1") {
+		t.Errorf("the start-up line does not count the key with its own rate:\n%s", s.out.String())
+	}
+}
+
 // A namespaces file that cannot be read is named by its flag: the error of
 // opening it says only a path.
 func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {

@@ -223,6 +223,15 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	}
 	attrs := []any{"version", version(), "url", scheme + "://" + shown, "data_dir", o.dataDir,
 		"cache_bytes", o.cacheBytes.String(), "namespaces", strings.Join(names, ","), "keys", len(ks), "sync", o.sync}
+	own := 0
+	for _, k := range ks {
+		if k.Rate != 0 {
+			own++
+		}
+	}
+	if own > 0 {
+		attrs = append(attrs, "keys_with_own_rate", own)
+	}
 	if lim := cfg.WithDefaults(); lim.RateLimit > 0 {
 		caller := "API key"
 		if srv.Open() {

@@ -43,6 +43,8 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} Auth
  * @property {boolean} open No keys are configured; every caller has every role.
+ * @property {number} [rate_burst] The requests it may make at once before `rate_limit` applies; absent when it is not limited.
+ * @property {number} [rate_limit] The requests a second this caller may make (its key's own rate, or the server's `--rate-limit`); absent when it is not limited.
  * @property {Role} role A key's role; `admin` implies `write` implies `read`.
  */
 
