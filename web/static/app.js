@@ -91,7 +91,7 @@ async function checkRole() {
   setRole({ status: 'checking' });
   try {
     const a = await call('getAuth');
-    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open });
+    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit });
   } catch (e) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
@@ -131,7 +131,8 @@ function roleText() {
   switch (r.status) {
     case 'checking': return 'role: checking…';
     case 'rejected': return state.key ? 'key rejected' : 'role: no key (the service needs one)';
-    case 'known': return r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`;
+    case 'known': return (r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`) +
+      (r.rate ? ` · at most ${rate(r.rate)} requests/s` : '');
     default: return 'role: unknown';
   }
 }
