@@ -231,12 +231,6 @@ func newKeyring(keys []Key, server callerRate) *keyring {
 // open reports whether no keys are configured.
 func (kr *keyring) open() bool { return len(kr.digests) == 0 }
 
-// role returns the role of secret, RoleNone if it is no key.
-func (kr *keyring) role(secret string) Role {
-	r, _, _ := kr.match(secret)
-	return r
-}
-
 // match returns the role of secret (RoleNone if it is no key), its digest,
 // which names the key to its rate limit without keeping it, and the key's
 // rate limit. The index of the key is selected in constant time like its

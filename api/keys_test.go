@@ -101,7 +101,7 @@ func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
 		"r-0123456789abcdef": RoleRead, "a-0123456789abcdef": RoleAdmin,
 		"a-0123456789abcde": RoleNone, "": RoleNone, "a-0123456789abcdefg": RoleNone,
 	} {
-		if got := kr.role(secret); got != want {
+		if got, _, _ := kr.match(secret); got != want {
 			t.Errorf("%q: %v, want %v", secret, got, want)
 		}
 	}
