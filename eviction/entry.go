@@ -35,7 +35,7 @@ type entry struct {
 	dirtySince atomic.Uint32
 	bytes      int32 // accounted size; guarded by the shard lock
 	queued     bool  // in the shard's dirty list; guarded by the shard lock
-	ns         uint8 // index of the namespace in HotSet.nsByIndex
+	ns         uint8 // index of the namespace in nsTable.byIndex
 	probe      uint8 // which of the user's keys it is under (see HotSet.key); 0 unless its first collided
 	// idLen is the id's length when it is kept inline: its first bytes in
 	// idHead, the rest right after the entry in the same allocation. With

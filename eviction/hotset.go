@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
@@ -125,12 +126,22 @@ type shard struct {
 	probing bool
 }
 
+// nsInfo is one namespace as the hot set serves it. It is never changed
+// once built: SetNamespaces builds a new one that keeps the index, the seed
+// and the counters, so a call that holds the old one finishes with it.
 type nsInfo struct {
 	Namespace
-	index      uint8  // in HotSet.nsByIndex; what an entry keeps
-	seed       uint64 // namespace part of every key
-	journalTTL time.Duration
-	c          nsCounters
+	index uint8  // in nsTable.byIndex; what an entry keeps
+	seed  uint64 // namespace part of every key
+	c     *nsCounters
+}
+
+// nsTable is the namespaces the hot set serves, replaced whole by
+// SetNamespaces and read without a lock by every call.
+type nsTable struct {
+	byName  map[string]*nsInfo
+	byIndex []*nsInfo // every namespace served since New: a namespace left out of a reload stays
+	names   []string  // byName's keys, sorted
 }
 
 // nsCounters are a namespace's figures. The service-wide ones are their
@@ -145,16 +156,15 @@ type nsCounters struct {
 // back to the store in batches and journals every recording call before it
 // is acknowledged. Safe for concurrent use.
 type HotSet struct {
-	store     Store
-	writer    uint64 // the store's token for this hot set's writes (storage.Store.Attach); 0: none
-	detach    func()
-	opts      Options
-	ns        map[string]*nsInfo
-	nsByIndex []*nsInfo
-	names     []string
-	start     time.Time // origin of clock
-	shards    []*shard
-	mask      uint64
+	store  Store
+	writer uint64 // the store's token for this hot set's writes (storage.Store.Attach); 0: none
+	detach func()
+	opts   Options
+	nss    atomic.Pointer[nsTable]
+	nsMu   sync.Mutex // one SetNamespaces at a time
+	start  time.Time  // origin of clock
+	shards []*shard
+	mask   uint64
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
 
@@ -194,31 +204,15 @@ type HotSet struct {
 // write-back loop. Close stops it.
 func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	opts = opts.withDefaults()
-	if len(namespaces) > maxNamespaces {
-		return nil, fmt.Errorf("%d namespaces configured, at most %d", len(namespaces), maxNamespaces)
+	t, _, err := nextTable(&nsTable{}, namespaces)
+	if err != nil {
+		return nil, err
 	}
-	h := &HotSet{store: store, opts: opts, ns: map[string]*nsInfo{}, start: opts.Now(),
+	h := &HotSet{store: store, opts: opts, start: opts.Now(),
 		stop: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		backlogLimit: max(opts.CacheBytes/16, 1<<20)}
+	h.nss.Store(t)
 	h.backlogCond = sync.NewCond(&h.backlogMu)
-	for _, n := range namespaces {
-		p := n.Profile.WithDefaults()
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("namespace %q: %w", n.Name, err)
-		}
-		if _, dup := h.ns[n.Name]; dup {
-			return nil, fmt.Errorf("namespace %q configured twice", n.Name)
-		}
-		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, index: uint8(len(h.nsByIndex)),
-			seed: nsSeed(n.Name)}
-		if p.Window > 0 {
-			info.journalTTL = p.Window + p.Granularity
-		}
-		h.ns[n.Name] = info
-		h.nsByIndex = append(h.nsByIndex, info)
-		h.names = append(h.names, n.Name)
-	}
-	slices.Sort(h.names)
 	h.shards = make([]*shard, opts.Shards)
 	for i := range h.shards {
 		l, err := simplelru.NewLRU[key, *entry](math.MaxInt32, nil)
@@ -250,7 +244,77 @@ type attacher interface {
 func (h *HotSet) shardOf(k key) *shard { return h.shards[uint64(k)&h.mask] }
 
 // infoOf returns the namespace of e.
-func (h *HotSet) infoOf(e *entry) *nsInfo { return h.nsByIndex[e.ns] }
+func (h *HotSet) infoOf(e *entry) *nsInfo { return h.nss.Load().byIndex[e.ns] }
+
+// NamespaceChanges is what SetNamespaces did.
+type NamespaceChanges struct {
+	Added, Changed []string // namespaces new to the hot set, and those whose profile changed
+	// Kept are namespaces the hot set served that the new list leaves
+	// out: they go on being served until a restart, because their users
+	// may be in memory with changes not yet written back.
+	Kept []string
+}
+
+// SetNamespaces serves namespaces from now on, without a restart: a new
+// namespace is served at once, and a changed profile applies to the users
+// whose filters are made from now on (a filter keeps the profile it was
+// made with). A namespace left out goes on being served (NamespaceChanges.Kept).
+// A list with an invalid profile, a name twice, or more namespaces in all
+// than the hot set can tell apart changes nothing.
+func (h *HotSet) SetNamespaces(namespaces []Namespace) (NamespaceChanges, error) {
+	h.nsMu.Lock()
+	defer h.nsMu.Unlock()
+	t, ch, err := nextTable(h.nss.Load(), namespaces)
+	if err != nil {
+		return NamespaceChanges{}, err
+	}
+	h.nss.Store(t)
+	return ch, nil
+}
+
+// nextTable is prev with namespaces served: a namespace of prev keeps its
+// index and counters, a new one takes the next index, and those of prev
+// that namespaces leaves out stay as they are.
+func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChanges, error) {
+	var ch NamespaceChanges
+	t := &nsTable{byName: make(map[string]*nsInfo, len(prev.byIndex)+len(namespaces)),
+		byIndex: slices.Clone(prev.byIndex)}
+	for _, n := range namespaces {
+		p := n.Profile.WithDefaults()
+		if err := p.Validate(); err != nil {
+			return nil, ch, fmt.Errorf("namespace %q: %w", n.Name, err)
+		}
+		if _, dup := t.byName[n.Name]; dup {
+			return nil, ch, fmt.Errorf("namespace %q configured twice", n.Name)
+		}
+		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, seed: nsSeed(n.Name)}
+		if old, ok := prev.byName[n.Name]; ok {
+			info.index, info.c = old.index, old.c
+			if old.Profile != p {
+				ch.Changed = append(ch.Changed, n.Name)
+			}
+		} else {
+			if len(t.byIndex) == maxNamespaces {
+				return nil, ch, fmt.Errorf("more than %d namespaces configured since the start", maxNamespaces)
+			}
+			info.index, info.c = uint8(len(t.byIndex)), new(nsCounters)
+			t.byIndex = append(t.byIndex, nil)
+			if len(prev.byIndex) > 0 {
+				ch.Added = append(ch.Added, n.Name)
+			}
+		}
+		t.byIndex[info.index] = info
+		t.byName[n.Name] = info
+	}
+	for _, name := range prev.names {
+		if _, ok := t.byName[name]; !ok {
+			t.byName[name] = prev.byName[name]
+			ch.Kept = append(ch.Kept, name)
+		}
+	}
+	t.names = slices.Sorted(maps.Keys(t.byName))
+	return t, ch, nil
+}
 
 // key returns the user's key number probe. Every key of a user picks the
 // same shard (the first key's low bits), so all of them are looked up
@@ -338,7 +402,7 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 	if h.closed.Load() {
 		return nil, ErrClosed
 	}
-	info, ok := h.ns[ns]
+	info, ok := h.nss.Load().byName[ns]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownNamespace, ns)
 	}
@@ -518,7 +582,7 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 	e.bytes = entrySize(e)
 	s.lru.Add(k, e)
 	s.bytes += int64(e.bytes)
-	c := &h.nsByIndex[e.ns].c
+	c := h.infoOf(e).c
 	c.hotUsers.Add(1)
 	c.hotBytes.Add(int64(e.bytes))
 }
@@ -543,7 +607,7 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 		}
 		s.lru.Remove(k)
 		s.bytes -= int64(e.bytes)
-		c := &h.nsByIndex[e.ns].c
+		c := h.infoOf(e).c
 		c.hotUsers.Add(-1)
 		c.hotBytes.Add(-int64(e.bytes))
 		c.evictions.Add(1)
@@ -590,7 +654,7 @@ func (h *HotSet) release(e *entry, changed bool) {
 		grow := size - e.bytes
 		e.bytes = size
 		s.bytes += int64(grow)
-		h.nsByIndex[e.ns].c.hotBytes.Add(int64(grow))
+		h.infoOf(e).c.hotBytes.Add(int64(grow))
 	}
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
@@ -614,6 +678,17 @@ type callScratch struct {
 // for the next call: a 10,000-item RecordAll is not memory held for good.
 const maxKeptRecord = 16 << 10
 
+// journalTTL is how long a journal record of a filter of profile p is
+// kept: past its window and one bucket, its items test unseen anyway. The
+// filter's own profile, not its namespace's: a namespace's window may have
+// changed since the filter was made.
+func journalTTL(p userfilter.Profile) time.Duration {
+	if p.Window == 0 {
+		return 0
+	}
+	return p.Window + p.Granularity
+}
+
 // journal makes the hashes in s.ToRecord, about to be recorded, durable.
 // e.mu held.
 func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) error {
@@ -621,7 +696,7 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) e
 		return nil
 	}
 	s.rec = appendJournal(s.rec, at, s.ToRecord)
-	seq, err := h.store.Append(info.Name, e.id(), s.rec, info.journalTTL)
+	seq, err := h.store.Append(info.Name, e.id(), s.rec, journalTTL(e.f.Profile()))
 	if cap(s.rec) > maxKeptRecord {
 		s.rec = nil
 	}
@@ -1122,16 +1197,17 @@ func ttlOf(f *userfilter.Filter, now time.Time) time.Duration {
 
 // Namespaces returns the configured namespaces sorted by name.
 func (h *HotSet) Namespaces() []Namespace {
-	out := make([]Namespace, len(h.names))
-	for i, n := range h.names {
-		out[i] = h.ns[n].Namespace
+	t := h.nss.Load()
+	out := make([]Namespace, len(t.names))
+	for i, n := range t.names {
+		out[i] = t.byName[n].Namespace
 	}
 	return out
 }
 
 // Namespace returns one namespace.
 func (h *HotSet) Namespace(name string) (Namespace, bool) {
-	info, ok := h.ns[name]
+	info, ok := h.nss.Load().byName[name]
 	if !ok {
 		return Namespace{}, false
 	}
@@ -1157,7 +1233,7 @@ func (h *HotSet) Users(ns, after string, limit int) ([]string, error) {
 // Usage returns the bytes accounted to hot users and the budget; cheaper
 // than Stats.
 func (h *HotSet) Usage() (bytes, budget int64) {
-	for _, info := range h.nsByIndex {
+	for _, info := range h.nss.Load().byIndex {
 		bytes += info.c.hotBytes.Load()
 	}
 	return bytes, h.opts.CacheBytes
@@ -1168,9 +1244,11 @@ func (h *HotSet) Stats() Stats {
 	st := Stats{CacheBudgetBytes: h.opts.CacheBytes,
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
 		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), Panics: h.panics.Load(),
-		StorageBytes: h.store.Size(), Namespaces: make(map[string]NamespaceStats, len(h.nsByIndex))}
-	for _, info := range h.nsByIndex {
-		c := &info.c
+		StorageBytes: h.store.Size()}
+	t := h.nss.Load()
+	st.Namespaces = make(map[string]NamespaceStats, len(t.byIndex))
+	for _, info := range t.byIndex {
+		c := info.c
 		n := NamespaceStats{HotUsers: c.hotUsers.Load(), CacheBytes: c.hotBytes.Load(), Hits: c.hits.Load(),
 			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load()}
 		n.HitRatio = hitRatio(n.Hits, n.Misses)

@@ -12,7 +12,7 @@ func hotByNamespace(h *HotSet) map[string]NamespaceStats {
 	for _, s := range h.shards {
 		s.mu.Lock()
 		for _, e := range s.lru.Values() {
-			name := h.nsByIndex[e.ns].Name
+			name := h.infoOf(e).Name
 			n := out[name]
 			n.HotUsers++
 			n.CacheBytes += int64(e.bytes)
@@ -28,8 +28,8 @@ func hotByNamespace(h *HotSet) map[string]NamespaceStats {
 func checkNamespaceStats(t *testing.T, h *HotSet) Stats {
 	t.Helper()
 	st := h.Stats()
-	if len(st.Namespaces) != len(h.nsByIndex) {
-		t.Fatalf("%d namespaces in the stats, %d configured", len(st.Namespaces), len(h.nsByIndex))
+	if len(st.Namespaces) != len(h.nss.Load().byIndex) {
+		t.Fatalf("%d namespaces in the stats, %d configured", len(st.Namespaces), len(h.nss.Load().byIndex))
 	}
 	var sum NamespaceStats
 	walked := hotByNamespace(h)

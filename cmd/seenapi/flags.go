@@ -85,7 +85,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), optionally followed by the key's own "rate=N burst=N" (or "rate=off") in place of --rate-limit; # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the TLS certificate (with its chain) to serve HTTPS with, together with --tls-key; SIGHUP reloads both; empty: plain HTTP")
 		fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
-		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles (see README); default: only the namespace \"default\"")
+		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles, read again on SIGHUP (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
 		o.memoryLimit = "auto"
 		fs.Var(parsedString{&o.memoryLimit, func(s string) error { _, _, err := parseMemoryLimit(s); return err }}, "memory-limit", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 112MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)

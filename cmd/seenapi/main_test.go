@@ -1349,6 +1349,68 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	}
 }
 
+// SIGHUP reloads the namespaces file: a namespace added to it is served at
+// once and a changed profile is what /v1/namespaces says; a file that no
+// longer loads leaves the namespaces as they were, and a namespace left out
+// is still served, with a warning that says so.
+func TestSIGHUPReloadsTheNamespaces(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "namespaces.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("feed:\n  window: 7d\n")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--namespaces", file)
+	call := func(ns string) int {
+		t.Helper()
+		code, _ := post(t, s.url+"/v1/namespaces/"+ns+"/users/u/filter", `{"candidates":["a","b"],"limit":1}`)
+		return code
+	}
+	profile := func(ns string) map[string]any {
+		t.Helper()
+		resp, err := http.Get(s.url + "/v1/namespaces/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET /v1/namespaces/%s: %d %v", ns, resp.StatusCode, err)
+		}
+		return m
+	}
+	hup := func(want string) { t.Helper(); hupUntilLogged(t, s, want) }
+	if feed, email := call("feed"), call("email"); feed != 200 || email != 404 {
+		t.Fatalf("before the reload: feed %d (want 200), email %d (want 404)", feed, email)
+	}
+
+	write("feed:\n  window: 1d\nemail:\n  fp_rate: 0.001\n")
+	hup(`msg="seenapi: SIGHUP: namespaces reloaded" namespaces=3 added=email changed=feed`)
+	if feed, email := call("feed"), call("email"); feed != 200 || email != 200 {
+		t.Fatalf("after the reload: feed %d, email %d (want 200)", feed, email)
+	}
+	if w, fp := profile("feed")["window"], profile("email")["fp_rate"]; fmt.Sprint(w, " ", fp) != "86400 0.001" {
+		t.Fatalf("after the reload: feed's window %v, email's fp_rate %v", w, fp)
+	}
+
+	write("email: [\n")
+	hup("the namespaces were not reloaded; the old ones stay")
+	if got := call("email"); got != 200 {
+		t.Fatalf("after a reload that failed: email %d", got)
+	}
+
+	write("feed:\n  window: 1d\n")
+	hup("still served until a restart")
+	if got := call("email"); got != 200 {
+		t.Fatalf("email, left out of the file: %d (want it still served)", got)
+	}
+	if log := s.out.String(); !strings.Contains(log, `kept=email`) {
+		t.Fatalf("the warning does not name the namespace kept:\n%s", log)
+	}
+}
+
 // hupUntilLogged sends this process (the in-process service s) SIGHUP and
 // waits until s logs want once more.
 func hupUntilLogged(t *testing.T, s *service, want string) {

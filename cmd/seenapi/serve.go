@@ -69,12 +69,13 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 }
 
 // reloadOn reads the keys again (keys file and SEENAPI_KEYS) and gives
-// them to srv each time hup fires, until ctx ends, and reads the TLS
-// certificate again when there is one (cert not nil). Keys or a
-// certificate that do not load leave the old ones in place. A service
+// them to srv each time hup fires, until ctx ends, reads the namespaces
+// file again when there is one and gives it to hot, and reads the TLS
+// certificate again when there is one (cert not nil). Keys, namespaces or
+// a certificate that do not load leave the old ones in place. A service
 // started without keys stays open (see api.Server.SetKeys): it has no keys
 // to reload, and says so.
-func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, cert *certificate, logger *slog.Logger) {
+func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,6 +83,7 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func
 		case <-hup:
 		}
 		reloadKeys(o, getenv, srv, logger)
+		reloadNamespaces(o, hot, logger)
 		if cert == nil {
 			continue
 		}
@@ -109,6 +111,44 @@ func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger 
 		return
 	}
 	logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
+}
+
+// namespaceSetter is what a SIGHUP gives the namespaces file to
+// (eviction.HotSet.SetNamespaces).
+type namespaceSetter interface {
+	SetNamespaces([]eviction.Namespace) (eviction.NamespaceChanges, error)
+}
+
+// reloadNamespaces is what a SIGHUP does to the namespaces (see reloadOn):
+// with a namespaces file, a namespace added to it is served at once, and a
+// changed profile makes the filters of users who come from now on.
+func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
+	if o.namespacesFile == "" {
+		return
+	}
+	nss, err := loadNamespaces(o.namespacesFile)
+	var ch eviction.NamespaceChanges
+	if err == nil {
+		ch, err = hot.SetNamespaces(nss)
+	}
+	if err != nil {
+		logger.Error("seenapi: SIGHUP: the namespaces were not reloaded; the old ones stay", "err", err)
+		return
+	}
+	attrs := []any{"namespaces", len(nss) + len(ch.Kept)}
+	for _, a := range []struct {
+		key   string
+		names []string
+	}{{"added", ch.Added}, {"changed", ch.Changed}} {
+		if len(a.names) > 0 {
+			attrs = append(attrs, a.key, strings.Join(a.names, ","))
+		}
+	}
+	logger.Info("seenapi: SIGHUP: namespaces reloaded", attrs...)
+	if len(ch.Kept) > 0 {
+		logger.Warn("seenapi: SIGHUP: namespaces no longer in "+o.namespacesFile+" are still served until a restart: "+
+			"their users may be in memory with changes not yet written back", "kept", strings.Join(ch.Kept, ","))
+	}
 }
 
 // serve runs the service until ctx ends, then shuts down gracefully: stop
@@ -211,12 +251,12 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		logger.Warn("seenapi: API keys cross the network in clear text on " + shown +
 			": serve HTTPS (--tls-cert and --tls-key) or put a TLS proxy in front")
 	}
-	// SIGHUP reloads the API keys and the TLS certificate, to rotate them
-	// without a restart (which would empty the hot set).
+	// SIGHUP reloads the API keys, the namespaces and the TLS certificate,
+	// to rotate or add them without a restart (which would empty the hot set).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Ignore(syscall.SIGHUP) // not Stop: the default action would end the shutdown
-	go reloadOn(ctx, hup, o, getenv, srv, cert, logger)
+	go reloadOn(ctx, hup, o, getenv, srv, hot, cert, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
 		names[i] = n.Name
