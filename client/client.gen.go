@@ -542,6 +542,9 @@ type UserStats struct {
 	FpRate      float64            `json:"fp_rate"`
 	Generations *[]GenerationStats `json:"generations,omitempty"`
 
+	// Granularity Width of one time bucket of the filter's window in seconds; 0 without a window.
+	Granularity int64 `json:"granularity"`
+
 	// Hot The filter was in memory when the call came. Reading a user's
 	// stats (like any call on the user but a bulk recording) brings a
 	// user from storage into memory, so a second read says true.
@@ -554,13 +557,23 @@ type UserStats struct {
 	Kind UserStatsKind `json:"kind"`
 
 	// LastSeen When the user's last item was recorded, to the minute.
-	LastSeen    time.Time `json:"last_seen"`
-	Layers      int       `json:"layers"`
-	MemoryBytes int       `json:"memory_bytes"`
+	LastSeen time.Time `json:"last_seen"`
+	Layers   int       `json:"layers"`
 
-	// Saturated At the namespace's item cap; new items are not recorded.
+	// MaxItems Items the filter holds at most; 0 means no cap.
+	MaxItems    int64 `json:"max_items"`
+	MemoryBytes int   `json:"memory_bytes"`
+
+	// Saturated At the filter's item cap; new items are not recorded.
 	Saturated    bool    `json:"saturated"`
 	TargetFpRate float64 `json:"target_fp_rate"`
+
+	// Window The filter's retention window in seconds (0: forever). This,
+	// granularity, max_items, kind and target_fp_rate are the profile
+	// the filter was made with, which a namespace whose profile changed
+	// since (a SIGHUP, or a restart with another namespaces file) no
+	// longer has: a filter keeps its own.
+	Window int64 `json:"window"`
 }
 
 // UserStatsKind Example: bloom

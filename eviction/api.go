@@ -17,10 +17,17 @@ type Result struct {
 // UserStats is the user's filter stats plus what the hot set knows of it.
 type UserStats struct {
 	userfilter.Stats
-	Hot       bool      `json:"hot"`
-	Dirty     bool      `json:"dirty"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
+	// Window, Granularity (in seconds) and MaxItems are the filter's own,
+	// from the profile it was made with, which is not its namespace's when
+	// the namespace's profile changed since (a reload, or a restart with
+	// another namespaces file): they bound what the user's history holds.
+	Window      int64     `json:"window"`
+	Granularity int64     `json:"granularity"`
+	MaxItems    uint64    `json:"max_items"`
+	Hot         bool      `json:"hot"`
+	Dirty       bool      `json:"dirty"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
 }
 
 // Namespace is one configured profile.

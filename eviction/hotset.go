@@ -893,7 +893,9 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 		return UserStats{}, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
+	p := e.f.Profile()
 	return UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty(),
+		Window: int64(p.Window / time.Second), Granularity: int64(p.Granularity / time.Second), MaxItems: p.MaxItems,
 		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}, nil
 }
 

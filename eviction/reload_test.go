@@ -159,6 +159,16 @@ func TestJournalTTLFollowsTheUsersFilterAcrossAReload(t *testing.T) {
 	if got, want := ttl("after"), day+day/4; got != want {
 		t.Errorf("a user made after the reload: journal kept %v, want %v", got, want)
 	}
+	// The stats say which window each user's filter keeps.
+	for user, want := range map[string][2]int64{"before": {7 * 86400, 86400}, "after": {86400, 86400 / 4}} {
+		st, err := h.User("push", user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]int64{st.Window, st.Granularity}; got != want {
+			t.Errorf("%s: stats say window and granularity %v s, want %v", user, got, want)
+		}
+	}
 }
 
 // Calls go on while the namespaces are reloaded (run with -race).

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -930,6 +931,78 @@ func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	gen := tb.text("#layers h4.gen")
 	if !strings.Contains(gen, "3 items") || !strings.Contains(gen, "unseen again from") {
 		t.Errorf("generation heading = %q, want its items and when they expire", gen)
+	}
+}
+
+// A user made before its namespace's profile changed (a SIGHUP with an
+// edited namespaces file) is shown with the profile its filter keeps, the
+// window its buckets expire by, and what new users get now beside it.
+func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "feed", user, "f:1")
+	feedWindow := func() int64 {
+		resp, err := s.svc.api(t, s.keys.read).GetNamespaceWithResponse(context.Background(), "feed")
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("GET /v1/namespaces/feed: %v %s", err, resp.Body)
+		}
+		return resp.JSON200.Window
+	}
+	reload := func(yaml string, window int64) {
+		t.Helper()
+		if err := os.WriteFile(s.namespacesArg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(waitFor); feedWindow() != window; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("feed's window is not %d s after SIGHUP", window)
+			}
+		}
+	}
+	reload(strings.Replace(namespacesYAML, "window: 30d\n  granularity: 7.5d", "window: 10d\n  granularity: 2.5d", 1), 10*86400)
+	defer reload(namespacesYAML, 30*86400)
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("feed", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "1")
+	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30 d in buckets of 7.5 d · cap 100,000 items") {
+		t.Errorf("profile line = %q, want the filter's own window (30 d) first", got)
+	}
+	if got := tb.text("#user-profile-ns"); !strings.Contains(got, "new users of feed get") || !strings.Contains(got, "window 10 d in buckets of 2.5 d") {
+		t.Errorf("the namespace's profile now = %q, want its 10 d window", got)
+	}
+	// The bucket's items are unseen again 30 days after it ends, not 10.
+	when := func(cls string) time.Time {
+		t.Helper()
+		v := eval[string](tb, `document.querySelector('#layers h4.gen time.`+cls+`').getAttribute('datetime')`)
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			t.Fatalf("the generation's %s time: %v", cls, err)
+		}
+		return at
+	}
+	start, end, again := when("start"), when("end"), when("expires")
+	if d := end.Sub(start); d != 180*time.Hour {
+		t.Errorf("generation heading %q: a bucket of %v, want 7.5 days", tb.text("#layers h4.gen"), d)
+	}
+	if d := again.Sub(end); d != 30*24*time.Hour {
+		t.Errorf("generation heading %q: unseen again %v after the bucket, want 30 days", tb.text("#layers h4.gen"), d)
+	}
+
+	// A user made after the change has the new profile, and nothing beside it.
+	other := userID(t) + "-after"
+	s.svc.record(t, s.keys.write, "feed", other, "f:1")
+	tb.open(fragment("feed", other))
+	tb.waitText("#user-items", "1")
+	if got := tb.text("#user-profile"); !strings.Contains(got, "window 10 d in buckets of 2.5 d") {
+		t.Errorf("a new user's profile line = %q, want the 10 d window", got)
+	}
+	if n := eval[int](tb, `document.querySelectorAll('#user-profile-ns').length`); n != 0 {
+		t.Errorf("a new user's page says its namespace changed (%d)", n)
 	}
 }
 

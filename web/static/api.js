@@ -272,12 +272,15 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {string} first_seen When the user's first item was recorded, to the minute (what storage keeps, so it reads the same before and after a restart).
  * @property {number} fp_rate Estimated false-positive rate now.
  * @property {Array<GenerationStats>|null} [generations]
+ * @property {number} granularity Width of one time bucket of the filter's window in seconds; 0 without a window.
  * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
  * @property {number} items Items added inside the window (an item added twice counts once).
  * @property {("bloom"|"compact"|"staged")} kind
  * @property {string} last_seen When the user's last item was recorded, to the minute.
  * @property {number} layers
+ * @property {number} max_items Items the filter holds at most; 0 means no cap.
  * @property {number} memory_bytes
- * @property {boolean} saturated At the namespace's item cap; new items are not recorded.
+ * @property {boolean} saturated At the filter's item cap; new items are not recorded.
  * @property {number} target_fp_rate
+ * @property {number} window The filter's retention window in seconds (0: forever). This, granularity, max_items, kind and target_fp_rate are the profile the filter was made with, which a namespace whose profile changed since (a SIGHUP, or a restart with another namespaces file) no longer has: a filter keeps its own.
  */

@@ -580,7 +580,7 @@ async function drawUser(out, seq, ns, user) {
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
     missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
-    stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats, prof)) : null,
+    stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats)) : null,
     h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload),
       // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
       (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null,
@@ -588,7 +588,12 @@ async function drawUser(out, seq, ns, user) {
   showRole();
 }
 
-/** One line on the namespace's profile: what bounds this user's history. */
+/** The profile a user's filter was made with, from its stats. */
+function ownProfile(st) {
+  return { fp_rate: st.target_fp_rate, window: st.window, granularity: st.granularity, max_items: st.max_items };
+}
+
+/** One line on a profile: what bounds a user's history. */
 function profileText(p) {
   if (!p) return '–';
   const parts = [`target ${pct(p.fp_rate)}`];
@@ -609,7 +614,11 @@ function summaryPanel(st, prof) {
     h('h3', { id: 'sum-h' }, 'Filter'),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Items recorded'), h('dd', { id: 'user-items' }, num(st.items)),
-      h('dt', {}, 'Namespace'), h('dd', { id: 'user-profile' }, profileText(prof)),
+      // The filter's own profile bounds its history; a namespace whose profile changed since
+      // (a reload, a restart with another file) gives new users another one, said beside it.
+      h('dt', {}, 'Profile'), h('dd', { id: 'user-profile' }, profileText(ownProfile(st)),
+        prof && profileText(prof) !== profileText(ownProfile(st))
+          ? h('span', { class: 'muted', id: 'user-profile-ns' }, ` (made before a change: new users of ${prof.name} get ${profileText(prof)})`) : null),
       h('dt', {}, 'Kind'), h('dd', {}, st.kind),
       h('dt', {}, 'Layers'), h('dd', { id: 'user-layers' }, num(st.layers)),
       // A compact filter keeps one fingerprint an item: its "bits set" are its items.
@@ -625,14 +634,17 @@ function summaryPanel(st, prof) {
       ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
 }
 
-function layersPanel(st, prof) {
+function layersPanel(st) {
   const gens = st.generations || [];
-  const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0) || !!(prof && prof.window);
+  // The filter's own window decides when its buckets expire, not its namespace's.
+  const windowed = gens.length > 1 || (gens[0] && gens[0].bucket !== 0) || !!st.window;
+  const at = (ms, cls) => h('time', { class: cls, datetime: new Date(ms).toISOString() }, day(ms));
   const genTitle = (g) => {
     const start = new Date(g.start).getTime();
-    if (!prof || !prof.window) return `Bucket ${g.bucket} from ${day(start)} · ${count(g.items, 'item')}`;
-    const end = start + prof.granularity * 1000;
-    return `Seen ${day(start)} – ${day(end)} · ${count(g.items, 'item')} · unseen again from ${day(end + prof.window * 1000)}`;
+    if (!st.window) return [`Bucket ${g.bucket} from `, at(start, 'start'), ` · ${count(g.items, 'item')}`];
+    const end = start + st.granularity * 1000;
+    return ['Seen ', at(start, 'start'), ' – ', at(end, 'end'), ` · ${count(g.items, 'item')} · unseen again from `,
+      at(end + st.window * 1000, 'expires')];
   };
   return h('section', { class: 'panel', 'aria-labelledby': 'layers-h', id: 'layers' },
     h('h3', { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
