@@ -295,7 +295,7 @@ func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChange
 			}
 		} else {
 			if len(t.byIndex) == maxNamespaces {
-				return nil, ch, fmt.Errorf("more than %d namespaces configured since the start", maxNamespaces)
+				return nil, ch, fmt.Errorf("more than %d namespaces configured (counting those served since the start)", maxNamespaces)
 			}
 			info.index, info.c = uint8(len(t.byIndex)), new(nsCounters)
 			t.byIndex = append(t.byIndex, nil)
