@@ -725,6 +725,23 @@ func newTTLStore(t *testing.T) *ttlStore {
 		filterTTLs: map[string]time.Duration{}}
 }
 
+// newTTLHotSet is a hot set of defaultNS over a ttlStore, both closed at
+// the test's end.
+func newTTLHotSet(t *testing.T, opts Options) (*ttlStore, *HotSet) {
+	t.Helper()
+	st := newTTLStore(t)
+	t.Cleanup(func() { st.Close() })
+	if opts.FlushInterval == 0 {
+		opts.FlushInterval = time.Hour
+	}
+	h, err := New(st, defaultNS, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return st, h
+}
+
 func (s *ttlStore) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
 	s.mu.Lock()
 	s.ttls[ns] = ttl
@@ -745,13 +762,7 @@ func (s *ttlStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) er
 // windowed namespace up to the window plus one granularity after the
 // call; without a window for good.
 func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
-	st := newTTLStore(t)
-	defer st.Close()
-	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	st, h := newTTLHotSet(t, Options{})
 	record(t, h, "default", "u", "a")
 	record(t, h, "push", "u", "a")
 	st.mu.Lock()
@@ -770,13 +781,7 @@ func TestJournalRecordsLastAsLongAsTheirItemsTestSeen(t *testing.T) {
 // takes no disk for good); one without a window never does.
 func TestWrittenBackFilterExpiresWithItsWindow(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	st := newTTLStore(t)
-	defer st.Close()
-	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	st, h := newTTLHotSet(t, Options{Now: func() time.Time { return now }})
 	record(t, h, "default", "u", "a")
 	record(t, h, "push", "u", "a")
 	if err := h.Flush(); err != nil {

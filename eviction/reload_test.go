@@ -135,13 +135,7 @@ func TestSetNamespacesRefusesABadListWhole(t *testing.T) {
 // goes to: a user made before a window shrank keeps the longer window, and
 // so must its records.
 func TestJournalTTLFollowsTheUsersFilterAcrossAReload(t *testing.T) {
-	st := newTTLStore(t)
-	defer st.Close()
-	h, err := New(st, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	st, h := newTTLHotSet(t, Options{})
 	record(t, h, "push", "before", "a")
 	day := 24 * time.Hour
 	if _, err := h.SetNamespaces([]Namespace{defaultNS[0], {Name: "push", Profile: userfilter.Profile{Window: day}}}); err != nil {
