@@ -427,6 +427,61 @@ func TestOpenServiceShowsAdminToEveryone(t *testing.T) {
 	}
 }
 
+// A namespace added by a SIGHUP while the dashboard is open is in the user
+// inspector's choice of namespaces at the next look-up, without reloading
+// the page.
+func TestInspectorOffersANamespaceAddedByAReload(t *testing.T) {
+	s := setup(t)
+	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), "", "", "--namespaces", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	options := `[...document.querySelectorAll('#lookup-ns option')].map((o) => o.value).join(',')`
+	tb := s.newTab(t, svc)
+	tb.open(fragment("feed", "u1"))
+	tb.waitText("#user-missing", "No history")
+	tb.waitJS(options+` === 'default,feed'`, "the choice of default and feed")
+
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\npush:\n  window: 1d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	served := func() bool {
+		resp, err := http.Get(svc.base + "/v1/namespaces/push")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(waitFor); !served(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("push is not served after SIGHUP")
+		}
+	}
+	// The next look-up, from the page's own form: the page is not loaded again.
+	tb.do("look up u2", chromedp.SetValue(chromedp.CSS("#lookup-user"), "u2"),
+		chromedp.Click(chromedp.CSS(`#lookup button[type="submit"]`)))
+	tb.waitText("#user-missing", "u2")
+	tb.mu.Lock()
+	n := tb.pages
+	tb.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d pages loaded, want the look-up in the one page", n)
+	}
+	tb.waitJS(options+` === 'default,feed,push'`, "push in the choice of namespaces")
+	if got := eval[string](tb, `document.querySelector('#lookup-ns').value`); got != "feed" {
+		t.Errorf("the namespace chosen is %q, want the page's feed", got)
+	}
+}
+
 func TestRefusalOfAStaleRoleShowsTheProblemDetail(t *testing.T) {
 	s := setup(t)
 	key := newKey()

@@ -501,10 +501,12 @@ async function renderInspector(view, seq, ns, user) {
   const fill = (names) => {
     const all = [...names];
     if (ns && !all.includes(ns)) all.unshift(ns);
-    put(nsSelect, ...all.map((n) => h('option', { value: n, selected: n === (ns || 'default') }, n)));
+    const chosen = nsSelect.value || ns || 'default'; // a refill keeps what the user chose meanwhile
+    put(nsSelect, ...all.map((n) => h('option', { value: n, selected: n === chosen }, n)));
   };
-  fill(ns ? [ns] : ['default']);
-  (state.namespaces ? Promise.resolve(state.namespaces) : loadNamespaces())
+  fill(state.namespaces ? state.namespaces.map((n) => n.name) : ns ? [ns] : ['default']);
+  // Asked again each time: a SIGHUP may have added a namespace since the page loaded.
+  loadNamespaces()
     .then((list) => { if (seq === state.seq) fill(list.map((n) => n.name)); })
     .catch(() => { /* the list is a convenience; the lookup itself reports errors */ });
 
