@@ -272,6 +272,15 @@ func (h *HotSet) SetNamespaces(namespaces []Namespace) (NamespaceChanges, error)
 	return ch, nil
 }
 
+// CheckNamespaces returns the error New would for namespaces, opening
+// nothing: a profile that is not valid, a name twice, too many. seenapi
+// check runs it on a namespaces file before the service is started or told
+// to reload it.
+func CheckNamespaces(namespaces []Namespace) error {
+	_, _, err := nextTable(&nsTable{}, namespaces)
+	return err
+}
+
 // nextTable is prev with namespaces served: a namespace of prev keeps its
 // index and counters, a new one takes the next index, and those of prev
 // that namespaces leaves out stay as they are.

@@ -5,6 +5,7 @@
 // Usage:
 //
 //	seenapi [serve] [flags]           run the service (the default)
+//	seenapi check [flags]             check serve's keys, namespaces, certificate and flags, starting nothing
 //	seenapi backup --out FILE [flags] write a backup of the running service (--url) or of --data-dir (service stopped)
 //	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
 //	seenapi import-redis [flags]      record the items of Redis sets, one a user, in a running service
@@ -20,6 +21,8 @@
 //
 // On SIGTERM or SIGINT the service stops accepting connections, finishes
 // the requests in flight, writes every changed filter back, and closes the
-// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS)
-// and, when it serves HTTPS (--tls-cert and --tls-key), its certificate.
+// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS),
+// the namespaces file and, when it serves HTTPS (--tls-cert and --tls-key),
+// its certificate; seenapi check, given the service's flags, says before
+// whether they load.
 package main

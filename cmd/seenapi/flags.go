@@ -56,6 +56,10 @@ func envName(flagName string) string {
 func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("seenapi "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	flagsOf := cmd
+	if cmd == "check" {
+		flagsOf = "serve" // check takes the command line of the service it checks
+	}
 	// import-redis is a client of the service: no data directory. Backup
 	// only reads the store: no free-space minimum.
 	dataDir := map[string]string{
@@ -67,14 +71,14 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		"serve":   "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (0 or negative: no check)",
 		"restore": "refuse to restore while the data directory's filesystem has less free space than this (0 or negative: no check)",
 	}
-	if usage, ok := dataDir[cmd]; ok {
+	if usage, ok := dataDir[flagsOf]; ok {
 		fs.StringVar(&o.dataDir, "data-dir", "./data", usage)
 	}
-	if usage, ok := minFree[cmd]; ok {
+	if usage, ok := minFree[flagsOf]; ok {
 		o.minFreeBytes = storage.DefaultMinFreeBytes
 		fs.Var(&o.minFreeBytes, "min-free-bytes", usage)
 	}
-	switch cmd {
+	switch flagsOf {
 	case "serve":
 		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
 		o.cacheBytes = byteSize(512 << 20)
@@ -132,10 +136,11 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 const caCertUsage = "with an https --url: PEM file of the certificate authority that signed the service's certificate (or of its self-signed certificate), trusted besides the system's"
 
 // commands are the subcommands; commandsHelp lists them.
-var commands = []string{"serve", "backup", "restore", "import-redis", "version", "help"}
+var commands = []string{"serve", "check", "backup", "restore", "import-redis", "version", "help"}
 
 const commandsHelp = `Usage:
   seenapi [serve] [flags]            run the service (the default)
+  seenapi check [flags]              check serve's keys, namespaces, certificate and flags, starting nothing
   seenapi backup --out FILE [flags]  back up a running service (--url), or --data-dir with it stopped
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
   seenapi import-redis [flags]       record the items of Redis sets (one a user) in a running service
@@ -145,6 +150,11 @@ const commandsHelp = `Usage:
 
 // commandDoc says what each command with flags, serve aside, does.
 var commandDoc = map[string]string{
+	"check": `Reads what the service reads at its start and on a SIGHUP (the API keys of --keys-file and
+SEENAPI_KEYS, the namespaces file, the TLS certificate) and checks them and the flags as serve
+does, then says what it found: each namespace's profile, the keys by role, the certificate's
+date. It opens no store and listens nowhere, so it runs beside a serving service, before a
+SIGHUP or a restart. It takes serve's flags and environment; exit status 1 on an error.`,
 	"backup": `Writes a snapshot of every user's filter, with the calls not yet written back, to one file:
 from a running service through its API (--url, with a key of the admin role when it has keys),
 or from --data-dir while no service holds it. An existing file is never overwritten.`,
@@ -267,7 +277,7 @@ func dashDash(err error) error {
 // so that a usage error is refused before anything starts.
 func (o *options) check(cmd string, getenv func(string) string) error {
 	switch cmd {
-	case "serve":
+	case "serve", "check":
 		var err error
 		if o.heapLimit, err = memoryLimit(o, getenv); err != nil {
 			return err

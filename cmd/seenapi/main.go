@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		signal.Ignore(syscall.SIGHUP)
 	}
 	switch cmd {
-	case "serve", "backup", "restore", "import-redis":
+	case "serve", "check", "backup", "restore", "import-redis":
 	case "version":
 		// It takes no flags: asked for help, the help; anything else is a
 		// usage error rather than ignored.
@@ -96,6 +97,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		} else {
 			err = backup(&o, logger)
 		}
+	case "check":
+		err = checkConfig(&o, getenv, stdout, time.Now())
 	case "restore":
 		err = restore(&o, logger)
 	case "import-redis":

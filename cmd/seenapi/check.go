@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// checkConfig is seenapi check: it reads what serve reads at its start and
+// on a SIGHUP (the API keys, the namespaces file, the TLS certificate),
+// checks them and the flags as serve does, and says what it found. It opens
+// no store and listens nowhere, so it runs beside a serving service, before
+// a SIGHUP or a restart: an error here is one the service would log and
+// refuse.
+func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.Time) error {
+	ks, err := keys(o, getenv)
+	if err != nil {
+		return err
+	}
+	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
+		return errPublicWithoutKeys
+	}
+	cfg := o.limits
+	cfg.Keys = ks
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return err
+	}
+	nss, err := loadNamespaces(o.namespacesFile)
+	if err == nil {
+		err = eviction.CheckNamespaces(nss)
+	}
+	if err != nil {
+		return err
+	}
+	var until time.Time
+	if o.tlsCert != "" { // with --tls-key (options.check)
+		c, err := loadCertificate(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return err
+		}
+		// A certificate past its date loads, and every client refuses it.
+		if until = c.cur.Load().Leaf.NotAfter; !now.Before(until) {
+			return fmt.Errorf("--tls-cert %s: the certificate expired at %s", o.tlsCert, until.UTC().Format(time.RFC3339))
+		}
+	}
+
+	from := "built in"
+	if o.namespacesFile != "" {
+		from = o.namespacesFile
+	}
+	fmt.Fprintf(w, "namespaces (%s): %d\n", from, len(nss))
+	for _, n := range nss {
+		fmt.Fprintf(w, "  %s: %s\n", n.Name, profileLine(n.Profile.WithDefaults()))
+	}
+	fmt.Fprintln(w, keysLine(ks, o.addr))
+	if o.tlsCert != "" {
+		left := until.Sub(now)
+		in := fmt.Sprintf("%d hours", int(left.Hours()))
+		if left >= 48*time.Hour {
+			in = fmt.Sprintf("%d days", int(left.Hours()/24))
+		}
+		fmt.Fprintf(w, "tls: %s, valid until %s (%s from now)\n", o.tlsCert, until.UTC().Format(time.RFC3339), in)
+	} else {
+		fmt.Fprintln(w, "tls: none, plain HTTP")
+	}
+	fmt.Fprintln(w, "seenapi check: the configuration loads")
+	return nil
+}
+
+// profileLine says a profile in a line, in the namespaces file's words.
+func profileLine(p userfilter.Profile) string {
+	parts := []string{p.Kind.String(), "fp_rate " + strconv.FormatFloat(p.FPRate, 'g', -1, 64)}
+	if p.Window > 0 {
+		parts = append(parts, "window "+days(p.Window)+" in buckets of "+days(p.Granularity))
+	} else {
+		parts = append(parts, "no window")
+	}
+	if p.MaxItems > 0 {
+		parts = append(parts, "max_items "+strconv.FormatUint(p.MaxItems, 10))
+	} else {
+		parts = append(parts, "no cap")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// days writes d as a namespaces file may: days (7.5d) from a day up, else
+// whole hours (6h) or minutes (90m), else Go's form.
+func days(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour:
+		return strconv.FormatFloat(d.Hours()/24, 'f', -1, 64) + "d"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d.Hours())) + "h"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	}
+	return d.String()
+}
+
+// keysLine counts the keys by role, and those with a rate of their own.
+func keysLine(ks []api.Key, addr string) string {
+	if len(ks) == 0 {
+		return "keys: none: the API is open to anyone who can reach " + addr
+	}
+	var by [api.RoleAdmin + 1]int
+	own := 0
+	for _, k := range ks {
+		by[k.Role]++
+		if k.Rate != 0 {
+			own++
+		}
+	}
+	var roles []string
+	for r := api.RoleRead; r <= api.RoleAdmin; r++ {
+		if by[r] > 0 {
+			roles = append(roles, fmt.Sprintf("%d %s", by[r], r))
+		}
+	}
+	line := fmt.Sprintf("keys: %d (%s)", len(ks), strings.Join(roles, ", "))
+	if own > 0 {
+		line += fmt.Sprintf("; %d with a rate of its own", own)
+	}
+	return line
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCheck runs seenapi check with args and env and returns its exit code,
+// what it printed and what it logged.
+func runCheck(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code := run(context.Background(), append([]string{"check"}, args...), func(k string) string { return env[k] }, &out, &errs, nil)
+	return code, out.String(), errs.String()
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// seenapi check says what the service would serve: each namespace's
+// profile, the keys by role (never a secret), and the certificate's date;
+// it creates no data directory.
+func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
+	dir := t.TempDir()
+	ns := writeFile(t, dir, "ns.yaml", "feed:\n  window: 30d\n  max_items: 100000\npush:\n  kind: compact\n  window: 6h\n")
+	keys := writeFile(t, dir, "keys", "write:w-0123456789abcdef rate=5\nread:r-0123456789abcdef\n")
+	cert, key := certFiles(t)
+	writeCert(t, cert, key, 1)
+	data := filepath.Join(dir, "data")
+	code, out, logged := runCheck(t, map[string]string{"SEENAPI_KEYS": "admin:a-0123456789abcdef"},
+		"--namespaces", ns, "--keys-file", keys, "--tls-cert", cert, "--tls-key", key, "--data-dir", data)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, logged)
+	}
+	for _, want := range []string{
+		"namespaces (" + ns + "): 3\n",
+		"  default: staged, fp_rate 0.01, no window, no cap\n",
+		"  feed: staged, fp_rate 0.01, window 30d in buckets of 7.5d, max_items 100000\n",
+		"  push: compact, fp_rate 0.01, window 6h in buckets of 90m, no cap\n",
+		"keys: 3 (1 read, 1 write, 1 admin); 1 with a rate of its own\n",
+		"tls: " + cert + ", valid until ",
+		"seenapi check: the configuration loads\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "0123456789abcdef") {
+		t.Errorf("the output shows a key:\n%s", out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("check touched the data directory: %v", err)
+	}
+}
+
+// Whatever the service would refuse at its start or on a SIGHUP, check
+// refuses with exit status 1 and says why.
+func TestCheckRefusesWhatTheServiceWould(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := certFiles(t)
+	writeCert(t, cert, key, 1)
+	expired, expiredKey := certFiles(t)
+	writeExpiredCert(t, expired, expiredKey)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a bad profile", []string{"--namespaces", writeFile(t, dir, "bad.yaml", "feed:\n  fp_rate: 2\n")}, "fp_rate 2 outside"},
+		{"a namespace twice", []string{"--namespaces", writeFile(t, dir, "twice.yaml", "feed:\nfeed:\n")}, "feed"},
+		{"no namespaces file", []string{"--namespaces", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{"a key twice", []string{"--keys-file", writeFile(t, dir, "keys2", "read:r-0123456789abcdef\nwrite:r-0123456789abcdef\n")}, "appears twice"},
+		{"a short key", []string{"--keys-file", writeFile(t, dir, "short", "read:short\n")}, "16"},
+		{"a public address without keys", []string{"--addr", "0.0.0.0:8080"}, "without API keys"},
+		{"a key that is not the certificate's", []string{"--tls-cert", cert, "--tls-key", writeFile(t, dir, "k.pem", "no key")}, "--tls-key"},
+		{"an expired certificate", []string{"--tls-cert", expired, "--tls-key", expiredKey}, "expired"},
+	} {
+		code, out, logged := runCheck(t, nil, tc.args...)
+		if code != 1 || !strings.Contains(logged, tc.want) || strings.Contains(out, "the configuration loads") {
+			t.Errorf("%s: exit %d, logged %q, printed %q; want 1 and %q", tc.name, code, logged, out, tc.want)
+		}
+	}
+	// A bad flag is a usage error, as for serve.
+	if code, _, logged := runCheck(t, nil, "--rate-burst", "5"); code != 2 || !strings.Contains(logged, "--rate-burst needs --rate-limit") {
+		t.Errorf("--rate-burst alone: exit %d, %q", code, logged)
+	}
+}
+
+// writeExpiredCert writes a self-signed certificate that expired an hour
+// ago, and its key.
+func writeExpiredCert(t *testing.T, certPath, keyPath string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "expired"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
