@@ -19,33 +19,24 @@ import (
 // a SIGHUP or a restart: an error here is one the service would log and
 // refuse.
 func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.Time) error {
-	ks, err := keys(o, getenv)
+	conf, err := loadConfig(o, getenv)
 	if err != nil {
 		return err
 	}
-	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
-		return errPublicWithoutKeys
-	}
+	ks, nss := conf.keys, conf.namespaces
+	// What api.New and eviction.New refuse at the start.
 	cfg := o.limits
 	cfg.Keys = ks
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		return err
 	}
-	nss, err := loadNamespaces(o.namespacesFile)
-	if err == nil {
-		err = eviction.CheckNamespaces(nss)
-	}
-	if err != nil {
+	if err := eviction.CheckNamespaces(nss); err != nil {
 		return err
 	}
 	var until time.Time
-	if o.tlsCert != "" { // with --tls-key (options.check)
-		c, err := loadCertificate(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return err
-		}
+	if conf.cert != nil {
 		// A certificate past its date loads, and every client refuses it.
-		if until = c.cur.Load().Leaf.NotAfter; !now.Before(until) {
+		if until = conf.cert.cur.Load().Leaf.NotAfter; !now.Before(until) {
 			return fmt.Errorf("--tls-cert %s: the certificate expired at %s", o.tlsCert, until.UTC().Format(time.RFC3339))
 		}
 	}
@@ -59,7 +50,7 @@ func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.T
 		fmt.Fprintf(w, "  %s: %s\n", n.Name, profileLine(n.Profile.WithDefaults()))
 	}
 	fmt.Fprintln(w, keysLine(ks, o.addr))
-	if o.tlsCert != "" {
+	if conf.cert != nil {
 		left := until.Sub(now)
 		in := fmt.Sprintf("%d hours", int(left.Hours()))
 		if left >= 48*time.Hour {

@@ -151,26 +151,42 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 	}
 }
 
+// config is what serve reads at its start, besides its flags, and check
+// checks.
+type config struct {
+	keys       []api.Key
+	namespaces []eviction.Namespace
+	cert       *certificate // nil: plain HTTP
+}
+
+// loadConfig reads the API keys, the namespaces file and the TLS
+// certificate, and refuses a public address without keys.
+func loadConfig(o *options, getenv func(string) string) (c config, err error) {
+	if c.keys, err = keys(o, getenv); err != nil {
+		return c, err
+	}
+	if len(c.keys) == 0 && !isLoopback(o.addr) && !o.insecure {
+		return c, errPublicWithoutKeys
+	}
+	if c.namespaces, err = loadNamespaces(o.namespacesFile); err != nil {
+		return c, err
+	}
+	if o.tlsCert != "" { // with --tls-key (options.check)
+		if c.cert, err = loadCertificate(o.tlsCert, o.tlsKey); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
 // serve runs the service until ctx ends, then shuts down gracefully: stop
 // accepting, finish requests in flight, write back, close the store.
 func serve(ctx context.Context, o *options, getenv func(string) string, logger *slog.Logger, onListen func(string)) (err error) {
-	ks, err := keys(o, getenv)
+	conf, err := loadConfig(o, getenv)
 	if err != nil {
 		return err
 	}
-	if len(ks) == 0 && !isLoopback(o.addr) && !o.insecure {
-		return errPublicWithoutKeys
-	}
-	namespaces, err := loadNamespaces(o.namespacesFile)
-	if err != nil {
-		return err
-	}
-	var cert *certificate
-	if o.tlsCert != "" { // with --tls-key (options.check)
-		if cert, err = loadCertificate(o.tlsCert, o.tlsKey); err != nil {
-			return err
-		}
-	}
+	ks, namespaces, cert := conf.keys, conf.namespaces, conf.cert
 	if o.debugAddr != "" { // a loopback address (options.check)
 		dln, err := net.Listen("tcp", o.debugAddr)
 		if err != nil {
