@@ -242,6 +242,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	for _, res := range r.Results {
+		if n := tailNote(res); res.Ran() && n != "" {
+			b.WriteString("\n" + n + "\n")
+		}
+	}
+	for _, res := range r.Results {
 		if len(res.Probes) > 0 {
 			probes := make([]string, len(res.Probes))
 			for i, p := range res.Probes {
@@ -290,6 +295,27 @@ func coresNote(res Result, cpus int) string {
 	}
 	return fmt.Sprintf("%s U=%s, the cores (/proc/<pid>/stat, run_delay of /proc/<pid>/task/*/schedstat): %s; %s.",
 		res.System, formatUsers(res.Users), phase("at saturation", res.Saturation.Cores), phase("in the open loop", res.Open.Cores))
+}
+
+// tailNote says where a result's open loop had its worst call and who had
+// the cores while the calls around it queued (Phase.worstStretch), against
+// the loop's average: a server that takes the client's cores in a burst of
+// its own work shows as the server's cores up and the client's down.
+func tailNote(res Result) string {
+	o := res.Open
+	slot, worst, serverMax, clientMin, ok := o.worstStretch()
+	if !ok {
+		return ""
+	}
+	at := (time.Duration(slot) * timelineSlot).Seconds()
+	head := fmt.Sprintf("%s U=%s, the open loop's worst call was intended %.1f s in and took %s; from %s before it until it was answered, ",
+		res.System, formatUsers(res.Users), at, ms(worst), ms(coresBefore*timelineSlot))
+	if res.CPUInclClient {
+		return head + fmt.Sprintf("this process (client and hot set) took up to %.2f cores in a 100 ms slot, against %.2f over the loop.",
+			serverMax, o.Cores.Server)
+	}
+	return head + fmt.Sprintf("the server took up to %.2f cores in a 100 ms slot and the client as few as %.2f, against %.2f and %.2f over the loop "+
+		"(cores_per_100ms in results.json).", serverMax, clientMin, o.Cores.Server, o.Cores.Client)
 }
 
 // collectionsNote says how many collections fell in a result's saturation

@@ -165,3 +165,37 @@ func TestCoresNoteSaysWhoTookTheCoresAndHowLongThreadsWaited(t *testing.T) {
 		t.Errorf("report lacks the cores note:\n%s", md)
 	}
 }
+
+func TestTailNoteSaysWhoHadTheCoresWhileTheWorstCallsQueued(t *testing.T) {
+	ms := time.Millisecond
+	tl := make([]time.Duration, 30)
+	cs := make([]SlotCores, 30)
+	for i := range tl {
+		tl[i], cs[i] = 2*ms, SlotCores{Server: 0.8, Client: 0.85}
+	}
+	// A burst of the server's work from slot 18 to 21 starves the client;
+	// the calls intended in slot 20 wait 250 ms.
+	tl[19], tl[20], tl[21] = 120*ms, 250*ms, 180*ms
+	for i := 18; i <= 21; i++ {
+		cs[i] = SlotCores{Server: 1.4 + float64(i-18)/10, Client: 0.6 - float64(i-18)/10}
+	}
+	cs[5] = SlotCores{Server: 1.9, Client: 0.1} // long before the worst call: not its cause
+	res := Result{System: "seenapi-http", Users: 1000000, Saturation: Phase{Calls: 10},
+		Open: Phase{Calls: 100, Timeline: tl, CoresTimeline: cs, Cores: Cores{Server: 0.83, Client: 0.86}}}
+	slot, worst, srv, cli, ok := res.Open.worstStretch()
+	if !ok || slot != 20 || worst != 250*ms || srv != 1.7 || cli < 0.29 || cli > 0.31 {
+		t.Fatalf("worstStretch = slot %d, %v, server %.2f, client %.2f, %v; want slot 20, 250ms, 1.70, 0.30", slot, worst, srv, cli, ok)
+	}
+	got := tailNote(res)
+	for _, want := range []string{"seenapi-http U=1e6, the open loop's worst call was intended 2.0 s in and took 250 ms",
+		"the server took up to 1.70 cores in a 100 ms slot and the client as few as 0.30, against 0.83 and 0.86 over the loop"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("note lacks %q: %s", want, got)
+		}
+	}
+	// Without the cores (an old results.json), no note.
+	res.Open.CoresTimeline = nil
+	if n := tailNote(res); n != "" {
+		t.Errorf("note without cores: %s", n)
+	}
+}

@@ -124,6 +124,9 @@ type Phase struct {
 	Speed Speed `json:"cpu_speed,omitzero"`
 	// Cores is how the phase shared the machine's cores.
 	Cores Cores `json:"cores,omitzero"`
+	// CoresTimeline is, slot by slot of Timeline, the cores the server
+	// and the client took (see coreSampler).
+	CoresTimeline []SlotCores `json:"cores_per_100ms,omitempty"`
 	// Calm is the open loop's latency over the calls the host's slowdowns
 	// cannot have delayed: those intended in no slowed slot, nor in the
 	// slot before one or the calmSlots after one (Speed.disturbed).
@@ -400,6 +403,7 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, worker
 	defer stop()
 	slots := pace(pctx, start, end, rate, workers)
 	probe := StartSpeedProbe(start)
+	sampler := startCoreSampler(start, r.sys)
 	p, err := r.phase(ctx, name, workers, total, end, func(ctx context.Context, w *worker) bool {
 		w.gen.Next(&w.call)
 		var i int64
@@ -425,6 +429,7 @@ func (r *runner) openLoop(ctx context.Context, name string, rate float64, worker
 		return true
 	})
 	p.Speed = probe.Stop()
+	p.CoresTimeline = sampler.Stop()
 	h := newHist()
 	for _, c := range p.calls {
 		for len(p.Timeline) <= c.slot {

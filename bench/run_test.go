@@ -87,6 +87,38 @@ func TestOpenLoopChargesQueueingToTheCalls(t *testing.T) {
 	}
 }
 
+// busySet is a slowSet whose server reports CPU time at cores cores since
+// its setup.
+type busySet struct {
+	slowSet
+	since time.Time
+	cores float64
+}
+
+func (b *busySet) CPU() (CPU, error) {
+	return CPU{Time: time.Duration(b.cores * float64(time.Since(b.since)))}, nil
+}
+
+// The open loop samples the server's and the client's cores slot by slot.
+func TestOpenLoopSamplesTheCoresOfEachSlot(t *testing.T) {
+	sys := &busySet{slowSet: slowSet{delay: time.Millisecond}, since: time.Now(), cores: 1.5}
+	_ = sys.Setup(context.Background())
+	src, _ := NewSource(DefaultWorkload(100), 0)
+	r := &runner{sys: sys, o: RunOptions{Concurrency: 2}.withDefaults(), tr: NewTracker(100, 10), src: src}
+	p, err := r.openLoop(context.Background(), "open", 200, 2*r.o.Concurrency, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.CoresTimeline); n < 8 || n > 11 {
+		t.Fatalf("%d slots of cores for a 1 s loop, want about 10", n)
+	}
+	for i, c := range p.CoresTimeline {
+		if c.Server < 1.4 || c.Server > 1.6 || c.Client < 0 {
+			t.Errorf("slot %d: server %.2f cores (want 1.5), client %.2f", i, c.Server, c.Client)
+		}
+	}
+}
+
 func TestClosedLoopRateMatchesCapacity(t *testing.T) {
 	sys := &slowSet{delay: 2 * time.Millisecond}
 	_ = sys.Setup(context.Background())
