@@ -306,7 +306,9 @@ type GenerationStats struct {
 	Bucket int64         `json:"bucket"`
 	Items  int64         `json:"items"`
 	Layers *[]LayerStats `json:"layers"`
-	Start  time.Time     `json:"start"`
+
+	// Start When the bucket began (bucket × granularity): the Unix epoch, 1970-01-01T00:00:00Z, for the only bucket of a filter without a window.
+	Start time.Time `json:"start"`
 }
 
 // Health defines model for Health.

@@ -255,7 +255,7 @@ type LayerStats struct {
 // one, numbered 0, without a window).
 type GenerationStats struct {
 	Bucket int64        `json:"bucket"` // absolute bucket number: start time / granularity
-	Start  time.Time    `json:"start"`
+	Start  time.Time    `json:"start"`  // bucket * granularity: the Unix epoch for a filter without a window
 	Items  uint64       `json:"items"`
 	Layers []LayerStats `json:"layers"`
 }

@@ -131,7 +131,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} bucket Absolute bucket number, start time / granularity.
  * @property {number} items
  * @property {Array<LayerStats>|null} layers
- * @property {string} start
+ * @property {string} start When the bucket began (bucket × granularity): the Unix epoch, 1970-01-01T00:00:00Z, for the only bucket of a filter without a window.
  */
 
 /**
