@@ -1,9 +1,6 @@
 package bench
 
-import (
-	"os"
-	"time"
-)
+import "time"
 
 // An open loop's tail is made in a few stretches where calls queue: on a
 // machine whose cores the client and the server share, a burst of the
@@ -38,25 +35,12 @@ func startCoreSampler(start time.Time, sys System) *coreSampler {
 
 func (s *coreSampler) run(start time.Time, sys System) {
 	defer close(s.done)
-	self := os.Getpid()
-	read := func() (server, client time.Duration, ok bool) {
-		c, err := sys.CPU()
-		if err != nil {
-			return 0, 0, false
-		}
-		if !c.InclClient {
-			if client, err = ProcCPU(self); err != nil {
-				return 0, 0, false
-			}
-		}
-		return c.Time, client, true
-	}
 	select {
 	case <-time.After(time.Until(start)):
 	case <-s.stop:
 		return
 	}
-	server0, client0, ok := read()
+	prev, err := takeUsage(sys)
 	at0 := time.Now()
 	for i := 1; ; i++ {
 		select {
@@ -64,17 +48,19 @@ func (s *coreSampler) run(start time.Time, sys System) {
 		case <-s.stop:
 			return
 		}
-		server, client, okNow := read()
+		now, errNow := takeUsage(sys)
 		at := time.Now()
-		if ok && okNow {
+		var c SlotCores
+		if err == nil && errNow == nil {
 			// A late tick (a starved harness) makes a longer slot, not a
 			// busier one: divide by the time that really passed.
-			s.slots = append(s.slots, SlotCores{Server: cores(server-server0, at.Sub(at0)),
-				Client: cores(client-client0, at.Sub(at0))})
-		} else {
-			s.slots = append(s.slots, SlotCores{})
+			c.Server = cores(now.server.Time-prev.server.Time, at.Sub(at0))
+			if !now.server.InclClient {
+				c.Client = cores(now.client-prev.client, at.Sub(at0))
+			}
 		}
-		server0, client0, ok, at0 = server, client, okNow, at
+		s.slots = append(s.slots, c)
+		prev, err, at0 = now, errNow, at
 	}
 }
 
