@@ -139,9 +139,13 @@ type nsInfo struct {
 // nsTable is the namespaces the hot set serves, replaced whole by
 // SetNamespaces and read without a lock by every call.
 type nsTable struct {
-	byName  map[string]*nsInfo
-	byIndex []*nsInfo // every namespace served since New: a namespace left out of a reload stays
-	names   []string  // byName's keys, sorted
+	byName map[string]*nsInfo // the namespaces served
+	// byIndex holds every namespace served since New, by index: one that a
+	// reload left out stays, for its users still in memory (write-back
+	// names their namespace) and for its figures, and takes its index back
+	// if a later reload serves it again.
+	byIndex []*nsInfo
+	names   []string // byName's keys, sorted
 }
 
 // nsCounters are a namespace's figures. The service-wide ones are their
@@ -248,28 +252,63 @@ func (h *HotSet) infoOf(e *entry) *nsInfo { return h.nss.Load().byIndex[e.ns] }
 
 // NamespaceChanges is what SetNamespaces did.
 type NamespaceChanges struct {
-	Added, Changed []string // namespaces new to the hot set, and those whose profile changed
-	// Kept are namespaces the hot set served that the new list leaves
-	// out: they go on being served until a restart, because their users
-	// may be in memory with changes not yet written back.
-	Kept []string
+	Added, Changed []string // namespaces new to the hot set (or served again), and those whose profile changed
+	// Removed are namespaces the hot set served that the new list leaves
+	// out: they are no longer served, and their hot users were evicted
+	// (those with changes are written back first; see SetNamespaces).
+	Removed []string
 }
 
 // SetNamespaces serves namespaces from now on, without a restart: a new
 // namespace is served at once, and a changed profile applies to the users
 // whose filters are made from now on (a filter keeps the profile it was
-// made with). A namespace left out goes on being served (NamespaceChanges.Kept).
+// made with). A namespace left out is no longer served: calls for it fail
+// with ErrUnknownNamespace, as after a restart without it, and its hot
+// users are evicted, those with changes kept reachable until they are
+// written back, which SetNamespaces asks for at once. Its users' data
+// stays in the store, and a later list that has the namespace again
+// serves them as they were. A call for such a namespace that was under
+// way when SetNamespaces ran finishes, and may leave its user hot, to be
+// evicted as the least recently used.
 // A list with an invalid profile, a name twice, or more namespaces in all
 // than the hot set can tell apart changes nothing.
 func (h *HotSet) SetNamespaces(namespaces []Namespace) (NamespaceChanges, error) {
 	h.nsMu.Lock()
 	defer h.nsMu.Unlock()
-	t, ch, err := nextTable(h.nss.Load(), namespaces)
+	prev := h.nss.Load()
+	t, ch, err := nextTable(prev, namespaces)
 	if err != nil {
 		return NamespaceChanges{}, err
 	}
 	h.nss.Store(t)
+	if len(ch.Removed) > 0 {
+		var gone [maxNamespaces]bool
+		for _, name := range ch.Removed {
+			gone[prev.byName[name].index] = true
+		}
+		h.evictNamespaces(&gone)
+	}
 	return ch, nil
+}
+
+// evictNamespaces evicts every hot user of the namespaces whose index is
+// set in gone, as trimLocked evicts the least recently used, and asks for
+// a write-back round of those with changes. No lock held.
+func (h *HotSet) evictNamespaces(gone *[maxNamespaces]bool) {
+	var out []*entry
+	for _, s := range h.shards {
+		s.mu.Lock()
+		for _, k := range s.lru.Keys() {
+			if e, ok := s.lru.Peek(k); ok && gone[e.ns] {
+				h.evictLocked(s, k, e)
+				out = append(out, e)
+			}
+		}
+		s.mu.Unlock()
+	}
+	if len(out) > 0 {
+		h.kickFlush()
+	}
 }
 
 // CheckNamespaces returns the error New would for namespaces, opening
@@ -281,9 +320,10 @@ func CheckNamespaces(namespaces []Namespace) error {
 	return err
 }
 
-// nextTable is prev with namespaces served: a namespace of prev keeps its
-// index and counters, a new one takes the next index, and those of prev
-// that namespaces leaves out stay as they are.
+// nextTable is prev with namespaces served: a namespace served before
+// (now or by an earlier table) keeps its index and counters, a new one
+// takes the next index, and those of prev that namespaces leaves out are
+// no longer served (they stay in byIndex).
 func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChanges, error) {
 	var ch NamespaceChanges
 	t := &nsTable{byName: make(map[string]*nsInfo, len(prev.byIndex)+len(namespaces)),
@@ -302,6 +342,11 @@ func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChange
 			if old.Profile != p {
 				ch.Changed = append(ch.Changed, n.Name)
 			}
+		} else if i := slices.IndexFunc(prev.byIndex, func(o *nsInfo) bool { return o.Name == n.Name }); i >= 0 {
+			// Served again: its users may still be in memory under its
+			// index (dirty ones wait for their write-back).
+			info.index, info.c = prev.byIndex[i].index, prev.byIndex[i].c
+			ch.Added = append(ch.Added, n.Name)
 		} else {
 			if len(t.byIndex) == maxNamespaces {
 				return nil, ch, fmt.Errorf("more than %d namespaces configured (counting those served since the start)", maxNamespaces)
@@ -317,8 +362,7 @@ func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChange
 	}
 	for _, name := range prev.names {
 		if _, ok := t.byName[name]; !ok {
-			t.byName[name] = prev.byName[name]
-			ch.Kept = append(ch.Kept, name)
+			ch.Removed = append(ch.Removed, name)
 		}
 	}
 	t.names = slices.Sorted(maps.Keys(t.byName))
@@ -614,26 +658,33 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 			s.lru.Get(k) // make it the newest; evict the next one
 			continue
 		}
-		s.lru.Remove(k)
-		s.bytes -= int64(e.bytes)
-		c := h.infoOf(e).c
-		c.hotUsers.Add(-1)
-		c.hotBytes.Add(-int64(e.bytes))
-		c.evictions.Add(1)
-		// Not blocking on e.mu under s.mu (lock order is entry first): an
-		// entry someone holds is kept reachable as if it were dirty, and
-		// write-back lets it go once it finds it clean.
-		idle := e.mu.TryLock()
-		if !idle || e.dirty() {
-			s.evicted[k] = e
-			h.evictedBytes.Add(int64(e.bytes))
-		}
-		if idle {
-			e.mu.Unlock()
-		}
+		h.evictLocked(s, k, e)
 		out = append(out, e)
 	}
 	return out
+}
+
+// evictLocked takes e, the shard's entry under k, out of the LRU. An entry
+// that may hold changes not yet written back moves to the shard's evicted
+// map (see trimLocked). s.mu held.
+func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
+	s.lru.Remove(k)
+	s.bytes -= int64(e.bytes)
+	c := h.infoOf(e).c
+	c.hotUsers.Add(-1)
+	c.hotBytes.Add(-int64(e.bytes))
+	c.evictions.Add(1)
+	// Not blocking on e.mu under s.mu (lock order is entry first): an
+	// entry someone holds is kept reachable as if it were dirty, and
+	// write-back lets it go once it finds it clean.
+	idle := e.mu.TryLock()
+	if !idle || e.dirty() {
+		s.evicted[k] = e
+		h.evictedBytes.Add(int64(e.bytes))
+	}
+	if idle {
+		e.mu.Unlock()
+	}
 }
 
 // afterEvict asks for a write-back round when evicted users waiting for

@@ -31,7 +31,7 @@ func kindOf(t *testing.T, h *HotSet, ns, user string) string {
 
 // A reload serves a new namespace at once, and a changed profile makes the
 // filters of new users while those made before keep theirs; a namespace
-// left out is still served, and its figures still count.
+// left out is no longer served, and its figures still count.
 func TestSetNamespacesAddsAndChangesWithoutARestart(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "default", "before", "a")
@@ -48,10 +48,10 @@ func TestSetNamespacesAddsAndChangesWithoutARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(ch.Added, ch.Changed, ch.Kept) != "[email] [default] [push]" {
-		t.Fatalf("changes: added %v, changed %v, kept %v", ch.Added, ch.Changed, ch.Kept)
+	if fmt.Sprint(ch.Added, ch.Changed, ch.Removed) != "[email] [default] [push]" {
+		t.Fatalf("changes: added %v, changed %v, removed %v", ch.Added, ch.Changed, ch.Removed)
 	}
-	if got := namesOf(fx.h.Namespaces()); !slices.Equal(got, []string{"default", "email", "push"}) {
+	if got := namesOf(fx.h.Namespaces()); !slices.Equal(got, []string{"default", "email"}) {
 		t.Fatalf("namespaces after the reload: %v", got)
 	}
 	if n, ok := fx.h.Namespace("default"); !ok || n.Profile != compact.WithDefaults() {
@@ -61,7 +61,9 @@ func TestSetNamespacesAddsAndChangesWithoutARestart(t *testing.T) {
 	record(t, fx.h, "email", "u", "a")
 	record(t, fx.h, "default", "after", "a")
 	record(t, fx.h, "default", "before", "b")
-	record(t, fx.h, "push", "p", "b")
+	if _, err := fx.h.Filter("push", "p", []string{"b"}, 0, userfilter.RecordReturned); !errors.Is(err, ErrUnknownNamespace) {
+		t.Fatalf("push after the reload that left it out: %v, want ErrUnknownNamespace", err)
+	}
 	if got := seen(t, fx.h, "email", "u", "a", "b"); fmt.Sprint(got) != "[true false]" {
 		t.Fatalf("email: %v", got)
 	}
@@ -75,7 +77,7 @@ func TestSetNamespacesAddsAndChangesWithoutARestart(t *testing.T) {
 		t.Fatalf("a user made after the reload is %s, want compact", k)
 	}
 	st := checkNamespaceStats(t, fx.h)
-	if st.Namespaces["push"].HotUsers != 1 || st.Namespaces["email"].HotUsers != 1 || st.Namespaces["default"].HotUsers != 2 {
+	if st.Namespaces["push"].HotUsers != 0 || st.Namespaces["email"].HotUsers != 1 || st.Namespaces["default"].HotUsers != 2 {
 		t.Fatalf("hot users by namespace: %+v", st.Namespaces)
 	}
 
@@ -91,6 +93,9 @@ func TestSetNamespacesAddsAndChangesWithoutARestart(t *testing.T) {
 	}
 	if got := seen(t, fx.h, "email", "u", "a"); !allTrue(got) {
 		t.Fatalf("email after a restart: %v", got)
+	}
+	if got := seen(t, fx.h, "push", "p", "a", "b"); fmt.Sprint(got) != "[true false]" {
+		t.Fatalf("push, served again after a restart: %v", got)
 	}
 }
 
@@ -123,11 +128,12 @@ func TestSetNamespacesRefusesABadListWhole(t *testing.T) {
 	if _, err := fx.h.SetNamespaces([]Namespace{{Name: "one-too-many"}}); err == nil {
 		t.Fatal("no error past maxNamespaces")
 	}
-	if _, err := fx.h.SetNamespaces([]Namespace{{Name: "n0", Profile: userfilter.Profile{FPRate: 0.05}}}); err != nil {
-		t.Fatalf("changing a namespace served before: %v", err)
+	last := fmt.Sprintf("n%d", maxNamespaces-len(before)-1)
+	if _, err := fx.h.SetNamespaces([]Namespace{{Name: "n0", Profile: userfilter.Profile{FPRate: 0.05}}, {Name: last}}); err != nil {
+		t.Fatalf("serving again, with another profile, a namespace served before: %v", err)
 	}
 	record(t, fx.h, "n0", "u", "a")
-	record(t, fx.h, fmt.Sprintf("n%d", maxNamespaces-len(before)-1), "u", "a")
+	record(t, fx.h, last, "u", "a")
 	checkNamespaceStats(t, fx.h)
 }
 
@@ -184,7 +190,7 @@ func TestCallsWhileNamespacesAreReloaded(t *testing.T) {
 				ns := []string{"default", "push", "email"}[i%3]
 				user := fmt.Sprintf("u%d-%d", g, i%50)
 				_, err := fx.h.Filter(ns, user, []string{fmt.Sprint(i)}, 0, userfilter.RecordReturned)
-				if err != nil && !(ns == "email" && errors.Is(err, ErrUnknownNamespace)) {
+				if err != nil && !(ns != "default" && errors.Is(err, ErrUnknownNamespace)) {
 					t.Error(err)
 					return
 				}
@@ -195,9 +201,13 @@ func TestCallsWhileNamespacesAreReloaded(t *testing.T) {
 		}()
 	}
 	// Reload until the calls have met many reloads, however the
-	// goroutines are scheduled.
+	// goroutines are scheduled: push and email are left out by turns, and
+	// their users evicted.
 	for i := 0; i < 200 || calls.Load() < 5000; i++ {
-		nss := []Namespace{defaultNS[0], defaultNS[1], {Name: "email", Profile: userfilter.Profile{FPRate: 0.01 / float64(1+i%3)}}}
+		nss := []Namespace{defaultNS[0], {Name: "email", Profile: userfilter.Profile{FPRate: 0.01 / float64(1+i%3)}}}
+		if i%2 == 1 {
+			nss = []Namespace{defaultNS[0], defaultNS[1]}
+		}
 		if _, err := fx.h.SetNamespaces(nss); err != nil {
 			t.Fatal(err)
 		}
@@ -208,4 +218,116 @@ func TestCallsWhileNamespacesAreReloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNamespaceStats(t, fx.h)
+}
+
+// A namespace a reload leaves out is no longer served: its hot users are
+// evicted and those with changes written back at once, not after the flush
+// interval (an hour here), and a later reload that has it again serves its
+// users as they were.
+func TestRemovedNamespaceIsWrittenBackAndServedAgain(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "push", "p", "a")
+	record(t, fx.h, "push", "q", "x")
+	record(t, fx.h, "default", "d", "a")
+	if f, j, err := fx.st.Load("push", "p"); err != nil || len(f) != 0 || len(j) != 1 {
+		t.Fatalf("before the reload: p has %d B stored and %d journal records (%v); want only its record", len(f), len(j), err)
+	}
+
+	ch, err := fx.h.SetNamespaces(defaultNS[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ch.Added, ch.Changed, ch.Removed) != "[] [] [push]" {
+		t.Fatalf("changes: added %v, changed %v, removed %v", ch.Added, ch.Changed, ch.Removed)
+	}
+	for _, call := range []func() error{
+		func() error {
+			_, err := fx.h.Filter("push", "p", []string{"b"}, 0, userfilter.RecordReturned)
+			return err
+		},
+		func() error { _, err := fx.h.Check("push", "p", []string{"a"}, nil); return err },
+		func() error { _, err := fx.h.User("push", "p"); return err },
+		func() error { return fx.h.Forget("push", "p") },
+	} {
+		if err := call(); !errors.Is(err, ErrUnknownNamespace) {
+			t.Fatalf("a call for push after the reload: %v, want ErrUnknownNamespace", err)
+		}
+	}
+	if _, ok := fx.h.Namespace("push"); ok {
+		t.Fatal("push is still listed")
+	}
+
+	// The write-back was asked for at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, user := range []string{"p", "q"} {
+		for {
+			f, j, err := fx.st.Load("push", user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f) > 0 && len(j) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not written back: %d B stored, %d journal records", user, len(f), len(j))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	st := checkNamespaceStats(t, fx.h)
+	if n := st.Namespaces["push"]; n.HotUsers != 0 || n.CacheBytes != 0 || n.Evictions != 2 {
+		t.Fatalf("push after the reload: %+v, want no hot user and two evictions", n)
+	}
+	if st.Namespaces["default"].HotUsers != 1 || st.DirtyUsers != 1 {
+		t.Fatalf("default after the reload: %+v, %d dirty users; want its user left as it was", st.Namespaces["default"], st.DirtyUsers)
+	}
+
+	// Served again, under its old index and counters.
+	ch, err = fx.h.SetNamespaces(defaultNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ch.Added, ch.Changed, ch.Removed) != "[push] [] []" {
+		t.Fatalf("changes: added %v, changed %v, removed %v", ch.Added, ch.Changed, ch.Removed)
+	}
+	if got := seen(t, fx.h, "push", "p", "a", "b"); fmt.Sprint(got) != "[true false]" {
+		t.Fatalf("p served again: %v", got)
+	}
+	if got := seen(t, fx.h, "push", "q", "x"); !allTrue(got) {
+		t.Fatalf("q served again: %v", got)
+	}
+	if n := checkNamespaceStats(t, fx.h).Namespaces["push"]; n.HotUsers != 2 || n.Evictions != 2 || n.Loads < 4 {
+		t.Fatalf("push served again: %+v", n)
+	}
+}
+
+// A user of a removed namespace whose write-back is still pending when the
+// namespace is served again is taken back from memory, not loaded a second
+// time from the store (which would lose its change).
+func TestNamespaceServedAgainBeforeItsWriteBack(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "push", "p", "a")
+	fx.h.flushMu.Lock() // hold write-back off
+	if _, err := fx.h.SetNamespaces(defaultNS[:1]); err != nil {
+		fx.h.flushMu.Unlock()
+		t.Fatal(err)
+	}
+	_, err := fx.h.SetNamespaces(defaultNS)
+	if err == nil {
+		record(t, fx.h, "push", "p", "b")
+	}
+	fx.h.flushMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(t, fx.h, "push", "p", "a", "b"); !allTrue(got) {
+		t.Fatalf("p: %v, want both items", got)
+	}
+	if n := checkNamespaceStats(t, fx.h).Namespaces["push"]; n.Loads != 1 {
+		t.Fatalf("p was loaded %d times, want once (taken back from memory after the reload)", n.Loads)
+	}
+	fx.restart(true, Options{})
+	if got := seen(t, fx.h, "push", "p", "a", "b"); !allTrue(got) {
+		t.Fatalf("p after a restart: %v, want both items", got)
+	}
 }

@@ -1402,12 +1402,18 @@ func TestSIGHUPReloadsTheNamespaces(t *testing.T) {
 	}
 
 	write("feed:\n  window: 1d\n")
-	hup("still served until a restart")
-	if got := call("email"); got != 200 {
-		t.Fatalf("email, left out of the file: %d (want it still served)", got)
+	hup(`msg="seenapi: SIGHUP: namespaces reloaded" namespaces=2 removed=email`)
+	if got := call("email"); got != 404 {
+		t.Fatalf("email, left out of the file: %d (want 404)", got)
 	}
-	if log := s.out.String(); !strings.Contains(log, `kept=email`) {
-		t.Fatalf("the warning does not name the namespace kept:\n%s", log)
+	if log := s.out.String(); !strings.Contains(log, `are not served from now on`) || !strings.Contains(log, `removed=email`) {
+		t.Fatalf("no warning names the namespace removed:\n%s", log)
+	}
+
+	write("feed:\n  window: 1d\nemail:\n  fp_rate: 0.001\n")
+	hup(`msg="seenapi: SIGHUP: namespaces reloaded" namespaces=3 added=email`)
+	if got := call("email"); got != 200 {
+		t.Fatalf("email, back in the file: %d (want 200)", got)
 	}
 }
 

@@ -135,19 +135,20 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 		logger.Error("seenapi: SIGHUP: the namespaces were not reloaded; the old ones stay", "err", err)
 		return
 	}
-	attrs := []any{"namespaces", len(nss) + len(ch.Kept)}
+	attrs := []any{"namespaces", len(nss)}
 	for _, a := range []struct {
 		key   string
 		names []string
-	}{{"added", ch.Added}, {"changed", ch.Changed}} {
+	}{{"added", ch.Added}, {"changed", ch.Changed}, {"removed", ch.Removed}} {
 		if len(a.names) > 0 {
 			attrs = append(attrs, a.key, strings.Join(a.names, ","))
 		}
 	}
 	logger.Info("seenapi: SIGHUP: namespaces reloaded", attrs...)
-	if len(ch.Kept) > 0 {
-		logger.Warn("seenapi: SIGHUP: namespaces no longer in "+o.namespacesFile+" are still served until a restart: "+
-			"their users may be in memory with changes not yet written back", "kept", strings.Join(ch.Kept, ","))
+	if len(ch.Removed) > 0 {
+		logger.Warn("seenapi: SIGHUP: namespaces no longer in "+o.namespacesFile+" are not served from now on; "+
+			"their users' changes are being written back, and their data stays in the store until the namespace is served again",
+			"removed", strings.Join(ch.Removed, ","))
 	}
 }
 
