@@ -501,6 +501,24 @@ func TestStatsByNamespace(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+
+	// The store's LSM levels, from 0, in both.
+	if len(st.StorageLevels) == 0 {
+		t.Fatal("stats give no storage levels")
+	}
+	for i, l := range st.StorageLevels {
+		if l.Level != i {
+			t.Fatalf("storage levels %+v: level %d at index %d", st.StorageLevels, l.Level, i)
+		}
+		for _, want := range []string{
+			fmt.Sprintf(`seenapi_storage_level_tables{level="%d"} `, i),
+			fmt.Sprintf(`seenapi_storage_level_bytes{level="%d"} `, i),
+		} {
+			if !strings.Contains(string(m.Body), want) {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+	}
 }
 
 func TestMetricsInPrometheusFormat(t *testing.T) {

@@ -181,6 +181,8 @@ func newCollector(s *Server) *collector {
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
+	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)
+	c.descs["level_bytes"] = prometheus.NewDesc("seenapi_storage_level_bytes", "Bytes in each level of the store's LSM tree.", []string{"level"}, nil)
 	return c
 }
 
@@ -208,5 +210,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for code, n := range st.Errors {
 		ch <- prometheus.MustNewConstMetric(c.descs["errors"], prometheus.CounterValue, float64(n), code)
+	}
+	for _, l := range st.StorageLevels {
+		level := strconv.Itoa(l.Level)
+		ch <- prometheus.MustNewConstMetric(c.descs["level_tables"], prometheus.GaugeValue, float64(l.Tables), level)
+		ch <- prometheus.MustNewConstMetric(c.descs["level_bytes"], prometheus.GaugeValue, float64(l.Bytes), level)
 	}
 }

@@ -504,7 +504,7 @@ type ServiceStats struct {
 	Loads  int64 `json:"loads"`
 	Misses int64 `json:"misses"`
 
-	// Namespaces Each configured namespace's share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
+	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
 	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
@@ -515,7 +515,24 @@ type ServiceStats struct {
 	StartedAt     time.Time `json:"started_at"`
 	StorageBytes  int64     `json:"storage_bytes"`
 	StorageErrors int64     `json:"storage_errors"`
-	UptimeSeconds float64   `json:"uptime_seconds"`
+
+	// StorageLevels The store's LSM tree, level 0 first: its tables and bytes per
+	// level. Level 0 gains a table at each memtable flush until a
+	// compaction merges its tables into the level below; with users
+	// spread over the whole key space that rewrites about every
+	// user's key and takes CPU while it runs, so a level 0 that
+	// empties marks one (to correlate with a latency spike). Also in
+	// `/metrics` as `seenapi_storage_level_tables` and
+	// `seenapi_storage_level_bytes`.
+	StorageLevels []StorageLevel `json:"storage_levels"`
+	UptimeSeconds float64        `json:"uptime_seconds"`
+}
+
+// StorageLevel defines model for StorageLevel.
+type StorageLevel struct {
+	Bytes  int64 `json:"bytes"`
+	Level  int   `json:"level"`
+	Tables int   `json:"tables"`
 }
 
 // UserList defines model for UserList.

@@ -3,6 +3,7 @@ package eviction
 import (
 	"time"
 
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -50,6 +51,9 @@ type Stats struct {
 	StorageErrors    uint64        `json:"storage_errors"`
 	Panics           uint64        `json:"panics"` // bugs met and recovered: steps on one user's data failed instead of the process ending (the API adds its handlers')
 	StorageBytes     int64         `json:"storage_bytes"`
+	// StorageLevels are the store's LSM levels, when it has them (empty
+	// otherwise).
+	StorageLevels []storage.LevelStats `json:"storage_levels"`
 	// Namespaces holds each configured namespace's share of the hot users,
 	// cache bytes, hits, misses, loads, new users and evictions above, to
 	// tell which namespace fills the budget and which one misses.

@@ -1306,7 +1306,10 @@ func (h *HotSet) Stats() Stats {
 	st := Stats{CacheBudgetBytes: h.opts.CacheBytes,
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
 		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), Panics: h.panics.Load(),
-		StorageBytes: h.store.Size()}
+		StorageBytes: h.store.Size(), StorageLevels: []storage.LevelStats{}}
+	if l, ok := h.store.(leveled); ok {
+		st.StorageLevels = l.Levels()
+	}
 	t := h.nss.Load()
 	st.Namespaces = make(map[string]NamespaceStats, len(t.byIndex))
 	for _, info := range t.byIndex {
@@ -1678,6 +1681,11 @@ func (h *HotSet) Close() error {
 	h.flushed() // let go of calls waiting on the backlog
 	defer h.detach()
 	return h.Flush()
+}
+
+// leveled is a Store whose LSM levels Stats reports.
+type leveled interface {
+	Levels() []storage.LevelStats
 }
 
 // journalLister is what Recover needs of the store beyond Store.

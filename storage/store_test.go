@@ -1058,3 +1058,47 @@ func TestUsersWhileAppendsAndWriteBacksGoOn(t *testing.T) {
 	}
 	t.Logf("%d listings while the writers ran", listings)
 }
+
+// Levels lists the LSM tree's levels from 0, and a memtable flushed (at
+// close here) shows as a table with bytes in it.
+func TestLevelsCountTheTablesFlushed(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := func(levels []LevelStats) (n int, bytes int64) {
+		t.Helper()
+		if len(levels) == 0 {
+			t.Fatal("no levels")
+		}
+		for i, l := range levels {
+			if l.Level != i {
+				t.Fatalf("levels %+v: level %d at index %d", levels, l.Level, i)
+			}
+			n, bytes = n+l.Tables, bytes+l.Bytes
+		}
+		return n, bytes
+	}
+	if n, b := tables(s.Levels()); n != 0 || b != 0 {
+		t.Fatalf("a new store has %d tables, %d B", n, b)
+	}
+	writes := make([]Write, 2000)
+	for i := range writes {
+		writes[i] = Write{NS: "feed", User: fmt.Sprint("user", i), Value: bytes.Repeat([]byte{byte(i)}, 100)}
+	}
+	if err := s.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, opts)
+	levels := s.Levels()
+	if n, b := tables(levels); n == 0 || b < 2000*100 {
+		t.Fatalf("after 2,000 users of 100 B and a flush: %d tables, %d B (%+v)", n, b, levels)
+	}
+	if levels[0].Tables == 0 {
+		t.Fatalf("the flushed memtable is not in level 0: %+v", levels)
+	}
+}

@@ -609,6 +609,9 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+ written back$`).MatchString(dirty) {
 		t.Errorf("dirty users card reads %q", dirty)
 	}
+	if st := tb.text(`#card-storage .sub`); !regexp.MustCompile(`^[0-9,]+ storage errors? · [0-9,]+ journal appends? · [0-9,]+ tables? in level 0$`).MatchString(st) {
+		t.Errorf("storage card reads %q", st)
+	}
 	if got := tb.text(`#panics`); got != "0 panics recovered" {
 		t.Errorf("errors table's footer reads %q, want no panics", got)
 	}

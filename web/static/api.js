@@ -248,13 +248,21 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} journal_appends
  * @property {number} loads Storage reads of cold users.
  * @property {number} misses
- * @property {Object<string, NamespaceStats>} namespaces Each configured namespace's share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
+ * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors
+ * @property {Array<StorageLevel>} storage_levels The store's LSM tree, level 0 first: its tables and bytes per level. Level 0 gains a table at each memtable flush until a compaction merges its tables into the level below; with users spread over the whole key space that rewrites about every user's key and takes CPU while it runs, so a level 0 that empties marks one (to correlate with a latency spike). Also in `/metrics` as `seenapi_storage_level_tables` and `seenapi_storage_level_bytes`.
  * @property {number} uptime_seconds
+ */
+
+/**
+ * @typedef {Object} StorageLevel
+ * @property {number} bytes
+ * @property {number} level
+ * @property {number} tables
  */
 
 /**

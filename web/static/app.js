@@ -362,7 +362,9 @@ function drawOverview() {
     card('collector', 'Collector share of CPU', gc.length ? pct(lastRate(gc), 1) : pct(gcSinceStart, 1),
       `${pct(gcSinceStart, 1)} since start · ${count(col.cycles, 'collection')} · heap ${bytes(col.heap_live_bytes)} live, next at ${bytes(col.heap_goal_bytes)}`,
       sparkline(gc, 'Collector share of CPU', (v) => pct(v, 1), 1)),
-    card('storage', 'Storage size', bytes(st.storage_bytes), `${count(st.storage_errors, 'storage error')} · ${count(st.journal_appends, 'journal append')}`),
+    card('storage', 'Storage size', bytes(st.storage_bytes), `${count(st.storage_errors, 'storage error')} · ${count(st.journal_appends, 'journal append')}` +
+      // Level 0 fills at each memtable flush until a compaction empties it.
+      (st.storage_levels && st.storage_levels.length ? ` · ${count(st.storage_levels[0].tables, 'table')} in level 0` : '')),
     card('uptime', 'Uptime', duration(st.uptime_seconds), `since ${when(st.started_at)}`));
 
   const allRoutes = Object.keys(st.calls || {});
