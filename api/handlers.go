@@ -426,8 +426,46 @@ const (
 // userListJSON is a page of a namespace's users; Next, when set, is the
 // after of the next page.
 type userListJSON struct {
-	Users []string `json:"users"`
-	Next  string   `json:"next,omitempty"`
+	Users   []string       `json:"users"`
+	Next    string         `json:"next,omitempty"`
+	Details *[]userSummary `json:"details,omitempty"` // with ?details=true, even when empty
+}
+
+// userSummary is one user of a listed page with ?details=true: a few of
+// its stats, or the error its filter met.
+type userSummary struct {
+	User        string     `json:"user"`
+	Items       *uint64    `json:"items,omitempty"`
+	MemoryBytes *int       `json:"memory_bytes,omitempty"`
+	FPRate      *float64   `json:"fp_rate,omitempty"`
+	Hot         *bool      `json:"hot,omitempty"`
+	LastSeen    *time.Time `json:"last_seen,omitempty"`
+	Error       *Problem   `json:"error,omitempty"`
+}
+
+// summarize returns the details of users in ns, reading cold users from
+// the store without bringing them into memory. A user whose filter cannot
+// be read gets its error, and the others their stats; a user forgotten
+// since it was listed is left out.
+func (s *Server) summarize(ns string, users []string) ([]userSummary, error) {
+	out := make([]userSummary, 0, len(users))
+	for _, u := range users {
+		st, err := s.hot.Peek(ns, u)
+		switch {
+		case errors.Is(err, eviction.ErrUserNotFound):
+			continue
+		case errors.Is(err, eviction.ErrUnknownNamespace), errors.Is(err, eviction.ErrClosed):
+			return nil, err
+		case err != nil:
+			p := problemFor(err)
+			out = append(out, userSummary{User: u, Error: &p})
+			continue
+		}
+		last := st.LastSeen.UTC()
+		out = append(out, userSummary{User: u, Items: &st.Items, MemoryBytes: &st.MemoryBytes,
+			FPRate: &st.FPRate, Hot: &st.Hot, LastSeen: &last})
+	}
+	return out, nil
 }
 
 // listUsers answers a page of the namespace's users in byte order: those
@@ -453,6 +491,14 @@ func (s *Server) listUsers(c *fiber.Ctx) error {
 			return fieldError(pBadRequest, "", "after", "after is a user id: "+p)
 		}
 	}
+	details := false
+	switch v := c.Query("details"); v {
+	case "", "false":
+	case "true":
+		details = true
+	default:
+		return fieldError(pBadRequest, "", "details", "details is true or false")
+	}
 	// One more than the page tells whether another follows.
 	users, err := s.hot.Users(ns, after, limit+1)
 	if err != nil {
@@ -465,6 +511,13 @@ func (s *Server) listUsers(c *fiber.Ctx) error {
 	if len(users) > limit {
 		out.Users = users[:limit]
 		out.Next = users[limit-1]
+	}
+	if details {
+		sums, err := s.summarize(ns, out.Users)
+		if err != nil {
+			return err
+		}
+		out.Details = &sums
 	}
 	return c.JSON(&out)
 }

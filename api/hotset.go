@@ -23,6 +23,8 @@ type HotSet interface {
 	Check(ns, user string, items []string, seen []bool) ([]bool, error)
 	// User returns the user's stats, or eviction.ErrUserNotFound.
 	User(ns, user string) (eviction.UserStats, error)
+	// Peek is User without bringing a cold user into memory.
+	Peek(ns, user string) (eviction.UserStats, error)
 	// Forget erases the user everywhere.
 	Forget(ns, user string) error
 	// ForgetItems makes items unseen again, in namespaces whose filter kind can.

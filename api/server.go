@@ -205,7 +205,7 @@ func (s *Server) handle(method, path string, role Role, h fiber.Handler) {
 var queryParams = map[string][]string{
 	"POST /v1/namespaces/{ns}/users/{user}/seen":  {"bulk"},
 	"PUT /v1/namespaces/{ns}/users/{user}/export": {"mode"},
-	"GET /v1/namespaces/{ns}/users":               {"after", "limit"},
+	"GET /v1/namespaces/{ns}/users":               {"after", "limit", "details"},
 }
 
 // unknownQuery is the bad-request problem of the request's query

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // GET /v1/namespaces/{ns}/users pages through every user with a history,
@@ -83,4 +85,62 @@ func TestListUsersRefusesBadParameters(t *testing.T) {
 	wantProblem(t, status, h, body, http.StatusNotFound, "unknown-namespace")
 	status, h, body = e.raw(http.MethodGet, base, "", nil)
 	wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
+}
+
+// With ?details=true a page gives each user's summary: a hot user's from
+// memory, a cold one's read from the store and left out of memory, and a
+// corrupt one's error beside the others'.
+func TestListUsersWithDetails(t *testing.T) {
+	e := newEnv(t, withKeys)
+	w, rd := e.client(writeKey), e.client(readKey)
+	filter(t, w, "default", "hot", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	raw, err := e.hot.Export("default", "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.WriteBack([]storage.Write{{NS: "default", User: "cold", Value: raw},
+		{NS: "default", User: "corrupt", Value: []byte("not a filter at all")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	hot, err := e.hot.User("default", "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.hot.Stats()
+
+	r, err := rd.ListUsersWithResponse(ctx, "default", &client.ListUsersParams{Details: ptr(true)})
+	if err != nil || r.JSON200 == nil || r.JSON200.Details == nil {
+		t.Fatalf("list with details: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if want := []string{"cold", "corrupt", "hot"}; !slices.Equal(r.JSON200.Users, want) {
+		t.Fatalf("users %q, want %q", r.JSON200.Users, want)
+	}
+	d := *r.JSON200.Details
+	if len(d) != 3 {
+		t.Fatalf("%d summaries for 3 users: %s", len(d), r.Body)
+	}
+	for i, want := range []bool{false, true} {
+		s := d[2*i]
+		if s.Items == nil || *s.Items != 3 || s.Hot == nil || *s.Hot != want || s.LastSeen == nil ||
+			!s.LastSeen.Equal(hot.LastSeen) || s.MemoryBytes == nil || *s.MemoryBytes <= 0 || s.FpRate == nil || s.Error != nil {
+			t.Errorf("%s: %s", s.User, r.Body)
+		}
+	}
+	if s := d[1]; s.User != "corrupt" || s.Error == nil || s.Error.Type != api.ProblemBase+"corrupt-filter" || s.Items != nil {
+		t.Errorf("corrupt: %s", r.Body)
+	}
+	if after := e.hot.Stats(); after.HotUsers != 1 || after.Hits != before.Hits || after.Misses != before.Misses {
+		t.Errorf("after the listing: %d hot users, %d hits, %d misses; want the one hot user and %d, %d as before",
+			after.HotUsers, after.Hits, after.Misses, before.Hits, before.Misses)
+	}
+
+	// Without it, no details; a value other than true or false is refused.
+	if r, err := rd.ListUsersWithResponse(ctx, "default", nil); err != nil || r.JSON200 == nil || r.JSON200.Details != nil {
+		t.Fatalf("list without details: %v %s", err, r.Body)
+	}
+	status, h, body := e.raw(http.MethodGet, "/v1/namespaces/default/users?details=yes", "", nil, "Authorization", "Bearer "+readKey)
+	if p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request"); len(p.Errors) != 1 || p.Errors[0].Parameter != "details" {
+		t.Errorf("?details=yes: errors %+v, want one naming details", p.Errors)
+	}
 }

@@ -537,6 +537,9 @@ type StorageLevel struct {
 
 // UserList defines model for UserList.
 type UserList struct {
+	// Details With `?details=true` (and only then), a summary of each user of `users`, in the same order; a user forgotten between the listing and its summary is left out.
+	Details *[]UserSummary `json:"details,omitempty"`
+
 	// Next The `after` of the next page; absent on the last page.
 	Next *string `json:"next,omitempty"`
 
@@ -598,6 +601,28 @@ type UserStats struct {
 // UserStatsKind Example: bloom
 type UserStatsKind string
 
+// UserSummary A few of one user's stats (GET /v1/namespaces/{ns}/users/{user} has them all), or the error its filter met: one user's fault never fails the page.
+type UserSummary struct {
+	// Error An RFC 9457 problem detail.
+	Error *Problem `json:"error,omitempty"`
+
+	// FpRate Estimated false-positive rate now.
+	FpRate *float64 `json:"fp_rate,omitempty"`
+
+	// Hot Whether the user is in memory.
+	Hot *bool `json:"hot,omitempty"`
+
+	// Items Items the filter holds (inside the window).
+	Items *int64 `json:"items,omitempty"`
+
+	// LastSeen The user's last recording.
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+
+	// MemoryBytes Bytes of the filter in memory.
+	MemoryBytes *int   `json:"memory_bytes,omitempty"`
+	User        string `json:"user"`
+}
+
 // Ns defines model for ns.
 type Ns = string
 
@@ -641,6 +666,9 @@ type ListUsersParams struct {
 
 	// Limit Most users in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Details With `true`, the page also gives each user's items, memory, estimated false-positive rate, last recording and whether it is in memory (`details`). A user not in memory is read from the store and left out of memory, so that listing users neither evicts others nor counts as their calls; a page of details costs a storage read per such user.
+	Details *bool `form:"details,omitempty" json:"details,omitempty"`
 }
 
 // ImportUserParams defines parameters for ImportUser.
@@ -1937,6 +1965,18 @@ func NewListUsersRequest(server string, ns Ns, params *ListUsersParams) (*http.R
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Details != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "details", *params.Details, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -953,10 +953,58 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 		return UserStats{}, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
-	p := e.f.Profile()
-	return UserStats{Stats: e.f.Stats(h.opts.Now()), Hot: hot, Dirty: e.dirty(),
+	return userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+}
+
+// Peek returns the user's stats as User does, but reads a cold user from
+// the store without bringing it into memory, and counts no hit or miss, so
+// that listing many users (the dashboard's list) neither evicts others nor
+// counts as their calls. A user in memory is answered from there (which
+// refreshes its place in the LRU, as any look-up does). Safe for
+// concurrent use.
+func (h *HotSet) Peek(ns, user string) (UserStats, error) {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return UserStats{}, err
+	}
+	k0 := h.key(info, user, 0)
+	s := h.shardOf(k0)
+	s.mu.Lock()
+	sl, err := h.slotLocked(s, info, user, k0)
+	hot := false
+	if err == nil && sl.e != nil {
+		cur, ok := s.lru.Peek(sl.k)
+		hot = ok && cur == sl.e
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return UserStats{}, err
+	}
+	if e := sl.e; e != nil {
+		// Hot, or evicted and waiting for its write-back: its entry holds
+		// what the store may not yet. Read under its lock, as a call
+		// would, without taking it back into the LRU.
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+	}
+	// Cold, or being loaded: what the store holds is what the load reads.
+	f, _, err := h.load(info, user)
+	if err != nil {
+		return UserStats{}, err
+	}
+	if f == nil {
+		return UserStats{}, ErrUserNotFound
+	}
+	return userStats(f, false, false, h.opts.Now()), nil
+}
+
+// userStats is what User and Peek answer for the filter f.
+func userStats(f *userfilter.Filter, hot, dirty bool, now time.Time) UserStats {
+	p := f.Profile()
+	return UserStats{Stats: f.Stats(now), Hot: hot, Dirty: dirty,
 		Window: int64(p.Window / time.Second), Granularity: int64(p.Granularity / time.Second), MaxItems: p.MaxItems,
-		FirstSeen: e.f.FirstSeen(), LastSeen: e.f.LastSeen()}, nil
+		FirstSeen: f.FirstSeen(), LastSeen: f.LastSeen()}
 }
 
 // Forget erases the user from the hot set, the journal and the store. A

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,32 +173,20 @@ func TestJournalTTLFollowsTheUsersFilterAcrossAReload(t *testing.T) {
 // Calls go on while the namespaces are reloaded (run with -race).
 func TestCallsWhileNamespacesAreReloaded(t *testing.T) {
 	fx := newFixture(t, Options{CacheBytes: 256 << 10, Shards: 4})
-	var wg sync.WaitGroup
 	var calls atomic.Int64
-	stop := make(chan struct{})
-	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ns := []string{"default", "push", "email"}[i%3]
-				user := fmt.Sprintf("u%d-%d", g, i%50)
-				_, err := fx.h.Filter(ns, user, []string{fmt.Sprint(i)}, 0, userfilter.RecordReturned)
-				if err != nil && !(ns != "default" && errors.Is(err, ErrUnknownNamespace)) {
-					t.Error(err)
-					return
-				}
-				fx.h.Stats()
-				fx.h.Namespaces()
-				calls.Add(1)
-			}
-		}()
-	}
+	stop := goLoops(4, func(g, i int) bool {
+		ns := []string{"default", "push", "email"}[i%3]
+		user := fmt.Sprintf("u%d-%d", g, i%50)
+		_, err := fx.h.Filter(ns, user, []string{fmt.Sprint(i)}, 0, userfilter.RecordReturned)
+		if err != nil && !(ns != "default" && errors.Is(err, ErrUnknownNamespace)) {
+			t.Error(err)
+			return false
+		}
+		fx.h.Stats()
+		fx.h.Namespaces()
+		calls.Add(1)
+		return true
+	})
 	// Reload until the calls have met many reloads, however the
 	// goroutines are scheduled: push and email are left out by turns, and
 	// their users evicted.
@@ -212,8 +199,7 @@ func TestCallsWhileNamespacesAreReloaded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if err := fx.h.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,13 @@ func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	if !strings.Contains(tb.text("#user-list-note"), "more after these") {
 		t.Errorf("note %q does not say more users follow", tb.text("#user-list-note"))
 	}
+	// Each row gives the user's summary: one item, recorded moments ago,
+	// its filter's memory, in memory.
+	row := eval[[]string](tb, `[...document.querySelector('#user-list tbody tr').children].map((c) => c.textContent)`)
+	if len(row) != 5 || row[0] != ids[0] || row[1] != "1" || !strings.Contains(row[2], " ago)") ||
+		!regexp.MustCompile(`^[0-9.]+ (B|KiB)$`).MatchString(row[3]) || row[4] != "yes" {
+		t.Errorf("the first user's row reads %q", row)
+	}
 	tb.click("#user-list-more")
 	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(ids[50])+`)`, "the 51st user after More")
 	// Each name links to the user's page.

@@ -267,6 +267,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} UserList
+ * @property {Array<UserSummary>} [details] With `?details=true` (and only then), a summary of each user of `users`, in the same order; a user forgotten between the listing and its summary is left out.
  * @property {string} [next] The `after` of the next page; absent on the last page.
  * @property {Array<string>} users User ids, in byte order.
  */
@@ -291,4 +292,16 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {boolean} saturated At the filter's item cap; new items are not recorded.
  * @property {number} target_fp_rate
  * @property {number} window The filter's retention window in seconds (0: forever). This, granularity, max_items, kind and target_fp_rate are the profile the filter was made with, which a namespace whose profile changed since (a SIGHUP, or a restart with another namespaces file) no longer has: a filter keeps its own.
+ */
+
+/**
+ * A few of one user's stats (GET /v1/namespaces/{ns}/users/{user} has them all), or the error its filter met: one user's fault never fails the page.
+ * @typedef {Object} UserSummary
+ * @property {Problem} [error] An RFC 9457 problem detail.
+ * @property {number} [fp_rate] Estimated false-positive rate now.
+ * @property {boolean} [hot] Whether the user is in memory.
+ * @property {number} [items] Items the filter holds (inside the window).
+ * @property {string} [last_seen] The user's last recording.
+ * @property {number} [memory_bytes] Bytes of the filter in memory.
+ * @property {string} user
  */

@@ -527,9 +527,26 @@ async function renderInspector(view, seq, ns, user) {
 
 const USERS_PAGE = 50;
 
-/** The users of ns with a history, a page at a time in id order, each linking to its page. */
+/** One row of the user list: the user's link and its summary (or the error its filter met). */
+function userRow(ns, u, d) {
+  const link = h('td', {}, h('a', { href: userHash(ns, u) }, u));
+  if (!d) return h('tr', {}, link, h('td', { colspan: 4, class: 'muted' }, 'Forgotten since it was listed.'));
+  if (d.error) return h('tr', { class: 'failed' }, link, h('td', { colspan: 4 }, `${d.error.title}: ${d.error.detail}`));
+  return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen)),
+    h('td', { class: 'num' }, bytes(d.memory_bytes)), h('td', {}, d.hot ? 'yes' : 'no'));
+}
+
+/**
+ * The users of ns with a history, a page at a time in id order, each linking to its page,
+ * with its items, last recording, memory and whether it is in memory (?details=true: the
+ * service reads cold users from the store without bringing them into memory).
+ */
 function userList(seq, ns) {
-  const list = h('ul', { class: 'user-list', id: 'user-list' });
+  const rows = h('tbody', {});
+  const list = h('table', { class: 'user-list', id: 'user-list' },
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'User'), h('th', { scope: 'col', class: 'num' }, 'Items'),
+      h('th', { scope: 'col' }, 'Last recorded'), h('th', { scope: 'col', class: 'num' }, 'Memory'),
+      h('th', { scope: 'col' }, 'In memory'))), rows);
   const note = h('p', { class: 'muted', id: 'user-list-note', 'aria-live': 'polite' }, 'Loading…');
   const more = h('button', { type: 'button', id: 'user-list-more', hidden: true }, 'More users');
   const box = h('section', { class: 'panel', 'aria-labelledby': 'user-list-title' },
@@ -539,7 +556,7 @@ function userList(seq, ns) {
     more.disabled = true;
     let page;
     try {
-      page = await call('listUsers', { ns, after, limit: USERS_PAGE });
+      page = await call('listUsers', { ns, after, limit: USERS_PAGE, details: true });
     } catch (e) {
       if (seq !== state.seq || !box.isConnected) return;
       note.replaceWith(problemBox(e, `Listing the users of ${ns}`));
@@ -547,11 +564,13 @@ function userList(seq, ns) {
       return;
     }
     if (seq !== state.seq || !box.isConnected) return;
-    list.append(...page.users.map((u) => h('li', {}, h('a', { href: userHash(ns, u) }, u))));
+    const details = new Map((page.details || []).map((d) => [d.user, d]));
+    rows.append(...page.users.map((u) => userRow(ns, u, details.get(u))));
     after = page.next || '';
     more.hidden = !page.next;
     more.disabled = false;
-    const n = list.children.length;
+    const n = rows.children.length;
+    list.hidden = n === 0;
     note.textContent = n ? `${count(n, 'user')} in id order${page.next ? ', more after these' : ''}.`
       : `No user has a history in ${ns} yet: a user appears with its first recorded item.`;
   };
