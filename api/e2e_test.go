@@ -482,6 +482,11 @@ func TestStatsByNamespace(t *testing.T) {
 	if bl.HotUsers != 1 || bl.Misses != 1 || bl.CacheBytes <= 0 || df.HotUsers != 0 || df.CacheBytes != 0 || df.Misses != 0 {
 		t.Errorf("bloom: %+v; default: %+v", bl, df)
 	}
+	// Five distinct candidates in compact, none seen, all recorded; the
+	// service's figures are the namespaces' sums.
+	if cp.Candidates != 5 || cp.SeenCandidates != 0 || cp.Recorded != 5 || st.Candidates != 6 || st.Recorded != 6 {
+		t.Errorf("candidates: compact %+v, service %d candidates, %d recorded", cp, st.Candidates, st.Recorded)
+	}
 
 	m, err := c.GetMetricsWithResponse(ctx)
 	if err != nil || m.StatusCode() != http.StatusOK {
@@ -496,6 +501,10 @@ func TestStatsByNamespace(t *testing.T) {
 		`seenapi_namespace_loads_total{namespace="bloom"} 1`,
 		`seenapi_namespace_new_users_total{namespace="compact"} 2`,
 		`seenapi_namespace_evictions_total{namespace="compact"} 0`,
+		`seenapi_namespace_candidates_total{namespace="compact"} 5`,
+		`seenapi_namespace_candidates_seen_total{namespace="compact"} 0`,
+		`seenapi_namespace_items_recorded_total{namespace="bloom"} 1`,
+		`seenapi_candidates_total 6`,
 	} {
 		if !strings.Contains(string(m.Body), want+"\n") {
 			t.Errorf("metrics lack %q", want)

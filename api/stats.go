@@ -168,6 +168,9 @@ var userMetrics = []struct {
 	{"loads_total", "Storage reads of cold users.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
 	{"new_users_total", "Cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
 	{"evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
+	{"candidates_total", "Distinct candidates the one call tested (filter and batch calls).", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Candidates) }},
+	{"candidates_seen_total", "Of the candidates, those that tested seen and were filtered out.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.SeenCandidates) }},
+	{"items_recorded_total", "Items recorded as seen, by every recording route.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Recorded) }},
 }
 
 func newCollector(s *Server) *collector {

@@ -392,6 +392,9 @@ type NamespaceStats struct {
 	// CacheBytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
 	CacheBytes int64 `json:"cache_bytes"`
 
+	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
+	Candidates int64 `json:"candidates"`
+
 	// Evictions The namespace's users evicted from memory to keep the budget.
 	Evictions int64 `json:"evictions"`
 
@@ -412,6 +415,12 @@ type NamespaceStats struct {
 
 	// NewUsers Of `loads`, the users a recording call created because nothing was stored for them.
 	NewUsers int64 `json:"new_users"`
+
+	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+	Recorded int64 `json:"recorded"`
+
+	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
+	SeenCandidates int64 `json:"seen_candidates"`
 }
 
 // OnError `fail` answers an error when the user's filter cannot be read or
@@ -472,6 +481,9 @@ type ServiceStats struct {
 	// Calls Calls per route, keyed "METHOD /path/{param}".
 	Calls map[string]int64 `json:"calls"`
 
+	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
+	Candidates int64 `json:"candidates"`
+
 	// Collector The Go collector's work since the server started. With millions of
 	// users hot every collection marks all of them (about a second of CPU
 	// at a million), and calls that arrive meanwhile wait. CPU figures are
@@ -511,10 +523,16 @@ type ServiceStats struct {
 	NewUsers int64 `json:"new_users"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
-	Panics        int64     `json:"panics"`
-	StartedAt     time.Time `json:"started_at"`
-	StorageBytes  int64     `json:"storage_bytes"`
-	StorageErrors int64     `json:"storage_errors"`
+	Panics int64 `json:"panics"`
+
+	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+	Recorded int64 `json:"recorded"`
+
+	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
+	SeenCandidates int64     `json:"seen_candidates"`
+	StartedAt      time.Time `json:"started_at"`
+	StorageBytes   int64     `json:"storage_bytes"`
+	StorageErrors  int64     `json:"storage_errors"`
 
 	// StorageLevels The store's LSM tree, level 0 first: its tables and bytes per
 	// level. Level 0 gains a table at each memtable flush until a

@@ -71,6 +71,13 @@ type NamespaceStats struct {
 	Loads      uint64  `json:"loads"`     // storage reads of cold users
 	NewUsers   uint64  `json:"new_users"` // of Loads, those that found nothing stored and created the user
 	Evictions  uint64  `json:"evictions"`
+	// Candidates are the distinct candidates the one call tested (filter
+	// and batch calls), SeenCandidates those of them that tested seen
+	// (filtered out), and Recorded the items recorded as seen by every
+	// route: what the service does for the recommender.
+	Candidates     uint64 `json:"candidates"`
+	SeenCandidates uint64 `json:"seen_candidates"`
+	Recorded       uint64 `json:"recorded"`
 }
 
 // add adds n's figures to s's, all but the hit ratio.
@@ -82,4 +89,7 @@ func (s *NamespaceStats) add(n NamespaceStats) {
 	s.Loads += n.Loads
 	s.NewUsers += n.NewUsers
 	s.Evictions += n.Evictions
+	s.Candidates += n.Candidates
+	s.SeenCandidates += n.SeenCandidates
+	s.Recorded += n.Recorded
 }

@@ -154,6 +154,10 @@ type nsTable struct {
 type nsCounters struct {
 	hits, misses, loads, evictions, newUsers atomic.Uint64
 	hotUsers, hotBytes                       atomic.Int64
+	// candidates and seen count the one call's distinct candidates, and
+	// those of them that tested seen; recorded the items every recording
+	// route added.
+	candidates, seen, recorded atomic.Uint64
 }
 
 // HotSet holds user filters in memory under a byte budget, writes changes
@@ -776,12 +780,19 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) e
 // (order kept, duplicates once, at most limit; limit <= 0 means no limit)
 // and records per mode before returning. Result.Unseen aliases candidates.
 func (h *HotSet) Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
-	return h.FilterAppend(nil, ns, user, candidates, limit, mode)
+	return h.filterAppend(nil, ns, user, candidates, limit, mode, true)
 }
 
 // FilterAppend is Filter with Result.Unseen appended to dst[:0]: a caller
 // that answers many calls reuses one slice instead of allocating one each.
 func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
+	return h.filterAppend(dst, ns, user, candidates, limit, mode, true)
+}
+
+// filterAppend is FilterAppend; oneCall says whether it is the one call,
+// whose candidates the namespace's figures count (Record's items are not
+// candidates).
+func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, oneCall bool) (Result, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return Result{}, err
@@ -810,6 +821,14 @@ func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string
 	}
 	recorded, saturated := e.f.Commit(now, s)
 	changed = recorded > 0
+	c := info.c
+	if oneCall {
+		c.candidates.Add(uint64(res.Distinct))
+		c.seen.Add(uint64(res.SeenCount))
+	}
+	if recorded > 0 {
+		c.recorded.Add(uint64(recorded))
+	}
 	return Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
 		Unseen: unseenOf(dst, candidates, s)}, nil
 }
@@ -833,12 +852,13 @@ func (h *HotSet) filterNew(dst []string, info *nsInfo, candidates []string, limi
 	defer h.scratch.Put(cs)
 	s := &cs.Scratch
 	res := f.Select(candidates, limit, userfilter.RecordNone, h.opts.Now(), s)
+	info.c.candidates.Add(uint64(res.Distinct))
 	return Result{SeenCount: res.SeenCount, Unseen: unseenOf(dst, candidates, s)}, nil
 }
 
 // Record marks items seen without filtering (Result.Recorded new, Result.SeenCount already seen).
 func (h *HotSet) Record(ns, user string, items []string) (Result, error) {
-	res, err := h.Filter(ns, user, items, 0, userfilter.RecordAll)
+	res, err := h.filterAppend(nil, ns, user, items, 0, userfilter.RecordAll, false)
 	res.Unseen = nil
 	return res, err
 }
@@ -916,6 +936,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 	if created {
 		info.c.newUsers.Add(1)
 	}
+	info.c.recorded.Add(uint64(recorded))
 	return res, nil
 }
 
@@ -1363,7 +1384,8 @@ func (h *HotSet) Stats() Stats {
 	for _, info := range t.byIndex {
 		c := info.c
 		n := NamespaceStats{HotUsers: c.hotUsers.Load(), CacheBytes: c.hotBytes.Load(), Hits: c.hits.Load(),
-			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load()}
+			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load(),
+			Candidates: c.candidates.Load(), SeenCandidates: c.seen.Load(), Recorded: c.recorded.Load()}
 		n.HitRatio = hitRatio(n.Hits, n.Misses)
 		st.Namespaces[info.Name] = n
 		st.add(n)

@@ -3,6 +3,8 @@ package eviction
 import (
 	"fmt"
 	"testing"
+
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // hotByNamespace walks the shards and sums each namespace's hot users and
@@ -110,5 +112,37 @@ func TestStatsByNamespace(t *testing.T) {
 	st = checkNamespaceStats(t, fx.h)
 	if n := st.Namespaces["push"]; n.HotUsers != 1 || n.Loads != 3 || n.NewUsers != 2 {
 		t.Fatalf("push after p2 came back: %+v", n)
+	}
+}
+
+// A namespace counts the one call's distinct candidates and those that
+// tested seen, and the items every recording route added; a check counts
+// nothing, and /seen's items are no candidates.
+func TestCandidatesSeenAndRecordedByNamespace(t *testing.T) {
+	fx := newFixture(t, Options{})
+	call := func(ns, user string, limit int, mode userfilter.Mode, items ...string) {
+		t.Helper()
+		if _, err := fx.h.Filter(ns, user, items, limit, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call("default", "u", 2, userfilter.RecordReturned, "a", "b", "a", "c")          // 3 distinct, a and b recorded
+	call("default", "u", 0, userfilter.RecordNone, "a", "c", "d")                   // 3, a seen
+	call("default", "nobody", 0, userfilter.RecordNone, "q")                        // a dry run for no one: 1
+	if _, err := fx.h.Record("default", "u", []string{"c", "e", "a"}); err != nil { // c and e recorded
+		t.Fatal(err)
+	}
+	if _, err := fx.h.RecordBulk("push", "cold", []string{"x", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.h.Check("default", "u", []string{"a", "z"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := checkNamespaceStats(t, fx.h)
+	if d := st.Namespaces["default"]; d.Candidates != 7 || d.SeenCandidates != 1 || d.Recorded != 4 {
+		t.Errorf("default: %d candidates, %d seen, %d recorded; want 7, 1, 4", d.Candidates, d.SeenCandidates, d.Recorded)
+	}
+	if p := st.Namespaces["push"]; p.Candidates != 0 || p.SeenCandidates != 0 || p.Recorded != 2 {
+		t.Errorf("push: %d candidates, %d seen, %d recorded; want 0, 0, 2", p.Candidates, p.SeenCandidates, p.Recorded)
 	}
 }

@@ -558,6 +558,7 @@ type Scratch struct {
 
 // CallResult is what FilterAndRecord found.
 type CallResult struct {
+	Distinct  int  // distinct candidates tested
 	SeenCount int  // distinct candidates that tested seen
 	Recorded  int  // items that became seen
 	Saturated bool // the cap stopped some items from being recorded
@@ -623,6 +624,7 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 			continue
 		}
 		table[j] = key
+		res.Distinct++
 		var seen bool
 		switch {
 		case compact:

@@ -616,6 +616,9 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+ written back$`).MatchString(dirty) {
 		t.Errorf("dirty users card reads %q", dirty)
 	}
+	if seen := tb.text(`#card-seen .sub`); !regexp.MustCompile(`^[0-9.]+% since start · [1-9][0-9,]* candidates? · [1-9][0-9,]* items? recorded$`).MatchString(seen) {
+		t.Errorf("candidates card reads %q", seen)
+	}
 	if st := tb.text(`#card-storage .sub`); !regexp.MustCompile(`^[0-9,]+ storage errors? · [0-9,]+ journal appends? · [0-9,]+ tables? in level 0$`).MatchString(st) {
 		t.Errorf("storage card reads %q", st)
 	}

@@ -186,6 +186,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * One namespace's figures in the hot set, since the server started.
  * @typedef {Object} NamespaceStats
  * @property {number} cache_bytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
+ * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {number} evictions The namespace's users evicted from memory to keep the budget.
  * @property {number} hit_ratio Hits over hits plus misses; 0 before any call.
  * @property {number} hits Calls that found the user hot.
@@ -193,6 +194,8 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} loads Storage reads of the namespace's cold users.
  * @property {number} misses Calls that did not find the user hot.
  * @property {number} new_users Of `loads`, the users a recording call created because nothing was stored for them.
+ * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+ * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
  */
 
 /**
@@ -233,6 +236,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}".
+ * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users
@@ -251,6 +255,8 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
+ * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+ * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors

@@ -283,6 +283,11 @@ function hitRatio(a, b) {
   const hits = b.hits - a.hits; const misses = b.misses - a.misses;
   return hits + misses > 0 ? hits / (hits + misses) : null;
 }
+/** The share of the one call's candidates that tested seen between two samples (null without candidates). */
+function seenShare(a, b) {
+  const c = b.candidates - a.candidates;
+  return c > 0 ? (b.seen_candidates - a.seen_candidates) / c : null;
+}
 /** The collector's share of the server's CPU between two samples (null when the server was idle). */
 function collectorShare(a, b) {
   const busy = b.collector.busy_cpu_seconds - a.collector.busy_cpu_seconds;
@@ -339,6 +344,8 @@ function drawOverview() {
   const st = last.s;
   const calls = series(callsRate(null));
   const hits = series(hitRatio);
+  const seen = series(seenShare);
+  const seenSinceStart = st.candidates > 0 ? st.seen_candidates / st.candidates : 0;
   const degraded = series((a, b, dt) => (b.degraded - a.degraded) / dt);
   const gc = series(collectorShare);
   const col = st.collector;
@@ -353,6 +360,9 @@ function drawOverview() {
     card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(st.hit_ratio, 1),
       `${pct(st.hit_ratio, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
       sparkline(hits, 'Hit ratio', (v) => pct(v, 1), 1)),
+    card('seen', 'Candidates already seen', seen.length ? pct(lastRate(seen), 1) : pct(seenSinceStart, 1),
+      `${pct(seenSinceStart, 1)} since start · ${count(st.candidates, 'candidate')} · ${count(st.recorded, 'item')} recorded`,
+      sparkline(seen, 'Share of candidates already seen', (v) => pct(v, 1), 1)),
     card('hot-users', 'Hot users', num(st.hot_users), `${count(st.loads, 'storage read')} (${count(st.new_users, 'new user')}) · ${num(st.evictions)} evicted`),
     card('cache', 'Cache bytes', bytes(st.cache_bytes), `of ${bytes(st.cache_budget_bytes)} budget (${pct(usedFrac, 1)})`,
       h('div', { class: `bar${usedFrac > 0.9 ? ' warn' : ''}`, role: 'img', 'aria-label': `cache ${pct(usedFrac, 1)} of budget` },
