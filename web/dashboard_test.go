@@ -681,6 +681,11 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9,]+ \([0-9,]+ new users?\)$`).MatchString(row[5]) {
 		t.Errorf("classic's storage reads read %q", row[5])
 	}
+	// The calls offered candidates: the row gives the share of them that
+	// its users had already seen, out of how many.
+	if len(row) != 8 || !regexp.MustCompile(`^[0-9.]+% of [0-9,]+$`).MatchString(row[7]) {
+		t.Errorf("classic's candidates already seen read %q", row[7:])
+	}
 	// Largest share first.
 	sizes := eval[[]float64](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => {
 		const [v, u] = r.children[2].textContent.split(' ');
