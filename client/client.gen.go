@@ -528,6 +528,9 @@ type ServiceStats struct {
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
 	Recorded int64 `json:"recorded"`
 
+	// RemovedNamespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
+	RemovedNamespaces []string `json:"removed_namespaces"`
+
 	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
 	SeenCandidates int64     `json:"seen_candidates"`
 	StartedAt      time.Time `json:"started_at"`

@@ -58,6 +58,9 @@ type Stats struct {
 	// cache bytes, hits, misses, loads, new users and evictions above, to
 	// tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
+	// RemovedNamespaces are those of Namespaces that a reload took out:
+	// no longer served, their figures kept. Sorted.
+	RemovedNamespaces []string `json:"removed_namespaces"`
 }
 
 // NamespaceStats are the hot users and cache figures of one namespace, or

@@ -1375,7 +1375,7 @@ func (h *HotSet) Stats() Stats {
 	st := Stats{CacheBudgetBytes: h.opts.CacheBytes,
 		DirtyUsers: h.dirtyUsers.Load(), Flushes: h.flushes.Load(), FlushedUsers: h.flushedUsers.Load(),
 		JournalAppends: h.journals.Load(), StorageErrors: h.storageErrors.Load(), Panics: h.panics.Load(),
-		StorageBytes: h.store.Size(), StorageLevels: []storage.LevelStats{}}
+		StorageBytes: h.store.Size(), StorageLevels: []storage.LevelStats{}, RemovedNamespaces: []string{}}
 	if l, ok := h.store.(leveled); ok {
 		st.StorageLevels = l.Levels()
 	}
@@ -1389,7 +1389,11 @@ func (h *HotSet) Stats() Stats {
 		n.HitRatio = hitRatio(n.Hits, n.Misses)
 		st.Namespaces[info.Name] = n
 		st.add(n)
+		if _, served := t.byName[info.Name]; !served {
+			st.RemovedNamespaces = append(st.RemovedNamespaces, info.Name)
+		}
 	}
+	slices.Sort(st.RemovedNamespaces)
 	st.HitRatio = hitRatio(st.Hits, st.Misses)
 	now := h.clock()
 	for _, s := range h.shards {

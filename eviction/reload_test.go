@@ -264,6 +264,9 @@ func TestRemovedNamespaceIsWrittenBackAndServedAgain(t *testing.T) {
 	if n := st.Namespaces["push"]; n.HotUsers != 0 || n.CacheBytes != 0 || n.Evictions != 2 {
 		t.Fatalf("push after the reload: %+v, want no hot user and two evictions", n)
 	}
+	if fmt.Sprint(st.RemovedNamespaces) != "[push]" {
+		t.Fatalf("removed namespaces in the stats: %v", st.RemovedNamespaces)
+	}
 	if st.Namespaces["default"].HotUsers != 1 || st.DirtyUsers != 1 {
 		t.Fatalf("default after the reload: %+v, %d dirty users; want its user left as it was", st.Namespaces["default"], st.DirtyUsers)
 	}
@@ -282,8 +285,9 @@ func TestRemovedNamespaceIsWrittenBackAndServedAgain(t *testing.T) {
 	if got := seen(t, fx.h, "push", "q", "x"); !allTrue(got) {
 		t.Fatalf("q served again: %v", got)
 	}
-	if n := checkNamespaceStats(t, fx.h).Namespaces["push"]; n.HotUsers != 2 || n.Evictions != 2 || n.Loads < 4 {
-		t.Fatalf("push served again: %+v", n)
+	st = checkNamespaceStats(t, fx.h)
+	if n := st.Namespaces["push"]; n.HotUsers != 2 || n.Evictions != 2 || n.Loads < 4 || len(st.RemovedNamespaces) != 0 {
+		t.Fatalf("push served again: %+v, removed namespaces %v", n, st.RemovedNamespaces)
 	}
 }
 

@@ -487,6 +487,26 @@ func TestInspectorOffersANamespaceAddedByAReload(t *testing.T) {
 	if got := eval[string](tb, `document.querySelector('#lookup-ns').value`); got != "feed" {
 		t.Errorf("the namespace chosen is %q, want the page's feed", got)
 	}
+
+	// Taken out again: the overview keeps its row, saying so, without a
+	// link to its users.
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitFor); served(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("push is still served after a SIGHUP that took it out")
+		}
+	}
+	tb.open("#/")
+	row := `document.querySelector('#ns-stats tr[data-ns="push"] th')`
+	tb.waitJS(row+` !== null && `+row+`.textContent === 'push (no longer served)'`, "push's row to say it is no longer served")
+	if links := eval[int](tb, row+`.querySelectorAll('a').length`); links != 0 {
+		t.Errorf("push's row links to its users (%d links)", links)
+	}
 }
 
 func TestRefusalOfAStaleRoleShowsTheProblemDetail(t *testing.T) {

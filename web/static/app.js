@@ -401,8 +401,11 @@ function drawOverview() {
     h('tbody', {}, names.length ? names.map((name) => {
       const n = nsStats[name];
       const share = st.cache_budget_bytes > 0 ? n.cache_bytes / st.cache_budget_bytes : 0;
-      return h('tr', { 'data-ns': name },
-        h('th', { scope: 'row' }, h('a', { href: `#/ns/${encodeURIComponent(name)}` }, name)),
+      // A namespace a reload took out keeps its figures, but has no users to list.
+      const removed = (st.removed_namespaces || []).includes(name);
+      return h('tr', { 'data-ns': name, class: removed ? 'removed' : null },
+        h('th', { scope: 'row' }, removed ? [name, h('span', { class: 'muted' }, ' (no longer served)')]
+          : h('a', { href: `#/ns/${encodeURIComponent(name)}` }, name)),
         h('td', { class: 'num' }, num(n.hot_users)), h('td', { class: 'num' }, bytes(n.cache_bytes)),
         h('td', { class: 'num' }, pct(share, 1)),
         h('td', { class: 'num' }, n.hits + n.misses > 0 ? pct(n.hit_ratio, 1) : '–'),
