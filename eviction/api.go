@@ -54,9 +54,10 @@ type Stats struct {
 	// StorageLevels are the store's LSM levels, when it has them (empty
 	// otherwise).
 	StorageLevels []storage.LevelStats `json:"storage_levels"`
-	// Namespaces holds each configured namespace's share of the hot users,
-	// cache bytes, hits, misses, loads, new users and evictions above, to
-	// tell which namespace fills the budget and which one misses.
+	// Namespaces holds each namespace's share of the figures of
+	// NamespaceStats above (they sum to them), to tell which namespace
+	// fills the budget and which one misses: every namespace served since
+	// the start, those a reload took out too (RemovedNamespaces).
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 	// RemovedNamespaces are those of Namespaces that a reload took out:
 	// no longer served, their figures kept. Sorted.

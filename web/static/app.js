@@ -403,7 +403,7 @@ function drawOverview() {
       const share = st.cache_budget_bytes > 0 ? n.cache_bytes / st.cache_budget_bytes : 0;
       // A namespace a reload took out keeps its figures, but has no users to list.
       const removed = (st.removed_namespaces || []).includes(name);
-      return h('tr', { 'data-ns': name, class: removed ? 'removed' : null },
+      return h('tr', { 'data-ns': name },
         h('th', { scope: 'row' }, removed ? [name, h('span', { class: 'muted' }, ' (no longer served)')]
           : h('a', { href: `#/ns/${encodeURIComponent(name)}` }, name)),
         h('td', { class: 'num' }, num(n.hot_users)), h('td', { class: 'num' }, bytes(n.cache_bytes)),
