@@ -46,6 +46,7 @@ var (
 	pNotFound           = problemKind{"not-found", "Not found", fiber.StatusNotFound}
 	pMethodNotAllowed   = problemKind{"method-not-allowed", "Method not allowed", fiber.StatusMethodNotAllowed}
 	pUnsupported        = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
+	pNamespaceServed    = problemKind{"namespace-served", "Namespace served", fiber.StatusConflict}
 	pBodyTooLarge       = problemKind{"body-too-large", "Body too large", fiber.StatusRequestEntityTooLarge}
 	pTooManyCandidates  = problemKind{"too-many-candidates", "Too many candidates", fiber.StatusRequestEntityTooLarge}
 	pTooManyUsers       = problemKind{"too-many-users", "Too many users", fiber.StatusRequestEntityTooLarge}
@@ -61,7 +62,7 @@ var (
 // problemKinds lists every kind, for the test that holds openapi.yaml to them.
 var problemKinds = []problemKind{
 	pBadRequest, pInvalidJSON, pItemTooLong, pBadImport, pUnauthorized, pForbidden,
-	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported,
+	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported, pNamespaceServed,
 	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
 	pRateLimited, pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
 }
@@ -121,6 +122,8 @@ func problemFor(err error) Problem {
 		k, detail, fields = ae.kind, ae.detail, ae.fields
 	case errors.Is(err, eviction.ErrUnknownNamespace):
 		k, detail = pUnknownNamespace, err.Error()
+	case errors.Is(err, eviction.ErrNamespaceServed):
+		k, detail = pNamespaceServed, strings.TrimPrefix(err.Error(), eviction.ErrNamespaceServed.Error()+": ")
 	case errors.Is(err, eviction.ErrUnsupported):
 		// The hot set's words after its sentinel's, which names the package.
 		k, detail = pUnsupported, strings.TrimPrefix(err.Error(), eviction.ErrUnsupported.Error()+": ")

@@ -408,13 +408,36 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 
 func (s *Server) listNamespaces(c *fiber.Ctx) error {
 	nss := s.hot.Namespaces()
+	stored, err := s.hot.StoredNamespaces()
+	if err != nil {
+		return err
+	}
 	out := struct {
 		Namespaces []namespaceJSON `json:"namespaces"`
-	}{Namespaces: make([]namespaceJSON, 0, len(nss))}
+		NotServed  []string        `json:"not_served"`
+	}{Namespaces: make([]namespaceJSON, 0, len(nss)), NotServed: stored}
 	for _, n := range nss {
 		out.Namespaces = append(out.Namespaces, toNamespaceJSON(n))
 	}
 	return c.JSON(&out)
+}
+
+// purgeNamespace erases the stored users of a namespace that is not
+// served; the hot set refuses a served one.
+func (s *Server) purgeNamespace(c *fiber.Ctx) error {
+	ns, err := namespaceName(c)
+	if err != nil {
+		return err
+	}
+	n, err := s.hot.PurgeNamespace(ns)
+	if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("seenapi: namespace purged", "namespace", ns, "users_erased", n)
+	return c.JSON(&struct {
+		Namespace   string `json:"namespace"`
+		UsersErased int    `json:"users_erased"`
+	}{ns, n})
 }
 
 // Pages of GET /v1/namespaces/{ns}/users.

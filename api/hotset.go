@@ -38,6 +38,12 @@ type HotSet interface {
 	Users(ns, after string, limit int) ([]string, error)
 	// Namespaces returns the configured namespaces sorted by name.
 	Namespaces() []eviction.Namespace
+	// StoredNamespaces returns the namespaces with stored users that are
+	// not served.
+	StoredNamespaces() ([]string, error)
+	// PurgeNamespace erases every stored user of a namespace that is not
+	// served, and returns how many there were.
+	PurgeNamespace(ns string) (int, error)
 	// Namespace returns one namespace.
 	Namespace(name string) (eviction.Namespace, bool)
 	// Stats returns service-wide figures.

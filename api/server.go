@@ -137,6 +137,7 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodPost, "/v1/namespaces/:ns/filter", RoleWrite, s.filterBatch)
 	s.handle(fiber.MethodGet, "/v1/namespaces", RoleRead, s.listNamespaces)
 	s.handle(fiber.MethodGet, "/v1/namespaces/:ns", RoleRead, s.getNamespace)
+	s.handle(fiber.MethodDelete, "/v1/namespaces/:ns", RoleAdmin, s.purgeNamespace)
 	s.handle(fiber.MethodGet, "/v1/namespaces/:ns/users", RoleRead, s.listUsers)
 	s.handle(fiber.MethodGet, "/v1/stats", RoleRead, s.getStats)
 	s.handle(fiber.MethodGet, "/v1/auth", RoleRead, s.getAuth)

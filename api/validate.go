@@ -75,12 +75,22 @@ func validNamespaceName(s string) bool {
 // namespace returns the {ns} parameter after checking it names a configured
 // namespace. The string aliases the request.
 func (s *Server) namespace(c *fiber.Ctx) (string, error) {
-	ns := c.Params("ns")
-	if !validNamespaceName(ns) {
-		return "", fieldError(pBadRequest, "", "ns", "a namespace name matches [a-z0-9_-]{1,64}")
+	ns, err := namespaceName(c)
+	if err != nil {
+		return "", err
 	}
 	if _, ok := s.hot.Namespace(ns); !ok {
 		return "", newError(pUnknownNamespace, "no namespace named %q", ns)
+	}
+	return ns, nil
+}
+
+// namespaceName returns the {ns} parameter after checking its form, served
+// or not.
+func namespaceName(c *fiber.Ctx) (string, error) {
+	ns := c.Params("ns")
+	if !validNamespaceName(ns) {
+		return "", fieldError(pBadRequest, "", "ns", "a namespace name matches [a-z0-9_-]{1,64}")
 	}
 	return ns, nil
 }

@@ -385,6 +385,9 @@ type NamespaceKind string
 // NamespaceList defines model for NamespaceList.
 type NamespaceList struct {
 	Namespaces []Namespace `json:"namespaces"`
+
+	// NotServed Namespaces whose users are stored but that are not served, sorted.
+	NotServed []string `json:"not_served"`
 }
 
 // NamespaceStats One namespace's figures in the hot set, since the server started.
@@ -440,6 +443,14 @@ type Problem struct {
 
 	// Type Example: https://seenapi.dev/problems/bad-request
 	Type string `json:"type"`
+}
+
+// PurgeResult defines model for PurgeResult.
+type PurgeResult struct {
+	Namespace string `json:"namespace"`
+
+	// UsersErased How many users the store held in the namespace.
+	UsersErased int64 `json:"users_erased"`
 }
 
 // RecordMode Which candidates become seen: `returned` (what comes back), `none`
@@ -656,6 +667,9 @@ type BadRequest = Problem
 // Forbidden An RFC 9457 problem detail.
 type Forbidden = Problem
 
+// NamespaceServed An RFC 9457 problem detail.
+type NamespaceServed = Problem
+
 // NotFound An RFC 9457 problem detail.
 type NotFound = Problem
 
@@ -863,10 +877,28 @@ type ClientInterface interface {
 
 	// ListNamespaces The configured namespaces, sorted by name
 	//
-	// Role `read`.
+	// The namespaces served, and in `not_served` those whose users are
+	// still stored although the namespace is not served (taken out of the
+	// namespaces file, by a reload or a restart): `DELETE
+	// /v1/namespaces/{ns}` erases them. Role `read`.
 	//
 	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 	ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PurgeNamespace Erase every stored user of a namespace that is not served
+	//
+	// Erases every user of the namespace from the store and the journal,
+	// for good: how a namespace taken out of the namespaces file gives up
+	// its data. Until then its users stay stored, and putting the
+	// namespace back serves them as they were. A namespace that is served
+	// is refused with 409 `namespace-served`: take it out of the file and
+	// reload (`SIGHUP`) first. A name that holds nothing and was not
+	// served since the start is 404 `unknown-namespace`. `GET
+	// /v1/namespaces` lists the namespaces stored and not served.
+	// Role `admin`.
+	//
+	// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
+	PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetNamespace One namespace's profile
 	//
@@ -1213,11 +1245,39 @@ func (c *Client) GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // ListNamespaces The configured namespaces, sorted by name
 //
-// Role `read`.
+// The namespaces served, and in `not_served` those whose users are
+// still stored although the namespace is not served (taken out of the
+// namespaces file, by a reload or a restart): `DELETE
+// /v1/namespaces/{ns}` erases them. Role `read`.
 //
 // Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListNamespacesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PurgeNamespace Erase every stored user of a namespace that is not served
+//
+// Erases every user of the namespace from the store and the journal,
+// for good: how a namespace taken out of the namespaces file gives up
+// its data. Until then its users stay stored, and putting the
+// namespace back serves them as they were. A namespace that is served
+// is refused with 409 `namespace-served`: take it out of the file and
+// reload (`SIGHUP`) first. A name that holds nothing and was not
+// served since the start is 404 `unknown-namespace`. `GET
+// /v1/namespaces` lists the namespaces stored and not served.
+// Role `admin`.
+//
+// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
+func (c *Client) PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeNamespaceRequest(c.Server, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -1848,6 +1908,40 @@ func NewListNamespacesRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPurgeNamespaceRequest constructs an http.Request for the PurgeNamespace method
+func NewPurgeNamespaceRequest(server string, ns Ns) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ns", ns, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/namespaces/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2613,12 +2707,32 @@ type ClientWithResponsesInterface interface {
 
 	// ListNamespacesWithResponse The configured namespaces, sorted by name
 	//
-	// Role `read`.
+	// The namespaces served, and in `not_served` those whose users are
+	// still stored although the namespace is not served (taken out of the
+	// namespaces file, by a reload or a restart): `DELETE
+	// /v1/namespaces/{ns}` erases them. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 	ListNamespacesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error)
+
+	// PurgeNamespaceWithResponse Erase every stored user of a namespace that is not served
+	//
+	// Erases every user of the namespace from the store and the journal,
+	// for good: how a namespace taken out of the namespaces file gives up
+	// its data. Until then its users stay stored, and putting the
+	// namespace back serves them as they were. A namespace that is served
+	// is refused with 409 `namespace-served`: take it out of the file and
+	// reload (`SIGHUP`) first. A name that holds nothing and was not
+	// served since the start is 404 `unknown-namespace`. `GET
+	// /v1/namespaces` lists the namespaces stored and not served.
+	// Role `admin`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
+	PurgeNamespaceWithResponse(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error)
 
 	// GetNamespaceWithResponse One namespace's profile
 	//
@@ -3441,6 +3555,117 @@ func (r ListNamespacesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListNamespacesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PurgeNamespaceResponse401Headers the declared response headers of an HTTP 401 response for PurgeNamespace
+type PurgeNamespaceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PurgeNamespaceResponse429Headers the declared response headers of an HTTP 429 response for PurgeNamespace
+type PurgeNamespaceResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PurgeNamespaceResponse503Headers the declared response headers of an HTTP 503 response for PurgeNamespace
+type PurgeNamespaceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PurgeNamespaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PurgeResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *NamespaceServed
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PurgeNamespaceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PurgeNamespaceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PurgeNamespaceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PurgeNamespaceResponse) GetJSON200() *PurgeResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON409() *NamespaceServed {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PurgeNamespaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PurgeNamespaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PurgeNamespaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PurgeNamespaceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4953,7 +5178,10 @@ func (c *ClientWithResponses) GetBackupWithResponse(ctx context.Context, reqEdit
 
 // ListNamespacesWithResponse The configured namespaces, sorted by name
 //
-// Role `read`.
+// The namespaces served, and in `not_served` those whose users are
+// still stored although the namespace is not served (taken out of the
+// namespaces file, by a reload or a restart): `DELETE
+// /v1/namespaces/{ns}` erases them. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4964,6 +5192,29 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, re
 		return nil, err
 	}
 	return ParseListNamespacesResponse(rsp)
+}
+
+// PurgeNamespaceWithResponse Erase every stored user of a namespace that is not served
+//
+// Erases every user of the namespace from the store and the journal,
+// for good: how a namespace taken out of the namespaces file gives up
+// its data. Until then its users stay stored, and putting the
+// namespace back serves them as they were. A namespace that is served
+// is refused with 409 `namespace-served`: take it out of the file and
+// reload (`SIGHUP`) first. A name that holds nothing and was not
+// served since the start is 404 `unknown-namespace`. `GET
+// /v1/namespaces` lists the namespaces stored and not served.
+// Role `admin`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
+func (c *ClientWithResponses) PurgeNamespaceWithResponse(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error) {
+	rsp, err := c.PurgeNamespace(ctx, ns, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeNamespaceResponse(rsp)
 }
 
 // GetNamespaceWithResponse One namespace's profile
@@ -5791,6 +6042,114 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListNamespacesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePurgeNamespaceResponse parses an HTTP response from a PurgeNamespaceWithResponse call
+func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PurgeNamespaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PurgeResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NamespaceServed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PurgeNamespaceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PurgeNamespaceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PurgeNamespaceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -65,7 +65,10 @@
 // lock, and writes the user's filter whole before it answers, replacing the
 // stored one and superseding its journal as Import with replace does: a
 // write-back's union, or a replayed journal record, would bring a
-// forgotten item back.
+// forgotten item back. PurgeNamespace erases a whole namespace that is not
+// served: it holds the namespaces lock (no reload serves it meanwhile),
+// drops its users still in memory under the write-back lock without
+// writing them, then erases it from the store.
 //
 // # Retention
 //

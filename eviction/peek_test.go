@@ -88,7 +88,8 @@ func TestPeekWhileCallsEvict(t *testing.T) {
 }
 
 // goLoops calls fn(g, i) for i = 0, 1, ... in each of n goroutines g,
-// until fn returns false or stop is called; stop waits for them.
+// until fn returns false or stop is called; stop waits for them, and may
+// be called again (deferred, for a test that ends early).
 func goLoops(n int, fn func(g, i int) bool) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -108,5 +109,6 @@ func goLoops(n int, fn func(g, i int) bool) (stop func()) {
 			}
 		}()
 	}
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }

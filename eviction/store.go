@@ -29,6 +29,12 @@ type Store interface {
 	// journal entries, in byte order, after the user after ("": from the
 	// first).
 	Users(ns, after string, limit int) ([]string, error)
+	// Namespaces returns the namespaces that hold a stored filter or a
+	// journal entry, sorted.
+	Namespaces() ([]string, error)
+	// PurgeNamespace erases every user of ns, as Delete erases one, and
+	// returns how many there were.
+	PurgeNamespace(ns string) (int, error)
 	// Backup writes a consistent snapshot of the store, journal included,
 	// to w without blocking other calls.
 	Backup(w io.Writer) error

@@ -60,7 +60,9 @@
 // segments skipping what the marks cover. A torn last record (a crash in
 // the middle of a write) is cut off. Delete removes the mark with the
 // filter and writes an erase record, so the user's records never come back
-// in a replay.
+// in a replay. PurgeNamespace does the same for every user of a namespace,
+// a page of users at a time (one batch of deletes, one write of erase
+// records).
 //
 // WriteBack writes filters in transactions of up to 256 users: for each
 // user it reads the stored filter, merges the new value into it with the

@@ -451,6 +451,30 @@ func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
 	return nil
 }
 
+// eraseAll voids every record of each of users, all of ns, as erase does
+// for one, with erase records numbered from seq on, written at once.
+func (w *wal) eraseAll(seq uint64, ns string, users []string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf := w.buf[:0]
+	for i, user := range users {
+		buf, _ = appendRecord(buf, kindErase, seq+uint64(i), ns, user, 0, seq+uint64(i), nil)
+	}
+	w.buf = buf[:0]
+	seg, _, err := w.writeLocked(buf)
+	if err != nil {
+		return err
+	}
+	seg.erases += len(users)
+	w.maxSeq = max(w.maxSeq, seq+uint64(len(users))-1)
+	var kb walKeyBuf
+	for _, user := range users {
+		w.dropLocked(filterKey(kb[:0], ns, user), func(walRec) bool { return true })
+	}
+	w.collectLocked()
+	return nil
+}
+
 // cover drops the user's records numbered up to upTo (covered by a
 // write-back) and deletes the segments left without live records.
 func (w *wal) cover(ns, user string, upTo uint64) {

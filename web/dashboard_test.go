@@ -1195,3 +1195,72 @@ func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
 		t.Fatalf("violations %q, want one of style-src-attr", got)
 	}
 }
+
+// A namespace taken out of the namespaces file by a SIGHUP, its users still
+// stored, is listed on the namespaces page; erasing its data asks first,
+// then says how many users were erased, and the service no longer stores
+// any of them.
+func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
+	s := setup(t)
+	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\npush:\n  window: 1d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), "", "", "--namespaces", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	svc.record(t, "", "push", "p1", "a")
+	svc.record(t, "", "push", "p2", "b")
+	svc.record(t, "", "feed", "f1", "a")
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	notServed := func() []string {
+		r, err := svc.api(t, "").ListNamespacesWithResponse(context.Background())
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("list namespaces: %v %d %s", err, r.StatusCode(), r.Body)
+		}
+		return r.JSON200.NotServed
+	}
+	for deadline := time.Now().Add(waitFor); !slices.Equal(notServed(), []string{"push"}); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not served after the SIGHUP: %v, want [push]", notServed())
+		}
+	}
+
+	tb := s.newTab(t, svc)
+	tb.open("#/ns")
+	button := `#not-served tr[data-ns="push"] button`
+	tb.waitJS(`!!document.querySelector('`+button+`')`, "push among the namespaces stored and not served")
+	if n := eval[int](tb, `document.querySelectorAll('#not-served tbody tr').length`); n != 1 {
+		t.Errorf("%d namespaces listed as stored and not served, want push alone", n)
+	}
+	tb.click(button)
+	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
+	if got := tb.text("#purge-dialog"); !strings.Contains(got, "push") || !strings.Contains(got, "cannot be undone") {
+		t.Errorf("the confirmation %q does not name the namespace and say it is final", got)
+	}
+	tb.click("#purge-cancel")
+	tb.waitJS(`!document.querySelector('#purge-dialog').open`, "the dialog to close")
+	if ns := notServed(); !slices.Equal(ns, []string{"push"}) {
+		t.Fatalf("after cancelling, not served: %v, want push still stored", ns)
+	}
+	tb.click(button)
+	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
+	tb.click("#purge-confirm")
+	tb.waitText("#purge-done", "Erased the data of push: 2 users.")
+	if n := eval[int](tb, `document.querySelectorAll('#not-served').length`); n != 0 {
+		t.Errorf("the list of namespaces stored and not served is still shown (%d)", n)
+	}
+	if ns := notServed(); len(ns) != 0 {
+		t.Errorf("after the erase, not served: %v", ns)
+	}
+	if u, err := svc.api(t, "").GetUserWithResponse(context.Background(), "feed", "f1"); err != nil || u.JSON200 == nil {
+		t.Errorf("feed/f1 after push's erase: %v %d", err, u.StatusCode())
+	}
+}

@@ -147,7 +147,8 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 	logger.Info("seenapi: SIGHUP: namespaces reloaded", attrs...)
 	if len(ch.Removed) > 0 {
 		logger.Warn("seenapi: SIGHUP: namespaces no longer in "+o.namespacesFile+" are not served from now on; "+
-			"their users' changes are being written back, and their data stays in the store until the namespace is served again",
+			"their users' changes are being written back, and their data stays in the store until the namespace is served again "+
+			"or erased (DELETE /v1/namespaces/{ns}, role admin)",
 			"removed", strings.Join(ch.Removed, ","))
 	}
 }

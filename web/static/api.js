@@ -34,6 +34,7 @@ export const operations = Object.freeze({
   importUser: Object.freeze({ method: "PUT", path: "/v1/namespaces/{ns}/users/{user}/export", params: ["ns", "user"], role: "admin", body: "application/octet-stream" }),
   listNamespaces: Object.freeze({ method: "GET", path: "/v1/namespaces", params: [], role: "read", body: null }),
   listUsers: Object.freeze({ method: "GET", path: "/v1/namespaces/{ns}/users", params: ["ns"], role: "read", body: null }),
+  purgeNamespace: Object.freeze({ method: "DELETE", path: "/v1/namespaces/{ns}", params: ["ns"], role: "admin", body: null }),
   recordSeen: Object.freeze({ method: "POST", path: "/v1/namespaces/{ns}/users/{user}/seen", params: ["ns", "user"], role: "write", body: "application/json" }),
 });
 
@@ -180,6 +181,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} NamespaceList
  * @property {Array<Namespace>} namespaces
+ * @property {Array<string>} not_served Namespaces whose users are stored but that are not served, sorted.
  */
 
 /**
@@ -212,6 +214,12 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} status
  * @property {string} title
  * @property {string} type
+ */
+
+/**
+ * @typedef {Object} PurgeResult
+ * @property {string} namespace
+ * @property {number} users_erased How many users the store held in the namespace.
  */
 
 /**

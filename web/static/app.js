@@ -17,6 +17,7 @@ const state = {
   samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
   statsError: null,
   namespaces: null,
+  notServed: [], // namespaces stored and not served, from the last listing
   view: '',
   seq: 0, // bumped on every render; a late answer for an older view is dropped
   timer: 0,
@@ -454,6 +455,7 @@ async function poll() {
 async function loadNamespaces() {
   const doc = await call('listNamespaces');
   state.namespaces = doc.namespaces || [];
+  state.notServed = doc.not_served || [];
   return state.namespaces;
 }
 
@@ -486,7 +488,54 @@ async function renderNamespaces(view, seq) {
         h('td', {}, seconds(n.granularity)), h('td', { class: 'num' }, n.max_items ? num(n.max_items) : 'no cap'),
         h('td', { class: 'num' }, num(n.initial_capacity)), h('td', { class: 'num' }, `×${n.growth}`),
         h('td', { class: 'num' }, `×${n.tightening}`)))
-        : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.')))));
+        : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.')))),
+    state.notServed.length ? notServedPanel(state.notServed, async (done) => {
+      await renderNamespaces(view, ++state.seq);
+      view.append(h('p', { class: 'done', id: 'purge-done' }, done));
+    }) : null);
+}
+
+/**
+ * The namespaces whose users are stored but that are not served (taken out of the namespaces
+ * file), each with a button that erases its data after a confirmation; reload(message) draws
+ * the view again with what was done.
+ */
+function notServedPanel(names, reload) {
+  const result = h('div', { id: 'purge-result', 'aria-live': 'polite' });
+  const confirmBtn = h('button', { type: 'button', id: 'purge-confirm', class: 'danger' }, 'Erase');
+  const cancel = h('button', { type: 'button', id: 'purge-cancel', class: 'quiet', autofocus: true }, 'Cancel');
+  const what = h('code', {});
+  const dialog = h('dialog', { id: 'purge-dialog', 'aria-labelledby': 'purge-dh', 'aria-describedby': 'purge-dd' },
+    h('h3', { id: 'purge-dh' }, 'Erase this namespace\'s data?'),
+    h('p', { id: 'purge-dd' }, 'Every user of ', what,
+      ' will be erased from the journal and disk. Served again, the namespace starts empty. This cannot be undone.'),
+    h('div', { class: 'actions' }, cancel, confirmBtn));
+  let chosen = null;
+  cancel.addEventListener('click', () => dialog.close());
+  confirmBtn.addEventListener('click', async () => {
+    dialog.close();
+    const ns = chosen;
+    try {
+      const r = await call('purgeNamespace', { ns });
+      await reload(`Erased the data of ${ns}: ${count(r.users_erased, 'user')}.`);
+    } catch (e) {
+      put(result, problemBox(e, `Erasing ${ns}`));
+    }
+  });
+  const rows = names.map((name) => {
+    const open = h('button', { type: 'button', class: 'danger', 'data-op': 'purgeNamespace' }, 'Erase data…');
+    open.addEventListener('click', () => { chosen = name; what.textContent = name; put(result); dialog.showModal(); });
+    return h('tr', { 'data-ns': name }, h('th', { scope: 'row' }, name),
+      h('td', {}, h('div', { class: 'actions' }, open, h('span', { class: 'need muted' }))));
+  });
+  for (const tr of rows) gate(tr.querySelector('button'));
+  return h('section', { class: 'panel', 'aria-labelledby': 'not-served-h' },
+    h('h3', { id: 'not-served-h' }, 'Stored, not served'),
+    h('p', { class: 'muted' }, 'These namespaces were taken out of the namespaces file, but their users are still on disk: put a namespace back to serve them as they were, or erase its data.'),
+    h('table', { id: 'not-served' },
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Namespace'), h('th', { scope: 'col' }, 'Data'))),
+      h('tbody', {}, rows)),
+    dialog, result);
 }
 
 // ---------- user inspector ----------

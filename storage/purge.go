@@ -1,0 +1,133 @@
+package storage
+
+import (
+	"fmt"
+	"slices"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// purgePage is how many users PurgeNamespace erases at a time: one read of
+// their keys, one batch of deletes and one write of their erase records,
+// so that a namespace of millions takes bounded memory.
+const purgePage = 4096
+
+// PurgeNamespace erases every user of ns, as Delete erases one: each stored
+// filter and cover mark, then an erase record voiding the user's journal
+// records, so that no replay brings any of them back. It returns how many
+// users it erased (0 when ns holds nothing). It is meant for a namespace
+// that is no longer served: a user recorded in ns while it runs may
+// outlive it. A crash part-way leaves some users, never a user of another
+// namespace; running it again erases the rest. Like Delete it is allowed
+// while the disk is below MinFreeBytes.
+func (s *Store) PurgeNamespace(ns string) (int, error) {
+	if err := checkKey(ns, "-"); err != nil {
+		return 0, opErr("purge namespace", err)
+	}
+	if err := s.enter(); err != nil {
+		return 0, opErr(fmt.Sprintf("purge namespace %s", ns), err)
+	}
+	defer s.leave()
+	fail := func(err error) (int, error) {
+		return 0, opErr(fmt.Sprintf("purge namespace %s", ns), err)
+	}
+	// Cover keys (marks a format 2 store wrote beside the filters) are
+	// not users: they go first, in pages of their own.
+	for {
+		keys, err := s.keysWithPrefix(appendNSPrefix(nil, prefixCover, ns))
+		if err == nil && len(keys) > 0 {
+			err = s.deleteKeys(keys)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if len(keys) < purgePage {
+			break
+		}
+	}
+	erased := 0
+	prefix := appendNSPrefix(nil, prefixFilter, ns)
+	for {
+		keys, err := s.keysWithPrefix(prefix)
+		if err == nil && len(keys) > 0 {
+			// The filters go first, as in Delete: a crash before the
+			// erase records leaves journal records, never a lost write.
+			err = s.deleteKeys(keys)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		users := make([]string, len(keys))
+		for i, k := range keys {
+			users[i] = string(k[len(prefix):])
+		}
+		// Users of this page may also have journal records; those with
+		// journal records only are erased below.
+		if err := s.eraseJournals(ns, users); err != nil {
+			return fail(err)
+		}
+		erased += len(users)
+		if len(keys) < purgePage {
+			break
+		}
+	}
+	for {
+		users := s.wal.usersOf(ns, "")
+		if len(users) == 0 {
+			break
+		}
+		users = users[:min(len(users), purgePage)]
+		if err := s.eraseJournals(ns, users); err != nil {
+			return fail(err)
+		}
+		erased += len(users)
+	}
+	return erased, nil
+}
+
+// keysWithPrefix returns up to purgePage live keys that start with prefix,
+// in order.
+func (s *Store) keysWithPrefix(prefix []byte) ([][]byte, error) {
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.Valid() && len(keys) < purgePage; it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	return keys, err
+}
+
+// deleteKeys deletes keys in one batch (Badger splits it into transactions
+// as it must).
+func (s *Store) deleteKeys(keys [][]byte) error {
+	wb := s.db.NewWriteBatch()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			wb.Cancel()
+			return s.writeErr(err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return s.writeErr(err)
+	}
+	return nil
+}
+
+// eraseJournals voids every journal record of users, all of ns, with one
+// erase record each, written together.
+func (s *Store) eraseJournals(ns string, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
+	seq, err := s.takeSeqs(uint64(len(users)))
+	if err != nil {
+		return err
+	}
+	if err := s.wal.eraseAll(seq, ns, slices.Clip(users)); err != nil {
+		return s.writeErr(err)
+	}
+	return nil
+}
