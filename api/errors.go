@@ -121,9 +121,10 @@ func problemFor(err error) Problem {
 	case errors.As(err, &ae):
 		k, detail, fields = ae.kind, ae.detail, ae.fields
 	case errors.Is(err, eviction.ErrUnknownNamespace):
-		k, detail = pUnknownNamespace, err.Error()
+		// The hot set's words after its sentinel's, which names the package.
+		k, detail = pUnknownNamespace, "namespace "+strings.TrimPrefix(err.Error(), eviction.ErrUnknownNamespace.Error()+": ")
 	case errors.Is(err, eviction.ErrNamespaceServed):
-		k, detail = pNamespaceServed, strings.TrimPrefix(err.Error(), eviction.ErrNamespaceServed.Error()+": ")
+		k, detail = pNamespaceServed, "namespace "+strings.TrimPrefix(err.Error(), eviction.ErrNamespaceServed.Error()+": ")
 	case errors.Is(err, eviction.ErrUnsupported):
 		// The hot set's words after its sentinel's, which names the package.
 		k, detail = pUnsupported, strings.TrimPrefix(err.Error(), eviction.ErrUnsupported.Error()+": ")

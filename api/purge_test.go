@@ -28,7 +28,7 @@ func TestPurgeNamespaceThroughTheClient(t *testing.T) {
 	if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/namespace-served" {
 		t.Fatalf("purging a served namespace: %d %s", r.StatusCode(), r.Body)
 	}
-	if d := r.ApplicationproblemJSON409.Detail; d == nil || !strings.Contains(*d, `"compact"; take it out`) {
+	if d := r.ApplicationproblemJSON409.Detail; d == nil || !strings.Contains(*d, `namespace "compact" is served; take it out of the namespaces file`) {
 		t.Errorf("detail %v, want the namespace and what to do", d)
 	}
 	if got := filter(t, c, "compact", "u1", client.FilterRequest{Candidates: []string{"a"}, Record: ptr(client.None)}); len(got.Unseen) != 0 {

@@ -461,7 +461,7 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 	}
 	info, ok := h.nss.Load().byName[ns]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownNamespace, ns)
+		return nil, fmt.Errorf("%w: %q is not served", ErrUnknownNamespace, ns)
 	}
 	return info, nil
 }

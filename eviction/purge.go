@@ -26,7 +26,7 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 	defer h.nsMu.Unlock()
 	t := h.nss.Load()
 	if _, ok := t.byName[ns]; ok {
-		return 0, fmt.Errorf("%w: %q; take it out of the namespaces first", ErrNamespaceServed, ns)
+		return 0, fmt.Errorf("%w: %q is served; take it out of the namespaces first", ErrNamespaceServed, ns)
 	}
 	known := slices.IndexFunc(t.byIndex, func(o *nsInfo) bool { return o.Name == ns })
 	if known >= 0 {
@@ -38,7 +38,7 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 		return 0, h.storageErr(err, "purging", ns, "*")
 	}
 	if n == 0 && known < 0 {
-		return 0, fmt.Errorf("%w: %q (neither served nor stored)", ErrUnknownNamespace, ns)
+		return 0, fmt.Errorf("%w: %q is neither served nor stored", ErrUnknownNamespace, ns)
 	}
 	return n, nil
 }
