@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
@@ -33,8 +34,9 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 	}
 	// Cover keys (marks a format 2 store wrote beside the filters) are
 	// not users: they go first, in pages of their own.
+	var from []byte
 	for {
-		keys, err := s.keysWithPrefix(appendNSPrefix(nil, prefixCover, ns))
+		keys, err := s.keysWithPrefix(appendNSPrefix(nil, prefixCover, ns), from)
 		if err == nil && len(keys) > 0 {
 			err = s.deleteKeys(keys)
 		}
@@ -44,11 +46,13 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 		if len(keys) < purgePage {
 			break
 		}
+		from = keys[len(keys)-1]
 	}
 	erased := 0
+	from = nil
 	prefix := appendNSPrefix(nil, prefixFilter, ns)
 	for {
-		keys, err := s.keysWithPrefix(prefix)
+		keys, err := s.keysWithPrefix(prefix, from)
 		if err == nil && len(keys) > 0 {
 			// The filters go first, as in Delete: a crash before the
 			// erase records leaves journal records, never a lost write.
@@ -70,6 +74,7 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 		if len(keys) < purgePage {
 			break
 		}
+		from = keys[len(keys)-1]
 	}
 	for {
 		users := s.wal.usersOf(ns, "")
@@ -86,13 +91,25 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 }
 
 // keysWithPrefix returns up to purgePage live keys that start with prefix,
-// in order.
-func (s *Store) keysWithPrefix(prefix []byte) ([][]byte, error) {
+// in order, after the key after (nil: from the first). Each page starts
+// where the last one ended: seeking the prefix, Badger steps over every
+// key the pages before deleted. In BenchmarkPurgeNamespace (one run each),
+// a million users took 43.5 us a user that way against 6.8 us at a hundred
+// thousand; from the last key, 3.5 and 3.6 us.
+func (s *Store) keysWithPrefix(prefix, after []byte) ([][]byte, error) {
 	var keys [][]byte
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
-		for it.Seek(prefix); it.Valid() && len(keys) < purgePage; it.Next() {
+		if after != nil {
+			it.Seek(after)
+		} else {
+			it.Seek(prefix)
+		}
+		for ; it.Valid() && len(keys) < purgePage; it.Next() {
+			if k := it.Item().Key(); after != nil && bytes.Equal(k, after) {
+				continue
+			}
 			keys = append(keys, it.Item().KeyCopy(nil))
 		}
 		return nil

@@ -204,3 +204,48 @@ func BenchmarkWriteBack(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPurgeNamespace erases a namespace of users, each written back
+// with a 488-byte filter (a 200-item user) and one pending journal
+// record, and reports the time a user and the whole purge, so that an
+// operator knows how long DELETE /v1/namespaces/{ns} takes.
+func BenchmarkPurgeNamespace(b *testing.B) {
+	for _, users := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint("users=", users), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				s, err := Open(testOptions(b))
+				if err != nil {
+					b.Fatal(err)
+				}
+				value := make([]byte, 488)
+				writes := make([]Write, 0, 256)
+				for i := 0; i < users; i += 256 {
+					writes = writes[:0]
+					for j := i; j < min(i+256, users); j++ {
+						writes = append(writes, Write{NS: "old", User: benchUser(j), Value: value})
+					}
+					if err := s.WriteBack(writes, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for i := range users / 10 {
+					if _, err := s.Append("old", benchUser(i*10), make([]byte, benchRecordSize), 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				start := time.Now()
+				n, err := s.PurgeNamespace("old")
+				if err != nil || n != users {
+					b.Fatalf("PurgeNamespace: %d users, err %v", n, err)
+				}
+				b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(users), "ns/user")
+				b.StopTimer()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
