@@ -169,7 +169,8 @@ type HotSet struct {
 	detach func()
 	opts   Options
 	nss    atomic.Pointer[nsTable]
-	nsMu   sync.Mutex // one SetNamespaces at a time
+	nsMu   sync.Mutex // one SetNamespaces (or PurgeNamespace) at a time
+	stored storedSet  // namespaces that may hold data (see StoredNamespaces)
 	start  time.Time  // origin of clock
 	shards []*shard
 	mask   uint64
@@ -216,7 +217,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &HotSet{store: store, opts: opts, start: opts.Now(),
+	h := &HotSet{store: store, opts: opts, start: opts.Now(), stored: storedSet{names: map[string]struct{}{}},
 		stop: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		backlogLimit: max(opts.CacheBytes/16, 1<<20)}
 	h.nss.Store(t)
@@ -286,6 +287,7 @@ func (h *HotSet) SetNamespaces(namespaces []Namespace) (NamespaceChanges, error)
 	}
 	h.nss.Store(t)
 	if len(ch.Removed) > 0 {
+		h.stored.add(ch.Removed...)
 		var gone [maxNamespaces]bool
 		for _, name := range ch.Removed {
 			gone[prev.byName[name].index] = true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // ErrNamespaceServed: the namespace is served, and PurgeNamespace refuses
@@ -37,6 +38,7 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 		h.storageErrors.Add(1)
 		return 0, h.storageErr(err, "purging", ns, "*")
 	}
+	h.stored.remove(ns)
 	if n == 0 && known < 0 {
 		return 0, fmt.Errorf("%w: %q is neither served nor stored", ErrUnknownNamespace, ns)
 	}
@@ -88,20 +90,70 @@ func (h *HotSet) dropNamespace(index uint8) {
 	}
 }
 
-// StoredNamespaces returns the namespaces that hold data in the store but
+// storedSet is the names of the namespaces that may hold data in the
+// store, served or not: read from the store once (the first time
+// StoredNamespaces is asked), then kept up to date by SetNamespaces (a
+// namespace taken out may hold data) and PurgeNamespace (a purged one
+// holds none). Listing them from the store at every call would step over
+// every key a purge deleted until compaction drops them: 386 ms after a
+// purge of a million users (BenchmarkPurgeNamespace).
+type storedSet struct {
+	mu    sync.Mutex
+	read  bool
+	names map[string]struct{}
+}
+
+func (s *storedSet) add(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		s.names[n] = struct{}{}
+	}
+}
+
+func (s *storedSet) remove(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.names, name)
+}
+
+// StoredNamespaces returns the namespaces that hold users in the store but
 // are not served, sorted: what PurgeNamespace can erase.
 func (h *HotSet) StoredNamespaces() ([]string, error) {
-	names, err := h.store.Namespaces()
-	if err != nil {
-		h.storageErrors.Add(1)
-		return nil, fmt.Errorf("%w: listing the stored namespaces: %w", ErrStorage, err)
+	s := &h.stored
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.read {
+		names, err := h.store.Namespaces()
+		if err != nil {
+			h.storageErrors.Add(1)
+			return nil, fmt.Errorf("%w: listing the stored namespaces: %w", ErrStorage, err)
+		}
+		for _, n := range names {
+			s.names[n] = struct{}{}
+		}
+		s.read = true
 	}
 	served := h.nss.Load().byName
 	out := []string{}
-	for _, n := range names {
-		if _, ok := served[n]; !ok {
-			out = append(out, n)
+	for n := range s.names {
+		if _, ok := served[n]; ok {
+			continue
 		}
+		// One seek: a namespace taken out with nothing stored (its users
+		// erased one by one, or never written) is not listed, and cannot
+		// gain data until it is served again.
+		users, err := h.store.Users(n, "", 1)
+		if err != nil {
+			h.storageErrors.Add(1)
+			return nil, fmt.Errorf("%w: listing the stored namespaces: %w", ErrStorage, err)
+		}
+		if len(users) == 0 {
+			delete(s.names, n)
+			continue
+		}
+		out = append(out, n)
 	}
+	slices.Sort(out)
 	return out, nil
 }

@@ -58,8 +58,14 @@ func TestPurgeNamespaceErasesATakenOutNamespace(t *testing.T) {
 	record(t, h, "push", "written", "b")
 	record(t, h, "push", "pending", "a")
 	record(t, h, "default", "d", "a")
+	if nss, err := h.StoredNamespaces(); err != nil || len(nss) != 0 {
+		t.Fatalf("stored and not served while both are served: %v (err %v)", nss, err)
+	}
 	if _, err := h.SetNamespaces(defaultNS[:1]); err != nil {
 		t.Fatal(err)
+	}
+	if nss, err := h.StoredNamespaces(); err != nil || !slices.Equal(nss, []string{"push"}) {
+		t.Fatalf("stored and not served once push was taken out: %v (err %v), want [push]", nss, err)
 	}
 	if n, err := h.PurgeNamespace("push"); err != nil || n != 2 {
 		t.Fatalf("PurgeNamespace: %d users, err %v; want 2", n, err)
@@ -131,6 +137,9 @@ func TestPurgeNamespaceRefusesAServedOrUnknownNamespace(t *testing.T) {
 	}
 	if _, err := fx.h.SetNamespaces(defaultNS[:1]); err != nil {
 		t.Fatal(err)
+	}
+	if nss, err := fx.h.StoredNamespaces(); err != nil || len(nss) != 0 {
+		t.Fatalf("a namespace taken out with nothing stored is listed as stored: %v (err %v)", nss, err)
 	}
 	if n, err := fx.h.PurgeNamespace("push"); err != nil || n != 0 {
 		t.Fatalf("purging a taken-out namespace with nothing stored: %d users, err %v", n, err)
