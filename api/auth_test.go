@@ -43,7 +43,7 @@ func TestReadKeyCannotWrite(t *testing.T) {
 	filter(t, e.client(writeKey), "default", "u", client.FilterRequest{Candidates: []string{"a"}})
 	before := e.stateOf("default", "u")
 	r := e.client(readKey)
-	f, err := r.FilterUserWithResponse(ctx, "default", "u", client.FilterRequest{Candidates: []string{"b"}})
+	f, err := r.FilterUserWithResponse(ctx, "default", "u", nil, client.FilterRequest{Candidates: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestSetKeysRotatesWhileServing(t *testing.T) {
 	if err := e.srv.SetKeys([]api.Key{{Role: api.RoleWrite, Secret: newWrite}, {Role: api.RoleAdmin, Secret: adminKey}}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := e.client(writeKey).FilterUserWithResponse(ctx, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	f, err := e.client(writeKey).FilterUserWithResponse(ctx, "default", "u", nil, client.FilterRequest{Candidates: []string{"a"}})
 	if err != nil || f.ApplicationproblemJSON401 == nil {
 		t.Fatalf("the replaced write key: %v %d", err, f.StatusCode())
 	}

@@ -40,6 +40,12 @@ type Config struct {
 	// RateBurst is how many requests a caller may make at once before
 	// RateLimit applies. Default: one second's worth (RateLimit rounded up).
 	RateBurst int
+	// IdempotencyBytes is the budget of the answers kept for retries of
+	// calls sent with an Idempotency-Key (the least recently used leave
+	// first). Default 32 MiB.
+	IdempotencyBytes int64
+	// IdempotencyTTL is how long such an answer is given again. Default 5m.
+	IdempotencyTTL time.Duration
 	// ReadTimeout bounds reading one request, headers and body. Default 10s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response. Default 10s.
@@ -67,6 +73,9 @@ const (
 	DefaultReadTimeout    = 10 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultIdleTimeout    = 2 * time.Minute
+	// DefaultIdempotencyBytes keeps about 80,000 answers of 20 items.
+	DefaultIdempotencyBytes = 32 << 20
+	DefaultIdempotencyTTL   = 5 * time.Minute
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -91,6 +100,10 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ReadTimeout, DefaultReadTimeout)
 	setDur(&c.WriteTimeout, DefaultWriteTimeout)
 	setDur(&c.IdleTimeout, DefaultIdleTimeout)
+	setDur(&c.IdempotencyTTL, DefaultIdempotencyTTL)
+	if c.IdempotencyBytes == 0 {
+		c.IdempotencyBytes = DefaultIdempotencyBytes
+	}
 	if c.RateBurst == 0 && c.RateLimit > 0 && !math.IsInf(c.RateLimit, 1) {
 		c.RateBurst = rateBurst(c.RateLimit)
 	}
@@ -126,6 +139,10 @@ func (c Config) Validate() error {
 	}
 	if c.RateBurst < 0 || (c.RateLimit > 0 && c.RateBurst < 1) || (c.RateLimit == 0 && c.RateBurst != 0) {
 		return fmt.Errorf("%w: RateBurst must be at least 1, with a RateLimit; got %d", ErrBadConfig, c.RateBurst)
+	}
+	if c.IdempotencyBytes < 1 || c.IdempotencyTTL < time.Second {
+		return fmt.Errorf("%w: IdempotencyBytes must be at least 1 and IdempotencyTTL at least 1s, got %d and %v",
+			ErrBadConfig, c.IdempotencyBytes, c.IdempotencyTTL)
 	}
 	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrBadConfig)

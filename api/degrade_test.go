@@ -71,7 +71,7 @@ func TestBatchStorageFailureIsPerUser(t *testing.T) {
 	c := e.client("")
 	filter(t, c, "default", "hot", client.FilterRequest{Candidates: []string{"a"}, Record: ptr(client.None)})
 	e.brokenStore()
-	r, err := c.FilterBatchWithResponse(ctx, "default", client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
 		{User: "cold", Candidates: []string{"a"}},
 		{User: "cold2", Candidates: []string{"x", "y"}, OnError: ptr(client.Open)},
 	}})
@@ -139,7 +139,7 @@ func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
 	ps.armed.Store(false)
 	done := make(chan client.FilterResponse, 1)
 	go func() {
-		r, err := c.FilterUserWithResponse(ctx, "default", "boom", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+		r, err := c.FilterUserWithResponse(ctx, "default", "boom", nil, client.FilterRequest{Candidates: []string{"a", "b", "c"}})
 		if err != nil || r.JSON200 == nil {
 			t.Errorf("the user's next call: %v", err)
 			close(done)

@@ -34,7 +34,7 @@ func ptr[T any](v T) *T { return &v }
 // unless the answer is 200.
 func filter(t *testing.T, c *client.ClientWithResponses, ns, user string, req client.FilterRequest) client.FilterResponse {
 	t.Helper()
-	r, err := c.FilterUserWithResponse(ctx, ns, user, req)
+	r, err := c.FilterUserWithResponse(ctx, ns, user, nil, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestBatchAnswersEachUserInOrder(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
 	filter(t, c, "default", "u2", client.FilterRequest{Candidates: []string{"a"}})
-	r, err := c.FilterBatchWithResponse(ctx, "default", client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
 		{User: "u1", Candidates: []string{"a", "b"}, Limit: ptr(1)},
 		{User: "u2", Candidates: []string{"a", "b"}, Record: ptr(client.None)},
 	}})

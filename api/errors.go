@@ -35,34 +35,39 @@ type problemKind struct {
 }
 
 var (
-	pBadRequest         = problemKind{"bad-request", "Bad request", fiber.StatusBadRequest}
-	pInvalidJSON        = problemKind{"invalid-json", "Invalid JSON", fiber.StatusBadRequest}
-	pItemTooLong        = problemKind{"item-too-long", "Item too long", fiber.StatusBadRequest}
-	pBadImport          = problemKind{"bad-import", "Bad import", fiber.StatusBadRequest}
-	pUnauthorized       = problemKind{"unauthorized", "Unauthorized", fiber.StatusUnauthorized}
-	pForbidden          = problemKind{"forbidden", "Forbidden", fiber.StatusForbidden}
-	pUnknownNamespace   = problemKind{"unknown-namespace", "Unknown namespace", fiber.StatusNotFound}
-	pUserNotFound       = problemKind{"user-not-found", "User not found", fiber.StatusNotFound}
-	pNotFound           = problemKind{"not-found", "Not found", fiber.StatusNotFound}
-	pMethodNotAllowed   = problemKind{"method-not-allowed", "Method not allowed", fiber.StatusMethodNotAllowed}
-	pUnsupported        = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
-	pNamespaceServed    = problemKind{"namespace-served", "Namespace served", fiber.StatusConflict}
-	pBodyTooLarge       = problemKind{"body-too-large", "Body too large", fiber.StatusRequestEntityTooLarge}
-	pTooManyCandidates  = problemKind{"too-many-candidates", "Too many candidates", fiber.StatusRequestEntityTooLarge}
-	pTooManyUsers       = problemKind{"too-many-users", "Too many users", fiber.StatusRequestEntityTooLarge}
-	pCorruptFilter      = problemKind{"corrupt-filter", "Corrupt filter", fiber.StatusInternalServerError}
-	pInternal           = problemKind{"internal", "Internal error", fiber.StatusInternalServerError}
-	pStorageUnavailable = problemKind{"storage-unavailable", "Storage unavailable", fiber.StatusServiceUnavailable}
-	pRateLimited        = problemKind{"rate-limited", "Too many requests", fiber.StatusTooManyRequests}
-	pOverloaded         = problemKind{"overloaded", "Overloaded", fiber.StatusServiceUnavailable}
-	pUnavailable        = problemKind{"unavailable", "Unavailable", fiber.StatusServiceUnavailable}
-	pStorageFull        = problemKind{"storage-full", "Storage full", fiber.StatusInsufficientStorage}
+	pBadRequest       = problemKind{"bad-request", "Bad request", fiber.StatusBadRequest}
+	pInvalidJSON      = problemKind{"invalid-json", "Invalid JSON", fiber.StatusBadRequest}
+	pItemTooLong      = problemKind{"item-too-long", "Item too long", fiber.StatusBadRequest}
+	pBadImport        = problemKind{"bad-import", "Bad import", fiber.StatusBadRequest}
+	pUnauthorized     = problemKind{"unauthorized", "Unauthorized", fiber.StatusUnauthorized}
+	pForbidden        = problemKind{"forbidden", "Forbidden", fiber.StatusForbidden}
+	pUnknownNamespace = problemKind{"unknown-namespace", "Unknown namespace", fiber.StatusNotFound}
+	pUserNotFound     = problemKind{"user-not-found", "User not found", fiber.StatusNotFound}
+	pNotFound         = problemKind{"not-found", "Not found", fiber.StatusNotFound}
+	pMethodNotAllowed = problemKind{"method-not-allowed", "Method not allowed", fiber.StatusMethodNotAllowed}
+	pUnsupported      = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
+	pNamespaceServed  = problemKind{"namespace-served", "Namespace served", fiber.StatusConflict}
+	// The Idempotency-Key draft's statuses: 409 for a twin in flight, 422
+	// for a key sent with another request.
+	pIdempotencyKeyInUse  = problemKind{"idempotency-key-in-use", "Idempotency key in use", fiber.StatusConflict}
+	pIdempotencyKeyReused = problemKind{"idempotency-key-reused", "Idempotency key reused", fiber.StatusUnprocessableEntity}
+	pBodyTooLarge         = problemKind{"body-too-large", "Body too large", fiber.StatusRequestEntityTooLarge}
+	pTooManyCandidates    = problemKind{"too-many-candidates", "Too many candidates", fiber.StatusRequestEntityTooLarge}
+	pTooManyUsers         = problemKind{"too-many-users", "Too many users", fiber.StatusRequestEntityTooLarge}
+	pCorruptFilter        = problemKind{"corrupt-filter", "Corrupt filter", fiber.StatusInternalServerError}
+	pInternal             = problemKind{"internal", "Internal error", fiber.StatusInternalServerError}
+	pStorageUnavailable   = problemKind{"storage-unavailable", "Storage unavailable", fiber.StatusServiceUnavailable}
+	pRateLimited          = problemKind{"rate-limited", "Too many requests", fiber.StatusTooManyRequests}
+	pOverloaded           = problemKind{"overloaded", "Overloaded", fiber.StatusServiceUnavailable}
+	pUnavailable          = problemKind{"unavailable", "Unavailable", fiber.StatusServiceUnavailable}
+	pStorageFull          = problemKind{"storage-full", "Storage full", fiber.StatusInsufficientStorage}
 )
 
 // problemKinds lists every kind, for the test that holds openapi.yaml to them.
 var problemKinds = []problemKind{
 	pBadRequest, pInvalidJSON, pItemTooLong, pBadImport, pUnauthorized, pForbidden,
 	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported, pNamespaceServed,
+	pIdempotencyKeyInUse, pIdempotencyKeyReused,
 	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
 	pRateLimited, pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
 }

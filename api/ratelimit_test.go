@@ -46,7 +46,7 @@ func TestEachKeyHasItsOwnRate(t *testing.T) {
 	filter(t, w, "default", "u", req("a"))
 	filter(t, w, "default", "u", req("b"))
 
-	r, err := w.FilterUserWithResponse(ctx, "default", "u", req("c"))
+	r, err := w.FilterUserWithResponse(ctx, "default", "u", nil, req("c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestEachKeyHasItsOwnRate(t *testing.T) {
 
 	// Half the wait is not enough; the whole of it is.
 	clock.add(time.Second)
-	if r, err := w.FilterUserWithResponse(ctx, "default", "u", req("c")); err != nil || r.StatusCode() != http.StatusTooManyRequests {
+	if r, err := w.FilterUserWithResponse(ctx, "default", "u", nil, req("c")); err != nil || r.StatusCode() != http.StatusTooManyRequests {
 		t.Fatalf("a second later: %v %d, want 429", err, r.StatusCode())
 	} else if got := r.HTTPResponse.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("a second later: Retry-After %q, want 1", got)

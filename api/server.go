@@ -42,6 +42,7 @@ type Server struct {
 	cfg      Config
 	keys     atomic.Pointer[keyring] // swapped whole by SetKeys
 	rate     *rateLimiter            // the buckets of the callers limited
+	replays  *replays                // answers kept for Idempotency-Key retries
 	k        counters
 	started  time.Time
 	inFlight atomic.Int64
@@ -59,6 +60,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		k: counters{duration: newDurationHistogram()}}
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
 	s.rate = newRateLimiter(cfg.Now)
+	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -126,7 +128,7 @@ func (s *Server) routes() {
 				"panic", r, "stack", string(debug.Stack()))
 		}}))
 	const user = "/v1/namespaces/:ns/users/:user"
-	s.handle(fiber.MethodPost, user+"/filter", RoleWrite, s.filterUser)
+	s.handle(fiber.MethodPost, user+"/filter", RoleWrite, s.idempotent(s.filterUser))
 	s.handle(fiber.MethodPost, user+"/seen", RoleWrite, s.recordSeen)
 	s.handle(fiber.MethodPost, user+"/check", RoleRead, s.checkSeen)
 	s.handle(fiber.MethodDelete, user+"/items", RoleWrite, s.forgetItems)
@@ -134,7 +136,7 @@ func (s *Server) routes() {
 	s.handle(fiber.MethodDelete, user, RoleAdmin, s.forgetUser)
 	s.handle(fiber.MethodGet, user+"/export", RoleAdmin, s.exportUser)
 	s.handle(fiber.MethodPut, user+"/export", RoleAdmin, s.importUser)
-	s.handle(fiber.MethodPost, "/v1/namespaces/:ns/filter", RoleWrite, s.filterBatch)
+	s.handle(fiber.MethodPost, "/v1/namespaces/:ns/filter", RoleWrite, s.idempotent(s.filterBatch))
 	s.handle(fiber.MethodGet, "/v1/namespaces", RoleRead, s.listNamespaces)
 	s.handle(fiber.MethodGet, "/v1/namespaces/:ns", RoleRead, s.getNamespace)
 	s.handle(fiber.MethodDelete, "/v1/namespaces/:ns", RoleAdmin, s.purgeNamespace)

@@ -19,8 +19,14 @@ type ServiceStats struct {
 	InFlight      int64             `json:"in_flight"` // requests being served now
 	Calls         map[string]uint64 `json:"calls"`     // calls per route, "METHOD /path/{param}"
 	Degraded      uint64            `json:"degraded"`  // answers given unfiltered with on_error open
-	Errors        map[string]uint64 `json:"errors"`    // error answers by HTTP status
-	Collector     CollectorStats    `json:"collector"`
+	// IdempotentReplays are answers given again to retries with the same
+	// Idempotency-Key; IdempotencyKept and IdempotencyBytes the answers
+	// kept for such retries now, and their bytes.
+	IdempotentReplays uint64            `json:"idempotent_replays"`
+	IdempotencyKept   int64             `json:"idempotency_kept"`
+	IdempotencyBytes  int64             `json:"idempotency_bytes"`
+	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status
+	Collector         CollectorStats    `json:"collector"`
 }
 
 // CollectorStats is the Go collector's work since the process started. With
@@ -113,6 +119,8 @@ func (s *Server) Stats() ServiceStats {
 		Collector:     readCollector(),
 	}
 	st.Panics += s.k.panics.Load()
+	kept, bytes := s.replays.usage()
+	st.IdempotentReplays, st.IdempotencyKept, st.IdempotencyBytes = s.replays.replayed.Load(), int64(kept), bytes
 	for i, r := range s.k.routes {
 		st.Calls[r] = s.k.calls[i].Load()
 	}
@@ -150,6 +158,9 @@ var hotSetMetrics = []metric{
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
+	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
+	{"seenapi_idempotency_kept", "Calls with an Idempotency-Key whose answers are kept for retries.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyKept) }},
+	{"seenapi_idempotency_bytes", "Bytes the answers kept for retries take.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyBytes) }},
 }
 
 // userMetrics are the hot set's figures that each namespace has

@@ -519,6 +519,15 @@ type ServiceStats struct {
 	Hits     int64   `json:"hits"`
 	HotUsers int64   `json:"hot_users"`
 
+	// IdempotencyBytes Bytes those take, against --idempotency-bytes.
+	IdempotencyBytes int64 `json:"idempotency_bytes"`
+
+	// IdempotencyKept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
+	IdempotencyKept int64 `json:"idempotency_kept"`
+
+	// IdempotentReplays Answers given again to retries with the same Idempotency-Key.
+	IdempotentReplays int64 `json:"idempotent_replays"`
+
 	// InFlight Requests being served now.
 	InFlight       int64 `json:"in_flight"`
 	JournalAppends int64 `json:"journal_appends"`
@@ -655,6 +664,9 @@ type UserSummary struct {
 	User        string `json:"user"`
 }
 
+// IdempotencyKey defines model for idempotencyKey.
+type IdempotencyKey = string
+
 // Ns defines model for ns.
 type Ns = string
 
@@ -666,6 +678,12 @@ type BadRequest = Problem
 
 // Forbidden An RFC 9457 problem detail.
 type Forbidden = Problem
+
+// IdempotencyKeyInUse An RFC 9457 problem detail.
+type IdempotencyKeyInUse = Problem
+
+// IdempotencyKeyReused An RFC 9457 problem detail.
+type IdempotencyKeyReused = Problem
 
 // NamespaceServed An RFC 9457 problem detail.
 type NamespaceServed = Problem
@@ -694,6 +712,22 @@ type Unavailable = Problem
 // Unsupported An RFC 9457 problem detail.
 type Unsupported = Problem
 
+// FilterBatchParams defines parameters for FilterBatch.
+type FilterBatchParams struct {
+	// IdempotencyKey Makes the call safe to retry (draft-ietf-httpapi-idempotency-key-header):
+	// a call answered 200 is kept, and a retry with the same key, from the
+	// same API key, to the same path with the same body gets that answer
+	// again, with `Idempotent-Replayed: true`, recording nothing again. The
+	// same key with another body is 422 `idempotency-key-reused`; while the
+	// first call is in flight, 409 `idempotency-key-in-use`. An answer
+	// that is not 200 is not kept: the retry is served anew. Answers are
+	// kept in memory for `--idempotency-ttl` (5 minutes) within
+	// `--idempotency-bytes` (32 MiB, least recently used out first), not
+	// across a restart. 1 to 255 printable ASCII characters, such as a
+	// UUID; the draft's quoted form is taken too.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListUsersParams defines parameters for ListUsers.
 type ListUsersParams struct {
 	// After List the users whose ids sort after this one (absent or empty - from the first).
@@ -709,6 +743,22 @@ type ListUsersParams struct {
 // ImportUserParams defines parameters for ImportUser.
 type ImportUserParams struct {
 	Mode *ImportMode `form:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// FilterUserParams defines parameters for FilterUser.
+type FilterUserParams struct {
+	// IdempotencyKey Makes the call safe to retry (draft-ietf-httpapi-idempotency-key-header):
+	// a call answered 200 is kept, and a retry with the same key, from the
+	// same API key, to the same path with the same body gets that answer
+	// again, with `Idempotent-Replayed: true`, recording nothing again. The
+	// same key with another body is 422 `idempotency-key-reused`; while the
+	// first call is in flight, 409 `idempotency-key-in-use`. An answer
+	// that is not 200 is not kept: the retry is served anew. Answers are
+	// kept in memory for `--idempotency-ttl` (5 minutes) within
+	// `--idempotency-bytes` (32 MiB, least recently used out first), not
+	// across a restart. 1 to 255 printable ASCII characters, such as a
+	// UUID; the draft's quoted form is taken too.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // RecordSeenParams defines parameters for RecordSeen.
@@ -913,12 +963,14 @@ type ClientInterface interface {
 	// same order. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
-	// result's `error` and does not affect the others. Role `write`.
+	// result's `error` and does not affect the others. With an
+	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-	FilterBatchWithBody(ctx context.Context, ns Ns, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// FilterBatch The one call for many users at once
 	//
@@ -926,12 +978,14 @@ type ClientInterface interface {
 	// same order. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
-	// result's `error` and does not affect the others. Role `write`.
+	// result's `error` and does not affect the others. With an
+	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-	FilterBatch(ctx context.Context, ns Ns, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	FilterBatch(ctx context.Context, ns Ns, params *FilterBatchParams, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUsers A page of the namespace's users
 	//
@@ -1006,23 +1060,27 @@ type ClientInterface interface {
 	//
 	// Returns the candidates the user has not seen, in request order, each
 	// once, at most `limit` of them, and records per `record` before
-	// answering. Role `write`.
+	// answering. A retry of a call whose answer was lost would get the
+	// next unseen candidates: send an `Idempotency-Key` to make retries
+	// safe. Role `write`.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-	FilterUserWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	FilterUserWithBody(ctx context.Context, ns Ns, user User, params *FilterUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// FilterUser The one call - return the unseen candidates and record what is shown
 	//
 	// Returns the candidates the user has not seen, in request order, each
 	// once, at most `limit` of them, and records per `record` before
-	// answering. Role `write`.
+	// answering. A retry of a call whose answer was lost would get the
+	// next unseen candidates: send an `Idempotency-Key` to make retries
+	// safe. Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-	FilterUser(ctx context.Context, ns Ns, user User, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	FilterUser(ctx context.Context, ns Ns, user User, params *FilterUserParams, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ForgetItemsWithBody Forget items (namespaces whose filter kind can delete)
 	//
@@ -1311,13 +1369,15 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // same order. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
-// result's `error` and does not affect the others. Role `write`.
+// result's `error` and does not affect the others. With an
+// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// Role `write`.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewFilterBatchRequestWithBody(c.Server, ns, contentType, body)
+func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFilterBatchRequestWithBody(c.Server, ns, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1334,13 +1394,15 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, contentType str
 // same order. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
-// result's `error` and does not affect the others. Role `write`.
+// result's `error` and does not affect the others. With an
+// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// Role `write`.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-func (c *Client) FilterBatch(ctx context.Context, ns Ns, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewFilterBatchRequest(c.Server, ns, body)
+func (c *Client) FilterBatch(ctx context.Context, ns Ns, params *FilterBatchParams, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFilterBatchRequest(c.Server, ns, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1494,13 +1556,15 @@ func (c *Client) ImportUserWithBody(ctx context.Context, ns Ns, user User, param
 //
 // Returns the candidates the user has not seen, in request order, each
 // once, at most `limit` of them, and records per `record` before
-// answering. Role `write`.
+// answering. A retry of a call whose answer was lost would get the
+// next unseen candidates: send an `Idempotency-Key` to make retries
+// safe. Role `write`.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-func (c *Client) FilterUserWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewFilterUserRequestWithBody(c.Server, ns, user, contentType, body)
+func (c *Client) FilterUserWithBody(ctx context.Context, ns Ns, user User, params *FilterUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFilterUserRequestWithBody(c.Server, ns, user, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1515,13 +1579,15 @@ func (c *Client) FilterUserWithBody(ctx context.Context, ns Ns, user User, conte
 //
 // Returns the candidates the user has not seen, in request order, each
 // once, at most `limit` of them, and records per `record` before
-// answering. Role `write`.
+// answering. A retry of a call whose answer was lost would get the
+// next unseen candidates: send an `Idempotency-Key` to make retries
+// safe. Role `write`.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewFilterUserRequest(c.Server, ns, user, body)
+func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, params *FilterUserParams, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFilterUserRequest(c.Server, ns, user, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1984,18 +2050,18 @@ func NewGetNamespaceRequest(server string, ns Ns) (*http.Request, error) {
 }
 
 // NewFilterBatchRequest calls the generic FilterBatch builder with application/json body
-func NewFilterBatchRequest(server string, ns Ns, body FilterBatchJSONRequestBody) (*http.Request, error) {
+func NewFilterBatchRequest(server string, ns Ns, params *FilterBatchParams, body FilterBatchJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewFilterBatchRequestWithBody(server, ns, "application/json", bodyReader)
+	return NewFilterBatchRequestWithBody(server, ns, params, "application/json", bodyReader)
 }
 
 // NewFilterBatchRequestWithBody constructs an http.Request for the FilterBatch method, with any body, and a specified content type
-func NewFilterBatchRequestWithBody(server string, ns Ns, contentType string, body io.Reader) (*http.Request, error) {
+func NewFilterBatchRequestWithBody(server string, ns Ns, params *FilterBatchParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2026,6 +2092,21 @@ func NewFilterBatchRequestWithBody(server string, ns Ns, contentType string, bod
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2363,18 +2444,18 @@ func NewImportUserRequestWithBody(server string, ns Ns, user User, params *Impor
 }
 
 // NewFilterUserRequest calls the generic FilterUser builder with application/json body
-func NewFilterUserRequest(server string, ns Ns, user User, body FilterUserJSONRequestBody) (*http.Request, error) {
+func NewFilterUserRequest(server string, ns Ns, user User, params *FilterUserParams, body FilterUserJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewFilterUserRequestWithBody(server, ns, user, "application/json", bodyReader)
+	return NewFilterUserRequestWithBody(server, ns, user, params, "application/json", bodyReader)
 }
 
 // NewFilterUserRequestWithBody constructs an http.Request for the FilterUser method, with any body, and a specified content type
-func NewFilterUserRequestWithBody(server string, ns Ns, user User, contentType string, body io.Reader) (*http.Request, error) {
+func NewFilterUserRequestWithBody(server string, ns Ns, user User, params *FilterUserParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2412,6 +2493,21 @@ func NewFilterUserRequestWithBody(server string, ns Ns, user User, contentType s
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2749,12 +2845,14 @@ type ClientWithResponsesInterface interface {
 	// same order. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
-	// result's `error` and does not affect the others. Role `write`.
+	// result's `error` and does not affect the others. With an
+	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-	FilterBatchWithBodyWithResponse(ctx context.Context, ns Ns, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error)
+	FilterBatchWithBodyWithResponse(ctx context.Context, ns Ns, params *FilterBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error)
 
 	// FilterBatchWithResponse The one call for many users at once
 	//
@@ -2762,12 +2860,14 @@ type ClientWithResponsesInterface interface {
 	// same order. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
-	// result's `error` and does not affect the others. Role `write`.
+	// result's `error` and does not affect the others. With an
+	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-	FilterBatchWithResponse(ctx context.Context, ns Ns, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error)
+	FilterBatchWithResponse(ctx context.Context, ns Ns, params *FilterBatchParams, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error)
 
 	// ListUsersWithResponse A page of the namespace's users
 	//
@@ -2850,23 +2950,27 @@ type ClientWithResponsesInterface interface {
 	//
 	// Returns the candidates the user has not seen, in request order, each
 	// once, at most `limit` of them, and records per `record` before
-	// answering. Role `write`.
+	// answering. A retry of a call whose answer was lost would get the
+	// next unseen candidates: send an `Idempotency-Key` to make retries
+	// safe. Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-	FilterUserWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterUserResponse, error)
+	FilterUserWithBodyWithResponse(ctx context.Context, ns Ns, user User, params *FilterUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterUserResponse, error)
 
 	// FilterUserWithResponse The one call - return the unseen candidates and record what is shown
 	//
 	// Returns the candidates the user has not seen, in request order, each
 	// once, at most `limit` of them, and records per `record` before
-	// answering. Role `write`.
+	// answering. A retry of a call whose answer was lost would get the
+	// next unseen candidates: send an `Idempotency-Key` to make retries
+	// safe. Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-	FilterUserWithResponse(ctx context.Context, ns Ns, user User, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterUserResponse, error)
+	FilterUserWithResponse(ctx context.Context, ns Ns, user User, params *FilterUserParams, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterUserResponse, error)
 
 	// ForgetItemsWithBodyWithResponse Forget items (namespaces whose filter kind can delete)
 	//
@@ -3776,6 +3880,11 @@ func (r GetNamespaceResponse) ContentType() string {
 	return ""
 }
 
+// FilterBatchResponse200Headers the declared response headers of an HTTP 200 response for FilterBatch
+type FilterBatchResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // FilterBatchResponse401Headers the declared response headers of an HTTP 401 response for FilterBatch
 type FilterBatchResponse401Headers struct {
 	WWWAuthenticate *string
@@ -3804,14 +3913,20 @@ type FilterBatchResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyKeyInUse
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyKeyReused
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *FilterBatchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FilterBatchResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3845,9 +3960,19 @@ func (r FilterBatchResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r FilterBatchResponse) GetApplicationproblemJSON409() *IdempotencyKeyInUse {
+	return r.ApplicationproblemJSON409
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r FilterBatchResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r FilterBatchResponse) GetApplicationproblemJSON422() *IdempotencyKeyReused {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4567,6 +4692,11 @@ func (r ImportUserResponse) ContentType() string {
 	return ""
 }
 
+// FilterUserResponse200Headers the declared response headers of an HTTP 200 response for FilterUser
+type FilterUserResponse200Headers struct {
+	IdempotentReplayed *string
+}
+
 // FilterUserResponse401Headers the declared response headers of an HTTP 401 response for FilterUser
 type FilterUserResponse401Headers struct {
 	WWWAuthenticate *string
@@ -4595,8 +4725,12 @@ type FilterUserResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *IdempotencyKeyInUse
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyKeyReused
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -4605,6 +4739,8 @@ type FilterUserResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
 	ApplicationproblemJSON507 *StorageFull
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *FilterUserResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FilterUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4638,9 +4774,19 @@ func (r FilterUserResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r FilterUserResponse) GetApplicationproblemJSON409() *IdempotencyKeyInUse {
+	return r.ApplicationproblemJSON409
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r FilterUserResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r FilterUserResponse) GetApplicationproblemJSON422() *IdempotencyKeyReused {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5238,13 +5384,15 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // same order. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
-// result's `error` and does not affect the others. Role `write`.
+// result's `error` and does not affect the others. With an
+// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Context, ns Ns, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error) {
-	rsp, err := c.FilterBatchWithBody(ctx, ns, contentType, body, reqEditors...)
+func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Context, ns Ns, params *FilterBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error) {
+	rsp, err := c.FilterBatchWithBody(ctx, ns, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -5257,13 +5405,15 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // same order. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
-// result's `error` and does not affect the others. Role `write`.
+// result's `error` and does not affect the others. With an
+// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/filter (the `FilterBatch` operationId).
-func (c *ClientWithResponses) FilterBatchWithResponse(ctx context.Context, ns Ns, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error) {
-	rsp, err := c.FilterBatch(ctx, ns, body, reqEditors...)
+func (c *ClientWithResponses) FilterBatchWithResponse(ctx context.Context, ns Ns, params *FilterBatchParams, body FilterBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterBatchResponse, error) {
+	rsp, err := c.FilterBatch(ctx, ns, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -5393,13 +5543,15 @@ func (c *ClientWithResponses) ImportUserWithBodyWithResponse(ctx context.Context
 //
 // Returns the candidates the user has not seen, in request order, each
 // once, at most `limit` of them, and records per `record` before
-// answering. Role `write`.
+// answering. A retry of a call whose answer was lost would get the
+// next unseen candidates: send an `Idempotency-Key` to make retries
+// safe. Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-func (c *ClientWithResponses) FilterUserWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterUserResponse, error) {
-	rsp, err := c.FilterUserWithBody(ctx, ns, user, contentType, body, reqEditors...)
+func (c *ClientWithResponses) FilterUserWithBodyWithResponse(ctx context.Context, ns Ns, user User, params *FilterUserParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FilterUserResponse, error) {
+	rsp, err := c.FilterUserWithBody(ctx, ns, user, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -5410,13 +5562,15 @@ func (c *ClientWithResponses) FilterUserWithBodyWithResponse(ctx context.Context
 //
 // Returns the candidates the user has not seen, in request order, each
 // once, at most `limit` of them, and records per `record` before
-// answering. Role `write`.
+// answering. A retry of a call whose answer was lost would get the
+// next unseen candidates: send an `Idempotency-Key` to make retries
+// safe. Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/namespaces/{ns}/users/{user}/filter (the `FilterUser` operationId).
-func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns, user User, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterUserResponse, error) {
-	rsp, err := c.FilterUser(ctx, ns, user, body, reqEditors...)
+func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns, user User, params *FilterUserParams, body FilterUserJSONRequestBody, reqEditors ...RequestEditorFn) (*FilterUserResponse, error) {
+	rsp, err := c.FilterUser(ctx, ns, user, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6313,12 +6467,26 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -6344,6 +6512,16 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers FilterBatchResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers FilterBatchResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -7089,12 +7267,26 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest IdempotencyKeyInUse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -7127,6 +7319,16 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers FilterUserResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers FilterUserResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

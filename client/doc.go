@@ -11,7 +11,7 @@
 //			r.Header.Set("Authorization", "Bearer "+key)
 //			return nil
 //		}))
-//	resp, err := c.FilterUserWithResponse(ctx, "default", "u:1001",
+//	resp, err := c.FilterUserWithResponse(ctx, "default", "u:1001", nil,
 //		client.FilterRequest{Candidates: []string{"i:1", "i:2"}})
 //	// resp.JSON200.Unseen, or resp.ApplicationproblemJSON400 etc. for errors
 //

@@ -617,7 +617,7 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	base := userID(t)
 	for u := range users {
 		for c := range callsPerUser {
-			resp, err := w.FilterUserWithResponse(context.Background(), "default", fmt.Sprintf("%s-%d", base, u),
+			resp, err := w.FilterUserWithResponse(context.Background(), "default", fmt.Sprintf("%s-%d", base, u), nil,
 				client.FilterRequest{Candidates: []string{fmt.Sprintf("c:%d", c), fmt.Sprintf("c:%d", c+1)}})
 			if err != nil || resp.JSON200 == nil {
 				t.Fatalf("filter: %v %s", err, resp.Body)
@@ -683,7 +683,7 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	base := userID(t)
 	const users = 3
 	for u := range users {
-		resp, err := w.FilterUserWithResponse(context.Background(), "classic", fmt.Sprintf("%s-%d", base, u),
+		resp, err := w.FilterUserWithResponse(context.Background(), "classic", fmt.Sprintf("%s-%d", base, u), nil,
 			client.FilterRequest{Candidates: []string{"a", "b"}})
 		if err != nil || resp.JSON200 == nil {
 			t.Fatalf("filter: %v %s", err, resp.Body)

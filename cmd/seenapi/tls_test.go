@@ -58,7 +58,7 @@ func TestTLSServesTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.FilterUserWithResponse(context.Background(), "default", "u1",
+	r, err := c.FilterUserWithResponse(context.Background(), "default", "u1", nil,
 		client.FilterRequest{Candidates: []string{"a", "b", "c"}, Limit: ptr(2)})
 	if err != nil {
 		t.Fatal(err)

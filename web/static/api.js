@@ -256,6 +256,9 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} hit_ratio
  * @property {number} hits
  * @property {number} hot_users
+ * @property {number} idempotency_bytes Bytes those take, against --idempotency-bytes.
+ * @property {number} idempotency_kept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
+ * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
  * @property {number} journal_appends
  * @property {number} loads Storage reads of cold users.

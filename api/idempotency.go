@@ -1,0 +1,217 @@
+package api
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/zeebo/xxh3"
+)
+
+// A call that records (the one call, a batch of it) is not safe to send
+// twice: the answer of the first has made its items seen, so a retry after
+// a lost answer gets the next items, and the first ones are never shown.
+// With an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header)
+// the service keeps the answer of the first call and answers a retry with
+// it, recording nothing again. The answers live in memory, under a byte
+// budget (least recently used first out) and for a time to live: a retry
+// after a restart, or after its answer left the budget, is served anew.
+
+// HeaderIdempotencyKey names the key of a call; HeaderReplayed is set on an
+// answer given again.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderReplayed       = "Idempotent-Replayed"
+	// maxIdempotencyKey bounds a key's bytes (a UUID takes 36).
+	maxIdempotencyKey = 255
+	// replayOverhead is what a kept answer costs besides its body and key:
+	// the struct, the LRU's element and map entry.
+	replayOverhead = 160
+)
+
+// replay is one keyed call: in flight until done, then its answer.
+type replay struct {
+	request xxh3.Uint128 // of the body, seeded by the path
+	done    bool
+	status  int
+	body    []byte
+	at      time.Time
+	size    int64
+}
+
+// replays keeps the answers of keyed calls. Safe for concurrent use.
+type replays struct {
+	mu       sync.Mutex
+	lru      *simplelru.LRU[string, *replay]
+	bytes    int64
+	budget   int64
+	ttl      time.Duration
+	now      func() time.Time
+	replayed atomic.Uint64 // answers given again
+}
+
+func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays {
+	l, err := simplelru.NewLRU[string, *replay](math.MaxInt32, nil)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &replays{lru: l, budget: budget, ttl: ttl, now: now}
+}
+
+// What begin found.
+type replayState int
+
+const (
+	replayNew      replayState = iota // no answer kept: the caller makes the call, then finish or abandon
+	replayDone                        // the answer to give again
+	replayBusy                        // the same call is in flight
+	replayMismatch                    // the key was used for another request
+)
+
+// begin looks key up for a request of digest request, registering a new
+// call when none is kept (or the one kept is older than the time to live).
+func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.lru.Get(key); ok {
+		switch {
+		case p.done && r.now().Sub(p.at) >= r.ttl:
+			r.removeLocked(key, p)
+		case p.request != request:
+			return nil, replayMismatch
+		case !p.done:
+			return nil, replayBusy
+		default:
+			r.replayed.Add(1)
+			return p, replayDone
+		}
+	}
+	p := &replay{request: request, size: int64(len(key)) + replayOverhead}
+	r.lru.Add(key, p)
+	r.bytes += p.size
+	r.trimLocked()
+	return p, replayNew
+}
+
+// finish keeps the answer of the call begin registered under key.
+func (r *replays) finish(key string, p *replay, status int, body []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.lru.Peek(key); !ok || cur != p {
+		return // trimmed while in flight
+	}
+	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), r.now()
+	p.size += int64(len(body))
+	r.bytes += int64(len(body))
+	r.trimLocked()
+}
+
+// abandon forgets a call that failed: a retry makes it anew.
+func (r *replays) abandon(key string, p *replay) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.lru.Peek(key); ok && cur == p {
+		r.removeLocked(key, p)
+	}
+}
+
+func (r *replays) removeLocked(key string, p *replay) {
+	r.lru.Remove(key)
+	r.bytes -= p.size
+}
+
+// trimLocked drops the least recently used answers while over budget.
+func (r *replays) trimLocked() {
+	for r.bytes > r.budget {
+		k, p, ok := r.lru.GetOldest()
+		if !ok {
+			return
+		}
+		r.removeLocked(k, p)
+	}
+}
+
+// usage returns the answers kept and their bytes.
+func (r *replays) usage() (n int, bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lru.Len(), r.bytes
+}
+
+// idempotencyKey returns the request's Idempotency-Key (without the quotes
+// of the draft's sf-string form), "" when it has none, or a bad-request
+// error: 1 to 255 printable ASCII characters.
+func idempotencyKey(c *fiber.Ctx) (string, error) {
+	raw := c.Request().Header.Peek(HeaderIdempotencyKey)
+	if raw == nil {
+		return "", nil
+	}
+	k := string(raw)
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+	}
+	if k == "" || len(k) > maxIdempotencyKey || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		return "", fieldError(pBadRequest, "", HeaderIdempotencyKey,
+			"an Idempotency-Key is 1 to 255 printable ASCII characters, e.g. a UUID")
+	}
+	return k, nil
+}
+
+// idempotent wraps a recording route's handler: a call with an
+// Idempotency-Key that was answered 200 before, by the same caller to the
+// same path with the same body, gets that answer again (with
+// Idempotent-Replayed: true) and changes nothing; the same key with
+// another body is refused (422), and so is a call whose twin is still in
+// flight (409). Calls without the header go straight to h.
+func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		key, err := idempotencyKey(c)
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return h(c)
+		}
+		// Scoped to the caller: another key's calls are not this one's.
+		caller := ""
+		if kr := s.keys.Load(); !kr.open() {
+			if _, id, _, err := s.keyRole(c, kr); err == nil {
+				caller = string(id[:])
+			}
+		}
+		scoped := caller + "\x00" + c.Path() + "\x00" + key
+		request := xxh3.Hash128Seed(c.Body(), xxh3.HashString(c.Path()))
+		p, state := s.replays.begin(scoped, request)
+		switch state {
+		case replayDone:
+			c.Set(HeaderReplayed, "true")
+			c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+			c.Status(p.status)
+			c.Response().SetBody(p.body)
+			return nil
+		case replayMismatch:
+			return newError(pIdempotencyKeyReused, "Idempotency-Key %q was used for another request to this route; a retry must send the same body", key)
+		case replayBusy:
+			return newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
+		}
+		kept := false
+		defer func() {
+			if !kept {
+				s.replays.abandon(scoped, p) // an error or a panic: a retry makes the call anew
+			}
+		}()
+		if err := h(c); err != nil {
+			return err
+		}
+		if c.Response().StatusCode() == fiber.StatusOK {
+			s.replays.finish(scoped, p, fiber.StatusOK, c.Response().Body())
+			kept = true
+		}
+		return nil
+	}
+}

@@ -1,0 +1,203 @@
+package api_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+func withKey(key string) *client.FilterUserParams {
+	return &client.FilterUserParams{IdempotencyKey: &key}
+}
+
+// unseenNow is what the user has not seen of items, recording nothing.
+func unseenNow(t *testing.T, c *client.ClientWithResponses, ns, user string, items ...string) []string {
+	t.Helper()
+	return filter(t, c, ns, user, client.FilterRequest{Candidates: items, Record: ptr(client.None)}).Unseen
+}
+
+// A retry of the one call with the same Idempotency-Key gets the first
+// answer again, marked as replayed, and records nothing: the items the
+// first call did not return stay unseen. Without a key, the same retry
+// records the next items.
+func TestIdempotencyKeyMakesTheOneCallSafeToRetry(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	req := client.FilterRequest{Candidates: []string{"a", "b", "c", "d", "e"}, Limit: ptr(2)}
+	first, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k-1"), req)
+	if err != nil || first.JSON200 == nil {
+		t.Fatalf("first call: %v %d %s", err, first.StatusCode(), first.Body)
+	}
+	if got := first.HTTPResponse.Header.Get("Idempotent-Replayed"); got != "" {
+		t.Errorf("a first answer says Idempotent-Replayed: %q", got)
+	}
+	for range 2 {
+		retry, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k-1"), req)
+		if err != nil || retry.JSON200 == nil {
+			t.Fatalf("retry: %v %d %s", err, retry.StatusCode(), retry.Body)
+		}
+		if string(retry.Body) != string(first.Body) || retry.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry answered %s (Idempotent-Replayed %q), want %s again, replayed", retry.Body,
+				retry.HTTPResponse.Header.Get("Idempotent-Replayed"), first.Body)
+		}
+	}
+	if got := unseenNow(t, c, "default", "u", "a", "b", "c", "d", "e"); !slices.Equal(got, []string{"c", "d", "e"}) {
+		t.Fatalf("after the call and two retries, unseen %v; want c, d and e (only a and b recorded)", got)
+	}
+	// The draft's quoted form names the same key.
+	if r, _ := c.FilterUserWithResponse(ctx, "default", "u", withKey(`"k-1"`), req); r.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the quoted key was not the same key: %d %s", r.StatusCode(), r.Body)
+	}
+	// Another key, or another user, is another call.
+	if got := filter(t, c, "default", "u", req).Unseen; !slices.Equal(got, []string{"c", "d"}) {
+		t.Fatalf("a call without a key: %v, want c and d", got)
+	}
+	r, err := c.FilterUserWithResponse(ctx, "default", "v", withKey("k-1"), req)
+	if err != nil || r.JSON200 == nil || !slices.Equal(r.JSON200.Unseen, []string{"a", "b"}) {
+		t.Fatalf("the same key for another user: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	st := e.srv.Stats()
+	if st.IdempotentReplays != 3 || st.IdempotencyKept != 2 || st.IdempotencyBytes <= 0 {
+		t.Errorf("stats: %d replays, %d kept in %d bytes; want 3 replays and 2 kept", st.IdempotentReplays, st.IdempotencyKept, st.IdempotencyBytes)
+	}
+	status, _, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK || !strings.Contains(string(body), "seenapi_idempotent_replays_total 3") {
+		t.Errorf("metrics: %d, no seenapi_idempotent_replays_total 3", status)
+	}
+}
+
+// The same key with another body is refused and records nothing; an
+// answer that was an error is not kept, so a corrected retry with the same
+// key is served.
+func TestIdempotencyKeyReusedOrAfterAnError(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	if _, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k"), client.FilterRequest{Candidates: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k"), client.FilterRequest{Candidates: []string{"c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ApplicationproblemJSON422 == nil || r.ApplicationproblemJSON422.Type != "https://seenapi.dev/problems/idempotency-key-reused" {
+		t.Fatalf("the key with another body: %d %s", r.StatusCode(), r.Body)
+	}
+	if got := unseenNow(t, c, "default", "u", "c"); len(got) != 1 {
+		t.Fatalf("a refused call recorded c")
+	}
+
+	status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+		[]byte(`{"candidates":["x"],"limit":-1}`), "Idempotency-Key", "k-2")
+	wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request")
+	good := client.FilterRequest{Candidates: []string{"x"}}
+	r, err = c.FilterUserWithResponse(ctx, "default", "u", withKey("k-2"), good)
+	if err != nil || r.JSON200 == nil || !slices.Equal(r.JSON200.Unseen, []string{"x"}) || r.HTTPResponse.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the corrected call with the key of a refused one: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+
+	for _, key := range []string{"", strings.Repeat("k", 256), "tab\there", "é"} {
+		status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+			[]byte(`{"candidates":["y"]}`), "Idempotency-Key", key)
+		p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request")
+		if len(p.Errors) != 1 || p.Errors[0].Parameter != "Idempotency-Key" {
+			t.Errorf("key %q: errors %+v, want the Idempotency-Key named", key, p.Errors)
+		}
+	}
+	if got := unseenNow(t, c, "default", "u", "y"); len(got) != 1 {
+		t.Fatalf("a call with a bad key recorded y")
+	}
+}
+
+// appendGate is the real store with the journal appends of one user held
+// until release is closed: the one call of that user stays in flight.
+type appendGate struct {
+	*storage.Store
+	user    string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *appendGate) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	if user == g.user {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Append(ns, user, value, ttl)
+}
+
+// While a keyed call is in flight, its twin is refused with 409 and
+// changes nothing; once the first is answered, the twin gets its answer.
+func TestIdempotencyKeyInFlight(t *testing.T) {
+	g := &appendGate{user: "slow", entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g })
+	c := e.client("")
+	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
+	type answer struct {
+		r   *client.FilterUserResponse
+		err error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		r, err := c.FilterUserWithResponse(ctx, "default", "slow", withKey("k"), req)
+		first <- answer{r, err}
+	}()
+	<-g.entered
+	r, err := c.FilterUserWithResponse(ctx, "default", "slow", withKey("k"), req)
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	if r.ApplicationproblemJSON409 == nil || r.ApplicationproblemJSON409.Type != "https://seenapi.dev/problems/idempotency-key-in-use" {
+		close(g.release)
+		t.Fatalf("the twin of a call in flight: %d %s", r.StatusCode(), r.Body)
+	}
+	close(g.release)
+	a := <-first
+	if a.err != nil || a.r.JSON200 == nil || !slices.Equal(a.r.JSON200.Unseen, []string{"a"}) {
+		t.Fatalf("the first call: %v %d %s", a.err, a.r.StatusCode(), a.r.Body)
+	}
+	r, err = c.FilterUserWithResponse(ctx, "default", "slow", withKey("k"), req)
+	if err != nil || string(r.Body) != string(a.r.Body) || r.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the twin once the first was answered: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if got := unseenNow(t, c, "default", "slow", "a", "b"); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("unseen %v, want b alone", got)
+	}
+}
+
+// A batch is kept whole; keys are the caller's own: another API key's
+// call with the same Idempotency-Key is another call.
+func TestIdempotencyKeyOfABatchAndOfAnotherCaller(t *testing.T) {
+	e := newEnv(t, withKeys)
+	w, a := e.client(writeKey), e.client(adminKey)
+	batch := client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "u1", Candidates: []string{"a", "b"}, Limit: ptr(1)},
+		{User: "u2", Candidates: []string{"a", "b"}, Limit: ptr(1)},
+	}}
+	key := "batch-1"
+	params := &client.FilterBatchParams{IdempotencyKey: &key}
+	first, err := w.FilterBatchWithResponse(ctx, "default", params, batch)
+	if err != nil || first.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, first.StatusCode(), first.Body)
+	}
+	retry, err := w.FilterBatchWithResponse(ctx, "default", params, batch)
+	if err != nil || string(retry.Body) != string(first.Body) || retry.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("batch retry: %v %d %s", err, retry.StatusCode(), retry.Body)
+	}
+	other, err := a.FilterBatchWithResponse(ctx, "default", params, batch)
+	if err != nil || other.JSON200 == nil || other.HTTPResponse.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the same key from another API key: %v %d %s", err, other.StatusCode(), other.Body)
+	}
+	for i, res := range other.JSON200.Results {
+		if res.Unseen == nil || !slices.Equal(*res.Unseen, []string{"b"}) {
+			t.Fatalf("another caller's batch, result %d: %+v; want b (a was recorded by the first)", i, res)
+		}
+	}
+}
