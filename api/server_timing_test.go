@@ -94,7 +94,14 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 			}
 		})
 	})
-	b.Run("http", func(b *testing.B) {
+	b.Run("http", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, false) })
+	// Every call with an Idempotency-Key of its own: what keeping the
+	// answers for retries costs.
+	b.Run("http-idempotency-key", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, true) })
+}
+
+func benchOneCallHTTP(b *testing.B, w *feedWorkload, noJournal, keyed bool) {
+	{
 		hot, done := benchHotSet(b, noJournal)
 		defer done()
 		srv, err := api.New(hot, api.Config{Logger: slog.New(slog.DiscardHandler)})
@@ -113,15 +120,19 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 		b.ReportAllocs()
 		b.SetParallelism(16) // calls wait for their journal commit: keep many in flight
 		b.RunParallel(func(pb *testing.PB) {
-			r := rand.New(rand.NewPCG(seed.Add(1), 1))
+			g := seed.Add(1)
+			r := rand.New(rand.NewPCG(g, 1))
 			cands := make([]string, 200)
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
 			var body []byte
-			for pb.Next() {
+			for n := 0; pb.Next(); n++ {
 				user, c := w.call(r, cands)
 				req.SetRequestURI(prefix + user + "/filter")
+				if keyed {
+					req.Header.Set(api.HeaderIdempotencyKey, strconv.FormatUint(g, 10)+"-"+strconv.Itoa(n))
+				}
 				req.Header.SetMethod("POST")
 				req.Header.SetContentType("application/json")
 				body = append(body[:0], `{"limit":20,"candidates":[`...)
@@ -141,5 +152,5 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 				}
 			}
 		})
-	})
+	}
 }
