@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -130,8 +131,12 @@ func TestSoakDiskUseLevelsOff(t *testing.T) {
 	if appends == 0 || writeBacks == 0 {
 		t.Fatal("the workload did not run")
 	}
-	if last := sizes[len(sizes)-1]; written < 5*last {
-		t.Fatalf("only %d bytes written for %d on disk: too little to show reclaiming", written, last)
+	// Kept whole, what was written would take at least its own size on
+	// disk: a peak of at most half of it shows that space was reclaimed.
+	// The peak, not the last sample, which falls anywhere on the sawtooth
+	// (at 293 of 1,001 MiB written on one machine, at its tip).
+	if peak := slices.Max(sizes); written < 2*peak {
+		t.Fatalf("only %d bytes written for a peak of %d on disk: too little to show reclaiming", written, peak)
 	}
 	if second > 1.5*first {
 		t.Fatalf("mean disk use grew from %.1f MiB in the first half to %.1f MiB in the second (more than 1.5x)", first/(1<<20), second/(1<<20))
