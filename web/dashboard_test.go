@@ -625,7 +625,18 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 		}
 	}
 
-	want := before[0] + users*callsPerUser
+	// A call retried with its Idempotency-Key: the second answer is the
+	// first one given again.
+	key := base + "-retried"
+	for range 2 {
+		resp, err := w.FilterUserWithResponse(context.Background(), "default", base+"-0", &client.FilterUserParams{IdempotencyKey: &key},
+			client.FilterRequest{Candidates: []string{"r:1"}})
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("filter: %v %s", err, resp.Body)
+		}
+	}
+
+	want := before[0] + users*callsPerUser + 2
 	tb.waitJS(fmt.Sprintf(`(() => { const [n, rate] = %s(%q); return n >= %v && rate > 0; })()`, routeCalls, route, want),
 		fmt.Sprintf("the filter route to show %v calls and a rate above 0", want))
 	tb.waitJS(fmt.Sprintf(`Number(document.querySelector('[data-k="hot-users"]').textContent.replace(/,/g, '')) >= %d`, hotBefore+users),
@@ -638,6 +649,9 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 	if seen := tb.text(`#card-seen .sub`); !regexp.MustCompile(`^[0-9.]+% since start · [1-9][0-9,]* candidates? · [1-9][0-9,]* items? recorded$`).MatchString(seen) {
 		t.Errorf("candidates card reads %q", seen)
+	}
+	if got := tb.waitText(`#card-degraded .sub`, "answered again"); !regexp.MustCompile(`^fail-open answers · .+/s now · [1-9][0-9,]* retr(y|ies) answered again$`).MatchString(got) {
+		t.Errorf("degraded answers card reads %q, want the retry answered again", got)
 	}
 	if st := tb.text(`#card-storage .sub`); !regexp.MustCompile(`^[0-9,]+ storage errors? · [0-9,]+ journal appends? · [0-9,]+ tables? in level 0$`).MatchString(st) {
 		t.Errorf("storage card reads %q", st)

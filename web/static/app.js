@@ -369,7 +369,9 @@ function drawOverview() {
       h('div', { class: `bar${usedFrac > 0.9 ? ' warn' : ''}`, role: 'img', 'aria-label': `cache ${pct(usedFrac, 1)} of budget` },
         h('span', { style: `width:${Math.min(100, usedFrac * 100).toFixed(1)}%` }))),
     card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushed_users)} written back`),
-    card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now`),
+    card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now · ` +
+      // Retries a kept answer served (Idempotency-Key): a client timing out shows here first.
+      `${count(st.idempotent_replays, 'retry', 'retries')} answered again`),
     card('collector', 'Collector share of CPU', gc.length ? pct(lastRate(gc), 1) : pct(gcSinceStart, 1),
       `${pct(gcSinceStart, 1)} since start · ${count(col.cycles, 'collection')} · heap ${bytes(col.heap_live_bytes)} live, next at ${bytes(col.heap_goal_bytes)}`,
       sparkline(gc, 'Collector share of CPU', (v) => pct(v, 1), 1)),
