@@ -1516,3 +1516,58 @@ func TestSIGHUPWhileStartingIsHarmless(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 }
+
+// A restart without a namespace whose users are stored says so in the
+// log, naming it; the namespace is erased through the API, and the next
+// start says nothing.
+func TestStartNamesTheNamespacesStoredAndNotServed(t *testing.T) {
+	dir, file := t.TempDir(), filepath.Join(t.TempDir(), "namespaces.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const warning = "namespaces that are not served"
+	write("feed: {}\npush: {}\n")
+	s := startService(t, nil, "--data-dir", dir, "--namespaces", file)
+	for _, ns := range []string{"feed", "push"} {
+		if code, _ := post(t, s.url+"/v1/namespaces/"+ns+"/users/u/filter", `{"candidates":["a"]}`); code != 200 {
+			t.Fatalf("%s: %d", ns, code)
+		}
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	write("feed: {}\n")
+	s = startService(t, nil, "--data-dir", dir, "--namespaces", file)
+	want := `not_served=push`
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.out.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged at the start:\n%s", want, s.out.String())
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, s.url+"/v1/namespaces/push", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || got["users_erased"] != float64(1) {
+		t.Fatalf("DELETE /v1/namespaces/push: %d %v %v", resp.StatusCode, got, err)
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	s = startService(t, nil, "--data-dir", dir, "--namespaces", file)
+	if code, _ := post(t, s.url+"/v1/namespaces/feed/users/u/filter", `{"candidates":["a"]}`); code != 200 {
+		t.Fatalf("feed after the purge: %d", code)
+	}
+	if strings.Contains(s.out.String(), warning) {
+		t.Fatalf("a start after the purge warns:\n%s", s.out.String())
+	}
+}
