@@ -129,7 +129,8 @@ func problemFor(err error) Problem {
 		// The hot set's words after its sentinel's, which names the package.
 		k, detail = pUnknownNamespace, "namespace "+strings.TrimPrefix(err.Error(), eviction.ErrUnknownNamespace.Error()+": ")
 	case errors.Is(err, eviction.ErrNamespaceServed):
-		k, detail = pNamespaceServed, "namespace "+strings.TrimPrefix(err.Error(), eviction.ErrNamespaceServed.Error()+": ")
+		k, detail = pNamespaceServed, "namespace "+strings.TrimPrefix(err.Error(), eviction.ErrNamespaceServed.Error()+": ")+
+			"; take it out of the namespaces file and reload (SIGHUP) before erasing its data"
 	case errors.Is(err, eviction.ErrUnsupported):
 		// The hot set's words after its sentinel's, which names the package.
 		k, detail = pUnsupported, strings.TrimPrefix(err.Error(), eviction.ErrUnsupported.Error()+": ")

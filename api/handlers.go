@@ -430,9 +430,6 @@ func (s *Server) purgeNamespace(c *fiber.Ctx) error {
 		return err
 	}
 	n, err := s.hot.PurgeNamespace(ns)
-	if errors.Is(err, eviction.ErrNamespaceServed) {
-		return newError(pNamespaceServed, "namespace %q is served; take it out of the namespaces file and reload (SIGHUP) before erasing its data", ns)
-	}
 	if err != nil {
 		return err
 	}

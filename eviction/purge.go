@@ -27,7 +27,7 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 	defer h.nsMu.Unlock()
 	t := h.nss.Load()
 	if _, ok := t.byName[ns]; ok {
-		return 0, fmt.Errorf("%w: %q is served; take it out of the namespaces first", ErrNamespaceServed, ns)
+		return 0, fmt.Errorf("%w: %q is served", ErrNamespaceServed, ns)
 	}
 	known := slices.IndexFunc(t.byIndex, func(o *nsInfo) bool { return o.Name == ns })
 	if known >= 0 {
