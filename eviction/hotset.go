@@ -674,12 +674,8 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 // that may hold changes not yet written back moves to the shard's evicted
 // map (see trimLocked). s.mu held.
 func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
-	s.lru.Remove(k)
-	s.bytes -= int64(e.bytes)
-	c := h.infoOf(e).c
-	c.hotUsers.Add(-1)
-	c.hotBytes.Add(-int64(e.bytes))
-	c.evictions.Add(1)
+	h.removeLocked(s, k, e)
+	h.infoOf(e).c.evictions.Add(1)
 	// Not blocking on e.mu under s.mu (lock order is entry first): an
 	// entry someone holds is kept reachable as if it were dirty, and
 	// write-back lets it go once it finds it clean.
@@ -691,6 +687,16 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 	if idle {
 		e.mu.Unlock()
 	}
+}
+
+// removeLocked takes e, the shard's entry under k, out of the LRU and
+// out of its namespace's figures. s.mu held.
+func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
+	s.lru.Remove(k)
+	s.bytes -= int64(e.bytes)
+	c := h.infoOf(e).c
+	c.hotUsers.Add(-1)
+	c.hotBytes.Add(-int64(e.bytes))
 }
 
 // afterEvict asks for a write-back round when evicted users waiting for
@@ -1058,10 +1064,7 @@ func (h *HotSet) Forget(ns, user string) error {
 	// what is about to be deleted.
 	var victims []*entry
 	if e, ok := s.lru.Peek(sl.k); ok && e == sl.e {
-		s.lru.Remove(sl.k)
-		s.bytes -= int64(e.bytes)
-		info.c.hotUsers.Add(-1)
-		info.c.hotBytes.Add(-int64(e.bytes))
+		h.removeLocked(s, sl.k, e)
 		victims = append(victims, e)
 	}
 	if e, ok := s.evicted[sl.k]; ok && e.ns == info.index && e.id() == user {

@@ -60,16 +60,12 @@ func (h *HotSet) purgeStored(ns string) (n int, err error) {
 func (h *HotSet) dropNamespace(index uint8) {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
-	c := h.nss.Load().byIndex[index].c
 	var out []*entry
 	for _, s := range h.shards {
 		s.mu.Lock()
 		for _, k := range s.lru.Keys() {
 			if e, ok := s.lru.Peek(k); ok && e.ns == index {
-				s.lru.Remove(k)
-				s.bytes -= int64(e.bytes)
-				c.hotUsers.Add(-1)
-				c.hotBytes.Add(-int64(e.bytes))
+				h.removeLocked(s, k, e)
 				out = append(out, e)
 			}
 		}

@@ -133,8 +133,9 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 	return nil
 }
 
-// eraseJournals voids every journal record of users, all of ns, with one
-// erase record each, written together.
+// eraseJournals voids every journal record of users, all of ns, for good,
+// with one erase record each, written together: the records keep a replay
+// after a crash from reading them again.
 func (s *Store) eraseJournals(ns string, users []string) error {
 	if len(users) == 0 {
 		return nil

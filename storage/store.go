@@ -563,21 +563,8 @@ func (s *Store) Delete(ns, user string) error {
 	// The filter goes first: a crash before the erase record is written
 	// leaves journal records that bring part of the user back, never a
 	// lost acknowledged write.
-	if err := s.eraseJournal(ns, user); err != nil {
+	if err := s.eraseJournals(ns, []string{user}); err != nil {
 		return opErr(fmt.Sprintf("delete %s/%s", ns, user), err)
-	}
-	return nil
-}
-
-// eraseJournal voids every journal record of the user for good: an erase
-// record keeps a replay after a crash from reading them again.
-func (s *Store) eraseJournal(ns, user string) error {
-	seq, err := s.takeSeqs(1)
-	if err != nil {
-		return err
-	}
-	if err := s.wal.erase(seq, ns, user, func(walRec) bool { return true }); err != nil {
-		return s.writeErr(err)
 	}
 	return nil
 }

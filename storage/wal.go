@@ -32,9 +32,10 @@ import (
 //	         kind (1 byte) | uvarint seq | ns and user as above | uvarint upTo  (kind 'e': erase)
 //
 // An erase record says the user's records with seq <= upTo are void: it is
-// written after a Delete or a replacing write-back, so records that were
-// covered (no longer indexed) but still sit in a live segment cannot bring
-// the user back when the journal is replayed after a crash.
+// written after a Delete (one for each user a namespace purge erases) or a
+// replacing write-back, so records that were covered (no longer indexed)
+// but still sit in a live segment cannot bring the user back when the
+// journal is replayed after a crash.
 //
 // In memory the journal is an index from user to live records (segment,
 // offset, length). A write-back or Delete drops the user's covered records
@@ -423,36 +424,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// erase drops the user's records that drop selects and writes an erase
-// record (number seq) voiding every record of the user below the first one
-// kept (all of them if none is kept), so a replay after a crash reads none
-// of the dropped records nor the older, already covered ones.
-func (w *wal) erase(seq uint64, ns, user string, drop func(walRec) bool) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var kb walKeyBuf
-	key := filterKey(kb[:0], ns, user)
-	upTo := seq
-	for r := range w.index.records(key) {
-		if !drop(r) {
-			upTo = min(upTo, r.seq-1)
-		}
-	}
-	buf, _ := appendRecord(w.buf[:0], kindErase, seq, ns, user, 0, upTo, nil)
-	w.buf = buf[:0]
-	seg, _, err := w.writeLocked(buf)
-	if err != nil {
-		return err
-	}
-	seg.erases++
-	w.maxSeq = max(w.maxSeq, seq)
-	w.dropLocked(key, drop)
-	w.collectLocked()
-	return nil
-}
-
-// eraseAll voids every record of each of users, all of ns, as erase does
-// for one, with erase records numbered from seq on, written at once.
+// eraseAll drops every record of each of users, all of ns, and writes
+// for each an erase record (numbered from seq on, all in one write)
+// voiding its records up to that number, so a replay after a crash reads
+// none of them, nor the older, already covered ones.
 func (w *wal) eraseAll(seq uint64, ns string, users []string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
