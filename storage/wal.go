@@ -32,10 +32,12 @@ import (
 //	         kind (1 byte) | uvarint seq | ns and user as above | uvarint upTo  (kind 'e': erase)
 //
 // An erase record says the user's records with seq <= upTo are void: it is
-// written after a Delete (one for each user a namespace purge erases) or a
-// replacing write-back, so records that were covered (no longer indexed)
-// but still sit in a live segment cannot bring the user back when the
-// journal is replayed after a crash.
+// written after a Delete (one for each user a namespace purge erases),
+// which removes the filter and its cover mark with it, so records that
+// were covered (no longer indexed) but still sit in a live segment cannot
+// bring the user back when the journal is replayed after a crash. A
+// replacing write-back (an import) needs none: it keeps the stored cover
+// mark (see Store.prepare).
 //
 // In memory the journal is an index from user to live records (segment,
 // offset, length). A write-back or Delete drops the user's covered records
