@@ -132,6 +132,22 @@ func (g *appendGate) Append(ns, user string, value []byte, ttl time.Duration) (u
 	return g.Store.Append(ns, user, value, ttl)
 }
 
+// answer is what a one call made by filterAsync got.
+type answer struct {
+	r   *client.FilterUserResponse
+	err error
+}
+
+// filterAsync makes a one call on a goroutine of its own.
+func filterAsync(c *client.ClientWithResponses, ns, user string, params *client.FilterUserParams, req client.FilterRequest) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := c.FilterUserWithResponse(ctx, ns, user, params, req)
+		ch <- answer{r, err}
+	}()
+	return ch
+}
+
 // While a keyed call is in flight, its twin is refused with 409 and
 // changes nothing; once the first is answered, the twin gets its answer.
 func TestIdempotencyKeyInFlight(t *testing.T) {
@@ -139,15 +155,7 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g })
 	c := e.client("")
 	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
-	type answer struct {
-		r   *client.FilterUserResponse
-		err error
-	}
-	first := make(chan answer, 1)
-	go func() {
-		r, err := c.FilterUserWithResponse(ctx, "default", "slow", withKey("k"), req)
-		first <- answer{r, err}
-	}()
+	first := filterAsync(c, "default", "slow", withKey("k"), req)
 	<-g.entered
 	r, err := c.FilterUserWithResponse(ctx, "default", "slow", withKey("k"), req)
 	if err != nil {

@@ -15,6 +15,14 @@
 //		client.FilterRequest{Candidates: []string{"i:1", "i:2"}})
 //	// resp.JSON200.Unseen, or resp.ApplicationproblemJSON400 etc. for errors
 //
+// WithRetries sends a call again when it gets no answer or an answer that
+// asks to retry, and gives each one call and batch call an Idempotency-Key
+// so that a retry after a lost answer gets that answer instead of
+// recording the next items (retry.go):
+//
+//	c, err := client.NewClientWithResponses("http://127.0.0.1:8080",
+//		client.WithRetries(client.Retry{}))
+//
 // A Client is safe for concurrent use when its HTTP client is (the default is).
 package client
 

@@ -1,0 +1,278 @@
+package api_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+// cutProxy forwards loopback connections to the service. The first cut
+// connections are closed as soon as the service's answer starts to come
+// back: the service has answered (and recorded) a call whose caller gets
+// no answer, as when a load balancer or a network drops it.
+type cutProxy struct {
+	ln   net.Listener
+	cut  atomic.Int32 // connections still to cut
+	cuts atomic.Int32 // connections cut
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open map[net.Conn]bool // to close at the end: clients keep theirs idle
+}
+
+func newCutProxy(t *testing.T, target string, cut int32) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, open: map[net.Conn]bool{}}
+	p.cut.Store(cut)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.serve(c, target) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for c := range p.open {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	p.mu.Lock()
+	p.open[c], p.open[s] = true, true
+	p.mu.Unlock()
+	go func() { io.Copy(s, c); s.Close() }()
+	if p.cut.Add(-1) >= 0 {
+		var b [1]byte
+		if n, _ := s.Read(b[:]); n == 1 {
+			p.cuts.Add(1)
+		}
+		return
+	}
+	io.Copy(c, s)
+}
+
+func (p *cutProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+func retrying(t *testing.T, base string, r client.Retry) *client.ClientWithResponses {
+	t.Helper()
+	c, err := client.NewClientWithResponses(base, client.WithRetries(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func items(prefix string, n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return s
+}
+
+// A one call whose answer is lost is sent again with the key WithRetries
+// gave it, and gets the first answer: its items are recorded once and are
+// the ones the caller shows. Without retries the caller gets an error
+// while the service recorded the items, which are then never shown.
+func TestRetriesGiveTheAnswerOfACallWhoseAnswerWasLost(t *testing.T) {
+	e := newEnv(t)
+	cands := items("i", 200)
+	req := client.FilterRequest{Candidates: cands, Limit: ptr(20)}
+
+	p := newCutProxy(t, e.base[len("http://"):], 1)
+	c := retrying(t, p.url(), client.Retry{WaitMin: 10 * time.Millisecond})
+	r, err := c.FilterUserWithResponse(ctx, "default", "u1", nil, req)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("a call whose first answer was cut: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if p.cuts.Load() != 1 {
+		t.Fatalf("%d answers cut, want 1", p.cuts.Load())
+	}
+	if !slices.Equal(r.JSON200.Unseen, cands[:20]) || r.HTTPResponse.Header.Get(api.HeaderReplayed) != "true" {
+		t.Fatalf("the retry answered %v (replayed %q), want the first answer, %v", r.JSON200.Unseen,
+			r.HTTPResponse.Header.Get(api.HeaderReplayed), cands[:20])
+	}
+	if st := e.stateOf("default", "u1"); st["items"] != 20.0 {
+		t.Fatalf("%v items recorded, want 20: the retry recorded again", st["items"])
+	}
+
+	// The next call is another call: a key of its own, the next items.
+	r, err = c.FilterUserWithResponse(ctx, "default", "u1", nil, req)
+	if err != nil || r.JSON200 == nil || !slices.Equal(r.JSON200.Unseen, cands[20:40]) ||
+		r.HTTPResponse.Header.Get(api.HeaderReplayed) != "" {
+		t.Fatalf("the next call: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+
+	// What the retries spare: the same cut without them.
+	p = newCutProxy(t, e.base[len("http://"):], 1)
+	plain, err := client.NewClientWithResponses(p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.FilterUserWithResponse(ctx, "default", "u2", withKey("k2"), req); err == nil {
+		t.Fatal("without retries, a call whose answer was cut did not fail")
+	}
+	if st := e.stateOf("default", "u2"); st["items"] != 20.0 {
+		t.Fatalf("the cut call recorded %v items, want 20", st["items"])
+	}
+}
+
+// A batch call gets a key too, and a call's own key is kept.
+func TestRetriesKeyTheBatchAndKeepTheCallersKey(t *testing.T) {
+	e := newEnv(t)
+	p := newCutProxy(t, e.base[len("http://"):], 1)
+	c := retrying(t, p.url(), client.Retry{WaitMin: 10 * time.Millisecond})
+	batch := client.BatchFilterRequest{Requests: []client.BatchFilterEntry{{User: "a", Candidates: []string{"x", "y"}, Limit: ptr(1)},
+		{User: "b", Candidates: []string{"x", "y"}, Limit: ptr(1)}}}
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, batch)
+	if err != nil || r.JSON200 == nil || r.HTTPResponse.Header.Get(api.HeaderReplayed) != "true" || p.cuts.Load() != 1 {
+		t.Fatalf("a batch whose first answer was cut: %v %d %s (%d cut)", err, r.StatusCode(), r.Body, p.cuts.Load())
+	}
+	for _, u := range []string{"a", "b"} {
+		if st := e.stateOf("default", u); st["items"] != 1.0 {
+			t.Errorf("user %s: %v items, want 1", u, st["items"])
+		}
+	}
+
+	req := client.FilterRequest{Candidates: []string{"x", "y"}, Limit: ptr(1)}
+	first, err := c.FilterUserWithResponse(ctx, "default", "own", withKey("mine"), req)
+	if err != nil || first.JSON200 == nil {
+		t.Fatal(err, first.StatusCode())
+	}
+	again, err := c.FilterUserWithResponse(ctx, "default", "own", withKey("mine"), req)
+	if err != nil || string(again.Body) != string(first.Body) || again.HTTPResponse.Header.Get(api.HeaderReplayed) != "true" {
+		t.Fatalf("the caller's own key sent twice: %v %d %s, want %s replayed", err, again.StatusCode(), again.Body, first.Body)
+	}
+}
+
+// A 429 is retried after its Retry-After; with retries off it reaches the
+// caller.
+func TestRetriesWaitOutTheRateLimit(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.RateLimit, c.RateBurst = 1, 1 })
+	req := client.FilterRequest{Candidates: []string{"x"}}
+	never := retrying(t, e.base, client.Retry{Max: -1})
+	filter(t, never, "default", "u", req)
+	r, err := never.FilterUserWithResponse(ctx, "default", "u", nil, req)
+	if err != nil || r.ApplicationproblemJSON429 == nil {
+		t.Fatalf("with retries off, a call past the rate: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+
+	c := retrying(t, e.base, client.Retry{})
+	start := time.Now()
+	r, err = c.FilterUserWithResponse(ctx, "default", "u", nil, req)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("with retries, a call past the rate: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("answered after %v: the retry did not wait for a token (one a second)", took)
+	}
+}
+
+// statusTap is a transport that reports each status it passes on.
+type statusTap struct {
+	next   http.RoundTripper
+	status chan int
+}
+
+func (s statusTap) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(r)
+	if err == nil {
+		select {
+		case s.status <- resp.StatusCode:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// The twin of a call in flight (409 idempotency-key-in-use) is retried
+// until the first is answered, then gets its answer.
+func TestRetriesWaitForTheTwinInFlight(t *testing.T) {
+	g := &appendGate{user: "slow", entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g })
+	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
+	first := filterAsync(e.client(""), "default", "slow", withKey("k"), req)
+	<-g.entered
+
+	tap := statusTap{next: http.DefaultTransport, status: make(chan int, 16)}
+	c := retrying(t, e.base, client.Retry{Max: 20, WaitMin: 10 * time.Millisecond, WaitMax: 100 * time.Millisecond,
+		HTTPClient: &http.Client{Transport: tap}})
+	twin := filterAsync(c, "default", "slow", withKey("k"), req)
+	if got := <-tap.status; got != http.StatusConflict {
+		close(g.release)
+		t.Fatalf("the twin's first attempt: %d, want 409", got)
+	}
+	close(g.release)
+	a, b := <-first, <-twin
+	if a.err != nil || a.r.JSON200 == nil {
+		t.Fatalf("the first call: %v %d", a.err, a.r.StatusCode())
+	}
+	if b.err != nil || string(b.r.Body) != string(a.r.Body) || b.r.HTTPResponse.Header.Get(api.HeaderReplayed) != "true" {
+		t.Fatalf("the twin: %v %d %s, want %s replayed", b.err, b.r.StatusCode(), b.r.Body, a.r.Body)
+	}
+}
+
+// A 409 that is not idempotency-key-in-use is not retried, and the caller
+// reads its problem whole.
+func TestRetriesLeaveOtherConflicts(t *testing.T) {
+	e := newEnv(t)
+	tap := statusTap{next: http.DefaultTransport, status: make(chan int, 16)}
+	c := retrying(t, e.base, client.Retry{WaitMin: 10 * time.Millisecond, HTTPClient: &http.Client{Transport: tap}})
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"x"}})
+	<-tap.status
+	r, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k"), client.FilterRequest{Candidates: []string{"x"}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatal(err)
+	}
+	<-tap.status
+	// The same key with another body: 422, not retried.
+	r, err = c.FilterUserWithResponse(ctx, "default", "u", withKey("k"), client.FilterRequest{Candidates: []string{"y"}})
+	if err != nil || r.ApplicationproblemJSON422 == nil {
+		t.Fatalf("a reused key: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	// A served namespace cannot be purged: 409 namespace-served, read
+	// whole after the policy looked at its type, and sent once.
+	<-tap.status
+	pr, err := c.PurgeNamespaceWithResponse(ctx, "default")
+	if err != nil || pr.ApplicationproblemJSON409 == nil || pr.ApplicationproblemJSON409.Type != api.ProblemBase+"namespace-served" {
+		t.Fatalf("purging a served namespace: %v %d %s", err, pr.StatusCode(), pr.Body)
+	}
+	<-tap.status
+	select {
+	case s := <-tap.status:
+		t.Fatalf("a 409 namespace-served was sent again (%d)", s)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

@@ -1,0 +1,155 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// Retry configures WithRetries. The zero value is the default.
+type Retry struct {
+	// Max is how many times a call is sent again at most: 4 when 0, none
+	// when negative.
+	Max int
+	// WaitMin and WaitMax bound the wait before a retry (50 ms and 2 s when
+	// 0): it doubles at each retry, less a random part of up to half (so
+	// that clients cut off together do not come back together), unless the
+	// answer's Retry-After gives it. The call's context bounds every wait.
+	WaitMin, WaitMax time.Duration
+	// HTTPClient sends each attempt; when nil, a pooled client of its own
+	// (WithHTTPClient would replace the retrying one: set this instead).
+	HTTPClient *http.Client
+}
+
+// WithRetries makes a client send a call again when it gets no answer (a
+// connection refused, reset or cut before the answer came: a restart, a
+// deploy, a load balancer) and when the service asks to retry: 429
+// rate-limited and 503 (overloaded, unavailable, storage-unavailable)
+// after their Retry-After, 502 and 504 from a proxy in front, and 409
+// idempotency-key-in-use (the first of two identical calls is still being
+// answered).
+//
+// Every route but the one call and its batch is safe to send twice: reads,
+// recording impressions (a set: twice is once), forgetting, imports (a
+// merge or a replacement by the same filter). The one call is not: its
+// answer's items are recorded, so a call sent again after a lost answer
+// would get and record the next ones, and the first would never be shown.
+// So WithRetries gives each one call and batch call without an
+// Idempotency-Key a fresh random one, kept for its retries: a retry of a
+// call the service did answer gets that answer again (with the header
+// Idempotent-Replayed: true) and records nothing. The service keeps such
+// answers in memory for --idempotency-ttl, not across its restart: a call
+// retried after one is served anew. A call that sets its own key keeps it.
+func WithRetries(r Retry) ClientOption {
+	rc := retryablehttp.NewClient()
+	rc.Logger = nil
+	if r.HTTPClient != nil {
+		rc.HTTPClient = r.HTTPClient
+	}
+	switch {
+	case r.Max < 0:
+		rc.RetryMax = 0
+	case r.Max > 0:
+		rc.RetryMax = r.Max
+	default:
+		rc.RetryMax = 4
+	}
+	rc.RetryWaitMin, rc.RetryWaitMax = 50*time.Millisecond, 2*time.Second
+	if r.WaitMin > 0 {
+		rc.RetryWaitMin = r.WaitMin
+	}
+	if r.WaitMax > 0 {
+		rc.RetryWaitMax = r.WaitMax
+	}
+	rc.RetryWaitMax = max(rc.RetryWaitMax, rc.RetryWaitMin)
+	rc.CheckRetry = retryPolicy
+	rc.Backoff = retryWait
+	// When the retries run out, the caller gets the last answer (its
+	// problem) or the last error, not retryablehttp's "giving up" error.
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	std := rc.StandardClient()
+	return func(c *Client) error {
+		c.Client = std
+		c.RequestEditors = append(c.RequestEditors, keyEachCall)
+		return nil
+	}
+}
+
+// keyEachCall gives a one call or a batch call (POST .../filter) a random
+// Idempotency-Key unless it has one. Request editors run once a call,
+// before its first attempt, so its retries send the same key.
+func keyEachCall(_ context.Context, req *http.Request) error {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/filter") && req.Header.Get(idempotencyHeader) == "" {
+		// 128 random bits (crypto/rand.Text), as a quoted string, the form
+		// draft-ietf-httpapi-idempotency-key-header gives the key.
+		req.Header.Set(idempotencyHeader, `"`+cryptorand.Text()+`"`)
+	}
+	return nil
+}
+
+const (
+	idempotencyHeader = "Idempotency-Key"
+	// inUseType is the problem type of 409 idempotency-key-in-use.
+	inUseType = "https://seenapi.dev/problems/idempotency-key-in-use"
+	// maxProblemBytes bounds what retryPolicy reads of a 409's body.
+	maxProblemBytes = 64 << 10
+)
+
+// retryPolicy says whether an attempt is sent again: see WithRetries. An
+// attempt that got an answer never returns an error, so that the last
+// answer reaches the caller when the retries run out.
+func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if err != nil {
+		// No answer: retried unless the call was cancelled or could never
+		// succeed (a bad URL or certificate, retryablehttp's list).
+		return retryablehttp.ErrorPropagatedRetryPolicy(ctx, nil, err)
+	}
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true, nil
+	case http.StatusConflict:
+		return problemType(resp) == inUseType, nil
+	}
+	return false, nil
+}
+
+// problemType returns the type of a problem+json answer ("" for another),
+// leaving resp's body to be read again.
+func problemType(resp *http.Response) string {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	return p.Type
+}
+
+// retryWait is the wait before retry number n+1: retryablehttp's (the
+// answer's Retry-After on a 429 or 503, else WaitMin doubled n times, up to
+// WaitMax), less a random part of up to half when the answer gave none.
+func retryWait(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
+	d := retryablehttp.DefaultBackoff(lo, hi, n, resp)
+	if resp != nil && resp.Header.Get("Retry-After") != "" && (resp.StatusCode == http.StatusTooManyRequests ||
+		resp.StatusCode == http.StatusServiceUnavailable) {
+		return d
+	}
+	return d - rand.N(d/2+1)
+}
