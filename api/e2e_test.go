@@ -621,6 +621,15 @@ func TestHealthAndReadyAnswerHEAD(t *testing.T) {
 // drop a body a HEAD answer should not have).
 func afterHeadersOfHEAD(t *testing.T, e *env, path string) string {
 	t.Helper()
+	_, _, rest := rawHEAD(t, e, path)
+	return rest
+}
+
+// rawHEAD sends HEAD path with the header lines given ("Name: value") on a
+// connection of its own and returns the answer's status, its headers and
+// whatever the server sent after them.
+func rawHEAD(t *testing.T, e *env, path string, header ...string) (int, http.Header, string) {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -629,18 +638,69 @@ func afterHeadersOfHEAD(t *testing.T, e *env, path string) string {
 	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(conn, "HEAD "+path+" HTTP/1.1\r\nHost: seenapi\r\nConnection: close\r\n\r\n"); err != nil {
+	req := "HEAD " + path + " HTTP/1.1\r\nHost: seenapi\r\nConnection: close\r\n"
+	for _, h := range header {
+		req += h + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := io.ReadAll(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "\r\n\r\n")
+	head, rest, ok := strings.Cut(string(b), "\r\n\r\n")
 	if !ok {
 		t.Fatalf("HEAD %s: no end of headers in %q", path, b)
 	}
-	return rest
+	lines := strings.Split(head, "\r\n")
+	var status int
+	if _, err := fmt.Sscanf(lines[0], "HTTP/1.1 %d", &status); err != nil {
+		t.Fatalf("HEAD %s: status line %q", path, lines[0])
+	}
+	h := http.Header{}
+	for _, l := range lines[1:] {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h.Add(k, strings.TrimSpace(v))
+		}
+	}
+	return status, h, rest
+}
+
+// TestHEADAnswersAsGETDoes holds every GET route of openapi.yaml to its
+// HEAD: GET's status, Content-Type and (where the body does not change
+// between two calls) Content-Length, without the body, after the same role
+// check; HEAD /v1/backup makes no backup.
+func TestHEADAnswersAsGETDoes(t *testing.T) {
+	e := newEnv(t, withKeys)
+	filter(t, e.client(writeKey), "default", "u1", client.FilterRequest{Candidates: []string{"a", "b"}})
+	params := strings.NewReplacer("{ns}", "default", "{user}", "u1")
+	// Bodies that change from one call to the next (figures, a backup's
+	// stream), whose lengths are not compared.
+	changing := map[string]bool{"/metrics": true, "/v1/stats": true, "/v1/backup": true}
+	n := 0
+	for path, item := range loadSpec(t).Paths.Map() {
+		if item.Get == nil {
+			continue
+		}
+		p := params.Replace(path)
+		for _, key := range []string{adminKey, readKey} {
+			auth := "Authorization: Bearer " + key
+			status, h, body := e.raw(http.MethodGet, p, "", nil, "Authorization", "Bearer "+key)
+			hs, hh, rest := rawHEAD(t, e, p, auth)
+			if hs != status || hh.Get("Content-Type") != h.Get("Content-Type") || rest != "" {
+				t.Errorf("HEAD %s (%s): %d %q and %d bytes after the headers; GET: %d %q", p, key[:4], hs,
+					hh.Get("Content-Type"), len(rest), status, h.Get("Content-Type"))
+			}
+			if !changing[path] && hh.Get("Content-Length") != strconv.Itoa(len(body)) {
+				t.Errorf("HEAD %s (%s): Content-Length %q, GET's body is %d bytes", p, key[:4], hh.Get("Content-Length"), len(body))
+			}
+			n++
+		}
+	}
+	if n < 2*10 {
+		t.Fatalf("only %d GET routes tried", n/2)
+	}
 }
 
 func TestDashboardFilesAreServed(t *testing.T) {

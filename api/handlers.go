@@ -299,6 +299,11 @@ func (s *Server) backup(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
 	c.Set(fiber.HeaderContentDisposition,
 		`attachment; filename="seenapi-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
+	if c.Method() == fiber.MethodHead {
+		// GET's headers only: a stream started would be cut, and fasthttp
+		// would send its chunked encoding's end.
+		return nil
+	}
 	// The server's write timeout bounds a whole answer from when it starts;
 	// a backup may take longer, so each write pushes it on instead, and a
 	// client that stops reading still times out.

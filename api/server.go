@@ -158,12 +158,9 @@ func (s *Server) routes() {
 	s.route(fiber.MethodGet, "/metrics", RoleRead, capped,
 		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
 
-	// Load balancers often probe with HEAD: the same status, no body
-	// (fasthttp drops a HEAD answer's body).
-	for _, m := range []string{fiber.MethodGet, fiber.MethodHead} {
-		s.route(m, "/healthz", RoleNone, uncapped, s.health)
-		s.route(m, "/readyz", RoleNone, uncapped, s.ready)
-	}
+	// Load balancers often probe with HEAD, which route answers.
+	s.route(fiber.MethodGet, "/healthz", RoleNone, uncapped, s.health)
+	s.route(fiber.MethodGet, "/readyz", RoleNone, uncapped, s.ready)
 	s.route(fiber.MethodGet, "/openapi.yaml", RoleNone, capped, s.openAPI)
 	dashboard := http.FS(web.FS())
 	s.route(fiber.MethodGet, "/", RoleNone, capped, func(c *fiber.Ctx) error {
@@ -260,13 +257,18 @@ const (
 // not (inCap), behind the route's call counter, the role check and the
 // route's duration histogram (which every answer counts, refusals too). It
 // takes any query parameter: the API's routes are registered with handle.
+//
+// A GET route answers HEAD too, as HTTP asks of every server (RFC 9110,
+// 9.3.2): the same handler, checks and counters, and fasthttp drops the
+// body of a HEAD answer, keeping its Content-Length. A handler whose work
+// is its body alone (the backup) skips it for HEAD.
 func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handler) {
 	route := method + " " + docPath(path)
 	s.k.routes = append(s.k.routes, route)
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
-	s.app.Add(method, path, func(c *fiber.Ctx) error {
+	handler := func(c *fiber.Ctx) error {
 		defer observeSince(duration, time.Now())
 		calls.Add(1)
 		if inCap {
@@ -282,7 +284,11 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 			}
 		}
 		return h(c)
-	})
+	}
+	s.app.Add(method, path, handler)
+	if method == fiber.MethodGet {
+		s.app.Add(fiber.MethodHead, path, handler)
+	}
 }
 
 // observeSince records the seconds since start in o.

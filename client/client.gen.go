@@ -489,7 +489,7 @@ type ServiceStats struct {
 	// CacheBytes Bytes accounted to hot users.
 	CacheBytes int64 `json:"cache_bytes"`
 
-	// Calls Calls per route, keyed "METHOD /path/{param}".
+	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
 	Calls map[string]int64 `json:"calls"`
 
 	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).

@@ -243,7 +243,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @typedef {Object} ServiceStats
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
- * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}".
+ * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
  * @property {number} degraded Answers given unfiltered because on_error was open.
