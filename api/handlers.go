@@ -276,6 +276,7 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 	if err := s.hot.Forget(ns, user); err != nil {
 		return err
 	}
+	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
@@ -307,13 +308,29 @@ func (s *Server) backup(c *fiber.Ctx) error {
 	// The server's write timeout bounds a whole answer from when it starts;
 	// a backup may take longer, so each write pushes it on instead, and a
 	// client that stops reading still times out.
-	conn, timeout, logger := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger
+	conn, timeout, logger, by := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger, s.caller(c)
+	logger.Info("seenapi: backup started", "by", by)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		if err := s.hot.Backup(deadlineWriter{w: w, conn: conn, timeout: timeout}); err != nil {
-			logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err)
+		cw := &countingWriter{w: deadlineWriter{w: w, conn: conn, timeout: timeout}}
+		if err := s.hot.Backup(cw); err != nil {
+			logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err, "bytes", cw.n, "by", by)
+			return
 		}
+		logger.Info("seenapi: backup taken", "bytes", cw.n, "by", by)
 	})
 	return nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // deadlineWriter moves conn's write deadline timeout past each write to w.
@@ -338,10 +355,11 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 		return err
 	}
 	var replace bool
+	mode := "merge"
 	switch c.Query("mode") {
 	case "", "merge":
 	case "replace":
-		replace = true
+		replace, mode = true, "replace"
 	default:
 		return fieldError(pBadRequest, "", "mode", "mode is merge or replace")
 	}
@@ -359,6 +377,7 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 	if err := s.hot.Import(ns, user, bytes.Clone(body), replace, int64(s.cfg.MaxImportBytes)); err != nil {
 		return err
 	}
+	s.audit(c, "seenapi: filter imported", "namespace", ns, "user", user, "mode", mode, "bytes", len(body))
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
@@ -438,7 +457,7 @@ func (s *Server) purgeNamespace(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("seenapi: namespace purged", "namespace", ns, "users_erased", n)
+	s.audit(c, "seenapi: namespace purged", "namespace", ns, "users_erased", n)
 	return c.JSON(&struct {
 		Namespace   string `json:"namespace"`
 		UsersErased int    `json:"users_erased"`
@@ -571,6 +590,7 @@ type authJSON struct {
 	Open      bool     `json:"open"`
 	RateLimit *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
 	RateBurst *int     `json:"rate_burst,omitempty"`
+	KeyID     string   `json:"key_id,omitempty"` // names the key in the log of admin actions
 }
 
 // withRate returns a with r's limit and burst when r limits anything.
@@ -590,11 +610,11 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 	if kr.open() {
 		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true}.withRate(serverRate(s.cfg)))
 	}
-	role, _, r, err := s.keyRole(c, kr)
+	role, id, r, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
-	return c.JSON(authJSON{Role: role.String()}.withRate(r))
+	return c.JSON(authJSON{Role: role.String(), KeyID: keyID(id)}.withRate(r))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

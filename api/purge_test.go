@@ -14,7 +14,8 @@ import (
 // and DELETE /v1/namespaces/{ns} erases its users for good; while it is
 // served the purge is refused and nothing changes.
 func TestPurgeNamespaceThroughTheClient(t *testing.T) {
-	e := newEnv(t, withKeys)
+	var l logLines
+	e := newEnv(t, withKeys, withLog(&l))
 	c := e.client(adminKey)
 	for _, user := range []string{"u1", "u2", "u3"} {
 		filter(t, c, "compact", user, client.FilterRequest{Candidates: []string{"a", "b"}})
@@ -66,6 +67,7 @@ func TestPurgeNamespaceThroughTheClient(t *testing.T) {
 	if r.JSON200.Namespace != "compact" || r.JSON200.UsersErased != 3 {
 		t.Fatalf("purge answered %+v, want compact and 3 users", *r.JSON200)
 	}
+	wantAudit(t, &l, "seenapi: namespace purged", "key "+sha8(adminKey), map[string]any{"namespace": "compact", "users_erased": 3.0})
 	if ns := list(); len(ns) != 0 {
 		t.Fatalf("not served after the purge: %v", ns)
 	}

@@ -141,6 +141,11 @@ func (e UserStatsKind) Valid() bool {
 
 // Auth defines model for Auth.
 type Auth struct {
+	// KeyId The caller's key as the log of admin actions names it, the first 8 hex digits of the key's SHA-256 (`printf %s KEY | sha256sum | cut -c1-8`); absent on an open service.
+	//
+	// Example: 3f9a0c12
+	KeyId *string `json:"key_id,omitempty"`
+
 	// Open No keys are configured; every caller has every role.
 	Open bool `json:"open"`
 
