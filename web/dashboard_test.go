@@ -3,6 +3,8 @@ package web_test
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"net/http"
@@ -382,6 +384,10 @@ func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	tb.waitText("#role", "role: read · at most 1,000 requests/s")
 	tb.useKey(s.keys.read)
 	tb.waitJS(`document.querySelector('#role').textContent === 'role: read'`, "a key without a rate: its role alone")
+	// Its tooltip names the key as the log of admin actions does.
+	d := sha256.Sum256([]byte(s.keys.read))
+	id := hex.EncodeToString(d[:4])
+	tb.waitJS(`document.querySelector('#role').title.startsWith('Key `+id+`: ')`, "the key's id in the role's tooltip")
 }
 
 func TestEachKeyShowsItsExactRole(t *testing.T) {

@@ -92,7 +92,7 @@ async function checkRole() {
   setRole({ status: 'checking' });
   try {
     const a = await call('getAuth');
-    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit });
+    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id });
   } catch (e) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
@@ -141,7 +141,9 @@ function roleText() {
 function showRole() {
   const out = document.getElementById('role');
   out.textContent = roleText();
-  out.title = state.role.status === 'unknown' ? `The role could not be checked: ${state.role.detail}` : '';
+  const r = state.role;
+  out.title = r.status === 'unknown' ? `The role could not be checked: ${r.detail}`
+    : r.status === 'known' && r.keyId ? `Key ${r.keyId}: the log names this key so in the admin actions it asks for` : '';
   for (const b of document.querySelectorAll('button[data-op]')) gate(b);
 }
 
