@@ -25,8 +25,8 @@ func (s *Server) caller(c *fiber.Ctx) string {
 	if kr.open() {
 		return "address " + c.IP()
 	}
-	if _, id, _, err := s.keyRole(c, kr); err == nil {
-		return "key " + keyID(id)
+	if m, err := s.keyRole(c, kr); err == nil {
+		return "key " + keyID(m.id)
 	}
 	return "an unknown key" // the keys were reloaded since admit
 }

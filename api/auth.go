@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -70,6 +71,10 @@ type Key struct {
 	// Burst is the requests this key may make at once before Rate applies;
 	// 0: one second's worth of Rate. Only with a Rate.
 	Burst int
+	// Namespaces are the only namespaces whose routes the key may call
+	// ("namespaces=feed,push" in a keys file), sorted; nil: every one. A
+	// key limited so cannot take a backup, which holds every namespace.
+	Namespaces []string
 }
 
 func (k Key) validate() error {
@@ -81,6 +86,17 @@ func (k Key) validate() error {
 	}
 	if k.Burst < 0 || (k.Burst > 0 && (k.Rate == 0 || math.IsInf(k.Rate, 1))) {
 		return errors.New("a key's burst needs a rate of its own (rate=N on the same line) and must be at least 1")
+	}
+	if k.Namespaces != nil && len(k.Namespaces) == 0 {
+		return errors.New("namespaces= names no namespace")
+	}
+	for i, ns := range k.Namespaces {
+		if !validNamespaceName(ns) {
+			return fmt.Errorf("namespaces=: %q is not a namespace name ([a-z0-9_-]{1,64})", ns)
+		}
+		if i > 0 && k.Namespaces[i-1] == ns {
+			return fmt.Errorf("namespaces=: %q is given twice", ns)
+		}
 	}
 	if len(k.Secret) < MinKeyLength {
 		return fmt.Errorf("a key is shorter than %d characters", MinKeyLength)
@@ -95,7 +111,8 @@ func (k Key) validate() error {
 
 // ParseKeys parses a keys file: one "ROLE:KEY" a line, optionally followed
 // by the key's own rate limit, "rate=N" (requests a second, or "off" for
-// none) and "burst=N", separated by spaces; blank lines and lines starting
+// none) and "burst=N", and the namespaces it is limited to,
+// "namespaces=a,b", separated by spaces; blank lines and lines starting
 // with # are ignored.
 func ParseKeys(text string) ([]Key, error) {
 	keys, err := parseKeys(text)
@@ -127,11 +144,23 @@ func parseKeys(text string) ([]Key, error) {
 	return keys, nil
 }
 
-// ParseKeysList parses the SEENAPI_KEYS form: "role:key,role:key".
+// ParseKeysList parses the SEENAPI_KEYS form: "role:key,role:key", each
+// entry as a keys file's line. A piece without a colon continues the
+// namespaces= list of the entry before it ("write:KEY namespaces=a,b"):
+// every entry has one, and namespace names have none.
 func ParseKeysList(list string) ([]Key, error) {
-	var keys []Key
-	for i, item := range strings.Split(list, ",") {
+	var items []string
+	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimSpace(item)
+		if n := len(items); n > 0 && item != "" && !strings.Contains(item, ":") && !strings.Contains(item, " ") &&
+			strings.Contains(items[n-1], " namespaces=") && !strings.HasSuffix(items[n-1], "=") {
+			items[n-1] += "," + item
+			continue
+		}
+		items = append(items, item)
+	}
+	var keys []Key
+	for i, item := range items {
 		if item == "" {
 			continue
 		}
@@ -157,7 +186,7 @@ func LoadKeysFile(path string) ([]Key, error) {
 	return keys, nil
 }
 
-// parseKey parses "ROLE:KEY [rate=N|off] [burst=N]". A key holds no space,
+// parseKey parses "ROLE:KEY [rate=N|off] [burst=N] [namespaces=a,b]". A key holds no space,
 // so whatever follows one is the key's options. Errors never quote the key.
 func parseKey(s string) (Key, error) {
 	role, rest, ok := strings.Cut(s, ":")
@@ -197,17 +226,26 @@ func parseKey(s string) (Key, error) {
 				return Key{}, fmt.Errorf("burst=%s: want a whole number of at least 1", v)
 			}
 			k.Burst = n
+		case "namespaces":
+			k.Namespaces = strings.Split(v, ",")
+			if v == "" {
+				k.Namespaces = []string{}
+			}
+			slices.Sort(k.Namespaces)
 		default:
 			if !strings.Contains(opt, "=") { // likely a key with a space in it: quote none of it
-				return Key{}, errors.New("a space in the key, or an option without =: a key holds no spaces, and options are rate=N or burst=N")
+				return Key{}, errors.New("a space in the key, or an option without =: a key holds no spaces, and options are rate=N, burst=N or namespaces=a,b")
 			}
-			return Key{}, fmt.Errorf("unknown option %q after the key (want rate=N or burst=N)", name)
+			return Key{}, fmt.Errorf("unknown option %q after the key (want rate=N, burst=N or namespaces=a,b)", name)
 		}
 	}
 	return k, k.validate()
 }
 
 func digest(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// ID names the key as the log of admin actions and GET /v1/auth do.
+func (k Key) ID() string { return keyID(digest(k.Secret)) }
 
 // keyring answers which role a presented key has. Keys are kept as SHA-256
 // digests and compared in constant time against every key, so neither the
@@ -216,6 +254,7 @@ type keyring struct {
 	digests [][32]byte
 	roles   []Role
 	rates   []callerRate // each key's rate limit, from Config's and its own
+	scopes  [][]string   // each key's Namespaces
 }
 
 func newKeyring(keys []Key, server callerRate) *keyring {
@@ -224,6 +263,7 @@ func newKeyring(keys []Key, server callerRate) *keyring {
 		kr.digests = append(kr.digests, digest(k.Secret))
 		kr.roles = append(kr.roles, k.Role)
 		kr.rates = append(kr.rates, server.of(k))
+		kr.scopes = append(kr.scopes, k.Namespaces)
 	}
 	return kr
 }
@@ -231,11 +271,10 @@ func newKeyring(keys []Key, server callerRate) *keyring {
 // open reports whether no keys are configured.
 func (kr *keyring) open() bool { return len(kr.digests) == 0 }
 
-// match returns the role of secret (RoleNone if it is no key), its digest,
-// which names the key to its rate limit without keeping it, and the key's
-// rate limit. The index of the key is selected in constant time like its
-// role; only once it matched is it used.
-func (kr *keyring) match(secret string) (Role, [32]byte, callerRate) {
+// match returns the key secret is (a zero role if it is none). The index
+// of the key is selected in constant time like its role; only once it
+// matched is it used.
+func (kr *keyring) match(secret string) keyMatch {
 	d := digest(secret)
 	role, at := RoleNone, -1
 	for i := range kr.digests {
@@ -244,7 +283,26 @@ func (kr *keyring) match(secret string) (Role, [32]byte, callerRate) {
 		at = subtle.ConstantTimeSelect(eq, i, at)
 	}
 	if at < 0 {
-		return RoleNone, d, callerRate{}
+		return keyMatch{id: d}
 	}
-	return role, d, kr.rates[at]
+	return keyMatch{role: role, id: d, rate: kr.rates[at], scope: kr.scopes[at]}
+}
+
+// keyMatch is the key a request presented.
+type keyMatch struct {
+	role  Role     // RoleNone: no key of the ring
+	id    [32]byte // the key's digest, which names it to its rate limit and in the log without keeping it
+	rate  callerRate
+	scope []string // the namespaces it is limited to, sorted; nil: every one
+}
+
+// allows reports whether the key may call the routes of namespace ns.
+func (m keyMatch) allows(ns string) bool {
+	_, ok := slices.BinarySearch(m.scope, ns)
+	return m.scope == nil || ok
+}
+
+// scopeError is the problem of a key limited to namespaces other than ns.
+func (m keyMatch) scopeError(ns string) error {
+	return newError(pForbidden, "this API key is limited to the namespaces %s, not %q", strings.Join(m.scope, ", "), ns)
 }

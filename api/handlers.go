@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -297,6 +298,14 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 // handler returns, so a failure once it has begun cannot change the status:
 // the backup then lacks its end mark, which restore refuses.
 func (s *Server) backup(c *fiber.Ctx) error {
+	// A backup holds every namespace: a key limited to some may not take
+	// one (admit lets it through the route, which has no {ns}).
+	if kr := s.keys.Load(); !kr.open() {
+		if m, err := s.keyRole(c, kr); err == nil && m.scope != nil {
+			return newError(pForbidden, "this API key is limited to the namespaces %s; a backup holds every namespace",
+				strings.Join(m.scope, ", "))
+		}
+	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
 	c.Set(fiber.HeaderContentDisposition,
 		`attachment; filename="seenapi-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
@@ -591,6 +600,9 @@ type authJSON struct {
 	RateLimit *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
 	RateBurst *int     `json:"rate_burst,omitempty"`
 	KeyID     string   `json:"key_id,omitempty"` // names the key in the log of admin actions
+	// Namespaces are the only ones the key may call the routes of; absent:
+	// every one.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // withRate returns a with r's limit and burst when r limits anything.
@@ -610,11 +622,11 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 	if kr.open() {
 		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true}.withRate(serverRate(s.cfg)))
 	}
-	role, id, r, err := s.keyRole(c, kr)
+	m, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
-	return c.JSON(authJSON{Role: role.String(), KeyID: keyID(id)}.withRate(r))
+	return c.JSON(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope}.withRate(m.rate))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

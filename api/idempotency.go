@@ -180,8 +180,8 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		// Scoped to the caller: another key's calls are not this one's.
 		caller := ""
 		if kr := s.keys.Load(); !kr.open() {
-			if _, id, _, err := s.keyRole(c, kr); err == nil {
-				caller = string(id[:])
+			if m, err := s.keyRole(c, kr); err == nil {
+				caller = string(m.id[:])
 			}
 		}
 		scoped := caller + "\x00" + c.Path() + "\x00" + key

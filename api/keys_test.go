@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ ADMIN:a-0123456789abcdef
 		t.Fatalf("got %v", keys)
 	}
 	for i := range want {
-		if keys[i] != want[i] {
+		if !reflect.DeepEqual(keys[i], want[i]) {
 			t.Errorf("key %d: %v, want %v", i, keys[i], want[i])
 		}
 	}
@@ -101,7 +102,7 @@ func TestKeyringFindsTheRoleOfEachKey(t *testing.T) {
 		"r-0123456789abcdef": RoleRead, "a-0123456789abcdef": RoleAdmin,
 		"a-0123456789abcde": RoleNone, "": RoleNone, "a-0123456789abcdefg": RoleNone,
 	} {
-		if got, _, _ := kr.match(secret); got != want {
+		if got := kr.match(secret).role; got != want {
 			t.Errorf("%q: %v, want %v", secret, got, want)
 		}
 	}
@@ -274,7 +275,7 @@ func TestParseKeysWithRates(t *testing.T) {
 	}
 	want := []Key{{Role: RoleWrite, Secret: "w-0123456789abcdef", Rate: 500, Burst: 1000},
 		{Role: RoleRead, Secret: "r-0123456789abcdef", Rate: 0.5}, {Role: RoleAdmin, Secret: "a-0123456789abcdef", Rate: math.Inf(1)}}
-	if !slices.Equal(keys, want) {
+	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %+v, want %+v", keys, want)
 	}
 	if keys, err := ParseKeysList("write:w-0123456789abcdef rate=5, read:r-0123456789abcdef"); err != nil ||
@@ -302,5 +303,56 @@ func TestParseKeysWithRates(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "abcdef") {
 			t.Errorf("%q: the error %q quotes the key", line, err)
 		}
+	}
+}
+
+// A key's line may limit it to some namespaces: namespaces=a,b, kept
+// sorted. SEENAPI_KEYS, whose entries are separated by commas, takes the
+// same, a piece without a colon continuing the list before it.
+func TestParseKeysWithNamespaces(t *testing.T) {
+	keys, err := ParseKeys("write:w-0123456789abcdef namespaces=push,feed rate=5\nread:r-0123456789abcdef namespaces=feed\nadmin:a-0123456789abcdef\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys[0].Namespaces, []string{"feed", "push"}) || keys[0].Rate != 5 ||
+		!slices.Equal(keys[1].Namespaces, []string{"feed"}) || keys[2].Namespaces != nil {
+		t.Fatalf("keys %+v", keys)
+	}
+	list, err := ParseKeysList("write:w-0123456789abcdef namespaces=push,feed, read:r-0123456789abcdef namespaces=email,admin:a-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 3 || !slices.Equal(list[0].Namespaces, []string{"feed", "push"}) ||
+		!slices.Equal(list[1].Namespaces, []string{"email"}) || list[2].Namespaces != nil || list[2].Role != RoleAdmin {
+		t.Fatalf("SEENAPI_KEYS with namespaces: %+v", list)
+	}
+	for line, want := range map[string]string{
+		"write:w-0123456789abcdef namespaces=":               "names no namespace",
+		"write:w-0123456789abcdef namespaces=Feed":           `"Feed" is not a namespace name`,
+		"write:w-0123456789abcdef namespaces=feed,,push":     `"" is not a namespace name`,
+		"write:w-0123456789abcdef namespaces=feed,feed":      `"feed" is given twice`,
+		"write:w-0123456789abcdef namespaces=a namespaces=b": "namespaces= is given twice",
+	} {
+		_, err := ParseKeys(line)
+		if !errors.Is(err, ErrBadKeys) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "0123456789") {
+			t.Errorf("%q: %v, want %q without the key", line, err, want)
+		}
+	}
+	// In SEENAPI_KEYS, a piece without a colon that does not follow a
+	// namespaces= list is an entry without a role.
+	if _, err := ParseKeysList("write:w-0123456789abcdef rate=5,feed"); !errors.Is(err, ErrBadKeys) {
+		t.Errorf("a stray piece: %v", err)
+	}
+}
+
+func TestKeyringKnowsEachKeysNamespaces(t *testing.T) {
+	kr := newKeyring([]Key{{Role: RoleWrite, Secret: "w-0123456789abcdef", Namespaces: []string{"feed", "push"}},
+		{Role: RoleAdmin, Secret: "a-0123456789abcdef"}}, callerRate{})
+	w, a := kr.match("w-0123456789abcdef"), kr.match("a-0123456789abcdef")
+	if !w.allows("feed") || !w.allows("push") || w.allows("email") || w.allows("") {
+		t.Errorf("the limited key allows %v", w.scope)
+	}
+	if !a.allows("email") || !a.allows("feed") {
+		t.Error("a key without namespaces= is limited")
 	}
 }

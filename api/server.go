@@ -320,33 +320,41 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 		}
 		return s.rate.take(c.IP(), r, "this client address")
 	}
-	got, id, r, err := s.keyRole(c, kr)
+	m, err := s.keyRole(c, kr)
 	if err != nil {
 		return err
 	}
-	if got < role {
-		return newError(pForbidden, "this route needs role %v; the key has role %v", role, got)
+	if m.role < role {
+		return newError(pForbidden, "this route needs role %v; the key has role %v", role, m.role)
 	}
-	if !r.limited() {
+	// The routes of a namespace are those with {ns}; a key limited to some
+	// may call only theirs, and the routes of none (figures, the list of
+	// namespaces, its own role) but the backup (see backup).
+	if m.scope != nil {
+		if ns := c.Params("ns"); ns != "" && !m.allows(ns) {
+			return m.scopeError(ns)
+		}
+	}
+	if !m.rate.limited() {
 		return nil
 	}
-	return s.rate.take(string(id[:]), r, "this API key")
+	return s.rate.take(string(m.id[:]), m.rate, "this API key")
 }
 
-// keyRole returns the role in kr of the request's bearer key, the key's
-// digest and its rate limit, or an unauthorized error when there is no key
-// or it is not known.
-func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (Role, [32]byte, callerRate, error) {
+// keyRole returns the key in kr the request's bearer key is (its role,
+// digest, rate limit and namespaces), or an unauthorized error when there
+// is no key or it is not known.
+func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
 	h := c.Get(fiber.HeaderAuthorization)
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return RoleNone, [32]byte{}, callerRate{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
+		return keyMatch{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	got, id, r := kr.match(strings.TrimSpace(key))
-	if got == RoleNone {
-		return RoleNone, [32]byte{}, callerRate{}, newError(pUnauthorized, "the API key is not known")
+	m := kr.match(strings.TrimSpace(key))
+	if m.role == RoleNone {
+		return keyMatch{}, newError(pUnauthorized, "the API key is not known")
 	}
-	return got, id, r, nil
+	return m, nil
 }
 
 // bodyOverLimit is the problem of a body over fiber's limit, the largest

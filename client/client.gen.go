@@ -146,6 +146,11 @@ type Auth struct {
 	// Example: 3f9a0c12
 	KeyId *string `json:"key_id,omitempty"`
 
+	// Namespaces The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's.
+	//
+	// Example: ["email","feed"]
+	Namespaces *[]string `json:"namespaces,omitempty"`
+
 	// Open No keys are configured; every caller has every role.
 	Open bool `json:"open"`
 

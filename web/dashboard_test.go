@@ -374,14 +374,15 @@ const actions = `(() => {
 		eraseHint: q('#erase-open ~ .need').textContent };
 })()`
 
-// A key with a rate limit of its own shows it beside its role, as GET
-// /v1/auth answers it; a key without one shows its role alone.
+// A key with a rate limit of its own, or limited to some namespaces, shows
+// it beside its role, as GET /v1/auth answers it; a key without either
+// shows its role alone.
 func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)
 	tb.open("")
 	tb.useKey(s.keys.limited)
-	tb.waitText("#role", "role: read · at most 1,000 requests/s")
+	tb.waitText("#role", "role: read · at most 1,000 requests/s · namespace default only")
 	tb.useKey(s.keys.read)
 	tb.waitJS(`document.querySelector('#role').textContent === 'role: read'`, "a key without a rate: its role alone")
 	// Its tooltip names the key as the log of admin actions does.

@@ -59,7 +59,7 @@ type suite struct {
 	bin           string
 	keysArg       string
 	namespacesArg string
-	keys          struct{ read, write, admin, limited string } // limited: a read key with its own rate
+	keys          struct{ read, write, admin, limited string } // limited: a read key with its own rate, limited to the namespace default
 	svc           *service
 	browser       context.Context
 	spec          *openapi3.T
@@ -135,7 +135,7 @@ func (s *suite) startErr() error {
 
 	s.keys.read, s.keys.write, s.keys.admin, s.keys.limited = newKey(), newKey(), newKey(), newKey()
 	s.keysArg = filepath.Join(dir, "keys")
-	keys := fmt.Sprintf("read:%s\nwrite:%s\nadmin:%s\nread:%s rate=1000\n", s.keys.read, s.keys.write, s.keys.admin, s.keys.limited)
+	keys := fmt.Sprintf("read:%s\nwrite:%s\nadmin:%s\nread:%s rate=1000 namespaces=default\n", s.keys.read, s.keys.write, s.keys.admin, s.keys.limited)
 	if err := os.WriteFile(s.keysArg, []byte(keys), 0o600); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,9 @@ func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.T
 		fmt.Fprintf(w, "  %s: %s\n", n.Name, profileLine(n.Profile.WithDefaults()))
 	}
 	fmt.Fprintln(w, keysLine(ks, o.addr))
+	for _, u := range unservedScopes(ks, nss) {
+		fmt.Fprintf(w, "warning: key %s is limited to the namespace %q, which is not served\n", u.key, u.ns)
+	}
 	if conf.cert != nil {
 		left := until.Sub(now)
 		in := fmt.Sprintf("%d hours", int(left.Hours()))
@@ -100,11 +104,14 @@ func keysLine(ks []api.Key, addr string) string {
 		return "keys: none: the API is open to anyone who can reach " + addr
 	}
 	var by [api.RoleAdmin + 1]int
-	own := 0
+	own, limited := 0, 0
 	for _, k := range ks {
 		by[k.Role]++
 		if k.Rate != 0 {
 			own++
+		}
+		if k.Namespaces != nil {
+			limited++
 		}
 	}
 	var roles []string
@@ -117,5 +124,26 @@ func keysLine(ks []api.Key, addr string) string {
 	if own > 0 {
 		line += fmt.Sprintf("; %d with a rate of its own", own)
 	}
+	if limited > 0 {
+		line += fmt.Sprintf("; %d limited to some namespaces", limited)
+	}
 	return line
+}
+
+// unservedScope is a namespace a key is limited to that is not served.
+type unservedScope struct{ key, ns string }
+
+// unservedScopes lists the namespaces keys are limited to that nss does not
+// serve: most likely misspelt, leaving the key refused where it was meant
+// to call.
+func unservedScopes(ks []api.Key, nss []eviction.Namespace) []unservedScope {
+	var out []unservedScope
+	for _, k := range ks {
+		for _, ns := range k.Namespaces {
+			if !slices.ContainsFunc(nss, func(n eviction.Namespace) bool { return n.Name == ns }) {
+				out = append(out, unservedScope{k.ID(), ns})
+			}
+		}
+	}
+	return out
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seenapi/seenapi/api"
 )
 
 // runCheck runs seenapi check with args and env and returns its exit code,
@@ -41,7 +43,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
 	dir := t.TempDir()
 	ns := writeFile(t, dir, "ns.yaml", "feed:\n  window: 30d\n  max_items: 100000\npush:\n  kind: compact\n  window: 6h\n")
-	keys := writeFile(t, dir, "keys", "write:w-0123456789abcdef rate=5\nread:r-0123456789abcdef\n")
+	keys := writeFile(t, dir, "keys", "write:w-0123456789abcdef rate=5\nread:r-0123456789abcdef namespaces=feed,fed\n")
 	cert, key := certFiles(t)
 	writeCert(t, cert, key, 1)
 	data := filepath.Join(dir, "data")
@@ -55,7 +57,9 @@ func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
 		"  default: staged, fp_rate 0.01, no window, no cap\n",
 		"  feed: staged, fp_rate 0.01, window 30d in buckets of 7.5d, max_items 100000\n",
 		"  push: compact, fp_rate 0.01, window 6h in buckets of 90m, no cap\n",
-		"keys: 3 (1 read, 1 write, 1 admin); 1 with a rate of its own\n",
+		"keys: 3 (1 read, 1 write, 1 admin); 1 with a rate of its own; 1 limited to some namespaces\n",
+		// A key's namespace that is not served: misspelt, most likely.
+		"warning: key " + api.Key{Secret: "r-0123456789abcdef"}.ID() + ` is limited to the namespace "fed", which is not served` + "\n",
 		"tls: " + cert + ", valid until ",
 		"seenapi check: the configuration loads\n",
 	} {

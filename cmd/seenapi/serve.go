@@ -247,6 +247,9 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	journal := journalOf(store.OpenedAfterCrash())
 	go foldJournal(hot.Recover, journal, closing, logger)
 	warnNotServed(hot.StoredNamespaces, logger)
+	for _, u := range unservedScopes(ks, namespaces) {
+		logger.Warn("seenapi: an API key is limited to a namespace that is not served", "key", u.key, "namespace", u.ns)
+	}
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger

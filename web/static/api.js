@@ -44,6 +44,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} Auth
  * @property {string} [key_id] The caller's key as the log of admin actions names it, the first 8 hex digits of the key's SHA-256 (`printf %s KEY | sha256sum | cut -c1-8`); absent on an open service.
+ * @property {Array<string>} [namespaces] The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's.
  * @property {boolean} open No keys are configured; every caller has every role.
  * @property {number} [rate_burst] The requests it may make at once before `rate_limit` applies; absent when it is not limited.
  * @property {number} [rate_limit] The requests a second this caller may make (its key's own rate, or the server's `--rate-limit`); absent when it is not limited.

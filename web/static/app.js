@@ -92,7 +92,7 @@ async function checkRole() {
   setRole({ status: 'checking' });
   try {
     const a = await call('getAuth');
-    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id });
+    if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id, namespaces: a.namespaces });
   } catch (e) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
@@ -133,7 +133,8 @@ function roleText() {
     case 'checking': return 'role: checking…';
     case 'rejected': return state.key ? 'key rejected' : 'role: no key (the service needs one)';
     case 'known': return (r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`) +
-      (r.rate ? ` · at most ${rate(r.rate)} requests/s` : '');
+      (r.rate ? ` · at most ${rate(r.rate)} requests/s` : '') +
+      (r.namespaces ? ` · ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only` : '');
     default: return 'role: unknown';
   }
 }

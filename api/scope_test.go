@@ -1,0 +1,112 @@
+package api_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/client"
+)
+
+const (
+	feedWriteKey    = "feed-write-key-0123456789abcdef"
+	compactAdminKey = "compact-admin-key-0123456789abcdef"
+)
+
+// withScopedKeys adds to the test keys a write key limited to "default"
+// and an admin key limited to "compact" and "bloom".
+func withScopedKeys(c *api.Config) {
+	c.Keys = append(slices.Clone(testKeys),
+		api.Key{Role: api.RoleWrite, Secret: feedWriteKey, Namespaces: []string{"default"}},
+		api.Key{Role: api.RoleAdmin, Secret: compactAdminKey, Namespaces: []string{"bloom", "compact"}})
+}
+
+// A key limited to some namespaces calls their routes as its role allows,
+// and is refused (403 forbidden, changing nothing) the routes of any other
+// namespace and the backup; the routes of no namespace (figures, the list
+// of namespaces, its role) answer it.
+func TestAKeyLimitedToNamespacesCallsOnlyTheirRoutes(t *testing.T) {
+	e := newEnv(t, withScopedKeys)
+	feed, compact, admin := e.client(feedWriteKey), e.client(compactAdminKey), e.client(adminKey)
+	req := client.FilterRequest{Candidates: []string{"a", "b"}}
+
+	filter(t, feed, "default", "u1", req)
+	filter(t, compact, "compact", "u1", req)
+	refused := func(what string, status int, h http.Header, body []byte, detail string) {
+		t.Helper()
+		p := wantProblem(t, status, h, body, http.StatusForbidden, "forbidden")
+		if !strings.Contains(p.Detail, detail) {
+			t.Errorf("%s: detail %q, want %q", what, p.Detail, detail)
+		}
+	}
+	limitedToDefault := `limited to the namespaces default, not "compact"`
+	r, err := feed.FilterUserWithResponse(ctx, "compact", "u2", nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("the one call", r.StatusCode(), r.HTTPResponse.Header, r.Body, limitedToDefault)
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, userPath("compact", "u1", "/seen"), `{"items":["c"]}`},
+		{http.MethodPost, userPath("compact", "u1", "/check"), `{"items":["a"]}`},
+		{http.MethodDelete, userPath("compact", "u1", "/items"), `{"items":["a"]}`},
+		{http.MethodGet, userPath("compact", "u1", ""), ""},
+		{http.MethodGet, "/v1/namespaces/compact", ""},
+		{http.MethodGet, "/v1/namespaces/compact/users", ""},
+		{http.MethodPost, "/v1/namespaces/compact/filter", `{"requests":[{"user":"u1","candidates":["c"]}]}`},
+		{http.MethodGet, "/v1/namespaces/nope", ""}, // unknown: refused for the key all the same
+	} {
+		ct := ""
+		if c.body != "" {
+			ct = "application/json"
+		}
+		status, h, body := e.raw(c.method, c.path, ct, []byte(c.body), "Authorization", "Bearer "+feedWriteKey)
+		want := limitedToDefault
+		if strings.Contains(c.path, "nope") {
+			want = `not "nope"`
+		}
+		refused(c.method+" "+c.path, status, h, body, want)
+	}
+	// What the refused calls would have changed, unchanged.
+	if st := e.stateOf("compact", "u1"); st["items"] != 2.0 {
+		t.Errorf("compact/u1 after refused calls: %v items, want 2", st["items"])
+	}
+	if u, _ := admin.GetUserWithResponse(ctx, "compact", "u2"); u.StatusCode() != http.StatusNotFound {
+		t.Errorf("compact/u2 after a refused one call: %d", u.StatusCode())
+	}
+
+	// The routes of no namespace answer it.
+	if l, err := feed.ListNamespacesWithResponse(ctx); err != nil || l.JSON200 == nil {
+		t.Fatalf("list namespaces: %v %d", err, l.StatusCode())
+	}
+	if s, err := feed.GetStatsWithResponse(ctx); err != nil || s.JSON200 == nil {
+		t.Fatalf("stats: %v %d", err, s.StatusCode())
+	}
+	a, err := feed.GetAuthWithResponse(ctx)
+	if err != nil || a.JSON200 == nil || a.JSON200.Namespaces == nil || !slices.Equal(*a.JSON200.Namespaces, []string{"default"}) {
+		t.Fatalf("GET /v1/auth: %v %s, want namespaces [default]", err, a.Body)
+	}
+	if a, _ := admin.GetAuthWithResponse(ctx); a.JSON200 == nil || a.JSON200.Namespaces != nil {
+		t.Fatalf("GET /v1/auth of a key of every namespace: %s", a.Body)
+	}
+
+	// An admin key limited to compact and bloom erases there only, and
+	// takes no backup.
+	if r, err := compact.ForgetUserWithResponse(ctx, "default", "u1"); err != nil || r.StatusCode() != http.StatusForbidden {
+		t.Fatalf("erase in default with the compact admin key: %v %d", err, r.StatusCode())
+	}
+	if st := e.stateOf("default", "u1"); st["items"] != 2.0 {
+		t.Errorf("default/u1 after a refused erase: %v items", st["items"])
+	}
+	if r, err := compact.ForgetUserWithResponse(ctx, "compact", "u1"); err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatalf("erase in compact with its admin key: %v %d", err, r.StatusCode())
+	}
+	status, h, body := e.raw(http.MethodGet, "/v1/backup", "", nil, "Authorization", "Bearer "+compactAdminKey)
+	refused("the backup", status, h, body, "a backup holds every namespace")
+	status, h, body = e.raw(http.MethodDelete, "/v1/namespaces/default", "", nil, "Authorization", "Bearer "+compactAdminKey)
+	refused("a purge", status, h, body, `limited to the namespaces bloom, compact, not "default"`)
+	if status, _, _ := e.raw(http.MethodGet, "/v1/backup", "", nil, "Authorization", "Bearer "+adminKey); status != http.StatusOK {
+		t.Fatalf("backup with the admin key of every namespace: %d", status)
+	}
+}
