@@ -77,7 +77,9 @@ type Key struct {
 	Namespaces []string
 }
 
-func (k Key) validate() error {
+// Validate says what is wrong with k, if anything, as the service refuses it
+// in a keys file; errors never quote the key.
+func (k Key) Validate() error {
 	if k.Role < RoleRead || k.Role > RoleAdmin {
 		return fmt.Errorf("bad role %v", k.Role)
 	}
@@ -239,7 +241,7 @@ func parseKey(s string) (Key, error) {
 			return Key{}, fmt.Errorf("unknown option %q after the key (want rate=N, burst=N or namespaces=a,b)", name)
 		}
 	}
-	return k, k.validate()
+	return k, k.Validate()
 }
 
 func digest(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }

@@ -158,7 +158,7 @@ func (c Config) Validate() error {
 func validateKeys(keys []Key) error {
 	seen := map[[32]byte]bool{}
 	for i, k := range keys {
-		if err := k.validate(); err != nil {
+		if err := k.Validate(); err != nil {
 			return fmt.Errorf("key %d: %w", i+1, err)
 		}
 		d := digest(k.Secret)

@@ -44,6 +44,8 @@ type options struct {
 	caCert   string // backup --ca-cert
 
 	imp importOptions // import-redis
+
+	newKey newKeyOptions // new-key
 }
 
 // envName is the environment variable of a flag: SEENAPI_ and the flag's
@@ -128,6 +130,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
 		countVar(fs, &o.imp.workers, "workers", 8, "users imported at once")
 		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
+	case "new-key":
+		fs.StringVar(&o.newKey.role, "role", "write", "role of the key: read, write or admin")
+		fs.StringVar(&o.newKey.namespaces, "limit-namespaces", "", "the only namespaces the key may call, comma-separated (namespaces= in the keys file); empty: every one")
 	}
 	o.logFormat, o.logLevel = "text", "info"
 	fs.Var(parsedString{&o.logFormat, parseLogFormat}, "log-format", `log lines as "text" (key=value) or "json" (one object a line)`)
@@ -140,7 +145,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 const caCertUsage = "with an https --url: PEM file of the certificate authority that signed the service's certificate (or of its self-signed certificate), trusted besides the system's"
 
 // commands are the subcommands; commandsHelp lists them.
-var commands = []string{"serve", "check", "backup", "restore", "import-redis", "version", "help"}
+var commands = []string{"serve", "check", "backup", "restore", "import-redis", "new-key", "version", "help"}
 
 const commandsHelp = `Usage:
   seenapi [serve] [flags]            run the service (the default)
@@ -148,6 +153,7 @@ const commandsHelp = `Usage:
   seenapi backup --out FILE [flags]  back up a running service (--url), or --data-dir with it stopped
   seenapi restore --in FILE [flags]  restore a backup into --data-dir (service stopped)
   seenapi import-redis [flags]       record the items of Redis sets (one a user) in a running service
+  seenapi new-key [flags]            make a random API key, as a line of a keys file
   seenapi version                    which build this is (also --version)
   seenapi help [COMMAND]             what a command does and its flags
 `
@@ -165,6 +171,9 @@ or from --data-dir while no service holds it. An existing file is never overwrit
 	"restore": `Restores a backup file into --data-dir while no service holds it. The whole file is checked
 before anything is written; users not in the backup are kept, and with --merge the backup's
 filters are merged into the stored ones instead of replacing them.`,
+	"new-key": `Makes a random API key (130 bits from the system's random source) and writes it as a
+keys file's line, after a comment naming it by its id as the log does, e.g.
+seenapi new-key --role write >> keys, then a SIGHUP to the service.`,
 	"import-redis": `Records the items of Redis sets or sorted sets, one key a user (--match), in a running
 seenapi service (--url) through its API, for moving over from a Redis SET per user. Redis is
 only read.`,
@@ -308,6 +317,8 @@ func (o *options) check(cmd string, getenv func(string) string) error {
 		if o.in == "" {
 			return errors.New("--in FILE is required")
 		}
+	case "new-key":
+		return o.newKey.check()
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		signal.Ignore(syscall.SIGHUP)
 	}
 	switch cmd {
-	case "serve", "check", "backup", "restore", "import-redis":
+	case "serve", "check", "backup", "restore", "import-redis", "new-key":
 	case "version":
 		// It takes no flags: asked for help, the help; anything else is a
 		// usage error rather than ignored.
@@ -103,6 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = restore(&o, logger)
 	case "import-redis":
 		err = importRedis(ctx, &o.imp, logger)
+	case "new-key":
+		err = o.newKey.write(stdout, time.Now())
 	}
 	if err != nil {
 		logger.Error("seenapi "+cmd+" failed", "err", err)
