@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
@@ -1346,6 +1347,17 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	hup("the old ones stay")
 	if got := status(newKey); got != 200 {
 		t.Fatalf("after a reload that failed: %d", got)
+	}
+	// Reloaded keys limited to namespaces: to those only, and one that is
+	// not served is warned about, by the key's id.
+	write("write:" + newKey + " namespaces=default\nread:r-0123456789abcdef namespaces=default,fed\n")
+	hup(`level=WARN msg="seenapi: SIGHUP: an API key is limited to a namespace that is not served" key=` +
+		api.Key{Secret: "r-0123456789abcdef"}.ID() + " namespace=fed")
+	if got := status(newKey); got != 200 {
+		t.Fatalf("the key limited to default, in default: %d", got)
+	}
+	if code, _ := post(t, s.url+"/v1/namespaces/other/users/u/seen", `{"items":["a"]}`, "Authorization", "Bearer "+newKey); code != 403 {
+		t.Fatalf("the key limited to default, in another namespace: %d", code)
 	}
 }
 

@@ -82,8 +82,9 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func
 			return
 		case <-hup:
 		}
-		reloadKeys(o, getenv, srv, logger)
+		ks := reloadKeys(o, getenv, srv, logger)
 		reloadNamespaces(o, hot, logger)
+		warnUnservedScopes(ks, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
 		if cert == nil {
 			continue
 		}
@@ -95,12 +96,13 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func
 	}
 }
 
-// reloadKeys is what a SIGHUP does to the API keys (see reloadOn).
-func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) {
+// reloadKeys is what a SIGHUP does to the API keys (see reloadOn). It
+// returns the keys reloaded, nil if none were.
+func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) []api.Key {
 	if srv.Open() {
 		logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
 			"to require keys, restart it with --keys-file or SEENAPI_KEYS")
-		return
+		return nil
 	}
 	ks, err := keys(o, getenv)
 	if err == nil {
@@ -108,15 +110,25 @@ func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger 
 	}
 	if err != nil {
 		logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
-		return
+		return nil
 	}
 	logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
+	return ks
+}
+
+// warnUnservedScopes logs, after prefix, each namespace a key is limited to
+// that nss does not serve.
+func warnUnservedScopes(ks []api.Key, nss []eviction.Namespace, prefix string, logger *slog.Logger) {
+	for _, u := range unservedScopes(ks, nss) {
+		logger.Warn(prefix+"an API key is limited to a namespace that is not served", "key", u.key, "namespace", u.ns)
+	}
 }
 
 // namespaceSetter is what a SIGHUP gives the namespaces file to
-// (eviction.HotSet.SetNamespaces).
+// (eviction.HotSet.SetNamespaces), and asks the namespaces served.
 type namespaceSetter interface {
 	SetNamespaces([]eviction.Namespace) (eviction.NamespaceChanges, error)
+	Namespaces() []eviction.Namespace
 }
 
 // reloadNamespaces is what a SIGHUP does to the namespaces (see reloadOn):
@@ -247,9 +259,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	journal := journalOf(store.OpenedAfterCrash())
 	go foldJournal(hot.Recover, journal, closing, logger)
 	warnNotServed(hot.StoredNamespaces, logger)
-	for _, u := range unservedScopes(ks, namespaces) {
-		logger.Warn("seenapi: an API key is limited to a namespace that is not served", "key", u.key, "namespace", u.ns)
-	}
+	warnUnservedScopes(ks, namespaces, "seenapi: ", logger)
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger
