@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.T
 		fmt.Fprintf(w, "  %s: %s\n", n.Name, profileLine(n.Profile.WithDefaults()))
 	}
 	fmt.Fprintln(w, keysLine(ks, o.addr))
+	for _, k := range ks {
+		fmt.Fprintf(w, "  key %s\n", keyLine(k))
+	}
 	for _, u := range unservedScopes(ks, nss) {
 		fmt.Fprintf(w, "warning: key %s is limited to the namespace %q, which is not served\n", u.key, u.ns)
 	}
@@ -126,6 +130,25 @@ func keysLine(ks []api.Key, addr string) string {
 	}
 	if limited > 0 {
 		line += fmt.Sprintf("; %d limited to some namespaces", limited)
+	}
+	return line
+}
+
+// keyLine says a key in a line without the key: its id (as the log of
+// admin actions names it), role, own rate and namespaces.
+func keyLine(k api.Key) string {
+	line := k.ID() + ": " + k.Role.String()
+	switch {
+	case math.IsInf(k.Rate, 1):
+		line += ", no rate limit"
+	case k.Rate > 0:
+		line += ", rate " + strconv.FormatFloat(k.Rate, 'g', -1, 64) + "/s"
+		if k.Burst > 0 {
+			line += " burst " + strconv.Itoa(k.Burst)
+		}
+	}
+	if k.Namespaces != nil {
+		line += ", namespaces " + strings.Join(k.Namespaces, ", ") + " only"
 	}
 	return line
 }

@@ -58,6 +58,10 @@ func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
 		"  feed: staged, fp_rate 0.01, window 30d in buckets of 7.5d, max_items 100000\n",
 		"  push: compact, fp_rate 0.01, window 6h in buckets of 90m, no cap\n",
 		"keys: 3 (1 read, 1 write, 1 admin); 1 with a rate of its own; 1 limited to some namespaces\n",
+		// Each key by its id, not by itself.
+		"  key " + api.Key{Secret: "w-0123456789abcdef"}.ID() + ": write, rate 5/s\n",
+		"  key " + api.Key{Secret: "r-0123456789abcdef"}.ID() + ": read, namespaces fed, feed only\n",
+		"  key " + api.Key{Secret: "a-0123456789abcdef"}.ID() + ": admin\n",
 		// A key's namespace that is not served: misspelt, most likely.
 		"warning: key " + api.Key{Secret: "r-0123456789abcdef"}.ID() + ` is limited to the namespace "fed", which is not served` + "\n",
 		"tls: " + cert + ", valid until ",
