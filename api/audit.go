@@ -17,21 +17,22 @@ import (
 // few to find the key by, enough to tell a keys file's keys apart.
 func keyID(d [32]byte) string { return hex.EncodeToString(d[:4]) }
 
-// caller names who made the request: "key ID" or "address IP". It hashes
-// the bearer key again (admit did, and keeps nothing), which only the rare
-// admin actions pay.
-func (s *Server) caller(c *fiber.Ctx) string {
+// caller names who made the request, "key ID" or "address IP", and
+// returns its key (zero on an open service). It hashes the bearer key again
+// (admit did, and keeps nothing), which only the rare admin actions pay.
+func (s *Server) caller(c *fiber.Ctx) (string, keyMatch) {
 	kr := s.keys.Load()
 	if kr.open() {
-		return "address " + c.IP()
+		return "address " + c.IP(), keyMatch{}
 	}
 	if m, err := s.keyRole(c, kr); err == nil {
-		return "key " + keyID(m.id)
+		return "key " + keyID(m.id), m
 	}
-	return "an unknown key" // the keys were reloaded since admit
+	return "an unknown key", keyMatch{} // the keys were reloaded since admit
 }
 
 // audit logs an admin action, msg with args, and who asked.
 func (s *Server) audit(c *fiber.Ctx, msg string, args ...any) {
-	s.cfg.Logger.Info(msg, append(args, "by", s.caller(c))...)
+	by, _ := s.caller(c)
+	s.cfg.Logger.Info(msg, append(args, "by", by)...)
 }

@@ -147,15 +147,14 @@ func parseKeys(text string) ([]Key, error) {
 }
 
 // ParseKeysList parses the SEENAPI_KEYS form: "role:key,role:key", each
-// entry as a keys file's line. A piece without a colon continues the
-// namespaces= list of the entry before it ("write:KEY namespaces=a,b"):
-// every entry has one, and namespace names have none.
+// entry as a keys file's line. A piece without a colon or a space continues
+// the namespaces= list that ends the entry before it ("write:KEY
+// namespaces=a,b"): every entry has a colon, and namespace names have none.
 func ParseKeysList(list string) ([]Key, error) {
 	var items []string
 	for _, item := range strings.Split(list, ",") {
 		item = strings.TrimSpace(item)
-		if n := len(items); n > 0 && item != "" && !strings.Contains(item, ":") && !strings.Contains(item, " ") &&
-			strings.Contains(items[n-1], " namespaces=") && !strings.HasSuffix(items[n-1], "=") {
+		if n := len(items); n > 0 && item != "" && !strings.ContainsAny(item, ": ") && endsWithNamespaces(items[n-1]) {
 			items[n-1] += "," + item
 			continue
 		}
@@ -173,6 +172,12 @@ func ParseKeysList(list string) ([]Key, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// endsWithNamespaces reports whether an entry's last option is namespaces=.
+func endsWithNamespaces(entry string) bool {
+	f := strings.Fields(entry)
+	return len(f) > 1 && strings.HasPrefix(f[len(f)-1], "namespaces=")
 }
 
 // LoadKeysFile reads and parses a keys file.

@@ -300,11 +300,10 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 func (s *Server) backup(c *fiber.Ctx) error {
 	// A backup holds every namespace: a key limited to some may not take
 	// one (admit lets it through the route, which has no {ns}).
-	if kr := s.keys.Load(); !kr.open() {
-		if m, err := s.keyRole(c, kr); err == nil && m.scope != nil {
-			return newError(pForbidden, "this API key is limited to the namespaces %s; a backup holds every namespace",
-				strings.Join(m.scope, ", "))
-		}
+	by, m := s.caller(c)
+	if m.scope != nil {
+		return newError(pForbidden, "this API key is limited to the namespaces %s; a backup holds every namespace",
+			strings.Join(m.scope, ", "))
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
 	c.Set(fiber.HeaderContentDisposition,
@@ -317,7 +316,7 @@ func (s *Server) backup(c *fiber.Ctx) error {
 	// The server's write timeout bounds a whole answer from when it starts;
 	// a backup may take longer, so each write pushes it on instead, and a
 	// client that stops reading still times out.
-	conn, timeout, logger, by := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger, s.caller(c)
+	conn, timeout, logger := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger
 	logger.Info("seenapi: backup started", "by", by)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		cw := &countingWriter{w: deadlineWriter{w: w, conn: conn, timeout: timeout}}

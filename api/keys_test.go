@@ -340,8 +340,10 @@ func TestParseKeysWithNamespaces(t *testing.T) {
 	}
 	// In SEENAPI_KEYS, a piece without a colon that does not follow a
 	// namespaces= list is an entry without a role.
-	if _, err := ParseKeysList("write:w-0123456789abcdef rate=5,feed"); !errors.Is(err, ErrBadKeys) {
-		t.Errorf("a stray piece: %v", err)
+	for _, list := range []string{"write:w-0123456789abcdef rate=5,feed", "write:w-0123456789abcdef namespaces=push rate=5,feed"} {
+		if _, err := ParseKeysList(list); !errors.Is(err, ErrBadKeys) {
+			t.Errorf("%q, a stray piece: %v", list, err)
+		}
 	}
 }
 
