@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,12 +446,21 @@ func (s *Server) listNamespaces(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// A key limited to some namespaces is shown those only.
+	_, m := s.caller(c)
 	out := struct {
 		Namespaces []namespaceJSON `json:"namespaces"`
 		NotServed  []string        `json:"not_served"`
-	}{Namespaces: make([]namespaceJSON, 0, len(nss)), NotServed: stored}
+	}{Namespaces: make([]namespaceJSON, 0, len(nss)), NotServed: []string{}}
 	for _, n := range nss {
-		out.Namespaces = append(out.Namespaces, toNamespaceJSON(n))
+		if m.allows(n.Name) {
+			out.Namespaces = append(out.Namespaces, toNamespaceJSON(n))
+		}
+	}
+	for _, ns := range stored {
+		if m.allows(ns) {
+			out.NotServed = append(out.NotServed, ns)
+		}
 	}
 	return c.JSON(&out)
 }
@@ -589,6 +600,13 @@ func (s *Server) getNamespace(c *fiber.Ctx) error {
 
 func (s *Server) getStats(c *fiber.Ctx) error {
 	st := s.Stats()
+	// A key limited to some namespaces sees their share of the figures
+	// only; the service's totals stay whole. Stats makes the map and the
+	// list afresh at each call.
+	if _, m := s.caller(c); m.scope != nil {
+		maps.DeleteFunc(st.Namespaces, func(ns string, _ eviction.NamespaceStats) bool { return !m.allows(ns) })
+		st.RemovedNamespaces = slices.DeleteFunc(st.RemovedNamespaces, func(ns string) bool { return !m.allows(ns) })
+	}
 	return c.JSON(&st)
 }
 

@@ -76,12 +76,45 @@ func TestAKeyLimitedToNamespacesCallsOnlyTheirRoutes(t *testing.T) {
 		t.Errorf("compact/u2 after a refused one call: %d", u.StatusCode())
 	}
 
-	// The routes of no namespace answer it.
-	if l, err := feed.ListNamespacesWithResponse(ctx); err != nil || l.JSON200 == nil {
-		t.Fatalf("list namespaces: %v %d", err, l.StatusCode())
+	// The routes of no namespace answer it, showing its namespaces only
+	// (the service's totals stay whole).
+	names := func(c *client.ClientWithResponses) []string {
+		t.Helper()
+		l, err := c.ListNamespacesWithResponse(ctx)
+		if err != nil || l.JSON200 == nil {
+			t.Fatalf("list namespaces: %v %d", err, l.StatusCode())
+		}
+		var out []string
+		for _, n := range l.JSON200.Namespaces {
+			out = append(out, n.Name)
+		}
+		return out
 	}
-	if s, err := feed.GetStatsWithResponse(ctx); err != nil || s.JSON200 == nil {
-		t.Fatalf("stats: %v %d", err, s.StatusCode())
+	if got := names(feed); !slices.Equal(got, []string{"default"}) {
+		t.Errorf("the namespaces listed to the key limited to default: %v", got)
+	}
+	if got := names(admin); len(got) != len(testNamespaces()) {
+		t.Errorf("the namespaces listed to a key of every namespace: %v", got)
+	}
+	figures := func(c *client.ClientWithResponses) (shares []string, calls int64) {
+		t.Helper()
+		st, err := c.GetStatsWithResponse(ctx)
+		if err != nil || st.JSON200 == nil {
+			t.Fatalf("stats: %v %d", err, st.StatusCode())
+		}
+		for ns := range st.JSON200.Namespaces {
+			shares = append(shares, ns)
+		}
+		slices.Sort(shares)
+		return shares, st.JSON200.Calls["POST /v1/namespaces/{ns}/users/{user}/filter"]
+	}
+	limited, limitedCalls := figures(feed)
+	all, allCalls := figures(admin)
+	if !slices.Equal(limited, []string{"default"}) || !slices.Contains(all, "compact") {
+		t.Errorf("the namespaces' figures: %v to the limited key, %v to the admin key", limited, all)
+	}
+	if limitedCalls != allCalls || allCalls < 3 {
+		t.Errorf("the service's calls: %d to the limited key, %d to the admin key; want the same, at least 3", limitedCalls, allCalls)
 	}
 	a, err := feed.GetAuthWithResponse(ctx)
 	if err != nil || a.JSON200 == nil || a.JSON200.Namespaces == nil || !slices.Equal(*a.JSON200.Namespaces, []string{"default"}) {

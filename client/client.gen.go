@@ -940,7 +940,8 @@ type ClientInterface interface {
 	// The namespaces served, and in `not_served` those whose users are
 	// still stored although the namespace is not served (taken out of the
 	// namespaces file, by a reload or a restart): `DELETE
-	// /v1/namespaces/{ns}` erases them. Role `read`.
+	// /v1/namespaces/{ns}` erases them. A key limited to some namespaces
+	// is shown those only. Role `read`.
 	//
 	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 	ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1150,7 +1151,7 @@ type ClientInterface interface {
 
 	// GetStats Service figures
 	//
-	// The hot set's figures and the API's own. Role `read`.
+	// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 	//
 	// Corresponds with GET /v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1316,7 +1317,8 @@ func (c *Client) GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (
 // The namespaces served, and in `not_served` those whose users are
 // still stored although the namespace is not served (taken out of the
 // namespaces file, by a reload or a restart): `DELETE
-// /v1/namespaces/{ns}` erases them. Role `read`.
+// /v1/namespaces/{ns}` erases them. A key limited to some namespaces
+// is shown those only. Role `read`.
 //
 // Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1706,7 +1708,7 @@ func (c *Client) RecordSeen(ctx context.Context, ns Ns, user User, params *Recor
 
 // GetStats Service figures
 //
-// The hot set's figures and the API's own. Role `read`.
+// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 //
 // Corresponds with GET /v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2816,7 +2818,8 @@ type ClientWithResponsesInterface interface {
 	// The namespaces served, and in `not_served` those whose users are
 	// still stored although the namespace is not served (taken out of the
 	// namespaces file, by a reload or a restart): `DELETE
-	// /v1/namespaces/{ns}` erases them. Role `read`.
+	// /v1/namespaces/{ns}` erases them. A key limited to some namespaces
+	// is shown those only. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3040,7 +3043,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetStatsWithResponse Service figures
 	//
-	// The hot set's figures and the API's own. Role `read`.
+	// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5337,7 +5340,8 @@ func (c *ClientWithResponses) GetBackupWithResponse(ctx context.Context, reqEdit
 // The namespaces served, and in `not_served` those whose users are
 // still stored although the namespace is not served (taken out of the
 // namespaces file, by a reload or a restart): `DELETE
-// /v1/namespaces/{ns}` erases them. Role `read`.
+// /v1/namespaces/{ns}` erases them. A key limited to some namespaces
+// is shown those only. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5669,7 +5673,7 @@ func (c *ClientWithResponses) RecordSeenWithResponse(ctx context.Context, ns Ns,
 
 // GetStatsWithResponse Service figures
 //
-// The hot set's figures and the API's own. Role `read`.
+// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
