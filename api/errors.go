@@ -134,6 +134,8 @@ func problemFor(err error) Problem {
 	case errors.Is(err, eviction.ErrUnsupported):
 		// The hot set's words after its sentinel's, which names the package.
 		k, detail = pUnsupported, strings.TrimPrefix(err.Error(), eviction.ErrUnsupported.Error()+": ")
+	case errors.Is(err, eviction.ErrCallKeyReused):
+		k, detail = pIdempotencyKeyReused, "this Idempotency-Key was used for another request to this route before the service restarted; a retry must send the same body"
 	case errors.Is(err, eviction.ErrUserNotFound):
 		k, detail = pUserNotFound, "the user has no filter in this namespace"
 	case errors.Is(err, eviction.ErrCorrupt):

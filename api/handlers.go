@@ -94,7 +94,7 @@ func toNamespaceJSON(n eviction.Namespace) namespaceJSON {
 // Errors about the request itself are never degraded.
 func degradable(err error) bool {
 	return !errors.Is(err, eviction.ErrUnknownNamespace) && !errors.Is(err, eviction.ErrUserNotFound) &&
-		!errors.Is(err, eviction.ErrBadImport)
+		!errors.Is(err, eviction.ErrBadImport) && !errors.Is(err, eviction.ErrCallKeyReused)
 }
 
 // unfiltered is the degraded answer: the candidates in order, each once, at
@@ -129,8 +129,8 @@ func boolInt(b bool) int {
 // call runs the one call for one user and builds its answer, degrading per
 // on_error. The answer's strings alias candidates.
 // The unseen candidates are appended to dst[:0].
-func (s *Server) call(dst []string, ns, user string, candidates []string, a filterArgs) (filterResponse, error) {
-	res, err := s.hot.FilterAppend(dst, ns, user, candidates, a.limit, a.mode)
+func (s *Server) call(dst []string, ns, user string, candidates []string, a filterArgs, k eviction.CallKey) (filterResponse, error) {
+	res, err := s.hot.FilterKeyed(dst, ns, user, candidates, a.limit, a.mode, k)
 	if err != nil {
 		if !a.open || !degradable(err) {
 			return filterResponse{}, err
@@ -142,8 +142,11 @@ func (s *Server) call(dst []string, ns, user string, candidates []string, a filt
 	if res.Unseen == nil {
 		res.Unseen = []string{}
 	}
+	if res.Replayed {
+		s.replays.replayed.Add(1)
+	}
 	return filterResponse{Unseen: res.Unseen, SeenCount: res.SeenCount, Recorded: res.Recorded,
-		Saturated: res.Saturated}, nil
+		Saturated: res.Saturated, replayed: res.Replayed}, nil
 }
 
 // filterUser is the one call.
@@ -161,10 +164,17 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if req.resp, err = s.call(req.unseen, ns, user, req.Candidates, a); err != nil {
+	var k eviction.CallKey
+	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
+		k = scope.key("")
+	}
+	if req.resp, err = s.call(req.unseen, ns, user, req.Candidates, a, k); err != nil {
 		return err
 	}
 	req.unseen = req.resp.Unseen
+	if req.resp.replayed {
+		c.Set(HeaderReplayed, "true")
+	}
 	return sendJSON(c, &req.resp)
 }
 
@@ -424,11 +434,24 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 			return err
 		}
 	}
+	// A keyed batch keys each user's call by its place and user, and
+	// checks them all before it makes any.
+	keys := make([]eviction.CallKey, len(req.Requests))
+	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
+		users := make([]string, len(req.Requests))
+		for i, e := range req.Requests {
+			keys[i], users[i] = scope.key(itoa(i)+"\x00"+e.User), e.User
+		}
+		if err := s.hot.CheckCallKeys(ns, users, keys); err != nil {
+			return err
+		}
+	}
 	out := batchResponse{Results: make([]any, len(req.Requests))}
+	replayed := 0
 	for i, e := range req.Requests {
-		resp, err := s.call(nil, ns, e.User, e.Candidates, args[i])
+		resp, err := s.call(nil, ns, e.User, e.Candidates, args[i], keys[i])
 		if err != nil {
-			if errors.Is(err, eviction.ErrUnknownNamespace) {
+			if errors.Is(err, eviction.ErrUnknownNamespace) || errors.Is(err, eviction.ErrCallKeyReused) {
 				return err
 			}
 			p := problemFor(err)
@@ -436,6 +459,10 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 			continue
 		}
 		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
+		replayed += boolInt(resp.replayed)
+	}
+	if replayed == len(req.Requests) {
+		c.Set(HeaderReplayed, "true")
 	}
 	return c.JSON(&out)
 }

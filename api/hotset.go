@@ -12,9 +12,13 @@ import (
 // passed to it may alias request buffers that are reused once the handler
 // returns: the hot set clones whatever it keeps.
 type HotSet interface {
-	// FilterAppend is the one call, its unseen candidates appended to
-	// dst[:0] (see eviction.HotSet.FilterAppend).
-	FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (eviction.Result, error)
+	// FilterKeyed is the one call, its unseen candidates appended to
+	// dst[:0], with the Idempotency-Key of a call sent with one (see
+	// eviction.HotSet.FilterKeyed).
+	FilterKeyed(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, k eviction.CallKey) (eviction.Result, error)
+	// CheckCallKeys refuses keys whose answers read back from their users'
+	// journals are other requests'.
+	CheckCallKeys(ns string, users []string, keys []eviction.CallKey) error
 	// Record marks items seen without filtering.
 	Record(ns, user string, items []string) (eviction.Result, error)
 	// RecordBulk is Record leaving a user who is not in memory out of it.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/zeebo/xxh3"
 )
 
@@ -19,8 +20,11 @@ import (
 // With an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header)
 // the service keeps the answer of the first call and answers a retry with
 // it, recording nothing again. The answers live in memory, under a byte
-// budget (least recently used first out) and for a time to live: a retry
-// after a restart, or after its answer left the budget, is served anew.
+// budget (least recently used first out) and for a time to live. A crash
+// loses them, so the hot set also journals each keyed call's answer with
+// the items it records, and gives it to a retry after the restart
+// (eviction.HotSet.FilterKeyed); a retry after its answer left the budget
+// is served anew.
 
 // HeaderIdempotencyKey names the key of a call; HeaderReplayed is set on an
 // answer given again.
@@ -162,6 +166,26 @@ func idempotencyKey(c *fiber.Ctx) (string, error) {
 	return k, nil
 }
 
+// callScopeLocal is the fiber local under which idempotent hands a keyed
+// call's scope to its handler.
+const callScopeLocal = "seenapi.callScope"
+
+// callScope is a keyed call as idempotent scoped it.
+type callScope struct {
+	scoped  string       // caller, path and key
+	request xxh3.Uint128 // of the body, seeded by the path
+}
+
+// key is the hot set's key of the call, or with part (a batch's user) of
+// that part of it.
+func (cs *callScope) key(part string) eviction.CallKey {
+	id := cs.scoped
+	if part != "" {
+		id += "\x00" + part
+	}
+	return eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request}
+}
+
 // idempotent wraps a recording route's handler: a call with an
 // Idempotency-Key that was answered 200 before, by the same caller to the
 // same path with the same body, gets that answer again (with
@@ -199,6 +223,7 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		case replayBusy:
 			return newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
 		}
+		c.Locals(callScopeLocal, &callScope{scoped: scoped, request: request})
 		kept := false
 		defer func() {
 			if !kept {

@@ -20,4 +20,5 @@ type filterResponse struct {
 	Recorded  int      `json:"recorded"`
 	Degraded  bool     `json:"degraded,omitempty"`
 	Saturated bool     `json:"saturated,omitempty"`
+	replayed  bool     // read back from the journal (eviction.Result.Replayed)
 }

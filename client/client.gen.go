@@ -732,9 +732,14 @@ type FilterBatchParams struct {
 	// first call is in flight, 409 `idempotency-key-in-use`. An answer
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first), not
-	// across a restart. 1 to 255 printable ASCII characters, such as a
-	// UUID; the draft's quoted form is taken too.
+	// `--idempotency-bytes` (32 MiB, least recently used out first). A
+	// crash loses those, but not the answer of a call that recorded
+	// items: it is journaled with them, and the start after the crash
+	// gives it to the call's retry for the rest of its time to live, in a
+	// budget of the same size. Its `recorded` counts the items the call
+	// set out to record. A call that recorded nothing changed nothing:
+	// its retry after a crash is served anew. 1 to 255 printable ASCII
+	// characters, such as a UUID; the draft's quoted form is taken too.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -765,9 +770,14 @@ type FilterUserParams struct {
 	// first call is in flight, 409 `idempotency-key-in-use`. An answer
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first), not
-	// across a restart. 1 to 255 printable ASCII characters, such as a
-	// UUID; the draft's quoted form is taken too.
+	// `--idempotency-bytes` (32 MiB, least recently used out first). A
+	// crash loses those, but not the answer of a call that recorded
+	// items: it is journaled with them, and the start after the crash
+	// gives it to the call's retry for the rest of its time to live, in a
+	// budget of the same size. Its `recorded` counts the items the call
+	// set out to record. A call that recorded nothing changed nothing:
+	// its retry after a crash is served anew. 1 to 255 printable ASCII
+	// characters, such as a UUID; the draft's quoted form is taken too.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -975,7 +985,10 @@ type ClientInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+	// a crash, each user's answer that recorded items, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was
+	// given again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
@@ -990,7 +1003,10 @@ type ClientInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+	// a crash, each user's answer that recorded items, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was
+	// given again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1382,7 +1398,10 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+// a crash, each user's answer that recorded items, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was
+// given again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type.
@@ -1407,7 +1426,10 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+// a crash, each user's answer that recorded items, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was
+// given again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type.
@@ -2859,7 +2881,10 @@ type ClientWithResponsesInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+	// a crash, each user's answer that recorded items, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was
+	// given again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -2874,7 +2899,10 @@ type ClientWithResponsesInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again.
+	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+	// a crash, each user's answer that recorded items, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was
+	// given again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5399,7 +5427,10 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+// a crash, each user's answer that recorded items, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was
+// given again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5420,7 +5451,10 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again.
+// `Idempotency-Key`, a retry gets the whole batch's answer again; after
+// a crash, each user's answer that recorded items, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was
+// given again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).

@@ -13,6 +13,9 @@ type Result struct {
 	SeenCount int      // distinct candidates that tested seen
 	Recorded  int      // items that became seen by this call
 	Saturated bool     // the user is at its item cap: some items could not be recorded
+	// Replayed says the answer is an earlier call's, read back from the
+	// journal (see HotSet.FilterKeyed): this call recorded nothing.
+	Replayed bool
 }
 
 // UserStats is the user's filter stats plus what the hot set knows of it.

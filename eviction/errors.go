@@ -21,6 +21,9 @@ var (
 	ErrClosed = errors.New("eviction: closed")
 	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.
 	ErrBadImport = errors.New("eviction: bad import")
+	// ErrCallKeyReused: a keyed call's answer read back from the journal
+	// is another request's (see HotSet.FilterKeyed).
+	ErrCallKeyReused = errors.New("eviction: idempotency key used for another request")
 	// ErrUnsupported: the filter kind cannot do this (forget items, for a Bloom filter).
 	ErrUnsupported = errors.New("eviction: not supported by the filter kind")
 )

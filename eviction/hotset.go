@@ -39,6 +39,13 @@ type Options struct {
 	// NoJournal turns the journal off: acknowledged writes can then be lost
 	// on a crash. For benchmarks only.
 	NoJournal bool
+	// ReplyTTL is how long the answer of a call sent with an
+	// Idempotency-Key, read back from the journal after a restart, is given
+	// to its retry (FilterKeyed). Default 5m, the API's own.
+	ReplyTTL time.Duration
+	// ReplyBytes is the budget of those answers, least recently used first
+	// out. Default 32 MiB; negative: none kept.
+	ReplyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives warnings. Default slog.Default().
@@ -50,6 +57,8 @@ const (
 	DefaultCacheBytes    = 512 << 20
 	DefaultFlushInterval = 5 * time.Second
 	DefaultShards        = 64
+	DefaultReplyTTL      = 5 * time.Minute
+	DefaultReplyBytes    = 32 << 20
 	// writeBatch is how many users one store write-back carries.
 	writeBatch = 512
 )
@@ -69,6 +78,12 @@ func (o Options) withDefaults() Options {
 		n <<= 1
 	}
 	o.Shards = n
+	if o.ReplyTTL <= 0 {
+		o.ReplyTTL = DefaultReplyTTL
+	}
+	if o.ReplyBytes == 0 {
+		o.ReplyBytes = DefaultReplyBytes
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -174,6 +189,8 @@ type HotSet struct {
 	start  time.Time  // origin of clock
 	shards []*shard
 	mask   uint64
+	// replies are the answers of keyed calls read back from the journal.
+	replies *replies
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
 
@@ -233,6 +250,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	}
 	h.mask = uint64(opts.Shards - 1)
 	h.scratch.New = func() any { return new(callScratch) }
+	h.replies = newReplies(opts.ReplyBytes, opts.ReplyTTL)
 	// Every user the hot set writes it has loaded first, and every write of
 	// it goes through the hot set: its values include what is stored, so
 	// while it is the store's only writer, write-back need not read and
@@ -592,11 +610,14 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 		}
 	}
 	for _, j := range journal {
-		at, hashes, err := decodeJournal(j.Value)
+		at, hashes, r, err := decodeJournal(j.Value)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 		f.AddHashes(hashes, at, now)
+		if r != nil {
+			h.replies.keep(r, now)
+		}
 		lastSeq = max(lastSeq, j.Seq)
 	}
 	return f, lastSeq, nil
@@ -743,7 +764,8 @@ func entrySize(e *entry) int32 {
 // Append returns, so it need not be garbage).
 type callScratch struct {
 	userfilter.Scratch
-	rec []byte
+	rec   []byte
+	reply reply // a keyed call's, for its journal record
 }
 
 // maxKeptRecord is the largest journal record buffer a callScratch keeps
@@ -761,13 +783,13 @@ func journalTTL(p userfilter.Profile) time.Duration {
 	return p.Window + p.Granularity
 }
 
-// journal makes the hashes in s.ToRecord, about to be recorded, durable.
-// e.mu held.
-func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) error {
+// journal makes the hashes in s.ToRecord, about to be recorded, durable,
+// with the answer r of a keyed call (nil: none). e.mu held.
+func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r *reply) error {
 	if h.opts.NoJournal || len(s.ToRecord) == 0 {
 		return nil
 	}
-	s.rec = appendJournal(s.rec, at, s.ToRecord)
+	s.rec = appendJournal(s.rec, at, s.ToRecord, r)
 	seq, err := h.store.Append(info.Name, e.id(), s.rec, journalTTL(e.f.Profile()))
 	if cap(s.rec) > maxKeptRecord {
 		s.rec = nil
@@ -788,19 +810,58 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch) e
 // (order kept, duplicates once, at most limit; limit <= 0 means no limit)
 // and records per mode before returning. Result.Unseen aliases candidates.
 func (h *HotSet) Filter(ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
-	return h.filterAppend(nil, ns, user, candidates, limit, mode, true)
+	return h.filterAppend(nil, ns, user, candidates, limit, mode, true, CallKey{})
 }
 
 // FilterAppend is Filter with Result.Unseen appended to dst[:0]: a caller
 // that answers many calls reuses one slice instead of allocating one each.
 func (h *HotSet) FilterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode) (Result, error) {
-	return h.filterAppend(dst, ns, user, candidates, limit, mode, true)
+	return h.filterAppend(dst, ns, user, candidates, limit, mode, true, CallKey{})
+}
+
+// FilterKeyed is FilterAppend for a call sent with an Idempotency-Key,
+// which its journal record keeps with the answer. A call whose key and
+// request match such a record read back after a restart (within
+// Options.ReplyTTL) gets that record's answer, Result.Replayed set,
+// and records nothing: the retry of a call whose answer a crash lost.
+// The same key with another request is ErrCallKeyReused. A zero k is
+// FilterAppend.
+func (h *HotSet) FilterKeyed(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, k CallKey) (Result, error) {
+	return h.filterAppend(dst, ns, user, candidates, limit, mode, true, k)
+}
+
+// CheckCallKeys returns ErrCallKeyReused if the journal of one of users
+// keeps, under the ID of the key of the same place in keys, the answer of
+// another request: a batch checks all its users' keys before it makes any
+// call. It loads the users that are not in memory (reading their journals'
+// answers back), as their calls would; a user that fails to load fails its
+// own call, as a batch's users do, not the batch.
+func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) error {
+	info, err := h.namespace(ns)
+	if err != nil {
+		return err
+	}
+	now := h.opts.Now()
+	for i, k := range keys {
+		if k.zero() {
+			continue
+		}
+		e, _, err := h.acquire(info, users[i], false)
+		if err != nil {
+			continue // no user, or one that fails its own call: not the batch's
+		}
+		h.release(e, false)
+		if r := h.replies.find(k.ID, now); r != nil && r.request != k.Request {
+			return ErrCallKeyReused
+		}
+	}
+	return nil
 }
 
 // filterAppend is FilterAppend; oneCall says whether it is the one call,
 // whose candidates the namespace's figures count (Record's items are not
-// candidates).
-func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, oneCall bool) (Result, error) {
+// candidates), and k names a keyed call (see FilterKeyed).
+func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, oneCall bool, k CallKey) (Result, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return Result{}, err
@@ -819,12 +880,25 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	// leave the user locked and every later call of theirs waiting.
 	changed := false
 	defer func() { h.release(e, changed) }()
+	now := h.opts.Now()
+	if !k.zero() {
+		// Loading the user (acquire) read its journal's answers back.
+		if r := h.replies.find(k.ID, now); r != nil {
+			return r.result(dst, candidates, k)
+		}
+	}
 	cs := h.scratch.Get().(*callScratch)
 	defer h.scratch.Put(cs)
 	s := &cs.Scratch
-	now := h.opts.Now()
 	res := e.f.Select(candidates, limit, mode, now, s)
-	if err := h.journal(info, e, now, cs); err != nil {
+	var r *reply
+	if !k.zero() {
+		r = &cs.reply
+		recorded, saturated := e.f.Expect(now, s)
+		*r = reply{id: k.ID, request: k.Request, seen: int32(res.SeenCount), recorded: int32(recorded),
+			saturated: saturated, unseen: s.Unseen}
+	}
+	if err := h.journal(info, e, now, cs, r); err != nil {
 		return Result{}, err
 	}
 	recorded, saturated := e.f.Commit(now, s)
@@ -839,6 +913,23 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	}
 	return Result{SeenCount: res.SeenCount, Recorded: recorded, Saturated: saturated,
 		Unseen: unseenOf(dst, candidates, s)}, nil
+}
+
+// result is the answer r keeps, for the retry of its call with key k and
+// candidates (those of the call, as k.Request vouches).
+func (r *reply) result(dst, candidates []string, k CallKey) (Result, error) {
+	if r.request != k.Request {
+		return Result{}, ErrCallKeyReused
+	}
+	out := slices.Grow(dst[:0], len(r.unseen))
+	for _, i := range r.unseen {
+		if int(i) >= len(candidates) {
+			return Result{}, ErrCallKeyReused // not the candidates of the call after all
+		}
+		out = append(out, candidates[i])
+	}
+	return Result{Unseen: out, SeenCount: int(r.seen), Recorded: int(r.recorded), Saturated: r.saturated,
+		Replayed: true}, nil
 }
 
 // unseenOf appends to dst[:0] the candidates s selected as unseen.
@@ -866,7 +957,7 @@ func (h *HotSet) filterNew(dst []string, info *nsInfo, candidates []string, limi
 
 // Record marks items seen without filtering (Result.Recorded new, Result.SeenCount already seen).
 func (h *HotSet) Record(ns, user string, items []string) (Result, error) {
-	res, err := h.filterAppend(nil, ns, user, items, 0, userfilter.RecordAll, false)
+	res, err := h.filterAppend(nil, ns, user, items, 0, userfilter.RecordAll, false, CallKey{})
 	res.Unseen = nil
 	return res, err
 }

@@ -658,6 +658,36 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 	return res
 }
 
+// Expect returns what Commit is about to report for the hashes Select
+// chose to record, for a journal that keeps the answer with the items: the
+// items that tested unseen, as many as the cap leaves room for. Commit can
+// find fewer where an item's fingerprint is another's of the same call
+// (about a layer's error), where the filter reached its largest size, and,
+// with RecordAll, more where an item seen in an older time bucket is
+// recorded again in the newest.
+func (f *Filter) Expect(now time.Time, s *Scratch) (recorded int, saturated bool) {
+	n := len(s.ToRecord)
+	if !s.selected && len(s.fresh) == n {
+		n = 0
+		for _, fresh := range s.fresh {
+			if fresh {
+				n++
+			}
+		}
+	}
+	if f.p.MaxItems > 0 {
+		held := f.items(now)
+		room := uint64(0)
+		if held < f.p.MaxItems {
+			room = f.p.MaxItems - held
+		}
+		if uint64(n) > room {
+			return int(room), true
+		}
+	}
+	return n, false
+}
+
 // Commit records the hashes in s.ToRecord at now and leaves those actually
 // added in s.Recorded; it returns how many were added and whether the cap
 // stopped any.

@@ -110,7 +110,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API, e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
-		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first)")
+		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
 		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":
@@ -518,5 +518,9 @@ func (o *options) storeMinFreeBytes() int64 {
 
 // hotSetOptions are the hot set's options from o.
 func (o *options) hotSetOptions() eviction.Options {
-	return eviction.Options{CacheBytes: int64(o.cacheBytes), FlushInterval: o.flushInterval}
+	// The answers of keyed calls read back from the journal after a
+	// restart are given for as long as, and take as much memory again as,
+	// the answers kept in memory.
+	return eviction.Options{CacheBytes: int64(o.cacheBytes), FlushInterval: o.flushInterval,
+		ReplyTTL: o.limits.IdempotencyTTL, ReplyBytes: o.limits.IdempotencyBytes}
 }

@@ -1096,41 +1096,65 @@ func buildBinary(t *testing.T) string {
 
 // TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
 // SIGTERM, and checks the answered call survived into a second run.
-func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
-	bin := buildBinary(t)
-	dir := t.TempDir()
+// binaryRun is the built binary serving on a loopback port.
+type binaryRun struct {
+	cmd *exec.Cmd
+	url string
+	log *syncBuffer
 	// read is closed once the child's stderr is read to its end: Wait
 	// closes the pipe when the child exits, so the log is complete only
 	// after read, and Wait comes after it.
-	start := func() (cmd *exec.Cmd, u string, log *syncBuffer, read chan struct{}) {
-		cmd = exec.Command(bin, "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1", "--flush-interval", "1h")
-		cmd.Env = append(os.Environ(), "SEENAPI_ADDR=") // the flag wins anyway
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		log = &syncBuffer{}
-		read = make(chan struct{})
-		url := make(chan string, 1)
-		go func() {
-			defer close(read)
-			sc := bufio.NewScanner(stderr)
-			re := regexp.MustCompile(`url=(http://\S+)`)
-			for sc.Scan() {
-				log.Write(append(sc.Bytes(), '\n'))
-				if m := re.FindStringSubmatch(sc.Text()); m != nil {
-					url <- m[1]
-				}
+	read chan struct{}
+}
+
+// startBinary starts bin with args on a free loopback port and returns it
+// once it logs its URL.
+func startBinary(t *testing.T, bin string, args ...string) *binaryRun {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--addr", "127.0.0.1:0", "--min-free-bytes", "-1"}, args...)...)
+	cmd.Env = append(os.Environ(), "SEENAPI_ADDR=") // the flag wins anyway
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := &binaryRun{cmd: cmd, log: &syncBuffer{}, read: make(chan struct{})}
+	t.Cleanup(b.kill) // none outlives its test, whatever the test does
+	url := make(chan string, 1)
+	go func() {
+		defer close(b.read)
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`url=(http://\S+)`)
+		for sc.Scan() {
+			b.log.Write(append(sc.Bytes(), '\n'))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				url <- m[1]
 			}
-		}()
-		select {
-		case u = <-url:
-			return cmd, u, log, read
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Fatalf("no url logged: %s", log.String())
 		}
-		return nil, "", nil, nil
+	}()
+	select {
+	case b.url = <-url:
+		return b
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no url logged: %s", b.log.String())
+	}
+	return nil
+}
+
+// kill ends the binary as a crash would (kill -9) and waits for it; once
+// it has ended, kill does nothing.
+func (b *binaryRun) kill() {
+	b.cmd.Process.Kill()
+	<-b.read
+	b.cmd.Wait()
+}
+
+func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	start := func() (*exec.Cmd, string, *syncBuffer, chan struct{}) {
+		b := startBinary(t, bin, "--data-dir", dir, "--flush-interval", "1h")
+		return b.cmd, b.url, b.log, b.read
 	}
 	cmd, url, log, read := start()
 	if status, m := post(t, url+"/v1/namespaces/default/users/u/filter", `{"candidates":["a","b"]}`); status != 200 {

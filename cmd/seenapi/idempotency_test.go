@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// postKeyed sends body to url with an Idempotency-Key and returns the
+// status, whether the answer was given again and the answer.
+func postKeyed(t *testing.T, url, key, body string) (int, bool, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", m
+}
+
+// A crash right after a keyed call loses the answers the service keeps in
+// memory; the call's journal record keeps its answer with its items, so
+// its retry after the restart gets that answer, and records nothing, for
+// the one call and for a batch, with the service's real binary killed -9.
+func TestKeyedCallsAreAnsweredAgainAfterKill9(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cands := make([]string, 60)
+	for i := range cands {
+		cands[i] = fmt.Sprintf(`"item-%02d"`, i)
+	}
+	one := `{"candidates":[` + strings.Join(cands, ",") + `],"limit":20}`
+	batch := `{"requests":[{"user":"a","candidates":[` + strings.Join(cands[:30], ",") + `],"limit":10},` +
+		`{"user":"b","candidates":[` + strings.Join(cands[30:], ",") + `],"limit":5}]}`
+	userURL := "/v1/namespaces/default/users/u/filter"
+	batchURL := "/v1/namespaces/default/filter"
+
+	// --flush-interval 1h: the calls are in the journal only when it dies.
+	run := startBinary(t, bin, "--data-dir", dir, "--flush-interval", "1h")
+	status, again, first := postKeyed(t, run.url+userURL, "key-1", one)
+	if status != 200 || again || len(first["unseen"].([]any)) != 20 {
+		t.Fatalf("first call: %d %v %v", status, again, first)
+	}
+	status, again, firstBatch := postKeyed(t, run.url+batchURL, "key-2", batch)
+	if status != 200 || again {
+		t.Fatalf("first batch: %d %v %v", status, again, firstBatch)
+	}
+	run.kill()
+
+	run = startBinary(t, bin, "--data-dir", dir, "--flush-interval", "1h")
+	// The same key with another body is refused and changes nothing.
+	otherBatch := strings.Replace(batch, `"limit":5`, `"limit":4`, 1)
+	if status, _, m := postKeyed(t, run.url+batchURL, "key-2", otherBatch); status != 422 ||
+		!strings.HasSuffix(fmt.Sprint(m["type"]), "idempotency-key-reused") {
+		t.Errorf("batch key reused with another body after a restart: %d %v", status, m)
+	}
+	other := strings.Replace(one, `"limit":20`, `"limit":19`, 1)
+	if status, _, m := postKeyed(t, run.url+userURL, "key-1", other); status != 422 ||
+		!strings.HasSuffix(fmt.Sprint(m["type"]), "idempotency-key-reused") {
+		t.Errorf("key reused with another body after a restart: %d %v", status, m)
+	}
+	status, again, retry := postKeyed(t, run.url+userURL, "key-1", one)
+	if status != 200 || !again || !reflect.DeepEqual(retry, first) {
+		t.Fatalf("retry after kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retry, first)
+	}
+	status, again, retryBatch := postKeyed(t, run.url+batchURL, "key-2", batch)
+	if status != 200 || !again || !reflect.DeepEqual(retryBatch, firstBatch) {
+		t.Fatalf("batch retry after kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retryBatch, firstBatch)
+	}
+	// Nothing was recorded again: the users hold the first calls' items.
+	for user, want := range map[string]float64{"u": 20, "a": 10, "b": 5} {
+		resp, err := http.Get(run.url + "/v1/namespaces/default/users/" + user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if st["items"] != want {
+			t.Errorf("user %s holds %v items after the retries, want %v", user, st["items"], want)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package eviction
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/zeebo/xxh3"
+)
+
+// The API keeps the answers of calls sent with an Idempotency-Key in
+// memory, so that a retry after a lost answer gets it again instead of the
+// next items. A crash loses those, and the retry the crash provokes is the
+// one that needs it most: the call's items were journaled, its answer never
+// left. So a keyed call's journal record carries its answer (journal.go),
+// loading a user reads the answers of its records back into replies, and
+// the call's retry, which loads the user first, finds its answer there.
+
+// CallKey names a call sent with an Idempotency-Key: ID the key as its
+// caller scoped it (the caller, the route, the user), Request a digest of
+// the request. The zero CallKey is none.
+type CallKey struct {
+	ID, Request xxh3.Uint128
+}
+
+func (k CallKey) zero() bool { return k == CallKey{} }
+
+// reply is the answer of a keyed call, as its journal record keeps it.
+type reply struct {
+	id, request xxh3.Uint128
+	at          time.Time // the call's, to the second
+	seen        int32
+	recorded    int32
+	saturated   bool
+	unseen      []int32 // indexes of the candidates answered unseen
+}
+
+// replyOverhead is what a kept reply costs besides its indexes: the
+// struct, the LRU's element and map entry.
+const replyOverhead = 176
+
+func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) }
+
+// replies holds the answers read back from the journal, least recently
+// used first out past its budget, each for ttl after its call. Safe for
+// concurrent use.
+type replies struct {
+	mu     sync.Mutex
+	lru    *simplelru.LRU[xxh3.Uint128, *reply]
+	bytes  int64
+	budget int64
+	ttl    time.Duration
+}
+
+func newReplies(budget int64, ttl time.Duration) *replies {
+	l, err := simplelru.NewLRU[xxh3.Uint128, *reply](math.MaxInt32, nil)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &replies{lru: l, budget: budget, ttl: ttl}
+}
+
+// keep adds r unless it is past its time to live at now; a reply of the
+// same ID read before is replaced (the later record is the later call).
+func (rs *replies) keep(r *reply, now time.Time) {
+	if rs.budget <= 0 || now.Sub(r.at) >= rs.ttl {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if old, ok := rs.lru.Peek(r.id); ok {
+		rs.bytes -= old.size()
+	}
+	rs.lru.Add(r.id, r)
+	rs.bytes += r.size()
+	for rs.bytes > rs.budget {
+		_, old, ok := rs.lru.RemoveOldest()
+		if !ok {
+			break
+		}
+		rs.bytes -= old.size()
+	}
+}
+
+// find returns the reply kept for id, or nil: none, or past its time.
+func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r, ok := rs.lru.Get(id)
+	if !ok {
+		return nil
+	}
+	if now.Sub(r.at) >= rs.ttl {
+		rs.lru.Remove(id)
+		rs.bytes -= r.size()
+		return nil
+	}
+	return r
+}
+
+// usage returns the replies kept and their bytes.
+func (rs *replies) usage() (int, int64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.lru.Len(), rs.bytes
+}

@@ -1,0 +1,157 @@
+package eviction
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
+	"github.com/zeebo/xxh3"
+)
+
+func callKey(id, request string) CallKey {
+	return CallKey{ID: xxh3.HashString128(id), Request: xxh3.HashString128(request)}
+}
+
+func candidates(n int) []string {
+	c := make([]string, n)
+	for i := range c {
+		c[i] = fmt.Sprintf("item-%03d", i)
+	}
+	return c
+}
+
+// A keyed call's answer outlives a crash with the items it recorded: its
+// retry gets that answer and records nothing, while the same key with
+// another request, and any call without it, are served anew.
+func TestKeyedCallIsAnsweredAgainAfterACrash(t *testing.T) {
+	fx := newFixture(t, Options{})
+	cands := candidates(50)
+	k := callKey("caller\x00/u/filter\x00key-1", "body-1")
+	first, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, k)
+	if err != nil || first.Replayed || len(first.Unseen) != 20 || first.Recorded != 20 {
+		t.Fatalf("first call: %+v, %v", first, err)
+	}
+	first.Unseen = slices.Clone(first.Unseen)
+	// The same key on the same hot set is the API's to answer (it keeps
+	// the answer in memory): the hot set serves it anew, as a new call.
+	fx.restart(false, Options{})
+
+	// A batch checks its keys first, its users still cold.
+	other := k
+	other.Request = xxh3.HashString128("body-2")
+	users := []string{"nobody", "u"}
+	if err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), other}); !errors.Is(err, ErrCallKeyReused) {
+		t.Fatalf("CheckCallKeys with a reused key: %v", err)
+	}
+	again, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Replayed || !slices.Equal(again.Unseen, first.Unseen) || again.SeenCount != first.SeenCount ||
+		again.Recorded != first.Recorded || again.Saturated != first.Saturated {
+		t.Fatalf("retry after the crash: %+v, first answer %+v", again, first)
+	}
+	st, err := fx.h.User("default", "u")
+	if err != nil || st.Items != 20 {
+		t.Fatalf("after the retry the user holds %d items (%v), want the first call's 20", st.Items, err)
+	}
+
+	if _, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, other); !errors.Is(err, ErrCallKeyReused) {
+		t.Fatalf("same key, another request: %v", err)
+	}
+	if err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), k}); err != nil {
+		t.Fatalf("CheckCallKeys: %v", err)
+	}
+	next, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, callKey("caller\x00/u/filter\x00key-2", "body-1"))
+	if err != nil || next.Replayed || len(next.Unseen) != 20 || slices.Contains(next.Unseen, first.Unseen[0]) {
+		t.Fatalf("a new key after the crash: %+v, %v", next, err)
+	}
+}
+
+// An answer is given for the time to live after its call only, and the
+// answers read back take no more than their budget.
+func TestKeyedAnswersReadBackHaveATimeAndABudget(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	fx := newFixture(t, Options{Now: clock, ReplyTTL: time.Minute})
+	cands := candidates(30)
+	for u := range 3 {
+		k := callKey(fmt.Sprint("key-", u), "body")
+		if _, err := fx.h.FilterKeyed(nil, "default", fmt.Sprint("u", u), cands, 10, userfilter.RecordReturned, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx.restart(false, Options{Now: clock, ReplyTTL: time.Minute})
+	now = now.Add(61 * time.Second)
+	res, err := fx.h.FilterKeyed(nil, "default", "u0", cands, 10, userfilter.RecordReturned, callKey("key-0", "body"))
+	if err != nil || res.Replayed || len(res.Unseen) != 10 || slices.Contains(res.Unseen, cands[0]) {
+		t.Fatalf("a retry past the time to live is a new call: %+v, %v", res, err)
+	}
+
+	// A budget of one answer keeps the last one read back.
+	now = now.Add(-61 * time.Second)
+	fx.restart(false, Options{Now: clock, ReplyTTL: time.Minute, ReplyBytes: replyOverhead + 40})
+	for u := range 3 {
+		if _, err := fx.h.User("default", fmt.Sprint("u", u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, bytes := fx.h.replies.usage(); n != 1 || bytes != replyOverhead+40 {
+		t.Fatalf("kept %d answers of %d bytes, want 1 of %d", n, bytes, replyOverhead+40)
+	}
+	res, err = fx.h.FilterKeyed(nil, "default", "u2", cands, 10, userfilter.RecordReturned, callKey("key-2", "body"))
+	if err != nil || !res.Replayed {
+		t.Fatalf("the answer kept: %+v, %v", res, err)
+	}
+}
+
+// The record of a keyed call reads back as it was written, and no byte
+// string read as one panics: each is a record or errBadJournal.
+func TestKeyedJournalRecordRoundTrip(t *testing.T) {
+	at := time.Unix(1_795_000_000, 0)
+	hs := []userfilter.Hash{{Lo: 1, Hi: 2}, {Lo: 3, Hi: 4}}
+	r := &reply{id: xxh3.HashString128("id"), request: xxh3.HashString128("req"), seen: 7, recorded: 2,
+		saturated: true, unseen: []int32{0, 5, 199}}
+	b := appendJournal(nil, at, hs, r)
+	gotAt, gotHs, got, err := decodeJournal(b)
+	if err != nil || !gotAt.Equal(at) || !slices.Equal(gotHs, hs) || got == nil ||
+		got.id != r.id || got.request != r.request || got.seen != 7 || got.recorded != 2 || !got.saturated ||
+		!slices.Equal(got.unseen, r.unseen) || !got.at.Equal(at) {
+		t.Fatalf("keyed record: %v %v %+v %v", gotAt, gotHs, got, err)
+	}
+	plain := appendJournal(nil, at, hs, nil)
+	if _, gotHs, got, err := decodeJournal(plain); err != nil || got != nil || !slices.Equal(gotHs, hs) {
+		t.Fatalf("plain record: %v %+v %v", gotHs, got, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		c := slices.Clone(b)
+		switch rng.IntN(3) {
+		case 0:
+			c = c[:rng.IntN(len(c))]
+		case 1:
+			c[rng.IntN(len(c))] ^= byte(1 + rng.IntN(255))
+		default:
+			c = make([]byte, rng.IntN(80))
+			for i := range c {
+				c[i] = byte(rng.Uint32())
+			}
+			if len(c) > 0 {
+				c[0] |= 0x80 // long enough a time to be keyed, now and then
+			}
+		}
+		if _, _, r, err := decodeJournal(c); err == nil && r != nil {
+			for i := 1; i < len(r.unseen); i++ {
+				if r.unseen[i] <= r.unseen[i-1] {
+					t.Fatalf("indexes read back out of order: %v", r.unseen)
+				}
+			}
+		} else if err != nil && !errors.Is(err, errBadJournal) {
+			t.Fatalf("error %v", err)
+		}
+	}
+}
