@@ -116,6 +116,26 @@ func TestAKeyLimitedToNamespacesCallsOnlyTheirRoutes(t *testing.T) {
 	if limitedCalls != allCalls || allCalls < 3 {
 		t.Errorf("the service's calls: %d to the limited key, %d to the admin key; want the same, at least 3", limitedCalls, allCalls)
 	}
+	// /metrics likewise: each namespace's series for its namespaces only,
+	// the service's totals whole.
+	scrape := func(key string) string {
+		t.Helper()
+		status, _, body := e.raw(http.MethodGet, "/metrics", "", nil, "Authorization", "Bearer "+key)
+		if status != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", status, body)
+		}
+		return string(body)
+	}
+	limitedMetrics, allMetrics := scrape(feedWriteKey), scrape(adminKey)
+	for _, want := range []string{`seenapi_namespace_hot_users{namespace="default"}`, "seenapi_hot_users ", "go_goroutines "} {
+		if !strings.Contains(limitedMetrics, want) {
+			t.Errorf("/metrics to the key limited to default lacks %s", want)
+		}
+	}
+	if strings.Contains(limitedMetrics, `namespace="compact"`) || !strings.Contains(allMetrics, `seenapi_namespace_hot_users{namespace="compact"}`) {
+		t.Errorf(`namespace="compact" in /metrics: %v to the limited key, %v to the admin key; want false, true`,
+			strings.Contains(limitedMetrics, `namespace="compact"`), strings.Contains(allMetrics, `namespace="compact"`))
+	}
 	a, err := feed.GetAuthWithResponse(ctx)
 	if err != nil || a.JSON200 == nil || a.JSON200.Namespaces == nil || !slices.Equal(*a.JSON200.Namespaces, []string{"default"}) {
 		t.Fatalf("GET /v1/auth: %v %s, want namespaces [default]", err, a.Body)

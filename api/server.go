@@ -155,8 +155,15 @@ func (s *Server) routes() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcMetrics...)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
-	s.route(fiber.MethodGet, "/metrics", RoleRead, capped,
-		adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})))
+	metrics := adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	s.route(fiber.MethodGet, "/metrics", RoleRead, capped, func(c *fiber.Ctx) error {
+		// A key limited to some namespaces sees their series only, as in
+		// /v1/stats; the service's totals stay whole.
+		if _, m := s.caller(c); m.scope != nil {
+			return adaptor.HTTPHandler(promhttp.HandlerFor(namespaceGatherer{reg, m}, promhttp.HandlerOpts{}))(c)
+		}
+		return metrics(c)
+	})
 
 	// Load balancers often probe with HEAD, which route answers.
 	s.route(fiber.MethodGet, "/healthz", RoleNone, uncapped, s.health)

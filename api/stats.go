@@ -2,11 +2,13 @@ package api
 
 import (
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seenapi/seenapi/eviction"
 )
@@ -230,4 +232,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs["level_tables"], prometheus.GaugeValue, float64(l.Tables), level)
 		ch <- prometheus.MustNewConstMetric(c.descs["level_bytes"], prometheus.GaugeValue, float64(l.Bytes), level)
 	}
+}
+
+// namespaceGatherer is g with the series labelled with a namespace that m
+// may not call left out.
+type namespaceGatherer struct {
+	g prometheus.Gatherer
+	m keyMatch
+}
+
+// Gather implements prometheus.Gatherer.
+func (n namespaceGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := n.g.Gather()
+	for _, mf := range mfs {
+		mf.Metric = slices.DeleteFunc(mf.Metric, func(m *dto.Metric) bool {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "namespace" && !n.m.allows(l.GetValue()) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return len(mf.Metric) == 0 }), err
 }

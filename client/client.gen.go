@@ -901,7 +901,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1224,7 +1224,7 @@ func (c *Client) HeadHealth(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetMetrics Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2779,7 +2779,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5271,7 +5271,7 @@ func (c *ClientWithResponses) HeadHealthWithResponse(ctx context.Context, reqEdi
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
