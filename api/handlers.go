@@ -142,9 +142,6 @@ func (s *Server) call(dst []string, ns, user string, candidates []string, a filt
 	if res.Unseen == nil {
 		res.Unseen = []string{}
 	}
-	if res.Replayed {
-		s.replays.replayed.Add(1)
-	}
 	return filterResponse{Unseen: res.Unseen, SeenCount: res.SeenCount, Recorded: res.Recorded,
 		Saturated: res.Saturated, replayed: res.Replayed}, nil
 }
@@ -173,6 +170,7 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	}
 	req.unseen = req.resp.Unseen
 	if req.resp.replayed {
+		s.replays.replayed.Add(1)
 		c.Set(HeaderReplayed, "true")
 	}
 	return sendJSON(c, &req.resp)
@@ -460,6 +458,10 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		}
 		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
 		replayed += boolInt(resp.replayed)
+	}
+	// Counted once a request, as an answer kept in memory is.
+	if replayed > 0 {
+		s.replays.replayed.Add(1)
 	}
 	if replayed == len(req.Requests) {
 		c.Set(HeaderReplayed, "true")

@@ -77,6 +77,17 @@ func TestKeyedCallsAreAnsweredAgainAfterKill9(t *testing.T) {
 	if status != 200 || !again || !reflect.DeepEqual(retryBatch, firstBatch) {
 		t.Fatalf("batch retry after kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retryBatch, firstBatch)
 	}
+	// Each retry counts once among the answers given again.
+	resp, err := http.Get(run.url + "/v1/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats map[string]any
+	json.NewDecoder(resp.Body).Decode(&stats)
+	resp.Body.Close()
+	if stats["idempotent_replays"] != 2.0 {
+		t.Errorf("idempotent_replays %v after two retries answered again, want 2", stats["idempotent_replays"])
+	}
 	// Nothing was recorded again: the users hold the first calls' items.
 	for user, want := range map[string]float64{"u": 20, "a": 10, "b": 5} {
 		resp, err := http.Get(run.url + "/v1/namespaces/default/users/" + user)
