@@ -1,10 +1,15 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -15,6 +20,8 @@ import (
 // starts like it, and the users of every other namespace, are untouched.
 func TestPurgeNamespaceErasesEveryUserOfItAndNoOther(t *testing.T) {
 	opts := smallTxnOptions(t)
+	log := &lockedBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(log, nil))
 	s, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +44,18 @@ func TestPurgeNamespaceErasesEveryUserOfItAndNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// With every page's progress logged: one line after the first page.
+	defer func(every time.Duration) { purgeProgressEvery = every }(purgeProgressEvery)
+	purgeProgressEvery = 0
 	n, err := s.PurgeNamespace("old")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != written+1 {
 		t.Errorf("PurgeNamespace erased %d users, want %d", n, written+1)
+	}
+	if want := fmt.Sprintf(`msg="storage: purging a namespace" namespace=old users_erased=%d`, purgePage); strings.Count(log.String(), "purging a namespace") != 1 || !strings.Contains(log.String(), want) {
+		t.Errorf("the purge's progress log:\n%s\nwant one line with %s", log.String(), want)
 	}
 	check := func(what string, s *Store) {
 		t.Helper()
@@ -135,4 +148,22 @@ func TestPurgeNamespaceWorksBelowMinFreeBytes(t *testing.T) {
 	if n, err := s.PurgeNamespace("old"); err != nil || n != 1 {
 		t.Fatalf("PurgeNamespace below MinFreeBytes: %d users, err %v", n, err)
 	}
+}
+
+// lockedBuffer is a log the store's goroutines write while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
