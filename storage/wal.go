@@ -47,6 +47,7 @@ import (
 // deletes them in that order. After a restart every record in
 // the remaining segments is live again: replaying a covered record into
 // the filter that covers it changes nothing, since filters merge by union.
+// A close with every record covered deletes every segment (see close).
 
 const (
 	walDir          = "journal"
@@ -649,12 +650,23 @@ func (w *wal) close() error {
 	<-w.rm.stopped
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// A journal whose every record is covered (a clean stop wrote every
+	// user back) has nothing left to replay: its segments go, so that the
+	// next start reads none, and an earlier build started on the data
+	// directory (a rollback) meets no record of a later form. Sequence
+	// numbers go on from the lease in Badger, not from the segments.
+	covered := w.index.len() == 0
 	var errs []error
 	for _, s := range w.segs {
-		if w.sync {
+		if w.sync && !covered {
 			errs = append(errs, s.f.Sync())
 		}
 		errs = append(errs, s.f.Close())
+		if covered {
+			if err := os.Remove(w.segPath(s.id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	w.segs = nil
 	return errors.Join(errs...)
