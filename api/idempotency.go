@@ -2,6 +2,9 @@ package api
 
 import (
 	"bytes"
+	"encoding/gob"
+	"errors"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -138,6 +141,87 @@ func (r *replays) trimLocked() {
 		}
 		r.removeLocked(k, p)
 	}
+}
+
+// keptAnswer is one kept answer as SaveReplays writes it.
+type keptAnswer struct {
+	Key     string // scoped: caller, path and Idempotency-Key
+	Request xxh3.Uint128
+	Status  int
+	Body    []byte
+	At      time.Time
+}
+
+// replaysMagic heads what SaveReplays writes, naming its form.
+const replaysMagic = "seenapi kept answers, form 1\n"
+
+// SaveReplays writes the answers kept for Idempotency-Key retries to w,
+// least recently used first, for LoadReplays to read back after a restart:
+// a graceful stop (a deploy) loses none of them. It returns how many it
+// wrote. Calls should be over (after Shutdown); an answer still in flight
+// is left out.
+func (s *Server) SaveReplays(w io.Writer) (int, error) {
+	kept := s.replays.answers()
+	if _, err := io.WriteString(w, replaysMagic); err != nil {
+		return 0, err
+	}
+	return len(kept), gob.NewEncoder(w).Encode(kept)
+}
+
+// LoadReplays reads what SaveReplays wrote into the answers kept, those
+// still within their time to live, as far as the budget allows (the most
+// recently used win). It returns how many it kept.
+func (s *Server) LoadReplays(r io.Reader) (int, error) {
+	magic := make([]byte, len(replaysMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != replaysMagic {
+		return 0, errors.New("not a file of kept answers of this build's form")
+	}
+	var kept []keptAnswer
+	if err := gob.NewDecoder(r).Decode(&kept); err != nil {
+		return 0, err
+	}
+	return s.replays.restore(kept), nil
+}
+
+// answers returns the answers given (not those in flight) and within
+// their time to live, least recently used first.
+func (r *replays) answers() []keptAnswer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	var out []keptAnswer
+	for _, k := range r.lru.Keys() {
+		if p, ok := r.lru.Peek(k); ok && p.done && now.Sub(p.at) < r.ttl {
+			out = append(out, keptAnswer{Key: k, Request: p.request, Status: p.status, Body: p.body, At: p.at})
+		}
+	}
+	return out
+}
+
+// restore adds kept answers (least recently used first) that are still
+// within their time to live and not kept already, and returns how many
+// it kept.
+func (r *replays) restore(kept []keptAnswer) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for _, a := range kept {
+		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.lru.Contains(a.Key) {
+			continue
+		}
+		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At,
+			size: int64(len(a.Key)+len(a.Body)) + replayOverhead}
+		r.lru.Add(a.Key, p)
+		r.bytes += p.size
+		r.trimLocked()
+	}
+	n := 0
+	for _, a := range kept {
+		if p, ok := r.lru.Peek(a.Key); ok && p.done && p.at.Equal(a.At) && p.request == a.Request {
+			n++
+		}
+	}
+	return n
 }
 
 // usage returns the answers kept and their bytes.

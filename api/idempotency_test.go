@@ -1,12 +1,14 @@
 package api_test
 
 import (
+	"bytes"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
@@ -207,5 +209,73 @@ func TestIdempotencyKeyOfABatchAndOfAnotherCaller(t *testing.T) {
 		if res.Unseen == nil || !slices.Equal(*res.Unseen, []string{"b"}) {
 			t.Fatalf("another caller's batch, result %d: %+v; want b (a was recorded by the first)", i, res)
 		}
+	}
+}
+
+// The answers kept for retries move to another server (the same service
+// after a graceful restart) through SaveReplays and LoadReplays: a retry
+// there gets its answer again, a dry run's too, which no journal holds.
+// Answers past their time to live stay behind, the budget keeps the most
+// recently used, and bytes of another form are refused.
+func TestKeptAnswersOutliveAGracefulRestart(t *testing.T) {
+	now := time.Now()
+	clock := func(c *api.Config) { c.Now = func() time.Time { return now }; c.IdempotencyTTL = time.Minute }
+	before := newEnv(t, clock)
+	c := before.client("")
+	req := client.FilterRequest{Candidates: []string{"a", "b", "c", "d"}, Limit: ptr(2)}
+	dry := client.FilterRequest{Candidates: []string{"x", "y"}, Record: ptr(client.None)}
+	first, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k-1"), req)
+	if err != nil || first.JSON200 == nil {
+		t.Fatalf("first call: %v %s", err, first.Body)
+	}
+	firstDry, err := c.FilterUserWithResponse(ctx, "default", "v", withKey("k-2"), dry)
+	if err != nil || firstDry.JSON200 == nil {
+		t.Fatalf("first dry run: %v %s", err, firstDry.Body)
+	}
+	var saved bytes.Buffer
+	if n, err := before.srv.SaveReplays(&saved); err != nil || n != 2 {
+		t.Fatalf("SaveReplays: %d, %v; want 2", n, err)
+	}
+
+	after := newEnv(t, clock)
+	if n, err := after.srv.LoadReplays(bytes.NewReader(saved.Bytes())); err != nil || n != 2 {
+		t.Fatalf("LoadReplays: %d, %v; want 2", n, err)
+	}
+	c = after.client("")
+	for _, call := range []struct {
+		user, key string
+		req       client.FilterRequest
+		first     []byte
+	}{{"u", "k-1", req, first.Body}, {"v", "k-2", dry, firstDry.Body}} {
+		r, err := c.FilterUserWithResponse(ctx, "default", call.user, withKey(call.key), call.req)
+		if err != nil || string(r.Body) != string(call.first) || r.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry of %s after the restart: %v %s (replayed %q), want %s", call.key, err, r.Body,
+				r.HTTPResponse.Header.Get("Idempotent-Replayed"), call.first)
+		}
+	}
+	// The retry recorded nothing in the second server's (empty) store.
+	if got := unseenNow(t, c, "default", "u", "a", "b"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("after a retry answered again, unseen %v; want a and b", got)
+	}
+
+	now = now.Add(time.Minute)
+	if n, err := newEnv(t, clock).srv.LoadReplays(bytes.NewReader(saved.Bytes())); err != nil || n != 0 {
+		t.Errorf("LoadReplays past the time to live: %d, %v; want 0", n, err)
+	}
+	now = now.Add(-time.Minute)
+	small := newEnv(t, clock, func(c *api.Config) { c.IdempotencyBytes = int64(len(firstDry.Body)) + 300 })
+	if n, err := small.srv.LoadReplays(bytes.NewReader(saved.Bytes())); err != nil || n != 1 {
+		t.Errorf("LoadReplays in a budget of one answer: %d, %v; want 1", n, err)
+	}
+	if r, _ := small.client("").FilterUserWithResponse(ctx, "default", "v", withKey("k-2"), dry); r.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the most recently used answer was not the one kept: %s", r.Body)
+	}
+	broken := slices.Clone(saved.Bytes())
+	broken[3] ^= 1
+	if _, err := small.srv.LoadReplays(bytes.NewReader(broken)); err == nil {
+		t.Error("LoadReplays took bytes of another form")
+	}
+	if _, err := small.srv.LoadReplays(bytes.NewReader(saved.Bytes()[:saved.Len()-5])); err == nil {
+		t.Error("LoadReplays took a cut file")
 	}
 }

@@ -732,7 +732,8 @@ type FilterBatchParams struct {
 	// first call is in flight, 409 `idempotency-key-in-use`. An answer
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first). A
+	// `--idempotency-bytes` (32 MiB, least recently used out first); a
+	// graceful stop saves them and the next start reads them back. A
 	// crash loses those, but not the answer of a call that recorded
 	// items: it is journaled with them, and the start after the crash
 	// gives it to the call's retry for the rest of its time to live, in a
@@ -770,7 +771,8 @@ type FilterUserParams struct {
 	// first call is in flight, 409 `idempotency-key-in-use`. An answer
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first). A
+	// `--idempotency-bytes` (32 MiB, least recently used out first); a
+	// graceful stop saves them and the next start reads them back. A
 	// crash loses those, but not the answer of a call that recorded
 	// items: it is journaled with them, and the start after the crash
 	// gives it to the call's retry for the rest of its time to live, in a

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -100,5 +103,59 @@ func TestKeyedCallsAreAnsweredAgainAfterKill9(t *testing.T) {
 		if st["items"] != want {
 			t.Errorf("user %s holds %v items after the retries, want %v", user, st["items"], want)
 		}
+	}
+}
+
+// A graceful stop (SIGTERM, a deploy) keeps the answers kept for retries
+// in the data directory, and the next start reads them back: a retry
+// after the restart gets its answer again, a dry run's too (which no
+// journal holds). A file that does not read is a warning, not a failed
+// start.
+func TestKeptAnswersOutliveAGracefulRestartOfTheBinary(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	userURL := "/v1/namespaces/default/users/u/filter"
+	one := `{"candidates":["a","b","c","d"],"limit":2}`
+	dry := `{"candidates":["x","y"],"record":"none"}`
+	stop := func(run *binaryRun) {
+		t.Helper()
+		run.cmd.Process.Signal(syscall.SIGTERM)
+		<-run.read
+		if err := run.cmd.Wait(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, run.log.String())
+		}
+	}
+	run := startBinary(t, bin, "--data-dir", dir)
+	_, _, first := postKeyed(t, run.url+userURL, "key-1", one)
+	_, _, firstDry := postKeyed(t, run.url+userURL, "key-2", dry)
+	stop(run)
+	if !strings.Contains(run.log.String(), `msg="seenapi: answers kept for retries saved" answers=2`) {
+		t.Errorf("no line about the answers saved:\n%s", run.log.String())
+	}
+
+	run = startBinary(t, bin, "--data-dir", dir)
+	if !strings.Contains(run.log.String(), `msg="seenapi: answers kept for retries read back" answers=2`) {
+		t.Errorf("no line about the answers read back:\n%s", run.log.String())
+	}
+	for _, c := range []struct {
+		key, body string
+		first     map[string]any
+	}{{"key-1", one, first}, {"key-2", dry, firstDry}} {
+		status, again, m := postKeyed(t, run.url+userURL, c.key, c.body)
+		if status != 200 || !again || !reflect.DeepEqual(m, c.first) {
+			t.Errorf("retry of %s after a graceful restart: %d, replayed %v, %v; want %v", c.key, status, again, m, c.first)
+		}
+	}
+	stop(run)
+
+	if err := os.WriteFile(filepath.Join(dir, keptAnswersFile), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run = startBinary(t, bin, "--data-dir", dir)
+	if status, _, _ := postKeyed(t, run.url+userURL, "key-3", one); status != 200 {
+		t.Errorf("a call after a start with a broken file of kept answers: %d", status)
+	}
+	if !strings.Contains(run.log.String(), `msg="seenapi: cannot read back the answers kept for retries`) {
+		t.Errorf("no warning about the broken file:\n%s", run.log.String())
 	}
 }

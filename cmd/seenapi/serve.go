@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -273,6 +276,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	if err != nil {
 		return err
 	}
+	loadKeptAnswers(srv, o.dataDir, logger)
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
 	switch {
@@ -333,7 +337,78 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// and Serve would then run on: closing it ends Serve in either case.
 	ln.Close()
 	<-served
+	saveKeptAnswers(srv, o.dataDir, logger)
 	return nil // the deferred closes write back and close the store
+}
+
+// keptAnswersFile holds, across a graceful restart, the answers kept for
+// retries of calls sent with an Idempotency-Key (a crash leaves them to
+// the journal, which holds the answer of each keyed call with its items).
+const keptAnswersFile = "kept-answers"
+
+// saveKeptAnswers writes the answers kept for retries into the data
+// directory at a graceful stop, so that a retry after a deploy gets its
+// answer; a failure costs only those answers, and is logged.
+func saveKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) {
+	path := filepath.Join(dir, keptAnswersFile)
+	n, err := writeFileAtomic(path, func(w io.Writer) (int, error) { return srv.SaveReplays(w) })
+	if err != nil {
+		logger.Warn("seenapi: cannot keep the answers for retries across the restart", "file", path, "err", err)
+		return
+	}
+	logger.Info("seenapi: answers kept for retries saved", "answers", n)
+}
+
+// loadKeptAnswers reads back what saveKeptAnswers wrote, if anything. The
+// file stays: a crash of this process leaves it to the next start (the
+// answers past their time to live are dropped when read), and the next
+// graceful stop replaces it.
+func loadKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) {
+	path := filepath.Join(dir, keptAnswersFile)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		defer f.Close()
+		var n int
+		if n, err = srv.LoadReplays(bufio.NewReader(f)); err == nil {
+			logger.Info("seenapi: answers kept for retries read back", "answers", n)
+			return
+		}
+	}
+	logger.Warn("seenapi: cannot read back the answers kept for retries; retries of calls before the restart are served anew", "file", path, "err", err)
+}
+
+// writeFileAtomic writes path through fill in a file beside it, synced
+// and renamed over it, so that a crash leaves the old file or the new one.
+func writeFileAtomic(path string, fill func(io.Writer) (int, error)) (int, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing is there
+	w := bufio.NewWriter(tmp)
+	n, err := fill(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	return n, err
 }
 
 // journalOf names the journal a start folds in: left by a crash when the
