@@ -23,11 +23,12 @@ import (
 // With an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header)
 // the service keeps the answer of the first call and answers a retry with
 // it, recording nothing again. The answers live in memory, under a byte
-// budget (least recently used first out) and for a time to live. A crash
-// loses them, so the hot set also journals each keyed call's answer with
-// the items it records, and gives it to a retry after the restart
-// (eviction.HotSet.FilterKeyed); a retry after its answer left the budget
-// is served anew.
+// budget (least recently used first out) and for a time to live; a
+// graceful stop saves them for the next start (SaveReplays, LoadReplays).
+// A crash loses them, so the hot set also journals each keyed call's
+// answer with the items it records, and gives it to a retry after the
+// restart (eviction.HotSet.FilterKeyed). A retry after its answer left the
+// budget is served anew.
 
 // HeaderIdempotencyKey names the key of a call; HeaderReplayed is set on an
 // answer given again.

@@ -16,19 +16,8 @@ import (
 // status, whether the answer was given again and the answer.
 func postKeyed(t *testing.T, url, key, body string) (int, bool, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", m
+	status, h, m := postHeaders(t, url, body, "Idempotency-Key", key)
+	return status, h.Get("Idempotent-Replayed") == "true", m
 }
 
 // A crash right after a keyed call loses the answers the service keeps in

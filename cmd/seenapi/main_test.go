@@ -656,6 +656,13 @@ func (s *service) shutdown() int {
 
 func post(t *testing.T, url, body string, header ...string) (int, map[string]any) {
 	t.Helper()
+	status, _, m := postHeaders(t, url, body, header...)
+	return status, m
+}
+
+// postHeaders is post with the answer's headers.
+func postHeaders(t *testing.T, url, body string, header ...string) (int, http.Header, map[string]any) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
@@ -670,7 +677,7 @@ func post(t *testing.T, url, body string, header ...string) (int, map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, m
+	return resp.StatusCode, resp.Header, m
 }
 
 // seenAfterRestart opens the data directory with a fresh store and hot set
