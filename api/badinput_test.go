@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -178,7 +180,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, h, body, err := e.rawErr(tc.method, tc.path, "application/json", []byte(tc.body), tc.header...)
-			if err != nil && strings.HasSuffix(tc.name, "over every limit") && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+			if err != nil && (tc.status == 413 && strings.HasPrefix(tc.typ, "body-too-large")) && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
 				// A body over the server's own limit is refused (413) and
 				// the connection closed before the rest is read; the
 				// kernel may reset it before the client reads the 413.
@@ -204,6 +206,48 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 			}
 			if st := e.stateOf("default", "newcomer"); st != nil {
 				t.Fatalf("a rejected request created a user: %v", st)
+			}
+		})
+	}
+}
+
+// A body over its route's limit is refused from its header, before any of
+// it is sent: the limit is the route's (--max-body-bytes), not the largest
+// any route takes (--max-import-bytes), and neither the key nor the route
+// is checked first, so a caller without a key cannot make the server read
+// and hold an import's worth of bytes on any route.
+func TestBodyOverItsRouteLimitIsRefusedBeforeItIsRead(t *testing.T) {
+	e := newEnv(t, withKeys, func(c *api.Config) {
+		c.MaxBodyBytes = 64 << 10
+		c.MaxImportBytes = 32 << 20
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	for _, tc := range []struct {
+		name, method, path string
+		size, limit        int
+	}{
+		{"one call, no key", "POST", "/v1/namespaces/default/users/u/filter", 1 << 20, 64 << 10},
+		{"a route of no body", "POST", "/healthz", 1 << 20, 64 << 10},
+		{"an import over its own limit", "PUT", "/v1/namespaces/default/users/u/export?mode=replace", 33 << 20, 32 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The header only: a server waiting for the body never answers.
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				tc.method, tc.path, addr, tc.size)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body was sent: %v", err)
+			}
+			body := readAll(t, resp)
+			p := wantProblem(t, resp.StatusCode, resp.Header, body, 413, "body-too-large")
+			if want := fmt.Sprintf("the body is %d bytes; at most %d", tc.size, tc.limit); p.Detail != want {
+				t.Fatalf("detail %q, want %q", p.Detail, want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
 
 	"github.com/seenapi/seenapi/web"
 )
@@ -74,8 +76,27 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		ErrorHandler:          s.errorHandler,
 		// Prefork stays off: one process owns the store and the hot set.
 	})
+	// The body's limit is set for each request from its header, before
+	// fasthttp reads the body: one limit for the whole app would have to be
+	// the import's (64 MiB by default), read in full for any route, before
+	// the key or even the route was checked.
+	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+		return fasthttp.RequestConfig{MaxRequestBodySize: s.bodyLimit(h.Method(), h.RequestURI())}
+	}
 	s.routes()
 	return s, nil
+}
+
+// bodyLimit is the largest body a request may send: --max-import-bytes
+// for an import (PUT .../export), --max-body-bytes for the rest.
+func (s *Server) bodyLimit(method, uri []byte) int {
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	if string(method) == fiber.MethodPut && bytes.HasSuffix(uri, []byte("/export")) {
+		return s.cfg.MaxImportBytes
+	}
+	return s.cfg.MaxBodyBytes
 }
 
 // App returns the fiber app, for app.Test and for listing routes.
@@ -364,19 +385,15 @@ func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
 	return m, nil
 }
 
-// bodyOverLimit is the problem of a body over fiber's limit, the largest
-// any route takes, refused before its route is found: it names the limit
-// of the route asked for, as the routes' own checks do (an import takes
-// --max-import-bytes, the rest --max-body-bytes), and the declared size.
+// bodyOverLimit is the problem of a body over its request's limit
+// (bodyLimit), refused before it is read and before its route is found: it
+// names the limit and the declared size, as the routes' own checks do.
 func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
-	limit := s.cfg.MaxBodyBytes
-	if c.Method() == fiber.MethodPut && strings.HasSuffix(c.Path(), "/export") {
-		limit = s.cfg.MaxImportBytes
-	}
+	limit := s.bodyLimit(c.Request().Header.Method(), c.Request().Header.RequestURI())
 	if n := c.Request().Header.ContentLength(); n > 0 {
 		return bodyTooLarge(n, limit)
 	}
-	return newError(pBodyTooLarge, "the body is over %d bytes; at most %d", max(s.cfg.MaxBodyBytes, s.cfg.MaxImportBytes), limit)
+	return newError(pBodyTooLarge, "the body is over %d bytes", limit)
 }
 
 // errorHandler answers every error as problem+json; fiber calls it for
