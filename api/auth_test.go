@@ -3,8 +3,10 @@ package api_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/seenapi/seenapi/api"
@@ -198,5 +200,62 @@ func TestSetKeysRotatesWhileServing(t *testing.T) {
 	open := newEnv(t)
 	if err := open.srv.SetKeys(testKeys); !errors.Is(err, api.ErrBadKeys) || !open.srv.Open() {
 		t.Fatalf("an open service given keys: %v, open %v", err, open.srv.Open())
+	}
+}
+
+// A browser's write from a page of another origin is refused before it
+// changes anything, on an open service too (where every caller is admin):
+// a POST of text/plain needs no preflight, so any web page could otherwise
+// record impressions. Reads, same-origin writes (the dashboard's) and
+// clients that are not browsers (neither header) are served.
+func TestCrossOriginBrowserWritesAreRefused(t *testing.T) {
+	e := newEnv(t)
+	self := e.base // the Origin of the service's own pages
+	seen := userPath("default", "victim", "/seen")
+	body := []byte(`{"items":["evil-item"]}`)
+	for _, tc := range []struct {
+		name   string
+		method string
+		path   string
+		body   []byte
+		header []string
+		status int
+	}{
+		{"another site", "POST", seen, body, []string{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}, 403},
+		{"another port of the same host", "POST", seen, body, []string{"Origin", "http://127.0.0.1:1", "Sec-Fetch-Site", "same-site"}, 403},
+		{"another origin, no Sec-Fetch-Site", "POST", seen, body, []string{"Origin", "http://evil.example"}, 403},
+		{"an erase from another origin", "DELETE", userPath("default", "victim", ""), nil, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"a read from another origin", "GET", userPath("default", "victim", ""), nil, []string{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, b := e.raw(tc.method, tc.path, "text/plain", tc.body, tc.header...)
+			if tc.status != 403 {
+				if status != tc.status {
+					t.Fatalf("status %d, want %d: %s", status, tc.status, b)
+				}
+				return
+			}
+			p := wantProblem(t, status, h, b, 403, "forbidden")
+			if !strings.Contains(p.Detail, "another origin") {
+				t.Fatalf("detail %q", p.Detail)
+			}
+			if st := e.stateOf("default", "victim"); st != nil {
+				t.Fatalf("a refused write created the user: %v", st)
+			}
+		})
+	}
+	// The service's own page, and a client that is no browser, may write.
+	for i, header := range [][]string{
+		{"Origin", self, "Sec-Fetch-Site", "same-origin"},
+		{"Origin", self},
+		nil,
+	} {
+		item := fmt.Sprintf(`{"items":["ok-%d"]}`, i)
+		if status, _, b := e.raw("POST", seen, "application/json", []byte(item), header...); status != 200 {
+			t.Fatalf("write %d with %v: status %d: %s", i, header, status, b)
+		}
+	}
+	if st := e.stateOf("default", "victim"); st == nil || st["items"] != float64(3) {
+		t.Fatalf("the allowed writes: %v", st)
 	}
 }
