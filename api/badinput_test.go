@@ -149,6 +149,13 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		// A query parameter the route does not take is refused, not served
 		// as if absent: a misspelt ?mode=replace would merge.
 		{"import misspelt mode", "PUT", victim + "/export?mod=replace", string(otherBytes), nil, 400, "bad-request"},
+		// Nor is one given twice served with either.
+		{"import mode given twice", "PUT", victim + "/export?mode=merge&mode=replace", string(otherBytes), nil, 400, "bad-request"},
+		{"users page limit given twice", "GET", "/v1/namespaces/default/users?limit=1&limit=2", "", nil, 400, "bad-request"},
+		// .../users/newcomer/ is not newcomer: an unescaped id ending in
+		// "/" finds no route rather than another user.
+		{"trailing slash", "POST", newcomer + "/seen/", `{"items":["z"]}`, nil, 404, "not-found"},
+		{"user path with a trailing slash", "PUT", victim + "/export/", string(otherBytes), nil, 404, "not-found"},
 		{"import unknown query parameter", "PUT", newcomer + "/export?mode=replace&force=1", string(otherBytes), nil, 400, "bad-request"},
 		{"seen misspelt bulk", "POST", victim + "/seen?buk=true", `{"items":["z"]}`, nil, 400, "bad-request"},
 		{"query parameter of a route without any", "POST", vFilter + "?limit=5", `{"candidates":["a","z"]}`, nil, 400, "bad-request"},

@@ -141,9 +141,11 @@ func (c Config) Validate() error {
 	if c.RateBurst < 0 || (c.RateLimit > 0 && c.RateBurst < 1) || (c.RateLimit == 0 && c.RateBurst != 0) {
 		return fmt.Errorf("%w: RateBurst must be at least 1, with a RateLimit; got %d", ErrBadConfig, c.RateBurst)
 	}
-	if c.IdempotencyBytes < 1 || c.IdempotencyTTL < time.Second {
-		return fmt.Errorf("%w: IdempotencyBytes must be at least 1 and IdempotencyTTL at least 1s, got %d and %v",
-			ErrBadConfig, c.IdempotencyBytes, c.IdempotencyTTL)
+	if c.IdempotencyBytes < 1 {
+		return fmt.Errorf("%w: IdempotencyBytes must be at least 1, got %d", ErrBadConfig, c.IdempotencyBytes)
+	}
+	if c.IdempotencyTTL < time.Second {
+		return fmt.Errorf("%w: IdempotencyTTL must be at least 1s, got %v", ErrBadConfig, c.IdempotencyTTL)
 	}
 	if c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: negative timeout", ErrBadConfig)

@@ -68,13 +68,16 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
 		CaseSensitive:         true, // user ids and items are case-sensitive
-		BodyLimit:             max(cfg.MaxBodyBytes, cfg.MaxImportBytes),
-		ReadTimeout:           cfg.ReadTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		IdleTimeout:           cfg.IdleTimeout,
-		JSONEncoder:           encode,
-		JSONDecoder:           decodeStrict,
-		ErrorHandler:          s.errorHandler,
+		// .../users/u/ is not user u: a client that joins an id ending in
+		// "/" without escaping it gets 404, not another user's data.
+		StrictRouting: true,
+		BodyLimit:     max(cfg.MaxBodyBytes, cfg.MaxImportBytes),
+		ReadTimeout:   cfg.ReadTimeout,
+		WriteTimeout:  cfg.WriteTimeout,
+		IdleTimeout:   cfg.IdleTimeout,
+		JSONEncoder:   encode,
+		JSONDecoder:   decodeStrict,
+		ErrorHandler:  s.errorHandler,
 		// Prefork stays off: one process owns the store and the hot set.
 	})
 	// The body's limit is set for each request from its header, before
@@ -238,20 +241,36 @@ var queryParams = map[string][]string{
 }
 
 // unknownQuery is the bad-request problem of the request's query
-// parameters that are not in taken, naming each, or nil if there is none:
-// a misspelt parameter (?mod=replace) would otherwise be served as if it
-// were absent (an import merging instead of replacing).
+// parameters that are not in taken, naming each, or of one given twice, or
+// nil if there is none: a misspelt parameter (?mod=replace) would otherwise
+// be served as if it were absent (an import merging instead of replacing).
 func unknownQuery(c *fiber.Ctx, taken []string) error {
 	args := c.Context().QueryArgs()
 	if args.Len() == 0 {
 		return nil
 	}
 	var unknown []string
+	var twice []string
 	args.VisitAll(func(key, _ []byte) {
-		if name := string(key); !slices.Contains(taken, name) && !slices.Contains(unknown, name) {
-			unknown = append(unknown, name)
+		name := string(key)
+		switch {
+		case !slices.Contains(taken, name):
+			if !slices.Contains(unknown, name) {
+				unknown = append(unknown, name)
+			}
+		case len(args.PeekMulti(name)) > 1 && !slices.Contains(twice, name):
+			twice = append(twice, name)
 		}
 	})
+	if len(unknown) == 0 && len(twice) > 0 {
+		// ?limit=1&limit=2 would be served with one of them, silently.
+		fields := make([]FieldError, len(twice))
+		for i, name := range twice {
+			fields[i] = FieldError{Parameter: name, Detail: "given more than once"}
+		}
+		return &apiError{kind: pBadRequest, detail: "query parameter " + strconv.Quote(twice[0]) + " given more than once; give each once",
+			fields: fields}
+	}
 	if len(unknown) == 0 {
 		return nil
 	}

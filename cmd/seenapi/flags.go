@@ -112,7 +112,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
 		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
-		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
+		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
@@ -416,6 +416,7 @@ func (p positiveBytes) Set(s string) error {
 type durationFlag struct {
 	p      *time.Duration
 	zeroOK bool
+	min    time.Duration // the least it takes, when over zero
 }
 
 func (d durationFlag) String() string {
@@ -430,6 +431,8 @@ func (d durationFlag) Set(s string) error {
 	switch {
 	case d.zeroOK && (err != nil || v < 0):
 		return errors.New("want a duration of 0 or more such as 30s or 2m")
+	case d.min > 0 && (err != nil || v < d.min):
+		return fmt.Errorf("want a duration of at least %v such as 5m", d.min)
 	case !d.zeroOK && (err != nil || v <= 0):
 		return errors.New("want a positive duration such as 5s or 1m")
 	}

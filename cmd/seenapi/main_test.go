@@ -238,6 +238,9 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want a duration of 0 or more"},
 		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "-1m"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="-1m": want a duration of 0 or more`},
 		{args: []string{"--shutdown-timeout", "0"}}, // no wait, as the help says
+		{args: []string{"--idempotency-ttl", "500ms"}, want: "-idempotency-ttl: want a duration of at least 1s"},
+		{env: map[string]string{"SEENAPI_IDEMPOTENCY_TTL": "0"}, want: `SEENAPI_IDEMPOTENCY_TTL="0": want a duration of at least 1s`},
+		{args: []string{"--idempotency-ttl", "1s"}},
 		{args: []string{"--log-format", "xml"}, want: "-log-format: want text or json"},
 		{env: map[string]string{"SEENAPI_LOG_LEVEL": "verbose"}, want: `SEENAPI_LOG_LEVEL="verbose": want debug, info, warn or error`},
 		{args: []string{"--log-format", "json", "--log-level", "WARN"}},
