@@ -182,6 +182,8 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	for _, sel := range []string{"#user-first", "#user-last"} {
 		if got := tb.text(sel); !strings.Contains(got, "ago") {
 			t.Errorf("%s = %q, want a time and how long ago", sel, got)
+		} else if regexp.MustCompile(`\d:\d\d:\d\d`).MatchString(got) {
+			t.Errorf("%s = %q shows seconds; the service keeps it to the minute", sel, got)
 		}
 	}
 	if got := tb.text("#user-hot"); got != "hot" {
@@ -811,6 +813,12 @@ func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	tb.waitText("#user .problem", "404")
 	if got := tb.text("#user .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
+	}
+	// The namespace's page: the problem, and no empty table of users under it.
+	tb.open("#/ns/no-such-ns")
+	tb.waitText("#user .problem", "404")
+	if eval[bool](tb, `document.getElementById('user-list').hidden`) != true {
+		t.Errorf("an empty table of users stays under the problem")
 	}
 }
 

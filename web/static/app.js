@@ -256,12 +256,15 @@ function duration(sec) {
   if (sec < 172800) return `${Math.round(sec / 3600)} h`;
   return `${Math.round(sec / 86400)} d`;
 }
-function when(iso) {
+// toMinute shows no seconds: a user's first and last recordings are kept
+// to the minute, and 6:36:00 PM would claim a precision they do not have.
+const toMinute = { year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: '2-digit' };
+function when(iso, opts) {
   if (!iso) return '–';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime()) || d.getTime() <= 0) return '–';
   const ago = (Date.now() - d.getTime()) / 1000;
-  return `${d.toLocaleString()} (${ago >= 0 ? duration(ago) + ' ago' : 'in ' + duration(-ago)})`;
+  return `${d.toLocaleString(undefined, opts)} (${ago >= 0 ? duration(ago) + ' ago' : 'in ' + duration(-ago)})`;
 }
 
 // ---------- overview ----------
@@ -600,7 +603,7 @@ function userRow(ns, u, d) {
   const link = h('td', {}, h('a', { href: userHash(ns, u) }, u));
   if (!d) return h('tr', {}, link, h('td', { colspan: 4, class: 'muted' }, 'Forgotten since it was listed.'));
   if (d.error) return h('tr', { class: 'failed' }, link, h('td', { colspan: 4 }, `${d.error.title}: ${d.error.detail}`));
-  return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen)),
+  return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen, toMinute)),
     h('td', { class: 'num' }, bytes(d.memory_bytes)), h('td', {}, d.hot ? 'yes' : 'no'));
 }
 
@@ -629,6 +632,7 @@ function userList(seq, ns) {
       if (seq !== state.seq || !box.isConnected) return;
       note.replaceWith(problemBox(e, `Listing the users of ${ns}`));
       more.hidden = true;
+      list.hidden = rows.children.length === 0; // no empty table under the problem
       return;
     }
     if (seq !== state.seq || !box.isConnected) return;
@@ -717,8 +721,8 @@ function summaryPanel(st, prof) {
         ? [h('dt', { id: 'user-bits-label' }, 'Fingerprints'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} in ${count(st.bits, 'bit')}`)]
         : [h('dt', { id: 'user-bits-label' }, 'Bits set'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} of ${num(st.bits)}`)],
       h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
-      h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen)),
-      h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen))),
+      h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen, toMinute)),
+      h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen, toMinute))),
     h('h3', {}, 'False-positive rate'),
     h('div', { class: 'fp' }, fpBar('Now', st.fp_rate, 'user-fp', ratio > 1), fpBar('Target', st.target_fp_rate, 'user-fp-target', false)),
     h('p', { class: ratio > 1 ? 'note' : 'muted', id: 'user-fp-ratio' },
