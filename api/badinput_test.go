@@ -104,6 +104,8 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"malformed JSON", "POST", vFilter, `{"candidates":`, nil, 400, "invalid-json"},
 		{"empty body", "POST", vFilter, ``, nil, 400, "invalid-json"},
 		{"not JSON", "POST", vFilter, `candidates=a`, nil, 400, "invalid-json"},
+		{"a byte order mark", "POST", vFilter, "\xef\xbb\xbf" + `{"candidates":["a"]}`, nil, 400, "invalid-json"},
+		{"a trailing comma", "POST", vFilter, `{"candidates":["a",]}`, nil, 400, "invalid-json"},
 		{"trailing data", "POST", vFilter, `{"candidates":["a"]} {}`, nil, 400, "invalid-json"},
 		{"array body", "POST", vFilter, `["a"]`, nil, 400, "bad-request"},
 		{"null body", "POST", vFilter, `null`, nil, 400, "bad-request"},
@@ -176,6 +178,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	}
 	// The limits on counts name the count sent and the limit, alike.
 	details := map[string]string{
+		// Invalid JSON says what and where (the byte counted from 1).
+		"malformed JSON":       "the body is not valid JSON: unexpected end of JSON input",
+		"not JSON":             "the body is not valid JSON: invalid character 'c' looking for beginning of value (at byte 1)",
+		"a byte order mark":    "the body is not valid JSON: it starts with a byte order mark (EF BB BF), which JSON does not take",
+		"a trailing comma":     "the body is not valid JSON: invalid character ']' looking for beginning of value (at byte 20)",
 		"too many candidates":  fmt.Sprintf("%d items; at most %d per call", api.DefaultMaxCandidates+1, api.DefaultMaxCandidates),
 		"batch too many users": fmt.Sprintf("%d users; at most %d per batch", api.DefaultMaxBatchUsers+1, api.DefaultMaxBatchUsers),
 		// So do the body's limits, whether the route's check or fiber's

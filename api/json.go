@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +103,22 @@ func sendJSON(c *fiber.Ctx, v any) error {
 // the error path to tell malformed JSON from a well-formed body of the wrong
 // shape.
 func validJSON(data []byte) bool { return stdjson.Valid(data) }
+
+// syntaxDetail says what is wrong with data, which validJSON refused, and
+// at which byte: the caller finds a truncated body or a stray byte order
+// mark without guessing. Error path only (it decodes data again).
+func syntaxDetail(data []byte) string {
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return "it starts with a byte order mark (EF BB BF), which JSON does not take"
+	}
+	err := stdjson.Unmarshal(data, new(any))
+	if se := (*stdjson.SyntaxError)(nil); errors.As(err, &se) && se.Offset < int64(len(data)) {
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	} else if err != nil {
+		return err.Error()
+	}
+	return "not JSON"
+}
 
 // shapeError explains why well-formed JSON did not decode into v, naming
 // the member that does not fit by its JSON pointer (error path only).

@@ -161,7 +161,7 @@ func decode(body []byte, v any) error {
 		return newError(pInvalidJSON, "the body is empty; it must be a JSON object")
 	}
 	if !validJSON(body) {
-		return &apiError{kind: pInvalidJSON, detail: "the body is not valid JSON", cause: err}
+		return &apiError{kind: pInvalidJSON, detail: "the body is not valid JSON: " + syntaxDetail(body), cause: err}
 	}
 	return shapeError(body, v, err)
 }
