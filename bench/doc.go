@@ -10,8 +10,7 @@
 // (rank 0 the most popular) or uniformly; each user has a pool of P = 2000
 // items derived from hash(user, j); a call offers 200 distinct items drawn
 // from the user's pool with limit 20, record returned. User ids are 6 to 16
-// bytes, item ids 8 to 24. A Gen's call costs one allocation (none for the
-// cached pools of the most popular users, see Source).
+// bytes, item ids 8 to 24. A Gen's call costs one allocation.
 //
 // # Systems
 //

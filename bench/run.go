@@ -234,10 +234,6 @@ func (r Result) Ran() bool {
 		r.Saturation.Errors == 0 && r.Open.Errors == 0 && r.FillPhase.Errors == 0 && r.Warm.Errors == 0
 }
 
-// hotPools is how many of the most popular users' pools the run caches
-// (about 100 MB at the default pool), to keep the client's work per call small.
-const hotPools = 1024
-
 // runner holds one run's state.
 type runner struct {
 	sys     System
@@ -576,7 +572,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	if slices.ContainsFunc(o.Levels, func(n int) bool { return n < 1 }) || o.Concurrency < 1 {
 		return Result{}, fmt.Errorf("%w: concurrency %d, levels %v: each must be at least 1", ErrBadConfig, o.Concurrency, o.Levels)
 	}
-	src, err := NewSource(o.Workload, hotPools)
+	src, err := NewSource(o.Workload)
 	if err != nil {
 		return Result{}, err
 	}

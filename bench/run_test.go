@@ -64,7 +64,7 @@ func TestOpenLoopChargesQueueingToTheCalls(t *testing.T) {
 	if err := sys.Setup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	src, _ := NewSource(DefaultWorkload(100), 0)
+	src, _ := NewSource(DefaultWorkload(100))
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 1}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	r.o.Concurrency = 1
 	p, err := r.openLoop(context.Background(), "open", 400, 2*r.o.Concurrency, time.Second)
@@ -103,7 +103,7 @@ func (b *busySet) CPU() (CPU, error) {
 func TestOpenLoopSamplesTheCoresOfEachSlot(t *testing.T) {
 	sys := &busySet{slowSet: slowSet{delay: time.Millisecond}, since: time.Now(), cores: 1.5}
 	_ = sys.Setup(context.Background())
-	src, _ := NewSource(DefaultWorkload(100), 0)
+	src, _ := NewSource(DefaultWorkload(100))
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 2}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	p, err := r.openLoop(context.Background(), "open", 200, 2*r.o.Concurrency, time.Second)
 	if err != nil {
@@ -122,7 +122,7 @@ func TestOpenLoopSamplesTheCoresOfEachSlot(t *testing.T) {
 func TestClosedLoopRateMatchesCapacity(t *testing.T) {
 	sys := &slowSet{delay: 2 * time.Millisecond}
 	_ = sys.Setup(context.Background())
-	src, _ := NewSource(DefaultWorkload(100), 0)
+	src, _ := NewSource(DefaultWorkload(100))
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 4}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	p, err := r.closedLoop(context.Background(), "closed", r.o.Concurrency, time.Second)
 	if err != nil {
@@ -145,7 +145,7 @@ func (f *failing) Call(context.Context, string, []string, int) ([]string, error)
 
 func TestPhaseStopsWhenMostCallsFail(t *testing.T) {
 	sys := &failing{}
-	src, _ := NewSource(DefaultWorkload(100), 0)
+	src, _ := NewSource(DefaultWorkload(100))
 	r := &runner{sys: sys, o: RunOptions{Concurrency: 2}.withDefaults(), tr: NewTracker(100, 10), src: src}
 	start := time.Now()
 	_, err := r.closedLoop(context.Background(), "closed", r.o.Concurrency, 10*time.Second)

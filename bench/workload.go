@@ -5,7 +5,6 @@ import (
 	"math/rand"
 	randv2 "math/rand/v2"
 	"slices"
-	"sync/atomic"
 )
 
 // Workload is the reference feed workload: Users users chosen per call by a
@@ -113,18 +112,33 @@ func appendBase36(dst []byte, v uint64) []byte {
 	return append(dst, tmp[i:]...)
 }
 
-// appendFiller appends n characters of fillChars drawn from the hash stream h.
+// fillPairs[v] is fillChars[v&63] then fillChars[v>>6]: two characters
+// of filler a lookup, from 12 bits of the hash stream.
+var fillPairs = func() (t [1 << 12][2]byte) {
+	for v := range t {
+		t[v] = [2]byte{fillChars[v&63], fillChars[v>>6]}
+	}
+	return t
+}()
+
+// appendFiller appends n characters of fillChars drawn from the hash stream
+// h: character k of each group of ten is fillChars[x>>(6k)&63] for the
+// group's hash x. It writes whole groups, two characters at a time, and
+// cuts the last: generating the candidates was about a third of the
+// harness's CPU a call, taken from the server on a shared machine.
 func appendFiller(dst []byte, h uint64, n int) []byte {
 	start := len(dst)
-	dst = slices.Grow(dst, n)[:start+n]
-	out := dst[start:]
-	for i := 0; i < len(out); i += 10 {
+	groups := (n + 9) / 10
+	dst = slices.Grow(dst, groups*10)[:start+groups*10]
+	for out := dst[start:]; len(out) >= 10; out = out[10:] {
 		h = mix(h + 0x9e3779b97f4a7c15)
-		for k, x := 0, h; k < 10 && i+k < len(out); k, x = k+1, x>>6 {
-			out[i+k] = fillChars[x&63]
-		}
+		p0, p1, p2, p3, p4 := fillPairs[h&4095], fillPairs[h>>12&4095], fillPairs[h>>24&4095],
+			fillPairs[h>>36&4095], fillPairs[h>>48&4095]
+		_ = out[9]
+		out[0], out[1], out[2], out[3], out[4] = p0[0], p0[1], p1[0], p1[1], p2[0]
+		out[5], out[6], out[7], out[8], out[9] = p2[1], p3[0], p3[1], p4[0], p4[1]
 	}
-	return dst
+	return dst[:start+n]
 }
 
 // AppendUser appends the id of the user of the given rank (0 is the most
@@ -191,72 +205,41 @@ func (s pcgSource) Int63() int64    { return int64(s.p.Uint64() >> 1) }
 func (s pcgSource) Uint64() uint64  { return s.p.Uint64() }
 func (s pcgSource) Seed(seed int64) { s.p.Seed(uint64(seed), 0) }
 
-// NewGen returns the generator of stream number stream of w, without a
-// shared pool cache.
+// NewGen returns the generator of stream number stream of w.
 func NewGen(w Workload, stream uint64) (*Gen, error) {
-	src, err := NewSource(w, 0)
+	src, err := NewSource(w)
 	if err != nil {
 		return nil, err
 	}
 	return src.Gen(stream), nil
 }
 
-// Source is a workload with a cache of the pools of its most popular users,
-// shared by its generators: a call of a cached user costs no id generation
-// and no allocation. Safe for concurrent use.
+// Source is a workload whose generators draw independent streams of it.
+// Safe for concurrent use.
+//
+// It once cached the pools of its 1,024 most popular users (100 MB), so
+// that their calls cost no generation. On the two cores the harness shares
+// with the system under test, whose data fills the caches too, reading a
+// cached candidate missed the caches twice (its offset, then its bytes) and
+// cost more than generating it: without the cache the harness took 77.6
+// and 77.3 us of CPU a call against 85.0 and 96.2 with it (`seenbench
+// --users 1e5 --systems seenapi-http --concurrency 64 --duration 15s`,
+// alternated).
 type Source struct {
-	w     Workload
-	pools []atomic.Pointer[userPool] // by rank, built on first use
+	w Workload
 }
 
-// userPool holds a user's id and pool in one string, item j at
-// all[ends[j]:ends[j+1]]. One pointer per pool rather than one per item:
-// the harness's collector scans the cached pools (1,024 users x 2,000
-// items) in every cycle, and its mark work, on the cores the system under
-// test shares, showed up as 20-60 ms bursts in every system's open-loop tail.
-type userPool struct {
-	all  string
-	ends []uint32 // ends[0] is the user id's end
-}
-
-func (p *userPool) user() string      { return p.all[:p.ends[0]] }
-func (p *userPool) item(j int) string { return p.all[p.ends[j]:p.ends[j+1]] }
-
-// NewSource returns a source of w caching the pools of its hot lowest ranks
-// (about 16 bytes + the id per item: 100 KB per user at the default pool).
-func NewSource(w Workload, hot int) (*Source, error) {
+// NewSource returns a source of w.
+func NewSource(w Workload) (*Source, error) {
 	w = w.withDefaults()
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{w: w, pools: make([]atomic.Pointer[userPool], min(max(hot, 0), w.Users))}, nil
+	return &Source{w: w}, nil
 }
 
 // Workload returns the source's workload, defaults applied.
 func (s *Source) Workload() Workload { return s.w }
-
-// pool returns the cached pool of rank, or nil if rank is not cached.
-func (s *Source) pool(rank int) *userPool {
-	if rank >= len(s.pools) {
-		return nil
-	}
-	if p := s.pools[rank].Load(); p != nil {
-		return p
-	}
-	var b []byte
-	b = s.w.AppendUser(b, rank)
-	ends := make([]uint32, 1, s.w.Pool+1)
-	ends[0] = uint32(len(b))
-	for j := range s.w.Pool {
-		b = s.w.AppendItem(b, rank, j)
-		ends = append(ends, uint32(len(b)))
-	}
-	p := &userPool{all: string(b), ends: ends}
-	if s.pools[rank].CompareAndSwap(nil, p) {
-		return p
-	}
-	return s.pools[rank].Load()
-}
 
 // Gen returns the generator of stream number stream. Generators of one
 // source with distinct streams draw independent calls.
@@ -332,8 +315,7 @@ func (g *Gen) Next(c *Call) { g.Fill(c, g.Rank(), g.w.Candidates, g.w.Limit) }
 
 // Fill fills c with a call for the user of the given rank offering n
 // distinct random items of its pool (n <= Pool) with the given limit. The
-// strings of c share one allocation (none for a user in the source's
-// cache); they stay valid after the next Fill.
+// strings of c share one allocation; they stay valid after the next Fill.
 func (g *Gen) Fill(c *Call, rank, n, limit int) {
 	if n > len(g.perm) {
 		n = len(g.perm)
@@ -342,15 +324,6 @@ func (g *Gen) Fill(c *Call, rank, n, limit int) {
 		c.Candidates = make([]string, n)
 	}
 	c.Candidates = c.Candidates[:n]
-	if p := g.src.pool(rank); p != nil {
-		for i := 0; i < n; i++ {
-			k := i + g.rng.IntN(len(g.perm)-i)
-			g.perm[i], g.perm[k] = g.perm[k], g.perm[i]
-			c.Candidates[i] = p.item(int(g.perm[i]))
-		}
-		c.Rank, c.User, c.Limit = rank, p.user(), limit
-		return
-	}
 	b := g.buf[:0]
 	b = g.w.AppendUser(b, rank)
 	userEnd := len(b)

@@ -207,46 +207,6 @@ func BenchmarkGenNext(b *testing.B) {
 	}
 }
 
-func TestCachedPoolsGiveTheSameCallsAsGeneratedOnes(t *testing.T) {
-	w := DefaultWorkload(100)
-	src, err := NewSource(w, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached, plain := src.Gen(3), mustGen(t, w, 3)
-	var a, b Call
-	for range 300 {
-		cached.Next(&a)
-		plain.Next(&b)
-		if a.User != b.User || !slices.Equal(a.Candidates, b.Candidates) {
-			t.Fatalf("rank %d: cached call differs from the generated one", a.Rank)
-		}
-	}
-}
-
-func mustGen(t *testing.T, w Workload, stream uint64) *Gen {
-	t.Helper()
-	g, err := NewGen(w, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-func BenchmarkGenNextHotCache(b *testing.B) {
-	for _, users := range []int{10_000, 10_000_000} {
-		b.Run(formatUsers(users), func(b *testing.B) {
-			src, _ := NewSource(DefaultWorkload(users), 1024)
-			g := src.Gen(1)
-			var c Call
-			b.ReportAllocs()
-			for b.Loop() {
-				g.Next(&c)
-			}
-		})
-	}
-}
-
 // lruHits fills an LRU of capacity users in the given order, then counts
 // the hits of calls drawn by g.
 func lruHits(order []int32, capacity, calls int, g *Gen) float64 {
@@ -282,7 +242,7 @@ func lruHits(order []int32, capacity, calls int, g *Gen) float64 {
 func TestFillOrderLeavesAnLRUInItsSteadyState(t *testing.T) {
 	const users, capacity, calls = 20000, 2000, 4000
 	w := DefaultWorkload(users)
-	src, err := NewSource(w, 0)
+	src, err := NewSource(w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,5 +275,45 @@ func TestFillOrderLeavesAnLRUInItsSteadyState(t *testing.T) {
 	}
 	if filled < ranked+0.1 {
 		t.Errorf("after the fill order an LRU hits %.3f, after rank order %.3f: want 0.1 more", filled, ranked)
+	}
+}
+
+// The workload is fixed (WORKLOAD.md): every figure compares runs of the
+// same ids, so a faster generator must make the same bytes. These were
+// made by the filler that wrote a character at a time.
+func TestIdsAreTheWorkloadsOwn(t *testing.T) {
+	w := DefaultWorkload(1000)
+	users := map[int]string{0: "u0-0O3hVUgAEoEKs", 7: "u7-bly9Fb2Mt1bE", 999: "urr-l9WGw"}
+	items := map[[2]int]string{
+		{0, 0}: "i0.OtJMt", {0, 35}: "iz.bSW65TPz", {0, 1999}: "i1jj.sK_N",
+		{7, 0}: "i0.WN~z2l_IdSAzH9TqiXqT", {7, 35}: "iz.8Y4Hyznv0vAxLR~7SobNK", {7, 1999}: "i1jj.TVAaDVO0NO7Kr~Z",
+		{999, 0}: "i0.bNYsejY~cDC0Km", {999, 35}: "iz.pmyhwxgMHBy~ugj1GM", {999, 1999}: "i1jj.ktwH",
+	}
+	for r, want := range users {
+		if got := w.User(r); got != want {
+			t.Errorf("user %d = %q, want %q", r, got, want)
+		}
+	}
+	for k, want := range items {
+		if got := w.Item(k[0], k[1]); got != want {
+			t.Errorf("item %d of user %d = %q, want %q", k[1], k[0], got, want)
+		}
+	}
+	// Every length, against the filler a character at a time.
+	oneByOne := func(dst []byte, h uint64, n int) []byte {
+		for i := 0; i < n; i += 10 {
+			h = mix(h + 0x9e3779b97f4a7c15)
+			for k, x := 0, h; k < 10 && i+k < n; k, x = k+1, x>>6 {
+				dst = append(dst, fillChars[x&63])
+			}
+		}
+		return dst
+	}
+	for h := range uint64(2000) {
+		for n := range 31 {
+			if got, want := appendFiller([]byte("p"), mix(h), n), oneByOne([]byte("p"), mix(h), n); string(got) != string(want) {
+				t.Fatalf("filler of %d from %d: %q, want %q", n, h, got, want)
+			}
+		}
 	}
 }
