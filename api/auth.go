@@ -128,6 +128,7 @@ func ParseKeys(text string) ([]Key, error) {
 // callers put ErrBadKeys first, once.
 func parseKeys(text string) ([]Key, error) {
 	var keys []Key
+	at := map[string]int{} // a key's line, to name both lines of one given twice
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -138,6 +139,10 @@ func parseKeys(text string) ([]Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		if first, ok := at[k.Secret]; ok {
+			return nil, fmt.Errorf("line %d: the same key as line %d", n, first)
+		}
+		at[k.Secret] = n
 		keys = append(keys, k)
 	}
 	if err := sc.Err(); err != nil {
@@ -161,6 +166,7 @@ func ParseKeysList(list string) ([]Key, error) {
 		items = append(items, item)
 	}
 	var keys []Key
+	at := map[string]int{}
 	for i, item := range items {
 		if item == "" {
 			continue
@@ -169,6 +175,10 @@ func ParseKeysList(list string) ([]Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: entry %d: %w", ErrBadKeys, i+1, err)
 		}
+		if first, ok := at[k.Secret]; ok {
+			return nil, fmt.Errorf("%w: entry %d: the same key as entry %d", ErrBadKeys, i+1, first)
+		}
+		at[k.Secret] = i + 1
 		keys = append(keys, k)
 	}
 	return keys, nil

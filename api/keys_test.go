@@ -59,6 +59,24 @@ func TestParseKeysList(t *testing.T) {
 	if _, err := ParseKeysList("read:r-0123456789abcdef,bogus"); !errors.Is(err, ErrBadKeys) {
 		t.Fatalf("err %v", err)
 	}
+	_, err = ParseKeysList("read:r-0123456789abcdef,write:w-0123456789abcdef,admin:r-0123456789abcdef")
+	if !errors.Is(err, ErrBadKeys) || !strings.Contains(err.Error(), "entry 3: the same key as entry 1") {
+		t.Fatalf("a key twice: %v", err)
+	}
+}
+
+// A key given twice in a file is refused naming both lines (and not the key).
+func TestKeyTwiceInAFileNamesBothLines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "keys")
+	text := "# team a\nread:r-0123456789abcdef\n\nwrite:w-0123456789abcdef\nadmin:r-0123456789abcdef\n"
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadKeysFile(p)
+	if !errors.Is(err, ErrBadKeys) || !strings.Contains(err.Error(), p+": line 5: the same key as line 2") ||
+		strings.Contains(err.Error(), "r-0123456789abcdef") {
+		t.Fatalf("a key twice: %v", err)
+	}
 }
 
 func TestLoadKeysFile(t *testing.T) {

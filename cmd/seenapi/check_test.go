@@ -95,7 +95,7 @@ func TestCheckRefusesWhatTheServiceWould(t *testing.T) {
 		{"a bad profile", []string{"--namespaces", writeFile(t, dir, "bad.yaml", "feed:\n  fp_rate: 2\n")}, "fp_rate 2 outside"},
 		{"a namespace twice", []string{"--namespaces", writeFile(t, dir, "twice.yaml", "feed:\nfeed:\n")}, "feed"},
 		{"no namespaces file", []string{"--namespaces", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
-		{"a key twice", []string{"--keys-file", writeFile(t, dir, "keys2", "read:r-0123456789abcdef\nwrite:r-0123456789abcdef\n")}, "appears twice"},
+		{"a key twice", []string{"--keys-file", writeFile(t, dir, "keys2", "read:r-0123456789abcdef\nwrite:r-0123456789abcdef\n")}, "line 2: the same key as line 1"},
 		{"a short key", []string{"--keys-file", writeFile(t, dir, "short", "read:short\n")}, "16"},
 		{"a public address without keys", []string{"--addr", "0.0.0.0:8080"}, "without API keys"},
 		{"a key that is not the certificate's", []string{"--tls-cert", cert, "--tls-key", writeFile(t, dir, "k.pem", "no key")}, "--tls-key"},
