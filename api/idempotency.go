@@ -25,10 +25,11 @@ import (
 // it, recording nothing again. The answers live in memory, under a byte
 // budget (least recently used first out) and for a time to live; a
 // graceful stop saves them for the next start (SaveReplays, LoadReplays).
-// A crash loses them, so the hot set also journals each keyed call's
-// answer with the items it records, and gives it to a retry after the
-// restart (eviction.HotSet.FilterKeyed). A retry after its answer left the
-// budget is served anew.
+// Against a crash they are written to files every interval (answerLog,
+// OpenAnswerLog), and until then the hot set's journal holds each keyed
+// call's answer with the items it records, and gives it to a retry after
+// the restart (eviction.HotSet.FilterKeyed). A retry after its answer left
+// the budget is served anew.
 
 // HeaderIdempotencyKey names the key of a call; HeaderReplayed is set on an
 // answer given again.
@@ -61,6 +62,7 @@ type replays struct {
 	ttl      time.Duration
 	now      func() time.Time
 	replayed atomic.Uint64 // answers given again
+	log      *answerLog    // where each answer is written soon after it is given; nil: none
 }
 
 func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays {
@@ -109,14 +111,20 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 // finish keeps the answer of the call begin registered under key.
 func (r *replays) finish(key string, p *replay, status int, body []byte) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if cur, ok := r.lru.Peek(key); !ok || cur != p {
+		r.mu.Unlock()
 		return // trimmed while in flight
 	}
-	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), r.now()
+	now := r.now()
+	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), now
 	p.size += int64(len(body))
 	r.bytes += int64(len(body))
 	r.trimLocked()
+	a := keptAnswer{Key: key, Request: p.request, Status: status, Body: p.body, At: now}
+	r.mu.Unlock()
+	if r.log != nil {
+		r.log.append(a)
+	}
 }
 
 // abandon forgets a call that failed: a retry makes it anew.

@@ -50,6 +50,8 @@ type Server struct {
 	started  time.Time
 	inFlight atomic.Int64
 	draining atomic.Bool
+	// logStop stops the answers log's writer (OpenAnswerLog).
+	logStop func()
 }
 
 // New returns the API over hot, configured by cfg (zero fields take their

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -94,19 +95,27 @@ func benchOneCall(b *testing.B, w *feedWorkload, noJournal bool) {
 			}
 		})
 	})
-	b.Run("http", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, false) })
+	b.Run("http", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, false, false) })
 	// Every call with an Idempotency-Key of its own: what keeping the
-	// answers for retries costs.
-	b.Run("http-idempotency-key", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, true) })
+	// answers for retries costs, in memory, and in memory and their log
+	// (the service's way).
+	b.Run("http-idempotency-key", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, true, false) })
+	b.Run("http-idempotency-key-log", func(b *testing.B) { benchOneCallHTTP(b, w, noJournal, true, true) })
 }
 
-func benchOneCallHTTP(b *testing.B, w *feedWorkload, noJournal, keyed bool) {
+func benchOneCallHTTP(b *testing.B, w *feedWorkload, noJournal, keyed, answerLog bool) {
 	{
 		hot, done := benchHotSet(b, noJournal)
 		defer done()
 		srv, err := api.New(hot, api.Config{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
+		}
+		if answerLog {
+			if _, err := srv.OpenAnswerLog(b.TempDir(), false, 100*time.Millisecond); err != nil {
+				b.Fatal(err)
+			}
+			defer srv.CloseAnswerLog(true)
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

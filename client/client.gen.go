@@ -733,13 +733,14 @@ type FilterBatchParams struct {
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
-	// graceful stop saves them and the next start reads them back. A
-	// crash loses those, but not the answer of a call that recorded
-	// items: it is journaled with them, and the start after the crash
-	// gives it to the call's retry for the rest of its time to live, in a
-	// budget of the same size. Its `recorded` counts the items the call
-	// set out to record. A call that recorded nothing changed nothing:
-	// its retry after a crash is served anew. 1 to 255 printable ASCII
+	// graceful stop saves them and the next start reads them back. Against
+	// a crash they are written to the data directory every 100 ms, and
+	// until then the answer of a call that recorded items is journaled
+	// with them; the start after a crash gives each to the call's retry
+	// for the rest of its time to live. An answer the journal alone held
+	// counts in `recorded` the items the call set out to record. A dry
+	// run's answer given in the last 100 ms before a crash is lost: its
+	// retry is served anew. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
@@ -772,13 +773,14 @@ type FilterUserParams struct {
 	// that is not 200 is not kept: the retry is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
-	// graceful stop saves them and the next start reads them back. A
-	// crash loses those, but not the answer of a call that recorded
-	// items: it is journaled with them, and the start after the crash
-	// gives it to the call's retry for the rest of its time to live, in a
-	// budget of the same size. Its `recorded` counts the items the call
-	// set out to record. A call that recorded nothing changed nothing:
-	// its retry after a crash is served anew. 1 to 255 printable ASCII
+	// graceful stop saves them and the next start reads them back. Against
+	// a crash they are written to the data directory every 100 ms, and
+	// until then the answer of a call that recorded items is journaled
+	// with them; the start after a crash gives each to the call's retry
+	// for the rest of its time to live. An answer the journal alone held
+	// counts in `recorded` the items the call set out to record. A dry
+	// run's answer given in the last 100 ms before a crash is lost: its
+	// retry is served anew. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
@@ -988,9 +990,9 @@ type ClientInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash, each user's answer that recorded items, and the others
-	// served anew (`Idempotent-Replayed: true` when every user's was
-	// given again).
+	// a crash within 100 ms of the batch, each user's answer that recorded
+	// items, and the others served anew (`Idempotent-Replayed: true` when
+	// every user's was given again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
@@ -1006,9 +1008,9 @@ type ClientInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash, each user's answer that recorded items, and the others
-	// served anew (`Idempotent-Replayed: true` when every user's was
-	// given again).
+	// a crash within 100 ms of the batch, each user's answer that recorded
+	// items, and the others served anew (`Idempotent-Replayed: true` when
+	// every user's was given again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1401,9 +1403,9 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash, each user's answer that recorded items, and the others
-// served anew (`Idempotent-Replayed: true` when every user's was
-// given again).
+// a crash within 100 ms of the batch, each user's answer that recorded
+// items, and the others served anew (`Idempotent-Replayed: true` when
+// every user's was given again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type.
@@ -1429,9 +1431,9 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash, each user's answer that recorded items, and the others
-// served anew (`Idempotent-Replayed: true` when every user's was
-// given again).
+// a crash within 100 ms of the batch, each user's answer that recorded
+// items, and the others served anew (`Idempotent-Replayed: true` when
+// every user's was given again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type.
@@ -2884,9 +2886,9 @@ type ClientWithResponsesInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash, each user's answer that recorded items, and the others
-	// served anew (`Idempotent-Replayed: true` when every user's was
-	// given again).
+	// a crash within 100 ms of the batch, each user's answer that recorded
+	// items, and the others served anew (`Idempotent-Replayed: true` when
+	// every user's was given again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -2902,9 +2904,9 @@ type ClientWithResponsesInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash, each user's answer that recorded items, and the others
-	// served anew (`Idempotent-Replayed: true` when every user's was
-	// given again).
+	// a crash within 100 ms of the batch, each user's answer that recorded
+	// items, and the others served anew (`Idempotent-Replayed: true` when
+	// every user's was given again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5430,9 +5432,9 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash, each user's answer that recorded items, and the others
-// served anew (`Idempotent-Replayed: true` when every user's was
-// given again).
+// a crash within 100 ms of the batch, each user's answer that recorded
+// items, and the others served anew (`Idempotent-Replayed: true` when
+// every user's was given again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5454,9 +5456,9 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash, each user's answer that recorded items, and the others
-// served anew (`Idempotent-Replayed: true` when every user's was
-// given again).
+// a crash within 100 ms of the batch, each user's answer that recorded
+// items, and the others served anew (`Idempotent-Replayed: true` when
+// every user's was given again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).

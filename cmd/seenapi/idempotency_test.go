@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // postKeyed sends body to url with an Idempotency-Key and returns the
@@ -146,5 +147,95 @@ func TestKeptAnswersOutliveAGracefulRestartOfTheBinary(t *testing.T) {
 	}
 	if !strings.Contains(run.log.String(), `msg="seenapi: cannot read back the answers kept for retries`) {
 		t.Errorf("no warning about the broken file:\n%s", run.log.String())
+	}
+}
+
+// The journal holds a keyed call's answer only until its user is written
+// back; the log of answers holds it for its time to live. A call whose user
+// was written back long before a kill -9 is answered again after the
+// restart, and after a second kill -9 too (the first restart folded the
+// journal in and wrote every user back). A graceful stop, which saves the
+// answers whole, leaves no file of the log.
+func TestKeyedAnswersOutliveTheirWriteBackAndTwoCrashes(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	userURL := "/v1/namespaces/default/users/u/filter"
+	one := `{"candidates":["a","b","c","d","e"],"limit":2}`
+	args := []string{"--data-dir", dir, "--flush-interval", "50ms"}
+	run := startBinary(t, bin, args...)
+	status, _, first := postKeyed(t, run.url+userURL, "key-1", one)
+	if status != 200 {
+		t.Fatalf("first call: %d %v", status, first)
+	}
+	// Written back: the journal no longer holds the call.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(run.url + "/v1/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if st["dirty_users"] == 0.0 && st["flushed_users"].(float64) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the user is not written back: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.kill()
+
+	run = startBinary(t, bin, args...)
+	if !strings.Contains(run.log.String(), `msg="seenapi: answers kept for retries read back from their log" answers=1`) {
+		t.Errorf("no line about the answers read back from the log:\n%s", run.log.String())
+	}
+	waitReady(t, run.url)
+	run.kill()
+
+	run = startBinary(t, bin, args...)
+	status, again, retry := postKeyed(t, run.url+userURL, "key-1", one)
+	if status != 200 || !again || !reflect.DeepEqual(retry, first) {
+		t.Fatalf("retry after the write-back and two kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retry, first)
+	}
+	// The user holds the first call's items only.
+	resp, err := http.Get(run.url + "/v1/namespaces/default/users/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st["items"] != 2.0 {
+		t.Errorf("the user holds %v items, want 2", st["items"])
+	}
+	run.cmd.Process.Signal(syscall.SIGTERM)
+	<-run.read
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, run.log.String())
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, answersLogDir, "*")); len(files) != 0 {
+		t.Errorf("files of the log after a graceful stop: %v", files)
+	}
+}
+
+// waitReady waits until the service at url answers /readyz with 200 (the
+// journal folded in).
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -277,6 +277,15 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		return err
 	}
 	loadKeptAnswers(srv, o.dataDir, logger)
+	answers := filepath.Join(o.dataDir, answersLogDir)
+	// Within the wait before a write-back, which ends the journal's hold
+	// on a keyed call's answer.
+	every := min(100*time.Millisecond, o.flushInterval/2)
+	if n, err := srv.OpenAnswerLog(answers, o.sync, max(every, time.Millisecond)); err != nil {
+		logger.Warn("seenapi: cannot open the log of answers kept for retries; a crash would lose them", "dir", answers, "err", err)
+	} else if n > 0 {
+		logger.Info("seenapi: answers kept for retries read back from their log", "answers", n)
+	}
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
 	switch {
@@ -337,26 +346,35 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// and Serve would then run on: closing it ends Serve in either case.
 	ln.Close()
 	<-served
-	saveKeptAnswers(srv, o.dataDir, logger)
+	saved := saveKeptAnswers(srv, o.dataDir, logger)
+	if err := srv.CloseAnswerLog(saved); err != nil {
+		logger.Warn("seenapi: cannot close the log of answers kept for retries", "dir", answers, "err", err)
+	}
 	return nil // the deferred closes write back and close the store
 }
 
 // keptAnswersFile holds, across a graceful restart, the answers kept for
-// retries of calls sent with an Idempotency-Key (a crash leaves them to
-// the journal, which holds the answer of each keyed call with its items).
-const keptAnswersFile = "kept-answers"
+// retries of calls sent with an Idempotency-Key; answersLogDir holds them
+// across a crash, each written as it is given (api.Server.OpenAnswerLog),
+// until a graceful stop has saved them all in keptAnswersFile.
+const (
+	keptAnswersFile = "kept-answers"
+	answersLogDir   = "answers"
+)
 
 // saveKeptAnswers writes the answers kept for retries into the data
 // directory at a graceful stop, so that a retry after a deploy gets its
-// answer; a failure costs only those answers, and is logged.
-func saveKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) {
+// answer, and reports whether it did; a failure costs only those answers
+// (the log of answers then stays), and is logged.
+func saveKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) bool {
 	path := filepath.Join(dir, keptAnswersFile)
 	n, err := writeFileAtomic(path, func(w io.Writer) (int, error) { return srv.SaveReplays(w) })
 	if err != nil {
 		logger.Warn("seenapi: cannot keep the answers for retries across the restart", "file", path, "err", err)
-		return
+		return false
 	}
 	logger.Info("seenapi: answers kept for retries saved", "answers", n)
+	return true
 }
 
 // loadKeptAnswers reads back what saveKeptAnswers wrote, if anything. The

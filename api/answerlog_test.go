@@ -1,0 +1,264 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
+	"github.com/zeebo/xxh3"
+)
+
+func testAnswer(i int, at time.Time, body int) keptAnswer {
+	return keptAnswer{Key: fmt.Sprintf("caller\x00/v1/namespaces/default/users/u%d/filter\x00key-%d", i, i),
+		Request: xxh3.Uint128{Hi: uint64(i), Lo: ^uint64(i)}, Status: 200,
+		Body: bytes.Repeat([]byte{byte('a' + i%26)}, body), At: at}
+}
+
+func logFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*"+answerSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// What a log wrote is read back whole after a crash (no close), a record
+// cut by the crash ends its file with a warning, and the next file begins
+// after it.
+func TestAnswerLogReadsBackWhatItWroteUpToATornRecord(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	var logged bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logged, nil))
+	l, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger)
+	if err != nil || len(kept) != 0 {
+		t.Fatalf("a new log: %v %v", kept, err)
+	}
+	var want []keptAnswer
+	for i := range 3 {
+		a := testAnswer(i, now.Add(time.Duration(i)*time.Second), 100+i)
+		l.append(a)
+		want = append(want, a)
+	}
+	l.flush(now.Add(3*time.Second), false)
+	// A fourth record, cut short by the crash.
+	torn := appendAnswer(nil, testAnswer(3, now, 50))
+	f, err := os.OpenFile(l.path(l.id), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(torn[:len(torn)-7])
+	f.Close()
+
+	l2, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(10*time.Second), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range kept {
+		kept[i].At = kept[i].At.UTC()
+		want[i].At = want[i].At.UTC()
+	}
+	if !reflect.DeepEqual(kept, want) {
+		t.Fatalf("read back %d answers:\n%v\nwant %d:\n%v", len(kept), kept, len(want), want)
+	}
+	if !bytes.Contains(logged.Bytes(), []byte("ends in a damaged record")) {
+		t.Errorf("no warning of the torn record: %s", logged.String())
+	}
+	if l2.id != l.id+1 || len(logFiles(t, dir)) != 2 {
+		t.Errorf("the next file is %d after %d; files %v", l2.id, l.id, logFiles(t, dir))
+	}
+}
+
+// Answers past their time to live are not read back, and a file holding
+// none within it is deleted.
+func TestAnswerLogDropsAnswersPastTheirTimeToLive(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	logger := slog.New(slog.DiscardHandler)
+	l, _, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.append(testAnswer(1, now, 10))
+	l.append(testAnswer(2, now.Add(50*time.Second), 10))
+	l.flush(now.Add(50*time.Second), false)
+	old := l.path(l.id)
+
+	_, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(70*time.Second), logger)
+	if err != nil || len(kept) != 1 || kept[0].Key != testAnswer(2, now, 0).Key {
+		t.Fatalf("70 s on: %v %v, want the second answer alone", kept, err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the file with an answer still live is gone: %v", err)
+	}
+	_, kept, err = openAnswerLog(dir, 1<<20, time.Minute, now.Add(2*time.Minute), logger)
+	if err != nil || len(kept) != 0 {
+		t.Fatalf("2 min on: %v %v, want none", kept, err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the file past its time to live stays: %v", err)
+	}
+}
+
+// The files hold at most the budget of answers besides the open file: the
+// oldest go first, and the latest are read back.
+func TestAnswerLogKeepsTheLatestWithinTheBudget(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	const budget = 512 << 10 // files of 64 KiB
+	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, body = 600, 4000 // 2.4 MB written
+	for i := range n {
+		l.append(testAnswer(i, now, body))
+		l.flush(now, false)
+	}
+	var total int64
+	for _, f := range logFiles(t, dir) {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += st.Size()
+	}
+	if total > budget+l.segment+body+100 {
+		t.Errorf("the files hold %d bytes; budget %d and a file of %d", total, budget, l.segment)
+	}
+	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) < budget/(body+200) || kept[len(kept)-1].Key != testAnswer(n-1, now, 0).Key {
+		t.Fatalf("read back %d answers, the last %q; want at least %d, the last %q",
+			len(kept), kept[len(kept)-1].Key, budget/(body+200), testAnswer(n-1, now, 0).Key)
+	}
+	if kept[0].Key == testAnswer(0, now, 0).Key {
+		t.Errorf("the oldest answer is still there past the budget")
+	}
+}
+
+// Closing with remove deletes every file; without, they stay for the next
+// start. A closed log writes nothing more.
+func TestAnswerLogCloseRemovesItsFilesWhenAsked(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, remove := range []bool{false, true} {
+		dir := t.TempDir()
+		l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.append(testAnswer(1, now, 10))
+		l.flush(now, false)
+		if err := l.close(remove); err != nil {
+			t.Fatal(err)
+		}
+		l.append(testAnswer(2, now, 10)) // after the close: dropped
+		l.flush(now, false)
+		_, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 1, true: 0}[remove]; len(kept) != want {
+			t.Errorf("close(%v): %d answers read back, want %d", remove, len(kept), want)
+		}
+	}
+}
+
+// Damage anywhere in a file never fails the start nor panics: the records
+// before it are read back.
+func TestAnswerLogSurvivesDamage(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var clean []byte
+	for i := range 20 {
+		clean = appendAnswer(clean, testAnswer(i, now, 30+i))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		b := bytes.Clone(clean)
+		for range 1 + rng.IntN(3) {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+		got, _ := decodeAnswers(b[:rng.IntN(len(b)+1)])
+		for i, a := range got {
+			if want := testAnswer(i, now, 30+i); a.Key != want.Key || !bytes.Equal(a.Body, want.Body) {
+				// A flip the CRC misses would be one in 2^32.
+				t.Fatalf("answer %d read back as %q, want %q", i, a.Key, want.Key)
+			}
+		}
+	}
+}
+
+// A server's keyed answer reaches the log within its interval, without a
+// close (a crash), and another server over the same directory answers the
+// call's retry with it; a dry run's answer too, which no journal holds.
+func TestAnswerLogOfAServerAnswersRetriesAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	serve := func() *Server {
+		store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+			eviction.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hot.Close(); store.Close() })
+		srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	call := func(srv *Server, body string) (int, string, string) {
+		req := httptest.NewRequest("POST", "/v1/namespaces/default/users/u/filter", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, "key-"+fmt.Sprint(len(body)))
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get(HeaderReplayed), string(b)
+	}
+	one, dry := `{"candidates":["a","b","c"],"limit":1}`, `{"candidates":["x","y"],"record":"none"}`
+	first := serve()
+	if _, err := first.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	_, _, a1 := call(first, one)
+	_, _, a2 := call(first, dry)
+	if _, err := first.OpenAnswerLog(dir, false, time.Second); err == nil {
+		t.Errorf("a second log opened on the same server")
+	}
+	time.Sleep(200 * time.Millisecond) // past the interval; no close
+
+	second := serve()
+	n, err := second.OpenAnswerLog(dir, false, 10*time.Millisecond)
+	if err != nil || n != 2 {
+		t.Fatalf("read back %d answers, %v; want 2", n, err)
+	}
+	defer second.CloseAnswerLog(true)
+	for body, want := range map[string]string{one: a1, dry: a2} {
+		if status, replayed, got := call(second, body); status != 200 || replayed != "true" || got != want {
+			t.Errorf("retry of %s: %d replayed=%q %s; want %s", body, status, replayed, got, want)
+		}
+	}
+	first.CloseAnswerLog(false)
+}
