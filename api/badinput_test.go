@@ -179,12 +179,15 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	// The limits on counts name the count sent and the limit, alike.
 	details := map[string]string{
 		// Invalid JSON says what and where (the byte counted from 1).
-		"malformed JSON":       "the body is not valid JSON: unexpected end of JSON input",
-		"not JSON":             "the body is not valid JSON: invalid character 'c' looking for beginning of value (at byte 1)",
-		"a byte order mark":    "the body is not valid JSON: it starts with a byte order mark (EF BB BF), which JSON does not take",
-		"a trailing comma":     "the body is not valid JSON: invalid character ']' looking for beginning of value (at byte 20)",
-		"too many candidates":  fmt.Sprintf("%d items; at most %d per call", api.DefaultMaxCandidates+1, api.DefaultMaxCandidates),
-		"batch too many users": fmt.Sprintf("%d users; at most %d per batch", api.DefaultMaxBatchUsers+1, api.DefaultMaxBatchUsers),
+		"malformed JSON":    "the body is not valid JSON: unexpected end of JSON input",
+		"not JSON":          "the body is not valid JSON: invalid character 'c' looking for beginning of value (at byte 1)",
+		"a byte order mark": "the body is not valid JSON: it starts with a byte order mark (EF BB BF), which JSON does not take",
+		// null is named for what it is, not as a member missing.
+		"null body":             "the body is null; it must be a JSON object",
+		"candidates null items": "item /candidates/0 is empty or null",
+		"a trailing comma":      "the body is not valid JSON: invalid character ']' looking for beginning of value (at byte 20)",
+		"too many candidates":   fmt.Sprintf("%d items; at most %d per call", api.DefaultMaxCandidates+1, api.DefaultMaxCandidates),
+		"batch too many users":  fmt.Sprintf("%d users; at most %d per batch", api.DefaultMaxBatchUsers+1, api.DefaultMaxBatchUsers),
 		// So do the body's limits, whether the route's check or fiber's
 		// (over every route's limit, before routing) refuses it.
 		"body too large":          fmt.Sprintf("the body is %d bytes; at most %d", 200<<10+19, 128<<10),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/url"
@@ -20,7 +21,7 @@ import (
 // control characters (C0, DEL, C1).
 func textProblem(s string, max int) string {
 	if len(s) == 0 {
-		return "is empty"
+		return "is empty or null" // a JSON null decodes as ""
 	}
 	if len(s) > max {
 		return "is " + strconv.Itoa(len(s)) + " bytes; at most " + strconv.Itoa(max)
@@ -155,6 +156,11 @@ func checkEncoding(c *fiber.Ctx) error {
 func decode(body []byte, v any) error {
 	err := decodeBody(body, v)
 	if err == nil {
+		// null decodes into any object as nothing: the checks after would
+		// blame a missing member instead of the body.
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == 'n' {
+			return newError(pBadRequest, "the body is null; it must be a JSON object")
+		}
 		return nil
 	}
 	if len(body) == 0 {
