@@ -13,6 +13,32 @@ import (
 	"time"
 )
 
+// getJSON gets url and decodes its JSON answer.
+func getJSON(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return m
+}
+
+// stopBinary stops run as a deploy does (SIGTERM) and fails unless it
+// exits cleanly.
+func stopBinary(t *testing.T, run *binaryRun) {
+	t.Helper()
+	run.cmd.Process.Signal(syscall.SIGTERM)
+	<-run.read
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, run.log.String())
+	}
+}
+
 // postKeyed sends body to url with an Idempotency-Key and returns the
 // status, whether the answer was given again and the answer.
 func postKeyed(t *testing.T, url, key, body string) (int, bool, map[string]any) {
@@ -71,26 +97,12 @@ func TestKeyedCallsAreAnsweredAgainAfterKill9(t *testing.T) {
 		t.Fatalf("batch retry after kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retryBatch, firstBatch)
 	}
 	// Each retry counts once among the answers given again.
-	resp, err := http.Get(run.url + "/v1/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stats map[string]any
-	json.NewDecoder(resp.Body).Decode(&stats)
-	resp.Body.Close()
-	if stats["idempotent_replays"] != 2.0 {
+	if stats := getJSON(t, run.url+"/v1/stats"); stats["idempotent_replays"] != 2.0 {
 		t.Errorf("idempotent_replays %v after two retries answered again, want 2", stats["idempotent_replays"])
 	}
 	// Nothing was recorded again: the users hold the first calls' items.
 	for user, want := range map[string]float64{"u": 20, "a": 10, "b": 5} {
-		resp, err := http.Get(run.url + "/v1/namespaces/default/users/" + user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st map[string]any
-		json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if st["items"] != want {
+		if st := getJSON(t, run.url+"/v1/namespaces/default/users/"+user); st["items"] != want {
 			t.Errorf("user %s holds %v items after the retries, want %v", user, st["items"], want)
 		}
 	}
@@ -107,18 +119,10 @@ func TestKeptAnswersOutliveAGracefulRestartOfTheBinary(t *testing.T) {
 	userURL := "/v1/namespaces/default/users/u/filter"
 	one := `{"candidates":["a","b","c","d"],"limit":2}`
 	dry := `{"candidates":["x","y"],"record":"none"}`
-	stop := func(run *binaryRun) {
-		t.Helper()
-		run.cmd.Process.Signal(syscall.SIGTERM)
-		<-run.read
-		if err := run.cmd.Wait(); err != nil {
-			t.Fatalf("exit: %v\n%s", err, run.log.String())
-		}
-	}
 	run := startBinary(t, bin, "--data-dir", dir)
 	_, _, first := postKeyed(t, run.url+userURL, "key-1", one)
 	_, _, firstDry := postKeyed(t, run.url+userURL, "key-2", dry)
-	stop(run)
+	stopBinary(t, run)
 	if !strings.Contains(run.log.String(), `msg="seenapi: answers kept for retries saved" answers=2`) {
 		t.Errorf("no line about the answers saved:\n%s", run.log.String())
 	}
@@ -136,7 +140,7 @@ func TestKeptAnswersOutliveAGracefulRestartOfTheBinary(t *testing.T) {
 			t.Errorf("retry of %s after a graceful restart: %d, replayed %v, %v; want %v", c.key, status, again, m, c.first)
 		}
 	}
-	stop(run)
+	stopBinary(t, run)
 
 	if err := os.WriteFile(filepath.Join(dir, keptAnswersFile), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
@@ -170,13 +174,7 @@ func TestKeyedAnswersOutliveTheirWriteBackAndTwoCrashes(t *testing.T) {
 	// Written back: the journal no longer holds the call.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(run.url + "/v1/stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st map[string]any
-		json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
+		st := getJSON(t, run.url+"/v1/stats")
 		if st["dirty_users"] == 0.0 && st["flushed_users"].(float64) >= 1 {
 			break
 		}
@@ -200,21 +198,10 @@ func TestKeyedAnswersOutliveTheirWriteBackAndTwoCrashes(t *testing.T) {
 		t.Fatalf("retry after the write-back and two kill -9: %d, replayed %v\n%v\nfirst answer\n%v", status, again, retry, first)
 	}
 	// The user holds the first call's items only.
-	resp, err := http.Get(run.url + "/v1/namespaces/default/users/u")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if st["items"] != 2.0 {
+	if st := getJSON(t, run.url+"/v1/namespaces/default/users/u"); st["items"] != 2.0 {
 		t.Errorf("the user holds %v items, want 2", st["items"])
 	}
-	run.cmd.Process.Signal(syscall.SIGTERM)
-	<-run.read
-	if err := run.cmd.Wait(); err != nil {
-		t.Fatalf("exit: %v\n%s", err, run.log.String())
-	}
+	stopBinary(t, run)
 	if files, _ := filepath.Glob(filepath.Join(dir, answersLogDir, "*")); len(files) != 0 {
 		t.Errorf("files of the log after a graceful stop: %v", files)
 	}
