@@ -164,14 +164,14 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 		return
 	}
 	if _, err := l.f.Write(buf); err != nil {
-		l.fail("write", err)
+		l.fail("a write", err)
 		return
 	}
 	l.size += int64(len(buf))
 	l.newest = later(l.newest, now)
 	if sync || l.size >= l.segment {
 		if err := l.f.Sync(); err != nil {
-			l.fail("sync", err)
+			l.fail("a sync", err)
 			return
 		}
 	}
@@ -181,14 +181,14 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 		l.retain(now)
 		if err := l.begin(); err != nil {
 			l.f = nil
-			l.fail("begin a file", err)
+			l.fail("a new file", err)
 		}
 	}
 }
 
 func (l *answerLog) fail(what string, err error) {
 	l.failed = true
-	l.logger.Error("seenapi: cannot "+what+" of the answers kept for retries; they stay in memory only, and a crash would lose them",
+	l.logger.Error("seenapi: the log of answers kept for retries stopped at "+what+"; the answers stay in memory only, and a crash would lose them",
 		"dir", l.dir, "err", err)
 }
 

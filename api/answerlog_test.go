@@ -262,3 +262,24 @@ func TestAnswerLogOfAServerAnswersRetriesAfterACrash(t *testing.T) {
 	}
 	first.CloseAnswerLog(false)
 }
+
+// A write that fails stops the log, logged once; nothing else fails.
+func TestAnswerLogStopsOnAFailedWrite(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var logged bytes.Buffer
+	l, _, err := openAnswerLog(t.TempDir(), 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.f.Close() // the next write fails, as on a disk gone bad
+	for i := range 3 {
+		l.append(testAnswer(i, now, 10))
+		l.flush(now, false)
+	}
+	if n := bytes.Count(logged.Bytes(), []byte("stopped at a write")); n != 1 || !l.failed {
+		t.Fatalf("logged %d times, failed %v: %s", n, l.failed, logged.String())
+	}
+	if len(l.pending) != 0 {
+		t.Errorf("%d bytes pending after the log stopped", len(l.pending))
+	}
+}
