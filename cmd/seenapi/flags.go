@@ -110,7 +110,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API, e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
-		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash")
+		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most as much in the files that keep them across a crash (<data-dir>/answers)")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
 		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":
