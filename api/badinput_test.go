@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"reflect"
@@ -266,6 +267,38 @@ func TestBodyOverItsRouteLimitIsRefusedBeforeItIsRead(t *testing.T) {
 			if want := fmt.Sprintf("the body is %d bytes; at most %d", tc.size, tc.limit); p.Detail != want {
 				t.Fatalf("detail %q, want %q", p.Detail, want)
 			}
+		})
+	}
+}
+
+// fasthttp's own refusals, before any route, are problems of their own
+// kind: a request not received whole within the read timeout (408) and
+// headers past the read buffer (431), not a 400 bad-request's type with
+// another status.
+func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.ReadTimeout = 300 * time.Millisecond })
+	addr := strings.TrimPrefix(e.base, "http://")
+	for _, tc := range []struct {
+		name, request string
+		status        int
+		typ           string
+	}{
+		{"a body that never comes", "POST /v1/namespaces/default/users/u/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{", 408, "request-timeout"},
+		{"headers past the buffer", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 8<<10) + "\r\n\r\n", 431, "headers-too-large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, tc.request)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), tc.status, tc.typ)
 		})
 	}
 }

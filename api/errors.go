@@ -45,8 +45,12 @@ var (
 	pUserNotFound     = problemKind{"user-not-found", "User not found", fiber.StatusNotFound}
 	pNotFound         = problemKind{"not-found", "Not found", fiber.StatusNotFound}
 	pMethodNotAllowed = problemKind{"method-not-allowed", "Method not allowed", fiber.StatusMethodNotAllowed}
-	pUnsupported      = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
-	pNamespaceServed  = problemKind{"namespace-served", "Namespace served", fiber.StatusConflict}
+	// fasthttp's own refusals, before any route: a request not read whole
+	// within --read-timeout, and headers past its read buffer.
+	pRequestTimeout  = problemKind{"request-timeout", "Request timeout", fiber.StatusRequestTimeout}
+	pHeadersTooLarge = problemKind{"headers-too-large", "Request headers too large", fiber.StatusRequestHeaderFieldsTooLarge}
+	pUnsupported     = problemKind{"unsupported", "Unsupported by this filter kind", fiber.StatusConflict}
+	pNamespaceServed = problemKind{"namespace-served", "Namespace served", fiber.StatusConflict}
 	// The Idempotency-Key draft's statuses: 409 for a twin in flight, 422
 	// for a key sent with another request.
 	pIdempotencyKeyInUse  = problemKind{"idempotency-key-in-use", "Idempotency key in use", fiber.StatusConflict}
@@ -66,7 +70,8 @@ var (
 // problemKinds lists every kind, for the test that holds openapi.yaml to them.
 var problemKinds = []problemKind{
 	pBadRequest, pInvalidJSON, pItemTooLong, pBadImport, pUnauthorized, pForbidden,
-	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pUnsupported, pNamespaceServed,
+	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pRequestTimeout, pHeadersTooLarge,
+	pUnsupported, pNamespaceServed,
 	pIdempotencyKeyInUse, pIdempotencyKeyReused,
 	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
 	pRateLimited, pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
@@ -156,6 +161,10 @@ func problemFor(err error) Problem {
 			k, detail = pNotFound, "no such route"
 		case fiber.StatusMethodNotAllowed:
 			k, detail = pMethodNotAllowed, "the route does not take this method"
+		case fiber.StatusRequestTimeout:
+			k, detail = pRequestTimeout, "the request was not received whole within the server's read timeout"
+		case fiber.StatusRequestHeaderFieldsTooLarge:
+			k, detail = pHeadersTooLarge, "the request's headers are larger than the server reads"
 		case fiber.StatusRequestEntityTooLarge:
 			k, detail = pBodyTooLarge, "the request body is larger than the server accepts"
 		case fiber.StatusForbidden:
