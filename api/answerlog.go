@@ -75,7 +75,9 @@ const (
 var answerCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // openAnswerLog reads the answers of dir's files that are within ttl of
-// now (oldest first), deletes the files with none, and begins a new file.
+// now (oldest first), deletes the files retain lets go, and begins a new
+// file. If it cannot begin one, it returns no log, the answers it read and
+// the error.
 func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, logger *slog.Logger) (*answerLog, []keptAnswer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
@@ -95,8 +97,10 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 	var kept []keptAnswer
 	for _, id := range ids {
 		b, err := os.ReadFile(l.path(id))
-		if err != nil {
-			return nil, nil, err
+		if err != nil { // one file that does not read costs its answers only
+			logger.Warn("seenapi: a file of answers kept for retries does not read; its answers are lost", "file", l.path(id), "err", err)
+			l.id = max(l.id, id)
+			continue
 		}
 		file := answerFile{id: id, size: int64(len(b))}
 		answers, complete := decodeAnswers(b)
@@ -115,7 +119,7 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 	}
 	l.retain(now)
 	if err := l.begin(); err != nil {
-		return nil, nil, err
+		return nil, kept, err // what was read is still given back
 	}
 	return l, kept, nil
 }
@@ -193,8 +197,8 @@ func (l *answerLog) fail(what string, err error) {
 }
 
 // retain deletes the closed files whose answers are all past their time to
-// live, then the oldest while the closed files hold more than the budget.
-// l.fileMu held.
+// live, then the oldest while the newer closed files hold the budget
+// without it. l.fileMu held.
 func (l *answerLog) retain(now time.Time) {
 	var total int64
 	for _, f := range l.closed {
@@ -202,7 +206,10 @@ func (l *answerLog) retain(now time.Time) {
 	}
 	keep := l.closed[:0]
 	for i, f := range l.closed {
-		if now.Sub(f.newest) >= l.ttl || total > l.budget {
+		// Past the budget means the newer files hold the budget without
+		// this one: memory, which counts more bytes an answer than a
+		// record takes, cannot hold an answer they do not.
+		if now.Sub(f.newest) >= l.ttl || total-f.size >= l.budget {
 			if err := os.Remove(l.path(f.id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				l.logger.Warn("seenapi: cannot delete an old file of answers kept for retries", "err", err)
 			}
@@ -323,10 +330,10 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 		return 0, fmt.Errorf("%w: the answers log's interval %v is not positive", ErrBadConfig, interval)
 	}
 	l, kept, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger)
-	if err != nil {
-		return 0, err
-	}
 	n := s.replays.restore(kept)
+	if err != nil {
+		return n, err
+	}
 	s.replays.log = l
 	done, stopped := make(chan struct{}), make(chan struct{})
 	s.logStop = func() { close(done); <-stopped }

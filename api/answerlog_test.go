@@ -283,3 +283,63 @@ func TestAnswerLogStopsOnAFailedWrite(t *testing.T) {
 		t.Errorf("%d bytes pending after the log stopped", len(l.pending))
 	}
 }
+
+// With a budget of one file or less, the files still hold what memory
+// does: the file just closed stays, and an older one goes only once the
+// newer hold the budget without it.
+func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	const budget, body = 64 << 10, 1400
+	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReplays(budget, time.Hour, func() time.Time { return now })
+	const n = 290
+	for i := range n {
+		a := testAnswer(i, now, body)
+		p, _ := r.begin(a.Key, a.Request)
+		r.finish(a.Key, p, 200, a.Body)
+		l.append(a)
+		l.flush(now, false)
+	}
+	inMemory, _ := r.usage()
+	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	for _, a := range kept {
+		read[a.Key] = true
+	}
+	for _, a := range r.answers() {
+		if !read[a.Key] {
+			t.Fatalf("memory holds %d answers; the files lack %q (%d read back)", inMemory, a.Key, len(kept))
+		}
+	}
+}
+
+// A file that does not read (here a directory in its place) costs its own
+// answers only: the others are read back and the log goes on.
+func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.append(testAnswer(1, now, 10))
+	l.flush(now, false)
+	if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("%020d%s", 0, answerSuffix)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	l2, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil || l2 == nil || len(kept) != 1 {
+		t.Fatalf("%d answers read back, log %v, %v; want 1 and a log", len(kept), l2 != nil, err)
+	}
+	if !bytes.Contains(logged.Bytes(), []byte("does not read")) {
+		t.Errorf("no warning: %s", logged.String())
+	}
+}

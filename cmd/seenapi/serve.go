@@ -281,10 +281,12 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	// Within the wait before a write-back, which ends the journal's hold
 	// on a keyed call's answer.
 	every := min(100*time.Millisecond, o.flushInterval/2)
-	if n, err := srv.OpenAnswerLog(answers, o.sync, max(every, time.Millisecond)); err != nil {
-		logger.Warn("seenapi: cannot open the log of answers kept for retries; a crash would lose them", "dir", answers, "err", err)
-	} else if n > 0 {
-		logger.Info("seenapi: answers kept for retries read back from their log", "answers", n)
+	read, lerr := srv.OpenAnswerLog(answers, o.sync, max(every, time.Millisecond))
+	if read > 0 {
+		logger.Info("seenapi: answers kept for retries read back from their log", "answers", read)
+	}
+	if lerr != nil {
+		logger.Warn("seenapi: cannot open the log of answers kept for retries; a crash would lose them", "dir", answers, "err", lerr)
 	}
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
