@@ -107,6 +107,7 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"not JSON", "POST", vFilter, `candidates=a`, nil, 400, "invalid-json"},
 		{"a byte order mark", "POST", vFilter, "\xef\xbb\xbf" + `{"candidates":["a"]}`, nil, 400, "invalid-json"},
 		{"a trailing comma", "POST", vFilter, `{"candidates":["a",]}`, nil, 400, "invalid-json"},
+		{"a bad last byte", "POST", vFilter, `{"candidates":["a",}`, nil, 400, "invalid-json"},
 		{"trailing data", "POST", vFilter, `{"candidates":["a"]} {}`, nil, 400, "invalid-json"},
 		{"array body", "POST", vFilter, `["a"]`, nil, 400, "bad-request"},
 		{"null body", "POST", vFilter, `null`, nil, 400, "bad-request"},
@@ -180,13 +181,14 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 	// The limits on counts name the count sent and the limit, alike.
 	details := map[string]string{
 		// Invalid JSON says what and where (the byte counted from 1).
-		"malformed JSON":    "the body is not valid JSON: unexpected end of JSON input",
+		"malformed JSON":    "the body is not valid JSON: unexpected end of JSON input: it ends after byte 14",
 		"not JSON":          "the body is not valid JSON: invalid character 'c' looking for beginning of value (at byte 1)",
 		"a byte order mark": "the body is not valid JSON: it starts with a byte order mark (EF BB BF), which JSON does not take",
 		// null is named for what it is, not as a member missing.
 		"null body":             "the body is null; it must be a JSON object",
 		"candidates null items": "item /candidates/0 is empty or null",
 		"a trailing comma":      "the body is not valid JSON: invalid character ']' looking for beginning of value (at byte 20)",
+		"a bad last byte":       "the body is not valid JSON: invalid character '}' looking for beginning of value (at byte 20)",
 		"too many candidates":   fmt.Sprintf("%d items; at most %d per call", api.DefaultMaxCandidates+1, api.DefaultMaxCandidates),
 		"batch too many users":  fmt.Sprintf("%d users; at most %d per batch", api.DefaultMaxBatchUsers+1, api.DefaultMaxBatchUsers),
 		// So do the body's limits, whether the route's check or fiber's
@@ -243,10 +245,16 @@ func TestBodyOverItsRouteLimitIsRefusedBeforeItIsRead(t *testing.T) {
 	for _, tc := range []struct {
 		name, method, path string
 		size, limit        int
+		header             string
 	}{
-		{"one call, no key", "POST", "/v1/namespaces/default/users/u/filter", 1 << 20, 64 << 10},
-		{"a route of no body", "POST", "/healthz", 1 << 20, 64 << 10},
-		{"an import over its own limit", "PUT", "/v1/namespaces/default/users/u/export?mode=replace", 33 << 20, 32 << 20},
+		{"one call, no key", "POST", "/v1/namespaces/default/users/u/filter", 1 << 20, 64 << 10, ""},
+		{"a route of no body", "POST", "/healthz", 1 << 20, 64 << 10, ""},
+		{"an import over its own limit", "PUT", "/v1/namespaces/default/users/u/export?mode=replace", 33 << 20, 32 << 20, ""},
+		// Only the import's own path takes the import's limit.
+		{"a made-up path ending in /export", "PUT", "/foo/export", 1 << 20, 64 << 10, ""},
+		// A client that waits for "100 Continue" gets the 413 instead,
+		// and never sends the body.
+		{"one call expecting 100 Continue", "POST", "/v1/namespaces/default/users/u/filter", 1 << 20, 64 << 10, "Expect: 100-continue\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
@@ -255,8 +263,8 @@ func TestBodyOverItsRouteLimitIsRefusedBeforeItIsRead(t *testing.T) {
 			}
 			defer conn.Close()
 			// The header only: a server waiting for the body never answers.
-			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
-				tc.method, tc.path, addr, tc.size)
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+				tc.method, tc.path, addr, tc.size, tc.header)
 			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			if err != nil {
@@ -300,6 +308,32 @@ func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
 			}
 			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), tc.status, tc.typ)
 		})
+	}
+}
+
+// A body in chunks over its route's limit is refused as it is read, with
+// both limits named: the request it belonged to is gone by then.
+func TestChunkedBodyOverTheLimitNamesTheLimits(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxBodyBytes = 1000
+		c.MaxImportBytes = 5000
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	chunk := strings.Repeat("x", 3000)
+	fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(chunk), chunk)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 413, "body-too-large")
+	if want := "the body is over its route's limit (1000 bytes, or 5000 for an import)"; p.Detail != want {
+		t.Errorf("detail %q, want %q", p.Detail, want)
 	}
 }
 

@@ -112,9 +112,13 @@ func syntaxDetail(data []byte) string {
 		return "it starts with a byte order mark (EF BB BF), which JSON does not take"
 	}
 	err := stdjson.Unmarshal(data, new(any))
-	if se := (*stdjson.SyntaxError)(nil); errors.As(err, &se) && se.Offset < int64(len(data)) {
+	se := (*stdjson.SyntaxError)(nil)
+	switch {
+	case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
+		return fmt.Sprintf("%v: it ends after byte %d", se, len(data))
+	case se != nil:
 		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
-	} else if err != nil {
+	case err != nil:
 		return err.Error()
 	}
 	return "not JSON"

@@ -87,23 +87,34 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// the import's (64 MiB by default), read in full for any route, before
 	// the key or even the route was checked.
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-		return fasthttp.RequestConfig{MaxRequestBodySize: s.bodyLimit(h.Method(), h.RequestURI())}
+		limit := s.bodyLimit(h.Method(), h.RequestURI())
+		if h.ContentLength() > limit && len(h.Peek(fiber.HeaderExpect)) > 0 {
+			// fasthttp would answer "100 Continue" and let the client send
+			// the body before refusing it: without the expectation it
+			// refuses it from its length, at once.
+			h.Del(fiber.HeaderExpect)
+		}
+		return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 	}
 	s.routes()
 	return s, nil
 }
 
 // bodyLimit is the largest body a request may send: --max-import-bytes
-// for an import (PUT .../export), --max-body-bytes for the rest.
+// for an import (PUT /v1/namespaces/{ns}/users/{user}/export),
+// --max-body-bytes for the rest.
 func (s *Server) bodyLimit(method, uri []byte) int {
 	if i := bytes.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
 	}
-	if string(method) == fiber.MethodPut && bytes.HasSuffix(uri, []byte("/export")) {
+	if string(method) == fiber.MethodPut && importPath.Match(uri) {
 		return s.cfg.MaxImportBytes
 	}
 	return s.cfg.MaxBodyBytes
 }
+
+// importPath is the import's path: no other takes its limit.
+var importPath = regexp.MustCompile(`^/v1/namespaces/[^/]+/users/[^/]+/export$`)
 
 // App returns the fiber app, for app.Test and for listing routes.
 func (s *Server) App() *fiber.App { return s.app }
@@ -445,11 +456,13 @@ func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
 // (bodyLimit), refused before it is read and before its route is found: it
 // names the limit and the declared size, as the routes' own checks do.
 func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
-	limit := s.bodyLimit(c.Request().Header.Method(), c.Request().Header.RequestURI())
 	if n := c.Request().Header.ContentLength(); n > 0 {
-		return bodyTooLarge(n, limit)
+		return bodyTooLarge(n, s.bodyLimit(c.Request().Header.Method(), c.Request().Header.RequestURI()))
 	}
-	return newError(pBodyTooLarge, "the body is over %d bytes", limit)
+	// A body sent in chunks, refused as it was read: fasthttp does not
+	// keep which route it was for, so both limits are named.
+	return newError(pBodyTooLarge, "the body is over its route's limit (%d bytes, or %d for an import)",
+		s.cfg.MaxBodyBytes, s.cfg.MaxImportBytes)
 }
 
 // errorHandler answers every error as problem+json; fiber calls it for
