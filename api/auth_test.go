@@ -259,3 +259,39 @@ func TestCrossOriginBrowserWritesAreRefused(t *testing.T) {
 		t.Fatalf("the allowed writes: %v", st)
 	}
 }
+
+// A service open to every caller on loopback (LocalOnly) answers loopback
+// names only: a page whose own name resolves to 127.0.0.1 (DNS rebinding)
+// is same-origin in the browser, and the Host it sends is that name.
+func TestLocalOnlyRefusesOtherHostNames(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.LocalOnly = true })
+	port := e.base[strings.LastIndex(e.base, ":")+1:]
+	seen := userPath("default", "victim", "/seen")
+	for host, want := range map[string]int{
+		"evil.example:" + port: 403, "evil.example": 403, "127.0.0.1.nip.io:" + port: 403,
+		"localhost:" + port: 200, "127.0.0.1:" + port: 200, "[::1]:" + port: 200, "app.localhost:" + port: 200,
+	} {
+		item := fmt.Sprintf(`{"items":[%q]}`, host)
+		status, h, b := e.raw("POST", seen, "application/json", []byte(item), "Host", host, "Origin", "http://"+host)
+		if status != want {
+			t.Errorf("Host %s: %d, want %d: %s", host, status, want, b)
+			continue
+		}
+		if want == 403 {
+			if p := wantProblem(t, status, h, b, 403, "forbidden"); !strings.Contains(p.Detail, "DNS rebinding") {
+				t.Errorf("Host %s: detail %q", host, p.Detail)
+			}
+		}
+	}
+	if st := e.stateOf("default", "victim"); st == nil || st["items"] != float64(4) {
+		t.Errorf("the loopback names' writes: %v, want 4 items", st)
+	}
+	// Reads by another name are refused too; the probes are not (they
+	// tell a page nothing of the data).
+	if status, _, _ := e.raw("GET", "/v1/stats", "", nil, "Host", "evil.example"); status != 403 {
+		t.Errorf("GET /v1/stats by another name: %d, want 403", status)
+	}
+	if status, _, _ := e.raw("GET", "/healthz", "", nil, "Host", "evil.example"); status != 200 {
+		t.Errorf("GET /healthz by another name: %d, want 200", status)
+	}
+}

@@ -52,6 +52,12 @@ type Config struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long. Default 2m.
 	IdleTimeout time.Duration
+	// LocalOnly refuses every request whose Host is not a loopback name or
+	// address, for a service open to every caller (no keys) on loopback: a
+	// web page whose own name resolves to 127.0.0.1 (DNS rebinding) is
+	// same-origin with it in the browser, and would otherwise read and
+	// change everything.
+	LocalOnly bool
 	// Ready reports whether the service can serve (store open, journal
 	// replayed); /readyz answers 503 while it returns an error. Default: ready.
 	Ready func() error

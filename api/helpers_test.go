@@ -211,6 +211,10 @@ func (e *env) rawErr(method, path, contentType string, body []byte, header ...st
 		req.Header.Set("Content-Type", contentType)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" { // net/http sends req.Host, not a Host header
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := e.val.doer(false).Do(req)

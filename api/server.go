@@ -343,6 +343,12 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 			return err
 		}
 		if role != RoleNone {
+			// The routes of no role (the probes, the document, the
+			// dashboard's files) tell a page nothing of the data.
+			if s.cfg.LocalOnly && !LoopbackHost(string(c.Request().Host())) {
+				return newError(pForbidden, "this service has no API keys and answers to loopback names only (localhost, 127.0.0.1, [::1]), "+
+					"not Host %q: a web page could reach it through that name (DNS rebinding)", strings.ToValidUTF8(string(c.Request().Host()), "\uFFFD"))
+			}
 			if err := s.admit(c, role); err != nil {
 				return err
 			}
@@ -384,6 +390,22 @@ func crossOrigin(c *fiber.Ctx) error {
 			"changes from its own dashboard and from clients that are not browsers", c.Method(), cmp.Or(origin, "Sec-Fetch-Site: "+site))
 	}
 	return nil
+}
+
+// LoopbackHost reports whether hostport (a Host header, a port optional) is
+// localhost, a name under .localhost, or a loopback address. An empty Host
+// (HTTP/1.0, no browser sends one) is taken too.
+func LoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // observeSince records the seconds since start in o.

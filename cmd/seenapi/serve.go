@@ -30,17 +30,10 @@ import (
 var errPublicWithoutKeys = errors.New("refusing to listen on a non-loopback address without API keys: " +
 	"set --keys-file or SEENAPI_KEYS, or pass --insecure")
 
-// isLoopback reports whether addr's host is a loopback address.
+// isLoopback reports whether addr (host and port) is a loopback address.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && host != "" && api.LoopbackHost(addr)
 }
 
 // keys returns the API keys of the keys file and of SEENAPI_KEYS.
@@ -266,6 +259,10 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 
 	cfg := o.limits
 	cfg.Keys, cfg.Logger = ks, logger
+	// Open to every caller, it listens on loopback only (unless --insecure):
+	// answering only to loopback names keeps web pages out through DNS
+	// rebinding too.
+	cfg.LocalOnly = len(ks) == 0 && isLoopback(o.addr)
 	cfg.Ready = func() error {
 		if !hot.Ready() {
 			return errors.New("folding in " + journal)
