@@ -550,8 +550,9 @@ function notServedPanel(names, reload) {
 
 function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${encodeURIComponent(user)}`; }
 
+// One item a line: an item id may hold a comma, so commas do not separate.
 function parseItems(text) {
-  return text.split(/[\n,]/).map((x) => x.trim()).filter((x) => x.length > 0);
+  return text.split('\n').map((x) => x.trim()).filter((x) => x.length > 0);
 }
 
 async function renderInspector(view, seq, ns, user) {
@@ -760,7 +761,7 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const result = h('div', { id: `${id}-result`, 'aria-live': 'polite' });
   const button = h('button', { type: 'submit', 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
-    h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line or comma-separated'), ta),
+    h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
     h('p', { class: 'muted', id: `${id}-help` }, text),
     h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })));
   form.addEventListener('submit', async (ev) => {
