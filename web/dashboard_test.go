@@ -1165,7 +1165,7 @@ func TestForgetItemsInACompactUsersPage(t *testing.T) {
 	tb.open(fragment("small", user))
 	tb.useKey(s.keys.write)
 	tb.waitText("#user-items", "3")
-	tb.fill("#forget-items", "c:1, c:9, c:1")
+	tb.fill("#forget-items", "c:1\nc:9\nc:1")
 	tb.click(`#forget-form button[type="submit"]`)
 	tb.waitText("#forget-result .done", "Forgot 1 item; 1 of those given were not seen.")
 	tb.waitText("#user-items", "2")
