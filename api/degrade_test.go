@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http"
 	"os"
@@ -197,6 +198,80 @@ func TestOnErrorOpenAnswersACorruptFilterUnfiltered(t *testing.T) {
 		OnError: ptr(client.Open)})
 	if got.Degraded == nil || !*got.Degraded || !slices.Equal(got.Unseen, []string{"a", "b"}) {
 		t.Fatalf("a corrupt filter with on_error open: %+v, want unseen [a b], degraded", got)
+	}
+}
+
+// Every route that records or replaces a filter answers 507 storage-full,
+// as the document says, when the store runs out of disk space under users
+// it holds (the validating client fails on a status its operation does not
+// list), and changes nothing: the users read back as they were.
+func TestEveryWritingRouteAnswers507OnAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	roomy, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := newEnvOver(t, func(*storage.Store) eviction.Store { return roomy })
+	for _, ns := range []string{"default", "compact"} {
+		filter(t, before.client(""), ns, "u", client.FilterRequest{Candidates: []string{"a", "b"}})
+	}
+	before.close() // writes the users back into roomy
+	if err := roomy.Close(); err != nil {
+		t.Fatal(err)
+	}
+	full, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(1 << 62).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { full.Close() })
+	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full })
+	c := e.client("")
+	exported, err := c.ExportUserWithResponse(ctx, "default", "u")
+	if err != nil || exported.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %d", err, exported.StatusCode())
+	}
+	for _, call := range []struct {
+		name string
+		do   func() (int, []byte, error)
+	}{
+		{"filter", func() (int, []byte, error) {
+			r, err := c.FilterUserWithResponse(ctx, "default", "u", nil, client.FilterRequest{Candidates: []string{"c"}})
+			return r.StatusCode(), r.Body, err
+		}},
+		{"seen", func() (int, []byte, error) {
+			r, err := c.RecordSeenWithResponse(ctx, "default", "u", nil, client.ItemsRequest{Items: []string{"c"}})
+			return r.StatusCode(), r.Body, err
+		}},
+		{"forget items", func() (int, []byte, error) {
+			r, err := c.ForgetItemsWithResponse(ctx, "compact", "u", client.ItemsRequest{Items: []string{"a"}})
+			return r.StatusCode(), r.Body, err
+		}},
+		{"import", func() (int, []byte, error) {
+			r, err := c.ImportUserWithBodyWithResponse(ctx, "default", "u", nil, "application/octet-stream",
+				bytes.NewReader(exported.Body))
+			return r.StatusCode(), r.Body, err
+		}},
+	} {
+		status, body, err := call.do()
+		if err != nil || status != http.StatusInsufficientStorage || !strings.Contains(string(body), "/problems/storage-full") {
+			t.Errorf("%s on a full disk: %v %d %s, want 507 storage-full", call.name, err, status, body)
+		}
+	}
+	for ns, want := range map[string][]bool{"default": {true, true, false}, "compact": {true, true, false}} {
+		r, err := c.CheckSeenWithResponse(ctx, ns, "u", client.ItemsRequest{Items: []string{"a", "b", "c"}})
+		if err != nil || r.JSON200 == nil || !slices.Equal(r.JSON200.Seen, want) {
+			t.Errorf("%s after the refused calls: %v %d %s, want a and b seen, c not", ns, err, r.StatusCode(), r.Body)
+		}
+	}
+	// Erasing takes no room the store checks for: a user can be forgotten
+	// on a full disk.
+	if r, err := c.ForgetUserWithResponse(ctx, "default", "u"); err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatalf("forget on a full disk: %v %d %s, want 204", err, r.StatusCode(), r.Body)
+	}
+	if r, err := c.GetUserWithResponse(ctx, "default", "u"); err != nil || r.StatusCode() != http.StatusNotFound {
+		t.Errorf("the user forgotten on a full disk: %v %d %s, want 404", err, r.StatusCode(), r.Body)
 	}
 }
 

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -114,6 +115,22 @@ func TestIdempotencyKeyReusedOrAfterAnError(t *testing.T) {
 	}
 	if got := unseenNow(t, c, "default", "u", "y"); len(got) != 1 {
 		t.Fatalf("a call with a bad key recorded y")
+	}
+
+	// The document's schema of the header admits no key the server
+	// refuses, so a client that validates against it never sends one.
+	schema := loadSpec(t).Components.Parameters["idempotencyKey"].Value.Schema.Value
+	k255, q255 := strings.Repeat("k", 255), strings.Repeat("q", 255)
+	for i, key := range []string{"fresh", "a b", "~", k255, k255 + "k", `"` + q255 + `"`, `"` + q255 + `q"`, `""`, "tab\there", "é"} {
+		specOK := schema.VisitJSON(key) == nil
+		status, _, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+			fmt.Appendf(nil, `{"candidates":["z%d"]}`, i), "Idempotency-Key", key)
+		if specOK && status != http.StatusOK {
+			t.Errorf("key %q fits the document's schema, and the server answers %d %s", key, status, body)
+		}
+		if !specOK && (key == "fresh" || key == k255 || key == `"`+q255+`"`) {
+			t.Errorf("key %q: a good key does not fit the document's schema", key)
+		}
 	}
 }
 

@@ -494,7 +494,11 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		err = s.bodyOverLimit(c)
 	}
 	p := problemFor(err)
-	p.Instance = c.Path()
+	// A request fasthttp refused while reading it (408, 431, a chunked
+	// 413) has been dropped by now: its path is unknown, not "/".
+	if len(c.Request().Header.RawHeaders()) > 0 {
+		p.Instance = c.Path()
+	}
 	s.k.countError(p.Status)
 	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug {
 		s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err)

@@ -446,7 +446,7 @@ type Problem struct {
 	Detail *string       `json:"detail,omitempty"`
 	Errors *[]FieldError `json:"errors,omitempty"`
 
-	// Instance The request path.
+	// Instance The request path; absent when the server refused the request while reading it (408, 431, a chunked body over its limit), which leaves its path unknown.
 	Instance *string `json:"instance,omitempty"`
 	Status   int     `json:"status"`
 	Title    string  `json:"title"`
@@ -685,6 +685,9 @@ type User = string
 
 // BadRequest An RFC 9457 problem detail.
 type BadRequest = Problem
+
+// Default An RFC 9457 problem detail.
+type Default = Problem
 
 // Forbidden An RFC 9457 problem detail.
 type Forbidden = Problem
@@ -3091,8 +3094,15 @@ type GetDashboardResponse200Headers struct {
 type GetDashboardResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetDashboardResponse200Headers
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetDashboardResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3129,11 +3139,18 @@ type GetHealthResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetHealthResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetHealthResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3168,6 +3185,13 @@ func (r GetHealthResponse) ContentType() string {
 type HeadHealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r HeadHealthResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3225,6 +3249,8 @@ type GetMetricsResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetMetricsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3251,6 +3277,11 @@ func (r GetMetricsResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetMetricsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetMetricsResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3287,11 +3318,18 @@ type GetOpenAPIResponse struct {
 	HTTPResponse *http.Response
 	// YAML200 the response for an HTTP 200 `application/yaml` response
 	YAML200 *map[string]interface{}
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 }
 
 // GetYAML200 returns the response for an HTTP 200 `application/yaml` response
 func (r GetOpenAPIResponse) GetYAML200() *map[string]interface{} {
 	return r.YAML200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetOpenAPIResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3335,6 +3373,8 @@ type GetReadyResponse struct {
 	JSON200 *Health
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadyResponse503Headers
 }
@@ -3347,6 +3387,11 @@ func (r GetReadyResponse) GetJSON200() *Health {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetReadyResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetReadyResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3386,8 +3431,15 @@ type HeadReadyResponse503Headers struct {
 type HeadReadyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *HeadReadyResponse503Headers
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r HeadReadyResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3443,10 +3495,14 @@ type GetAuthResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetAuthResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3470,6 +3526,11 @@ func (r GetAuthResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
 }
 
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetAuthResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r GetAuthResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
@@ -3478,6 +3539,11 @@ func (r GetAuthResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetAuthResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetAuthResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3544,6 +3610,8 @@ type GetBackupResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetBackupResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -3582,6 +3650,11 @@ func (r GetBackupResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetBackupResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetBackupResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3643,6 +3716,8 @@ type ListNamespacesResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListNamespacesResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3679,6 +3754,11 @@ func (r ListNamespacesResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r ListNamespacesResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNamespacesResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3744,6 +3824,8 @@ type PurgeNamespaceResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PurgeNamespaceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3790,6 +3872,11 @@ func (r PurgeNamespaceResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PurgeNamespaceResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PurgeNamespaceResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3853,6 +3940,8 @@ type GetNamespaceResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetNamespaceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3894,6 +3983,11 @@ func (r GetNamespaceResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetNamespaceResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetNamespaceResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -3970,6 +4064,8 @@ type FilterBatchResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *FilterBatchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -4035,6 +4131,11 @@ func (r FilterBatchResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r FilterBatchResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
+}
+
 // GetBody returns the raw response body bytes
 func (r FilterBatchResponse) GetBody() []byte {
 	return r.Body
@@ -4098,6 +4199,8 @@ type ListUsersResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListUsersResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4144,6 +4247,11 @@ func (r ListUsersResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r ListUsersResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUsersResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4209,6 +4317,8 @@ type ForgetUserResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
 	ApplicationproblemJSON507 *StorageFull
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ForgetUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4255,6 +4365,11 @@ func (r ForgetUserResponse) GetApplicationproblemJSON503() *Unavailable {
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
 func (r ForgetUserResponse) GetApplicationproblemJSON507() *StorageFull {
 	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForgetUserResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4320,6 +4435,8 @@ type GetUserResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4366,6 +4483,11 @@ func (r GetUserResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetUserResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetUserResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4433,6 +4555,8 @@ type CheckSeenResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CheckSeenResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4484,6 +4608,11 @@ func (r CheckSeenResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r CheckSeenResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CheckSeenResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4547,6 +4676,8 @@ type ExportUserResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ExportUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4588,6 +4719,11 @@ func (r ExportUserResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r ExportUserResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ExportUserResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4655,6 +4791,8 @@ type ImportUserResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
 	ApplicationproblemJSON507 *StorageFull
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ImportUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4706,6 +4844,11 @@ func (r ImportUserResponse) GetApplicationproblemJSON503() *Unavailable {
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
 func (r ImportUserResponse) GetApplicationproblemJSON507() *StorageFull {
 	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ImportUserResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -4784,6 +4927,8 @@ type FilterUserResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
 	ApplicationproblemJSON507 *StorageFull
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *FilterUserResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -4854,6 +4999,11 @@ func (r FilterUserResponse) GetApplicationproblemJSON507() *StorageFull {
 	return r.ApplicationproblemJSON507
 }
 
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r FilterUserResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
+}
+
 // GetBody returns the raw response body bytes
 func (r FilterUserResponse) GetBody() []byte {
 	return r.Body
@@ -4921,6 +5071,10 @@ type ForgetItemsResponse struct {
 	ApplicationproblemJSON500 *ServerError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *StorageFull
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ForgetItemsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4977,6 +5131,16 @@ func (r ForgetItemsResponse) GetApplicationproblemJSON500() *ServerError {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r ForgetItemsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r ForgetItemsResponse) GetApplicationproblemJSON507() *StorageFull {
+	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForgetItemsResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -5046,6 +5210,8 @@ type RecordSeenResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
 	ApplicationproblemJSON507 *StorageFull
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RecordSeenResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5102,6 +5268,11 @@ func (r RecordSeenResponse) GetApplicationproblemJSON503() *Unavailable {
 // GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
 func (r RecordSeenResponse) GetApplicationproblemJSON507() *StorageFull {
 	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RecordSeenResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -5163,6 +5334,8 @@ type GetStatsResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetStatsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5199,6 +5372,11 @@ func (r GetStatsResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r GetStatsResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSONDefault() *Default {
+	return r.ApplicationproblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -5738,6 +5916,16 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
 	case rsp.StatusCode == 200:
 		var headers GetDashboardResponse200Headers
 		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
@@ -5774,6 +5962,13 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil
@@ -5790,6 +5985,19 @@ func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
 	response := &HeadHealthResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil
@@ -5836,6 +6044,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -5896,6 +6111,13 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.YAML200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil
@@ -5929,6 +6151,13 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -5958,6 +6187,22 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 	response := &HeadReadyResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case rsp.StatusCode == 503:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -6011,6 +6256,13 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6024,6 +6276,13 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -6118,6 +6377,13 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -6222,6 +6488,13 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -6331,6 +6604,13 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -6431,6 +6711,13 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -6561,6 +6848,13 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -6679,6 +6973,13 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -6790,6 +7091,13 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 		}
 		response.ApplicationproblemJSON507 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -6897,6 +7205,13 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -7013,6 +7328,13 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -7113,6 +7435,13 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -7231,6 +7560,13 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON507 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -7368,6 +7704,13 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 		}
 		response.ApplicationproblemJSON507 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -7500,6 +7843,20 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest StorageFull
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -7622,6 +7979,13 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 		}
 		response.ApplicationproblemJSON507 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	switch {
@@ -7715,6 +8079,13 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Default
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
