@@ -109,6 +109,12 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes aside; beyond, 503 overloaded")
 		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API, e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
+		o.limits.ReadTimeout = api.DefaultReadTimeout
+		fs.Var(durationFlag{p: &o.limits.ReadTimeout}, "read-timeout", "how long a client may take to send one whole request, headers and body (an import of --max-import-bytes over a slow link needs more); beyond, 408 request-timeout")
+		o.limits.WriteTimeout = api.DefaultWriteTimeout
+		fs.Var(durationFlag{p: &o.limits.WriteTimeout}, "write-timeout", "how long writing one answer may take (a backup's stream: each of its writes); a client that reads slower is cut off")
+		o.limits.IdleTimeout = api.DefaultIdleTimeout
+		fs.Var(durationFlag{p: &o.limits.IdleTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
 		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most as much in the files that keep them across a crash (<data-dir>/answers)")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
@@ -203,8 +209,8 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 	})
 	if cmd == "serve" {
 		fmt.Fprint(w, `
---cache-bytes, --flush-interval and the --max-* limits must be positive (0 is refused, not read
-as the default).
+--cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout and the --max-* limits
+must be positive (0 is refused, not read as the default).
 
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 

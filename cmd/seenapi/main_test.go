@@ -241,6 +241,9 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--idempotency-ttl", "500ms"}, want: "-idempotency-ttl: want a duration of at least 1s"},
 		{env: map[string]string{"SEENAPI_IDEMPOTENCY_TTL": "0"}, want: `SEENAPI_IDEMPOTENCY_TTL="0": want a duration of at least 1s`},
 		{args: []string{"--idempotency-ttl", "1s"}},
+		{args: []string{"--read-timeout", "0"}, want: "-read-timeout: want a positive duration"},
+		{env: map[string]string{"SEENAPI_IDLE_TIMEOUT": "soon"}, want: `SEENAPI_IDLE_TIMEOUT="soon": want a positive duration`},
+		{args: []string{"--read-timeout", "2m", "--write-timeout", "1m", "--idle-timeout", "30s"}},
 		{args: []string{"--log-format", "xml"}, want: "-log-format: want text or json"},
 		{env: map[string]string{"SEENAPI_LOG_LEVEL": "verbose"}, want: `SEENAPI_LOG_LEVEL="verbose": want debug, info, warn or error`},
 		{args: []string{"--log-format", "json", "--log-level", "WARN"}},
@@ -763,6 +766,29 @@ func TestRateLimitFlagLimitsEachCaller(t *testing.T) {
 	if code := s.shutdown(); code != 0 {
 		t.Fatalf("exit %d: %s", code, s.out.String())
 	}
+}
+
+// --read-timeout bounds how long a request may take to arrive: a body
+// that stops coming is refused with 408 after it, not after the default.
+func TestReadTimeoutFlagBoundsARequest(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--read-timeout", "300ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	io.WriteString(conn, "POST /v1/namespaces/default/users/u/filter HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second)) // half the default
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer within 5 s: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("a body that stops coming: %d, want 408", resp.StatusCode)
+	}
+	t.Logf("refused after %v", time.Since(start))
 }
 
 // A stop writes every changed user back before the service ends: the
