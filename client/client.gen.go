@@ -167,7 +167,9 @@ type Auth struct {
 // BatchFilterEntry defines model for BatchFilterEntry.
 type BatchFilterEntry struct {
 	Candidates []Item `json:"candidates"`
-	Limit      *int   `json:"limit,omitempty"`
+
+	// Limit As in the one call; absent or 0, no limit.
+	Limit *int `json:"limit,omitempty"`
 
 	// OnError `fail` answers an error when the user's filter cannot be read or
 	// written; `open` answers the candidates unfiltered (deduplicated, at
@@ -263,7 +265,7 @@ type FieldError struct {
 type FilterRequest struct {
 	Candidates []Item `json:"candidates"`
 
-	// Limit At most this many unseen candidates come back; 0 means no limit.
+	// Limit At most this many unseen candidates come back; absent or 0, no limit.
 	Limit *int `json:"limit,omitempty"`
 
 	// OnError `fail` answers an error when the user's filter cannot be read or

@@ -54,7 +54,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} BatchFilterEntry
  * @property {Array<Item>} candidates
- * @property {number} [limit]
+ * @property {number} [limit] As in the one call; absent or 0, no limit.
  * @property {OnError} [on_error] `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
  * @property {RecordMode} [record] Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
  * @property {string} user User id (not percent-encoded), 1 to 256 bytes of UTF-8 without control characters. "." and ".." are refused, as in a path: no per-user route could reach them.
@@ -109,7 +109,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} FilterRequest
  * @property {Array<Item>} candidates
- * @property {number} [limit] At most this many unseen candidates come back; 0 means no limit.
+ * @property {number} [limit] At most this many unseen candidates come back; absent or 0, no limit.
  * @property {OnError} [on_error] `fail` answers an error when the user's filter cannot be read or written; `open` answers the candidates unfiltered (deduplicated, at most `limit`) with `degraded: true`.
  * @property {RecordMode} [record] Which candidates become seen: `returned` (what comes back), `none` (a dry run), `all` (every candidate).
  */
