@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every seenapi test on a fresh machine: installs what the tests need
-# (Debian's redis-server and chromium) when missing, then static checks, the
+# (Debian's redis-server, chromium, and nodejs and npm for the TypeScript
+# client generated from openapi.yaml, whose npm packages the test installs
+# with npm ci) when missing, then static checks, the
 # race-detected tests of the concurrent packages, the tests too slow for the
 # race detector, all other tests, and short bounded fuzz runs of the decoders
 # and of the API's request bodies.
@@ -10,6 +12,8 @@ cd "$(dirname "$0")"
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "test.sh: installing ${missing[*]} with apt-get"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
