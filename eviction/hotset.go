@@ -149,6 +149,26 @@ type nsInfo struct {
 	index uint8  // in nsTable.byIndex; what an entry keeps
 	seed  uint64 // namespace part of every key
 	c     *nsCounters
+	made  []byte // an empty filter of Profile, encoded, for journal records (see journal.go)
+}
+
+// madeOf returns an empty filter of profile p encoded: the namespace's own
+// when p is its profile, else made anew (a user made before a SIGHUP
+// changed the profile).
+func (n *nsInfo) madeOf(p userfilter.Profile) ([]byte, error) {
+	if p == n.Profile && n.made != nil {
+		return n.made, nil
+	}
+	return emptyEncoding(p)
+}
+
+// emptyEncoding is an empty filter of profile p, encoded.
+func emptyEncoding(p userfilter.Profile) ([]byte, error) {
+	f, err := userfilter.New(p)
+	if err != nil {
+		return nil, err
+	}
+	return f.AppendBinary(nil)
 }
 
 // nsTable is the namespaces the hot set serves, replaced whole by
@@ -360,7 +380,11 @@ func nextTable(prev *nsTable, namespaces []Namespace) (*nsTable, NamespaceChange
 		if _, dup := t.byName[n.Name]; dup {
 			return nil, ch, fmt.Errorf("namespace %q configured twice", n.Name)
 		}
-		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, seed: nsSeed(n.Name)}
+		made, err := emptyEncoding(p)
+		if err != nil {
+			return nil, ch, fmt.Errorf("namespace %q: %w", n.Name, err)
+		}
+		info := &nsInfo{Namespace: Namespace{Name: n.Name, Profile: p}, seed: nsSeed(n.Name), made: made}
 		if old, ok := prev.byName[n.Name]; ok {
 			info.index, info.c = old.index, old.c
 			if old.Profile != p {
@@ -604,21 +628,32 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	if len(journal) == 0 {
 		return f, 0, nil
 	}
+	recs := make([]journalRecord, len(journal))
+	for i, j := range journal {
+		if recs[i], err = decodeJournal(j.Value); err != nil {
+			return nil, 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
+		}
+	}
 	if f == nil {
-		if f, err = userfilter.New(info.Profile); err != nil {
+		// Never stored: made with the profile its journal names (the
+		// namespace's may have changed since), or, for records of builds
+		// that named none, the namespace's.
+		i := slices.IndexFunc(recs, func(r journalRecord) bool { return r.made != nil })
+		if i < 0 {
+			f, err = userfilter.New(info.Profile)
+		} else if f, err = userfilter.Decode(recs[i].made); err != nil {
+			err = fmt.Errorf("%w: journal of %s/%s: its profile: %w", ErrCorrupt, info.Name, user, err)
+		}
+		if err != nil {
 			return nil, 0, err
 		}
 	}
-	for _, j := range journal {
-		at, hashes, r, err := decodeJournal(j.Value)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
+	for i, rec := range recs {
+		f.AddHashes(rec.hashes, rec.at, now)
+		if rec.reply != nil {
+			h.replies.keep(rec.reply, now)
 		}
-		f.AddHashes(hashes, at, now)
-		if r != nil {
-			h.replies.keep(r, now)
-		}
-		lastSeq = max(lastSeq, j.Seq)
+		lastSeq = max(lastSeq, journal[i].Seq)
 	}
 	return f, lastSeq, nil
 }
@@ -789,7 +824,16 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r
 	if h.opts.NoJournal || len(s.ToRecord) == 0 {
 		return nil
 	}
-	s.rec = appendJournal(s.rec, at, s.ToRecord, r)
+	var made []byte
+	if e.lastSeq == 0 {
+		// The first record since the filter was last stored (or of a
+		// filter never stored) names its profile: see journal.go.
+		var err error
+		if made, err = info.madeOf(e.f.Profile()); err != nil {
+			return err
+		}
+	}
+	s.rec = appendJournal(s.rec, at, s.ToRecord, r, made)
 	seq, err := h.store.Append(info.Name, e.id(), s.rec, journalTTL(e.f.Profile()))
 	if cap(s.rec) > maxKeptRecord {
 		s.rec = nil

@@ -25,17 +25,48 @@ import (
 //	uvarint n | n x uvarint index of an unseen candidate | hashes
 //
 // In one record the answer is written, or lost, with the items it recorded.
-const keyedMark = 1 << 41
+//
+// The first record after a write-back (or of a user never written back)
+// also carries the profile of the user's filter, as an empty filter of
+// that profile encoded (userfilter's AppendBinary): a user whose filter
+// is not stored yet is rebuilt from its journal with the profile it was
+// made with, not the namespace's profile of the moment, which a SIGHUP may
+// have changed (a cap, or another kind, would lose items). Its seconds
+// have madeMark set, and the encoding comes right after them:
+//
+//	uvarint(seconds | madeMark [| keyedMark]) | uvarint len | encoding | ...
+const (
+	keyedMark = 1 << 41
+	madeMark  = 1 << 42
+)
+
+// journalRecord is a decoded journal record.
+type journalRecord struct {
+	at     time.Time
+	hashes []userfilter.Hash
+	reply  *reply // a keyed call's answer; nil: none
+	made   []byte // an empty filter of the user's profile, encoded; nil: none
+}
 
 // appendJournal appends the record of hashes recorded at to dst[:0], with
-// the answer r of a keyed call (nil: none).
-func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply) []byte {
-	b := slices.Grow(dst[:0], binary.MaxVarintLen64+16*len(hashes))
+// the answer r of a keyed call (nil: none) and made, the user's profile as
+// an empty filter encoded (nil: none).
+func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply, made []byte) []byte {
+	b := slices.Grow(dst[:0], 2*binary.MaxVarintLen64+len(made)+16*len(hashes))
 	sec := uint64(at.Unix())
+	if made != nil {
+		sec |= madeMark
+	}
 	if r == nil {
 		b = binary.AppendUvarint(b, sec)
 	} else {
 		b = binary.AppendUvarint(b, sec|keyedMark)
+	}
+	if made != nil {
+		b = binary.AppendUvarint(b, uint64(len(made)))
+		b = append(b, made...)
+	}
+	if r != nil {
 		for _, x := range []xxh3.Uint128{r.id, r.request} {
 			b = binary.LittleEndian.AppendUint64(b, x.Hi)
 			b = binary.LittleEndian.AppendUint64(b, x.Lo)
@@ -64,34 +95,41 @@ func boolByte(b bool) int {
 
 var errBadJournal = errors.New("bad journal record")
 
-// decodeJournal reads a record: its time, its hashes and, for a keyed
-// call, its answer (nil otherwise).
-func decodeJournal(b []byte) (time.Time, []userfilter.Hash, *reply, error) {
+// decodeJournal reads a record.
+func decodeJournal(b []byte) (journalRecord, error) {
+	var rec journalRecord
 	sec, n := binary.Uvarint(b)
 	if n <= 0 {
-		return time.Time{}, nil, nil, errBadJournal
+		return rec, errBadJournal
 	}
 	b = b[n:]
-	var r *reply
+	if sec&madeMark != 0 {
+		sec &^= madeMark
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l == 0 || l > uint64(len(b)-n) {
+			return rec, errBadJournal
+		}
+		rec.made, b = b[n:n+int(l)], b[n+int(l):]
+	}
 	if sec&keyedMark != 0 {
 		sec &^= keyedMark
 		var err error
-		if r, b, err = decodeReply(b); err != nil {
-			return time.Time{}, nil, nil, err
+		if rec.reply, b, err = decodeReply(b); err != nil {
+			return rec, err
 		}
 	}
 	if len(b)%16 != 0 || sec > 1<<40 {
-		return time.Time{}, nil, nil, errBadJournal
+		return rec, errBadJournal
 	}
-	hs := make([]userfilter.Hash, len(b)/16)
-	for i := range hs {
-		hs[i] = userfilter.Hash{Lo: binary.LittleEndian.Uint64(b[16*i:]), Hi: binary.LittleEndian.Uint64(b[16*i+8:])}
+	rec.hashes = make([]userfilter.Hash, len(b)/16)
+	for i := range rec.hashes {
+		rec.hashes[i] = userfilter.Hash{Lo: binary.LittleEndian.Uint64(b[16*i:]), Hi: binary.LittleEndian.Uint64(b[16*i+8:])}
 	}
-	at := time.Unix(int64(sec), 0)
-	if r != nil {
-		r.at = at
+	rec.at = time.Unix(int64(sec), 0)
+	if rec.reply != nil {
+		rec.reply.at = rec.at
 	}
-	return at, hs, r, nil
+	return rec, nil
 }
 
 // decodeReply reads a keyed record's answer and returns the rest of b.

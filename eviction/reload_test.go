@@ -321,3 +321,54 @@ func TestNamespaceServedAgainBeforeItsWriteBack(t *testing.T) {
 		t.Fatalf("p after a restart: %v, want both items", got)
 	}
 }
+
+// A user whose filter was not written back when the process died is
+// rebuilt from its journal with the profile it was made with, not with its
+// namespace's profile after a reload changed it: a cap added since would
+// drop items, and another kind or window would change the user. A user
+// written back and called again keeps its stored profile the same way.
+func TestCrashAfterAProfileChangeKeepsEachUsersProfile(t *testing.T) {
+	fx := newFixture(t, Options{})
+	week := 7 * 24 * time.Hour
+	fx.ns = []Namespace{{Name: "feed", Profile: userfilter.Profile{Window: week}}}
+	fx.restart(true, Options{})
+	items := make([]string, 40)
+	for i := range items {
+		items[i] = fmt.Sprintf("i%d", i)
+	}
+	record(t, fx.h, "feed", "stored", items[:20]...)
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "feed", "stored", items[20:]...) // the first record since the write-back
+	// Two calls: only the first record names the profile.
+	for i := 0; i < 20; i += 10 {
+		record(t, fx.h, "feed", "new", items[i:i+10]...)
+	}
+
+	capped := []Namespace{{Name: "feed", Profile: userfilter.Profile{Kind: userfilter.KindBloom, MaxItems: 10}}}
+	if _, err := fx.h.SetNamespaces(capped); err != nil {
+		t.Fatal(err)
+	}
+	fx.ns = capped
+	fx.restart(false, Options{}) // a crash, and a start with the file as the reload left it
+
+	for user, n := range map[string]int{"new": 20, "stored": 40} {
+		if got := seen(t, fx.h, "feed", user, items[:n]...); !allTrue(got) {
+			t.Errorf("%s after the crash: %v, want all %d seen", user, got, n)
+		}
+		st, err := fx.h.User("feed", user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Kind != "staged" || st.Window != int64(week/time.Second) || st.MaxItems != 0 || st.Items != uint64(n) {
+			t.Errorf("%s after the crash: %s, window %ds, cap %d, %d items; want staged, a week, no cap, %d",
+				user, st.Kind, st.Window, st.MaxItems, st.Items, n)
+		}
+	}
+	// A user made after the change has the namespace's new profile.
+	record(t, fx.h, "feed", "after", items[:20]...)
+	if st, err := fx.h.User("feed", "after"); err != nil || st.Kind != "bloom" || st.Items != 10 {
+		t.Errorf("a user made after the change: %+v %v, want bloom with 10 items", st, err)
+	}
+}

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -109,23 +110,33 @@ func TestKeyedAnswersReadBackHaveATimeAndABudget(t *testing.T) {
 	}
 }
 
-// The record of a keyed call reads back as it was written, and no byte
-// string read as one panics: each is a record or errBadJournal.
+// The record of a keyed call, with or without the user's profile, reads
+// back as it was written, and no byte string read as one panics: each is
+// a record or errBadJournal.
 func TestKeyedJournalRecordRoundTrip(t *testing.T) {
 	at := time.Unix(1_795_000_000, 0)
 	hs := []userfilter.Hash{{Lo: 1, Hi: 2}, {Lo: 3, Hi: 4}}
 	r := &reply{id: xxh3.HashString128("id"), request: xxh3.HashString128("req"), seen: 7, recorded: 2,
 		saturated: true, unseen: []int32{0, 5, 199}}
-	b := appendJournal(nil, at, hs, r)
-	gotAt, gotHs, got, err := decodeJournal(b)
-	if err != nil || !gotAt.Equal(at) || !slices.Equal(gotHs, hs) || got == nil ||
-		got.id != r.id || got.request != r.request || got.seen != 7 || got.recorded != 2 || !got.saturated ||
-		!slices.Equal(got.unseen, r.unseen) || !got.at.Equal(at) {
-		t.Fatalf("keyed record: %v %v %+v %v", gotAt, gotHs, got, err)
+	made, err := emptyEncoding(userfilter.Profile{Kind: userfilter.KindBloom, MaxItems: 10}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
 	}
-	plain := appendJournal(nil, at, hs, nil)
-	if _, gotHs, got, err := decodeJournal(plain); err != nil || got != nil || !slices.Equal(gotHs, hs) {
-		t.Fatalf("plain record: %v %+v %v", gotHs, got, err)
+	var b []byte
+	for _, m := range [][]byte{nil, made} {
+		b = appendJournal(nil, at, hs, r, m)
+		got, err := decodeJournal(b)
+		if err != nil || !got.at.Equal(at) || !slices.Equal(got.hashes, hs) || got.reply == nil ||
+			got.reply.id != r.id || got.reply.request != r.request || got.reply.seen != 7 || got.reply.recorded != 2 ||
+			!got.reply.saturated || !slices.Equal(got.reply.unseen, r.unseen) || !got.reply.at.Equal(at) ||
+			!bytes.Equal(got.made, m) {
+			t.Fatalf("keyed record (profile %d bytes): %+v %v", len(m), got, err)
+		}
+		plain := appendJournal(nil, at, hs, nil, m)
+		if got, err := decodeJournal(plain); err != nil || got.reply != nil || !slices.Equal(got.hashes, hs) ||
+			!bytes.Equal(got.made, m) {
+			t.Fatalf("plain record (profile %d bytes): %+v %v", len(m), got, err)
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20000 {
@@ -144,7 +155,8 @@ func TestKeyedJournalRecordRoundTrip(t *testing.T) {
 				c[0] |= 0x80 // long enough a time to be keyed, now and then
 			}
 		}
-		if _, _, r, err := decodeJournal(c); err == nil && r != nil {
+		if rec, err := decodeJournal(c); err == nil && rec.reply != nil {
+			r := rec.reply
 			for i := 1; i < len(r.unseen); i++ {
 				if r.unseen[i] <= r.unseen[i-1] {
 					t.Fatalf("indexes read back out of order: %v", r.unseen)

@@ -28,8 +28,11 @@ var (
 // FormatVersion is the store format this build writes and reads. Format 3
 // keeps a user's cover mark at the end of its filter's value (flagged by
 // metaCoverMark) rather than under a key of its own; stores of format 2
-// open as they are, their values read as before.
-const FormatVersion = 3
+// open as they are, their values read as before. Format 4 changes nothing
+// here: its journal records may name the profile of their user's filter
+// (the hot set's record format), which builds of format 3 read as corrupt,
+// so they refuse the store instead.
+const FormatVersion = 4
 
 // metaCoverMark, in a filter entry's UserMeta, says its value ends with
 // the user's cover mark: 8 bytes, big-endian, the journal number below
