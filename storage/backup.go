@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"time"
 
@@ -16,15 +17,22 @@ import (
 
 // backupMagic opens every backup stream, followed by the uvarint store
 // format version, then Badger's backup stream (uint64 little-endian length,
-// protobuf KVList, repeated), then the end mark: backupEnd and the bytes of
-// the lists before it, both uint64 little-endian. A backup streamed over
-// HTTP may be cut short at a list's end; without the mark it would restore
-// as a smaller, complete-looking one. Streams of the first version
-// (backupMagicV0) have no end mark and still restore.
+// protobuf KVList, repeated), then the end mark: backupEnd, the bytes of
+// the lists before it and their CRC-32C (Castagnoli), each uint64
+// little-endian. A backup streamed over HTTP may be cut short at a list's
+// end; without the mark it would restore as a smaller, complete-looking
+// one. A byte changed on disk would restore as other data (a user id's
+// byte flipped moves its history to another user): the checksum refuses
+// it. Streams of the first version (backupMagicV0) have no end mark and of
+// the second (backupMagicV1) no checksum; both still restore.
 var (
-	backupMagic   = []byte("seenapi-backup\x01")
+	backupMagic   = []byte("seenapi-backup\x02")
+	backupMagicV1 = []byte("seenapi-backup\x01")
 	backupMagicV0 = []byte("seenapi-backup\x00")
 )
+
+// backupCRC is the table of the end mark's checksum.
+var backupCRC = crc32.MakeTable(crc32.Castagnoli)
 
 const (
 	restoreChunkKeys  = 256
@@ -33,15 +41,17 @@ const (
 	backupEnd         = ^uint64(0)
 )
 
-// countingWriter counts the bytes written through it.
+// countingWriter counts the bytes written through it and sums them.
 type countingWriter struct {
-	w io.Writer
-	n uint64
+	w   io.Writer
+	n   uint64
+	crc uint32
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
+	c.crc = crc32.Update(c.crc, backupCRC, p[:n])
 	return n, err
 }
 
@@ -88,6 +98,7 @@ func (s *Store) Backup(w io.Writer) error {
 		}
 	}
 	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
+	end = binary.LittleEndian.AppendUint64(end, uint64(lists.crc))
 	if _, err := lists.w.Write(end); err != nil {
 		return opErr("backup", err)
 	}
@@ -215,29 +226,32 @@ func live(kv *pb.KV, now uint64) bool {
 // to each, which may keep nothing of it), then the end mark.
 func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	marked, err := readBackupHeader(br)
+	version, err := readBackupHeader(br)
 	if err != nil {
 		return err
 	}
 	var (
 		buf  []byte
 		read uint64 // bytes of the lists so far
+		sum  uint32 // and their CRC-32C
+		head [8]byte
 	)
 	for {
-		var n uint64
-		if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+		if _, err := io.ReadFull(br, head[:]); err != nil {
 			switch {
-			case errors.Is(err, io.EOF) && !marked:
+			case errors.Is(err, io.EOF) && version == 0:
 				return nil
 			case errors.Is(err, io.EOF):
 				return fmt.Errorf("%w: the backup is cut short (no end mark)", ErrBadBackup)
 			}
 			return fmt.Errorf("%w: %w", ErrBadBackup, err)
 		}
-		if n == backupEnd && marked {
-			return readBackupEnd(br, read)
+		n := binary.LittleEndian.Uint64(head[:])
+		if n == backupEnd && version > 0 {
+			return readBackupEnd(br, version, read, sum)
 		}
 		read += 8 + n
+		sum = crc32.Update(sum, backupCRC, head[:])
 		if n > maxBackupList {
 			return fmt.Errorf("%w: list of %d bytes", ErrBadBackup, n)
 		}
@@ -248,6 +262,7 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadBackup, err)
 		}
+		sum = crc32.Update(sum, backupCRC, buf)
 		list := &pb.KVList{}
 		if err := proto.Unmarshal(buf, list); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadBackup, err)
@@ -258,38 +273,50 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 	}
 }
 
-// readBackupHeader reads a backup's header and reports whether the stream
-// ends with an end mark (all but the first version's).
-func readBackupHeader(br *bufio.Reader) (marked bool, err error) {
+// readBackupHeader reads a backup's header and returns the stream's
+// version: 0 (no end mark), 1 (an end mark without a checksum) or 2.
+func readBackupHeader(br *bufio.Reader) (version int, err error) {
 	magic := make([]byte, len(backupMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {
-		return false, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
+		return 0, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
 	}
 	switch {
 	case bytes.Equal(magic, backupMagic):
-		marked = true
+		version = 2
+	case bytes.Equal(magic, backupMagicV1):
+		version = 1
 	case !bytes.Equal(magic, backupMagicV0):
-		return false, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
+		return 0, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
 	}
 	ver, err := binary.ReadUvarint(br)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
+		return 0, fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
 	case ver == 0 || ver > FormatVersion:
-		return false, fmt.Errorf("%w: backup in format version %d, this build supports %d", ErrFormatVersion, ver, FormatVersion)
+		return 0, fmt.Errorf("%w: backup in format version %d, this build supports %d", ErrFormatVersion, ver, FormatVersion)
 	}
-	return marked, nil
+	return version, nil
 }
 
 // readBackupEnd reads the rest of the end mark, which must count read bytes
-// of lists and end the stream.
-func readBackupEnd(br *bufio.Reader, read uint64) error {
+// of lists, in a stream of version 2 give their checksum sum, and end the
+// stream.
+func readBackupEnd(br *bufio.Reader, version int, read uint64, sum uint32) error {
 	var n uint64
 	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
 		return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
 	}
 	if n != read {
 		return fmt.Errorf("%w: the end mark counts %d bytes of lists, the stream had %d", ErrBadBackup, n, read)
+	}
+	if version >= 2 {
+		var want uint64
+		if err := binary.Read(br, binary.LittleEndian, &want); err != nil {
+			return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
+		}
+		if want != uint64(sum) {
+			return fmt.Errorf("%w: the backup's checksum does not match its contents (a byte changed since it was written)", ErrBadBackup)
+		}
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		return fmt.Errorf("%w: bytes after the end mark", ErrBadBackup)

@@ -94,8 +94,9 @@
 //
 // Backup writes a header (magic and format version), Badger's backup
 // stream of a consistent snapshot, the live journal records as journal
-// keys in the same stream format, and an end mark, without which a backup
-// cut short (a dropped download) is refused. VerifyBackup checks a stream
+// keys in the same stream format, and an end mark with the lists' length
+// and CRC-32C, without which a backup cut short (a dropped download) or
+// with a byte changed (bit rot) is refused. VerifyBackup checks a stream
 // whole without restoring it. Restore reads it back into any store,
 // empty or not, merging filters with the caller's MergeFunc and keeping
 // both journal entries when two share a sequence number, so restoring into
