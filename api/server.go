@@ -500,7 +500,10 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		p.Instance = c.Path()
 	}
 	s.k.countError(p.Status)
-	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug {
+	// Refusals that say the service's state, which is logged where it
+	// changes (overloaded, shutting down, the disk full), take no line each.
+	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug &&
+		p.Type != ProblemBase+pStorageFull.slug {
 		s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err)
 	}
 	body, merr := encode(&p)
