@@ -952,6 +952,9 @@ func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 	}{
 		{args: []string{"--keys-file", keys}},
 		{env: map[string]string{"SEENAPI_KEYS_FILE": keys}},
+		// A secret that rendered blank is no more a choice to serve open.
+		{env: map[string]string{"SEENAPI_KEYS": " "}},
+		{env: map[string]string{"SEENAPI_KEYS": ","}},
 	} {
 		var out bytes.Buffer
 		args := append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1"}, tc.args...)
@@ -959,7 +962,7 @@ func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 		code := run(ctx, args, func(k string) string { return tc.env[k] }, &out, &out, func(string) { stop() }) // served: stop
 		stop()
 		if code == 0 || !strings.Contains(out.String(), "holds no key") || strings.Contains(out.String(), "NO API KEYS") {
-			t.Errorf("%v %v: exit %d, want a refusal naming the empty keys file:\n%s", tc.args, tc.env, code, out.String())
+			t.Errorf("%v %v: exit %d, want a refusal naming the keys' empty source:\n%s", tc.args, tc.env, code, out.String())
 		}
 	}
 }

@@ -59,6 +59,11 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("SEENAPI_KEYS: %w", err)
 		}
+		// Set but holding no key (" ", ","): a secret that did not render,
+		// as likely a provisioning failure as an empty keys file.
+		if len(k) == 0 {
+			return nil, fmt.Errorf("SEENAPI_KEYS is set but holds no key (want role:key,role:key); to serve without keys, leave it unset")
+		}
 		ks = append(ks, k...)
 	}
 	return ks, nil
