@@ -899,6 +899,34 @@ func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 	}
 }
 
+// A namespaces file that names no namespace (empty, comments only) is
+// refused at start, by check and by a reload: cut short or not yet
+// written, it would take every namespace but "default" out of service.
+func TestNamespacesFileNamingNoNamespaceIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{"empty": "", "comments": "# feed:\n#   fp_rate: 0.001\n", "null": "~\n"} {
+		f := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out := failedStart(t, "--namespaces", f); !strings.Contains(out, "names no namespace") {
+			t.Errorf("%s file: want a refusal saying it names no namespace:\n%s", name, out)
+		}
+		var out bytes.Buffer
+		if code := run(context.Background(), []string{"check", "--namespaces", f, "--data-dir", t.TempDir()}, noEnv, &out, &out, nil); code == 0 ||
+			!strings.Contains(out.String(), "names no namespace") {
+			t.Errorf("check of the %s file: exit %d:\n%s", name, code, out.String())
+		}
+	}
+	only := filepath.Join(dir, "default.yaml")
+	if err := os.WriteFile(only, []byte("default:\n  fp_rate: 0.001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if nss, err := loadNamespaces(only); err != nil || len(nss) != 1 || nss[0].Profile.FPRate != 0.001 {
+		t.Errorf("a file naming default alone: %v %v", nss, err)
+	}
+}
+
 // failedStart runs serve with args after a loopback address, a fresh data
 // directory and no free-space check (a flag given again wins), wants it to
 // fail, and returns what it wrote.

@@ -238,6 +238,14 @@ func loadNamespaces(path string) ([]eviction.Namespace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--namespaces: %w", err) // the error names only the path
 	}
+	// A file that names no namespace (empty, or comments only) is most
+	// likely one cut short or not yet written: served, it would take
+	// every namespace but "default" out at the next SIGHUP.
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil && (len(doc.Content) == 0 ||
+		resolveAlias(doc.Content[0]).Kind == yaml.ScalarNode && resolveAlias(doc.Content[0]).Tag == "!!null") {
+		return nil, fmt.Errorf("%s names no namespace (want a map of namespace names to profiles); to serve only \"default\", give no --namespaces", path)
+	}
 	nss, err := parseNamespaces(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
