@@ -36,7 +36,7 @@ go test -race -count=1 -timeout 30m $race_pkgs
 # Badger's value-log GC races with its writes under -race (a race inside
 # Badger), and a million users take too long under the race detector.
 echo "== go test: soak, full disk and a million users, without -race"
-go test -count=1 -timeout 10m -run '^(TestSoakDiskUseLevelsOff|TestWritesStopWithErrFullAsTheDiskFills)$' ./storage
+go test -count=1 -timeout 10m -run '^(TestSoakDiskUseLevelsOff|TestWritesStopWithErrFullAsTheDiskFills|TestFewUsersWrittenBackOftenReclaimSpace)$' ./storage
 go test -count=1 -timeout 30m -run '^TestMillionUsersThroughTenthBudget$' -v ./eviction | grep -E '^(---|ok|FAIL|\s+million_test)'
 
 echo "== go test (the rest)"

@@ -365,6 +365,8 @@ func (s *Store) restoreSome(kvs []restoreKV, merge MergeFunc) (int, []UserError,
 // restoreTxn writes kvs in one transaction. On ErrTxnTooBig, n is how many
 // keys fitted.
 func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError, n int, err error) {
+	s.writes.RLock()
+	defer s.writes.RUnlock()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	for i, kv := range kvs {

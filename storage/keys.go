@@ -23,6 +23,9 @@ const (
 var (
 	keyFormat = []byte("mformat") // uvarint store format version
 	keySeq    = []byte("mseq")    // uint64 BE: highest journal sequence number that may have been used
+	// keyFlush is written and at once dropped to make Badger flush its
+	// memtables (see Store.flushMemtables); it holds nothing.
+	keyFlush = []byte("mflush")
 )
 
 // FormatVersion is the store format this build writes and reads. Format 3

@@ -131,6 +131,8 @@ func (s *Store) keysWithPrefix(prefix, after []byte) ([][]byte, error) {
 // deleteKeys deletes keys in one batch (Badger splits it into transactions
 // as it must).
 func (s *Store) deleteKeys(keys [][]byte) error {
+	s.writes.RLock()
+	defer s.writes.RUnlock()
 	wb := s.db.NewWriteBatch()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {

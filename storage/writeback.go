@@ -229,6 +229,8 @@ func (a *arena) since(start int) []byte { return (*a)[start:len(*a):len(*a)] }
 func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []error) (tooBig bool, err error) {
 	sc := writeBackScratch.Get().(*txnScratch)
 	defer sc.free() // once the transaction is over
+	s.writes.RLock()
+	defer s.writes.RUnlock()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	for i, w := range ws {
@@ -344,6 +346,8 @@ func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, 
 // not fit in one transaction: the filter first, then the journal deletions.
 func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 	fkey := filterKey(nil, w.NS, w.User)
+	s.writes.RLock()
+	defer s.writes.RUnlock()
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
