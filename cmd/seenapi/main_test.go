@@ -1679,3 +1679,39 @@ func TestStartNamesTheNamespacesStoredAndNotServed(t *testing.T) {
 		t.Fatalf("a start after the purge warns:\n%s", s.out.String())
 	}
 }
+
+// Settings that work but were met as mistakes are named at start: a
+// free-space minimum under what the store takes at once, a cache budget
+// over the machine's memory, a keys file others can read. Sane ones are
+// not.
+func TestRiskySettingsAreWarnedOfAtStart(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("admin:a-0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(keys, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys, "--min-free-bytes", "4MiB")
+	s.shutdown()
+	for _, want := range []string{"--min-free-bytes is under what the store may take at once", "the keys file can be read by other users"} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("no warning %q:\n%s", want, s.out.String())
+		}
+	}
+	if total := totalMemory(); total > 0 {
+		s := startService(t, nil, "--data-dir", t.TempDir(), "--cache-bytes", fmt.Sprint(2*total), "--memory-limit", "off")
+		s.shutdown()
+		if !strings.Contains(s.out.String(), "--cache-bytes is more than this machine's memory") {
+			t.Errorf("no warning of a budget twice the machine's memory:\n%s", s.out.String())
+		}
+	}
+	if err := os.Chmod(keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys)
+	s.shutdown()
+	if strings.Contains(s.out.String(), "level=WARN") {
+		t.Errorf("warnings with sane settings:\n%s", s.out.String())
+	}
+}

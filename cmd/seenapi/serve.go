@@ -300,6 +300,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 		logger.Warn("seenapi: API keys cross the network in clear text on " + shown +
 			": serve HTTPS (--tls-cert and --tls-key) or put a TLS proxy in front")
 	}
+	warnSettings(o, logger)
 	// SIGHUP reloads the API keys, the namespaces and the TLS certificate,
 	// to rotate or add them without a restart (which would empty the hot set).
 	hup := make(chan os.Signal, 1)
@@ -656,4 +657,27 @@ func shownAddr(listened, asked string) string {
 		return listened
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// warnSettings logs the settings that the service takes but that are
+// likely to hurt it: each works, and each was met as a mistake.
+func warnSettings(o *options, logger *slog.Logger) {
+	// Badger takes the disk a value-log file or a memtable file at a time,
+	// through memory maps: a disk that fills inside one stops the process
+	// with SIGBUS instead of a refused write.
+	const atOnce = storage.DefaultValueLogFileSize + storage.DefaultMemTableSize
+	if m := o.storeMinFreeBytes(); m > 0 && m < atOnce {
+		logger.Warn("seenapi: --min-free-bytes is under what the store may take at once (a 128 MiB value-log file and a 16 MiB memtable): "+
+			"a disk that fills may stop the process (SIGBUS) before writes are refused", "min_free_bytes", m, "at_least", int64(atOnce))
+	}
+	if total := totalMemory(); total > 0 && int64(o.cacheBytes) > total {
+		logger.Warn("seenapi: --cache-bytes is more than this machine's memory: the process would be killed for lack of memory "+
+			"before it evicts a user", "cache_bytes", int64(o.cacheBytes), "memory_bytes", total)
+	}
+	if o.keysFile != "" {
+		if fi, err := os.Stat(o.keysFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			logger.Warn("seenapi: the keys file can be read by other users of this machine; chmod 600 it",
+				"file", o.keysFile, "mode", fi.Mode().Perm().String())
+		}
+	}
 }
