@@ -298,6 +298,13 @@ func TestFullDiskIs507(t *testing.T) {
 	if lines := logs.find(t, "seenapi: request failed"); len(lines) > 0 {
 		t.Errorf("%d error lines for the refused calls, want none: %v", len(lines), lines[0])
 	}
+	// The state shows in the figures, for an operator's alert.
+	if st, err := e.client("").GetStatsWithResponse(ctx); err != nil || st.JSON200 == nil || !st.JSON200.StorageFull {
+		t.Errorf("stats on a full disk: %v %s, want storage_full", err, st.Body)
+	}
+	if status, _, body := e.raw(http.MethodGet, "/metrics", "", nil); status != 200 || !strings.Contains(string(body), "\nseenapi_storage_full 1\n") {
+		t.Errorf("metrics on a full disk: %d, want seenapi_storage_full 1", status)
+	}
 	r, err := e.client("").CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: []string{"a"}})
 	if err != nil || r.JSON200 == nil || r.JSON200.Seen[0] {
 		t.Fatalf("check after the refused call: %v %d %s, want a unseen", err, r.StatusCode(), r.Body)

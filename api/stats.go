@@ -157,6 +157,12 @@ var hotSetMetrics = []metric{
 	{"seenapi_storage_errors_total", "Failed storage operations.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.StorageErrors) }},
 	{"seenapi_panics_total", "Bugs met and recovered: requests answered 500, and steps on one user's data that failed, instead of the process ending (the log has each stack).", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Panics) }},
 	{"seenapi_storage_bytes", "Bytes the store takes on disk.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.StorageBytes) }},
+	{"seenapi_storage_full", "1 while the store refuses writes for lack of disk space (free space under --min-free-bytes), else 0.", prometheus.GaugeValue, func(s ServiceStats) float64 {
+		if s.StorageFull {
+			return 1
+		}
+		return 0
+	}},
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},

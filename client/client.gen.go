@@ -569,6 +569,9 @@ type ServiceStats struct {
 	StorageBytes   int64     `json:"storage_bytes"`
 	StorageErrors  int64     `json:"storage_errors"`
 
+	// StorageFull The store refuses writes for lack of disk space (free space under `--min-free-bytes`, or a write that met a full disk), so calls that record get 507 `storage-full` until space comes back; reads are served. `/metrics` has it as `seenapi_storage_full`.
+	StorageFull bool `json:"storage_full"`
+
 	// StorageLevels The store's LSM tree, level 0 first: its tables and bytes per
 	// level. Level 0 gains a table at each memtable flush until a
 	// compaction merges its tables into the level below; with users

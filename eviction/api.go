@@ -54,6 +54,9 @@ type Stats struct {
 	StorageErrors    uint64        `json:"storage_errors"`
 	Panics           uint64        `json:"panics"` // bugs met and recovered: steps on one user's data failed instead of the process ending (the API adds its handlers')
 	StorageBytes     int64         `json:"storage_bytes"`
+	// StorageFull: the store refuses writes for lack of disk space (calls
+	// that record are answered ErrStorageFull) until space comes back.
+	StorageFull bool `json:"storage_full"`
 	// StorageLevels are the store's LSM levels, when it has them (empty
 	// otherwise).
 	StorageLevels []storage.LevelStats `json:"storage_levels"`

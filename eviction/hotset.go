@@ -1519,6 +1519,9 @@ func (h *HotSet) Stats() Stats {
 	if l, ok := h.store.(leveled); ok {
 		st.StorageLevels = l.Levels()
 	}
+	if f, ok := h.store.(interface{ Full() bool }); ok {
+		st.StorageFull = f.Full()
+	}
 	t := h.nss.Load()
 	st.Namespaces = make(map[string]NamespaceStats, len(t.byIndex))
 	for _, info := range t.byIndex {

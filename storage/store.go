@@ -400,6 +400,11 @@ func (s *Store) errFull() error {
 	return fmt.Errorf("%w: %d bytes free under %s, below the %d required", ErrFull, s.free.Load(), s.opts.Dir, s.opts.MinFreeBytes)
 }
 
+// Full reports whether the store refuses writes for lack of disk space
+// (free space below MinFreeBytes at the last check, or a write that met a
+// full disk).
+func (s *Store) Full() bool { return s.full.Load() }
+
 // checkFree measures free space and returns whether it is below MinFreeBytes.
 func (s *Store) checkFree() bool {
 	if s.opts.MinFreeBytes < 0 {

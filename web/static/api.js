@@ -274,6 +274,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors
+ * @property {boolean} storage_full The store refuses writes for lack of disk space (free space under `--min-free-bytes`, or a write that met a full disk), so calls that record get 507 `storage-full` until space comes back; reads are served. `/metrics` has it as `seenapi_storage_full`.
  * @property {Array<StorageLevel>} storage_levels The store's LSM tree, level 0 first: its tables and bytes per level. Level 0 gains a table at each memtable flush until a compaction merges its tables into the level below; with users spread over the whole key space that rewrites about every user's key and takes CPU while it runs, so a level 0 that empties marks one (to correlate with a latency spike). Also in `/metrics` as `seenapi_storage_level_tables` and `seenapi_storage_level_bytes`.
  * @property {number} uptime_seconds
  */
