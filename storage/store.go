@@ -48,7 +48,8 @@ type Store struct {
 
 	// writes is held for reading by every write to Badger once the store
 	// is open, and for writing by flushMemtables, while Badger refuses
-	// writes (ErrBlockedWrites).
+	// writes (ErrBlockedWrites). Never taken again by its holder: the
+	// journal lease's write, which a holder may need, retries instead.
 	writes sync.RWMutex
 	gcBase atomic.Int64 // Size() when value-log GC last reclaimed space (see runGC); 0: not measured yet
 
@@ -299,11 +300,20 @@ func (s *Store) writeLease(lease uint64) error {
 	if lease <= cur {
 		return nil
 	}
-	s.writes.RLock()
-	err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(keySeq, binary.BigEndian.AppendUint64(nil, lease))
-	})
-	s.writes.RUnlock()
+	// Not under s.writes: a forget and a restore take sequence numbers
+	// while they hold it, and a read lock taken again behind a waiting
+	// flushMemtables would never be had. A write Badger refuses during the
+	// flush is tried again once it is over.
+	var err error
+	for {
+		err = s.db.Update(func(txn *badger.Txn) error {
+			return txn.Set(keySeq, binary.BigEndian.AppendUint64(nil, lease))
+		})
+		if !errors.Is(err, badger.ErrBlockedWrites) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err != nil {
 		return opErr("reserve journal sequence numbers", s.writeErr(err))
 	}

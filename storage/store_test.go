@@ -1102,3 +1102,62 @@ func TestLevelsCountTheTablesFlushed(t *testing.T) {
 		t.Fatalf("the flushed memtable is not in level 0: %+v", levels)
 	}
 }
+
+// A forget or a restore that needs the journal's sequence lease written
+// (the first numbers after an open) while flushMemtables waits for the
+// store's writes finishes: the lease's write does not take the writes'
+// lock again behind the flush, which would never get it.
+func TestForgetAndRestoreFinishWhileMemtablesAreFlushed(t *testing.T) {
+	opts := testOptions(t)
+	var backup bytes.Buffer
+	for iter := range 40 {
+		s, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if iter == 0 {
+			if _, err := s.Append("ns", "u", []byte{1}, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Backup(&backup); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop, flushed := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(flushed)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := s.flushMemtables(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		done := make(chan error, 1)
+		go func() {
+			if iter%2 == 0 {
+				done <- s.Delete("ns", fmt.Sprint("u", iter))
+			} else {
+				done <- s.Restore(bytes.NewReader(backup.Bytes()), nil)
+			}
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: the forget or restore still waits after 20 s", iter)
+		}
+		close(stop)
+		<-flushed
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
