@@ -51,7 +51,7 @@ type Store struct {
 	// writes (ErrBlockedWrites). Never taken again by its holder: the
 	// journal lease's write, which a holder may need, retries instead.
 	writes sync.RWMutex
-	gcBase atomic.Int64 // Size() when value-log GC last reclaimed space (see runGC); 0: not measured yet
+	gcBase atomic.Int64 // Size() at Open and whenever value-log GC reclaimed space since (see runGC)
 
 	wal *wal // the journal (see wal.go)
 
@@ -163,6 +163,7 @@ func Open(opts Options) (*Store, error) {
 		go s.freeSpaceLoop()
 	}
 	if opts.GCInterval > 0 {
+		s.gcBase.Store(s.Size())
 		s.loops.Add(1)
 		go s.gcLoop()
 	}
@@ -458,7 +459,22 @@ func (s *Store) writeErr(err error) error {
 
 func (s *Store) freeSpaceLoop() { s.every(s.opts.FreeSpaceInterval, func() { s.checkFree() }) }
 
-func (s *Store) gcLoop() { s.every(s.opts.GCInterval, s.runGC) }
+// gcLoop runs value-log GC every GCInterval, and sooner when the store has
+// grown by gcFlushGrowth value-log files since GC last reclaimed space
+// (looked at every gcGrowthCheck), so that a store written fast does not
+// grow by a whole interval's writes before runGC flushes the memtables.
+func (s *Store) gcLoop() {
+	last := time.Now()
+	s.every(min(s.opts.GCInterval, gcGrowthCheck), func() {
+		if time.Since(last) >= s.opts.GCInterval || s.Size() >= s.gcBase.Load()+gcFlushGrowth*s.opts.ValueLogFileSize {
+			s.runGC()
+			last = time.Now()
+		}
+	})
+}
+
+// gcGrowthCheck is how often gcLoop looks at the store's growth.
+const gcGrowthCheck = 2 * time.Second
 
 // every runs fn each interval until the store closes (one of s.loops).
 func (s *Store) every(interval time.Duration, fn func()) {
@@ -491,12 +507,8 @@ func (s *Store) runGC() {
 		s.gcBase.Store(s.Size())
 		return
 	}
-	base := s.gcBase.Load()
 	size := s.Size()
-	if base == 0 || size < base+gcFlushGrowth*s.opts.ValueLogFileSize {
-		if base == 0 {
-			s.gcBase.Store(size)
-		}
+	if size < s.gcBase.Load()+gcFlushGrowth*s.opts.ValueLogFileSize {
 		return
 	}
 	start := time.Now()

@@ -904,7 +904,8 @@ func TestMissingNamespacesFileNamesTheFlag(t *testing.T) {
 // written, it would take every namespace but "default" out of service.
 func TestNamespacesFileNamingNoNamespaceIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	for name, body := range map[string]string{"empty": "", "comments": "# feed:\n#   fp_rate: 0.001\n", "null": "~\n"} {
+	for name, body := range map[string]string{"empty": "", "comments": "# feed:\n#   fp_rate: 0.001\n", "null": "~\n",
+		"empty map": "{}  # rendered from an empty map\n", "empty map document": "--- {}\n"} {
 		f := filepath.Join(dir, name+".yaml")
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)

@@ -230,6 +230,17 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 }
 
 // loadNamespaces reads the namespaces file at path ("" : default only).
+// namesNone reports whether a parsed namespaces file names no namespace:
+// no document, a null one, or an empty map ({}, what a template renders
+// from an empty map).
+func namesNone(doc *yaml.Node) bool {
+	if len(doc.Content) == 0 {
+		return true
+	}
+	top := resolveAlias(doc.Content[0])
+	return top.Kind == yaml.ScalarNode && top.Tag == "!!null" || top.Kind == yaml.MappingNode && len(top.Content) == 0
+}
+
 func loadNamespaces(path string) ([]eviction.Namespace, error) {
 	if path == "" {
 		return parseNamespaces(nil)
@@ -242,8 +253,7 @@ func loadNamespaces(path string) ([]eviction.Namespace, error) {
 	// likely one cut short or not yet written: served, it would take
 	// every namespace but "default" out at the next SIGHUP.
 	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) == nil && (len(doc.Content) == 0 ||
-		resolveAlias(doc.Content[0]).Kind == yaml.ScalarNode && resolveAlias(doc.Content[0]).Tag == "!!null") {
+	if yaml.Unmarshal(data, &doc) == nil && namesNone(&doc) {
 		return nil, fmt.Errorf("%s names no namespace (want a map of namespace names to profiles); to serve only \"default\", give no --namespaces", path)
 	}
 	nss, err := parseNamespaces(data)
