@@ -18,18 +18,23 @@ import (
 // backupMagic opens every backup stream, followed by the uvarint store
 // format version, then Badger's backup stream (uint64 little-endian length,
 // protobuf KVList, repeated), then the end mark: backupEnd, the bytes of
-// the lists before it and their CRC-32C (Castagnoli), each uint64
-// little-endian. A backup streamed over HTTP may be cut short at a list's
-// end; without the mark it would restore as a smaller, complete-looking
-// one. A byte changed on disk would restore as other data (a user id's
-// byte flipped moves its history to another user): the checksum refuses
-// it. Streams of the first version (backupMagicV0) have no end mark and of
-// the second (backupMagicV1) no checksum; both still restore.
+// the lists before it and, from store format 4, their CRC-32C
+// (Castagnoli), each uint64 little-endian. A backup streamed over HTTP may
+// be cut short at a list's end; without the mark it would restore as a
+// smaller, complete-looking one. A byte changed on disk would restore as
+// other data (a user id's byte flipped moves its history to another
+// user): the checksum refuses it. Streams of the first version
+// (backupMagicV0) have no end mark, and those of formats before 4 no
+// checksum; both still restore. (The checksum goes by the format, not by
+// a new magic, so that a build of format 3 refuses such a backup naming
+// its format version rather than finding no header.)
 var (
-	backupMagic   = []byte("seenapi-backup\x02")
-	backupMagicV1 = []byte("seenapi-backup\x01")
+	backupMagic   = []byte("seenapi-backup\x01")
 	backupMagicV0 = []byte("seenapi-backup\x00")
 )
+
+// checksumFormat is the first store format whose backups end with a checksum.
+const checksumFormat = 4
 
 // backupCRC is the table of the end mark's checksum.
 var backupCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -274,7 +279,8 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 }
 
 // readBackupHeader reads a backup's header and returns the stream's
-// version: 0 (no end mark), 1 (an end mark without a checksum) or 2.
+// version: 0 (no end mark), 1 (an end mark without a checksum) or 2 (an
+// end mark with one).
 func readBackupHeader(br *bufio.Reader) (version int, err error) {
 	magic := make([]byte, len(backupMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {
@@ -282,8 +288,6 @@ func readBackupHeader(br *bufio.Reader) (version int, err error) {
 	}
 	switch {
 	case bytes.Equal(magic, backupMagic):
-		version = 2
-	case bytes.Equal(magic, backupMagicV1):
 		version = 1
 	case !bytes.Equal(magic, backupMagicV0):
 		return 0, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
@@ -294,6 +298,9 @@ func readBackupHeader(br *bufio.Reader) (version int, err error) {
 		return 0, fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
 	case ver == 0 || ver > FormatVersion:
 		return 0, fmt.Errorf("%w: backup in format version %d, this build supports %d", ErrFormatVersion, ver, FormatVersion)
+	}
+	if version == 1 && ver >= checksumFormat {
+		version = 2
 	}
 	return version, nil
 }

@@ -75,6 +75,12 @@ type Options struct {
 	// by a write-back. Default 64 MiB.
 	JournalSegmentBytes int64
 
+	// KeepFormat makes Open leave a store of an older format as it is
+	// instead of upgrading it, for an offline backup, which must not change
+	// the directory it reads (a build of the older format could no longer
+	// open it). Only Backup should be used on such a store. Default false.
+	KeepFormat bool
+
 	// Logger receives the store's and Badger's warnings and errors (Badger's
 	// informational messages are logged at debug level). Default
 	// slog.Default(), which drops debug: quiet except for warnings.
@@ -154,6 +160,9 @@ func (o Options) WithMaxAppendBatch(n int) Options { o.MaxAppendBatch = n; retur
 func (o Options) WithJournalSegmentBytes(n int64) Options { o.JournalSegmentBytes = n; return o }
 
 func (o Options) WithLogger(l *slog.Logger) Options { o.Logger = l; return o }
+
+// WithKeepFormat returns o with KeepFormat set.
+func (o Options) WithKeepFormat(keep bool) Options { o.KeepFormat = keep; return o }
 
 // withDefaults fills zero fields with their defaults and checks the rest.
 func (o Options) withDefaults() (Options, error) {

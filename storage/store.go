@@ -141,10 +141,12 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.migrate(); err != nil {
-		s.wal.close()
-		db.Close()
-		return nil, err
+	if !opts.KeepFormat {
+		if err := s.migrate(); err != nil {
+			s.wal.close()
+			db.Close()
+			return nil, err
+		}
 	}
 	if err := s.applyCoverMarks(); err != nil {
 		s.wal.close()

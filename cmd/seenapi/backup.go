@@ -15,12 +15,14 @@ import (
 // openStore opens the store of --data-dir for an offline subcommand; it
 // fails while the service holds the directory, saying so and, from
 // inUseHint, what to do instead. minFreeBytes: as --min-free-bytes
-// (negative: no check).
-func openStore(o *options, minFreeBytes int64, logger *slog.Logger, inUseHint string) (*storage.Store, error) {
+// (negative: no check). With keepFormat a store of an older format is not
+// upgraded (see storage.Options.KeepFormat).
+func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Logger, inUseHint string) (*storage.Store, error) {
 	if _, err := os.Stat(o.dataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).WithLogger(logger))
+	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).
+		WithKeepFormat(keepFormat).WithLogger(logger))
 	if errors.Is(err, storage.ErrInUse) {
 		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it: %s (%w)", o.dataDir, inUseHint, err)
 	}
@@ -32,8 +34,10 @@ func backup(o *options, logger *slog.Logger) (err error) {
 	if err := checkOut(o.out); err != nil {
 		return err
 	}
-	// Only reads: no free-space minimum.
-	store, err := openStore(o, -1, logger, "while it runs, back it up with an admin key through its API "+
+	// Only reads: no free-space minimum, and the directory stays in its
+	// format, so that the build that wrote it can still open it (a backup
+	// taken before going back to it, or before an upgrade).
+	store, err := openStore(o, -1, true, logger, "while it runs, back it up with an admin key through its API "+
 		"(GET /v1/backup): seenapi backup --url http://127.0.0.1:8080 --out FILE; or stop it first")
 	if err != nil {
 		return err
@@ -76,7 +80,7 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return err
 	}
-	store, err := openStore(o, o.storeMinFreeBytes(), logger, "stop it before restoring into its data directory")
+	store, err := openStore(o, o.storeMinFreeBytes(), false, logger, "stop it before restoring into its data directory")
 	if err != nil {
 		return err
 	}
