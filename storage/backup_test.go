@@ -302,8 +302,7 @@ func TestRestoreSkipsExpiredEntries(t *testing.T) {
 // A byte changed anywhere in a backup, as bit rot on a disk or in an
 // object store changes one, is refused before anything is restored: a user
 // id's byte flipped would otherwise move its history to another user. A
-// stream of the second version (an end mark without a checksum) still
-// restores.
+// backup of format 3 (an end mark without a checksum) still restores.
 func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	users := populate(t, src)
@@ -341,14 +340,14 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	v1 := append(binary.AppendUvarint(slices.Clip(backupMagic), 3), good[len(backupMagic)+1:len(good)-8]...)
 	dst := openTest(t, testOptions(t))
 	if err := VerifyBackup(bytes.NewReader(v1)); err != nil {
-		t.Fatalf("second-version stream: VerifyBackup %v", err)
+		t.Fatalf("a backup of format 3: VerifyBackup %v", err)
 	}
 	if err := dst.Restore(bytes.NewReader(v1), nil); err != nil {
-		t.Fatalf("second-version stream: %v", err)
+		t.Fatalf("a backup of format 3: %v", err)
 	}
 	if got := snapshot(t, dst, users); !maps.EqualFunc(got, want, func(a, b userState) bool {
 		return a.filter == b.filter && slices.Equal(a.journal, b.journal)
 	}) {
-		t.Fatal("the second-version stream restored other data")
+		t.Fatal("the backup of format 3 restored other data")
 	}
 }

@@ -1162,28 +1162,6 @@ func TestForgetAndRestoreFinishWhileMemtablesAreFlushed(t *testing.T) {
 	}
 }
 
-// formatOf reads the format version of the store in dir, closed.
-func formatOf(t *testing.T, opts Options) uint64 {
-	t.Helper()
-	db, err := badger.Open(badger.DefaultOptions(opts.Dir).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var ver uint64
-	err = db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyFormat)
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error { ver, _ = binary.Uvarint(v); return nil })
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ver
-}
-
 // Opened with KeepFormat (an offline backup), a store of an older format
 // stays in it, so the build that wrote it can still open it, and its
 // backup restores; opened without, it is upgraded.
@@ -1212,11 +1190,11 @@ func TestKeepFormatLeavesAnOlderStoreAsItIs(t *testing.T) {
 	if err := kept.Backup(&backup); err != nil {
 		t.Fatal(err)
 	}
+	if v := formatVersion(t, kept); v != FormatVersion-1 {
+		t.Fatalf("opened with KeepFormat, the store is in format %d, want %d as before", v, FormatVersion-1)
+	}
 	if err := kept.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if v := formatOf(t, opts); v != FormatVersion-1 {
-		t.Fatalf("after a backup with KeepFormat the store is in format %d, want %d as before", v, FormatVersion-1)
 	}
 	dst := openTest(t, testOptions(t))
 	if err := dst.Restore(bytes.NewReader(backup.Bytes()), nil); err != nil {
@@ -1225,14 +1203,8 @@ func TestKeepFormatLeavesAnOlderStoreAsItIs(t *testing.T) {
 	if f, _ := mustLoad(t, dst, "feed", "u"); string(f) != "filter" {
 		t.Fatalf("restored filter %q", f)
 	}
-	upgraded, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := upgraded.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v := formatOf(t, opts); v != FormatVersion {
+	upgraded := openTest(t, opts)
+	if v := formatVersion(t, upgraded); v != FormatVersion {
 		t.Fatalf("opened without KeepFormat, the store is in format %d, want %d", v, FormatVersion)
 	}
 }
