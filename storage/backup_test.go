@@ -19,6 +19,13 @@ type userState struct {
 	journal []string
 }
 
+// sameStates reports whether two snapshots hold the same filters and journals.
+func sameStates(a, b map[[2]string]userState) bool {
+	return maps.EqualFunc(a, b, func(x, y userState) bool {
+		return x.filter == y.filter && slices.Equal(x.journal, y.journal)
+	})
+}
+
 func snapshot(t *testing.T, s *Store, users [][2]string) map[[2]string]userState {
 	t.Helper()
 	out := map[[2]string]userState{}
@@ -270,9 +277,7 @@ func TestRestoreNeedsTheEndMarkOfAVersionOneBackup(t *testing.T) {
 	if err := dst.Restore(bytes.NewReader(v0), nil); err != nil {
 		t.Fatalf("first-version stream: %v", err)
 	}
-	if got := snapshot(t, dst, users); !maps.EqualFunc(got, want, func(a, b userState) bool {
-		return a.filter == b.filter && slices.Equal(a.journal, b.journal)
-	}) {
+	if got := snapshot(t, dst, users); !sameStates(got, want) {
 		t.Fatal("the first-version stream restored other data")
 	}
 }
@@ -345,9 +350,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	if err := dst.Restore(bytes.NewReader(v1), nil); err != nil {
 		t.Fatalf("a backup of format 3: %v", err)
 	}
-	if got := snapshot(t, dst, users); !maps.EqualFunc(got, want, func(a, b userState) bool {
-		return a.filter == b.filter && slices.Equal(a.journal, b.journal)
-	}) {
+	if got := snapshot(t, dst, users); !sameStates(got, want) {
 		t.Fatal("the backup of format 3 restored other data")
 	}
 }
