@@ -226,7 +226,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	defer ln.Close() // Serve closes it too; this covers a failure before Serve
 	scheme := "http"
 	if cert != nil {
-		ln, scheme = tls.NewListener(ln, cert.config()), "https"
+		ln, scheme = tls.NewListener(plainHTTPGuard{ln}, cert.config()), "https"
 	}
 
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).

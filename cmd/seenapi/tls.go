@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
+
+	"github.com/seenapi/seenapi/api"
 )
 
 // certificate serves the TLS certificate of --tls-cert and --tls-key, and
@@ -49,6 +54,67 @@ func (c *certificate) config() *tls.Config {
 			return c.cur.Load(), nil
 		},
 	}
+}
+
+// plainHTTPGuard wraps the TCP listener under TLS so that a plain HTTP
+// request sent to the HTTPS port (a client given http:// by mistake) is
+// answered 400 with a problem that says to use https, instead of a closed
+// connection that looks like a crash. TLS itself still sees every byte.
+type plainHTTPGuard struct{ net.Listener }
+
+func (l plainHTTPGuard) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &plainHTTPConn{Conn: c}, nil
+}
+
+// plainHTTPConn looks at the first bytes the client sends: a TLS
+// handshake starts with record type 22, an HTTP request with a method.
+type plainHTTPConn struct {
+	net.Conn
+	looked bool
+}
+
+// errPlainHTTP ends a connection that sent plain HTTP to the HTTPS port.
+var errPlainHTTP = errors.New("plain HTTP sent to the HTTPS port")
+
+func (c *plainHTTPConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.looked || n == 0 {
+		return n, err
+	}
+	c.looked = true
+	if p[0] != 22 && looksLikeHTTP(p[:n]) {
+		c.Conn.Write(plainHTTPAnswer(c.Conn.LocalAddr())) //nolint:errcheck // the connection ends either way
+		return 0, errPlainHTTP
+	}
+	return n, err
+}
+
+// httpMethods are the starts of the requests plainHTTPConn answers.
+var httpMethods = [][]byte{[]byte("GET "), []byte("HEAD "), []byte("POST "), []byte("PUT "),
+	[]byte("DELETE "), []byte("PATCH "), []byte("OPTIONS "), []byte("CONNECT "), []byte("TRACE ")}
+
+// looksLikeHTTP says whether b starts like an HTTP/1 request line; with
+// fewer bytes than a method it says no, and TLS refuses them as before.
+func looksLikeHTTP(b []byte) bool {
+	for _, m := range httpMethods {
+		if bytes.HasPrefix(b, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainHTTPAnswer is the 400 problem of a plain HTTP request to the HTTPS
+// port at addr, the type the API gives other malformed requests.
+func plainHTTPAnswer(addr net.Addr) []byte {
+	body := `{"type":"` + api.ProblemBase + `bad-request","title":"Bad request","status":400,` +
+		`"detail":"this port serves HTTPS only: call https://` + addr.String() + `"}`
+	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n" +
+		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
 
 // errTLSPair refuses one of --tls-cert and --tls-key without the other.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/bench"
 	"github.com/seenapi/seenapi/client"
 )
@@ -44,7 +46,7 @@ func certFiles(t *testing.T) (certPath, keyPath string) {
 
 // With --tls-cert and --tls-key the service answers HTTPS only: the
 // generated client makes the one call through it, a plain HTTP request to
-// the port gets no answer, and a client that offers nothing newer than TLS
+// the port gets a 400 problem that says to use https, and a client that offers nothing newer than TLS
 // 1.1 is refused.
 func TestTLSServesTheAPI(t *testing.T) {
 	certPath, keyPath := certFiles(t)
@@ -71,10 +73,25 @@ func TestTLSServesTheAPI(t *testing.T) {
 	}
 
 	plain := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := plain.Get(s.url + "/readyz"); err == nil {
+	for _, method := range []string{"GET", "POST"} {
+		req, _ := http.NewRequest(method, s.url+"/v1/namespaces/default/users/u1/filter", strings.NewReader(`{"candidates":["d"]}`))
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatalf("plain HTTP %s to the HTTPS port: %v", method, err)
+		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		t.Fatalf("plain HTTP to the HTTPS port answered %d %q", resp.StatusCode, b)
+		var p api.Problem
+		if err := json.Unmarshal(b, &p); err != nil || resp.StatusCode != 400 ||
+			resp.Header.Get("Content-Type") != "application/problem+json" ||
+			p.Type != api.ProblemBase+"bad-request" || !strings.Contains(p.Detail, httpsOf(s)) {
+			t.Fatalf("plain HTTP %s to the HTTPS port answered %d %s %q, want a 400 problem naming %s",
+				method, resp.StatusCode, resp.Header.Get("Content-Type"), b, httpsOf(s))
+		}
+	}
+	if r, err := c.CheckSeenWithResponse(context.Background(), "default", "u1", client.ItemsRequest{Items: []string{"d"}}); err != nil ||
+		r.JSON200 == nil || r.JSON200.SeenCount != 0 {
+		t.Fatalf("the plain HTTP call recorded its item: %v %v", r, err)
 	}
 
 	old := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
