@@ -87,7 +87,7 @@ func (c *plainHTTPConn) Read(p []byte) (int, error) {
 	}
 	c.looked = true
 	if p[0] != 22 && looksLikeHTTP(p[:n]) {
-		c.Conn.Write(plainHTTPAnswer(c.Conn.LocalAddr())) //nolint:errcheck // the connection ends either way
+		_, _ = c.Conn.Write(plainHTTPAnswer(c.Conn.LocalAddr())) // the connection ends either way
 		return 0, errPlainHTTP
 	}
 	return n, err
