@@ -1,13 +1,17 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +141,119 @@ func TestBackupOutlastsTheWriteTimeout(t *testing.T) {
 	}
 	if got, err := hot.Check("default", "u", []string{"a", "z"}, nil); err != nil || !slices.Equal(got, []bool{true, false}) {
 		t.Fatalf("after restore: %v %v", got, err)
+	}
+}
+
+// slowBackupClient asks the server of e for a backup over a connection
+// with a receive buffer of rcvbuf bytes and reads at most chunk bytes every pause;
+// after stopAfter bytes (when not 0) it stops reading for stopFor. It
+// returns the body read and the error that ended it (nil: the chunked
+// stream's end came).
+func slowBackupClient(t *testing.T, e *env, rcvbuf, chunk int, pause time.Duration, stopAfter int, stopFor time.Duration) ([]byte, error) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, chunk), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body []byte
+	buf := make([]byte, chunk)
+	for {
+		if stopAfter > 0 && len(body) >= stopAfter {
+			time.Sleep(stopFor)
+			stopAfter = 0
+		}
+		n, err := resp.Body.Read(buf)
+		body = append(body, buf[:n]...)
+		if err == io.EOF {
+			return body, nil
+		}
+		if err != nil {
+			return body, err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// filled puts users users of 20,000 items each in e (32 KB each in a
+// backup): one recorded, the others imported from its export.
+func filled(t *testing.T, e *env, users int) {
+	t.Helper()
+	items := make([]string, 20000)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%d", i)
+	}
+	if _, err := e.hot.Record("default", "u0", items); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.hot.Export("default", "u0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := 1; u < users; u++ {
+		if err := e.hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.hot.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A client that reads a backup of 5.8 MB at about 2 MB/s, with a write
+// timeout of 100 ms, gets it whole: the stream's large writes and its last
+// bytes, which the kernel buffers after the server's last write, take
+// longer than the timeout to reach it, but the client never stops taking
+// bytes. The log says the backup was taken once the client acknowledged
+// its end.
+func TestBackupReachesASlowClientWhole(t *testing.T) {
+	var l logLines
+	e := newEnv(t, withLog(&l), func(c *api.Config) { c.WriteTimeout = 100 * time.Millisecond })
+	filled(t, e, 180)
+	body, err := slowBackupClient(t, e, 256<<10, 32<<10, 16*time.Millisecond, 0, 0)
+	if err != nil {
+		t.Fatalf("the backup stream ended after %d bytes: %v", len(body), err)
+	}
+	if _, err := restored(t, body); err != nil {
+		t.Fatalf("restore of %d bytes: %v", len(body), err)
+	}
+	e.close()
+	if recs := l.find(t, "seenapi: backup taken"); len(recs) != 1 || recs[0]["bytes"] != float64(len(body)) {
+		t.Fatalf("backup taken logged %v, want once with %d bytes", recs, len(body))
+	}
+}
+
+// A client that stops reading a backup for longer than the idle timeout
+// is cut off, and the log says so instead of calling the backup taken.
+func TestBackupCutsOffAClientThatStopsReading(t *testing.T) {
+	var l logLines
+	e := newEnv(t, withLog(&l), func(c *api.Config) { c.IdleTimeout = 200 * time.Millisecond })
+	filled(t, e, 20)
+	body, err := slowBackupClient(t, e, 8<<10, 4<<10, 0, 64<<10, 2*time.Second)
+	if err == nil {
+		e.close()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		t.Fatalf("a client that stopped reading for 10 idle timeouts got the whole backup (%d bytes); the log:\n%s", len(body), l.buf.String())
+	}
+	e.close()
+	if recs := l.find(t, "seenapi: backup taken"); len(recs) != 0 {
+		t.Fatalf("a backup cut off was logged taken: %v", recs)
+	}
+	if recs := l.find(t, "seenapi: a backup stream failed; the client got a backup without its end mark"); len(recs) != 1 {
+		t.Fatalf("the cut backup was logged %d times as failed, want once", len(recs))
 	}
 }

@@ -48,9 +48,11 @@ type Config struct {
 	IdempotencyTTL time.Duration
 	// ReadTimeout bounds reading one request, headers and body. Default 10s.
 	ReadTimeout time.Duration
-	// WriteTimeout bounds writing one response. Default 10s.
+	// WriteTimeout bounds writing one response; a backup's stream may take
+	// longer (see IdleTimeout). Default 10s.
 	WriteTimeout time.Duration
-	// IdleTimeout closes keep-alive connections idle this long. Default 2m.
+	// IdleTimeout closes keep-alive connections idle this long, and cuts
+	// off a backup's client that acknowledges no byte this long. Default 2m.
 	IdleTimeout time.Duration
 	// LocalOnly refuses every request whose Host is not a loopback name or
 	// address, for a service open to every caller (no keys) on loopback: a

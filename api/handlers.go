@@ -324,20 +324,113 @@ func (s *Server) backup(c *fiber.Ctx) error {
 		return nil
 	}
 	// The server's write timeout bounds a whole answer from when it starts;
-	// a backup may take longer, so each write pushes it on instead, and a
-	// client that stops reading still times out.
-	conn, timeout, logger := c.Context().Conn(), s.cfg.WriteTimeout, s.cfg.Logger
+	// a backup may take much longer. Where the socket can be watched, the
+	// stream has no deadline, and awaitDelivery cuts off a client that
+	// acknowledges no byte for the idle timeout: a client that reads slowly
+	// through a large receive buffer acknowledges nothing for seconds at a
+	// time (its kernel reopens the window only once a good part of the
+	// buffer is free), so only a connection idle that long is taken for
+	// dead. Elsewhere each write pushes the write deadline on.
+	conn, logger := c.Context().Conn(), s.cfg.Logger
 	logger.Info("seenapi: backup started", "by", by)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		cw := &countingWriter{w: deadlineWriter{w: w, conn: conn, timeout: timeout}}
-		if err := s.hot.Backup(cw); err != nil {
-			logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err, "bytes", cw.n, "by", by)
-			return
+		cw := &countingWriter{w: w}
+		watch, err := watchSocket(conn)
+		if err != nil {
+			cw.w = deadlineWriter{w: w, conn: conn, timeout: s.cfg.WriteTimeout}
 		}
-		logger.Info("seenapi: backup taken", "bytes", cw.n, "by", by)
+		written := make(chan error, 1)
+		s.delivering.Add(1)
+		go awaitDelivery(conn, watch, s.cfg.IdleTimeout, written, func(err error) {
+			defer s.delivering.Add(-1)
+			switch err {
+			case nil:
+				logger.Info("seenapi: backup taken", "bytes", cw.n, "by", by)
+			case errClosedEarly:
+				logger.Warn("seenapi: a backup's connection closed before its client acknowledged the end; "+
+					"a backup that lacks its end mark is refused by restore", "err", err, "bytes", cw.n, "by", by)
+			default:
+				logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err, "bytes", cw.n, "by", by)
+			}
+		})
+		err = s.hot.Backup(cw)
+		if err == nil {
+			err = w.Flush()
+		}
+		written <- err
 	})
 	return nil
 }
+
+// awaitDelivery follows a stream written to conn while written has not
+// given the writer's result, and then its last bytes, which the kernel's
+// buffers may hold by the tens of megabytes after the last write returned.
+// It keeps conn free of a write deadline, so that a slow client is cut off
+// neither by one large write nor before the end, and calls done once: with
+// the writer's error if it failed; with nil once the client has
+// acknowledged every byte; with errCutOff once bytes waited for timeout
+// with none acknowledged (the connection is then reset, so that what the
+// kernel holds is not delivered after the failure was logged); and with
+// errClosedEarly if the client went away first. Without a watch (w nil)
+// it waits for the writer only.
+func awaitDelivery(conn net.Conn, w *socketWatch, timeout time.Duration, written <-chan error, done func(error)) {
+	if w == nil {
+		done(<-written)
+		return
+	}
+	// Polled often enough to lift the server's deadline well within it.
+	const poll = 20 * time.Millisecond
+	var last uint64
+	lastMoved, writing := time.Now(), true
+	end := func(err error, reset bool) {
+		if reset {
+			conn.Close()
+		}
+		w.close(reset)
+		if writing {
+			<-written // it fails too, once conn is closed
+		}
+		done(err)
+	}
+	for ; ; time.Sleep(poll) {
+		if writing {
+			select {
+			case err := <-written:
+				writing = false
+				if err != nil {
+					end(err, false)
+					return
+				}
+			default:
+			}
+		}
+		// fasthttp sets the server's deadline as it starts the answer.
+		_ = conn.SetWriteDeadline(time.Time{}) // fails once closed, which the watch sees
+		acked, pending, reset, err := w.delivered()
+		switch {
+		case err != nil:
+			end(err, false)
+			return
+		case reset: // before !pending: a reset socket holds nothing to send
+			end(errClosedEarly, false)
+			return
+		case !pending && !writing:
+			end(nil, false)
+			return
+		case acked > last || !pending:
+			// The client took bytes, or has all so far and waits for more.
+			last, lastMoved = acked, time.Now()
+		case timeout > 0 && time.Since(lastMoved) > timeout:
+			end(errCutOff, true)
+			return
+		}
+	}
+}
+
+var (
+	errCutOff      = errors.New("the client acknowledged nothing for --idle-timeout and was cut off")
+	errClosedEarly = errors.New("the connection closed before the client acknowledged the end")
+)
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {

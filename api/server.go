@@ -50,6 +50,10 @@ type Server struct {
 	started  time.Time
 	inFlight atomic.Int64
 	draining atomic.Bool
+	// delivering counts the backups whose last bytes the kernel still
+	// holds for a client (awaitDelivery): Shutdown waits for them, since
+	// fiber counts such a connection idle and closes it.
+	delivering atomic.Int64
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -122,11 +126,15 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
-// Shutdown stops accepting connections, marks the service not ready, and
-// waits for in-flight requests to finish (or ctx to end). It does not close
+// Shutdown marks the service not ready, waits for backups still on their
+// way to their clients, stops accepting connections, and waits for
+// in-flight requests to finish (or ctx to end). It does not close
 // the hot set: the caller does that after Shutdown returns.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	for s.delivering.Load() > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	return s.app.ShutdownWithContext(ctx)
 }
 

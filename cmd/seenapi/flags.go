@@ -112,9 +112,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.limits.ReadTimeout = api.DefaultReadTimeout
 		fs.Var(durationFlag{p: &o.limits.ReadTimeout}, "read-timeout", "how long a client may take to send one whole request, headers and body (an import of --max-import-bytes over a slow link needs more); beyond, 408 request-timeout")
 		o.limits.WriteTimeout = api.DefaultWriteTimeout
-		fs.Var(durationFlag{p: &o.limits.WriteTimeout}, "write-timeout", "how long writing one answer may take (a backup's stream: each of its writes); a client that reads slower is cut off")
+		fs.Var(durationFlag{p: &o.limits.WriteTimeout}, "write-timeout", "how long writing one answer may take; a backup's stream may take longer (see --idle-timeout)")
 		o.limits.IdleTimeout = api.DefaultIdleTimeout
-		fs.Var(durationFlag{p: &o.limits.IdleTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed")
+		fs.Var(durationFlag{p: &o.limits.IdleTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed, and how long a backup's client may take no byte before it is cut off")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
 		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most as much in the files that keep them across a crash (<data-dir>/answers)")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
