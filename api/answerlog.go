@@ -57,6 +57,7 @@ type answerLog struct {
 	budget  int64
 	ttl     time.Duration
 	failed  bool // a write failed: the log stopped (logged once)
+	sync    bool // flushes are synced (OpenAnswerLog's sync)
 	logger  *slog.Logger
 }
 
@@ -329,12 +330,27 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	if interval <= 0 {
 		return 0, fmt.Errorf("%w: the answers log's interval %v is not positive", ErrBadConfig, interval)
 	}
-	l, kept, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger)
+	l, read, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger)
+	// The erase marks void the answers of erased users given before them,
+	// read back from the log or already kept (from the snapshot of a
+	// graceful stop that a crash left in place).
+	marks := erasedMarks{}
+	kept := read[:0]
+	for _, a := range read {
+		if !marks.add(a) {
+			kept = append(kept, a)
+		}
+	}
+	kept = slices.DeleteFunc(kept, func(a keptAnswer) bool { return marks.void(a.Key, a.At) })
 	n := s.replays.restore(kept)
+	s.replays.dropErased(marks)
 	if err != nil {
 		return n, err
 	}
+	l.sync = sync
+	s.replays.mu.Lock()
 	s.replays.log = l
+	s.replays.mu.Unlock()
 	done, stopped := make(chan struct{}), make(chan struct{})
 	s.logStop = func() { close(done); <-stopped }
 	go func() {

@@ -287,6 +287,7 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 	if err := s.hot.Forget(ns, user); err != nil {
 		return err
 	}
+	s.replays.erase(ns, user)
 	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user)
 	return c.SendStatus(fiber.StatusNoContent)
 }
@@ -598,6 +599,7 @@ func (s *Server) purgeNamespace(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.replays.erase(ns, "")
 	s.audit(c, "seenapi: namespace purged", "namespace", ns, "users_erased", n)
 	return c.JSON(&struct {
 		Namespace   string `json:"namespace"`

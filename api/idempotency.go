@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,16 +116,141 @@ func (r *replays) finish(key string, p *replay, status int, body []byte) {
 		r.mu.Unlock()
 		return // trimmed while in flight
 	}
+	defer r.mu.Unlock()
 	now := r.now()
 	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), now
 	p.size += int64(len(body))
 	r.bytes += int64(len(body))
 	r.trimLocked()
-	a := keptAnswer{Key: key, Request: p.request, Status: status, Body: p.body, At: now}
-	r.mu.Unlock()
 	if r.log != nil {
-		r.log.append(a)
+		// Under r.mu: an erase (see erase) that drops this answer writes
+		// its mark after it in the log, never before.
+		r.log.append(keptAnswer{Key: key, Request: p.request, Status: status, Body: p.body, At: now})
 	}
+}
+
+// erase drops the answers kept for the calls of user in ns (user "": of
+// every user of ns, and ns's batches), given or in flight (whose finish
+// then keeps nothing), and writes an erase mark to the answers log,
+// written to its file before erase returns, so that neither a retry nor a
+// start after a crash gives an erased user's answer again: a kept answer
+// lists the user's items. A batch's answer names many users; erasing one
+// of them leaves it (see answerOwner).
+func (r *replays) erase(ns, user string) {
+	r.mu.Lock()
+	for _, k := range r.lru.Keys() {
+		if ans, au, ok := answerOwner(k); ok && ans == ns && (user == "" || au == user) {
+			if p, ok := r.lru.Peek(k); ok {
+				r.removeLocked(k, p)
+			}
+		}
+	}
+	l := r.log
+	now := r.now()
+	if l != nil {
+		l.append(eraseMark(ns, user, now))
+	}
+	r.mu.Unlock()
+	if l != nil {
+		l.flush(now, l.sync)
+	}
+}
+
+// dropErased drops the answers that marks, the erase marks read back from
+// the answers log, void: those read back before the log was opened (the
+// snapshot of a graceful stop, which a crash since left in place).
+func (r *replays) dropErased(marks erasedMarks) {
+	if len(marks) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.lru.Keys() {
+		if p, ok := r.lru.Peek(k); ok && p.done && marks.void(k, p.at) {
+			r.removeLocked(k, p)
+		}
+	}
+}
+
+// answerOwner returns the namespace and the user of the call whose kept
+// answer is under scoped (caller, path and Idempotency-Key, see
+// idempotent): user is "" for a batch (POST /v1/namespaces/{ns}/filter),
+// whose answer names many users. The path is the last but one part: a key
+// is printable ASCII, and a path with a NUL byte is refused before its
+// answer is kept.
+func answerOwner(scoped string) (ns, user string, ok bool) {
+	i := strings.LastIndexByte(scoped, 0)
+	if i < 0 {
+		return "", "", false
+	}
+	path := scoped[:i]
+	path = path[strings.LastIndexByte(path, 0)+1:]
+	rest, ok := strings.CutPrefix(path, "/v1/namespaces/")
+	if !ok {
+		return "", "", false
+	}
+	ns, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	if rest == "filter" {
+		return ns, "", true
+	}
+	raw, ok := strings.CutPrefix(rest, "users/")
+	if !ok {
+		return "", "", false
+	}
+	if raw, ok = strings.CutSuffix(raw, "/filter"); !ok || raw == "" {
+		return "", "", false
+	}
+	if strings.IndexByte(raw, '%') < 0 {
+		return ns, raw, true
+	}
+	u, err := url.PathUnescape(raw) // as the handler read it (Server.user)
+	if err != nil {
+		return "", "", false
+	}
+	return ns, u, true
+}
+
+// eraseStatus is the Status of an erase mark in the answers log: no
+// answer is kept with it (restore keeps 200s only, as every build did).
+const eraseStatus = 0
+
+// eraseMark is the answers log's record that an erase of user in ns (""
+// for all of ns) at happened: the answers before it of its calls are void.
+func eraseMark(ns, user string, at time.Time) keptAnswer {
+	return keptAnswer{Key: ns + "\x00" + user, Status: eraseStatus, At: at}
+}
+
+// erasedMarks are the erase marks read back from the answers log: the
+// latest time each user (ns + "\x00" + user; ns + "\x00" for a whole
+// namespace) was erased.
+type erasedMarks map[string]time.Time
+
+// add notes the mark a, if it is one, and reports whether it was.
+func (m erasedMarks) add(a keptAnswer) bool {
+	if a.Status != eraseStatus {
+		return false
+	}
+	if at, ok := m[a.Key]; !ok || a.At.After(at) {
+		m[a.Key] = a.At
+	}
+	return true
+}
+
+// void reports whether the answer under scoped, given at, was erased
+// since.
+func (m erasedMarks) void(scoped string, at time.Time) bool {
+	ns, user, ok := answerOwner(scoped)
+	if !ok {
+		return false
+	}
+	if t, ok := m[ns+"\x00"]; ok && !at.After(t) {
+		return true
+	}
+	t, ok := m[ns+"\x00"+user]
+	return ok && user != "" && !at.After(t)
 }
 
 // abandon forgets a call that failed: a retry makes it anew.
