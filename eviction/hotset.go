@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -651,6 +652,7 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	for i, rec := range recs {
 		f.AddHashes(rec.hashes, rec.at, now)
 		if rec.reply != nil {
+			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
 			h.replies.keep(rec.reply, now)
 		}
 		lastSeq = max(lastSeq, journal[i].Seq)
@@ -1218,6 +1220,11 @@ func (h *HotSet) Forget(ns, user string) error {
 	if err != nil {
 		h.storageErrors.Add(1)
 		err = h.storageErr(err, "erasing", info.Name, user)
+	}
+	if err == nil {
+		// Before the load slot goes: a keyed call's retry waiting for it
+		// must not find the erased user's answer.
+		h.replies.erase(info.index, user)
 	}
 	s.mu.Lock()
 	delete(s.loading, sl.k)

@@ -32,6 +32,7 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 	known := slices.IndexFunc(t.byIndex, func(o *nsInfo) bool { return o.Name == ns })
 	if known >= 0 {
 		h.dropNamespace(uint8(known))
+		h.replies.erase(uint8(known), "")
 	}
 	n, err := h.purgeStored(ns)
 	if err != nil {

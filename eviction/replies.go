@@ -34,13 +34,17 @@ type reply struct {
 	recorded    int32
 	saturated   bool
 	unseen      []int32 // indexes of the candidates answered unseen
+	// ns and user name the user whose journal held it (set as it is read
+	// back), so that erasing the user drops it (see replies.erase).
+	ns   uint8
+	user string
 }
 
 // replyOverhead is what a kept reply costs besides its indexes: the
 // struct, the LRU's element and map entry.
 const replyOverhead = 176
 
-func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) }
+func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) + int64(len(r.user)) }
 
 // replies holds the answers read back from the journal, least recently
 // used first out past its budget, each for ttl after its call. Safe for
@@ -97,6 +101,21 @@ func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
 		return nil
 	}
 	return r
+}
+
+// erase drops the replies read back from the journal of user in the
+// namespace of index ns (user "": of every user of ns): an erased user's
+// answers must not be given to a retry, which would get the erased
+// history back and record nothing for the user who starts afresh.
+func (rs *replies) erase(ns uint8, user string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, id := range rs.lru.Keys() {
+		if r, ok := rs.lru.Peek(id); ok && r.ns == ns && (user == "" || r.user == user) {
+			rs.lru.Remove(id)
+			rs.bytes -= r.size()
+		}
+	}
 }
 
 // usage returns the replies kept and their bytes.

@@ -95,14 +95,15 @@ func TestKeyedAnswersReadBackHaveATimeAndABudget(t *testing.T) {
 
 	// A budget of one answer keeps the last one read back.
 	now = now.Add(-61 * time.Second)
-	fx.restart(false, Options{Now: clock, ReplyTTL: time.Minute, ReplyBytes: replyOverhead + 40})
+	one := int64(replyOverhead + 40 + len("u2")) // 10 indexes, and the user's id
+	fx.restart(false, Options{Now: clock, ReplyTTL: time.Minute, ReplyBytes: one})
 	for u := range 3 {
 		if _, err := fx.h.User("default", fmt.Sprint("u", u)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, bytes := fx.h.replies.usage(); n != 1 || bytes != replyOverhead+40 {
-		t.Fatalf("kept %d answers of %d bytes, want 1 of %d", n, bytes, replyOverhead+40)
+	if n, bytes := fx.h.replies.usage(); n != 1 || bytes != one {
+		t.Fatalf("kept %d answers of %d bytes, want 1 of %d", n, bytes, one)
 	}
 	res, err = fx.h.FilterKeyed(nil, "default", "u2", cands, 10, userfilter.RecordReturned, callKey("key-2", "body"))
 	if err != nil || !res.Replayed {
@@ -165,5 +166,42 @@ func TestKeyedJournalRecordRoundTrip(t *testing.T) {
 		} else if err != nil && !errors.Is(err, errBadJournal) {
 			t.Fatalf("error %v", err)
 		}
+	}
+}
+
+// Erasing a user forgets the answers its journal gave back after a crash:
+// a keyed call's retry after the erase is served anew, for the user who
+// starts afresh (its items recorded), not given the erased history with
+// nothing recorded. Another user's answer stays.
+func TestForgetDropsTheAnswersReadBackFromTheJournal(t *testing.T) {
+	fx := newFixture(t, Options{})
+	cands := candidates(10)
+	ku, kv := callKey("caller\x00/u/filter\x00key-1", "body-1"), callKey("caller\x00/v/filter\x00key-1", "body-1")
+	for user, k := range map[string]CallKey{"u": ku, "v": kv} {
+		if _, err := fx.h.FilterKeyed(nil, "default", user, cands, 4, userfilter.RecordReturned, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx.restart(false, Options{}) // a crash: the answers are in the journal only
+	for _, user := range []string{"u", "v"} {
+		if _, err := fx.h.User("default", user); err != nil { // loaded: the answers read back
+			t.Fatal(err)
+		}
+	}
+	if err := fx.h.Forget("default", "u"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := fx.h.FilterKeyed(nil, "default", "u", cands, 4, userfilter.RecordReturned, ku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed || res.Recorded != 4 {
+		t.Fatalf("a retry after the user was erased: %+v; want it served anew, 4 items recorded", res)
+	}
+	if st, err := fx.h.User("default", "u"); err != nil || st.Items != 4 {
+		t.Fatalf("after the retry the user holds %+v, %v; want 4 items", st, err)
+	}
+	if res, err := fx.h.FilterKeyed(nil, "default", "v", cands, 4, userfilter.RecordReturned, kv); err != nil || !res.Replayed {
+		t.Fatalf("another user's retry: %+v, %v; want its answer given again", res, err)
 	}
 }
