@@ -214,6 +214,10 @@ type HotSet struct {
 	replies *replies
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
+	// changing counts the steps holding flushMu outside write-back (see
+	// lockForChange): while one does, no round can run, and loads do not
+	// wait for one (waitBacklog).
+	changing atomic.Int32
 
 	// Evicted users that are still dirty live outside the budget until
 	// written back: past backlogLimit bytes of them, calls that load a user
@@ -1180,8 +1184,7 @@ func (h *HotSet) Forget(ns, user string) error {
 	if err != nil {
 		return err
 	}
-	h.flushMu.Lock()
-	defer h.flushMu.Unlock()
+	defer h.lockForChange()()
 	k0 := h.key(info, user, 0)
 	s := h.shardOf(k0)
 	var sl slot
@@ -1273,8 +1276,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if err != nil {
 		return badImport(err, "the body is not a filter exported by seenapi (%v)", err)
 	}
-	h.flushMu.Lock()
-	defer h.flushMu.Unlock()
+	defer h.lockForChange()()
 	ours := info.Profile.WithDefaults()
 	e, _, err := h.acquire(info, user, false)
 	if errors.Is(err, ErrUserNotFound) {
@@ -1326,8 +1328,7 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 	nsRefuses := func() error {
 		return fmt.Errorf("%w: namespace %q uses %v filters, which cannot forget items", ErrUnsupported, info.Name, kind)
 	}
-	h.flushMu.Lock() // no write-back of the user's older state after ours
-	defer h.flushMu.Unlock()
+	defer h.lockForChange()() // no write-back of the user's older state after ours
 	e, _, err := h.acquire(info, user, false)
 	if errors.Is(err, ErrUserNotFound) {
 		if !kind.CanForget() {
@@ -1643,9 +1644,27 @@ func (h *HotSet) waitBacklog() {
 	h.backlogMu.Lock()
 	defer h.backlogMu.Unlock()
 	until := h.flushRounds + 2
-	for h.evictedBytes.Load() > h.backlogLimit && h.flushRounds < until && !h.closed.Load() {
+	for h.evictedBytes.Load() > h.backlogLimit && h.flushRounds < until && !h.closed.Load() && h.changing.Load() == 0 {
 		h.kickFlush()
 		h.backlogCond.Wait()
+	}
+}
+
+// lockForChange takes flushMu for a step that changes users outside
+// write-back (an erase, an import, a forget of items, a purge) and returns
+// what lets it go. While it is held no write-back round can run, so the
+// loads waiting for rounds (waitBacklog) stop waiting and go on: the step
+// may itself load a user, or wait for another call's load of its user,
+// and would otherwise wait for good, and every write-back with it.
+func (h *HotSet) lockForChange() (unlock func()) {
+	h.flushMu.Lock()
+	h.changing.Add(1)
+	h.backlogMu.Lock()
+	h.backlogCond.Broadcast()
+	h.backlogMu.Unlock()
+	return func() {
+		h.changing.Add(-1)
+		h.flushMu.Unlock()
 	}
 }
 

@@ -59,8 +59,7 @@ func (h *HotSet) purgeStored(ns string) (n int, err error) {
 // for their write-back (the purge erases their journal records). It holds
 // flushMu, so no write-back round is writing them meanwhile.
 func (h *HotSet) dropNamespace(index uint8) {
-	h.flushMu.Lock()
-	defer h.flushMu.Unlock()
+	defer h.lockForChange()()
 	var out []*entry
 	for _, s := range h.shards {
 		s.mu.Lock()
