@@ -79,7 +79,15 @@ func (s *Store) Backup(w io.Writer) error {
 	}
 	lists := &countingWriter{w: w}
 	w = lists
-	if _, err := s.db.Backup(w, 0); err != nil {
+	// Badger's backup would carry the deletion marks (tombstones) of the
+	// keys deleted and not yet compacted away, each with its key: a user
+	// erased before the backup (Delete) would still be named in it. No
+	// restore needs them (Restore skips them): a key deleted or expired
+	// goes into no backup.
+	stream := s.db.NewStream()
+	stream.LogPrefix = "DB.Backup"
+	stream.ChooseKey = func(item *badger.Item) bool { return !item.IsDeletedOrExpired() }
+	if _, err := stream.Backup(w, 0); err != nil {
 		return opErr("backup", err)
 	}
 	// Journal records travel as journal keys of format 1, in lists of the

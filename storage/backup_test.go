@@ -354,3 +354,46 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 		t.Fatal("the backup of format 3 restored other data")
 	}
 }
+
+// A backup taken after a user was erased names the user nowhere: neither
+// its filter (small, in the LSM tree, or large, in the value log) nor its
+// journal, nor the deletion marks Badger keeps until compaction.
+func TestBackupAfterDeleteNamesNoErasedUser(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	users := []string{"erased-small-user", "erased-large-user"}
+	for i, u := range users {
+		upTo := mustAppend(t, s, "feed", u, "covered")
+		value := []byte("filter of " + u)
+		if i == 1 {
+			value = bytes.Repeat([]byte{7}, 64<<10) // above ValueThreshold
+		}
+		if err := s.WriteBack([]Write{{NS: "feed", User: u, Value: value, UpTo: upTo}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, s, "feed", u, "pending")
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "kept-user", Value: []byte("filter of kept-user")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if err := s.Delete("feed", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := s.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if bytes.Contains(buf.Bytes(), []byte(u)) {
+			t.Errorf("the backup taken after %s was erased names it", u)
+		}
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := mustLoad(t, dst, "feed", "kept-user"); string(f) != "filter of kept-user" {
+		t.Errorf("the user kept was restored as %q", f)
+	}
+}
