@@ -123,8 +123,12 @@ var importPath = regexp.MustCompile(`^/v1/namespaces/[^/]+/users/[^/]+/export$`)
 // App returns the fiber app, for app.Test and for listing routes.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+// Serve serves on ln until Shutdown. An accept that fails for want of file
+// descriptors or kernel memory is tried again (acceptRetrying): it does not
+// end Serve.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.app.Listener(&acceptRetrying{Listener: ln, logger: s.cfg.Logger})
+}
 
 // Shutdown marks the service not ready, waits for backups still on their
 // way to their clients, stops accepting connections, and waits for
