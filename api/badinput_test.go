@@ -425,8 +425,10 @@ func TestRequestsBeyondMaxInFlightAreOverloaded(t *testing.T) {
 	if h.Get("Retry-After") == "" {
 		t.Fatal("a request beyond the one in flight: overloaded without a Retry-After")
 	}
-	// The probes answer meanwhile: a busy service is alive and ready.
-	for _, probe := range []string{"/healthz", "/readyz"} {
+	// The probes answer meanwhile: a busy service is alive and ready. So
+	// does /metrics: a scrape refused while the service is overloaded would
+	// hide the overload (and its 503s) from its monitoring.
+	for _, probe := range []string{"/healthz", "/readyz", "/metrics"} {
 		if status, _, body := e.raw(http.MethodGet, probe, "", nil); status != http.StatusOK {
 			t.Errorf("GET %s while the cap is reached: %d %s, want 200", probe, status, body)
 		}

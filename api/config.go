@@ -26,8 +26,9 @@ type Config struct {
 	MaxUserBytes int
 	// MaxBatchUsers caps the users of one batch call. Default 100.
 	MaxBatchUsers int
-	// MaxInFlight caps the requests served at once, /healthz and /readyz
-	// aside; beyond it the API answers 503 overloaded with Retry-After.
+	// MaxInFlight caps the requests served at once, /healthz, /readyz and
+	// /metrics aside; beyond it the API answers 503 overloaded with
+	// Retry-After.
 	// Default 4096.
 	MaxInFlight int
 	// RateLimit caps the requests a second each caller makes to the API

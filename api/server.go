@@ -206,7 +206,10 @@ func (s *Server) routes() {
 	reg.MustRegister(newCollector(s), s.k.duration, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(gcMetrics...)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewBuildInfoCollector())
 	metrics := adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil}))
-	s.route(fiber.MethodGet, "/metrics", RoleRead, capped, func(c *fiber.Ctx) error {
+	// Outside the in-flight cap, as the probes are: an overloaded service
+	// is when its figures are wanted, and a scrape refused then would show
+	// it down instead (Prometheus's up == 0), its 503s unseen.
+	s.route(fiber.MethodGet, "/metrics", RoleRead, uncapped, func(c *fiber.Ctx) error {
 		// A key limited to some namespaces sees their series only, as in
 		// /v1/stats; the service's totals stay whole.
 		if _, m := s.caller(c); m.scope != nil {
@@ -321,6 +324,7 @@ func unknownQuery(c *fiber.Ctx, taken []string) error {
 // Whether a route is held to the in-flight cap. The health probes are not:
 // a busy service is alive and ready, and a liveness probe answered 503
 // would have an orchestrator restart it just when it has the most to do.
+// Nor is /metrics, which tells how busy.
 const (
 	capped   = true
 	uncapped = false
