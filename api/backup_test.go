@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -255,5 +257,59 @@ func TestBackupCutsOffAClientThatStopsReading(t *testing.T) {
 	}
 	if recs := l.find(t, "seenapi: a backup stream failed; the client got a backup without its end mark"); len(recs) != 1 {
 		t.Fatalf("the cut backup was logged %d times as failed, want once", len(recs))
+	}
+}
+
+// heldBackupStore is a real store whose first backup, once begun (it
+// closes started), waits until release is closed: a backup held streaming,
+// as one to a client that stops reading is.
+type heldBackupStore struct {
+	*storage.Store
+	first            atomic.Bool
+	started, release chan struct{}
+}
+
+func (s *heldBackupStore) Backup(w io.Writer) error {
+	if s.first.CompareAndSwap(false, true) {
+		close(s.started)
+		<-s.release
+	}
+	return s.Store.Backup(w)
+}
+
+// One backup streams at a time: each holds a snapshot of the store and
+// buffers of its own (hundreds of MB for a store of a hundred), so backups
+// asked for at once, by clients that do not read them, took the process's
+// memory past gigabytes. Another backup asked for meanwhile is answered 503
+// overloaded with a Retry-After, and is served once the first has ended.
+func TestOneBackupAtATime(t *testing.T) {
+	hs := &heldBackupStore{started: make(chan struct{}), release: make(chan struct{})}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { hs.Store = st; return hs })
+	release := sync.OnceFunc(func() { close(hs.release) })
+	t.Cleanup(release) // before the server's shutdown, which waits for the held backup
+	held := make(chan int, 1)
+	go func() {
+		status, _, body, err := e.rawErr(http.MethodGet, "/v1/backup", "", nil)
+		if err != nil || status != http.StatusOK {
+			t.Errorf("the held backup: %d %v %.200s", status, err, body)
+		}
+		held <- status
+	}()
+	<-hs.started
+	status, h, body := e.raw(http.MethodGet, "/v1/backup", "", nil)
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
+	if h.Get("Retry-After") == "" {
+		t.Fatal("a backup asked for while another streams: overloaded without a Retry-After")
+	}
+	// A HEAD makes no backup: it is answered meanwhile.
+	if resp, err := http.Head(e.base + "/v1/backup"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD /v1/backup while a backup streams: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	release()
+	<-held
+	if status, _, body := e.raw(http.MethodGet, "/v1/backup", "", nil); status != http.StatusOK {
+		t.Fatalf("once the first backup ended: %d %.200s, want 200", status, body)
 	}
 }

@@ -324,6 +324,16 @@ func (s *Server) backup(c *fiber.Ctx) error {
 		// would send its chunked encoding's end.
 		return nil
 	}
+	// One backup at a time. Each holds a snapshot of the store, the
+	// journal not yet written back and the store's stream buffers (a few
+	// times the store's size while its client reads slower than it is
+	// made), and the in-flight cap does not count it: the stream is
+	// written after the handler returns. Backups asked for at once by
+	// clients that did not read them took the process past gigabytes.
+	if !s.backingUp.CompareAndSwap(false, true) {
+		return &apiError{kind: pOverloaded, retry: backupRetry,
+			detail: "a backup is being taken; one is taken at a time: retry once it ends"}
+	}
 	// The server's write timeout bounds a whole answer from when it starts;
 	// a backup may take much longer. Where the socket can be watched, the
 	// stream has no deadline, and awaitDelivery cuts off a client that
@@ -334,7 +344,10 @@ func (s *Server) backup(c *fiber.Ctx) error {
 	// dead. Elsewhere each write pushes the write deadline on.
 	conn, logger := c.Context().Conn(), s.cfg.Logger
 	logger.Info("seenapi: backup started", "by", by)
+	// fasthttp runs the writer whether or not the answer is sent (a client
+	// gone makes its writes fail), so the backup's place is given back.
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.backingUp.Store(false)
 		cw := &countingWriter{w: w}
 		watch, err := watchSocket(conn)
 		if err != nil {
@@ -432,6 +445,10 @@ var (
 	errCutOff      = errors.New("the client acknowledged nothing for --idle-timeout and was cut off")
 	errClosedEarly = errors.New("the connection closed before the client acknowledged the end")
 )
+
+// backupRetry is the Retry-After of a backup asked for while another is
+// being taken.
+const backupRetry = 10 * time.Second
 
 // countingWriter counts the bytes written through it.
 type countingWriter struct {

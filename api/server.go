@@ -54,6 +54,8 @@ type Server struct {
 	// holds for a client (awaitDelivery): Shutdown waits for them, since
 	// fiber counts such a connection idle and closes it.
 	delivering atomic.Int64
+	// backingUp is set while a backup streams: one at a time (see backup).
+	backingUp atomic.Bool
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }

@@ -952,7 +952,9 @@ type ClientInterface interface {
 	// stream ends with an end mark: a backup cut short (a dropped
 	// connection, or a store failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
-	// `seenapi backup --url` checks it as it downloads. Role `admin`.
+	// `seenapi backup --url` checks it as it downloads. One backup is
+	// taken at a time: another asked for meanwhile is answered 503
+	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
 	// Corresponds with GET /v1/backup (the `GetBackup` operationId).
 	GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1325,7 +1327,9 @@ func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // stream ends with an end mark: a backup cut short (a dropped
 // connection, or a store failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
-// `seenapi backup --url` checks it as it downloads. Role `admin`.
+// `seenapi backup --url` checks it as it downloads. One backup is
+// taken at a time: another asked for meanwhile is answered 503
+// `overloaded`, with `Retry-After`. Role `admin`.
 //
 // Corresponds with GET /v1/backup (the `GetBackup` operationId).
 func (c *Client) GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2840,7 +2844,9 @@ type ClientWithResponsesInterface interface {
 	// stream ends with an end mark: a backup cut short (a dropped
 	// connection, or a store failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
-	// `seenapi backup --url` checks it as it downloads. Role `admin`.
+	// `seenapi backup --url` checks it as it downloads. One backup is
+	// taken at a time: another asked for meanwhile is answered 503
+	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5537,7 +5543,9 @@ func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditor
 // stream ends with an end mark: a backup cut short (a dropped
 // connection, or a store failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
-// `seenapi backup --url` checks it as it downloads. Role `admin`.
+// `seenapi backup --url` checks it as it downloads. One backup is
+// taken at a time: another asked for meanwhile is answered 503
+// `overloaded`, with `Retry-After`. Role `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
