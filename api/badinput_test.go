@@ -2,12 +2,14 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,6 +279,58 @@ func TestBodyOverItsRouteLimitIsRefusedBeforeItIsRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An import's body may be as large as --max-import-bytes only for a key
+// that may import there: without one the import is held to
+// --max-body-bytes like any route, and a body over that is answered with
+// the key's problem (401, 403) from its header, before any of it is sent.
+// Otherwise a caller without a key could make the server read and hold an
+// import's worth of bytes on each of its connections.
+func TestImportWithoutAnAdminKeyIsRefusedBeforeItsBodyIsRead(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) {
+		c.Keys = append(slices.Clone(testKeys), api.Key{Role: api.RoleAdmin, Secret: "admin-of-bloom-0123456789", Namespaces: []string{"bloom"}})
+		c.MaxBodyBytes = 64 << 10
+		c.MaxImportBytes = 32 << 20
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	const size = 8 << 20 // under the import's limit, over the body's
+	for _, tc := range []struct {
+		name, auth string
+		status     int
+		slug       string
+	}{
+		{"no key", "", 401, "unauthorized"},
+		{"an unknown key", "Authorization: Bearer not-a-key-0123456789abcdef\r\n", 401, "unauthorized"},
+		{"a read key", "Authorization: Bearer " + readKey + "\r\n", 403, "forbidden"},
+		{"a write key", "Authorization: Bearer " + writeKey + "\r\n", 403, "forbidden"},
+		{"an admin key of another namespace", "Authorization: Bearer admin-of-bloom-0123456789\r\n", 403, "forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The header only: a server waiting for the body never answers.
+			fmt.Fprintf(conn, "PUT /v1/namespaces/default/users/u/export?mode=replace HTTP/1.1\r\nHost: %s\r\n"+
+				"Content-Type: application/octet-stream\r\nContent-Length: %d\r\n%s\r\n", addr, size, tc.auth)
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body was sent: %v", err)
+			}
+			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), tc.status, tc.slug)
+		})
+	}
+	// An admin key still imports up to the import's limit: the server waits
+	// for such a body, and reads it.
+	t.Run("an admin key", func(t *testing.T) {
+		body := bytes.Repeat([]byte{0xff}, size)
+		status, h, b := e.raw("PUT", "/v1/namespaces/default/users/u/export?mode=replace", "application/octet-stream", body,
+			"Authorization", "Bearer "+adminKey)
+		wantProblem(t, status, h, b, 400, "bad-import") // read whole, then refused for what it holds
+	})
 }
 
 // fasthttp's own refusals, before any route, are problems of their own

@@ -93,7 +93,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// the import's (64 MiB by default), read in full for any route, before
 	// the key or even the route was checked.
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-		limit := s.bodyLimit(h.Method(), h.RequestURI())
+		limit := s.bodyLimit(h)
 		if h.ContentLength() > limit && len(h.Peek(fiber.HeaderExpect)) > 0 {
 			// fasthttp would answer "100 Continue" and let the client send
 			// the body before refusing it: without the expectation it
@@ -107,20 +107,54 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 }
 
 // bodyLimit is the largest body a request may send: --max-import-bytes
-// for an import (PUT /v1/namespaces/{ns}/users/{user}/export),
-// --max-body-bytes for the rest.
-func (s *Server) bodyLimit(method, uri []byte) int {
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		uri = uri[:i]
-	}
-	if string(method) == fiber.MethodPut && importPath.Match(uri) {
+// for an import (PUT /v1/namespaces/{ns}/users/{user}/export) whose key may
+// import there, --max-body-bytes for the rest. An import without such a
+// key is held to --max-body-bytes too: the key is checked only once the
+// body is read, and a caller without one must not make the server read and
+// hold an import's worth of bytes (64 MiB by default) on each connection.
+func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
+	if s.importRequest(h) && s.importRefused(h) == nil {
 		return s.cfg.MaxImportBytes
 	}
 	return s.cfg.MaxBodyBytes
 }
 
+// importRequest reports whether h is an import's: the one request that
+// takes --max-import-bytes.
+func (s *Server) importRequest(h *fasthttp.RequestHeader) bool {
+	uri := h.RequestURI()
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	return string(h.Method()) == fiber.MethodPut && importPath.Match(uri)
+}
+
+// importRefused is the problem an import request with header h will meet
+// for its key (401 without a known key, 403 for a key that is not admin or
+// not of the path's namespace), or nil: on an open service, or with a key
+// that may import there.
+func (s *Server) importRefused(h *fasthttp.RequestHeader) error {
+	kr := s.keys.Load()
+	if kr.open() {
+		return nil
+	}
+	m, err := bearerKey(string(h.Peek(fiber.HeaderAuthorization)), kr)
+	if err != nil {
+		return err
+	}
+	if m.role < RoleAdmin {
+		return roleError(RoleAdmin, m.role)
+	}
+	if m.scope != nil {
+		if sub := importPath.FindSubmatch(h.RequestURI()); sub != nil && !m.allows(string(sub[1])) {
+			return m.scopeError(string(sub[1]))
+		}
+	}
+	return nil
+}
+
 // importPath is the import's path: no other takes its limit.
-var importPath = regexp.MustCompile(`^/v1/namespaces/[^/]+/users/[^/]+/export$`)
+var importPath = regexp.MustCompile(`^/v1/namespaces/([^/?]+)/users/[^/?]+/export(?:$|\?)`)
 
 // App returns the fiber app, for app.Test and for listing routes.
 func (s *Server) App() *fiber.App { return s.app }
@@ -460,7 +494,7 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 		return err
 	}
 	if m.role < role {
-		return newError(pForbidden, "this route needs role %v; the key has role %v", role, m.role)
+		return roleError(role, m.role)
 	}
 	// The routes of a namespace are those with {ns}; a key limited to some
 	// may call only theirs, and the routes of none (figures, the list of
@@ -480,7 +514,18 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 // digest, rate limit and namespaces), or an unauthorized error when there
 // is no key or it is not known.
 func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
-	h := c.Get(fiber.HeaderAuthorization)
+	return bearerKey(c.Get(fiber.HeaderAuthorization), kr)
+}
+
+// roleError is the forbidden problem of a key of role has on a route that
+// needs role need.
+func roleError(need, has Role) error {
+	return newError(pForbidden, "this route needs role %v; the key has role %v", need, has)
+}
+
+// bearerKey returns the key in kr that the Authorization header h bears,
+// or the unauthorized problem when it bears none or one not known.
+func bearerKey(h string, kr *keyring) (keyMatch, error) {
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		return keyMatch{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
@@ -496,8 +541,20 @@ func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
 // (bodyLimit), refused before it is read and before its route is found: it
 // names the limit and the declared size, as the routes' own checks do.
 func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
-	if n := c.Request().Header.ContentLength(); n > 0 {
-		return bodyTooLarge(n, s.bodyLimit(c.Request().Header.Method(), c.Request().Header.RequestURI()))
+	h := &c.Request().Header
+	n, imp := h.ContentLength(), s.importRequest(h)
+	if imp && n <= s.cfg.MaxImportBytes {
+		// An import within its own limit, held to --max-body-bytes for
+		// its key: the key's problem, which says what to do about it.
+		if err := s.importRefused(h); err != nil {
+			return err
+		}
+	}
+	if n > 0 {
+		if imp {
+			return bodyTooLarge(n, s.cfg.MaxImportBytes)
+		}
+		return bodyTooLarge(n, s.cfg.MaxBodyBytes)
 	}
 	// A body sent in chunks, refused as it was read: fasthttp does not
 	// keep which route it was for, so both limits are named.
