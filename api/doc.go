@@ -40,7 +40,10 @@
 //
 // The dashboard's page and files (package web) are served at / with a
 // Content-Security-Policy that allows only the service's own origin (and
-// data: images): no inline script or style attribute, no eval, no framing.
+// data: images): no inline script or style attribute, no eval, no framing
+// (X-Frame-Options too), no Referer. Every answer carries
+// X-Content-Type-Options: nosniff; those of the routes that take a key,
+// Cache-Control: no-store.
 //
 // # Concurrency
 //

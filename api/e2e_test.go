@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -748,6 +749,87 @@ func TestDashboardIsServedUnderAContentSecurityPolicy(t *testing.T) {
 		if got := resp.Header.Get("Content-Security-Policy"); resp.StatusCode != http.StatusOK || got != want {
 			t.Errorf("/%s: %d, Content-Security-Policy %q, want 200 and %q", name, resp.StatusCode, got, want)
 		}
+	}
+}
+
+// Every answer says its type is not to be guessed (nosniff), the answers
+// of the routes that take a key are kept by no cache (a shared proxy's
+// would give a user's filter, the figures or a backup to the next caller,
+// key or not), and the dashboard may not be framed (for browsers without
+// CSP's frame-ancestors too) and sends no Referer.
+func TestAnswersCarryTheirSecurityHeaders(t *testing.T) {
+	e := newEnv(t, withKeys)
+	if code, _, b := e.raw("POST", userPath("default", "<script>", "/seen"), "application/json",
+		[]byte(`{"items":["<img src=x onerror=alert(1)>"]}`), "Authorization", "Bearer "+writeKey); code != 200 {
+		t.Fatalf("seen: %d %s", code, b)
+	}
+	const dashboard, keyed = 1, 2
+	for _, tc := range []struct {
+		name, method, path, key string
+		status, kind            int
+	}{
+		{"the dashboard", "GET", "/", "", 200, dashboard},
+		{"a dashboard file", "GET", "/app.js", "", 200, dashboard},
+		{"a user", "GET", userPath("default", "<script>", ""), readKey, 200, keyed},
+		{"an export", "GET", userPath("default", "<script>", "/export"), adminKey, 200, keyed},
+		{"the figures", "GET", "/v1/stats", readKey, 200, keyed},
+		{"the metrics", "GET", "/metrics", readKey, 200, keyed},
+		{"a backup's headers", "HEAD", "/v1/backup", adminKey, 200, keyed},
+		{"no key", "GET", userPath("default", "<script>", ""), "", 401, keyed},
+		{"a problem of the user id", "GET", userPath("default", "..", ""), readKey, 400, keyed},
+		{"no route", "GET", "/v1/<script>", "", 404, 0},
+		{"a probe", "GET", "/healthz", "", 200, 0},
+		{"the document", "GET", "/openapi.yaml", "", 200, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, e.base+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.URL.Opaque = tc.path // as given, escapes and all
+			if tc.key != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, h := readAll(t, resp), resp.Header
+			if resp.StatusCode != tc.status {
+				t.Fatalf("%d, want %d: %s", resp.StatusCode, tc.status, truncate(b))
+			}
+			want := map[string]string{"X-Content-Type-Options": "nosniff"}
+			if tc.kind == keyed {
+				want["Cache-Control"] = "no-store"
+			}
+			if tc.kind == dashboard {
+				want["X-Frame-Options"] = "DENY"
+				want["Referrer-Policy"] = "no-referrer"
+			}
+			for name, v := range want {
+				if got := h.Get(name); got != v {
+					t.Errorf("%s: %q, want %q", name, got, v)
+				}
+			}
+		})
+	}
+	// A request fasthttp refuses before any route (headers past its
+	// buffer) is answered by the error handler alone.
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", strings.Repeat("p", 8<<10))
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if resp.StatusCode != 431 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers too large: %d, X-Content-Type-Options %q", resp.StatusCode, resp.Header.Get("X-Content-Type-Options"))
 	}
 }
 

@@ -207,6 +207,10 @@ func (s *Server) routes() {
 	// logged with its stack: fasthttp does not recover panics, so without
 	// this one request could take the service down for every user. The hot
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
+	s.app.Use(func(c *fiber.Ctx) error {
+		noSniff(c)
+		return c.Next()
+	})
 	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
 		StackTraceHandler: func(c *fiber.Ctx, r any) {
 			s.k.panics.Add(1)
@@ -260,14 +264,31 @@ func (s *Server) routes() {
 	s.route(fiber.MethodGet, "/openapi.yaml", RoleNone, capped, s.openAPI)
 	dashboard := http.FS(web.FS())
 	s.route(fiber.MethodGet, "/", RoleNone, capped, func(c *fiber.Ctx) error {
-		c.Set(headerCSP, dashboardCSP)
+		dashboardHeaders(c)
 		return filesystem.SendFile(c, dashboard, "/index.html")
 	})
 	// The dashboard's other files; anything else falls through to 404.
 	s.app.Use(func(c *fiber.Ctx) error {
-		c.Set(headerCSP, dashboardCSP)
+		dashboardHeaders(c)
 		return c.Next()
 	}, filesystem.New(filesystem.Config{Root: dashboard}))
+}
+
+// noSniff tells browsers to take every answer for the type it names: a
+// user id or item an answer echoes is never run as a script or a page
+// whatever a browser would guess from its bytes (an export's, a problem's).
+func noSniff(c *fiber.Ctx) { c.Response().Header.Set(fiber.HeaderXContentTypeOptions, "nosniff") }
+
+// dashboardHeaders are the headers of the dashboard's page and files: its
+// Content-Security-Policy, X-Frame-Options for browsers that do not know
+// CSP's frame-ancestors (no framing: a page of another site cannot lay the
+// dashboard under its own, clickjacking its buttons that erase), and no
+// Referer sent from it.
+func dashboardHeaders(c *fiber.Ctx) {
+	h := &c.Response().Header
+	h.Set(headerCSP, dashboardCSP)
+	h.Set(fiber.HeaderXFrameOptions, "DENY")
+	h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 }
 
 const headerCSP = "Content-Security-Policy"
@@ -395,6 +416,10 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 			return err
 		}
 		if role != RoleNone {
+			// What a key may read (a user's filter, the figures, a backup)
+			// is kept by no cache: a shared proxy's or the browser's
+			// would give it to whoever asks next, key or not.
+			c.Response().Header.Set(fiber.HeaderCacheControl, "no-store")
 			// The routes of no role (the probes, the document, the
 			// dashboard's files) tell a page nothing of the data.
 			if s.cfg.LocalOnly && !LoopbackHost(string(c.Request().Host())) {
@@ -585,6 +610,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if merr != nil {
 		return merr
 	}
+	noSniff(c) // fasthttp's own refusals come here without the middleware
 	c.Status(p.Status)
 	c.Set(fiber.HeaderContentType, "application/problem+json")
 	if ra := retryAfter(err, p); ra != "" {
