@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -331,6 +332,78 @@ func TestImportWithoutAnAdminKeyIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 			"Authorization", "Bearer "+adminKey)
 		wantProblem(t, status, h, b, 400, "bad-import") // read whole, then refused for what it holds
 	})
+}
+
+// A request whose body's length is ambiguous (Transfer-Encoding with
+// Content-Length, two different lengths, a coding other than chunked) is
+// answered 400 and its connection closed, as RFC 9112 asks: the bytes after
+// its header may be its body or a request of their own, and a proxy in front
+// that took them otherwise than the service would pass on a request no one
+// sent it (request smuggling). Such a request changes nothing.
+func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
+	e := newEnv(t, withKeys)
+	addr := strings.TrimPrefix(e.base, "http://")
+	auth := "Authorization: Bearer " + writeKey + "\r\n"
+	body := `{"items":["x"]}`
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	// What a proxy may have taken for part of a body.
+	smuggled := "POST /v1/namespaces/default/users/smuggled/seen HTTP/1.1\r\nHost: x\r\n" + auth +
+		"Content-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	head := "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\n"
+	for _, tc := range []struct{ name, request string }{
+		{"chunked and a length", head + "Content-Length: " + strconv.Itoa(len(chunked)) + "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
+		{"a length and chunked", head + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" + chunked},
+		{"two lengths", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)+len(smuggled)) + body},
+		{"a coding other than chunked", head + "Transfer-Encoding: gzip\r\n\r\n" + chunked},
+		{"chunked twice", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, tc.request+smuggled)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+			if !resp.Close {
+				t.Errorf("the connection is kept open after the refusal")
+			}
+			if next, err := http.ReadResponse(br, nil); err == nil {
+				t.Errorf("the bytes after the request were served too: %d %s", next.StatusCode, readAll(t, next))
+			}
+		})
+	}
+	for _, user := range []string{"u", "smuggled"} {
+		code, h, b := e.raw("GET", userPath("default", user, ""), "", nil, "Authorization", "Bearer "+readKey)
+		wantProblem(t, code, h, b, 404, "user-not-found")
+	}
+	// The unambiguous forms are served: chunked alone, and the same
+	// length given twice.
+	for name, request := range map[string]string{
+		"chunked":               head + "Transfer-Encoding: chunked\r\n\r\n" + chunked,
+		"the same length twice": head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)) + body,
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, request)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if b := readAll(t, resp); resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, b)
+		}
+		conn.Close()
+	}
 }
 
 // fasthttp's own refusals, before any route, are problems of their own

@@ -93,6 +93,16 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// the import's (64 MiB by default), read in full for any route, before
 	// the key or even the route was checked.
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+		if framingProblem(h.RawHeaders()) != "" {
+			// Read no body and close the connection after the answer
+			// (400, see the first handler): the bytes that follow may be
+			// this body or another request, and which one a proxy in
+			// front took them for is unknown.
+			h.SetContentLength(0)
+			h.Del(fiber.HeaderExpect)
+			h.SetConnectionClose()
+			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
+		}
 		limit := s.bodyLimit(h)
 		if h.ContentLength() > limit && len(h.Peek(fiber.HeaderExpect)) > 0 {
 			// fasthttp would answer "100 Continue" and let the client send
@@ -153,6 +163,57 @@ func (s *Server) importRefused(h *fasthttp.RequestHeader) error {
 	return nil
 }
 
+// framingProblem says why the header block raw (a request's, without its
+// request line) leaves the length of its body ambiguous, or "" when it
+// does not: Transfer-Encoding given with Content-Length, or more than once,
+// or other than chunked; or Content-Length given twice with different
+// values. fasthttp would take the chunked coding over Content-Length (and
+// any coding for chunked), or the last of two lengths, and keep the
+// connection; a proxy in front that read the same bytes otherwise would
+// pass on what it took for a body as a request of its own (request
+// smuggling). RFC 9112, 6.1 and 6.3: such a request is answered 400 and
+// its connection closed.
+func framingProblem(raw []byte) string {
+	var length, coding []byte
+	lengths, codings := 0, 0
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 || (line[0]|0x20 != 'c' && line[0]|0x20 != 't') {
+			continue // the common case, at one byte's cost
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
+			if lengths > 0 && !bytes.Equal(value, length) {
+				return "Content-Length is given twice, with different values"
+			}
+			length, lengths = value, lengths+1
+		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
+			coding, codings = value, codings+1
+		}
+	}
+	switch {
+	case codings == 0:
+		return ""
+	case codings > 1:
+		return "Transfer-Encoding is given more than once"
+	case !bytes.EqualFold(coding, []byte("chunked")):
+		return "Transfer-Encoding is " + strconv.Quote(string(coding)) + "; the service takes chunked only"
+	case lengths > 0:
+		return "Transfer-Encoding and Content-Length are both given"
+	}
+	return ""
+}
+
 // importPath is the import's path: no other takes its limit.
 var importPath = regexp.MustCompile(`^/v1/namespaces/([^/?]+)/users/[^/?]+/export(?:$|\?)`)
 
@@ -209,6 +270,13 @@ func (s *Server) routes() {
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
 	s.app.Use(func(c *fiber.Ctx) error {
 		noSniff(c)
+		// A request of ambiguous framing is refused (HeaderReceived read
+		// none of its body and marked its connection to close).
+		if h := &c.Request().Header; h.ConnectionClose() {
+			if p := framingProblem(h.RawHeaders()); p != "" {
+				return newError(pBadRequest, "the length of the request's body is ambiguous: %s; the connection is closed", p)
+			}
+		}
 		return c.Next()
 	})
 	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
