@@ -270,17 +270,16 @@ func (k Key) ID() string { return keyID(digest(k.Secret)) }
 type keyring struct {
 	digests [][32]byte
 	roles   []Role
-	rates   []callerRate // each key's rate limit, from Config's and its own
-	scopes  [][]string   // each key's Namespaces
+	keys    []keyMatch // each key as a request that presents it is admitted with
 }
 
 func newKeyring(keys []Key, server callerRate) *keyring {
 	kr := &keyring{}
 	for _, k := range keys {
-		kr.digests = append(kr.digests, digest(k.Secret))
+		d := digest(k.Secret)
+		kr.digests = append(kr.digests, d)
 		kr.roles = append(kr.roles, k.Role)
-		kr.rates = append(kr.rates, server.of(k))
-		kr.scopes = append(kr.scopes, k.Namespaces)
+		kr.keys = append(kr.keys, keyMatch{role: k.Role, id: d, rate: server.of(k), scope: k.Namespaces})
 	}
 	return kr
 }
@@ -288,21 +287,29 @@ func newKeyring(keys []Key, server callerRate) *keyring {
 // open reports whether no keys are configured.
 func (kr *keyring) open() bool { return len(kr.digests) == 0 }
 
-// match returns the key secret is (a zero role if it is none). The index
-// of the key is selected in constant time like its role; only once it
-// matched is it used.
+// match returns the key secret is (a zero role if it is none).
 func (kr *keyring) match(secret string) keyMatch {
 	d := digest(secret)
+	if at := kr.find(d); at >= 0 {
+		return kr.keys[at]
+	}
+	return keyMatch{id: d}
+}
+
+// find returns the index of the key of digest d, or -1. The index is
+// selected in constant time like the role; only once it matched is it
+// used.
+func (kr *keyring) find(d [32]byte) int {
 	role, at := RoleNone, -1
 	for i := range kr.digests {
 		eq := subtle.ConstantTimeCompare(d[:], kr.digests[i][:])
 		role = Role(subtle.ConstantTimeSelect(eq, int(kr.roles[i]), int(role)))
 		at = subtle.ConstantTimeSelect(eq, i, at)
 	}
-	if at < 0 {
-		return keyMatch{id: d}
+	if role == RoleNone {
+		return -1
 	}
-	return keyMatch{role: role, id: d, rate: kr.rates[at], scope: kr.scopes[at]}
+	return at
 }
 
 // keyMatch is the key a request presented.

@@ -780,10 +780,7 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 	if kr.open() {
 		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true}.withRate(serverRate(s.cfg)))
 	}
-	m, err := s.keyRole(c, kr)
-	if err != nil {
-		return err
-	}
+	m := admitted(c)
 	return c.JSON(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope}.withRate(m.rate))
 }
 

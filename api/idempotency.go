@@ -422,10 +422,9 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		}
 		// Scoped to the caller: another key's calls are not this one's.
 		caller := ""
-		if kr := s.keys.Load(); !kr.open() {
-			if m, err := s.keyRole(c, kr); err == nil {
-				caller = string(m.id[:])
-			}
+		if !s.keys.Load().open() {
+			m := admitted(c)
+			caller = string(m.id[:])
 		}
 		scoped := caller + "\x00" + c.Path() + "\x00" + key
 		request := xxh3.Hash128Seed(c.Body(), xxh3.HashString(c.Path()))

@@ -1,10 +1,16 @@
 package api_test
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
@@ -161,5 +167,98 @@ func TestAKeyLimitedToNamespacesCallsOnlyTheirRoutes(t *testing.T) {
 	refused("a purge", status, h, body, `limited to the namespaces bloom, compact, not "default"`)
 	if status, _, _ := e.raw(http.MethodGet, "/v1/backup", "", nil, "Authorization", "Bearer "+adminKey); status != http.StatusOK {
 		t.Fatalf("backup with the admin key of every namespace: %d", status)
+	}
+}
+
+// A request goes by the key it was admitted with to its end: keys reloaded
+// while it is served (a SIGHUP that takes the key out) must not make a key
+// limited to some namespaces one of no limit, for the figures by namespace
+// or a backup that holds every namespace.
+func TestAKeyLimitedToNamespacesStaysLimitedWhileTheKeysAreReloaded(t *testing.T) {
+	e := newEnv(t, withScopedKeys)
+	var with, without []api.Key
+	cfg := api.Config{}
+	withScopedKeys(&cfg)
+	with = cfg.Keys
+	for _, k := range with {
+		if k.Secret != compactAdminKey {
+			without = append(without, k)
+		}
+	}
+	stop := make(chan struct{})
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				e.srv.SetKeys(with)
+				return
+			default:
+			}
+			keys := with
+			if i%2 == 1 {
+				keys = without
+			}
+			if err := e.srv.SetKeys(keys); err != nil {
+				t.Error(err)
+				return
+			}
+			runtime.Gosched()
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	var served, leaked atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{}
+			for time.Now().Before(deadline) && leaked.Load() == 0 {
+				for _, path := range []string{"/v1/stats", "/v1/backup"} {
+					req, _ := http.NewRequest(http.MethodHead, e.base+path, nil)
+					if path == "/v1/stats" {
+						req.Method = http.MethodGet
+					}
+					req.Header.Set("Authorization", "Bearer "+compactAdminKey)
+					resp, err := hc.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						continue // 401 while the key is out; 403 for the backup
+					}
+					served.Add(1)
+					if path == "/v1/backup" {
+						leaked.Add(1)
+						t.Errorf("a key limited to bloom, compact was given a backup")
+						continue
+					}
+					var st struct {
+						Namespaces map[string]any `json:"namespaces"`
+					}
+					if err := json.Unmarshal(b, &st); err != nil {
+						t.Error(err)
+						return
+					}
+					for ns := range st.Namespaces {
+						if ns != "bloom" && ns != "compact" {
+							leaked.Add(1)
+							t.Errorf("a key limited to bloom, compact was shown the figures of %q", ns)
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-reloaded
+	if served.Load() == 0 {
+		t.Fatal("no request was served with the key")
 	}
 }

@@ -586,6 +586,11 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 	if err != nil {
 		return err
 	}
+	// The handler and what it logs go by the key admitted here, not by
+	// the keys at the time they look: a SIGHUP in between must not make a
+	// key limited to some namespaces, or a caller's Idempotency-Key, those
+	// of no key. A pointer into the keyring: no allocation.
+	c.Locals(keyLocal, m)
 	if m.role < role {
 		return roleError(role, m.role)
 	}
@@ -606,8 +611,22 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 // keyRole returns the key in kr the request's bearer key is (its role,
 // digest, rate limit and namespaces), or an unauthorized error when there
 // is no key or it is not known.
-func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (keyMatch, error) {
+func (s *Server) keyRole(c *fiber.Ctx, kr *keyring) (*keyMatch, error) {
 	return bearerKey(c.Get(fiber.HeaderAuthorization), kr)
+}
+
+// keyLocal is the fiber local under which admit keeps the key it admitted
+// (a *keyMatch) for the handler.
+const keyLocal = "seenapi.key"
+
+// admitted returns the key admit admitted the request with. On a server
+// with keys every route of a role has one; should one be missing, the key
+// returned may call no namespace's routes and take no backup.
+func admitted(c *fiber.Ctx) keyMatch {
+	if m, ok := c.Locals(keyLocal).(*keyMatch); ok {
+		return *m
+	}
+	return keyMatch{scope: []string{}}
 }
 
 // roleError is the forbidden problem of a key of role has on a route that
@@ -618,16 +637,16 @@ func roleError(need, has Role) error {
 
 // bearerKey returns the key in kr that the Authorization header h bears,
 // or the unauthorized problem when it bears none or one not known.
-func bearerKey(h string, kr *keyring) (keyMatch, error) {
+func bearerKey(h string, kr *keyring) (*keyMatch, error) {
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return keyMatch{}, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
+		return nil, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	m := kr.match(strings.TrimSpace(key))
-	if m.role == RoleNone {
-		return keyMatch{}, newError(pUnauthorized, "the API key is not known")
+	at := kr.find(digest(strings.TrimSpace(key)))
+	if at < 0 {
+		return nil, newError(pUnauthorized, "the API key is not known")
 	}
-	return m, nil
+	return &kr.keys[at], nil
 }
 
 // bodyOverLimit is the problem of a body over its request's limit
