@@ -605,6 +605,36 @@ func TestIsLoopback(t *testing.T) {
 	}
 }
 
+// The profiler answers to loopback names only: a web page whose own name
+// resolves to 127.0.0.1 (DNS rebinding) gets 403 for its Host, as the API
+// of a service without keys does.
+func TestProfilerAnswersLoopbackNamesOnly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go serveDebug(ln)
+	for host, want := range map[string]int{"": http.StatusOK, "localhost": http.StatusOK, "[::1]:6060": http.StatusOK,
+		"rebound.example.com": http.StatusForbidden, "127.0.0.1.nip.io:6060": http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/debug/pprof/cmdline", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
 // service runs `seenapi serve` in-process on a loopback port until stop.
 type service struct {
 	t    *testing.T

@@ -489,7 +489,17 @@ func serveDebug(ln net.Listener) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Loopback names only: a web page whose own name resolves to
+	// 127.0.0.1 (DNS rebinding) is same-origin with the profiler in the
+	// browser, and could read its dumps and keep the CPU profiling.
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !api.LoopbackHost(r.Host) {
+			http.Error(w, "the profiler answers to loopback names only (localhost, 127.0.0.1, [::1])", http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: local, ReadHeaderTimeout: 10 * time.Second}
 	_ = srv.Serve(ln) // ends when serve closes ln
 }
 
