@@ -598,7 +598,9 @@ func TestFoldJournalLogsRecoveryAndOnlyRealFailures(t *testing.T) {
 
 func TestIsLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true,
-		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.com:80": false} {
+		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.com:80": false,
+		// Go's resolver asks DNS for a name under .localhost.
+		"seen.localhost:8080": false, "SEEN.LOCALHOST:8080": false} {
 		if got := isLoopback(addr); got != want {
 			t.Errorf("%s: %v", addr, got)
 		}

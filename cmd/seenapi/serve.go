@@ -30,10 +30,17 @@ import (
 var errPublicWithoutKeys = errors.New("refusing to listen on a non-loopback address without API keys: " +
 	"set --keys-file or SEENAPI_KEYS, or pass --insecure")
 
-// isLoopback reports whether addr (host and port) is a loopback address.
+// isLoopback reports whether addr (host and port), an address to listen
+// on, is a loopback address: a loopback IP, or localhost. A name under
+// .localhost is not: browsers keep such names to loopback, but Go's
+// resolver asks DNS for them, which may answer one of the machine's other
+// addresses, and a service without keys would then listen there.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && host != "" && api.LoopbackHost(addr)
+	if err != nil || host == "" || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return false
+	}
+	return api.LoopbackHost(addr)
 }
 
 // keys returns the API keys of the keys file and of SEENAPI_KEYS.
