@@ -212,7 +212,9 @@ func parseKey(s string) (Key, error) {
 	}
 	r, err := ParseRole(role)
 	if err != nil {
-		return Key{}, err
+		// Not quoted: a key with a colon in it, on a line without its
+		// role, would have its first part in the log.
+		return Key{}, errors.New("the text before the first colon is not a role: want read:KEY, write:KEY or admin:KEY")
 	}
 	fields := strings.Fields(rest)
 	if len(fields) == 0 {
@@ -220,7 +222,7 @@ func parseKey(s string) (Key, error) {
 	}
 	k := Key{Role: r, Secret: fields[0]}
 	seen := map[string]bool{}
-	for _, opt := range fields[1:] {
+	for i, opt := range fields[1:] {
 		name, v, _ := strings.Cut(opt, "=")
 		if seen[name] {
 			return Key{}, fmt.Errorf("%s= is given twice", name)
@@ -250,13 +252,30 @@ func parseKey(s string) (Key, error) {
 			}
 			slices.Sort(k.Namespaces)
 		default:
-			if !strings.Contains(opt, "=") { // likely a key with a space in it: quote none of it
-				return Key{}, errors.New("a space in the key, or an option without =: a key holds no spaces, and options are rate=N, burst=N or namespaces=a,b")
-			}
-			return Key{}, fmt.Errorf("unknown option %q after the key (want rate=N, burst=N or namespaces=a,b)", name)
+			// Quote none of it: it may be the rest of a key with a space
+			// in it, and a key's own "=" (base64's padding) would make it
+			// look like an option.
+			return Key{}, fmt.Errorf("an unknown option after the key (its %s word), or a space in the key: a key holds no spaces, "+
+				"and options are rate=N, burst=N or namespaces=a,b", ordinal(i+2))
 		}
 	}
 	return k, k.Validate()
+}
+
+// ordinal writes n as "2nd", "3rd", "4th"...
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 func digest(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
