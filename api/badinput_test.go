@@ -406,6 +406,22 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 	}
 }
 
+// The service takes no forms: a body sent as multipart/form-data is not
+// parsed as one before the route and the key are (fasthttp's default,
+// which writes a form's files past 16 MiB to temporary files, for any
+// caller), but read as the route reads any body.
+func TestMultipartBodyIsNotParsedAsAForm(t *testing.T) {
+	e := newEnv(t, withKeys)
+	const form = "multipart/form-data; boundary=xyz"
+	status, h, b := e.raw("POST", userPath("default", "u", "/seen"), form, []byte("not a form"))
+	wantProblem(t, status, h, b, 401, "unauthorized")
+	status, _, b = e.raw("POST", userPath("default", "u", "/seen"), form, []byte(`{"items":["x"]}`),
+		"Authorization", "Bearer "+writeKey)
+	if status != 200 {
+		t.Fatalf("a JSON body sent as a form: %d %s", status, b)
+	}
+}
+
 // fasthttp's own refusals, before any route, are problems of their own
 // kind: a request not received whole within the read timeout (408) and
 // headers past the read buffer (431), not a 400 bad-request's type with

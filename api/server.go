@@ -83,9 +83,13 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		ReadTimeout:   cfg.ReadTimeout,
 		WriteTimeout:  cfg.WriteTimeout,
 		IdleTimeout:   cfg.IdleTimeout,
-		JSONEncoder:   encode,
-		JSONDecoder:   decodeStrict,
-		ErrorHandler:  s.errorHandler,
+		// The service takes no forms: a multipart/form-data body is read
+		// as any other, not parsed (before the key is checked, its files
+		// past 16 MiB written to temporary files) by fasthttp.
+		DisablePreParseMultipartForm: true,
+		JSONEncoder:                  encode,
+		JSONDecoder:                  decodeStrict,
+		ErrorHandler:                 s.errorHandler,
 		// Prefork stays off: one process owns the store and the hot set.
 	})
 	// The body's limit is set for each request from its header, before
