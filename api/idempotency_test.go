@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -294,5 +296,34 @@ func TestKeptAnswersOutliveAGracefulRestart(t *testing.T) {
 	}
 	if _, err := small.srv.LoadReplays(bytes.NewReader(saved.Bytes()[:saved.Len()-5])); err == nil {
 		t.Error("LoadReplays took a cut file")
+	}
+}
+
+// A compressed body is refused with an Idempotency-Key as without one, and
+// before anything reads it: never inflated (a gzip of 300 KB stands for
+// 300 MB, which hashing the body for the key made the server allocate and
+// inflate before the route refused it).
+func TestCompressedBodyWithAnIdempotencyKeyIsNeverInflated(t *testing.T) {
+	e := newEnv(t, withKeys)
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zero := make([]byte, 1<<20)
+	for range 300 {
+		zw.Write(zero)
+	}
+	zw.Close()
+	for _, path := range []string{userPath("default", "u", "/filter"), "/v1/namespaces/default/filter"} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		status, h, b := e.raw("POST", path, "application/json", gz.Bytes(),
+			"Authorization", "Bearer "+writeKey, "Idempotency-Key", "bomb-1", "Content-Encoding", "gzip")
+		runtime.ReadMemStats(&after)
+		p := wantProblem(t, status, h, b, 400, "bad-request")
+		if len(p.Errors) != 1 || p.Errors[0].Parameter != "Content-Encoding" {
+			t.Errorf("%s: %+v, want the Content-Encoding named", path, p)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Errorf("%s: the server allocated %d MiB for a body of %d KiB", path, grew>>20, gz.Len()>>10)
+		}
 	}
 }
