@@ -422,6 +422,43 @@ func TestMultipartBodyIsNotParsedAsAForm(t *testing.T) {
 	}
 }
 
+// A request the server cannot parse is answered without the bytes it
+// read: they hold its own Authorization header and those of the requests
+// pipelined after it on the connection, another client's behind a proxy
+// that shares its connections to the service.
+func TestUnparsableRequestIsAnsweredWithoutTheBytesItRead(t *testing.T) {
+	e := newEnv(t, withKeys)
+	addr := strings.TrimPrefix(e.base, "http://")
+	next := "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey + "\r\n\r\n"
+	for name, bad := range map[string]string{
+		"a folded header":  "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nX-A: 1\r\n folded: yes\r\n\r\n",
+		"no method":        " /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\n\r\n",
+		"a bad length":     "POST /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nContent-Length: x1\r\n\r\n",
+		"a space in a key": "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nBad Key: 1\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, bad+next)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp)
+			wantProblem(t, resp.StatusCode, resp.Header, body, 400, "bad-request")
+			for _, key := range []string{writeKey, adminKey} {
+				if strings.Contains(string(body), key) {
+					t.Errorf("the answer quotes a key: %s", body)
+				}
+			}
+		})
+	}
+}
+
 // fasthttp's own refusals, before any route, are problems of their own
 // kind: a request not received whole within the read timeout (408) and
 // headers past the read buffer (431), not a 400 bad-request's type with

@@ -96,6 +96,12 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// fasthttp reads the body: one limit for the whole app would have to be
 	// the import's (64 MiB by default), read in full for any route, before
 	// the key or even the route was checked.
+	// fasthttp's errors for a request it cannot parse would quote the
+	// bytes it read, which the problem's detail passes on: the request's
+	// own Authorization header, and those of the requests pipelined after
+	// it on the connection (another client's, behind a proxy that shares
+	// connections).
+	s.app.Server().SecureErrorLogMessage = true
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		if framingProblem(h.RawHeaders()) != "" {
 			// Read no body and close the connection after the answer
