@@ -334,6 +334,56 @@ func TestImportWithoutAnAdminKeyIsRefusedBeforeItsBodyIsRead(t *testing.T) {
 	})
 }
 
+// On a service with keys, a request to the API with a body past a few KiB
+// and no known key is answered 401 from its header, before its body is
+// read: fasthttp allocates the whole Content-Length as soon as it reads
+// the header, so a header of a hundred bytes held a megabyte of the
+// server's memory until the read timeout, on as many connections as a
+// client without a key cared to open.
+func TestRequestWithoutAKnownKeyIsRefusedBeforeItsBodyIsRead(t *testing.T) {
+	e := newEnv(t, withKeys)
+	addr := strings.TrimPrefix(e.base, "http://")
+	const size = 512 << 10 // under --max-body-bytes
+	for _, tc := range []struct{ name, header string }{
+		{"no key", ""},
+		{"an unknown key", "Authorization: Bearer not-a-key-0123456789abcdef\r\n"},
+		{"chunked, no key", "Transfer-Encoding: chunked\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			length := fmt.Sprintf("Content-Length: %d\r\n", size)
+			if strings.Contains(tc.header, "chunked") {
+				length = ""
+			}
+			fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%s%s\r\n",
+				addr, length, tc.header)
+			if length == "" { // a first chunk past the few KiB, and no end
+				fmt.Fprintf(conn, "%x\r\n%s\r\n", 16<<10, strings.Repeat(" ", 16<<10))
+			}
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body was sent: %v", err)
+			}
+			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 401, "unauthorized")
+		})
+	}
+	// A small body without a key is answered so too; one with a key is
+	// read whole up to the route's limit.
+	status, h, b := e.raw("POST", userPath("default", "u", "/seen"), "application/json", []byte(`{"items":["x"]}`))
+	wantProblem(t, status, h, b, 401, "unauthorized")
+	items := strings.Repeat(`"item-0123456789",`, 10000)
+	body := []byte(`{"items":[` + items[:len(items)-1] + `]}`)
+	if status, _, b := e.raw("POST", userPath("default", "u", "/seen"), "application/json", body,
+		"Authorization", "Bearer "+writeKey); status != 200 {
+		t.Fatalf("a body of %d KiB with a key: %d %s", len(body)>>10, status, truncate(b))
+	}
+}
+
 // A request whose body's length is ambiguous (Transfer-Encoding with
 // Content-Length, two different lengths, a coding other than chunked) is
 // answered 400 and its connection closed, as RFC 9112 asks: the bytes after

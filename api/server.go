@@ -114,6 +114,12 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
 		}
 		limit := s.bodyLimit(h)
+		if h.ContentLength() <= limit && s.readsNoBody(h) {
+			h.SetContentLength(0)
+			h.Del(fiber.HeaderExpect)
+			h.SetConnectionClose()
+			return fasthttp.RequestConfig{MaxRequestBodySize: limit}
+		}
 		if h.ContentLength() > limit && len(h.Peek(fiber.HeaderExpect)) > 0 {
 			// fasthttp would answer "100 Continue" and let the client send
 			// the body before refusing it: without the expectation it
@@ -127,17 +133,33 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 }
 
 // bodyLimit is the largest body a request may send: --max-import-bytes
-// for an import (PUT /v1/namespaces/{ns}/users/{user}/export) whose key may
-// import there, --max-body-bytes for the rest. An import without such a
-// key is held to --max-body-bytes too: the key is checked only once the
-// body is read, and a caller without one must not make the server read and
-// hold an import's worth of bytes (64 MiB by default) on each connection.
+// for an import (PUT /v1/namespaces/{ns}/users/{user}/export),
+// --max-body-bytes for the rest.
 func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
-	if s.importRequest(h) && s.importRefused(h) == nil {
+	if s.importRequest(h) {
 		return s.cfg.MaxImportBytes
 	}
 	return s.cfg.MaxBodyBytes
 }
+
+// readsNoBody reports whether the body of the request of header h is left
+// unread: on a service with keys, a body past keylessBodyBytes (or in
+// chunks) of a request whose key will be refused (none, unknown, or for an
+// import one that may not import there). The key is checked only once the
+// body is read, and fasthttp allocates a body's whole
+// Content-Length as soon as the header is read: a header of a hundred
+// bytes without a key held a megabyte of the server's memory (64 MiB for
+// an import) until the read timeout, on each of as many connections as a
+// client cared to open. The route then answers the key's problem, and the
+// connection is closed.
+func (s *Server) readsNoBody(h *fasthttp.RequestHeader) bool {
+	n := h.ContentLength()
+	return (n > keylessBodyBytes || n == -1) && s.keyRefused(h, s.importRequest(h)) != nil
+}
+
+// keylessBodyBytes is the largest body read of a request whose key will
+// be refused (see readsNoBody).
+const keylessBodyBytes = 4 << 10
 
 // importRequest reports whether h is an import's: the one request that
 // takes --max-import-bytes.
@@ -149,17 +171,20 @@ func (s *Server) importRequest(h *fasthttp.RequestHeader) bool {
 	return string(h.Method()) == fiber.MethodPut && importPath.Match(uri)
 }
 
-// importRefused is the problem an import request with header h will meet
-// for its key (401 without a known key, 403 for a key that is not admin or
-// not of the path's namespace), or nil: on an open service, or with a key
-// that may import there.
-func (s *Server) importRefused(h *fasthttp.RequestHeader) error {
+// keyRefused is the problem a request with header h will meet for its
+// key, as far as the header tells: 401 without a known key, and for an
+// import (imp) 403 for a key that is not admin or not of the path's
+// namespace. It is nil on an open service, and for a key the route may
+// still refuse for its role once read. The routes that take no key (the
+// probes, the document, the dashboard's files) take no body either: theirs
+// is not read.
+func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 	kr := s.keys.Load()
 	if kr.open() {
 		return nil
 	}
 	m, err := bearerKey(string(h.Peek(fiber.HeaderAuthorization)), kr)
-	if err != nil {
+	if err != nil || !imp {
 		return err
 	}
 	if m.role < RoleAdmin {
@@ -663,20 +688,8 @@ func bearerKey(h string, kr *keyring) (*keyMatch, error) {
 // (bodyLimit), refused before it is read and before its route is found: it
 // names the limit and the declared size, as the routes' own checks do.
 func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
-	h := &c.Request().Header
-	n, imp := h.ContentLength(), s.importRequest(h)
-	if imp && n <= s.cfg.MaxImportBytes {
-		// An import within its own limit, held to --max-body-bytes for
-		// its key: the key's problem, which says what to do about it.
-		if err := s.importRefused(h); err != nil {
-			return err
-		}
-	}
-	if n > 0 {
-		if imp {
-			return bodyTooLarge(n, s.cfg.MaxImportBytes)
-		}
-		return bodyTooLarge(n, s.cfg.MaxBodyBytes)
+	if n := c.Request().Header.ContentLength(); n > 0 {
+		return bodyTooLarge(n, s.bodyLimit(&c.Request().Header))
 	}
 	// A body sent in chunks, refused as it was read: fasthttp does not
 	// keep which route it was for, so both limits are named.
