@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -46,14 +48,38 @@ func TestOnErrorOpenAnswersUnfilteredAndCountsIt(t *testing.T) {
 	}
 }
 
+// A store that fails answers storage-unavailable, whose detail keeps the
+// store's own words (file names and offsets of the server's disk) for the
+// server's log; and since such a store fails every call, the log takes a
+// line a second of them, which counts those held back.
 func TestOnErrorFailAnswersTheStorageProblem(t *testing.T) {
-	e := newEnv(t)
+	logs := &logLines{}
+	e := newEnv(t, withLog(logs))
 	e.brokenStore()
-	status, h, body := e.raw("POST", userPath("default", "cold", "/filter"), "application/json",
-		[]byte(`{"candidates":["a"],"on_error":"fail"}`))
-	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "storage-unavailable")
-	if h.Get("Retry-After") == "" {
-		t.Fatal("503 without Retry-After")
+	call := func(user string) {
+		t.Helper()
+		status, h, body := e.raw("POST", userPath("default", user, "/filter"), "application/json",
+			[]byte(`{"candidates":["a"],"on_error":"fail"}`))
+		wantProblem(t, status, h, body, http.StatusServiceUnavailable, "storage-unavailable")
+		if h.Get("Retry-After") == "" {
+			t.Fatal("503 without Retry-After")
+		}
+		var p api.Problem
+		if err := json.Unmarshal(body, &p); err != nil || p.Detail != "the store failed to read or write; the server's log has the error" {
+			t.Fatalf("detail %q (%v): the caller is given the store's own words", p.Detail, err)
+		}
+	}
+	for i := range 5 {
+		call(fmt.Sprint("cold", i))
+	}
+	lines := logs.find(t, "seenapi: request failed")
+	if len(lines) != 1 || lines[0]["err"] == "" {
+		t.Fatalf("%d lines for 5 failed calls within a second, want 1 with the store's error: %v", len(lines), lines)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	call("cold-later")
+	if lines = logs.find(t, "seenapi: request failed"); len(lines) != 2 || lines[1]["held_back"] != float64(4) {
+		t.Fatalf("after a second: %v, want a second line holding back 4", lines)
 	}
 }
 

@@ -148,7 +148,9 @@ func problemFor(err error) Problem {
 	case errors.Is(err, eviction.ErrStorageFull):
 		k, detail = pStorageFull, "the store refused a write for lack of disk space"
 	case errors.Is(err, eviction.ErrStorage):
-		k, detail = pStorageUnavailable, "the store failed: "+err.Error()
+		// The store's own words name files and offsets of the server's
+		// disk: they go to the server's log, not to the caller.
+		k, detail = pStorageUnavailable, "the store failed to read or write; the server's log has the error"
 	case errors.Is(err, userfilter.ErrTooLarge):
 		k, detail = pBodyTooLarge, "the imported filter is larger than the server accepts: "+err.Error()
 	case errors.As(err, &ie):

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,8 @@ type Server struct {
 	delivering atomic.Int64
 	// backingUp is set while a backup streams: one at a time (see backup).
 	backingUp atomic.Bool
+	// failLog paces the log lines of failed requests (errorHandler).
+	failLog lineRate
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -714,7 +717,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	// changes (overloaded, shutting down, the disk full), take no line each.
 	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug &&
 		p.Type != ProblemBase+pStorageFull.slug {
-		s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err)
+		// A store that fails fails every call that reaches it: a line a
+		// second for each problem type says so without filling the disk.
+		if ok, dropped := s.failLog.allow(p.Type, time.Now()); ok {
+			s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err,
+				"held_back", dropped)
+		}
 	}
 	body, merr := encode(&p)
 	if merr != nil {
@@ -730,4 +738,34 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="seenapi"`)
 	}
 	return c.Send(body)
+}
+
+// lineRate lets one log line a second through for each kind, and counts
+// the ones it holds back meanwhile.
+type lineRate struct {
+	mu   sync.Mutex
+	last map[string]lineCount
+}
+
+type lineCount struct {
+	at      time.Time
+	dropped int
+}
+
+// allow reports whether a line of kind may be logged at now, and how many
+// of its kind were held back since the last one logged.
+func (l *lineRate) allow(kind string, now time.Time) (ok bool, dropped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[string]lineCount{}
+	}
+	c, seen := l.last[kind]
+	if seen && now.Sub(c.at) < time.Second {
+		c.dropped++
+		l.last[kind] = c
+		return false, 0
+	}
+	l.last[kind] = lineCount{at: now}
+	return true, c.dropped
 }
