@@ -31,6 +31,11 @@ type Config struct {
 	// Retry-After.
 	// Default 4096.
 	MaxInFlight int
+	// MaxConnections caps the client connections open at once; one past it
+	// is answered 503 overloaded with Retry-After and closed. Each holds a
+	// file descriptor, which the store needs too, and buffers of its own.
+	// Default 10000.
+	MaxConnections int
 	// RateLimit caps the requests a second each caller makes to the API
 	// (the routes that take a key, /metrics among them): a caller is an API
 	// key or, on an open server, a client address. Beyond it, and past
@@ -79,6 +84,7 @@ const (
 	DefaultMaxUserBytes   = 256
 	DefaultMaxBatchUsers  = 100
 	DefaultMaxInFlight    = 4096
+	DefaultMaxConnections = 10000
 	DefaultReadTimeout    = 10 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultIdleTimeout    = 2 * time.Minute
@@ -107,6 +113,7 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.MaxUserBytes, DefaultMaxUserBytes)
 	setInt(&c.MaxBatchUsers, DefaultMaxBatchUsers)
 	setInt(&c.MaxInFlight, DefaultMaxInFlight)
+	setInt(&c.MaxConnections, DefaultMaxConnections)
 	setDur(&c.ReadTimeout, DefaultReadTimeout)
 	setDur(&c.WriteTimeout, DefaultWriteTimeout)
 	setDur(&c.IdleTimeout, DefaultIdleTimeout)
@@ -138,7 +145,7 @@ func (c Config) Validate() error {
 		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxImportBytes", c.MaxImportBytes},
 		{"MaxCandidates", c.MaxCandidates}, {"MaxItemBytes", c.MaxItemBytes},
 		{"MaxUserBytes", c.MaxUserBytes}, {"MaxBatchUsers", c.MaxBatchUsers},
-		{"MaxInFlight", c.MaxInFlight},
+		{"MaxInFlight", c.MaxInFlight}, {"MaxConnections", c.MaxConnections},
 	} {
 		if l.v < 1 {
 			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrBadConfig, l.name, l.v)

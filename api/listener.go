@@ -2,8 +2,10 @@ package api
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,11 +20,21 @@ import (
 // connections open would take the service down for every caller, where it
 // should serve again once some close (the idle and read timeouts close
 // them). Meanwhile new connections wait in the kernel's queue.
+//
+// It also holds the connections open to max (Config.MaxConnections): one
+// past it is answered 503 overloaded and closed, so that a client opening
+// connections without end takes neither the descriptors the store needs
+// nor the memory of their buffers.
 type acceptRetrying struct {
 	net.Listener
 	logger  *slog.Logger
 	spell   atomic.Bool  // accepts are failing
 	lastLog atomic.Int64 // unix ns of the last line logged
+
+	max      int64
+	open     *atomic.Int64 // the connections being served (Server.connState)
+	refusing atomic.Int64  // refusals being written
+	fullLog  atomic.Int64  // unix ns of the last line saying the cap was reached
 }
 
 // Waits between accepts that fail for want of a resource: doubling from
@@ -38,6 +50,10 @@ func (l *acceptRetrying) Accept() (net.Conn, error) {
 	var wait time.Duration
 	for {
 		c, err := l.Listener.Accept()
+		if err == nil && l.max > 0 && l.open.Load() >= l.max {
+			l.refuse(c)
+			continue
+		}
 		if err == nil || !outOfResources(err) {
 			if err == nil && l.spell.Swap(false) {
 				l.logger.Info("seenapi: accepting connections again")
@@ -60,3 +76,46 @@ func outOfResources(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
+
+// refuse answers c, a connection past the cap, 503 overloaded and closes
+// it, in a goroutine of its own (the answer may wait for a TLS handshake)
+// with a second for all of it. Past maxRefusing refusals at once, it closes
+// c unanswered: each holds a descriptor meanwhile.
+func (l *acceptRetrying) refuse(c net.Conn) {
+	if now, last := time.Now().UnixNano(), l.fullLog.Load(); now-last >= int64(acceptLogEvery) && l.fullLog.CompareAndSwap(last, now) {
+		l.logger.Warn("seenapi: connections refused: as many are open as --max-connections allows", "max_connections", l.max)
+	}
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
+		c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(connectionsFull); err != nil {
+			return
+		}
+		// Read what the client sent until it closes, so that closing with
+		// its request unread does not reset the connection before the
+		// client has read the answer.
+		if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		}
+	}()
+}
+
+// maxRefusing bounds the refusals written at once (see refuse).
+const maxRefusing = 64
+
+// connectionsFull is the answer to a connection past the cap.
+var connectionsFull = func() []byte {
+	body, err := encode(&Problem{Type: ProblemBase + pOverloaded.slug, Title: pOverloaded.title, Status: pOverloaded.status,
+		Detail: "the service has as many connections open as it allows (--max-connections); retry, or reuse a connection"})
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
+		"Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
+}()

@@ -1,10 +1,14 @@
 package api_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -84,5 +88,81 @@ func TestServeOutlivesRunningOutOfFileDescriptors(t *testing.T) {
 	case <-served:
 		t.Fatalf("Serve returned: %v", serveErr)
 	default:
+	}
+}
+
+// getOn sends GET path on conn (keep-alive) and reads the answer.
+func getOn(t *testing.T, conn net.Conn, path string) (int, http.Header, []byte) {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// Past --max-connections a new connection is answered 503 overloaded,
+// with Retry-After, and closed; the connections open are served on, and
+// once one closes a new one is served. The figures count them.
+func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.MaxConnections = 3 })
+	addr := strings.TrimPrefix(e.base, "http://")
+	var open []net.Conn
+	for range 3 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if status, _, body := getOn(t, conn, "/healthz"); status != http.StatusOK {
+			t.Fatalf("a connection within the cap: %d %s", status, body)
+		}
+		open = append(open, conn)
+	}
+	past, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer past.Close()
+	status, h, body := getOn(t, past, "/healthz")
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
+	if h.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-connections") {
+		t.Fatalf("the connection past the cap: Retry-After %q, %s", h.Get("Retry-After"), body)
+	}
+	if n, err := past.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("the connection past the cap stayed open (read %d bytes)", n)
+	}
+	status, _, body = getOn(t, open[0], "/v1/stats")
+	var st struct {
+		Connections int64 `json:"connections"`
+	}
+	if err := json.Unmarshal(body, &st); status != http.StatusOK || err != nil || st.Connections != 3 {
+		t.Fatalf("stats on a connection within the cap: %d %v %s, want 3 connections", status, err, body)
+	}
+	open[2].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _, body := getOn(t, conn, "/healthz")
+		conn.Close()
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("once a connection closed, a new one still got %d %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

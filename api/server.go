@@ -59,6 +59,8 @@ type Server struct {
 	backingUp atomic.Bool
 	// failLog paces the log lines of failed requests (errorHandler).
 	failLog lineRate
+	// conns counts the client connections open (connState).
+	conns atomic.Int64
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -105,6 +107,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// it on the connection (another client's, behind a proxy that shares
 	// connections).
 	s.app.Server().SecureErrorLogMessage = true
+	s.app.Server().ConnState = s.connState
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		if framingProblem(h.RawHeaders()) != "" {
 			// Read no body and close the connection after the answer
@@ -262,7 +265,19 @@ func (s *Server) App() *fiber.App { return s.app }
 // descriptors or kernel memory is tried again (acceptRetrying): it does not
 // end Serve.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.app.Listener(&acceptRetrying{Listener: ln, logger: s.cfg.Logger})
+	return s.app.Listener(&acceptRetrying{Listener: ln, logger: s.cfg.Logger,
+		max: int64(s.cfg.MaxConnections), open: &s.conns})
+}
+
+// connState counts the connections being served, for the cap of
+// acceptRetrying.
+func (s *Server) connState(_ net.Conn, state fasthttp.ConnState) {
+	switch state {
+	case fasthttp.StateNew:
+		s.conns.Add(1)
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.conns.Add(-1)
+	}
 }
 
 // Shutdown marks the service not ready, waits for backups still on their

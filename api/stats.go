@@ -18,9 +18,10 @@ type ServiceStats struct {
 	eviction.Stats
 	StartedAt     time.Time         `json:"started_at"`
 	UptimeSeconds float64           `json:"uptime_seconds"`
-	InFlight      int64             `json:"in_flight"` // requests being served now
-	Calls         map[string]uint64 `json:"calls"`     // calls per route, "METHOD /path/{param}"
-	Degraded      uint64            `json:"degraded"`  // answers given unfiltered with on_error open
+	InFlight      int64             `json:"in_flight"`   // requests being served now
+	Connections   int64             `json:"connections"` // client connections open now
+	Calls         map[string]uint64 `json:"calls"`       // calls per route, "METHOD /path/{param}"
+	Degraded      uint64            `json:"degraded"`    // answers given unfiltered with on_error open
 	// IdempotentReplays are answers given again to retries with the same
 	// Idempotency-Key; IdempotencyKept and IdempotencyBytes the answers
 	// kept for such retries now, and their bytes.
@@ -115,6 +116,7 @@ func (s *Server) Stats() ServiceStats {
 		StartedAt:     s.started.UTC(),
 		UptimeSeconds: now.Sub(s.started).Seconds(),
 		InFlight:      s.inFlight.Load(),
+		Connections:   s.conns.Load(),
 		Calls:         make(map[string]uint64, len(s.k.routes)),
 		Degraded:      s.k.degraded.Load(),
 		Errors:        map[string]uint64{},
@@ -165,6 +167,7 @@ var hotSetMetrics = []metric{
 	}},
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
+	{"seenapi_connections_open", "Client connections open now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.Connections) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
 	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
 	{"seenapi_idempotency_kept", "Calls with an Idempotency-Key whose answers are kept for retries.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyKept) }},

@@ -513,6 +513,9 @@ type ServiceStats struct {
 	// the Go runtime's estimates.
 	Collector CollectorStats `json:"collector"`
 
+	// Connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
+	Connections int64 `json:"connections"`
+
 	// Degraded Answers given unfiltered because on_error was open.
 	Degraded   int64 `json:"degraded"`
 	DirtyUsers int64 `json:"dirty_users"`

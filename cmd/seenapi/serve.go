@@ -676,6 +676,10 @@ func shownAddr(listened, asked string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// storeDescriptors is what the service keeps for itself besides its
+// connections when --max-connections is weighed against ulimit -n.
+const storeDescriptors = 1024
+
 // warnSettings logs the settings that the service takes but that are
 // likely to hurt it: each works, and each was met as a mistake.
 func warnSettings(o *options, logger *slog.Logger) {
@@ -690,6 +694,13 @@ func warnSettings(o *options, logger *slog.Logger) {
 	if total := totalMemory(); total > 0 && int64(o.cacheBytes) > total {
 		logger.Warn("seenapi: --cache-bytes is more than this machine's memory: the process would be killed for lack of memory "+
 			"before it evicts a user", "cache_bytes", int64(o.cacheBytes), "memory_bytes", total)
+	}
+	// Each connection holds a descriptor; the store holds hundreds (its
+	// tables, value-log files and journal segments).
+	if fds := descriptorLimit(); fds > 0 && uint64(o.limits.MaxConnections)+storeDescriptors > fds {
+		logger.Warn("seenapi: --max-connections leaves the store fewer descriptors than it may need under ulimit -n: "+
+			"raise ulimit -n or lower --max-connections", "max_connections", o.limits.MaxConnections,
+			"descriptors", fds, "store_needs", storeDescriptors)
 	}
 	if o.keysFile != "" {
 		if fi, err := os.Stat(o.keysFile); err == nil && fi.Mode().Perm()&0o077 != 0 {

@@ -248,6 +248,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
+ * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users
  * @property {Object<string, number>} errors Error responses by HTTP status.
