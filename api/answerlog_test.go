@@ -203,28 +203,33 @@ func TestAnswerLogSurvivesDamage(t *testing.T) {
 	}
 }
 
+// newTestServer is a server over a hot set of its own (the default
+// namespace) on a store in a temp dir, closed when the test ends.
+func newTestServer(t *testing.T) *Server {
+	t.Helper()
+	store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+		eviction.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // A server's keyed answer reaches the log within its interval, without a
 // close (a crash), and another server over the same directory answers the
 // call's retry with it; a dry run's answer too, which no journal holds.
 func TestAnswerLogOfAServerAnswersRetriesAfterACrash(t *testing.T) {
 	dir := t.TempDir()
-	serve := func() *Server {
-		store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-			eviction.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { hot.Close(); store.Close() })
-		srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	serve := func() *Server { return newTestServer(t) }
 	call := func(srv *Server, body string) (int, string, string) {
 		req := httptest.NewRequest("POST", "/v1/namespaces/default/users/u/filter", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -3,15 +3,10 @@ package api
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/seenapi/seenapi/eviction"
-	"github.com/seenapi/seenapi/storage"
-	"github.com/seenapi/seenapi/userfilter"
 )
 
 // Erasing a user (DELETE .../users/{user}) forgets the answers kept for
@@ -22,23 +17,7 @@ import (
 // in place. Another user's answers stay.
 func TestEraseForgetsTheUsersKeptAnswers(t *testing.T) {
 	dir := t.TempDir()
-	serve := func() *Server {
-		store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-			eviction.Options{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { hot.Close(); store.Close() })
-		srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	serve := func() *Server { return newTestServer(t) }
 	const body = `{"candidates":["a","b","c"],"limit":1}`
 	do := func(srv *Server, method, user, key string) (int, bool) {
 		t.Helper()
