@@ -423,7 +423,8 @@ func awaitDelivery(conn net.Conn, w *socketWatch, timeout time.Duration, written
 		acked, pending, reset, err := w.delivered()
 		switch {
 		case err != nil:
-			end(err, false)
+			// Unwatched, the stream would have no deadline left.
+			end(err, true)
 			return
 		case reset: // before !pending: a reset socket holds nothing to send
 			end(errClosedEarly, false)
