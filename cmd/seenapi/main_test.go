@@ -1738,6 +1738,14 @@ func TestRiskySettingsAreWarnedOfAtStart(t *testing.T) {
 		if !strings.Contains(s.out.String(), "--cache-bytes is more than this machine's memory") {
 			t.Errorf("no warning of a budget twice the machine's memory:\n%s", s.out.String())
 		}
+		// Within the memory, but --memory-limit auto past it: the budget
+		// and Badger's heap are more than the memory.
+		s = startService(t, nil, "--data-dir", t.TempDir(), "--cache-bytes", fmt.Sprint(total-50<<20))
+		s.shutdown()
+		if out := s.out.String(); !strings.Contains(out, "the Go heap's soft limit (--memory-limit) is more than this machine's memory") ||
+			strings.Contains(out, "--cache-bytes is more than") {
+			t.Errorf("no warning (or the budget's) of a heap limit past the memory, with a budget 50 MiB under it:\n%s", out)
+		}
 	}
 	if err := os.Chmod(keys, 0o600); err != nil {
 		t.Fatal(err)

@@ -615,7 +615,18 @@ const badgerHeapBytes = storage.DefaultNumMemtables*storage.DefaultMemTableSize 
 // the saturation phase): 83.4 us a call and 0.62x the calls/s at 1e5. With
 // this limit 68.8 us and 0.87x (no limit: 66.6 us, 0.78x), at 11% more
 // anonymous memory (23% without a limit).
-func autoMemoryLimit(cacheBytes int64) int64 { return 2*cacheBytes + 768<<20 }
+//
+// Where the process may use less memory than that (memory, a container's
+// limit or the machine's; 0 if unknown), the limit is 90% of it, so that
+// the collector holds the heap back before the container is killed for
+// lack of memory, but not under the budget and Badger's heap.
+func autoMemoryLimit(cacheBytes, memory int64) int64 {
+	limit := 2*cacheBytes + 768<<20
+	if memory > 0 {
+		limit = min(limit, max(memory/10*9&^(1<<20-1), cacheBytes+badgerHeapBytes)) // in whole MiB
+	}
+	return limit
+}
 
 // memoryLimit is the Go heap's soft limit: without one the heap may grow to
 // twice what is live before the collector runs (GOGC=100), which for a
@@ -630,7 +641,7 @@ func memoryLimit(o *options, getenv func(string) string) (int64, error) {
 	case err != nil:
 		return 0, fmt.Errorf("--memory-limit %q: %w", o.memoryLimit, err)
 	case auto:
-		return autoMemoryLimit(int64(o.cacheBytes)), nil
+		return autoMemoryLimit(int64(o.cacheBytes), totalMemory()), nil
 	case limit == 0:
 		return 0, nil
 	}
@@ -691,9 +702,15 @@ func warnSettings(o *options, logger *slog.Logger) {
 		logger.Warn("seenapi: --min-free-bytes is under what the store may take at once (a 128 MiB value-log file and a 16 MiB memtable): "+
 			"a disk that fills may stop the process (SIGBUS) before writes are refused", "min_free_bytes", m, "at_least", int64(atOnce))
 	}
+	// The memory the process may use is a container's limit where there
+	// is one: a budget or heap limit past it is an out-of-memory kill.
 	if total := totalMemory(); total > 0 && int64(o.cacheBytes) > total {
-		logger.Warn("seenapi: --cache-bytes is more than this machine's memory: the process would be killed for lack of memory "+
+		logger.Warn("seenapi: --cache-bytes is more than this machine's memory (or its container's limit): the process would be killed for lack of memory "+
 			"before it evicts a user", "cache_bytes", int64(o.cacheBytes), "memory_bytes", total)
+	} else if total > 0 && o.heapLimit > total {
+		logger.Warn("seenapi: the Go heap's soft limit (--memory-limit) is more than this machine's memory (or its container's limit): "+
+			"once the hot set fills, the process may be killed for lack of memory before the collector holds it back; "+
+			"lower --cache-bytes, or set --memory-limit under the memory", "heap_limit", o.heapLimit, "memory_bytes", total)
 	}
 	// Each connection holds a descriptor; the store holds hundreds (its
 	// tables, value-log files and journal segments).
