@@ -28,13 +28,13 @@ import (
 type acceptRetrying struct {
 	net.Listener
 	logger  *slog.Logger
-	spell   atomic.Bool  // accepts are failing
-	lastLog atomic.Int64 // unix ns of the last line logged
+	spell   atomic.Bool // accepts are failing
+	failLog logPace     // the lines saying accepts fail
 
 	max      int64
 	open     *atomic.Int64 // the connections being served (Server.connState)
 	refusing atomic.Int64  // refusals being written
-	fullLog  atomic.Int64  // unix ns of the last line saying the cap was reached
+	fullLog  logPace       // the lines saying the cap was reached
 }
 
 // Waits between accepts that fail for want of a resource: doubling from
@@ -61,7 +61,7 @@ func (l *acceptRetrying) Accept() (net.Conn, error) {
 			return c, err
 		}
 		l.spell.Store(true)
-		if now, last := time.Now().UnixNano(), l.lastLog.Load(); now-last >= int64(acceptLogEvery) && l.lastLog.CompareAndSwap(last, now) {
+		if l.failLog.due(acceptLogEvery) {
 			l.logger.Error("seenapi: cannot accept connections; new ones wait until some close (raise ulimit -n, or lower --idle-timeout)",
 				"err", err)
 		}
@@ -82,7 +82,7 @@ func outOfResources(err error) bool {
 // with a second for all of it. Past maxRefusing refusals at once, it closes
 // c unanswered: each holds a descriptor meanwhile.
 func (l *acceptRetrying) refuse(c net.Conn) {
-	if now, last := time.Now().UnixNano(), l.fullLog.Load(); now-last >= int64(acceptLogEvery) && l.fullLog.CompareAndSwap(last, now) {
+	if l.fullLog.due(acceptLogEvery) {
 		l.logger.Warn("seenapi: connections refused: as many are open as --max-connections allows", "max_connections", l.max)
 	}
 	if l.refusing.Add(1) > maxRefusing {
@@ -119,3 +119,12 @@ var connectionsFull = func() []byte {
 	return append([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
 		"Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
 }()
+
+// logPace spaces the lines of one kind: due says whether one may be
+// logged now, at most one every period, whichever goroutine asks.
+type logPace struct{ last atomic.Int64 } // unix ns of the last line
+
+func (p *logPace) due(every time.Duration) bool {
+	now, last := time.Now().UnixNano(), p.last.Load()
+	return now-last >= int64(every) && p.last.CompareAndSwap(last, now)
+}
