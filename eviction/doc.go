@@ -7,8 +7,11 @@
 // Users are spread over a power-of-two number of shards by a hash of
 // (namespace, user). Each shard is a golang-lru simplelru (the thread-unsafe
 // core) under the shard's own lock, with a byte count: after every insert
-// or growth the shard evicts its least recently used users until it is
-// within CacheBytes/Shards. A user costs its filter's MemoryBytes plus
+// or growth, while the whole set is over CacheBytes, the shard evicts its
+// least recently used users until it is within its share, CacheBytes/Shards,
+// and then so do the other shards over theirs. A shard may hold more than
+// its share while the set is under budget, so that a user larger than a
+// share does not empty its shard, itself included. A user costs its filter's MemoryBytes plus
 // entryOverhead plus its id's length. An entry holds the filter by value,
 // the user's namespace as an index (at most 256 namespaces) and, for ids
 // shorter than 255 bytes, the id in the same allocation: one allocation a

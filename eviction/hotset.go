@@ -242,6 +242,13 @@ type HotSet struct {
 	// (flushSome). flushMu held.
 	nextShard int
 
+	// hotBytes is what every shard holds, summed: a shard evicts for its
+	// own budget only while the whole set is over CacheBytes (see
+	// trimLocked), and sweepMu lets one call at a time trim the others.
+	hotBytes  atomic.Int64
+	sweepMu   sync.Mutex
+	sweepNext int // the shard the next sweep looks at first; sweepMu held
+
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors, panics           atomic.Uint64
 	panicLogged                     atomic.Int64 // see spaced
@@ -703,13 +710,19 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 	e.bytes = entrySize(e)
 	s.lru.Add(k, e)
 	s.bytes += int64(e.bytes)
+	h.hotBytes.Add(int64(e.bytes))
 	c := h.infoOf(e).c
 	c.hotUsers.Add(1)
 	c.hotBytes.Add(int64(e.bytes))
 }
 
 // trimLocked evicts least recently used users (never keep) while the shard
-// is over budget and returns them. An evicted user that may hold changes
+// is over its share of the budget and the whole set over the budget, and
+// returns them. A shard may so hold more than its share while others hold
+// less: one user larger than CacheBytes/Shards would otherwise evict every
+// other user of its shard, and itself at the next load there, while the
+// set is far under budget. afterEvict trims the shards over their share
+// once the set is over budget. An evicted user that may hold changes
 // not yet written back (dirty, or in use by a call that may change it)
 // moves to the shard's evicted map, where it stays reachable until written
 // back: a call for the user takes it back instead of loading a second copy
@@ -717,7 +730,7 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 // before that copy is written. s.mu held.
 func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 	var out []*entry
-	for s.bytes > s.budget && s.lru.Len() > 1 {
+	for s.bytes > s.budget && h.hotBytes.Load() > h.opts.CacheBytes && s.lru.Len() > 1 {
 		k, e, ok := s.lru.GetOldest()
 		if !ok {
 			break
@@ -756,14 +769,36 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
 	s.lru.Remove(k)
 	s.bytes -= int64(e.bytes)
+	h.hotBytes.Add(-int64(e.bytes))
 	c := h.infoOf(e).c
 	c.hotUsers.Add(-1)
 	c.hotBytes.Add(-int64(e.bytes))
 }
 
-// afterEvict asks for a write-back round when evicted users waiting for
-// one take more than backlogLimit. No lock held.
+// afterEvict runs after a shard took a user in or let one grow, with the
+// users that shard evicted: while the set is still over budget, the shards
+// holding more than their share evict their least recently used; then a
+// write-back round is asked for when evicted users waiting for one take
+// more than backlogLimit. No lock held.
 func (h *HotSet) afterEvict(evicted []*entry) {
+	if h.hotBytes.Load() > h.opts.CacheBytes && h.sweepMu.TryLock() {
+		// One call sweeps at a time; another finds the set within budget
+		// soon after, or sweeps next.
+		// Each sweep starts one shard further on, so none is the first
+		// to give users up every time.
+		first := h.sweepNext
+		h.sweepNext = (first + 1) % len(h.shards)
+		for i := range h.shards {
+			if h.hotBytes.Load() <= h.opts.CacheBytes {
+				break
+			}
+			s := h.shards[(first+i)%len(h.shards)]
+			s.mu.Lock()
+			evicted = append(evicted, h.trimLocked(s, nil)...)
+			s.mu.Unlock()
+		}
+		h.sweepMu.Unlock()
+	}
 	if len(evicted) > 0 && h.evictedBytes.Load() > h.backlogLimit {
 		h.kickFlush()
 	}
@@ -788,6 +823,7 @@ func (h *HotSet) release(e *entry, changed bool) {
 		grow := size - e.bytes
 		e.bytes = size
 		s.bytes += int64(grow)
+		h.hotBytes.Add(int64(grow))
 		h.infoOf(e).c.hotBytes.Add(int64(grow))
 	}
 	evicted := h.trimLocked(s, e)

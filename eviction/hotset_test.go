@@ -977,3 +977,40 @@ func TestMergeFiltersKeepsTheValueWhenItCoversWhatIsStored(t *testing.T) {
 		}
 	}
 }
+
+// A user larger than a shard's share of the budget stays hot, and costs
+// the other users of its shard nothing, while the whole set is under
+// budget; once the set is over, the budget holds all the same.
+func TestAUserLargerThanItsShardsShareStaysHot(t *testing.T) {
+	const budget = 512 << 10 // 128 KiB a shard
+	fx := newFixture(t, Options{CacheBytes: budget, Shards: 4})
+	items := make([]string, 1000)
+	for n := 0; ; n++ {
+		if fx.h.Stats().CacheBytes > budget/4+budget/8 {
+			break
+		}
+		for i := range items {
+			items[i] = fmt.Sprintf("item-%d-%d", n, i)
+		}
+		record(t, fx.h, "default", "huge", items...)
+	}
+	for u := 0; fx.h.Stats().CacheBytes < budget*7/8; u++ {
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "x")
+		if st := fx.h.Stats(); st.Evictions != 0 {
+			t.Fatalf("an eviction with %d of %d bytes held, after u%d", st.CacheBytes, budget, u)
+		}
+	}
+	if hotEntry(fx.h, "huge") == nil {
+		t.Fatal("the large user was evicted")
+	}
+	// Over budget: the shards over their share give users up.
+	for u := 0; fx.h.Stats().Evictions < 2000; u++ {
+		if u == 50000 {
+			t.Fatalf("no eviction over budget: %+v", fx.h.Stats())
+		}
+		record(t, fx.h, "default", fmt.Sprintf("v%d", u), "x")
+		if b := fx.h.Stats().CacheBytes; b > budget {
+			t.Fatalf("cache holds %d bytes over budget %d after v%d", b, budget, u)
+		}
+	}
+}
