@@ -17,7 +17,7 @@ import (
 // backupCmd runs seenapi backup with args and returns its exit code and output.
 func backupCmd(env map[string]string, args ...string) (int, string) {
 	var out bytes.Buffer
-	code := run(context.Background(), append([]string{"backup"}, args...), func(k string) string { return env[k] }, &out, &out, nil)
+	code := run(context.Background(), append([]string{"backup"}, args...), mapEnv(env), &out, &out, nil)
 	return code, out.String()
 }
 

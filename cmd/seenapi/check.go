@@ -20,8 +20,8 @@ import (
 // no store and listens nowhere, so it runs beside a serving service, before
 // a SIGHUP or a restart: an error here is one the service would log and
 // refuse.
-func checkConfig(o *options, getenv func(string) string, w io.Writer, now time.Time) error {
-	conf, err := loadConfig(o, getenv)
+func checkConfig(o *options, env environ, w io.Writer, now time.Time) error {
+	conf, err := loadConfig(o, env)
 	if err != nil {
 		return err
 	}

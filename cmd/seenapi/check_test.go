@@ -24,7 +24,7 @@ import (
 func runCheck(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errs bytes.Buffer
-	code := run(context.Background(), append([]string{"check"}, args...), func(k string) string { return env[k] }, &out, &errs, nil)
+	code := run(context.Background(), append([]string{"check"}, args...), mapEnv(env), &out, &errs, nil)
 	return code, out.String(), errs.String()
 }
 

@@ -228,10 +228,10 @@ Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 7
 }
 
 // parseFlags sets o from the environment, then from args.
-func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if v := getenv(envName(f.Name)); v != "" && err == nil {
+		if v := env.get(envName(f.Name)); v != "" && err == nil {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, wants(f.Value, serr))
 			}
@@ -295,14 +295,14 @@ func dashDash(err error) error {
 
 // check checks what the flags of cmd say together, once they are parsed,
 // so that a usage error is refused before anything starts.
-func (o *options) check(cmd string, getenv func(string) string) error {
+func (o *options) check(cmd string, env environ) error {
 	switch cmd {
 	case "serve", "check":
 		var err error
-		if o.heapLimit, err = memoryLimit(o, getenv); err != nil {
+		if o.heapLimit, err = memoryLimit(o, env); err != nil {
 			return err
 		}
-		if o.gc, err = gcPercent(o, getenv); err != nil {
+		if o.gc, err = gcPercent(o, env); err != nil {
 			return err
 		}
 		// A usage error like any other value that cannot work, refused

@@ -48,7 +48,7 @@ func startRedis(t *testing.T) *redis.Client {
 func importFrom(rdb *redis.Client, s *service, env map[string]string, args ...string) (int, string) {
 	var out bytes.Buffer
 	code := run(context.Background(), append([]string{"import-redis", "--redis", rdb.Options().Addr, "--url", s.url}, args...),
-		func(k string) string { return env[k] }, &out, &out, nil)
+		mapEnv(env), &out, &out, nil)
 	return code, out.String()
 }
 

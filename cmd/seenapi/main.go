@@ -18,12 +18,20 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil))
+	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, nil))
 }
+
+// environ looks up an environment variable, telling set from unset
+// (os.LookupEnv; a map in tests): SEENAPI_KEYS set but empty is a secret
+// that did not render, not a request to serve without keys.
+type environ func(string) (string, bool)
+
+// get is the variable's value, "" when unset.
+func (e environ) get(k string) string { v, _ := e(k); return v }
 
 // run runs the subcommand in args and returns the exit code. onListen, if
 // not nil, is told the serving address (tests listen on port 0).
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, onListen func(string)) int {
+func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writer, onListen func(string)) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") { // else serve's flags
 		cmd, args = args[0], args[1:]
@@ -73,9 +81,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// alone and where the help is: the whole help would scroll it away.
 	var flagOut bytes.Buffer
 	fs := newFlagSet(cmd, &o, &flagOut)
-	err := parseFlags(fs, args, getenv)
+	err := parseFlags(fs, args, env)
 	if err == nil {
-		err = o.check(cmd, getenv)
+		err = o.check(cmd, env)
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger := newLogger(stderr, o.logFormat, o.logLevel)
 	switch cmd {
 	case "serve":
-		if err = serve(ctx, &o, getenv, logger, onListen); err == nil {
+		if err = serve(ctx, &o, env, logger, onListen); err == nil {
 			logger.Info("seenapi: stopped; every change is written back")
 		}
 	case "backup":
@@ -98,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			err = backup(&o, logger)
 		}
 	case "check":
-		err = checkConfig(&o, getenv, stdout, time.Now())
+		err = checkConfig(&o, env, stdout, time.Now())
 	case "restore":
 		err = restore(&o, logger)
 	case "import-redis":

@@ -205,7 +205,7 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 		"SEENAPI_FLUSH_INTERVAL": "5s"}
 	var o options
 	fs := newFlagSet("serve", &o, io.Discard)
-	if err := parseFlags(fs, []string{"--flush-interval", "2s"}, func(k string) string { return env[k] }); err != nil {
+	if err := parseFlags(fs, []string{"--flush-interval", "2s"}, mapEnv(env)); err != nil {
 		t.Fatal(err)
 	}
 	if o.addr != "127.0.0.1:9999" || o.cacheBytes != 1<<30 || !o.sync || o.flushInterval != 2*time.Second {
@@ -213,7 +213,7 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 	}
 	env["SEENAPI_CACHE_BYTES"] = "lots"
 	fs = newFlagSet("serve", &o, io.Discard)
-	if err := parseFlags(fs, nil, func(k string) string { return env[k] }); err == nil {
+	if err := parseFlags(fs, nil, mapEnv(env)); err == nil {
 		t.Fatal("a bad environment value must fail")
 	}
 }
@@ -257,7 +257,7 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	} {
 		var o options
 		fs := newFlagSet("serve", &o, io.Discard)
-		err := parseFlags(fs, tc.args, func(k string) string { return tc.env[k] })
+		err := parseFlags(fs, tc.args, mapEnv(tc.env))
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%v %v: %v, want %q", tc.args, tc.env, err, tc.want)
 		}
@@ -323,7 +323,7 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		listened := false
 		args := append([]string{"--addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1"}, tc.args...)
 		ctx, stop := context.WithCancel(context.Background())
-		code := run(ctx, args, func(k string) string { return tc.env[k] }, &stdout, &stderr, func(string) { listened = true; stop() })
+		code := run(ctx, args, mapEnv(tc.env), &stdout, &stderr, func(string) { listened = true; stop() })
 		stop()
 		if want := "seenapi serve: " + tc.want + "\nRun 'seenapi help serve' for its flags.\n"; code != 2 || stderr.String() != want || stdout.Len() != 0 {
 			t.Errorf("%v %v: exit %d, stderr %q, stdout %q; want exit 2 and stderr %q", tc.args, tc.env, code, stderr.String(), stdout.String(), want)
@@ -538,7 +538,12 @@ func TestVersionSaysWhichBuild(t *testing.T) {
 	}
 }
 
-func noEnv(string) string { return "" }
+func noEnv(string) (string, bool) { return "", false }
+
+// mapEnv is an environment of the variables in m.
+func mapEnv(m map[string]string) environ {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestRefusesPublicAddressWithoutKeys(t *testing.T) {
 	// failedStart stops a service that starts: a broken check fails here
@@ -665,7 +670,7 @@ func startService(t *testing.T, env map[string]string, args ...string) *service 
 	addr := make(chan string, 1)
 	go func() {
 		s.code <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--min-free-bytes", "-1"}, args...),
-			func(k string) string { return env[k] }, s.out, s.out, func(a string) { addr <- a })
+			mapEnv(env), s.out, s.out, func(a string) { addr <- a })
 	}()
 	select {
 	case a := <-addr:
@@ -1015,14 +1020,17 @@ func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 		{env: map[string]string{"SEENAPI_KEYS_FILE": keys}},
 		// A secret that rendered blank is no more a choice to serve open.
 		{env: map[string]string{"SEENAPI_KEYS": " "}},
+		{env: map[string]string{"SEENAPI_KEYS": ""}},
+		{env: map[string]string{"SEENAPI_KEYS_FILE": ""}},
 		{env: map[string]string{"SEENAPI_KEYS": ","}},
 	} {
 		var out bytes.Buffer
 		args := append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1"}, tc.args...)
 		ctx, stop := context.WithCancel(context.Background())
-		code := run(ctx, args, func(k string) string { return tc.env[k] }, &out, &out, func(string) { stop() }) // served: stop
+		code := run(ctx, args, mapEnv(tc.env), &out, &out, func(string) { stop() }) // served: stop
 		stop()
-		if code == 0 || !strings.Contains(out.String(), "holds no key") || strings.Contains(out.String(), "NO API KEYS") {
+		if code == 0 || !strings.Contains(out.String(), "holds no key") && !strings.Contains(out.String(), "set but empty") ||
+			strings.Contains(out.String(), "NO API KEYS") {
 			t.Errorf("%v %v: exit %d, want a refusal naming the keys' empty source:\n%s", tc.args, tc.env, code, out.String())
 		}
 	}
@@ -1331,12 +1339,12 @@ func TestGCPercent(t *testing.T) {
 		{args: []string{"--gc-percent", "-3"}, env: map[string]string{"GOGC": "200"}, bad: true}, // a typo is refused all the same
 	} {
 		o := &options{}
-		getenv := func(k string) string { return tc.env[k] }
+		env := mapEnv(tc.env)
 		// A value that is no percentage is refused with the flags.
 		var got gcPolicy
-		err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, getenv)
+		err := parseFlags(newFlagSet("serve", o, io.Discard), tc.args, env)
 		if err == nil {
-			got, err = gcPercent(o, getenv)
+			got, err = gcPercent(o, env)
 		}
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("%v %v: %+v, %v; want %+v (error %v)", tc.args, tc.env, got, err, tc.want, tc.bad)
@@ -1432,12 +1440,7 @@ func TestMemoryLimit(t *testing.T) {
 		{flag: "1136MiB", want: 1<<30 + 112<<20}, // the budget and Badger's memtables and block cache
 	} {
 		o := &options{cacheBytes: 1 << 30, memoryLimit: tc.flag}
-		got, err := memoryLimit(o, func(k string) string {
-			if k == "GOMEMLIMIT" {
-				return tc.env
-			}
-			return ""
-		})
+		got, err := memoryLimit(o, mapEnv(map[string]string{"GOMEMLIMIT": tc.env}))
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("--memory-limit %q GOMEMLIMIT %q: %d, %v; want %d (error %v)", tc.flag, tc.env, got, err, tc.want, tc.bad)
 		}

@@ -44,8 +44,11 @@ func isLoopback(addr string) bool {
 }
 
 // keys returns the API keys of the keys file and of SEENAPI_KEYS.
-func keys(o *options, getenv func(string) string) ([]api.Key, error) {
+func keys(o *options, env environ) ([]api.Key, error) {
 	var ks []api.Key
+	if v, set := env("SEENAPI_KEYS_FILE"); set && v == "" && o.keysFile == "" {
+		return nil, fmt.Errorf("SEENAPI_KEYS_FILE is set but empty; to serve without keys, leave it unset")
+	}
 	if o.keysFile != "" {
 		k, err := api.LoadKeysFile(o.keysFile)
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
@@ -61,12 +64,12 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 		}
 		ks = append(ks, k...)
 	}
-	if list := getenv("SEENAPI_KEYS"); list != "" {
+	if list, set := env("SEENAPI_KEYS"); set {
 		k, err := api.ParseKeysList(list)
 		if err != nil {
 			return nil, fmt.Errorf("SEENAPI_KEYS: %w", err)
 		}
-		// Set but holding no key (" ", ","): a secret that did not render,
+		// Set but holding no key ("", " ", ","): a secret that did not render,
 		// as likely a provisioning failure as an empty keys file.
 		if len(k) == 0 {
 			return nil, fmt.Errorf("SEENAPI_KEYS is set but holds no key (want role:key,role:key); to serve without keys, leave it unset")
@@ -83,14 +86,14 @@ func keys(o *options, getenv func(string) string) ([]api.Key, error) {
 // a certificate that do not load leave the old ones in place. A service
 // started without keys stays open (see api.Server.SetKeys): it has no keys
 // to reload, and says so.
-func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func(string) string, srv *api.Server, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
+func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ, srv *api.Server, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		ks := reloadKeys(o, getenv, srv, logger)
+		ks := reloadKeys(o, env, srv, logger)
 		reloadNamespaces(o, hot, logger)
 		warnUnservedScopes(ks, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
 		if cert == nil {
@@ -106,13 +109,13 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, getenv func
 
 // reloadKeys is what a SIGHUP does to the API keys (see reloadOn). It
 // returns the keys reloaded, nil if none were.
-func reloadKeys(o *options, getenv func(string) string, srv *api.Server, logger *slog.Logger) []api.Key {
+func reloadKeys(o *options, env environ, srv *api.Server, logger *slog.Logger) []api.Key {
 	if srv.Open() {
 		logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
 			"to require keys, restart it with --keys-file or SEENAPI_KEYS")
 		return nil
 	}
-	ks, err := keys(o, getenv)
+	ks, err := keys(o, env)
 	if err == nil {
 		err = srv.SetKeys(ks)
 	}
@@ -183,8 +186,8 @@ type config struct {
 
 // loadConfig reads the API keys, the namespaces file and the TLS
 // certificate, and refuses a public address without keys.
-func loadConfig(o *options, getenv func(string) string) (c config, err error) {
-	if c.keys, err = keys(o, getenv); err != nil {
+func loadConfig(o *options, env environ) (c config, err error) {
+	if c.keys, err = keys(o, env); err != nil {
 		return c, err
 	}
 	if len(c.keys) == 0 && !isLoopback(o.addr) && !o.insecure {
@@ -203,8 +206,8 @@ func loadConfig(o *options, getenv func(string) string) (c config, err error) {
 
 // serve runs the service until ctx ends, then shuts down gracefully: stop
 // accepting, finish requests in flight, write back, close the store.
-func serve(ctx context.Context, o *options, getenv func(string) string, logger *slog.Logger, onListen func(string)) (err error) {
-	conf, err := loadConfig(o, getenv)
+func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, onListen func(string)) (err error) {
+	conf, err := loadConfig(o, env)
 	if err != nil {
 		return err
 	}
@@ -313,7 +316,7 @@ func serve(ctx context.Context, o *options, getenv func(string) string, logger *
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Ignore(syscall.SIGHUP) // not Stop: the default action would end the shutdown
-	go reloadOn(ctx, hup, o, getenv, srv, hot, cert, logger)
+	go reloadOn(ctx, hup, o, env, srv, hot, cert, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
 		names[i] = n.Name
@@ -536,8 +539,8 @@ const (
 )
 
 // gcPercent reads --gc-percent.
-func gcPercent(o *options, getenv func(string) string) (gcPolicy, error) {
-	if getenv("GOGC") != "" {
+func gcPercent(o *options, env environ) (gcPolicy, error) {
+	if env.get("GOGC") != "" {
 		return gcPolicy{}, nil
 	}
 	p, err := parseGCPercent(o.gcPercent)
@@ -632,8 +635,8 @@ func autoMemoryLimit(cacheBytes, memory int64) int64 {
 // twice what is live before the collector runs (GOGC=100), which for a
 // hot set of a few GiB is GiBs of resident memory over the budget. 0: no
 // limit set here (off, or GOMEMLIMIT given to the Go runtime directly).
-func memoryLimit(o *options, getenv func(string) string) (int64, error) {
-	if getenv("GOMEMLIMIT") != "" {
+func memoryLimit(o *options, env environ) (int64, error) {
+	if env.get("GOMEMLIMIT") != "" {
 		return 0, nil
 	}
 	limit, auto, err := parseMemoryLimit(o.memoryLimit)
