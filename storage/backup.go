@@ -78,16 +78,7 @@ func (s *Store) Backup(w io.Writer) error {
 		return opErr("backup", err)
 	}
 	lists := &countingWriter{w: w}
-	w = lists
-	// Badger's backup would carry the deletion marks (tombstones) of the
-	// keys deleted and not yet compacted away, each with its key: a user
-	// erased before the backup (Delete) would still be named in it. No
-	// restore needs them (Restore skips them): a key deleted or expired
-	// goes into no backup.
-	stream := s.db.NewStream()
-	stream.LogPrefix = "DB.Backup"
-	stream.ChooseKey = func(item *badger.Item) bool { return !item.IsDeletedOrExpired() }
-	if _, err := stream.Backup(w, 0); err != nil {
+	if err := s.backupKeys(lists); err != nil {
 		return opErr("backup", err)
 	}
 	// Journal records travel as journal keys of format 1, in lists of the
@@ -99,14 +90,7 @@ func (s *Store) Backup(w io.Writer) error {
 			list.Kv = append(list.Kv, &pb.KV{Key: kv.key, Value: kv.value, ExpiresAt: kv.expiresAt, Version: 1})
 		}
 		journal = journal[n:]
-		buf, err := proto.Marshal(list)
-		if err == nil {
-			_, err = w.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(buf))))
-		}
-		if err == nil {
-			_, err = w.Write(buf)
-		}
-		if err != nil {
+		if err := writeList(lists, list); err != nil {
 			return opErr("backup", err)
 		}
 	}
@@ -116,6 +100,64 @@ func (s *Store) Backup(w io.Writer) error {
 		return opErr("backup", err)
 	}
 	return nil
+}
+
+// backupListBytes is about how many bytes of keys and values a list of a
+// backup holds: what Backup keeps in memory at a time, twice over (the
+// list and its encoding).
+const backupListBytes = 1 << 20
+
+// backupKeys writes the store's live keys (every filter, cover mark and
+// meta key; the journal goes apart), each at its latest version, as of one
+// read snapshot, in lists of about backupListBytes. Badger's own backup
+// (its Stream) reads with 8 goroutines into buffers of 32 MiB and queues
+// up to 32 of them for the writer: with a client reading at 64 MB/s the
+// heap grew by 1.2 GB for a store of 250 MB. One iterator here keeps
+// about two lists. Deleted and expired keys go into no backup: a user
+// erased before it (Delete) is not named in it.
+func (s *Store) backupKeys(w io.Writer) error {
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.DefaultIteratorOptions)
+	defer it.Close()
+	list, size := &pb.KVList{}, 0
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if item.IsDeletedOrExpired() {
+			continue
+		}
+		value, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		key := item.KeyCopy(nil)
+		list.Kv = append(list.Kv, &pb.KV{Key: key, Value: value, UserMeta: []byte{item.UserMeta()},
+			Version: item.Version(), ExpiresAt: item.ExpiresAt()})
+		if size += len(key) + len(value); size >= backupListBytes {
+			if err := writeList(w, list); err != nil {
+				return err
+			}
+			list, size = &pb.KVList{}, 0
+		}
+	}
+	if len(list.Kv) == 0 {
+		return nil
+	}
+	return writeList(w, list)
+}
+
+// writeList writes one list of a backup: its length (uint64 little-endian),
+// then the list.
+func writeList(w io.Writer, list *pb.KVList) error {
+	buf, err := proto.Marshal(list)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(buf)))); err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
 }
 
 // restoreKV is one key of a backup being restored.

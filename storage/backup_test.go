@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -395,5 +397,65 @@ func TestBackupAfterDeleteNamesNoErasedUser(t *testing.T) {
 	}
 	if f, _ := mustLoad(t, dst, "feed", "kept-user"); string(f) != "filter of kept-user" {
 		t.Errorf("the user kept was restored as %q", f)
+	}
+}
+
+// throttledWriter takes about a millisecond for every 32 KiB written: a
+// client that reads a backup more slowly than the store is read.
+type throttledWriter struct{ n int }
+
+func (w *throttledWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	time.Sleep(time.Duration(len(p)>>15) * time.Millisecond)
+	return len(p), nil
+}
+
+// A backup holds a few lists in memory at a time, not the store: Badger's
+// own stream (8 readers, 32 buffers of 32 MiB queued for the writer) grew
+// the heap by about 600 MB for a store of 60 MB read by a slow client.
+func TestBackupHeapStaysSmallForASlowClient(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	value := make([]byte, 600) // in the value log, like most filters
+	for b := range 100 {
+		ws := make([]Write, 0, 1000)
+		for i := range 1000 {
+			value[0], value[1] = byte(i), byte(b)
+			ws = append(ws, Write{NS: "feed", User: fmt.Sprintf("u%d-%d", b, i), Value: bytes.Clone(value)})
+		}
+		if err := s.WriteBack(ws, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak atomic.Uint64
+	done, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak.Store(max(peak.Load(), ms.HeapAlloc))
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	w := &throttledWriter{}
+	err := s.Backup(w)
+	close(done)
+	<-sampled
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.n < 60e6 {
+		t.Fatalf("backup of %d bytes, want the 60 MB written", w.n)
+	}
+	if grew := int64(peak.Load()) - int64(base); grew > 128<<20 {
+		t.Fatalf("the heap grew by %d MB during a backup of %d MB", grew>>20, w.n>>20)
 	}
 }
