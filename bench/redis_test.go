@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -218,6 +219,49 @@ func TestRedisRecordMarksItemsSeen(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The fill writes a user's bitmap whole: the same string, bit for bit and
+// in length, as the calls' SETBITs make; and a user with a bitmap already
+// gets the new bits added, not the bitmap replaced.
+func TestRedisBloomRecordWritesTheBitmapSetbitWould(t *testing.T) {
+	for _, client := range redisClients {
+		t.Run(client, func(t *testing.T) {
+			s := NewRedisBloom(RedisOptions{Bin: redisBin(t), Client: client})
+			setUp(t, s)
+			ctx := context.Background()
+			w := DefaultWorkload(10)
+			var items, more []string
+			for j := range 200 {
+				items = append(items, w.Item(1, j))
+				more = append(more, w.Item(1, 1000+j))
+			}
+			if err := s.Record(ctx, "recorded", items); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Call(ctx, "called", items, len(items)); err != nil || len(got) != len(items) {
+				t.Fatalf("the call returned %d of %d items unseen, %v", len(got), len(items), err)
+			}
+			recorded, err := s.rdb.Get(ctx, "b:recorded").Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			called, err := s.rdb.Get(ctx, "b:called").Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(recorded, called) {
+				t.Fatalf("the recorded bitmap (%d bytes) differs from the called one (%d bytes)", len(recorded), len(called))
+			}
+			if err := s.Record(ctx, "recorded", more); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Call(ctx, "recorded", append(slices.Clone(items), more...), 1000)
+			if err != nil || len(got) != 0 {
+				t.Fatalf("after a second Record, %d of both lists unseen (%v), want none", len(got), err)
+			}
+		})
 	}
 }
 

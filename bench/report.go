@@ -138,7 +138,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Workload: feed, users chosen by %s; pool %d items/user; %d candidates/call; limit %d, record returned; seed %d.\n\n",
 		dist, r.Workload.Pool, r.Workload.Candidates, r.Workload.Limit, r.Workload.Seed)
 	fmt.Fprintf(&b, "Run: %s on %d cores; client GOMAXPROCS %d; %s; "+
-		"fill %d items/user (one call per user; the Redis systems record unchecked users' items with one SADD or BITFIELD), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
+		"fill %d items/user (one call per user; the Redis systems record unchecked users' items with one SADD, or one SET of the whole bitmap), warm-up %s unmeasured, then %s at saturation and %s open loop at %.0f%% of it; "+
 		"%d users checked exactly.\n\n",
 		r.GoVersion, r.CPUs, r.ClientProcs, r.Goroutines(), r.Fill, r.Warm, r.Duration, r.Duration,
 		100*r.OpenFrac, r.Sample)

@@ -108,6 +108,22 @@ func (c *respConn) readInt() (int64, error) {
 	return strconv.ParseInt(string(line[1:len(line)-2]), 10, 64)
 }
 
+// readOK reads the reply of a conditional SET: true for "+OK", false for
+// a null ("$-1" in RESP2, "_" in RESP3: not set).
+func (c *respConn) readOK() (bool, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return false, err
+	}
+	switch string(line) {
+	case "+OK\r\n":
+		return true, nil
+	case "$-1\r\n", "_\r\n":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: redis replied %q", ErrBadAnswer, line)
+}
+
 // readIntArray reads an array reply of integers into dst.
 func (c *respConn) readIntArray(dst []int64) ([]int64, error) {
 	line, err := c.r.ReadSlice('\n')
