@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -68,9 +70,33 @@ func checkConfig(o *options, env environ, w io.Writer, now time.Time) error {
 	} else {
 		fmt.Fprintln(w, "tls: none, plain HTTP")
 	}
+	// What serve would warn of at its start: settings it takes, but that
+	// are likely mistakes, best seen before the restart.
+	warnSettings(o, o.addr, len(ks) > 0, conf.cert != nil, slog.New(warningLines{w}))
 	fmt.Fprintln(w, "seenapi check: the configuration loads")
 	return nil
 }
+
+// warningLines is a slog.Handler that writes each record as a line of
+// check's output: "warning: " and the message, then its attributes.
+type warningLines struct{ w io.Writer }
+
+func (warningLines) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h warningLines) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("warning: " + strings.TrimPrefix(r.Message, "seenapi: "))
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	b.WriteByte('\n')
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h warningLines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h warningLines) WithGroup(string) slog.Handler      { return h }
 
 // profileLine says a profile in a line, in the namespaces file's words.
 func profileLine(p userfilter.Profile) string {

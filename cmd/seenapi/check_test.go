@@ -81,6 +81,38 @@ func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
 
 // Whatever the service would refuse at its start or on a SIGHUP, check
 // refuses with exit status 1 and says why.
+// seenapi check prints the warnings serve would log at its start (a keys
+// file others can read, keys in clear text off loopback, a free-space
+// minimum under what the store takes at once), so that they are seen
+// before the restart; the configuration still loads.
+func TestCheckSaysWhatTheServiceWouldWarnOf(t *testing.T) {
+	keys := writeFile(t, t.TempDir(), "keys", "admin:a-0123456789abcdef\n")
+	if err := os.Chmod(keys, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, logged := runCheck(t, nil, "--keys-file", keys, "--addr", "0.0.0.0:8080", "--min-free-bytes", "4MiB")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, logged)
+	}
+	for _, want := range []string{
+		"warning: the keys file can be read by other users of this machine; chmod 600 it file=" + keys + " mode=-rw-r--r--\n",
+		"warning: API keys cross the network in clear text on 0.0.0.0:8080",
+		"warning: --min-free-bytes is under what the store may take at once",
+		"seenapi check: the configuration loads\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	// Sane settings warn of nothing.
+	if err := os.Chmod(keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ := runCheck(t, nil, "--keys-file", keys); strings.Contains(out, "warning") {
+		t.Errorf("check warns of sane settings:\n%s", out)
+	}
+}
+
 func TestCheckRefusesWhatTheServiceWould(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := certFiles(t)

@@ -170,8 +170,11 @@ var commandDoc = map[string]string{
 	"check": `Reads what the service reads at its start and on a SIGHUP (the API keys of --keys-file and
 SEENAPI_KEYS, the namespaces file, the TLS certificate) and checks them and the flags as serve
 does, then says what it found: each namespace's profile, the keys by role and each by its id
-(as the log names it), the certificate's date. It opens no store and listens nowhere, so it runs beside a serving service, before a
-SIGHUP or a restart. It takes serve's flags and environment; exit status 1 on an error.`,
+(as the log names it), the certificate's date, and the warnings serve would log at its start
+(a keys file others can read, keys in clear text off loopback, a budget over the machine's
+memory, ...). It opens no store and listens nowhere, so it runs beside a serving service, before a
+SIGHUP or a restart. It takes serve's flags and environment; exit status 1 on an error, 2 on a
+flag it cannot take.`,
 	"backup": `Writes a snapshot of every user's filter, with the calls not yet written back, to one file:
 from a running service through its API (--url, with a key of the admin role when it has keys),
 or from --data-dir while no service holds it. An existing file is never overwritten.`,

@@ -302,15 +302,11 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	}
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
-	switch {
-	case srv.Open():
+	if srv.Open() {
 		logger.Warn("seenapi: NO API KEYS: the API is open to anyone who can reach " + shown +
 			"; set --keys-file or SEENAPI_KEYS to require keys")
-	case cert == nil && !isLoopback(o.addr):
-		logger.Warn("seenapi: API keys cross the network in clear text on " + shown +
-			": serve HTTPS (--tls-cert and --tls-key) or put a TLS proxy in front")
 	}
-	warnSettings(o, logger)
+	warnSettings(o, shown, !srv.Open(), cert != nil, logger)
 	// SIGHUP reloads the API keys, the namespaces and the TLS certificate,
 	// to rotate or add them without a restart (which would empty the hot set).
 	hup := make(chan os.Signal, 1)
@@ -695,8 +691,14 @@ func shownAddr(listened, asked string) string {
 const storeDescriptors = 1024
 
 // warnSettings logs the settings that the service takes but that are
-// likely to hurt it: each works, and each was met as a mistake.
-func warnSettings(o *options, logger *slog.Logger) {
+// likely to hurt it: each works, and each was met as a mistake. serve logs
+// them at its start and check prints them, so that they are seen before a
+// restart. addr is the address as the log shows it.
+func warnSettings(o *options, addr string, keyed, https bool, logger *slog.Logger) {
+	if keyed && !https && !isLoopback(o.addr) {
+		logger.Warn("seenapi: API keys cross the network in clear text on " + addr +
+			": serve HTTPS (--tls-cert and --tls-key) or put a TLS proxy in front")
+	}
 	// Badger takes the disk a value-log file or a memtable file at a time,
 	// through memory maps: a disk that fills inside one stops the process
 	// with SIGBUS instead of a refused write.
