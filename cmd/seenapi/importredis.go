@@ -150,7 +150,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", o.url, keyHint(err, "write"))
+		return fmt.Errorf("seenapi at %s: %w", o.url, trustHint(keyHint(err, "write")))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)

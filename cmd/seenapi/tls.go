@@ -120,6 +120,17 @@ func plainHTTPAnswer(addr net.Addr) []byte {
 // errTLSPair refuses one of --tls-cert and --tls-key without the other.
 var errTLSPair = errors.New("--tls-cert and --tls-key go together: give both (TLS) or neither (plain HTTP)")
 
+// trustHint adds to err, when the service's certificate was signed by an
+// authority the client command does not trust, how to trust it: the bare
+// x509 error names no flag.
+func trustHint(err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return fmt.Errorf("%w; to trust a certificate of your own, give its authority's PEM (or the self-signed certificate) with --ca-cert or SEENAPI_CA_CERT", err)
+	}
+	return err
+}
+
 // serviceTransport is the HTTP transport of the client commands (backup
 // --url, import-redis): Go's default, which trusts the system's
 // certificate authorities (and SSL_CERT_FILE), and with --ca-cert the

@@ -245,14 +245,15 @@ func TestBackupOverHTTPSTrustsSSLCertFile(t *testing.T) {
 
 // The client commands trust the authorities of --ca-cert besides the
 // system's: backup --url and import-redis --url reach a service with a
-// self-signed certificate through it, and fail without it; a file that
-// holds no certificate is refused by name.
+// self-signed certificate through it, and fail without it, saying to give
+// --ca-cert; a file that holds no certificate is refused by name.
 func TestClientCommandsTrustCACert(t *testing.T) {
 	certPath, keyPath := certFiles(t)
 	pool := writeCert(t, certPath, keyPath, 1)
 	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
 	dir := t.TempDir()
-	if code, log := backupCmd(nil, "--url", httpsOf(s), "--out", filepath.Join(dir, "untrusted")); code == 0 || !strings.Contains(log, "certificate") {
+	if code, log := backupCmd(nil, "--url", httpsOf(s), "--out", filepath.Join(dir, "untrusted")); code == 0 || !strings.Contains(log, "certificate") ||
+		!strings.Contains(log, "with --ca-cert") {
 		t.Fatalf("a backup without --ca-cert: exit %d\n%s", code, log)
 	}
 	out := filepath.Join(dir, "seenapi.backup")
@@ -272,7 +273,12 @@ func TestClientCommandsTrustCACert(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log strings.Builder
-	args := []string{"import-redis", "--redis", rdb.Options().Addr, "--url", httpsOf(s), "--ca-cert", certPath}
+	args := []string{"import-redis", "--redis", rdb.Options().Addr, "--url", httpsOf(s)}
+	if code := run(context.Background(), args, noEnv, &log, &log, nil); code == 0 || !strings.Contains(log.String(), "with --ca-cert") {
+		t.Fatalf("import-redis without --ca-cert: exit %d\n%s", code, log.String())
+	}
+	log.Reset()
+	args = append(args, "--ca-cert", certPath)
 	if code := run(context.Background(), args, noEnv, &log, &log, nil); code != 0 {
 		t.Fatalf("import-redis over HTTPS: exit %d\n%s", code, log.String())
 	}
