@@ -100,11 +100,11 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
 		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true}, "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
-		countVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body")
-		countVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded")
+		sizeVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body, e.g. 2MiB")
+		sizeVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded, e.g. 256MiB")
 		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
-		countVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
-		countVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
+		sizeVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
+		sizeVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
 		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes and /metrics aside; beyond, 503 overloaded")
 		countVar(fs, &o.limits.MaxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; one past it is answered 503 overloaded and closed")
@@ -352,6 +352,27 @@ func (c *count) Set(s string) error {
 		return errors.New("want a whole number of at least 1")
 	}
 	*c = count(n)
+	return nil
+}
+
+func sizeVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
+	*p = value
+	fs.Var((*size)(p), name, usage)
+}
+
+// size is a flag of a limit in bytes, which must be at least 1: a number
+// with an optional unit, as --cache-bytes takes (1MiB, 1048576), so that
+// every flag of bytes reads the same.
+type size int
+
+func (z *size) String() string { return formatBytes(int64(*z)) }
+
+func (z *size) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil || n < 1 || n > math.MaxInt {
+		return errors.New("want a size of at least 1 byte such as 1MiB or 1048576")
+	}
+	*z = size(n)
 	return nil
 }
 

@@ -218,6 +218,21 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 	}
 }
 
+// Every flag of bytes takes a size as --cache-bytes does, a unit or none:
+// --max-body-bytes 2MiB is not refused for want of a plain number.
+func TestByteLimitsTakeSizes(t *testing.T) {
+	var o options
+	fs := newFlagSet("serve", &o, io.Discard)
+	err := parseFlags(fs, []string{"--max-body-bytes", "2MiB", "--max-import-bytes", "1GiB", "--max-item-bytes", "1KiB"},
+		mapEnv(map[string]string{"SEENAPI_MAX_USER_BYTES": "512"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := o.limits; l.MaxBodyBytes != 2<<20 || l.MaxImportBytes != 1<<30 || l.MaxItemBytes != 1024 || l.MaxUserBytes != 512 {
+		t.Errorf("limits %d %d %d %d, want %d %d 1024 512", l.MaxBodyBytes, l.MaxImportBytes, l.MaxItemBytes, l.MaxUserBytes, 2<<20, 1<<30)
+	}
+}
+
 // Values that cannot work are refused, naming the flag or variable and
 // what it takes; 0 is never read as the default.
 func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
@@ -254,6 +269,8 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--rate-limit", "500", "--rate-burst", "0"}, want: "-rate-burst: want a whole number of at least 1"},
 		{args: []string{"--rate-limit", "0.5", "--rate-burst", "3"}},
 		{args: []string{"--rate-limit", "off"}, env: map[string]string{"SEENAPI_RATE_LIMIT": "100"}},
+		{args: []string{"--max-body-bytes", "0"}, want: "-max-body-bytes: want a size of at least 1 byte such as 1MiB or 1048576"},
+		{env: map[string]string{"SEENAPI_MAX_ITEM_BYTES": "big"}, want: `SEENAPI_MAX_ITEM_BYTES="big": want a size of at least 1 byte`},
 	} {
 		var o options
 		fs := newFlagSet("serve", &o, io.Discard)
