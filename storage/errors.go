@@ -41,6 +41,10 @@ var (
 	// ErrInUse: another process, usually a seenapi serving the directory,
 	// holds the store's directory lock; Open opened nothing.
 	ErrInUse = errors.New("storage: data directory in use")
+
+	// ErrNoStore: Open with KeepFormat (an offline backup, which only
+	// reads) was given a directory that holds no store, and made none.
+	ErrNoStore = errors.New("storage: no store in the data directory")
 )
 
 // opError is the failure of one operation of the store, named in its text

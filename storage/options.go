@@ -78,7 +78,9 @@ type Options struct {
 	// KeepFormat makes Open leave a store of an older format as it is
 	// instead of upgrading it, for an offline backup, which must not change
 	// the directory it reads (a build of the older format could no longer
-	// open it). Only Backup should be used on such a store. Default false.
+	// open it). Only Backup should be used on such a store. A directory
+	// that holds no store is refused (ErrNoStore), not made into one.
+	// Default false.
 	KeepFormat bool
 
 	// Logger receives the store's and Badger's warnings and errors (Badger's

@@ -84,6 +84,14 @@ func Open(opts Options) (*Store, error) {
 	if fi, err := os.Stat(opts.Dir); err == nil && !fi.IsDir() {
 		return nil, opErr("open "+opts.Dir, syscall.ENOTDIR)
 	}
+	// A store kept in its format is only read (an offline backup): a
+	// directory that holds none, a mistyped or wrong --data-dir, is not
+	// made into an empty store whose backup would look like success.
+	if opts.KeepFormat {
+		if _, err := os.Stat(filepath.Join(opts.Dir, badger.ManifestFilename)); err != nil {
+			return nil, opErr("open "+opts.Dir, ErrNoStore)
+		}
+	}
 	bopts := badger.DefaultOptions(opts.Dir).
 		WithSyncWrites(opts.Sync).
 		WithLogger(badgerLogger{opts.Logger}).

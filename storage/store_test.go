@@ -1162,6 +1162,32 @@ func TestForgetAndRestoreFinishWhileMemtablesAreFlushed(t *testing.T) {
 	}
 }
 
+// Opened with KeepFormat (an offline backup), a directory that holds no
+// store, or none at all, is refused and left as it was: a wrong directory
+// does not become an empty store whose backup would pass for one.
+func TestKeepFormatMakesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, d := range []string{dir, missing} {
+		s, err := Open(testOptions(t).WithDir(d).WithKeepFormat(true))
+		if !errors.Is(err, ErrNoStore) {
+			if err == nil {
+				s.Close()
+			}
+			t.Fatalf("%s: %v, want ErrNoStore", d, err)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("the directory holds %d entries (%v), want its one file", len(entries), err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("the missing directory was made: %v", err)
+	}
+}
+
 // Opened with KeepFormat (an offline backup), a store of an older format
 // stays in it, so the build that wrote it can still open it, and its
 // backup restores; opened without, it is upgraded.

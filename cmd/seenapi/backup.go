@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 
@@ -18,13 +19,18 @@ import (
 // (negative: no check). With keepFormat a store of an older format is not
 // upgraded (see storage.Options.KeepFormat).
 func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Logger, inUseHint string) (*storage.Store, error) {
-	if _, err := os.Stat(o.dataDir); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	if _, err := os.Stat(o.dataDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("--data-dir %s does not exist; give the directory the service serves (its --data-dir, ./data by default)", o.dataDir)
+	} else if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithMinFreeBytes(minFreeBytes).
 		WithKeepFormat(keepFormat).WithLogger(logger))
-	if errors.Is(err, storage.ErrInUse) {
+	switch {
+	case errors.Is(err, storage.ErrInUse):
 		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it: %s (%w)", o.dataDir, inUseHint, err)
+	case errors.Is(err, storage.ErrNoStore):
+		return nil, fmt.Errorf("--data-dir %s holds no seenapi store, so nothing was backed up; give the directory the service serves (its --data-dir, ./data by default)", o.dataDir)
 	}
 	return store, err
 }

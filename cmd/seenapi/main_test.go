@@ -1182,6 +1182,29 @@ func TestMissingBackupFileNamesTheFlag(t *testing.T) {
 	}
 }
 
+// An offline backup of a directory that holds no store (a wrong or
+// mistyped --data-dir) fails, saying so, and writes nothing: neither a
+// store into that directory nor an empty backup that would pass for one.
+func TestBackupOfADirectoryWithoutAStoreFails(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "namespaces.yaml", "feed:\n")
+	out := filepath.Join(t.TempDir(), "seenapi.backup")
+	for _, tc := range []struct{ dir, want string }{
+		{dir, "--data-dir " + dir + " holds no seenapi store, so nothing was backed up"},
+		{filepath.Join(dir, "missing"), "--data-dir " + filepath.Join(dir, "missing") + " does not exist"},
+	} {
+		if code, log := backupCmd(nil, "--data-dir", tc.dir, "--out", out); code != 1 || !strings.Contains(log, tc.want) {
+			t.Errorf("backup of %s: exit %d, want 1 and %q:\n%s", tc.dir, code, tc.want, log)
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("the directory holds %d entries (%v), want its one file", len(entries), err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed backup left %s (%v)", out, err)
+	}
+}
+
 // A required flag left out is a usage error: one line naming it, the
 // pointer to the command's help, exit 2, and nothing done.
 func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
