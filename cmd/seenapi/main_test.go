@@ -1125,7 +1125,8 @@ func TestRestoreMergeKeepsWhatEachSideSaw(t *testing.T) {
 }
 
 // Backup and restore of the data directory of a running service fail,
-// saying the directory is in use and how a running service is backed up.
+// saying the directory is in use and how a running service is backed up;
+// a second service on it fails saying the directory is in use.
 func TestBackupAndRestoreOfADirectoryInUseSayHowToBackUpTheService(t *testing.T) {
 	dir := t.TempDir()
 	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
@@ -1150,6 +1151,10 @@ func TestBackupAndRestoreOfADirectoryInUseSayHowToBackUpTheService(t *testing.T)
 			[]string{"--data-dir " + dir + " is in use", "GET /v1/backup", "seenapi backup --url"}},
 		{[]string{"restore", "--data-dir", dir, "--in", in, "--min-free-bytes", "-1"},
 			[]string{"--data-dir " + dir + " is in use", "stop it"}},
+		// A second service on the same directory: which one to stop, or
+		// that this one wants a directory of its own.
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1"},
+			[]string{"--data-dir " + dir + " is in use", "another --data-dir"}},
 	} {
 		var log bytes.Buffer
 		code := run(context.Background(), tc.args, noEnv, &log, &log, nil)

@@ -241,6 +241,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
 		WithMinFreeBytes(o.storeMinFreeBytes()).WithLogger(logger))
+	if errors.Is(err, storage.ErrInUse) {
+		return fmt.Errorf("--data-dir %s is in use, probably by another seenapi serving it: stop that one first, or give this one another --data-dir (%w)", o.dataDir, err)
+	}
 	if err != nil {
 		return err
 	}
