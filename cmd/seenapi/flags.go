@@ -454,7 +454,20 @@ func (d durationFlag) String() string {
 	if d.p == nil { // the flag package's zero value, for its default check
 		return "0s"
 	}
-	return d.p.String()
+	return shortDuration(*d.p)
+}
+
+// shortDuration writes d as Go does without its trailing zero units (5m,
+// not 5m0s; 1h30m, not 1h30m0s), as the README and a user write it.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (d durationFlag) Set(s string) error {

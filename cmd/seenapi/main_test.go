@@ -1804,3 +1804,44 @@ func TestRiskySettingsAreWarnedOfAtStart(t *testing.T) {
 		t.Errorf("warnings with sane settings:\n%s", s.out.String())
 	}
 }
+
+// The README's configuration table and seenapi --help agree: every flag
+// of serve has a row naming it, its environment variable and its default
+// as the help gives it ("none" for an empty one); and every row is a flag.
+func TestREADMEConfigurationTableMatchesTheFlags(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| (`--[a-z-]+`(?:, `--[a-z-]+`)*) \\| (`SEENAPI_[A-Z_]+`(?:, `SEENAPI_[A-Z_]+`)*) \\| ([^|]+) \\|")
+	type doc struct{ env, def string }
+	rows := map[string]doc{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		names, envs := strings.Split(m[1], ", "), strings.Split(m[2], ", ")
+		for i, n := range names {
+			rows[strings.Trim(n, "`")] = doc{strings.Trim(envs[min(i, len(envs)-1)], "`"), strings.TrimSpace(m[3])}
+		}
+	}
+	var o options
+	seen := map[string]bool{}
+	newFlagSet("serve", &o, io.Discard).VisitAll(func(f *flag.Flag) {
+		name := "--" + f.Name
+		seen[name] = true
+		d, ok := rows[name]
+		switch {
+		case !ok:
+			t.Errorf("the README's configuration table has no row for %s", name)
+		case d.env != envName(f.Name):
+			t.Errorf("%s: the README names %s, the flag reads %s", name, d.env, envName(f.Name))
+		case d.def == "none" && f.DefValue != "":
+			t.Errorf("%s: the README says no default, the help %q", name, f.DefValue)
+		case strings.HasPrefix(d.def, "`") && strings.Trim(d.def, "`") != f.DefValue:
+			t.Errorf("%s: the README's default is %s, the help's %q", name, d.def, f.DefValue)
+		}
+	})
+	for name := range rows {
+		if !seen[name] {
+			t.Errorf("the README's configuration table has a row for %s, which is no flag of serve", name)
+		}
+	}
+}
