@@ -83,6 +83,17 @@ func TestOnErrorFailAnswersTheStorageProblem(t *testing.T) {
 	}
 }
 
+// A call to a namespace that is not served (misspelt, or taken out of the
+// namespaces file) says where the served ones are listed.
+func TestUnknownNamespaceSaysWhereTheServedOnesAreListed(t *testing.T) {
+	e := newEnv(t)
+	status, h, body := e.raw("POST", "/v1/namespaces/feeed/users/u/filter", "application/json", []byte(`{"candidates":["a"]}`))
+	p := problem(t, status, h, body)
+	if status != http.StatusNotFound || p.Type != api.ProblemBase+"unknown-namespace" || !strings.Contains(p.Detail, `namespace "feeed" is not served; GET /v1/namespaces lists`) {
+		t.Fatalf("%d %s %q", status, p.Type, p.Detail)
+	}
+}
+
 func TestOnErrorOpenDoesNotHideBadRequests(t *testing.T) {
 	e := newEnv(t)
 	e.brokenStore()

@@ -81,7 +81,7 @@ func (s *Server) namespace(c *fiber.Ctx) (string, error) {
 		return "", err
 	}
 	if _, ok := s.hot.Namespace(ns); !ok {
-		return "", newError(pUnknownNamespace, "no namespace named %q", ns)
+		return "", newError(pUnknownNamespace, "namespace %q is not served; GET /v1/namespaces lists those that are, and in not_served those with users stored", ns)
 	}
 	return ns, nil
 }
