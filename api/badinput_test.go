@@ -199,6 +199,11 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		"body too large":          fmt.Sprintf("the body is %d bytes; at most %d", 200<<10+19, 128<<10),
 		"body over every limit":   fmt.Sprintf("the body is %d bytes; at most %d", 300<<10+19, 128<<10),
 		"import over every limit": fmt.Sprintf("the body is %d bytes; at most %d", 300<<10, 256<<10),
+		// A value of the wrong kind says the kind wanted, and a whole
+		// number out of range says so, not "in range" of an unnamed one.
+		"limit a string":   "/limit is a JSON string; want an integer",
+		"limit a fraction": "/limit is a JSON number 2.5; want an integer",
+		"limit huge":       "/limit is a JSON number 1e30; want an integer; this one is too large",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

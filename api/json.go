@@ -5,7 +5,9 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -158,7 +160,17 @@ func shapeError(body []byte, v any, cause error) error {
 	if ptr == "" {
 		return &apiError{kind: pBadRequest, detail: "the body is a JSON " + what + "; want an object", cause: cause}
 	}
-	detail := fmt.Sprintf("%s is a JSON %s; want %s", ptr, what, jsonTypeName(se.GoType))
+	want := jsonTypeName(se.GoType)
+	if f, err := strconv.ParseFloat(string(se.JSONValue), 64); se.JSONKind == '0' && want == "an integer" &&
+		(err == nil || errors.Is(err, strconv.ErrRange)) && f == math.Trunc(f) {
+		// A whole number (1e99 too) refused by an integer field is out of
+		// its range.
+		want = "an integer; this one is too large"
+		if f < 0 {
+			want = "an integer; this one is too small"
+		}
+	}
+	detail := fmt.Sprintf("%s is a JSON %s; want %s", ptr, what, want)
 	return &apiError{kind: pBadRequest, detail: detail, cause: cause, fields: []FieldError{{Pointer: ptr, Detail: detail}}}
 }
 
@@ -185,7 +197,7 @@ func jsonTypeName(t reflect.Type) string {
 		return "a string"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer in range"
+		return "an integer"
 	case reflect.Bool:
 		return "a boolean"
 	case reflect.Slice, reflect.Array:
