@@ -11,7 +11,8 @@
 // least recently used users until it is within its share, CacheBytes/Shards,
 // and then so do the other shards over theirs. A shard may hold more than
 // its share while the set is under budget, so that a user larger than a
-// share does not empty its shard, itself included. A user costs its filter's MemoryBytes plus
+// share does not empty its shard, itself included; the sweep may empty a
+// shard, so a budget of fewer users than shards holds too. A user costs its filter's MemoryBytes plus
 // entryOverhead plus its id's length. An entry holds the filter by value,
 // the user's namespace as an index (at most 256 namespaces) and, for ids
 // shorter than 255 bytes, the id in the same allocation: one allocation a

@@ -592,7 +592,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		evicted := h.trimLocked(s, e)
 		s.mu.Unlock()
 		close(lc.done)
-		h.afterEvict(evicted)
+		h.afterEvict(e, evicted)
 		return e, false, nil
 	}
 }
@@ -690,7 +690,7 @@ func (h *HotSet) reachLocked(s *shard, k key, e *entry) bool {
 	h.insertLocked(s, k, e)
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
-	h.afterEvict(evicted)
+	h.afterEvict(e, evicted)
 	return true
 }
 
@@ -722,7 +722,8 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 // less: one user larger than CacheBytes/Shards would otherwise evict every
 // other user of its shard, and itself at the next load there, while the
 // set is far under budget. afterEvict trims the shards over their share
-// once the set is over budget. An evicted user that may hold changes
+// once the set is over budget, down to no user but keep, so that a budget
+// of fewer users than shards holds too. An evicted user that may hold changes
 // not yet written back (dirty, or in use by a call that may change it)
 // moves to the shard's evicted map, where it stays reachable until written
 // back: a call for the user takes it back instead of loading a second copy
@@ -730,12 +731,15 @@ func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
 // before that copy is written. s.mu held.
 func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 	var out []*entry
-	for s.bytes > s.budget && h.hotBytes.Load() > h.opts.CacheBytes && s.lru.Len() > 1 {
+	for s.bytes > s.budget && h.hotBytes.Load() > h.opts.CacheBytes {
 		k, e, ok := s.lru.GetOldest()
 		if !ok {
 			break
 		}
 		if e == keep {
+			if s.lru.Len() == 1 {
+				break
+			}
 			s.lru.Get(k) // make it the newest; evict the next one
 			continue
 		}
@@ -775,17 +779,19 @@ func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
 	c.hotBytes.Add(-int64(e.bytes))
 }
 
-// afterEvict runs after a shard took a user in or let one grow, with the
-// users that shard evicted: while the set is still over budget, the shards
-// holding more than their share evict their least recently used; then a
-// write-back round is asked for when evicted users waiting for one take
-// more than backlogLimit. No lock held.
-func (h *HotSet) afterEvict(evicted []*entry) {
-	if h.hotBytes.Load() > h.opts.CacheBytes && h.sweepMu.TryLock() {
-		// One call sweeps at a time; another finds the set within budget
-		// soon after, or sweeps next.
+// afterEvict runs after a shard took a user in or let one grow (keep), with
+// the users that shard evicted: while the set is still over budget, the
+// shards holding more than their share evict their least recently used
+// (never keep, the user just called); then a write-back round is asked for
+// when evicted users waiting for one take more than backlogLimit. No lock
+// held.
+func (h *HotSet) afterEvict(keep *entry, evicted []*entry) {
+	// One call sweeps at a time. A call that finds another sweeping leaves
+	// it the work: the sweeper looks at the total again once it lets go.
+	for h.hotBytes.Load() > h.opts.CacheBytes && h.sweepMu.TryLock() {
 		// Each sweep starts one shard further on, so none is the first
 		// to give users up every time.
+		before := len(evicted)
 		first := h.sweepNext
 		h.sweepNext = (first + 1) % len(h.shards)
 		for i := range h.shards {
@@ -794,10 +800,13 @@ func (h *HotSet) afterEvict(evicted []*entry) {
 			}
 			s := h.shards[(first+i)%len(h.shards)]
 			s.mu.Lock()
-			evicted = append(evicted, h.trimLocked(s, nil)...)
+			evicted = append(evicted, h.trimLocked(s, keep)...)
 			s.mu.Unlock()
 		}
 		h.sweepMu.Unlock()
+		if len(evicted) == before {
+			break // no user left to evict but keep
+		}
 	}
 	if len(evicted) > 0 && h.evictedBytes.Load() > h.backlogLimit {
 		h.kickFlush()
@@ -828,7 +837,7 @@ func (h *HotSet) release(e *entry, changed bool) {
 	}
 	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
-	h.afterEvict(evicted)
+	h.afterEvict(e, evicted)
 }
 
 // entrySize is what e is accounted for. e.mu held (or e not yet shared).

@@ -1014,3 +1014,21 @@ func TestAUserLargerThanItsShardsShareStaysHot(t *testing.T) {
 		}
 	}
 }
+
+// A budget of fewer users than shards holds: a shard over its share gives
+// up its last user when the whole set is over budget.
+func TestABudgetOfFewerUsersThanShardsHolds(t *testing.T) {
+	const budget = 16 << 10
+	fx := newFixture(t, Options{CacheBytes: budget}) // 64 shards of 256 bytes, under one user each
+	for u := range 300 {
+		record(t, fx.h, "default", fmt.Sprintf("u%d", u), "a", "b")
+		if b := fx.h.Stats().CacheBytes; b > budget {
+			t.Fatalf("cache holds %d bytes over budget %d after u%d", b, budget, u)
+		}
+	}
+	for u := 0; u < 300; u += 7 {
+		if got := seen(t, fx.h, "default", fmt.Sprintf("u%d", u), "a", "b"); !allTrue(got) {
+			t.Fatalf("u%d lost history through eviction: %v", u, got)
+		}
+	}
+}

@@ -83,7 +83,9 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 	rss := rssBytes(t)
 	t.Logf("1e6 users in %v: hot %d users / %d bytes (budget %d, max seen %d), evictions %d, RSS %d MiB",
 		time.Since(start).Round(time.Millisecond), st.HotUsers, st.CacheBytes, int64(budget), maxHot, st.Evictions, rss>>20)
-	if st.CacheBytes > budget || maxHot > budget {
+	// While calls run, each may hold a user it took in and the sweep has
+	// not yet made room for; once they stop, the budget holds.
+	if st.CacheBytes > budget || maxHot > budget+callers*perUser {
 		t.Fatalf("hot set over budget: %d (max %d) > %d", st.CacheBytes, maxHot, budget)
 	}
 	// Evicted users waiting for write-back are outside the budget: calls
