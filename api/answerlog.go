@@ -338,10 +338,11 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	kept := read[:0]
 	for _, a := range read {
 		if !marks.add(a) {
+			a.users = answerUsers(a.Key, a.Body)
 			kept = append(kept, a)
 		}
 	}
-	kept = slices.DeleteFunc(kept, func(a keptAnswer) bool { return marks.void(a.Key, a.At) })
+	kept = slices.DeleteFunc(kept, func(a keptAnswer) bool { return marks.void(a.Key, a.At, a.users) })
 	n := s.replays.restore(kept)
 	s.replays.dropErased(marks)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zeebo/xxh3"
 )
 
 // Erasing a user (DELETE .../users/{user}) forgets the answers kept for
@@ -106,4 +108,135 @@ func TestEraseForgetsTheUsersKeptAnswers(t *testing.T) {
 		t.Errorf("after a crash, another user's answer was not read back")
 	}
 	second.CloseAnswerLog(false)
+}
+
+// Erasing a user forgets the answers kept for the keyed batches that name
+// it too (each lists the user's items), in memory, after a crash (from the
+// answers log, or from the snapshot of a graceful stop that the crash left
+// in place) and after a graceful restart; a batch that does not name it
+// keeps its answer. The retry is served anew.
+func TestEraseForgetsTheBatchAnswersThatNameTheUser(t *testing.T) {
+	dir := t.TempDir()
+	serve := func() *Server { return newTestServer(t) }
+	// The batch of key "b-"+u asks for u and for x, who is never erased.
+	batch := func(srv *Server, u string) (replayed bool) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/namespaces/default/filter", strings.NewReader(
+			`{"requests":[{"user":"x","candidates":["a","b","c"],"limit":1},{"user":"`+u+`","candidates":["secret-`+u+`"]}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, "b-"+u)
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("batch for %s: %d %s", u, resp.StatusCode, b)
+		}
+		return resp.Header.Get(HeaderReplayed) == "true"
+	}
+	erase := func(srv *Server, u string) {
+		t.Helper()
+		resp, err := srv.App().Test(httptest.NewRequest("DELETE", "/v1/namespaces/default/users/"+u, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("erase %s: %d", u, resp.StatusCode)
+		}
+	}
+	snapshot := func(srv *Server) []byte {
+		t.Helper()
+		var b bytes.Buffer
+		if _, err := srv.SaveReplays(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	load := func(srv *Server, snap []byte) {
+		t.Helper()
+		if _, err := srv.LoadReplays(bytes.NewReader(snap)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A graceful stop's snapshot holds the batches naming s and g.
+	first := serve()
+	batch(first, "s")
+	batch(first, "g")
+	snap := snapshot(first)
+
+	second := serve()
+	load(second, snap)
+	if _, err := second.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"u", "v", "w"} {
+		batch(second, u)
+	}
+	time.Sleep(100 * time.Millisecond) // the answers are in the log's file
+	for _, u := range []string{"u", "w", "s", "g"} {
+		erase(second, u)
+	}
+	if replayed := batch(second, "u"); replayed {
+		t.Errorf("a retry of a batch after one of its users was erased was given the answer kept from before the erase")
+	}
+	if replayed := batch(second, "v"); !replayed {
+		t.Errorf("a batch that does not name the erased users lost its answer")
+	}
+	if replayed := batch(second, "g"); replayed {
+		t.Errorf("a batch's answer read back from a graceful stop's snapshot outlived the erase of one of its users")
+	}
+	// A crash: no close, the snapshot left in place.
+
+	third := serve()
+	load(third, snap)
+	if _, err := third.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if replayed := batch(third, "w"); replayed {
+		t.Errorf("after a crash, a retry of a batch whose user was erased before it got the answer from the answers log")
+	}
+	if replayed := batch(third, "s"); replayed {
+		t.Errorf("after a crash, a retry of a batch whose user was erased before it got the answer from the graceful stop's snapshot")
+	}
+	if replayed := batch(third, "v"); !replayed {
+		t.Errorf("after a crash, a batch that does not name the erased users lost its answer")
+	}
+
+	// An erase, then a graceful restart.
+	erase(third, "v")
+	snap = snapshot(third)
+	if err := third.CloseAnswerLog(true); err != nil {
+		t.Fatal(err)
+	}
+	fourth := serve()
+	load(fourth, snap)
+	if replayed := batch(fourth, "v"); replayed {
+		t.Errorf("after a graceful restart, a retry of a batch whose user was erased before it got the answer")
+	}
+	second.CloseAnswerLog(false)
+}
+
+// A batch in flight when one of its users is erased keeps no answer: it
+// may have read the user's items before the erase.
+func TestEraseDropsTheAnswerOfABatchInFlightThatNamesTheUser(t *testing.T) {
+	r := newReplays(1<<20, time.Minute, time.Now)
+	scoped := "\x00/v1/namespaces/default/filter\x00k"
+	other := "\x00/v1/namespaces/default/filter\x00other"
+	p, _ := r.begin(scoped, xxh3.Uint128{})
+	r.name(scoped, p, []string{"x", "u"})
+	q, _ := r.begin(other, xxh3.Uint128{})
+	r.name(other, q, []string{"x", "v"})
+	r.erase("default", "u")
+	r.finish(scoped, p, 200, []byte(`{"results":[]}`))
+	r.finish(other, q, 200, []byte(`{"results":[]}`))
+	if _, state := r.begin(scoped, xxh3.Uint128{}); state != replayNew {
+		t.Errorf("a batch in flight during the erase of one of its users kept its answer")
+	}
+	if _, state := r.begin(other, xxh3.Uint128{}); state != replayDone {
+		t.Errorf("a batch in flight during the erase of a user it does not name lost its answer")
+	}
 }

@@ -552,6 +552,9 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		for i, e := range req.Requests {
 			keys[i], users[i] = scope.key(itoa(i)+"\x00"+e.User), e.User
 		}
+		// Before any call: an erase of one of them from now on drops the
+		// answer, which lists the user's items.
+		s.replays.name(scope.scoped, scope.p, users)
 		if err := s.hot.CheckCallKeys(ns, users, keys); err != nil {
 			return err
 		}

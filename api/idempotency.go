@@ -7,11 +7,13 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bytedance/sonic"
 	"github.com/gofiber/fiber/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/seenapi/seenapi/eviction"
@@ -52,6 +54,20 @@ type replay struct {
 	body    []byte
 	at      time.Time
 	size    int64
+	// users are the hashes (userHash) of the users a batch's answer names,
+	// sorted; nil while not known (a batch in flight before name, or one
+	// whose body did not read back), which any erase in its namespace
+	// drops. Unused for the one call, whose path names its user.
+	users []uint64
+}
+
+// names reports whether p's batch answer may name the user of hash h.
+func (p *replay) names(h uint64) bool {
+	if p.users == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(p.users, h)
+	return ok
 }
 
 // replays keeps the answers of keyed calls. Safe for concurrent use.
@@ -129,20 +145,42 @@ func (r *replays) finish(key string, p *replay, status int, body []byte) {
 	}
 }
 
+// name notes the users of the batch p, in flight under key, before it
+// makes their calls, so that erasing one of them drops its answer.
+func (r *replays) name(key string, p *replay, users []string) {
+	hs := make([]uint64, len(users))
+	for i, u := range users {
+		hs[i] = userHash(u)
+	}
+	slices.Sort(hs)
+	hs = slices.Compact(hs)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.lru.Peek(key); !ok || cur != p {
+		return // dropped already (an erase, the budget): finish keeps nothing
+	}
+	p.users = hs
+	p.size += int64(8 * len(hs))
+	r.bytes += int64(8 * len(hs))
+	r.trimLocked()
+}
+
 // erase drops the answers kept for the calls of user in ns (user "": of
-// every user of ns, and ns's batches), given or in flight (whose finish
-// then keeps nothing), and writes an erase mark to the answers log,
-// written to its file before erase returns, so that neither a retry nor a
-// start after a crash gives an erased user's answer again: a kept answer
-// lists the user's items. A batch's answer names many users; erasing one
-// of them leaves it (see answerOwner).
+// every user of ns), given or in flight (whose finish then keeps nothing):
+// its one calls' and the batches' of ns that name it. It writes an erase
+// mark to the answers log, written to its file before erase returns, so
+// that neither a retry nor a start after a crash gives an erased user's
+// answer again: a kept answer lists the user's items.
 func (r *replays) erase(ns, user string) {
+	h := userHash(user)
 	r.mu.Lock()
 	for _, k := range r.lru.Keys() {
-		if ans, au, ok := answerOwner(k); ok && ans == ns && (user == "" || au == user) {
-			if p, ok := r.lru.Peek(k); ok {
-				r.removeLocked(k, p)
-			}
+		ans, au, ok := answerOwner(k)
+		if !ok || ans != ns {
+			continue
+		}
+		if p, ok := r.lru.Peek(k); ok && (user == "" || au == user || au == "" && p.names(h)) {
+			r.removeLocked(k, p)
 		}
 	}
 	l := r.log
@@ -166,10 +204,38 @@ func (r *replays) dropErased(marks erasedMarks) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range r.lru.Keys() {
-		if p, ok := r.lru.Peek(k); ok && p.done && marks.void(k, p.at) {
+		if p, ok := r.lru.Peek(k); ok && p.done && marks.void(k, p.at, p.users) {
 			r.removeLocked(k, p)
 		}
 	}
+}
+
+// userHash is what a batch's kept answer keeps of each of its users: two
+// users of one hash cost an answer that an erase need not have dropped.
+func userHash(user string) uint64 { return xxh3.HashString(user) }
+
+// answerUsers returns the sorted hashes of the users that the batch answer
+// body under scoped names, read back from the body (which lists each user
+// once a request: see batchResponse), or nil if scoped is not a batch's or
+// the body does not read.
+func answerUsers(scoped string, body []byte) []uint64 {
+	if _, user, ok := answerOwner(scoped); !ok || user != "" {
+		return nil
+	}
+	var b struct {
+		Results []struct {
+			User string `json:"user"`
+		} `json:"results"`
+	}
+	if err := sonic.Unmarshal(body, &b); err != nil || len(b.Results) == 0 {
+		return nil
+	}
+	users := make([]uint64, len(b.Results))
+	for i, r := range b.Results {
+		users[i] = userHash(r.User)
+	}
+	slices.Sort(users)
+	return slices.Compact(users)
 }
 
 // answerOwner returns the namespace and the user of the call whose kept
@@ -224,33 +290,62 @@ func eraseMark(ns, user string, at time.Time) keptAnswer {
 }
 
 // erasedMarks are the erase marks read back from the answers log: the
-// latest time each user (ns + "\x00" + user; ns + "\x00" for a whole
-// namespace) was erased.
-type erasedMarks map[string]time.Time
+// latest time each user (by its userHash) or a whole namespace was erased.
+type erasedMarks map[eraseKey]time.Time
+
+type eraseKey struct {
+	ns    string
+	user  uint64 // userHash
+	whole bool   // the whole namespace
+}
 
 // add notes the mark a, if it is one, and reports whether it was.
 func (m erasedMarks) add(a keptAnswer) bool {
 	if a.Status != eraseStatus {
 		return false
 	}
-	if at, ok := m[a.Key]; !ok || a.At.After(at) {
-		m[a.Key] = a.At
+	ns, user, _ := strings.Cut(a.Key, "\x00")
+	k := eraseKey{ns: ns, whole: user == ""}
+	if !k.whole {
+		k.user = userHash(user)
+	}
+	if at, ok := m[k]; !ok || a.At.After(at) {
+		m[k] = a.At
 	}
 	return true
 }
 
 // void reports whether the answer under scoped, given at, was erased
-// since.
-func (m erasedMarks) void(scoped string, at time.Time) bool {
+// since: its user's, or of a batch one of users (answerUsers; nil: any
+// user of its namespace).
+func (m erasedMarks) void(scoped string, at time.Time, users []uint64) bool {
 	ns, user, ok := answerOwner(scoped)
 	if !ok {
 		return false
 	}
-	if t, ok := m[ns+"\x00"]; ok && !at.After(t) {
-		return true
+	erased := func(k eraseKey) bool {
+		t, ok := m[k]
+		return ok && !at.After(t)
 	}
-	t, ok := m[ns+"\x00"+user]
-	return ok && user != "" && !at.After(t)
+	switch {
+	case erased(eraseKey{ns: ns, whole: true}):
+		return true
+	case user != "":
+		return erased(eraseKey{ns: ns, user: userHash(user)})
+	case users == nil:
+		for k, t := range m {
+			if k.ns == ns && !at.After(t) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, u := range users {
+		if erased(eraseKey{ns: ns, user: u}) {
+			return true
+		}
+	}
+	return false
 }
 
 // abandon forgets a call that failed: a retry makes it anew.
@@ -285,6 +380,7 @@ type keptAnswer struct {
 	Status  int
 	Body    []byte
 	At      time.Time
+	users   []uint64 // of a batch, once read (answerUsers); not saved
 }
 
 // replaysMagic heads what SaveReplays writes, naming its form.
@@ -344,8 +440,12 @@ func (r *replays) restore(kept []keptAnswer) int {
 		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.lru.Contains(a.Key) {
 			continue
 		}
+		users := a.users
+		if users == nil {
+			users = answerUsers(a.Key, a.Body)
+		}
 		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At,
-			size: int64(len(a.Key)+len(a.Body)) + replayOverhead}
+			size: int64(len(a.Key)+len(a.Body)+8*len(users)) + replayOverhead, users: users}
 		r.lru.Add(a.Key, p)
 		r.bytes += p.size
 		r.trimLocked()
@@ -393,6 +493,7 @@ const callScopeLocal = "seenapi.callScope"
 type callScope struct {
 	scoped  string       // caller, path and key
 	request xxh3.Uint128 // of the body, seeded by the path
+	p       *replay      // its answer, in flight
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -447,7 +548,7 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		case replayBusy:
 			return newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
 		}
-		c.Locals(callScopeLocal, &callScope{scoped: scoped, request: request})
+		c.Locals(callScopeLocal, &callScope{scoped: scoped, request: request, p: p})
 		kept := false
 		defer func() {
 			if !kept {
