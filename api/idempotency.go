@@ -41,6 +41,8 @@ const (
 	HeaderReplayed       = "Idempotent-Replayed"
 	// maxIdempotencyKey bounds a key's bytes (a UUID takes 36).
 	maxIdempotencyKey = 255
+	// inUseRetry is the Retry-After of 409 idempotency-key-in-use.
+	inUseRetry = time.Second
 	// replayOverhead is what a kept answer costs besides its body and key:
 	// the struct, the LRU's element and map entry.
 	replayOverhead = 160
@@ -546,7 +548,11 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		case replayMismatch:
 			return newError(pIdempotencyKeyReused, "Idempotency-Key %q was used for another request to this route; a retry must send the same body", key)
 		case replayBusy:
-			return newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
+			// Retry-After tells any client when: the first call is
+			// answered in milliseconds, and a header counts whole seconds.
+			e := newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
+			e.retry = inUseRetry
+			return e
 		}
 		c.Locals(callScopeLocal, &callScope{scoped: scoped, request: request, p: p})
 		kept := false

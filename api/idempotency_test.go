@@ -187,6 +187,10 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 		close(g.release)
 		t.Fatalf("the twin of a call in flight: %d %s", r.StatusCode(), r.Body)
 	}
+	// A client that knows nothing of the problem type knows when to retry.
+	if r.Headers409 == nil || r.Headers409.RetryAfter == nil || *r.Headers409.RetryAfter != 1 {
+		t.Errorf("the twin of a call in flight: Retry-After %q, want 1", r.HTTPResponse.Header.Get("Retry-After"))
+	}
 	close(g.release)
 	a := <-first
 	if a.err != nil || a.r.JSON200 == nil || !slices.Equal(a.r.JSON200.Unseen, []string{"a"}) {

@@ -218,7 +218,8 @@ func (s statusTap) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // The twin of a call in flight (409 idempotency-key-in-use) is retried
-// until the first is answered, then gets its answer.
+// after the 409's Retry-After (1 s) until the first is answered, then gets
+// its answer.
 func TestRetriesWaitForTheTwinInFlight(t *testing.T) {
 	g := &appendGate{user: "slow", entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g })
@@ -234,8 +235,13 @@ func TestRetriesWaitForTheTwinInFlight(t *testing.T) {
 		close(g.release)
 		t.Fatalf("the twin's first attempt: %d, want 409", got)
 	}
+	refused := time.Now()
 	close(g.release)
 	a, b := <-first, <-twin
+	// Its own backoff (10 ms) would have sent it again at once.
+	if waited := time.Since(refused); waited < 900*time.Millisecond {
+		t.Errorf("the twin was sent again %v after its 409, not after its Retry-After (1 s)", waited)
+	}
 	if a.err != nil || a.r.JSON200 == nil {
 		t.Fatalf("the first call: %v %d", a.err, a.r.StatusCode())
 	}

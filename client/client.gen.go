@@ -740,8 +740,9 @@ type FilterBatchParams struct {
 	// same API key, to the same path with the same body gets that answer
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
-	// first call is in flight, 409 `idempotency-key-in-use`. An answer
-	// that is not 200 is not kept: the retry is served anew. Answers are
+	// first call is in flight, 409 `idempotency-key-in-use` with
+	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
+	// is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
 	// graceful stop saves them and the next start reads them back. Against
@@ -780,8 +781,9 @@ type FilterUserParams struct {
 	// same API key, to the same path with the same body gets that answer
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
-	// first call is in flight, 409 `idempotency-key-in-use`. An answer
-	// that is not 200 is not kept: the retry is served anew. Answers are
+	// first call is in flight, 409 `idempotency-key-in-use` with
+	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
+	// is served anew. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
 	// graceful stop saves them and the next start reads them back. Against
@@ -4043,6 +4045,11 @@ type FilterBatchResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// FilterBatchResponse409Headers the declared response headers of an HTTP 409 response for FilterBatch
+type FilterBatchResponse409Headers struct {
+	RetryAfter *int
+}
+
 // FilterBatchResponse429Headers the declared response headers of an HTTP 429 response for FilterBatch
 type FilterBatchResponse429Headers struct {
 	RetryAfter *int
@@ -4084,6 +4091,8 @@ type FilterBatchResponse struct {
 	Headers200 *FilterBatchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FilterBatchResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *FilterBatchResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FilterBatchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -4904,6 +4913,11 @@ type FilterUserResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// FilterUserResponse409Headers the declared response headers of an HTTP 409 response for FilterUser
+type FilterUserResponse409Headers struct {
+	RetryAfter *int
+}
+
 // FilterUserResponse429Headers the declared response headers of an HTTP 429 response for FilterUser
 type FilterUserResponse429Headers struct {
 	RetryAfter *int
@@ -4947,6 +4961,8 @@ type FilterUserResponse struct {
 	Headers200 *FilterUserResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FilterUserResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *FilterUserResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FilterUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -6894,6 +6910,16 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers FilterBatchResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers FilterBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -7750,6 +7776,16 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers FilterUserResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
 		var headers FilterUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

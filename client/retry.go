@@ -6,8 +6,10 @@ import (
 	cryptorand "crypto/rand"
 	"encoding/json"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,10 +34,9 @@ type Retry struct {
 // WithRetries makes a client send a call again when it gets no answer (a
 // connection refused, reset or cut before the answer came: a restart, a
 // deploy, a load balancer) and when the service asks to retry: 429
-// rate-limited and 503 (overloaded, unavailable, storage-unavailable)
-// after their Retry-After, 502 and 504 from a proxy in front, and 409
+// rate-limited, 503 (overloaded, unavailable, storage-unavailable) and 409
 // idempotency-key-in-use (the first of two identical calls is still being
-// answered).
+// answered) after their Retry-After, and 502 and 504 from a proxy in front.
 //
 // Every route but the one call and its batch is safe to send twice: reads,
 // recording impressions (a set: twice is once), forgetting, imports (a
@@ -142,14 +143,38 @@ func problemType(resp *http.Response) string {
 	return p.Type
 }
 
-// retryWait is the wait before retry number n+1: retryablehttp's (the
-// answer's Retry-After on a 429 or 503, else WaitMin doubled n times, up to
-// WaitMax), less a random part of up to half when the answer gave none.
+// retryWait is the wait before retry number n+1: the answer's Retry-After
+// on a 429, a 503 or a 409 (retryPolicy sends a 409 again only for
+// idempotency-key-in-use), else WaitMin doubled n times, up to WaitMax,
+// less a random part of up to half.
 func retryWait(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
-	d := retryablehttp.DefaultBackoff(lo, hi, n, resp)
-	if resp != nil && resp.Header.Get("Retry-After") != "" && (resp.StatusCode == http.StatusTooManyRequests ||
-		resp.StatusCode == http.StatusServiceUnavailable) {
-		return d
+	if resp != nil {
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusConflict:
+			if d, ok := retryAfter(resp.Header.Get("Retry-After")); ok {
+				return d
+			}
+		}
 	}
+	d := retryablehttp.DefaultBackoff(lo, hi, n, nil)
 	return d - rand.N(d/2+1)
+}
+
+// retryAfter returns the wait a Retry-After header value gives: seconds,
+// or an HTTP date (no wait once past).
+func retryAfter(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 || s > math.MaxInt64/int64(time.Second) {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(time.Until(t), 0), true
 }
