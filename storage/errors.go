@@ -45,6 +45,9 @@ var (
 	// ErrNoStore: Open with KeepFormat (an offline backup, which only
 	// reads) was given a directory that holds no store, and made none.
 	ErrNoStore = errors.New("storage: no store in the data directory")
+	// ErrNotClosed: PeekNamespaces met a store that was not closed (a
+	// crash): Badger reads it only once Open has recovered it.
+	ErrNotClosed = errors.New("storage: the store was not closed; the next Open recovers it")
 )
 
 // opError is the failure of one operation of the store, named in its text

@@ -92,31 +92,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, opErr("open "+opts.Dir, ErrNoStore)
 		}
 	}
-	bopts := badger.DefaultOptions(opts.Dir).
-		WithSyncWrites(opts.Sync).
-		WithLogger(badgerLogger{opts.Logger}).
-		WithMemTableSize(opts.MemTableSize).
-		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithValueThreshold(opts.ValueThreshold).
-		WithValueLogFileSize(opts.ValueLogFileSize).
-		WithVerifyValueChecksum(true).
-		WithChecksumVerificationMode(options.OnBlockRead).
-		// Filters are Bloom bits, which do not compress: Snappy only cost
-		// CPU on every block read and every compaction.
-		WithCompression(options.None).
-		WithMetricsEnabled(false).
-		// Two compactors, not four, on the machines seenapi runs on (a few
-		// cores): each holds table builders in the Go heap.
-		WithNumCompactors(2)
-	// Tables of one size (2 MiB) at every level. A compaction keeps up to
-	// eight tables or more in flight, each builder holding a buffer of
-	// twice its table in the Go heap; Badger's default doubles the table
-	// size per level, so at ten million users (data down to level 5 or 6,
-	// tables of 32-64 MiB) one compaction could hold hundreds of MiB next
-	// to the hot set.
-	bopts.TableSizeMultiplier = 1
-	db, err := badger.Open(bopts)
+	db, err := badger.Open(badgerOptions(opts))
 	if err != nil {
 		// Badger says another process holds the directory in its text only
 		// (the lock's errno is not wrapped).
@@ -178,6 +154,36 @@ func Open(opts Options) (*Store, error) {
 		go s.gcLoop()
 	}
 	return s, nil
+}
+
+// badgerOptions are the options the store opens Badger with (Open, and
+// PeekNamespaces read-only).
+func badgerOptions(opts Options) badger.Options {
+	bopts := badger.DefaultOptions(opts.Dir).
+		WithSyncWrites(opts.Sync).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithValueThreshold(opts.ValueThreshold).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		// Filters are Bloom bits, which do not compress: Snappy only cost
+		// CPU on every block read and every compaction.
+		WithCompression(options.None).
+		WithMetricsEnabled(false).
+		// Two compactors, not four, on the machines seenapi runs on (a few
+		// cores): each holds table builders in the Go heap.
+		WithNumCompactors(2)
+	// Tables of one size (2 MiB) at every level. A compaction keeps up to
+	// eight tables or more in flight, each builder holding a buffer of
+	// twice its table in the Go heap; Badger's default doubles the table
+	// size per level, so at ten million users (data down to level 5 or 6,
+	// tables of 32-64 MiB) one compaction could hold hundreds of MiB next
+	// to the hot set.
+	bopts.TableSizeMultiplier = 1
+	return bopts
 }
 
 // checkFormat writes the format version into a new store and checks it in an

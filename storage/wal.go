@@ -214,21 +214,11 @@ func (w *wal) replay(id uint64, last bool, now int64) error {
 // replayRecord indexes the record at data[off:] and returns its length, or
 // false if it is damaged or cut short.
 func (w *wal) replayRecord(seg *segment, data []byte, off int, now int64) (int, bool) {
-	if len(data)-off < walHeader {
-		return 0, false
-	}
-	n := int(binary.LittleEndian.Uint32(data[off:]))
-	if n > maxWALPayload || len(data)-off-walHeader < n {
-		return 0, false
-	}
-	p := data[off+walHeader : off+walHeader+n]
-	if crc32.Checksum(p, walCRC) != binary.LittleEndian.Uint32(data[off+4:]) {
-		return 0, false
-	}
-	r, ok := parseWALRecord(p)
+	r, p, ok := readWALRecord(data, off)
 	if !ok {
 		return 0, false
 	}
+	n := len(p)
 	w.maxSeq = max(w.maxSeq, r.seq)
 	var kb walKeyBuf
 	key := filterKey(kb[:0], r.ns, r.user)
@@ -245,6 +235,24 @@ func (w *wal) replayRecord(seg *segment, data []byte, off int, now int64) (int, 
 		w.dropLocked(key, func(rec walRec) bool { return rec.seq <= r.upTo })
 	}
 	return walHeader + n, true
+}
+
+// readWALRecord parses the record at data[off:] and returns it with its
+// payload, or false if it is damaged or cut short.
+func readWALRecord(data []byte, off int) (walRecord, []byte, bool) {
+	if len(data)-off < walHeader {
+		return walRecord{}, nil, false
+	}
+	n := int(binary.LittleEndian.Uint32(data[off:]))
+	if n > maxWALPayload || len(data)-off-walHeader < n {
+		return walRecord{}, nil, false
+	}
+	p := data[off+walHeader : off+walHeader+n]
+	if crc32.Checksum(p, walCRC) != binary.LittleEndian.Uint32(data[off+4:]) {
+		return walRecord{}, nil, false
+	}
+	r, ok := parseWALRecord(p)
+	return r, p, ok
 }
 
 type walRecord struct {

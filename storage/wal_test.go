@@ -25,6 +25,12 @@ import (
 // opens the copy.
 func crashCopy(t *testing.T, s *Store) *Store {
 	t.Helper()
+	return openTest(t, s.opts.WithDir(crashCopyDir(t, s)))
+}
+
+// crashCopyDir is crashCopy without the open: the copy's directory.
+func crashCopyDir(t *testing.T, s *Store) string {
+	t.Helper()
 	s.wal.removed()
 	dst := t.TempDir()
 	err := filepath.WalkDir(s.opts.Dir, func(path string, d os.DirEntry, err error) error {
@@ -54,7 +60,7 @@ func crashCopy(t *testing.T, s *Store) *Store {
 	if err != nil {
 		t.Fatalf("copying the store: %v", err)
 	}
-	return openTest(t, s.opts.WithDir(dst))
+	return dst
 }
 
 // removed waits until removeLoop has deleted every segment collected so

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,15 +14,17 @@ import (
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
 // checkConfig is seenapi check: it reads what serve reads at its start and
 // on a SIGHUP (the API keys, the namespaces file, the TLS certificate),
-// checks them and the flags as serve does, and says what it found. It opens
-// no store and listens nowhere, so it runs beside a serving service, before
-// a SIGHUP or a restart: an error here is one the service would log and
-// refuse.
+// checks them and the flags as serve does, and says what it found. It
+// writes no store (it reads the namespaces of one the service does not
+// have open) and listens nowhere, so it runs beside a serving service,
+// before a SIGHUP or a restart: an error here is one the service would log
+// and refuse.
 func checkConfig(o *options, env environ, w io.Writer, now time.Time) error {
 	conf, err := loadConfig(o, env)
 	if err != nil {
@@ -60,6 +63,7 @@ func checkConfig(o *options, env environ, w io.Writer, now time.Time) error {
 	for _, u := range unservedScopes(ks, nss) {
 		fmt.Fprintf(w, "warning: key %s is limited to the namespace %q, which is not served\n", u.key, u.ns)
 	}
+	notServedLine(w, o.dataDir, nss)
 	if conf.cert != nil {
 		left := until.Sub(now)
 		in := fmt.Sprintf("%d hours", int(left.Hours()))
@@ -97,6 +101,51 @@ func (h warningLines) Handle(_ context.Context, r slog.Record) error {
 
 func (h warningLines) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h warningLines) WithGroup(string) slog.Handler      { return h }
+
+// peekLimit is where notServedLine stops counting a namespace's users: a
+// million keys take about a second to read.
+const peekLimit = 1_000_000
+
+// notServedLine says which namespaces hold users in the store of dataDir
+// without being served by nss, as serve warns at its start: their data
+// stays on disk unseen. It reads the store without writing to it; while
+// the service has it open, it says so instead.
+func notServedLine(w io.Writer, dataDir string, nss []eviction.Namespace) {
+	served := func(ns string) bool {
+		return slices.ContainsFunc(nss, func(n eviction.Namespace) bool { return n.Name == ns })
+	}
+	stored, err := storage.PeekNamespaces(storage.DefaultOptions(dataDir).WithLogger(slog.New(slog.DiscardHandler)), served, peekLimit)
+	switch {
+	case errors.Is(err, storage.ErrInUse):
+		fmt.Fprintf(w, "store: --data-dir %s is in use (by the service, most likely) and was not read; "+
+			"GET /v1/namespaces lists in not_served the namespaces it holds users of and does not serve\n", dataDir)
+		return
+	case errors.Is(err, storage.ErrNotClosed):
+		fmt.Fprintf(w, "store: --data-dir %s was left open by a crash and was not read; the service's next start recovers it "+
+			"and warns about the namespaces it holds users of and does not serve\n", dataDir)
+		return
+	case err != nil:
+		fmt.Fprintf(w, "warning: the store in --data-dir %s does not read (%v); the namespaces it holds users of and does not serve are not known\n", dataDir, err)
+		return
+	case len(stored) == 0:
+		return
+	}
+	names := make([]string, len(stored))
+	for i, n := range stored {
+		count := strconv.Itoa(n.Users)
+		if n.AtLeast {
+			count = "at least " + count
+		}
+		users := "users"
+		if n.Users == 1 && !n.AtLeast {
+			users = "user"
+		}
+		names[i] = fmt.Sprintf("%s (%s %s)", n.Namespace, count, users)
+	}
+	fmt.Fprintf(w, "warning: the store in %s holds users of namespaces that are not served (not in the namespaces file): %s; "+
+		"they stay until the namespace is served again (put back in the file) or erased (DELETE /v1/namespaces/{ns}, role admin)\n",
+		dataDir, strings.Join(names, ", "))
+}
 
 // profileLine says a profile in a line, in the namespaces file's words.
 func profileLine(p userfilter.Profile) string {

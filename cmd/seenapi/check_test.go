@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // runCheck runs seenapi check with args and env and returns its exit code,
@@ -166,6 +168,93 @@ func writeExpiredCert(t *testing.T, certPath, keyPath string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seenapi check warns about the namespaces whose users the store holds
+// but the namespaces file no longer lists, with their users counted and
+// what to do; while the service has the store open, it says it did not
+// read it, and exits 0 either way.
+func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	store, err := storage.Open(storage.DefaultOptions(data).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := []storage.Write{{NS: "feed", User: "f", Value: []byte("filter")}}
+	for _, u := range []string{"a", "b", "c"} {
+		writes = append(writes, storage.Write{NS: "push", User: u, Value: []byte("filter")})
+	}
+	if err := store.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append("email", "e", []byte("item"), 0); err != nil { // in the journal alone
+		t.Fatal(err)
+	}
+	ns := writeFile(t, dir, "ns.yaml", "feed:\n")
+
+	code, out, logged := runCheck(t, nil, "--namespaces", ns, "--data-dir", data)
+	if code != 0 || !strings.Contains(out, "store: --data-dir "+data+" is in use (by the service, most likely) and was not read") ||
+		strings.Contains(out, "warning") {
+		t.Errorf("check beside the service: exit %d:\n%s%s", code, out, logged)
+	}
+	// What a crash leaves (the files as they are, without the lock):
+	// Badger reads it only once the service's start has recovered it.
+	crashed := filepath.Join(dir, "crashed")
+	copyDir(t, data, crashed, "LOCK")
+	code, out, logged = runCheck(t, nil, "--namespaces", ns, "--data-dir", crashed)
+	if code != 0 || !strings.Contains(out, "store: --data-dir "+crashed+" was left open by a crash and was not read; "+
+		"the service's next start recovers it") || strings.Contains(out, "warning") {
+		t.Errorf("check after a crash: exit %d:\n%s%s", code, out, logged)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, logged = runCheck(t, nil, "--namespaces", ns, "--data-dir", data)
+	want := "warning: the store in " + data + " holds users of namespaces that are not served (not in the namespaces file): " +
+		"email (1 user), push (3 users); they stay until the namespace is served again (put back in the file) or erased " +
+		"(DELETE /v1/namespaces/{ns}, role admin)\n"
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "seenapi check: the configuration loads\n") {
+		t.Errorf("exit %d, want 0 and %q:\n%s%s", code, want, out, logged)
+	}
+	// check read it without taking it: the service opens it after.
+	store, err = storage.Open(storage.DefaultOptions(data).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("the store after check: %v", err)
+	}
+	store.Close()
+
+	// Served again: no warning.
+	code, out, _ = runCheck(t, nil, "--namespaces", writeFile(t, dir, "all.yaml", "feed:\npush:\nemail:\n"), "--data-dir", data)
+	if code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("every stored namespace served: exit %d:\n%s", code, out)
+	}
+}
+
+// copyDir copies the files under src to dst, but those named skip.
+func copyDir(t *testing.T, src, dst, skip string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if d.Name() == skip {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
