@@ -251,25 +251,45 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	return nil
 }
 
-// VerifyBackup reads a backup stream through without restoring it: nil if
-// it is a whole backup this build can restore, else the error Restore
-// would meet (ErrBadBackup, ErrFormatVersion) before writing anything.
-func VerifyBackup(r io.Reader) error {
+// BackupContents is what a backup holds, as VerifyBackup counts it.
+type BackupContents struct {
+	Filters        int // users' stored filters
+	JournalRecords int // impressions recorded since their user's last write-back
+}
+
+// VerifyBackup reads a backup stream through without restoring it and says
+// what it holds: a nil error if it is a whole backup this build can
+// restore, else the error Restore would meet (ErrBadBackup,
+// ErrFormatVersion) before writing anything.
+func VerifyBackup(r io.Reader) (BackupContents, error) {
 	now := uint64(time.Now().Unix())
+	var c BackupContents
+	var prevKey []byte
 	err := readBackup(r, func(list *pb.KVList) error {
 		for _, kv := range list.Kv {
-			if live(kv, now) {
-				if err := checkBackupKey(kv.Key); err != nil {
-					return err
-				}
+			if bytes.Equal(kv.Key, prevKey) {
+				continue // an older version of the key just read, as Restore skips it
+			}
+			prevKey = append(prevKey[:0], kv.Key...)
+			if !live(kv, now) {
+				continue
+			}
+			if err := checkBackupKey(kv.Key); err != nil {
+				return err
+			}
+			switch kv.Key[0] {
+			case prefixFilter:
+				c.Filters++
+			case prefixJournal:
+				c.JournalRecords++
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return opErr("backup", err)
+		return BackupContents{}, opErr("backup", err)
 	}
-	return nil
+	return c, nil
 }
 
 // live reports whether a backed-up key is neither deleted nor expired.

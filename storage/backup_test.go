@@ -81,6 +81,16 @@ func TestBackupRestoresIntoAFreshStore(t *testing.T) {
 	if err := src.Backup(&buf); err != nil {
 		t.Fatal(err)
 	}
+	var wantContents BackupContents
+	for _, st := range want {
+		if st.filter != "" {
+			wantContents.Filters++
+		}
+		wantContents.JournalRecords += len(st.journal)
+	}
+	if c, err := VerifyBackup(bytes.NewReader(buf.Bytes())); err != nil || c != wantContents {
+		t.Fatalf("VerifyBackup: %+v, %v; want %+v", c, err, wantContents)
+	}
 
 	dst := openTest(t, testOptions(t))
 	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
@@ -226,11 +236,11 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
 			t.Errorf("%s: Restore: %v, want %v, named storage once", name, err, tc.want)
 		}
-		if err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
+		if _, err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
 			t.Errorf("%s: VerifyBackup: %v, want %v, named storage once", name, err, tc.want)
 		}
 	}
-	if err := VerifyBackup(bytes.NewReader(good)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
 		t.Errorf("VerifyBackup of a whole backup: %v", err)
 	}
 }
@@ -319,7 +329,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := buf.Bytes()
-	if err := VerifyBackup(bytes.NewReader(good)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
 		t.Fatalf("the backup as written: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -327,7 +337,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 		bad := slices.Clone(good)
 		at := rng.IntN(len(bad))
 		bad[at] ^= byte(1 + rng.IntN(255))
-		err := VerifyBackup(bytes.NewReader(bad))
+		_, err := VerifyBackup(bytes.NewReader(bad))
 		if !errors.Is(err, ErrBadBackup) && !errors.Is(err, ErrFormatVersion) {
 			t.Fatalf("byte %d of %d changed: VerifyBackup %v, want it refused", at, len(good), err)
 		}
@@ -339,14 +349,14 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	}
 	bad := slices.Clone(good)
 	bad[i+len(users[0][1])-1]++
-	if err := VerifyBackup(bytes.NewReader(bad)); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
+	if _, err := VerifyBackup(bytes.NewReader(bad)); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a user id's byte changed: %v, want the checksum named", err)
 	}
 
 	// A backup of format 3: its header says so, and its end mark has no checksum.
 	v1 := append(binary.AppendUvarint(slices.Clip(backupMagic), 3), good[len(backupMagic)+1:len(good)-8]...)
 	dst := openTest(t, testOptions(t))
-	if err := VerifyBackup(bytes.NewReader(v1)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(v1)); err != nil {
 		t.Fatalf("a backup of format 3: VerifyBackup %v", err)
 	}
 	if err := dst.Restore(bytes.NewReader(v1), nil); err != nil {

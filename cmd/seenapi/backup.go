@@ -54,7 +54,19 @@ func backup(o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := store.Backup(w); err != nil {
+	// Read back as it is written, so the log says what it holds.
+	pr, pw := io.Pipe()
+	verified := make(chan error, 1)
+	var held storage.BackupContents
+	go func() {
+		var err error
+		held, err = storage.VerifyBackup(pr)
+		pr.CloseWithError(err) // a failed read must not leave Backup blocked
+		verified <- err
+	}()
+	err = store.Backup(io.MultiWriter(w, pw))
+	pw.CloseWithError(err)
+	if err = errors.Join(err, <-verified); err != nil {
 		f.Close()
 		os.Remove(o.out)
 		return err
@@ -63,7 +75,12 @@ func backup(o *options, logger *slog.Logger) (err error) {
 		os.Remove(o.out)
 		return err
 	}
-	logger.Info("seenapi: backup written", "out", o.out, "data_dir", o.dataDir)
+	var size int64
+	if fi, err := os.Stat(o.out); err == nil {
+		size = fi.Size()
+	}
+	logger.Info("seenapi: backup written", "out", o.out, "bytes", size, "filters", held.Filters,
+		"journal_records", held.JournalRecords, "data_dir", o.dataDir)
 	return nil
 }
 
@@ -77,7 +94,8 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	// The whole file is checked before anything is written: a restore is
 	// not atomic, and a damaged backup would otherwise leave part of itself
 	// in --data-dir.
-	if err := storage.VerifyBackup(bufio.NewReaderSize(f, 1<<20)); err != nil {
+	held, err := storage.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
 		return fmt.Errorf("%s: %w; nothing was restored", o.in, err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -98,6 +116,7 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if err := store.Restore(bufio.NewReaderSize(f, 1<<20), merge); err != nil {
 		return err
 	}
-	logger.Info("seenapi: backup restored", "in", o.in, "data_dir", o.dataDir, "merged", o.merge)
+	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "journal_records", held.JournalRecords,
+		"data_dir", o.dataDir, "merged", o.merge)
 	return nil
 }

@@ -63,7 +63,8 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := storage.VerifyBackup(io.TeeReader(resp.Body, w)); err != nil {
+	held, err := storage.VerifyBackup(io.TeeReader(resp.Body, w))
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted: %w", ctx.Err())
 		}
@@ -82,7 +83,8 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	if fi, err := os.Stat(out); err == nil {
 		size = fi.Size()
 	}
-	logger.Info("seenapi: backup written", "out", out, "bytes", size, "from", url)
+	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters,
+		"journal_records", held.JournalRecords, "from", url)
 	return nil
 }
 

@@ -1083,9 +1083,17 @@ func TestBackupAndRestore(t *testing.T) {
 	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("backup exit %d: %s", code, out.String())
 	}
+	// Each says what the backup holds: u1's filter, written back at the stop.
+	if !strings.Contains(out.String(), "backup written") || !strings.Contains(out.String(), "filters=1 journal_records=0") {
+		t.Fatalf("the backup's log does not say what it holds:\n%s", out.String())
+	}
+	out.Reset()
 	restored := filepath.Join(t.TempDir(), "restored")
 	if code := run(context.Background(), []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("restore exit %d: %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "backup restored") || !strings.Contains(out.String(), "filters=1 journal_records=0") {
+		t.Fatalf("the restore's log does not say what it restored:\n%s", out.String())
 	}
 	if got := seenAfterRestart(t, restored, "default", "u1", "x", "y", "z"); !slices.Equal(got, []bool{true, true, false}) {
 		t.Fatalf("restored user saw %v", got)
