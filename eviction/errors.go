@@ -3,6 +3,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors; the API maps them to problem types in one place.
@@ -40,4 +41,11 @@ func (e *ImportError) Unwrap() []error { return []error{ErrBadImport, e.err} }
 
 func badImport(err error, format string, args ...any) error {
 	return &ImportError{Reason: fmt.Sprintf(format, args...), err: err}
+}
+
+// filterWords is the filter's error as a caller reads it: without the
+// package names its sentinels start with ("userfilter: corrupt encoding:
+// checksum mismatch" is "corrupt encoding: checksum mismatch").
+func filterWords(err error) string {
+	return strings.ReplaceAll(err.Error(), "userfilter: ", "")
 }

@@ -1319,7 +1319,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	}
 	in, err := userfilter.DecodeWithin(data, maxBytes)
 	if err != nil {
-		return badImport(err, "the body is not a filter exported by seenapi (%v)", err)
+		return badImport(err, "the body is not a filter exported by seenapi (%s)", filterWords(err))
 	}
 	defer h.lockForChange()()
 	ours := info.Profile.WithDefaults()
@@ -1342,7 +1342,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if !replace {
 		next = e.f.Clone()
 		if err := next.Merge(in); err != nil {
-			return badImport(err, "the filter does not merge with the user's: %v", err)
+			return badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
 		}
 	}
 	return h.replaceNow(info, e, next, h.opts.Now(), "importing")
