@@ -827,6 +827,12 @@ func (h *HotSet) release(e *entry, changed bool) {
 	h.markDirtyLocked(s, e)
 	s.mu.Unlock()
 	e.mu.Unlock()
+	h.resize(s, k, e, size)
+}
+
+// resize accounts e, the entry of key k of shard s, at size bytes if it is
+// still hot, and evicts as its growth makes the budget ask. Takes s.mu.
+func (h *HotSet) resize(s *shard, k key, e *entry, size int32) {
 	s.mu.Lock()
 	if cur, ok := s.lru.Peek(k); ok && cur == e && size != e.bytes {
 		grow := size - e.bytes
@@ -1447,6 +1453,10 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
 	h.markClean(e)
+	// Clean, so no release re-accounts it: an import may bring a filter
+	// of any size, which the budget must count.
+	k := h.keyOf(e)
+	h.resize(h.shardOf(k), k, e, entrySize(e))
 	return nil
 }
 

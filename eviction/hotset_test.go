@@ -1032,3 +1032,66 @@ func TestABudgetOfFewerUsersThanShardsHolds(t *testing.T) {
 		}
 	}
 }
+
+// An import gives the user another filter, of any size: the user is
+// accounted at that size and the budget holds, as after a call that
+// grows a filter.
+func TestImportedFiltersCountAgainstTheBudget(t *testing.T) {
+	const budget = 256 << 10
+	fx := newFixture(t, Options{CacheBytes: budget, Shards: 1})
+	items := make([]string, 40000)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%d", i)
+	}
+	if _, err := fx.h.Record("default", "big", items); err != nil {
+		t.Fatal(err)
+	}
+	data, err := fx.h.Export("default", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := userfilter.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(f.MemoryBytes())
+	if size < budget/4 {
+		t.Fatalf("the exported filter takes %d bytes, want a quarter of the budget or more", size)
+	}
+	for _, replace := range []bool{true, false} {
+		for u := range 6 {
+			user := fmt.Sprintf("copy-%v-%d", replace, u)
+			before := fx.h.Stats().CacheBytes
+			if err := fx.h.Import("default", user, data, replace, 1<<30); err != nil {
+				t.Fatal(err)
+			}
+			st := fx.h.Stats()
+			if u == 0 && replace && st.CacheBytes-before < size/2 { // the budget takes it in without evicting
+				t.Fatalf("import of %d bytes into %s (replace %v) accounted as %d bytes", size, user, replace, st.CacheBytes-before)
+			}
+			if st.CacheBytes > budget {
+				t.Fatalf("cache holds %d bytes over budget %d after importing into %s (replace %v)", st.CacheBytes, budget, user, replace)
+			}
+		}
+	}
+	if b, sum := fx.h.Stats().CacheBytes, hotSize(fx.h); b != sum {
+		t.Fatalf("cache bytes %d, but its users take %d", b, sum)
+	}
+}
+
+// hotSize is what the hot users of h take, each measured anew.
+func hotSize(h *HotSet) int64 {
+	var hot []*entry
+	for _, s := range h.shards {
+		s.mu.Lock()
+		hot = append(hot, s.lru.Values()...)
+		s.mu.Unlock()
+	}
+	var sum int64
+	for _, e := range hot { // lock order is entry before shard
+		e.mu.Lock()
+		sum += int64(entrySize(e))
+		e.mu.Unlock()
+	}
+	return sum
+}
