@@ -1095,3 +1095,99 @@ func hotSize(h *HotSet) int64 {
 	}
 	return sum
 }
+
+// Under calls from many goroutines for users of mixed sizes, a few of them
+// larger than a shard's share, the accounting stays exact and the budget
+// holds once one more call finds the set over it; evicted users keep their
+// history. A shard over its share with one user can give up nothing: the
+// budget holds but for such users' excess over their share.
+func TestBudgetHeldUnderConcurrentCallsOfMixedSizes(t *testing.T) {
+	const (
+		budget  = 512 << 10
+		shards  = 4
+		share   = budget / shards
+		workers = 8
+		small   = 3000 // users of a few items, more than the budget holds
+		ops     = 200  // a worker's calls
+	)
+	fx := newFixture(t, Options{CacheBytes: budget, Shards: shards})
+	var mu sync.Mutex
+	want := map[string][]string{} // every item recorded, by user
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ops {
+				user := fmt.Sprintf("u%d", (w*7919+i*104729)%small)
+				n := 1 + i%3
+				if i%25 == 0 {
+					// Two users grow past a share, a batch at a time.
+					user, n = fmt.Sprintf("big%d", w%2), 2500
+				}
+				items := make([]string, n)
+				for j := range items {
+					items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
+				}
+				if _, err := fx.h.Record("default", user, items); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				want[user] = append(want[user], items...)
+				mu.Unlock()
+				if i%5 == 0 {
+					if _, err := fx.h.Check("default", fmt.Sprintf("big%d", i%2), items[:1], nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The load stopped: one more call sweeps whatever a sweep running
+	// concurrently with the last ones left over.
+	record(t, fx.h, "default", "last", "x")
+	mu.Lock()
+	want["last"] = []string{"x"}
+	mu.Unlock()
+	for _, user := range []string{"big0", "big1"} {
+		if st, err := fx.h.Peek("default", user); err != nil || st.MemoryBytes < share {
+			t.Fatalf("%s takes %d bytes (%v), want more than a share (%d)", user, st.MemoryBytes, err, share)
+		}
+	}
+	var sum int64
+	var sh []string
+	over := false
+	for _, s := range fx.h.shards {
+		s.mu.Lock()
+		sum += s.bytes
+		sh = append(sh, fmt.Sprintf("%d bytes in %d users", s.bytes, s.lru.Len()))
+		over = over || s.bytes > s.budget && s.lru.Len() > 1
+		s.mu.Unlock()
+	}
+	st := fx.h.Stats()
+	if st.CacheBytes != sum || fx.h.hotBytes.Load() != sum {
+		t.Fatalf("cache bytes %d, summed by shard %d, by the set %d", st.CacheBytes, sum, fx.h.hotBytes.Load())
+	}
+	if hot := hotSize(fx.h); st.CacheBytes != hot {
+		t.Fatalf("cache bytes %d, but its users take %d", st.CacheBytes, hot)
+	}
+	if st.CacheBytes > budget && over {
+		t.Fatalf("cache holds %d bytes over budget %d with a shard over its share that can give users up: %v", st.CacheBytes, budget, sh)
+	}
+	if st.Evictions == 0 {
+		t.Fatalf("no eviction: %+v", st)
+	}
+	for user, items := range want {
+		if got := seen(t, fx.h, "default", user, items...); !allTrue(got) {
+			t.Fatalf("%s lost history: %d of %d items seen", user, len(items)-strings.Count(fmt.Sprint(got), "false"), len(items))
+		}
+	}
+}
