@@ -1853,3 +1853,51 @@ func TestREADMEConfigurationTableMatchesTheFlags(t *testing.T) {
 		}
 	}
 }
+
+// SEENAPI_KEYS or SEENAPI_KEYS_FILE set but empty is refused by check as
+// by serve, goes unread by the commands that take no keys, and on a SIGHUP
+// leaves the keys in place, logged.
+func TestKeysSetButEmptyInEveryCommand(t *testing.T) {
+	for _, env := range []map[string]string{{"SEENAPI_KEYS": ""}, {"SEENAPI_KEYS_FILE": ""}, {"SEENAPI_KEYS": " , "}} {
+		code, out, logged := runCheck(t, env, "--data-dir", t.TempDir())
+		if code == 0 || !strings.Contains(logged, "set but") || !strings.Contains(logged, "leave it unset") {
+			t.Errorf("check with %v: exit %d, want a refusal naming the variable:\n%s%s", env, code, out, logged)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"new-key", "--role", "read"}, mapEnv(env), &stdout, &stderr, nil); code != 0 {
+			t.Errorf("new-key with %v: exit %d: %s", env, code, stderr.String())
+		}
+		dir := t.TempDir()
+		if st, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1)); err != nil {
+			t.Fatal(err)
+		} else if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		backupFile := filepath.Join(t.TempDir(), "backup")
+		for _, args := range [][]string{
+			{"backup", "--data-dir", dir, "--out", backupFile},
+			{"restore", "--data-dir", t.TempDir(), "--in", backupFile, "--min-free-bytes", "-1"},
+		} {
+			stdout.Reset()
+			stderr.Reset()
+			if code := run(context.Background(), args, mapEnv(env), &stdout, &stderr, nil); code != 0 {
+				t.Errorf("%s with %v: exit %d: %s", args[0], env, code, stderr.String())
+			}
+		}
+
+		const key = "write:w-old-0123456789abcdef"
+		ks, err := api.ParseKeysList(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := api.New(nil, api.Config{Keys: ks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log syncBuffer
+		if got := reloadKeys(&options{}, mapEnv(env), srv, slog.New(slog.NewTextHandler(&log, nil))); got != nil || srv.Open() ||
+			!strings.Contains(log.String(), "the API keys were not reloaded; the old ones stay") || !strings.Contains(log.String(), "set but") {
+			t.Errorf("SIGHUP with %v: reloaded %v, open %v; want the old key kept and the refusal logged:\n%s", env, got, srv.Open(), log.String())
+		}
+	}
+}
