@@ -118,7 +118,9 @@ const backupListBytes = 1 << 20
 func (s *Store) backupKeys(w io.Writer) error {
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
-	it := txn.NewIterator(badger.DefaultIteratorOptions)
+	// No values read ahead: Badger's default reads the next 100, which
+	// for filters of a MiB is 100 MiB held besides the list.
+	it := txn.NewIterator(badger.IteratorOptions{})
 	defer it.Close()
 	list, size := &pb.KVList{}, 0
 	for it.Rewind(); it.Valid(); it.Next() {
