@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,64 @@ func TestRunStopsAtTheMemoryLimit(t *testing.T) {
 	}
 	if res.Ran() {
 		t.Error("a stopped run reports it ran")
+	}
+}
+
+// The fill's bitmap has the bits SETBIT sets at the edges of bytes and of
+// the filter (bits 0, 7, 8 and m-1), and its length, with either client;
+// and both clients write the same string.
+func TestRedisBloomRecordSetsEdgeBitsAsSetbit(t *testing.T) {
+	byClient := map[string][]byte{}
+	for _, client := range redisClients {
+		t.Run(client, func(t *testing.T) {
+			s := NewRedisBloom(RedisOptions{Bin: redisBin(t), Client: client})
+			setUp(t, s)
+			ctx := context.Background()
+			m, k := s.Params()
+			var all []byte
+			for _, target := range []uint64{0, 7, 8, m - 1} {
+				// An item one of whose positions is target.
+				var item string
+				var pos []uint64
+				for i := 0; ; i++ {
+					item = "edge-" + strconv.Itoa(i)
+					if pos = BloomPositions(pos[:0], item, m, k); slices.Contains(pos, target) {
+						break
+					}
+				}
+				user := "edge-" + strconv.FormatUint(target, 10)
+				if err := s.Record(ctx, user, []string{item}); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range pos {
+					if err := s.rdb.SetBit(ctx, "b:setbit-"+user, int64(p), 1).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := s.rdb.Get(ctx, "b:"+user).Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := s.rdb.Get(ctx, "b:setbit-"+user).Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					i := 0
+					for i < min(len(got), len(want)) && got[i] == want[i] {
+						i++
+					}
+					t.Fatalf("bit %d: the fill wrote %d bytes, SETBIT makes %d; they differ from byte %d", target, len(got), len(want), i)
+				}
+				if bit, err := s.rdb.GetBit(ctx, "b:"+user, int64(target)).Result(); err != nil || bit != 1 {
+					t.Fatalf("bit %d of the fill's bitmap is %d (%v)", target, bit, err)
+				}
+				all = append(all, got...)
+			}
+			byClient[client] = all
+		})
+	}
+	if a, b := byClient["go-redis"], byClient["resp"]; a != nil && b != nil && !bytes.Equal(a, b) {
+		t.Fatalf("the clients wrote different bitmaps (%d and %d bytes)", len(a), len(b))
 	}
 }
