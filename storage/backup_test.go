@@ -519,3 +519,41 @@ func TestBackupHeapStaysSmallForLargeFilters(t *testing.T) {
 		t.Fatalf("the heap grew by %d MB during a backup of %d MB", grew>>20, w.n>>20)
 	}
 }
+
+// A user erased while a backup begins is in it whole or not at all: an
+// erase between the backup's reading of the journal and of the filters
+// left the user's journal records in it without its filter, and a
+// restore brought back part of an erased user.
+func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	upTo := mustAppend(t, s, "feed", "erased", "written back")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "erased", Value: []byte("filter of erased"), UpTo: upTo}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "feed", "erased", "journaled since")
+	erased := make(chan error, 1)
+	betweenBackupSnapshots = func() {
+		go func() { erased <- s.Delete("feed", "erased") }()
+		select {
+		case err := <-erased:
+			erased <- err
+		case <-time.After(200 * time.Millisecond): // waiting for the backup, as it should
+		}
+	}
+	defer func() { betweenBackupSnapshots = nil }()
+	var buf bytes.Buffer
+	if err := s.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-erased; err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, j := mustLoad(t, dst, "feed", "erased")
+	if (f == nil) != (len(j) == 0) {
+		t.Fatalf("the user erased as the backup began restored as filter %q and journal %v: whole or not at all", f, journalValues(j))
+	}
+}

@@ -48,7 +48,8 @@ type Store struct {
 
 	// writes is held for reading by every write to Badger once the store
 	// is open, and for writing by flushMemtables, while Badger refuses
-	// writes (ErrBlockedWrites). Never taken again by its holder: the
+	// writes (ErrBlockedWrites), and by Backup while it takes its two
+	// snapshots (the journal's and Badger's). Never taken again by its holder: the
 	// journal lease's write, which a holder may need, retries instead.
 	writes sync.RWMutex
 	gcBase atomic.Int64 // Size() at Open and whenever value-log GC reclaimed space since (see runGC)
