@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -556,4 +558,138 @@ func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
 	if (f == nil) != (len(j) == 0) {
 		t.Fatalf("the user erased as the backup began restored as filter %q and journal %v: whole or not at all", f, journalValues(j))
 	}
+}
+
+// A backup taken while users are written back, journaled, erased and the
+// value log is collected is one moment of the store: every user restores
+// whole (its own filter, at least as new as what was acknowledged before
+// the backup began), and an erased one whole or not at all; users whose
+// filters are in the value log and those inline alike.
+func TestBackupUnderConcurrentWritesErasesAndGCIsASnapshot(t *testing.T) {
+	s := openTest(t, testOptions(t).WithMinFreeBytes(-1))
+	const users, erased = 60, 10 // the last erased users are erased during the backup
+	value := func(u, n int) []byte {
+		v := fmt.Appendf(nil, "u%d|%d|", u, n)
+		if u%2 == 0 {
+			v = append(v, bytes.Repeat([]byte{'.'}, 600)...) // in the value log
+		}
+		return v
+	}
+	name := func(u int) string { return fmt.Sprintf("u%d", u) }
+	// round n of user u: its record n journaled, then its filter n written
+	// back covering it.
+	round := func(u, n int) error {
+		seq, err := s.Append("feed", name(u), fmt.Appendf(nil, "u%d|%d|", u, n), 0)
+		if err == nil {
+			err = s.WriteBack([]Write{{NS: "feed", User: name(u), Value: value(u, n), UpTo: seq}}, nil)
+		}
+		return err
+	}
+	for u := range users {
+		if err := round(u, 0); err != nil {
+			t.Fatal(err)
+		}
+		// Acknowledged before the backup, journaled only.
+		mustAppend(t, s, "feed", name(u), fmt.Sprintf("u%d|1|", u))
+	}
+	// Users enough for lists written one after another while the rest
+	// changes, and the value log collected under the backup's iterator.
+	var filler []Write
+	for u := range 4000 {
+		filler = append(filler, Write{NS: "other", User: name(u), Value: value(0, u)})
+	}
+	if err := s.WriteBack(filler, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(3)
+	go func() { // write-backs
+		defer wg.Done()
+		for n := 2; ; n++ {
+			for u := range users - erased {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := round(u, n); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	go func() { // erasure
+		defer wg.Done()
+		for u := users - erased; u < users; u++ {
+			if err := s.Delete("feed", name(u)); err != nil {
+				errs <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	go func() { // value-log GC
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.runGC()
+			if err := s.flushMemtables(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(15 * time.Millisecond) // a few erased before it, the others during it
+	var buf bytes.Buffer
+	err := s.Backup(&slowWriter{w: &buf})
+	close(stop)
+	wg.Wait()
+	close(errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err := range errs {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t).WithMinFreeBytes(-1))
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+		t.Fatal(err)
+	}
+	for u := range users {
+		f, j := mustLoad(t, dst, "feed", name(u))
+		if u >= users-erased && f == nil && len(j) == 0 {
+			continue // erased before the backup's snapshots
+		}
+		var fn int
+		if _, err := fmt.Sscanf(string(f), "u%d|%d|", new(int), &fn); err != nil || !bytes.Equal(f, value(u, fn)) {
+			t.Fatalf("%s restored with filter %.30q (%v), want its own", name(u), f, err)
+		}
+		state := fn
+		for _, e := range j {
+			var ju, jn int
+			if _, err := fmt.Sscanf(string(e.Value), "u%d|%d|", &ju, &jn); err != nil || ju != u {
+				t.Fatalf("%s restored with journal record %q", name(u), e.Value)
+			}
+			state = max(state, jn)
+		}
+		if state < 1 {
+			t.Fatalf("%s restored at round %d, before what was acknowledged when the backup began", name(u), state)
+		}
+	}
+}
+
+// slowWriter writes through to w, 20 ms a write: a client reading
+// a backup while the store goes on changing.
+type slowWriter struct{ w io.Writer }
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(20 * time.Millisecond)
+	return w.w.Write(p)
 }
