@@ -786,8 +786,20 @@ func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
 // when evicted users waiting for one take more than backlogLimit. No lock
 // held.
 func (h *HotSet) afterEvict(keep *entry, evicted []*entry) {
-	// One call sweeps at a time. A call that finds another sweeping leaves
-	// it the work: the sweeper looks at the total again once it lets go.
+	evicted = h.sweep(keep, evicted)
+	if len(evicted) > 0 && h.evictedBytes.Load() > h.backlogLimit {
+		h.kickFlush()
+	}
+}
+
+// sweep makes the shards over their share evict, down to no user but
+// keep, while the set is over budget, and returns evicted with the users
+// they evicted. One call sweeps at a time: another that finds the set over
+// budget meanwhile does not wait, and the sweeper looks at the total again
+// once it lets go (as long as its sweep freed something), so an insert made
+// while it swept is not left over budget; the write-back loop's rounds
+// sweep too (see flushLoop). No lock held.
+func (h *HotSet) sweep(keep *entry, evicted []*entry) []*entry {
 	for h.hotBytes.Load() > h.opts.CacheBytes && h.sweepMu.TryLock() {
 		// Each sweep starts one shard further on, so none is the first
 		// to give users up every time.
@@ -808,9 +820,7 @@ func (h *HotSet) afterEvict(keep *entry, evicted []*entry) {
 			break // no user left to evict but keep
 		}
 	}
-	if len(evicted) > 0 && h.evictedBytes.Load() > h.backlogLimit {
-		h.kickFlush()
-	}
+	return evicted
 }
 
 // release unlocks e after a call, marking it dirty if it changed and
@@ -1646,6 +1656,9 @@ func (h *HotSet) flushLoop() {
 			return
 		case <-t.C:
 			warn.round(h.opts.Logger, h.flushSome(age, smoothRound))
+			// A set left over budget by a call that found a sweep under
+			// way, with no call since to sweep it.
+			h.afterEvict(nil, nil)
 		case <-h.kick:
 			warn.round(h.opts.Logger, h.flush(evictedOnly))
 		}

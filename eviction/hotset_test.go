@@ -1191,3 +1191,42 @@ func TestBudgetHeldUnderConcurrentCallsOfMixedSizes(t *testing.T) {
 		}
 	}
 }
+
+// A call that finds the set over budget while another call sweeps does not
+// sweep; should the sweep have passed its shard already, the set stays
+// over budget until a later call. The write-back loop sweeps then, so the
+// budget holds within a round even when no call comes.
+func TestBudgetHeldWhenASweepWasUnderWay(t *testing.T) {
+	const budget = 64 << 10
+	fx := newFixture(t, Options{CacheBytes: budget, Shards: 2})
+	info := fx.h.nss.Load().byName["default"]
+	// fill records new users of shard i until cond holds.
+	u := 0
+	fill := func(i int, cond func() bool) {
+		for ; !cond(); u++ {
+			user := fmt.Sprintf("u%d", u)
+			if fx.h.shardOf(fx.h.key(info, user, 0)) == fx.h.shards[i] {
+				record(t, fx.h, "default", user, "x")
+			}
+		}
+	}
+	s0, s1 := fx.h.shards[0], fx.h.shards[1]
+	bytesOf := func(s *shard) int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.bytes }
+	// Shard 0 over its share while the set is under budget, then shard 1
+	// under its share until the set is just under budget.
+	fill(0, func() bool { return bytesOf(s0) > budget*3/4 })
+	fill(1, func() bool { return fx.h.hotBytes.Load() > budget-1<<10 })
+	if st := fx.h.Stats(); st.Evictions != 0 || st.CacheBytes > budget || bytesOf(s1) > s1.budget {
+		t.Fatalf("want shard 0 over its share, shard 1 under, the set under budget and no eviction: %d and %d bytes, %+v", bytesOf(s0), bytesOf(s1), st)
+	}
+	// A sweep is under way (this test holds it) when a call takes the set
+	// over budget in shard 1, under its share: nothing is evicted.
+	fx.h.sweepMu.Lock()
+	fill(1, func() bool { return fx.h.hotBytes.Load() > budget })
+	fx.h.sweepMu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); fx.h.Stats().CacheBytes > budget; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the set stays at %d bytes over budget %d with shard 0 at %d, over its share", fx.h.Stats().CacheBytes, budget, bytesOf(s0))
+		}
+	}
+}
