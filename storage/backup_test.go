@@ -707,7 +707,7 @@ func TestBackupOfTheStreamBuildsRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := VerifyBackup(bytes.NewReader(raw)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(raw)); err != nil {
 		t.Fatal(err)
 	}
 	s := openTest(t, testOptions(t))
