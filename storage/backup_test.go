@@ -563,6 +563,44 @@ func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
 	}
 }
 
+// A backup that begins while a namespace is purged holds each of its users
+// whole or not at all: one that took its snapshots between the deletion of
+// a page's filters and the erasure of their journal records held the
+// users by their journal records alone.
+func TestBackupTakesNoUserOfANamespaceHalfPurged(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	upTo := mustAppend(t, s, "feed", "purged", "written back")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "purged", Value: []byte("filter of purged"), UpTo: upTo}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "feed", "purged", "journaled since")
+	var buf bytes.Buffer
+	backedUp := make(chan error, 1)
+	betweenPurgeSteps = func() {
+		go func() { backedUp <- s.Backup(&buf) }()
+		select {
+		case err := <-backedUp:
+			backedUp <- err
+		case <-time.After(200 * time.Millisecond): // waiting for the purge's step, as it should
+		}
+	}
+	defer func() { betweenPurgeSteps = nil }()
+	if _, err := s.PurgeNamespace("feed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-backedUp; err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, j := mustLoad(t, dst, "feed", "purged")
+	if (f == nil) != (len(j) == 0) {
+		t.Fatalf("the user purged as the backup began restored as filter %q and journal %v: whole or not at all", f, journalValues(j))
+	}
+}
+
 // A backup taken while users are written back, journaled, erased and the
 // value log is collected is one moment of the store: every user restores
 // whole (its own filter, at least as new as what was acknowledged before

@@ -60,11 +60,6 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 	logged := time.Now()
 	for {
 		keys, err := s.keysWithPrefix(prefix, from)
-		if err == nil && len(keys) > 0 {
-			// The filters go first, as in Delete: a crash before the
-			// erase records leaves journal records, never a lost write.
-			err = s.deleteKeys(keys)
-		}
 		if err != nil {
 			return fail(err)
 		}
@@ -72,9 +67,24 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 		for i, k := range keys {
 			users[i] = string(k[len(prefix):])
 		}
-		// Users of this page may also have journal records; those with
-		// journal records only are erased below.
-		if err := s.eraseJournals(ns, users); err != nil {
+		// The filters go first, as in Delete: a crash before the erase
+		// records leaves journal records, never a lost write. Users of
+		// this page may also have journal records (those with journal
+		// records only are erased below). Both with writes held, as in
+		// Delete, so that no backup takes its two snapshots between them:
+		// it would hold a user by its journal records alone.
+		s.writes.RLock()
+		if len(keys) > 0 {
+			err = s.deleteKeysLocked(keys)
+		}
+		if betweenPurgeSteps != nil {
+			betweenPurgeSteps()
+		}
+		if err == nil {
+			err = s.eraseJournals(ns, users)
+		}
+		s.writes.RUnlock()
+		if err != nil {
 			return fail(err)
 		}
 		erased += len(users)
@@ -100,6 +110,11 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 	}
 	return erased, nil
 }
+
+// betweenPurgeSteps, if set, runs between the deletion of a page's
+// filters and the erasure of their journal records; tests set it to take a
+// backup there.
+var betweenPurgeSteps func()
 
 // keysWithPrefix returns up to purgePage live keys that start with prefix,
 // in order, after the key after (nil: from the first). Each page starts
@@ -133,6 +148,11 @@ func (s *Store) keysWithPrefix(prefix, after []byte) ([][]byte, error) {
 func (s *Store) deleteKeys(keys [][]byte) error {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
+	return s.deleteKeysLocked(keys)
+}
+
+// deleteKeysLocked is deleteKeys with s.writes held for reading.
+func (s *Store) deleteKeysLocked(keys [][]byte) error {
 	wb := s.db.NewWriteBatch()
 	for _, k := range keys {
 		if err := wb.Delete(k); err != nil {
