@@ -493,6 +493,13 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			}
 			continue
 		}
+		if key[0] == prefixFilter && int64(len(value)) > s.MaxValueBytes() {
+			// Refused for this user alone, as by WriteBack, which could
+			// not write the user back either.
+			ns, user, _ := parseFilterKey(key)
+			failed = append(failed, UserError{NS: string(ns), User: string(user), Err: s.tooLarge(len(value))})
+			continue
+		}
 		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: kv.expiresAt}); err != nil {
 			return nil, i, err
 		}

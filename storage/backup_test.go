@@ -780,3 +780,29 @@ func TestBackupOfTheStreamBuildsRestores(t *testing.T) {
 		}
 	}
 }
+
+func TestRestoreOfAFilterTooLargeForTheStoreFailsThatUserAlone(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	big := bytes.Repeat([]byte{0xab}, 1<<20)
+	if err := src.WriteBack([]Write{{NS: "feed", User: "big", Value: big}, {NS: "feed", User: "u1", Value: []byte{1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Holds 8 bytes less than big; no value-log GC, as in
+	// TestWriteBackOfAValueTooLargeFailsThatUserAlone.
+	dst := openTest(t, testOptions(t).WithValueLogFileSize(1<<20).WithGCInterval(-1))
+	err := dst.Restore(&buf, nil)
+	var wbe *WriteBackError
+	if !errors.As(err, &wbe) || !errors.Is(err, ErrTooLarge) || len(wbe.Failed) != 1 || wbe.Failed[0].User != "big" {
+		t.Fatalf("Restore error = %.300v, want ErrTooLarge for feed/big alone", err)
+	}
+	if strings.Contains(err.Error(), "00000000") {
+		t.Errorf("error quotes the value: %.300q", err)
+	}
+	if f, _ := mustLoad(t, dst, "feed", "u1"); string(f) != "\x01" {
+		t.Errorf("u1 restored as %x, want 01", f)
+	}
+}

@@ -83,6 +83,9 @@
 // (Badger does not survive a full disk gracefully, so it must not get
 // there). Delete stays allowed, since erasing frees space. A closed store
 // answers ErrClosed. Badger's errors are wrapped with %w and name the user.
+// A value past MaxValueBytes (Badger keeps a value whole in one value-log
+// file) fails its user alone with ErrTooLarge, which says its size, never
+// its bytes; the rest of the write goes on.
 // A value Badger cannot read back intact (its value-log checksum fails)
 // fails that user's calls with ErrCorrupt; Badger itself would return it
 // as an empty value. One caveat is Badger's: on open it truncates the

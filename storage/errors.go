@@ -27,6 +27,11 @@ var (
 	// user named in the error only.
 	ErrCorrupt = errors.New("storage: stored value is corrupt")
 
+	// ErrTooLarge: a user's value is larger than the store can hold
+	// (Store.MaxValueBytes); nothing was written for that user, and the
+	// other users of the same write were written.
+	ErrTooLarge = errors.New("storage: value too large")
+
 	// ErrBadOptions: Options hold a value Open cannot use.
 	ErrBadOptions = errors.New("storage: bad options")
 

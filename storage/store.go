@@ -678,6 +678,19 @@ func (s *Store) Delete(ns, user string) error {
 	return nil
 }
 
+// MaxValueBytes is the largest value WriteBack stores for one user: Badger
+// keeps a value whole in one value-log file, so it is
+// Options.ValueLogFileSize less the cover mark the store ends a filter's
+// value with. A larger one fails that user's write with ErrTooLarge.
+func (s *Store) MaxValueBytes() int64 { return s.opts.ValueLogFileSize - coverMarkLen }
+
+// tooLarge is the error of a value of n bytes past MaxValueBytes: its size
+// and the limit, never its bytes (Badger's own error quotes them in hex).
+func (s *Store) tooLarge(n int) error {
+	return fmt.Errorf("%w: %d bytes, over the %d a user's value may take (the value-log file size less %d)",
+		ErrTooLarge, n, s.MaxValueBytes(), coverMarkLen)
+}
+
 // Size returns the bytes the store's files take on disk (allocated blocks
 // of the LSM tables, value log, memtable logs and manifest).
 func (s *Store) Size() int64 {

@@ -1234,3 +1234,49 @@ func TestKeepFormatLeavesAnOlderStoreAsItIs(t *testing.T) {
 		t.Fatalf("opened without KeepFormat, the store is in format %d, want %d", v, FormatVersion)
 	}
 }
+
+func TestWriteBackOfAValueTooLargeFailsThatUserAlone(t *testing.T) {
+	// No value-log GC: with files this small it runs while the test
+	// writes, and Badger v4.9.6 races with itself there (see the soak test).
+	s := openTest(t, testOptions(t).WithValueLogFileSize(1<<20).WithGCInterval(-1))
+	max := int(s.MaxValueBytes())
+	var seqs [3]uint64
+	for i, user := range []string{"u1", "big", "u3"} {
+		seqs[i] = mustAppend(t, s, "feed", user, "pending")
+	}
+	big := bytes.Repeat([]byte{0xab}, max+1)
+	err := s.WriteBack([]Write{
+		{NS: "feed", User: "u1", Value: []byte{1}, UpTo: seqs[0]},
+		{NS: "feed", User: "big", Value: big, UpTo: seqs[1]},
+		{NS: "feed", User: "u3", Value: bytes.Repeat([]byte{3}, max), UpTo: seqs[2]}, // the largest that fits
+	}, orMerge)
+	var wbe *WriteBackError
+	if !errors.As(err, &wbe) || !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("WriteBack error = %v, want a *WriteBackError of ErrTooLarge", err)
+	}
+	if len(wbe.Failed) != 1 || wbe.Failed[0].User != "big" {
+		t.Fatalf("failed users = %+v, want only feed/big", wbe.Failed)
+	}
+	msg := err.Error()
+	for _, want := range []string{"feed/big", fmt.Sprint(max + 1), fmt.Sprint(max)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "ab ab") || strings.Contains(msg, "00000000") || len(msg) > 300 {
+		t.Errorf("error quotes the value: %q", msg)
+	}
+	for _, user := range []string{"u1", "u3"} {
+		if f, j := mustLoad(t, s, "feed", user); len(f) == 0 || len(j) != 0 {
+			t.Errorf("%s: stored %d bytes, %d journal entries; want written and its journal retired", user, len(f), len(j))
+		}
+	}
+	if f, j := mustLoad(t, s, "feed", "big"); f != nil || len(j) != 1 {
+		t.Errorf("big: stored %d bytes, %d journal entries; want nothing stored and its journal kept", len(f), len(j))
+	}
+	// Alone in its write, as write-back retries it, the same.
+	err = s.WriteBack([]Write{{NS: "feed", User: "big", Value: big, UpTo: seqs[1]}}, nil)
+	if !errors.Is(err, ErrTooLarge) || strings.Contains(err.Error(), "00000000") {
+		t.Errorf("alone: WriteBack error = %.300v, want ErrTooLarge without the value", err)
+	}
+}

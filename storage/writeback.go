@@ -27,8 +27,9 @@ const writeBackChunk = 256
 // fit).
 //
 // On failure it returns a *WriteBackError naming every user that was not
-// written and why (a merge error, ErrFull, ErrClosed, a Badger error);
-// every user not named was written.
+// written and why (a merge error, ErrTooLarge for a value past
+// MaxValueBytes, ErrFull, ErrClosed, a Badger error); every user not
+// named was written.
 //
 // Write values must not be modified until WriteBack returns.
 func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
@@ -238,6 +239,11 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		sc.keys = filterKey(sc.keys, w.NS, w.User)
 		key := sc.keys.since(start)
 		v, mark, err := s.prepare(txn, key, w, merge, token)
+		if err == nil && int64(len(v)) > s.MaxValueBytes() {
+			// Refused here, for this user alone: Badger's refusal would
+			// fail the whole transaction, every user of it, each round.
+			err = s.tooLarge(len(v))
+		}
 		sc.userKeys, sc.prepared, sc.marks = append(sc.userKeys, key), append(sc.prepared, v), append(sc.marks, mark)
 		errs[i] = err
 	}
@@ -352,6 +358,9 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
 			value, mark, err := s.prepare(txn, fkey, w, merge, token)
+			if err == nil && int64(len(value)) > s.MaxValueBytes() {
+				err = s.tooLarge(len(value))
+			}
 			if err != nil {
 				userErr = err
 				return nil
