@@ -48,6 +48,16 @@
 // user wait for the write-back (at most two rounds of it), so memory stays
 // near the budget however fast users come.
 //
+// # Size
+//
+// A filter is written back whole, as one value, and the store keeps values
+// of at most its MaxValueBytes (a Badger value-log file). The hot set holds
+// every filter to that (userfilter.Filter.Full, and Commit's and
+// AddHashes' limit): a user whose next item needs more saturates as at its
+// namespace's max_items. Its items stay seen, new ones are not recorded
+// (nor journalled) and its calls say saturated, so it never becomes a user
+// that cannot be written back, dirty for good with its journal live.
+//
 // # Faults
 //
 // A panic met while handling one user's data (loading it, encoding it

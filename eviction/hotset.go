@@ -242,6 +242,12 @@ type HotSet struct {
 	// (flushSome). flushMu held.
 	nextShard int
 
+	// maxEncoded is the largest encoded filter the store keeps for a user
+	// (0: no limit but the filter's own): a user saturates there, as at
+	// its namespace's max_items, since write-back stores a filter whole
+	// and one it cannot store would stay dirty, its journal live, for good.
+	maxEncoded int
+
 	// hotBytes is what every shard holds, summed: a shard evicts for its
 	// own budget only while the whole set is over CacheBytes (see
 	// trimLocked), and sweepMu lets one call at a time trim the others.
@@ -291,6 +297,9 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 	if a, ok := store.(attacher); ok {
 		h.writer, h.detach = a.Attach()
 	}
+	if l, ok := store.(valueLimiter); ok {
+		h.maxEncoded = int(min(l.MaxValueBytes(), math.MaxInt))
+	}
 	go h.flushLoop()
 	return h, nil
 }
@@ -298,6 +307,11 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 // attacher is a Store that lets its only writer skip write-back's merge.
 type attacher interface {
 	Attach() (token uint64, detach func())
+}
+
+// valueLimiter is a Store that keeps values of at most MaxValueBytes.
+type valueLimiter interface {
+	MaxValueBytes() int64
 }
 
 func (h *HotSet) shardOf(k key) *shard { return h.shards[uint64(k)&h.mask] }
@@ -661,7 +675,7 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 		}
 	}
 	for i, rec := range recs {
-		f.AddHashes(rec.hashes, rec.at, now)
+		f.AddHashes(rec.hashes, rec.at, now, h.maxEncoded)
 		if rec.reply != nil {
 			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
 			h.replies.keep(rec.reply, now)
@@ -1002,17 +1016,25 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	defer h.scratch.Put(cs)
 	s := &cs.Scratch
 	res := e.f.Select(candidates, limit, mode, now, s)
+	full := len(s.ToRecord) > 0 && e.f.Full(now, h.maxEncoded)
 	var r *reply
 	if !k.zero() {
 		r = &cs.reply
-		recorded, saturated := e.f.Expect(now, s)
+		recorded, saturated := e.f.Expect(now, s, h.maxEncoded)
 		*r = reply{id: k.ID, request: k.Request, seen: int32(res.SeenCount), recorded: int32(recorded),
 			saturated: saturated, unseen: s.Unseen}
+	}
+	if full {
+		// Nothing would be recorded: no journal record either, which no
+		// write-back would retire (the user does not change), so the
+		// journal of a saturated user does not grow call after call.
+		s.ToRecord = s.ToRecord[:0]
 	}
 	if err := h.journal(info, e, now, cs, r); err != nil {
 		return Result{}, err
 	}
-	recorded, saturated := e.f.Commit(now, s)
+	recorded, saturated := e.f.Commit(now, s, h.maxEncoded)
+	saturated = saturated || full
 	changed = recorded > 0
 	c := info.c
 	if oneCall {
@@ -1133,7 +1155,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 	defer h.scratch.Put(cs)
 	now := h.opts.Now()
 	sel := f.Select(items, 0, userfilter.RecordAll, now, &cs.Scratch)
-	recorded, saturated := f.Commit(now, &cs.Scratch)
+	recorded, saturated := f.Commit(now, &cs.Scratch, h.maxEncoded)
 	res = Result{SeenCount: sel.SeenCount, Recorded: recorded, Saturated: saturated}
 	if recorded == 0 && lastSeq == 0 {
 		return res, nil // nothing to write
@@ -1184,7 +1206,7 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 		return UserStats{}, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
-	return userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+	return h.userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
 }
 
 // Peek returns the user's stats as User does, but reads a cold user from
@@ -1217,7 +1239,7 @@ func (h *HotSet) Peek(ns, user string) (UserStats, error) {
 		// would, without taking it back into the LRU.
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+		return h.userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
 	}
 	// Cold, or being loaded: what the store holds is what the load reads.
 	f, _, err := h.load(info, user)
@@ -1227,13 +1249,17 @@ func (h *HotSet) Peek(ns, user string) (UserStats, error) {
 	if f == nil {
 		return UserStats{}, ErrUserNotFound
 	}
-	return userStats(f, false, false, h.opts.Now()), nil
+	return h.userStats(f, false, false, h.opts.Now()), nil
 }
 
 // userStats is what User and Peek answer for the filter f.
-func userStats(f *userfilter.Filter, hot, dirty bool, now time.Time) UserStats {
+// userStats is f's stats: saturated at its item cap, or at the largest
+// filter the store keeps (maxEncoded).
+func (h *HotSet) userStats(f *userfilter.Filter, hot, dirty bool, now time.Time) UserStats {
 	p := f.Profile()
-	return UserStats{Stats: f.Stats(now), Hot: hot, Dirty: dirty,
+	st := f.Stats(now)
+	st.Saturated = st.Saturated || f.Full(now, h.maxEncoded)
+	return UserStats{Stats: st, Hot: hot, Dirty: dirty,
 		Window: int64(p.Window / time.Second), Granularity: int64(p.Granularity / time.Second), MaxItems: p.MaxItems,
 		FirstSeen: f.FirstSeen(), LastSeen: f.LastSeen()}
 }
@@ -1324,10 +1350,12 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 
 // Import merges (or with replace, replaces) the user's filter with data
 // from Export and writes it to the store before returning. Bad bytes, a
-// filter whose bits would take more than maxBytes of memory (also wrapping
-// userfilter.ErrTooLarge) or a filter of other parameters: an
-// *ImportError (ErrBadImport). A merge takes the parameters of the user's
-// filter; a replace those too, or the namespace's profile.
+// filter whose bits would take more than maxBytes of memory, or one
+// (merged with the user's) that would encode past what the store keeps for
+// one user (both also wrapping userfilter.ErrTooLarge), or a filter of
+// other parameters: an *ImportError (ErrBadImport), and nothing changes.
+// A merge takes the parameters of the user's filter; a replace those too,
+// or the namespace's profile.
 func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) error {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -1345,6 +1373,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 		if err := importable(info.Name, ours, ours, in.Profile(), replace); err != nil {
 			return err
 		}
+		if raw, err := in.MarshalBinary(); err == nil {
+			if err := h.storable(len(raw)); err != nil {
+				return badImport(err, "%v", err)
+			}
+		}
 		e, _, err = h.acquire(info, user, true)
 	}
 	if err != nil {
@@ -1361,7 +1394,30 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
 		}
 	}
-	return h.replaceNow(info, e, next, h.opts.Now(), "importing")
+	err = h.replaceNow(info, e, next, h.opts.Now(), "importing")
+	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+		return badImport(err, "%v", tl)
+	}
+	return err
+}
+
+// tooLargeError is a filter that encodes past what the store keeps for
+// one user (HotSet.maxEncoded).
+type tooLargeError struct{ size, max int }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("the filter takes %d bytes encoded, more than the %d the store keeps for one user", e.size, e.max)
+}
+
+func (e *tooLargeError) Unwrap() error { return userfilter.ErrTooLarge }
+
+// storable returns a *tooLargeError if a filter encoded in size bytes is
+// more than the store keeps for one user.
+func (h *HotSet) storable(size int) error {
+	if h.maxEncoded > 0 && size > h.maxEncoded {
+		return &tooLargeError{size: size, max: h.maxEncoded}
+	}
+	return nil
 }
 
 // ForgetItems makes items unseen again for the user and returns how many
@@ -1443,6 +1499,9 @@ func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo 
 	f.Expire(now)
 	raw, err := f.MarshalBinary()
 	if err == nil {
+		if err := h.storable(len(raw)); err != nil {
+			return fmt.Errorf("%s %s/%s: %w", what, info.Name, user, err) // nothing written
+		}
 		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: upTo,
 			TTL: ttlOf(f, now), Writer: h.writer}}, nil)
 	}

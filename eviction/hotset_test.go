@@ -34,6 +34,8 @@ type fixture struct {
 	st  *storage.Store
 	h   *HotSet
 	ns  []Namespace // nil: defaultNS
+	// open opens the store in dir; nil: openStore.
+	open func(t testing.TB, dir string) *storage.Store
 }
 
 func newFixture(t testing.TB, opts Options) *fixture {
@@ -79,7 +81,11 @@ func (fx *fixture) restart(flush bool, opts Options) {
 	if err := fx.st.Close(); err != nil {
 		fx.t.Fatal(err)
 	}
-	fx.st = openStore(fx.t, fx.dir)
+	if fx.open != nil {
+		fx.st = fx.open(fx.t, fx.dir)
+	} else {
+		fx.st = openStore(fx.t, fx.dir)
+	}
 	fx.h = fx.newHotSet(opts)
 }
 

@@ -1,6 +1,7 @@
 package userfilter
 
 import (
+	"encoding/binary"
 	"math"
 	"time"
 	"unsafe"
@@ -299,11 +300,23 @@ func (f *Filter) gen(b int64) *generation {
 
 // addLayer appends a layer to g, growing the slab. It refuses (false) a
 // layer that would take the filter past maxBitsTotal bits, the most Decode
-// reads back (and below which every layer field fits in 32 bits).
-func (f *Filter) addLayer(g *generation) bool {
+// reads back (and below which every layer field fits in 32 bits), or,
+// when maxEncoded > 0, its encoding past maxEncoded bytes (see encodedMax).
+func (f *Filter) addLayer(g *generation, maxEncoded uint64) bool {
 	if f.p.Kind == KindStaged {
-		return f.addStaged(g)
+		return f.addStaged(g, maxEncoded)
 	}
+	l, ok := f.nextLayer(g, maxEncoded)
+	if !ok {
+		return false
+	}
+	g.appendLayer(l, f.p.layers)
+	return true
+}
+
+// nextLayer returns the layer addLayer would append to g (one of f.gens,
+// or a generation not made yet), and whether the filter may grow by it.
+func (f *Filter) nextLayer(g *generation, maxEncoded uint64) (layer, bool) {
 	i := len(g.layers)
 	var l layer
 	if i < len(f.p.layers) {
@@ -317,12 +330,12 @@ func (f *Filter) addLayer(g *generation) bool {
 		if f.p.Kind == KindCompact {
 			var ok bool
 			if l, ok = f.p.compactLayer(i, before, 0); !ok {
-				return false
+				return layer{}, false
 			}
 		} else {
 			c, sh := f.p.plan(i, before)
 			if c > maxBitsTotal {
-				return false
+				return layer{}, false
 			}
 			l = layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)}
 		}
@@ -332,10 +345,97 @@ func (f *Filter) addLayer(g *generation) bool {
 		total += f.gens[gi].used()
 	}
 	if total > maxBitsTotal {
-		return false
+		return layer{}, false
 	}
-	g.appendLayer(l, f.p.layers)
-	return true
+	// The newest layer before l is full: its bound as the newest (its
+	// capacity) is its bound as an older one (its items).
+	if maxEncoded > 0 && f.encodedMax(f.gens)+f.newGenBytes(g)+layerBytes(&l, 0, true) > maxEncoded {
+		return layer{}, false
+	}
+	return l, true
+}
+
+// Bounds of the parts of an encoding (see AppendBinary): encodedMax.
+const (
+	// Two bytes, ten varints and the checksum.
+	maxHeaderBytes = 2 + 10*binary.MaxVarintLen64 + 4
+	// The bucket's delta and the count of layers (at most maxLayers).
+	maxGenBytes = binary.MaxVarintLen64 + 1
+	// The items, the form and k, and the slice's bits (or the fingerprints').
+	maxLayerHeader = 2*binary.MaxVarintLen64 + 1
+)
+
+// layerBytes bounds layer l's part of an encoding while it holds items,
+// and, for its generation's newest layer, after any item it takes until it
+// is full: a Bloom layer's bits are all there from the start (the sparse
+// form is chosen only when shorter), a set of fingerprints is bounded at
+// its capacity (its Elias-Fano form grows with its items).
+func layerBytes(l *layer, items uint64, newest bool) uint64 {
+	if !l.compact() {
+		return maxLayerHeader + (l.bits()+7)/8
+	}
+	if newest {
+		items = max(items, uint64(l.cap))
+	}
+	return maxLayerHeader + uint64(efBytes(items, uint(l.slice)))
+}
+
+// encodedMax bounds the length of the encoding of a filter of generations
+// gens, now and after any item its layers take without a new one. A layer
+// opens only while this bound with it stays within the limit the caller
+// gives (addLayer), so a filter held to a limit from its start never
+// encodes past it.
+func (f *Filter) encodedMax(gens []generation) uint64 {
+	n := uint64(maxHeaderBytes)
+	for gi := range gens {
+		g := &gens[gi]
+		n += maxGenBytes
+		for i := range g.layers {
+			n += layerBytes(&g.layers[i], uint64(g.itemsIn(i)), i == len(g.layers)-1)
+		}
+	}
+	return n
+}
+
+// newGenBytes is what g adds to encodedMax when it is a generation not yet
+// in f.gens (Full asks about one).
+func (f *Filter) newGenBytes(g *generation) uint64 {
+	for gi := range f.gens {
+		if &f.gens[gi] == g {
+			return 0
+		}
+	}
+	return maxGenBytes
+}
+
+// Full reports whether the filter can record no new item at now: it holds
+// MaxItems, or it needs a new layer for one (or a new time bucket) and none
+// fits within maxBitsTotal bits or, when maxEncoded > 0, an encoding of
+// maxEncoded bytes. Items it already holds are found seen all the same. A
+// filter that grew past maxEncoded otherwise (merged, imported) is full.
+// It changes nothing.
+func (f *Filter) Full(now time.Time, maxEncoded int) bool {
+	if f.p.MaxItems > 0 && f.items(now) >= f.p.MaxItems {
+		return true
+	}
+	limit := uint64(max(maxEncoded, 0))
+	if limit > 0 && f.encodedMax(f.live(now)) > limit {
+		return true
+	}
+	b := f.bucketOf(now)
+	g := f.find(b)
+	if g != nil && len(g.layers) > 0 && g.n < g.layers[len(g.layers)-1].cap {
+		return false // room in the newest layer
+	}
+	if g == nil {
+		g = &generation{bucket: b}
+	}
+	if f.p.Kind == KindStaged {
+		_, _, ok := f.nextStaged(g, limit)
+		return !ok
+	}
+	_, ok := f.nextLayer(g, limit)
+	return !ok
 }
 
 // plan returns the capacity and shape of a generation's layer i, given
@@ -408,7 +508,10 @@ func newSlab(n int) []uint64 { return append(make([]uint64, 0), make([]uint64, n
 // cadd), where an earlier item of the call may have put its fingerprint.
 // (An item that has since become a false positive of a layer sealed in the
 // meantime is added all the same, as it would have been had it come first.)
-func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool) addResult {
+//
+// maxEncoded > 0 holds the filter's encoding to that many bytes: an item
+// that needs a layer past it is refused as at the cap.
+func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool, maxEncoded uint64) addResult {
 	if f.p.MaxItems > 0 && *held >= f.p.MaxItems {
 		return full
 	}
@@ -418,7 +521,10 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool
 		return present
 	}
 	if len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap {
-		if !f.addLayer(g) {
+		if !f.addLayer(g, maxEncoded) {
+			if len(g.layers) == 0 {
+				f.dropGen(g) // made for this item: the encoding keeps no trace of it
+			}
 			return full
 		}
 	}
@@ -434,6 +540,19 @@ func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool
 	return added
 }
 
+// dropGen takes g, a generation of f, out of f.gens.
+func (f *Filter) dropGen(g *generation) {
+	for i := range f.gens {
+		if &f.gens[i] == g {
+			n := len(f.gens)
+			copy(f.gens[i:], f.gens[i+1:])
+			f.gens[n-1] = generation{} // keeps no slab alive past the length
+			f.gens = f.gens[:n-1]
+			return
+		}
+	}
+}
+
 func (f *Filter) touch(now time.Time) {
 	s := stamp(now.Unix())
 	if f.first == 0 || s < f.first {
@@ -447,16 +566,20 @@ func (f *Filter) touch(now time.Time) {
 // AddHashes records hashed items as seen at time at (used to replay the
 // journal); items already present are not counted again. It returns how
 // many were added and whether the cap (or the filter's largest size,
-// maxBitsTotal) stopped any.
-func (f *Filter) AddHashes(hs []Hash, at, now time.Time) (n int, saturated bool) {
+// maxBitsTotal, or an encoding of maxEncoded bytes when maxEncoded > 0:
+// see Full) stopped any.
+func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded int) (n int, saturated bool) {
 	b := f.bucketOf(at)
 	if b < f.oldestLive(now) {
 		return 0, false // already outside the window
 	}
+	if maxEncoded > 0 && f.encodedMax(f.gens) > uint64(maxEncoded) {
+		return 0, len(hs) > 0 // grown past it otherwise (see Full)
+	}
 	held := f.items(now)
 	var t tally
 	for _, h := range hs {
-		t.count(f.add(h, b, now, &held, false))
+		t.count(f.add(h, b, now, &held, false, uint64(max(maxEncoded, 0))))
 	}
 	if t.added > 0 {
 		f.touch(at)
@@ -471,7 +594,7 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 	held := f.items(now)
 	var t tally
 	for _, it := range items {
-		t.count(f.add(HashItem(it), b, now, &held, false))
+		t.count(f.add(HashItem(it), b, now, &held, false, 0))
 	}
 	if t.added > 0 {
 		f.touch(now)
@@ -571,7 +694,7 @@ type CallResult struct {
 // added are left in s.Recorded. It is Select followed by Commit.
 func (f *Filter) FilterAndRecord(candidates []string, limit int, mode Mode, now time.Time, s *Scratch) CallResult {
 	res := f.Select(candidates, limit, mode, now, s)
-	res.Recorded, res.Saturated = f.Commit(now, s)
+	res.Recorded, res.Saturated = f.Commit(now, s, 0)
 	return res
 }
 
@@ -664,9 +787,12 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 // find fewer where an item's fingerprint is another's of the same call
 // (about a layer's error), where the filter reached its largest size, and,
 // with RecordAll, more where an item seen in an older time bucket is
-// recorded again in the newest.
-func (f *Filter) Expect(now time.Time, s *Scratch) (recorded int, saturated bool) {
+// recorded again in the newest. maxEncoded is Commit's.
+func (f *Filter) Expect(now time.Time, s *Scratch, maxEncoded int) (recorded int, saturated bool) {
 	n := len(s.ToRecord)
+	if n > 0 && f.Full(now, maxEncoded) {
+		return 0, true
+	}
 	if !s.selected && len(s.fresh) == n {
 		n = 0
 		for _, fresh := range s.fresh {
@@ -690,8 +816,10 @@ func (f *Filter) Expect(now time.Time, s *Scratch) (recorded int, saturated bool
 
 // Commit records the hashes in s.ToRecord at now and leaves those actually
 // added in s.Recorded; it returns how many were added and whether the cap
-// stopped any.
-func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool) {
+// stopped any. maxEncoded > 0 holds the filter's encoding to that many
+// bytes as the cap holds its items (see Full): the largest value a store
+// keeps for a user, say.
+func (f *Filter) Commit(now time.Time, s *Scratch, maxEncoded int) (recorded int, saturated bool) {
 	s.Recorded = s.Recorded[:0]
 	selected, fresh := s.selected, s.fresh
 	s.selected, s.fresh = false, s.fresh[:0] // for this Select's hashes only
@@ -703,9 +831,10 @@ func (f *Filter) Commit(now time.Time, s *Scratch) (recorded int, saturated bool
 	}
 	b := f.bucketOf(now)
 	held := f.items(now)
+	limit := uint64(max(maxEncoded, 0))
 	var t tally
 	for i, h := range s.ToRecord {
-		if t.count(f.add(h, b, now, &held, selected || fresh != nil && fresh[i])) {
+		if t.count(f.add(h, b, now, &held, selected || fresh != nil && fresh[i], limit)) {
 			s.Recorded = append(s.Recorded, h)
 		}
 	}

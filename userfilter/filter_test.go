@@ -492,10 +492,10 @@ func TestRecordAllSkipsTestingFreshItems(t *testing.T) {
 					batch[j] = pool[rng.IntN(200+call*60)]
 				}
 				fast.Select(batch, 0, RecordAll, t0, &sf)
-				nf, _ := fast.Commit(t0, &sf)
+				nf, _ := fast.Commit(t0, &sf, 0)
 				full.Select(batch, 0, RecordAll, t0, &sl)
 				sl.fresh = nil // a Commit that tests every hash
-				nl, _ := full.Commit(t0, &sl)
+				nl, _ := full.Commit(t0, &sl, 0)
 				if nf != nl || !slices.Equal(sf.Recorded, sl.Recorded) {
 					t.Fatalf("%v, window %v, call %d: recorded %d against %d when testing every hash", kind, window, call, nf, nl)
 				}

@@ -186,22 +186,38 @@ func (p *sharedProfile) withLayer(ls []layer, i int, l layer) []layer {
 }
 
 // addStaged seals g's staged layer, full, and opens the next one; false
-// (and g unchanged) when the filter would pass maxBitsTotal.
-func (f *Filter) addStaged(g *generation) bool {
+// (and g unchanged) when the filter would pass maxBitsTotal, or an
+// encoding of maxEncoded bytes when maxEncoded > 0.
+func (f *Filter) addStaged(g *generation, maxEncoded uint64) bool {
+	sealed, next, ok := f.nextStaged(g, maxEncoded)
+	if !ok {
+		return false
+	}
+	if len(g.layers) > 0 {
+		g.seal(f.p, sealed)
+	}
+	g.placeStaged(f.p, next, nil)
+	return true
+}
+
+// nextStaged returns what addStaged would do to g (one of f.gens, or a
+// generation not made yet): the Bloom form its staged layer, if it has
+// one, is sealed into, and the staged layer it opens; and whether the
+// filter may grow by them.
+func (f *Filter) nextStaged(g *generation, maxEncoded uint64) (sealed, next layer, ok bool) {
 	i := len(g.layers)
 	var before uint64
 	for j := range g.layers {
 		before += uint64(g.layers[j].cap)
 	}
 	end := g.bloomEnd()
-	var sealed layer
 	if i > 0 {
 		sealed = f.p.sealedForm(i-1, before-uint64(g.layers[i-1].cap), end)
 		end += sealed.bits()
 	}
-	next, ok := f.p.stagedLayer(i, before, end)
+	next, ok = f.p.stagedLayer(i, before, end)
 	if !ok {
-		return false
+		return layer{}, layer{}, false
 	}
 	total := uint64(next.off) + 64
 	for gi := range f.gens {
@@ -210,13 +226,18 @@ func (f *Filter) addStaged(g *generation) bool {
 		}
 	}
 	if total > maxBitsTotal {
-		return false
+		return layer{}, layer{}, false
 	}
-	if i > 0 {
-		g.seal(f.p, sealed)
+	if maxEncoded > 0 {
+		n := f.encodedMax(f.gens) + f.newGenBytes(g) + layerBytes(&next, 0, true)
+		if i > 0 { // the staged layer, as encodedMax bounds it, becomes sealed
+			n = n - layerBytes(&g.layers[i-1], uint64(g.n), true) + layerBytes(&sealed, uint64(sealed.cap), false)
+		}
+		if n > maxEncoded {
+			return layer{}, layer{}, false
+		}
 	}
-	g.placeStaged(f.p, next, nil)
-	return true
+	return sealed, next, true
 }
 
 // seal turns g's staged layer into its Bloom form l, setting the bits of
