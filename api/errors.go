@@ -152,7 +152,11 @@ func problemFor(err error) Problem {
 		// disk: they go to the server's log, not to the caller.
 		k, detail = pStorageUnavailable, "the store failed to read or write; the server's log has the error"
 	case errors.Is(err, userfilter.ErrTooLarge):
-		k, detail = pBodyTooLarge, "the imported filter is larger than the server accepts: "+err.Error()
+		why := err.Error()
+		if errors.As(err, &ie) {
+			why = ie.Reason // the hot set's words, without its sentinel's
+		}
+		k, detail = pBodyTooLarge, "the imported filter is larger than the server accepts: "+why
 	case errors.As(err, &ie):
 		k, detail = pBadImport, ie.Reason
 	case errors.Is(err, eviction.ErrClosed):

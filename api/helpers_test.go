@@ -101,8 +101,14 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // when wrap is nil): a real store with a fault of the test's making.
 func newEnvOver(t testing.TB, wrap func(*storage.Store) eviction.Store, opts ...envOption) *env {
 	t.Helper()
-	store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).
-		WithLogger(slog.New(slog.DiscardHandler)))
+	return newEnvIn(t, storage.DefaultOptions(t.TempDir()), wrap, opts...)
+}
+
+// newEnvIn is newEnvOver with a store of the given options (its directory
+// kept by the caller, for a restart, say).
+func newEnvIn(t testing.TB, so storage.Options, wrap func(*storage.Store) eviction.Store, opts ...envOption) *env {
+	t.Helper()
+	store, err := storage.Open(so.WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -296,7 +296,7 @@ type FilterResponse struct {
 	// `seen_count`.
 	Recorded int `json:"recorded"`
 
-	// Saturated The user is at the namespace's item cap; some items were not recorded.
+	// Saturated The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
 	Saturated *bool `json:"saturated,omitempty"`
 
 	// SeenCount Distinct candidates that tested seen.
@@ -487,7 +487,7 @@ type SeenResponse struct {
 	// now) and counts both here and in `seen_count`.
 	Recorded int `json:"recorded"`
 
-	// Saturated The user is at the namespace's item cap; some items were not recorded.
+	// Saturated The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
 	Saturated *bool `json:"saturated,omitempty"`
 
 	// SeenCount Items that had already been seen.
@@ -645,7 +645,7 @@ type UserStats struct {
 	MaxItems    int64 `json:"max_items"`
 	MemoryBytes int   `json:"memory_bytes"`
 
-	// Saturated At the filter's item cap; new items are not recorded.
+	// Saturated At the filter's item cap, or at the largest filter the store keeps for one user (or that a filter can be); new items are not recorded.
 	Saturated    bool    `json:"saturated"`
 	TargetFpRate float64 `json:"target_fp_rate"`
 
@@ -1096,6 +1096,9 @@ type ClientInterface interface {
 	// applies to the body and to the filter's bits once decoded: an
 	// encoding states each layer's size, so a few bytes can stand for a
 	// large filter; over it, 413 `body-too-large` and nothing changes.
+	// So is a filter that, imported or merged with the user's, would
+	// encode past what the store keeps for one user (128 MiB less 8
+	// bytes): the detail says its size and the limit.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1591,6 +1594,9 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 // applies to the body and to the filter's bits once decoded: an
 // encoding states each layer's size, so a few bytes can stand for a
 // large filter; over it, 413 `body-too-large` and nothing changes.
+// So is a filter that, imported or merged with the user's, would
+// encode past what the store keeps for one user (128 MiB less 8
+// bytes): the detail says its size and the limit.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3004,6 +3010,9 @@ type ClientWithResponsesInterface interface {
 	// applies to the body and to the filter's bits once decoded: an
 	// encoding states each layer's size, so a few bytes can stand for a
 	// large filter; over it, 413 `body-too-large` and nothing changes.
+	// So is a filter that, imported or merged with the user's, would
+	// encode past what the store keeps for one user (128 MiB less 8
+	// bytes): the detail says its size and the limit.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5789,6 +5798,9 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 // applies to the body and to the filter's bits once decoded: an
 // encoding states each layer's size, so a few bytes can stand for a
 // large filter; over it, 413 `body-too-large` and nothing changes.
+// So is a filter that, imported or merged with the user's, would
+// encode past what the store keeps for one user (128 MiB less 8
+// bytes): the detail says its size and the limit.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

@@ -1396,6 +1396,9 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	}
 	err = h.replaceNow(info, e, next, h.opts.Now(), "importing")
 	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+		if !replace {
+			return badImport(err, "merged with the user's, %v", tl)
+		}
 		return badImport(err, "%v", tl)
 	}
 	return err

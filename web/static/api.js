@@ -118,7 +118,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @typedef {Object} FilterResponse
  * @property {boolean} [degraded] The filter could not be used and on_error was open; unseen is unfiltered.
  * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: with `record: all`, an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
- * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
+ * @property {boolean} [saturated] The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
  * @property {number} seen_count Distinct candidates that tested seen.
  * @property {Array<string>} unseen The unseen candidates in request order, each once, at most limit.
  */
@@ -237,7 +237,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} SeenResponse
  * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` plus `seen_count` can be less than the distinct items sent (10,000 new items may record 9,942); items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
- * @property {boolean} [saturated] The user is at the namespace's item cap; some items were not recorded.
+ * @property {boolean} [saturated] The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
  * @property {number} seen_count Items that had already been seen.
  */
 
@@ -311,7 +311,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} layers
  * @property {number} max_items Items the filter holds at most; 0 means no cap.
  * @property {number} memory_bytes
- * @property {boolean} saturated At the filter's item cap; new items are not recorded.
+ * @property {boolean} saturated At the filter's item cap, or at the largest filter the store keeps for one user (or that a filter can be); new items are not recorded.
  * @property {number} target_fp_rate
  * @property {number} window The filter's retention window in seconds (0: forever). This, granularity, max_items, kind and target_fp_rate are the profile the filter was made with, which a namespace whose profile changed since (a SIGHUP, or a restart with another namespaces file) no longer has: a filter keeps its own.
  */
