@@ -340,7 +340,10 @@ func (f *Filter) nextLayer(g *generation, maxEncoded uint64) (layer, bool) {
 			l = layer{slice: uint32(sh.slice), k: sh.k, cap: uint32(c)}
 		}
 	}
-	total := l.openBits()
+	// A set's words at its capacity, not its first word: it grows after
+	// it opens, while other buckets of a window hold what they hold, and
+	// Decode reads back no filter of more than maxBitsTotal bits.
+	total := l.fullBits()
 	for gi := range f.gens {
 		total += f.gens[gi].used()
 	}

@@ -79,6 +79,14 @@ func (l *layer) openBits() uint64 {
 	return l.bits()
 }
 
+// fullBits is the bits l takes once full: a set's words at its capacity.
+func (l *layer) fullBits() uint64 {
+	if l.compact() {
+		return 64 * uint64(efWords(uint64(l.cap), uint(l.slice)))
+	}
+	return l.bits()
+}
+
 // sameShape reports whether l and o have the same slices and capacity (and
 // so, in generations of one profile, the same offsets).
 func (l *layer) sameShape(o *layer) bool { return l.k == o.k && l.slice == o.slice && l.cap == o.cap }

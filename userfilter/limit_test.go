@@ -114,3 +114,43 @@ func TestFullForAFilterPastTheLimit(t *testing.T) {
 		t.Fatalf("a filter of %d bytes is full for a limit of %d", len(enc), 4*len(enc))
 	}
 }
+
+// A set that opens in a window's newest bucket is counted at its capacity
+// against the other buckets, which hold what they hold: filling it must
+// not take the filter past maxBitsTotal, the most Decode reads back, as
+// counting its first word alone let it (an old bucket of almost
+// maxBitsTotal bits beside a new one).
+func TestANewBucketsSetCountsWholeAgainstTheOthers(t *testing.T) {
+	for name, p := range map[string]Profile{
+		"staged":  {Window: 30 * 24 * time.Hour},
+		"compact": {Kind: KindCompact, Window: 30 * 24 * time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, over := range []bool{false, true} {
+				f := mustNew(t, p)
+				f.Add([]string{"old"}, t0)
+				now := t0.Add(8 * 24 * time.Hour)     // the next bucket, which has no layer yet
+				first, _ := f.p.compactLayer(0, 0, 0) // not from the tables: the profile may not be shared
+				if f.p.Kind == KindStaged {
+					first, _ = f.p.stagedLayer(0, 0, 0)
+				}
+				// The old bucket stands for one of almost maxBitsTotal bits: a
+				// Bloom layer as large as what is left, never read here.
+				old := uint64(maxBitsTotal) - first.fullBits()
+				if over {
+					old++
+				}
+				g := &f.gens[0]
+				g.layers, g.n = []layer{{slice: uint32(old), k: 1, cap: 1}}, 1
+				if got := f.Full(now, 0); got != over {
+					t.Fatalf("old bucket of %d bits, a set of %d: Full %v, want %v", old, first.fullBits(), got, over)
+				}
+				if over {
+					if n, sat := f.Add([]string{"new"}, now); n != 0 || !sat {
+						t.Fatalf("added %d (saturated %v) past maxBitsTotal", n, sat)
+					}
+				}
+			}
+		})
+	}
+}

@@ -219,7 +219,7 @@ func (f *Filter) nextStaged(g *generation, maxEncoded uint64) (sealed, next laye
 	if !ok {
 		return layer{}, layer{}, false
 	}
-	total := uint64(next.off) + 64
+	total := uint64(next.off) + next.fullBits() // as nextLayer counts a set
 	for gi := range f.gens {
 		if &f.gens[gi] != g {
 			total += f.gens[gi].used()
