@@ -674,6 +674,10 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 			return nil, 0, err
 		}
 	}
+	// Expired as every call's Select expires it, before the records are
+	// added back: buckets past the window would count against maxEncoded
+	// and could refuse an item its call recorded.
+	f.Expire(now)
 	for i, rec := range recs {
 		f.AddHashes(rec.hashes, rec.at, now, h.maxEncoded)
 		if rec.reply != nil {

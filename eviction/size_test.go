@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
@@ -140,5 +141,48 @@ func TestAUserPastTheStoresLargestValueSaturates(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, "00000000") || strings.Contains(l, "exceeded") {
 		t.Fatalf("the log quotes a filter: %.500s", l)
+	}
+}
+
+// A user's journal is replayed into its filter as calls find it: expired
+// at the load. Buckets past the window would count against the largest
+// filter the store keeps, and could refuse at the replay an item its call
+// recorded (its Select had expired them).
+func TestLoadExpiresTheFilterBeforeItsJournalIsReplayed(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	fx := newFixture(t, Options{Now: clock})
+	record(t, fx.h, "push", "u", "old")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(9 * 24 * time.Hour) // the stored filter's bucket is past the 7-day window
+	mu.Unlock()
+	record(t, fx.h, "push", "u", "new") // journalled only
+	fx.restart(false, Options{Now: clock})
+	info, err := fx.h.namespace("push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := fx.h.load(info, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := userfilter.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stats at a time before every bucket lists them all, expired or not.
+	if gens := all.Stats(time.Time{}).Generations; len(gens) != 1 {
+		t.Fatalf("the loaded filter holds %d buckets, want only the live one", len(gens))
+	}
+	if got := seen(t, fx.h, "push", "u", "old", "new"); fmt.Sprint(got) != "[false true]" {
+		t.Fatalf("after the restart: %v", got)
 	}
 }

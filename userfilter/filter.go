@@ -576,7 +576,7 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded int) (n int,
 	if b < f.oldestLive(now) {
 		return 0, false // already outside the window
 	}
-	if maxEncoded > 0 && f.encodedMax(f.gens) > uint64(maxEncoded) {
+	if maxEncoded > 0 && f.encodedMax(f.live(now)) > uint64(maxEncoded) {
 		return 0, len(hs) > 0 // grown past it otherwise (see Full)
 	}
 	held := f.items(now)
