@@ -515,11 +515,7 @@ func TestBackupHeapStaysSmallForLargeFilters(t *testing.T) {
 // restore brought back part of an erased user.
 func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
 	s := openTest(t, testOptions(t))
-	upTo := mustAppend(t, s, "feed", "erased", "written back")
-	if err := s.WriteBack([]Write{{NS: "feed", User: "erased", Value: []byte("filter of erased"), UpTo: upTo}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, s, "feed", "erased", "journaled since")
+	storeFilterAndJournal(t, s, "erased")
 	erased := make(chan error, 1)
 	betweenBackupSnapshots = func() {
 		go func() { erased <- s.Delete("feed", "erased") }()
@@ -537,13 +533,32 @@ func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
 	if err := <-erased; err != nil {
 		t.Fatal(err)
 	}
-	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+	restoresWholeOrNotAtAll(t, buf.Bytes(), "erased")
+}
+
+// storeFilterAndJournal gives user of "feed" a stored filter and a journal
+// record written since it.
+func storeFilterAndJournal(t *testing.T, s *Store, user string) {
+	t.Helper()
+	upTo := mustAppend(t, s, "feed", user, "written back")
+	if err := s.WriteBack([]Write{{NS: "feed", User: user, Value: []byte("filter of " + user), UpTo: upTo}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, j := mustLoad(t, dst, "feed", "erased")
+	mustAppend(t, s, "feed", user, "journaled since")
+}
+
+// restoresWholeOrNotAtAll restores backup into a fresh store and checks
+// that user of "feed" comes back with both its filter and its journal, or
+// with neither.
+func restoresWholeOrNotAtAll(t *testing.T, backup []byte, user string) {
+	t.Helper()
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(backup), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, j := mustLoad(t, dst, "feed", user)
 	if (f == nil) != (len(j) == 0) {
-		t.Fatalf("the user erased as the backup began restored as filter %q and journal %v: whole or not at all", f, journalValues(j))
+		t.Fatalf("the user %s as the backup began restored as filter %q and journal %v: whole or not at all", user, f, journalValues(j))
 	}
 }
 
@@ -553,11 +568,7 @@ func TestBackupTakesNoUserErasedBetweenItsSnapshots(t *testing.T) {
 // users by their journal records alone.
 func TestBackupTakesNoUserOfANamespaceHalfPurged(t *testing.T) {
 	s := openTest(t, testOptions(t))
-	upTo := mustAppend(t, s, "feed", "purged", "written back")
-	if err := s.WriteBack([]Write{{NS: "feed", User: "purged", Value: []byte("filter of purged"), UpTo: upTo}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, s, "feed", "purged", "journaled since")
+	storeFilterAndJournal(t, s, "purged")
 	var buf bytes.Buffer
 	backedUp := make(chan error, 1)
 	betweenPurgeSteps = func() {
@@ -575,14 +586,7 @@ func TestBackupTakesNoUserOfANamespaceHalfPurged(t *testing.T) {
 	if err := <-backedUp; err != nil {
 		t.Fatal(err)
 	}
-	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
-		t.Fatal(err)
-	}
-	f, j := mustLoad(t, dst, "feed", "purged")
-	if (f == nil) != (len(j) == 0) {
-		t.Fatalf("the user purged as the backup began restored as filter %q and journal %v: whole or not at all", f, journalValues(j))
-	}
+	restoresWholeOrNotAtAll(t, buf.Bytes(), "purged")
 }
 
 // A backup taken while users are written back, journaled, erased and the
