@@ -178,6 +178,7 @@ func TestNoWriteForCallsThatChangeNothing(t *testing.T) {
 	fx.h.Filter("default", "u1", []string{"a", "b"}, 0, userfilter.RecordNone)
 	fx.h.Filter("default", "u1", []string{"a"}, 0, userfilter.RecordReturned) // a is seen: nothing returned
 	fx.h.Check("default", "u1", []string{"a"}, nil)
+	fx.h.Filter("default", "u1", []string{"a"}, 0, userfilter.RecordAll) // the seen route, of an item seen
 	fx.h.Flush()
 	after := fx.h.Stats()
 	if after.JournalAppends != before.JournalAppends || after.FlushedUsers != before.FlushedUsers || after.DirtyUsers != 0 {

@@ -762,7 +762,12 @@ func (f *Filter) Select(candidates []string, limit int, mode Mode, now time.Time
 		}
 		if seen {
 			res.SeenCount++
-			if mode == RecordAll {
+			if mode == RecordAll && f.p.Window > 0 {
+				// Seen in an older bucket, it is recorded again in the
+				// newest. Without a window there is one bucket: recording it
+				// would change nothing, and the journal record made for it
+				// would stay live, since no write-back follows a call that
+				// changes nothing.
 				s.ToRecord = append(s.ToRecord, h)
 				s.fresh = append(s.fresh, false)
 			}
