@@ -853,15 +853,30 @@ func (h *HotSet) release(e *entry, changed bool) {
 	size := entrySize(e)
 	s.mu.Lock()
 	h.markDirtyLocked(s, e)
+	// Accounted before e.mu is let go, so sizes are applied in the order
+	// of the user's changes: applied after it, a call's size could land
+	// after a later call's, leaving the user accounted at its older size.
+	h.accountLocked(s, k, e, size)
+	evicted := h.trimLocked(s, e)
 	s.mu.Unlock()
 	e.mu.Unlock()
-	h.resize(s, k, e, size)
+	h.afterEvict(e, evicted)
 }
 
 // resize accounts e, the entry of key k of shard s, at size bytes if it is
-// still hot, and evicts as its growth makes the budget ask. Takes s.mu.
+// still hot, and evicts as its growth makes the budget ask. e.mu held;
+// takes s.mu.
 func (h *HotSet) resize(s *shard, k key, e *entry, size int32) {
 	s.mu.Lock()
+	h.accountLocked(s, k, e, size)
+	evicted := h.trimLocked(s, e)
+	s.mu.Unlock()
+	h.afterEvict(e, evicted)
+}
+
+// accountLocked accounts e, the entry of key k of shard s, at size bytes
+// if it is still hot. e.mu and s.mu held.
+func (h *HotSet) accountLocked(s *shard, k key, e *entry, size int32) {
 	if cur, ok := s.lru.Peek(k); ok && cur == e && size != e.bytes {
 		grow := size - e.bytes
 		e.bytes = size
@@ -869,9 +884,6 @@ func (h *HotSet) resize(s *shard, k key, e *entry, size int32) {
 		h.hotBytes.Add(int64(grow))
 		h.infoOf(e).c.hotBytes.Add(int64(grow))
 	}
-	evicted := h.trimLocked(s, e)
-	s.mu.Unlock()
-	h.afterEvict(e, evicted)
 }
 
 // entrySize is what e is accounted for. e.mu held (or e not yet shared).

@@ -1237,3 +1237,42 @@ func TestBudgetHeldWhenASweepWasUnderWay(t *testing.T) {
 		}
 	}
 }
+
+// A user grown by calls in many goroutines at once is accounted at its
+// size after the last of them: each call's size is applied in the order of
+// the changes, so an earlier call's smaller size is never applied after a
+// later one's.
+func TestAUserGrownConcurrentlyIsAccountedAtItsLastSize(t *testing.T) {
+	const workers, calls = 8, 100
+	fx := newFixture(t, Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				n := 1 + i%40
+				if i == calls-1 {
+					n = 1000 // the last calls grow the user at once
+				}
+				items := make([]string, n)
+				for j := range items {
+					items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
+				}
+				if _, err := fx.h.Record("default", "grown", items); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st, hot := fx.h.Stats(), hotSize(fx.h); st.CacheBytes != hot {
+		t.Fatalf("the user is accounted at %d bytes, but takes %d", st.CacheBytes, hot)
+	}
+}
