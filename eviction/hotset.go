@@ -1885,7 +1885,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	var errs []error
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), writeBatch)
-		if err := h.writeBack(rest[:n]); err != nil {
+		if err := h.writeBack(rest[:n], nil); err != nil {
 			errs = append(errs, err)
 		}
 		rest = rest[n:]
@@ -1893,13 +1893,18 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	return errors.Join(errs...)
 }
 
-// writeBack writes a batch of dirty entries. flushMu held.
-func (h *HotSet) writeBack(batch []*entry) error {
+// writeBack writes a batch of dirty entries; with upTo, batch[i] only if
+// its journal ends at upTo[i] (it is left dirty otherwise). flushMu held.
+func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 	now := h.opts.Now()
 	writes, taken := h.writes[:0], h.taken[:0]
 	var encodeErrs []error
-	for _, e := range batch {
+	for i, e := range batch {
 		e.mu.Lock()
+		if upTo != nil && e.dirty() && e.lastSeq != upTo[i] {
+			e.mu.Unlock() // still on its shard's dirty list
+			continue
+		}
 		if !e.dirty() {
 			// Nothing to write. An evicted entry kept for a call that was
 			// using it (see trimLocked) is let go here.
@@ -2084,7 +2089,9 @@ type journalLister interface {
 
 // Recover folds every pending journal (left by a crash, or brought by a
 // restored backup) into its user's filter and writes them back, so the
-// journal does not wait for each user's next call. Users of namespaces no
+// journal does not wait for each user's next call; a user a call has
+// changed meanwhile is left to the write-back loop (see writeBackFolded).
+// Users of namespaces no
 // longer configured are left as they are. Ready reports true once it has
 // run. It returns how many users' journals it folded in.
 func (h *HotSet) Recover() (users int, err error) {
@@ -2093,33 +2100,60 @@ func (h *HotSet) Recover() (users int, err error) {
 	if !ok {
 		return 0, nil
 	}
-	pending := 0
 	var errs []error
+	loaded := make([]*entry, 0, writeBatch)
+	upTo := make([]uint64, 0, writeBatch)
+	fold := func() {
+		if err := h.writeBackFolded(loaded, upTo); err != nil {
+			errs = append(errs, err)
+		}
+		loaded, upTo = loaded[:0], upTo[:0]
+	}
 	err = jl.JournalUsers(func(ns, user string) error {
 		info, err := h.namespace(ns)
 		if err != nil {
 			return nil
 		}
-		e, _, err := h.acquire(info, user, false)
+		e, hot, err := h.acquire(info, user, false)
 		if err != nil {
 			errs = append(errs, err)
 			return nil
 		}
+		if !hot {
+			// A user a call loaded first has its journal folded in
+			// already, and maybe that call's record too: the write-back
+			// loop writes it.
+			loaded, upTo = append(loaded, e), append(upTo, e.lastSeq)
+		}
 		h.release(e, false)
-		if pending++; pending%writeBatch == 0 {
-			if err := h.Flush(); err != nil {
-				errs = append(errs, err)
-			}
+		if users++; len(loaded) == writeBatch {
+			fold()
 		}
 		return nil
 	})
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := h.Flush(); err != nil {
-		errs = append(errs, err)
+	fold()
+	return users, errors.Join(errs...)
+}
+
+// writeBackFolded writes back the users Recover loaded (loaded[i] with its
+// journal ending at upTo[i]), but those a call has changed since: the
+// call's journal record, which keeps a keyed call's answer, is left to the
+// write-back loop, whose wait (Options.FlushInterval) lets the API's log of
+// answers keep the answer first. Written back at once, the record was
+// erased with the answer still in memory only, and a crash then gave the
+// call's retry the next items instead of its answer.
+func (h *HotSet) writeBackFolded(loaded []*entry, upTo []uint64) error {
+	if len(loaded) == 0 {
+		return nil
 	}
-	return pending, errors.Join(errs...)
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	defer h.flushed()
+	h.flushes.Add(1)
+	return h.writeBack(loaded, upTo)
 }
 
 // Ready reports whether Recover has run: the pending journal has been
