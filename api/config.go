@@ -17,6 +17,13 @@ type Config struct {
 	// MaxImportBytes caps an import: its body (an encoded filter) and the
 	// filter's bits once decoded. Default 64 MiB.
 	MaxImportBytes int
+	// MaxBodyBytesInFlight caps the bytes of the request bodies read at
+	// once: a body is allocated whole from its Content-Length when its
+	// header is read. A body over 16 KiB that it cannot hold is not read,
+	// and its request is answered 503 overloaded with Retry-After.
+	// Default 256 MiB, or MaxBodyBytes or MaxImportBytes if larger; less than the larger of
+	// MaxBodyBytes and MaxImportBytes is refused.
+	MaxBodyBytesInFlight int
 	// MaxCandidates caps the candidates (or items) of one call, and of each
 	// user of a batch. Default 10000.
 	MaxCandidates int
@@ -92,6 +99,9 @@ const (
 	// each with 12-byte items and a UUID for a key, in /v1/stats).
 	DefaultIdempotencyBytes = 32 << 20
 	DefaultIdempotencyTTL   = 5 * time.Minute
+	// DefaultMaxBodyBytesInFlight holds 256 bodies of DefaultMaxBodyBytes,
+	// or 4 imports of DefaultMaxImportBytes.
+	DefaultMaxBodyBytesInFlight = 256 << 20
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -108,6 +118,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setInt(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setInt(&c.MaxImportBytes, DefaultMaxImportBytes)
+	setInt(&c.MaxBodyBytesInFlight, max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes, c.MaxImportBytes))
 	setInt(&c.MaxCandidates, DefaultMaxCandidates)
 	setInt(&c.MaxItemBytes, DefaultMaxItemBytes)
 	setInt(&c.MaxUserBytes, DefaultMaxUserBytes)
@@ -150,6 +161,9 @@ func (c Config) Validate() error {
 		if l.v < 1 {
 			return fmt.Errorf("%w: %s must be at least 1, got %d", ErrBadConfig, l.name, l.v)
 		}
+	}
+	if largest := max(c.MaxBodyBytes, c.MaxImportBytes); c.MaxBodyBytesInFlight < largest {
+		return fmt.Errorf("%w: MaxBodyBytesInFlight must hold the largest body a route takes (%d bytes), got %d", ErrBadConfig, largest, c.MaxBodyBytesInFlight)
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		return fmt.Errorf("%w: RateLimit must be a finite number of requests a second, 0 for none, got %v", ErrBadConfig, c.RateLimit)

@@ -50,6 +50,7 @@ type Server struct {
 	k        counters
 	started  time.Time
 	inFlight atomic.Int64
+	bodies   *bodyBudget // the bodies being read (Config.MaxBodyBytesInFlight)
 	draining atomic.Bool
 	// delivering counts the backups whose last bytes the kernel still
 	// holds for a client (awaitDelivery): Shutdown waits for them, since
@@ -77,6 +78,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
 	s.rate = newRateLimiter(cfg.Now)
 	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
+	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
@@ -109,6 +111,21 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s.app.Server().SecureErrorLogMessage = true
 	s.app.Server().ConnState = s.connState
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+		// What the connection's last request held, should no answer have
+		// given it back.
+		s.bodies.release(h)
+		if !knownMethod(h.Method()) {
+			// fiber answers a method it does not know with a text/plain
+			// 400 before any handler runs, and after reading its body.
+			// As TRACE, which no route takes, it is answered 405 as
+			// problem+json like any other method a route does not take;
+			// its body is not read, and the connection is closed.
+			h.SetMethod(fiber.MethodTrace)
+			h.SetContentLength(0)
+			h.Del(fiber.HeaderExpect)
+			h.SetConnectionClose()
+			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
+		}
 		if framingProblem(h.RawHeaders()) != "" {
 			// Read no body and close the connection after the answer
 			// (400, see the first handler): the bytes that follow may be
@@ -131,6 +148,17 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			// the body before refusing it: without the expectation it
 			// refuses it from its length, at once.
 			h.Del(fiber.HeaderExpect)
+		}
+		if n := h.ContentLength(); n == -1 || n > budgetFreeBytes && n <= limit {
+			if n == -1 {
+				n = limit // in chunks: as long as the route takes
+			}
+			if !s.bodies.take(h, n) {
+				// The first middleware answers 503 overloaded.
+				h.SetContentLength(0)
+				h.Del(fiber.HeaderExpect)
+				h.SetConnectionClose()
+			}
 		}
 		return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 	}
@@ -323,9 +351,14 @@ func (s *Server) routes() {
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
 	s.app.Use(func(c *fiber.Ctx) error {
 		noSniff(c)
+		h := &c.Request().Header
+		// The body has been read: its share of the budget is given back.
+		if s.bodies.release(h) {
+			return newError(pOverloaded, "more than %d bytes of request bodies are being read; retry shortly", s.cfg.MaxBodyBytesInFlight)
+		}
 		// A request of ambiguous framing is refused (HeaderReceived read
 		// none of its body and marked its connection to close).
-		if h := &c.Request().Header; h.ConnectionClose() {
+		if h.ConnectionClose() {
 			if p := framingProblem(h.RawHeaders()); p != "" {
 				return newError(pBadRequest, "the length of the request's body is ambiguous: %s; the connection is closed", p)
 			}
@@ -718,6 +751,9 @@ func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
 // errorHandler answers every error as problem+json; fiber calls it for
 // errors returned by handlers and for its own (no route, body too large).
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	// A body fasthttp failed to read (too slow, cut short) gives back its
+	// share of the budget here: no handler runs for it.
+	s.bodies.release(&c.Request().Header)
 	if fe := (*fiber.Error)(nil); errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge {
 		err = s.bodyOverLimit(c)
 	}

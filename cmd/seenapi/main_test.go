@@ -334,6 +334,8 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
 		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
 		{args: []string{"--rate-burst", "10"}, want: `--rate-burst needs --rate-limit: with no rate there is nothing to burst over`},
+		{args: []string{"--max-import-bytes", "2MiB"}, env: map[string]string{"SEENAPI_MAX_BODY_BYTES_IN_FLIGHT": "1MiB"},
+			want: `--max-body-bytes-in-flight 1MiB is less than the largest body a route takes (2MiB, of --max-body-bytes and --max-import-bytes): such a body could never be read`},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		var stdout, stderr bytes.Buffer

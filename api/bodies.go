@@ -1,0 +1,107 @@
+package api
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+)
+
+// bodyBudget bounds the bytes of the request bodies read at once
+// (Config.MaxBodyBytesInFlight). fasthttp allocates a body's whole
+// Content-Length as soon as it has read the header, and holds it until
+// the body has come: without a bound, clients with a valid key (or any
+// client of an open service) could make each of MaxConnections
+// connections hold MaxBodyBytes, or an admin's MaxImportBytes, by sending
+// headers and then the bodies slowly.
+//
+// A body of budgetFreeBytes or less takes nothing from it: connections
+// hold buffers of that order anyway, which MaxConnections bounds, and the
+// one call's body (a few KiB) stays off the lock. A larger body reserves
+// its length when its header is read (fasthttp's HeaderReceived, set in
+// New) and gives it back once it has been read (the first middleware) or
+// failed to be (Server.errorHandler); a request the budget cannot hold has
+// its body left unread and is answered 503 overloaded.
+//
+// Reservations are kept by the request's header, which fasthttp keeps at
+// one address for a connection's requests: a reservation that no answer
+// gave back is given back when the next request's header is read there.
+// Safe for concurrent use.
+type bodyBudget struct {
+	max  int
+	held atomic.Int64 // reservations and refusals in by, read off the lock
+	mu   sync.Mutex
+	used int                             // bytes reserved; guarded by mu
+	by   map[*fasthttp.RequestHeader]int // reserved bytes, or refusedBody; guarded by mu
+}
+
+// budgetFreeBytes is the largest body that takes nothing from the budget.
+const budgetFreeBytes = 16 << 10
+
+// refusedBody marks a request whose body the budget could not hold.
+const refusedBody = -1
+
+func newBodyBudget(max int) *bodyBudget {
+	return &bodyBudget{max: max, by: map[*fasthttp.RequestHeader]int{}}
+}
+
+// take reserves n bytes for the body of the request of header h, and
+// reports whether the budget held them; if not, h is marked refused.
+func (b *bodyBudget) take(h *fasthttp.RequestHeader, n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releaseLocked(h)
+	ok := b.used+n <= b.max
+	if ok {
+		b.used += n
+		b.by[h] = n
+	} else {
+		b.by[h] = refusedBody
+	}
+	b.held.Store(int64(len(b.by)))
+	return ok
+}
+
+// release gives back what the request of header h holds, and reports
+// whether its body was refused.
+func (b *bodyBudget) release(h *fasthttp.RequestHeader) (refused bool) {
+	if b.held.Load() == 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.releaseLocked(h)
+}
+
+func (b *bodyBudget) releaseLocked(h *fasthttp.RequestHeader) (refused bool) {
+	n, ok := b.by[h]
+	if !ok {
+		return false
+	}
+	delete(b.by, h)
+	b.held.Store(int64(len(b.by)))
+	if n == refusedBody {
+		return true
+	}
+	b.used -= n
+	return false
+}
+
+// inUse returns the bytes reserved.
+func (b *bodyBudget) inUse() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// knownMethod reports whether fiber routes method m (its DefaultMethods,
+// which the server keeps).
+func knownMethod(m []byte) bool {
+	for _, k := range fiber.DefaultMethods {
+		if string(m) == k {
+			return true
+		}
+	}
+	return false
+}

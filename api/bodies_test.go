@@ -1,0 +1,131 @@
+package api_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/api"
+)
+
+// The request bodies read at once are bounded by MaxBodyBytesInFlight:
+// fasthttp allocates a body's whole Content-Length when it reads the
+// header, so clients sending headers and then their bodies slowly could
+// otherwise make every connection hold MaxBodyBytes. A body the budget
+// cannot hold is not read and its request is answered 503 overloaded; a
+// body is given back to the budget once read, and when it is cut short or
+// too slow; a small body takes nothing from it.
+func TestBodiesBeyondTheirBudgetAreRefusedUnread(t *testing.T) {
+	const size = 200 << 10
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxBodyBytes, c.MaxImportBytes, c.MaxBodyBytesInFlight = 256<<10, 256<<10, 2*size+size/2
+		c.ReadTimeout = 3 * time.Second
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	body := `{"items":["slow"]` + strings.Repeat(" ", size-len(`{"items":["slow"]}`)) + `}`
+	start := func(user string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /v1/namespaces/default/users/%s/seen HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			user, addr, len(body), body[:1<<10])
+		return conn, bufio.NewReader(conn)
+	}
+	reserved := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for api.BodyBytesReserved(e.srv) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d bytes of bodies reserved, want %d", api.BodyBytesReserved(e.srv), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	answer := func(br *bufio.Reader, conn net.Conn) (*http.Response, []byte) {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return resp, readAll(t, resp)
+	}
+
+	a, aBr := start("a")
+	b, _ := start("b")
+	reserved(2 * size)
+	c, cBr := start("c") // the budget holds two such bodies
+	resp, got := answer(cBr, c)
+	p := wantProblem(t, resp.StatusCode, resp.Header, got, 503, "overloaded")
+	if resp.Header.Get("Retry-After") == "" || !resp.Close {
+		t.Fatalf("refused without Retry-After (%q) or with its connection kept open (%v)", resp.Header.Get("Retry-After"), !resp.Close)
+	}
+	if !strings.Contains(p.Detail, "bytes of request bodies") {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	// A small body goes through meanwhile.
+	if status, _, b := e.raw("POST", userPath("default", "small", "/seen"), "application/json", []byte(`{"items":["x"]}`)); status != 200 {
+		t.Fatalf("a small body while the budget is full: %d %s", status, truncate(b))
+	}
+
+	// a's body comes whole: it is served and gives its share back.
+	io.WriteString(a, body[1<<10:])
+	if resp, got := answer(aBr, a); resp.StatusCode != 200 {
+		t.Fatalf("a: %d %s", resp.StatusCode, truncate(got))
+	}
+	reserved(size)
+	d, dBr := start("d")
+	io.WriteString(d, body[1<<10:])
+	if resp, got := answer(dBr, d); resp.StatusCode != 200 {
+		t.Fatalf("d: %d %s", resp.StatusCode, truncate(got))
+	}
+	// b is cut short, and e sends too slowly: both give their share back.
+	b.Close()
+	reserved(0)
+	slow, slowBr := start("e")
+	reserved(size)
+	resp, got = answer(slowBr, slow)
+	wantProblem(t, resp.StatusCode, resp.Header, got, 408, "request-timeout")
+	reserved(0)
+	for _, user := range []string{"b", "c", "e"} {
+		code, h, b := e.raw("GET", userPath("default", user, ""), "", nil)
+		wantProblem(t, code, h, b, 404, "user-not-found")
+	}
+}
+
+// A request of a method fiber does not know (a made-up one, or a known
+// one spelt in lower case: methods are case-sensitive) is answered 405 as
+// problem+json, like a method its route does not take, without its body
+// being read; fiber answered it with a text/plain 400 after reading it.
+func TestUnknownMethodIsAProblem(t *testing.T) {
+	e := newEnv(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	for _, method := range []string{"FOO", "get", "PROPFIND"} {
+		t.Run(method, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A body announced and never sent: the answer does not wait for it.
+			fmt.Fprintf(conn, "%s /v1/stats HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\n", method, addr)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 405, "method-not-allowed")
+			if !resp.Close {
+				t.Fatalf("the connection is kept open with a body unread")
+			}
+		})
+	}
+}
