@@ -717,6 +717,61 @@ func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
 	}
 }
 
+// In a windowed namespace the seen route records again an item seen in an
+// older bucket only, so that it stays seen a whole window from this call,
+// after a crash too (its journal record carries it, in this call's bucket);
+// items the newest bucket holds are not recorded, so a user sending the
+// same items again and again appends no journal record that no write-back
+// would retire.
+func TestSeenRouteRecordsAgainOnlyItemsOfOlderBuckets(t *testing.T) {
+	day := 24 * time.Hour
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	fx := newFixture(t, Options{Now: clock})
+	rec := func(items ...string) Result {
+		t.Helper()
+		res, err := fx.h.Record("push", "u", items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	rec("a", "b")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := fx.h.Stats()
+	for range 3 {
+		if res := rec("a", "b"); res.SeenCount != 2 || res.Recorded != 0 {
+			t.Fatalf("/seen again in the same bucket: %+v, want 2 seen and none recorded", res)
+		}
+	}
+	if after := fx.h.Stats(); after.JournalAppends != before.JournalAppends || after.DirtyUsers != 0 {
+		t.Fatalf("/seen of items the newest bucket holds appended %d journal records (dirty users %d)",
+			after.JournalAppends-before.JournalAppends, after.DirtyUsers)
+	}
+	if _, j, err := fx.st.Load("push", "u"); err != nil || len(j) != 0 {
+		t.Fatalf("journal after /seen of items already in the newest bucket: %d records, err %v", len(j), err)
+	}
+	// A day later a is recorded again, in the new bucket, and journalled.
+	advance(day)
+	if res := rec("a"); res.SeenCount != 1 || res.Recorded != 1 {
+		t.Fatalf("/seen of an item of an older bucket: %+v, want 1 seen and 1 recorded", res)
+	}
+	if got := fx.h.Stats().JournalAppends - before.JournalAppends; got != 1 {
+		t.Fatalf("journal records after /seen of an item of an older bucket: %d, want 1", got)
+	}
+	// A crash, then a week after the first recording: b left the window,
+	// a, replayed into the bucket it was recorded again in, did not.
+	fx.restart(false, Options{Now: clock})
+	advance(7 * day)
+	if got := seen(t, fx.h, "push", "u", "a", "b"); fmt.Sprint(got) != "[true false]" {
+		t.Fatalf("a and b seen %v after the crash, 8 days after b and 7 after a was recorded again; want [true false]", got)
+	}
+}
+
 // ttlStore is the real store, keeping the expiry the hot set asks of each
 // journal record (ttls) and of each written-back filter (filterTTLs), by
 // namespace.

@@ -196,8 +196,9 @@ func TestRecordAllRefreshesCandidatesAlreadySeen(t *testing.T) {
 		t.Fatalf("seen count %d, recorded %d; want 1 (a) and 2 (a again, b)", res.SeenCount, res.Recorded)
 	}
 	// Within the current bucket an item is not added twice.
-	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour+time.Minute), &s); res.SeenCount != 2 || res.Recorded != 0 {
-		t.Fatalf("again in the same bucket: seen count %d, recorded %d; want 2 and 0", res.SeenCount, res.Recorded)
+	// Nor chosen to record (and journal): Select leaves ToRecord empty.
+	if res := f.FilterAndRecord([]string{"a", "b"}, 0, RecordAll, t0.Add(3*time.Hour+time.Minute), &s); res.SeenCount != 2 || res.Recorded != 0 || len(s.ToRecord) != 0 {
+		t.Fatalf("again in the same bucket: seen count %d, recorded %d, to record %d; want 2, 0 and 0", res.SeenCount, res.Recorded, len(s.ToRecord))
 	}
 	later := t0.Add(6 * time.Hour) // the first recording of a is out of the window
 	if got := f.Check([]string{"a", "b"}, later, nil); !got[0] || !got[1] {
