@@ -2,6 +2,7 @@ package userfilter
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -169,6 +170,29 @@ func TestWindowEdges(t *testing.T) {
 	f.Add([]string{"new"}, later)
 	if len(f.gens) != 1 || !f.Test("new", later) {
 		t.Fatalf("gens = %d after expiry, want 1", len(f.gens))
+	}
+}
+
+// A time bucket is numbered, and its width encoded, in whole seconds: a
+// granularity with a fraction of a second (a window of 10s has 2.5s by
+// default) would work as the whole seconds below it, its items leaving
+// the window before it, and come back from the store as another profile.
+// Such a profile is refused; one in whole seconds keeps its window.
+func TestWindowGranularityIsWholeSeconds(t *testing.T) {
+	for _, p := range []Profile{{Window: 10 * time.Second}, {Window: 3 * time.Second, Granularity: 1500 * time.Millisecond}} {
+		if _, err := New(p); !errors.Is(err, ErrBadProfile) {
+			t.Errorf("window %v granularity %v: New err %v, want ErrBadProfile", p.Window, p.WithDefaults().Granularity, err)
+		}
+	}
+	p := Profile{Window: 10 * time.Second, Granularity: 2 * time.Second}
+	f := mustNew(t, p)
+	f.Add([]string{"a"}, t0)
+	if !f.Test("a", t0.Add(p.Window-time.Second)) {
+		t.Fatal("item recorded less than the window ago tests unseen")
+	}
+	d, err := Decode(encode(t, f))
+	if err != nil || d.Profile() != f.Profile() {
+		t.Fatalf("decoded profile %+v (err %v), want %+v", d.Profile(), err, f.Profile())
 	}
 }
 

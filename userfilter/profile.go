@@ -82,8 +82,8 @@ type Profile struct {
 	// Window is the retention window: items recorded longer ago than Window
 	// (plus at most one Granularity) test unseen again. Zero means forever.
 	Window time.Duration
-	// Granularity is the width of one time bucket of the window. Zero with a
-	// window set means Window/4.
+	// Granularity is the width of one time bucket of the window, a whole
+	// number of seconds. Zero with a window set means Window/4.
 	Granularity time.Duration
 	// MaxItems caps the items one user holds (within the window, if any).
 	// Zero means no cap. What happens at the cap is CapSaturate.
@@ -194,6 +194,11 @@ func (p Profile) Validate() error {
 		return bad("negative window or granularity")
 	case p.Window > 0 && (p.Granularity < time.Second || p.Window%p.Granularity != 0):
 		return bad("window %v must be a whole number of granularity %v (at least 1s)", p.Window, p.Granularity)
+	case p.Window > 0 && p.Granularity%time.Second != 0:
+		// Buckets are numbered, and the granularity encoded, in whole
+		// seconds: 2.5s would work as 2s, its items leaving the window
+		// early, and come back from the store as another profile.
+		return bad("granularity %v of window %v must be a whole number of seconds (give one: the default is window/4)", p.Granularity, p.Window)
 	case p.Window > 0 && p.Window/p.Granularity > 366:
 		return bad("window %v has more than 366 buckets of %v", p.Window, p.Granularity)
 	case p.Window == 0 && p.Granularity != 0:

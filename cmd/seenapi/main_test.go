@@ -94,12 +94,13 @@ func TestNamespacesFileChoosesTheCompactKind(t *testing.T) {
 
 func TestParseNamespacesRejectsBadFiles(t *testing.T) {
 	for name, text := range map[string]string{
-		"bad name":        "Feed:\n  fp_rate: 0.01\n",
-		"unknown field":   "feed:\n  fp: 0.01\n",
-		"bad fp rate":     "feed:\n  fp_rate: 2\n",
-		"bad kind":        "feed:\n  kind: cuckoo\n",
-		"bad granularity": "feed:\n  window: 30d\n  granularity: 7d\n",
-		"not a map":       "- feed\n",
+		"bad name":               "Feed:\n  fp_rate: 0.01\n",
+		"unknown field":          "feed:\n  fp: 0.01\n",
+		"bad fp rate":            "feed:\n  fp_rate: 2\n",
+		"bad kind":               "feed:\n  kind: cuckoo\n",
+		"bad granularity":        "feed:\n  window: 30d\n  granularity: 7d\n",
+		"sub-second granularity": "feed:\n  window: 10s\n",
+		"not a map":              "- feed\n",
 	} {
 		if _, err := parseNamespaces([]byte(text)); err == nil {
 			t.Errorf("%s: no error", name)
