@@ -631,7 +631,10 @@ type UserStats struct {
 	// user from storage into memory, so a second read says true.
 	Hot bool `json:"hot"`
 
-	// Items Items added inside the window (an item added twice counts once).
+	// Items Items added inside the window. An item added twice in one time
+	// bucket counts once; in a namespace with a window, one recorded
+	// again in a later bucket (`record: all`, `/seen`) counts once in
+	// each bucket that holds it, as it does against `max_items`.
 	Items int64 `json:"items"`
 
 	// Kind Example: bloom

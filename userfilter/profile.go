@@ -268,7 +268,7 @@ type GenerationStats struct {
 // Stats are exact figures of one filter at one instant.
 type Stats struct {
 	Kind         string            `json:"kind"`
-	Items        uint64            `json:"items"` // items added inside the window (an item added twice counts once)
+	Items        uint64            `json:"items"` // items added inside the window, once a bucket (see Filter.Select)
 	Layers       int               `json:"layers"`
 	Bits         uint64            `json:"bits"`
 	BitsSet      uint64            `json:"bits_set"`

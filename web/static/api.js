@@ -305,7 +305,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {Array<GenerationStats>|null} [generations]
  * @property {number} granularity Width of one time bucket of the filter's window in seconds; 0 without a window.
  * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
- * @property {number} items Items added inside the window (an item added twice counts once).
+ * @property {number} items Items added inside the window. An item added twice in one time bucket counts once; in a namespace with a window, one recorded again in a later bucket (`record: all`, `/seen`) counts once in each bucket that holds it, as it does against `max_items`.
  * @property {("bloom"|"compact"|"staged")} kind
  * @property {string} last_seen When the user's last item was recorded, to the minute.
  * @property {number} layers
