@@ -466,7 +466,7 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	for i, kv := range kvs {
-		key, value := kv.key, kv.value
+		key, value, expiresAt := kv.key, kv.value, kv.expiresAt
 		switch key[0] {
 		case prefixFilter:
 			if merge == nil {
@@ -478,10 +478,19 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			}
 			ns, user, _ := parseFilterKey(key)
 			if err == nil {
-				var stored []byte
+				var stored, merged []byte
 				if stored, _, err = readFilter(item); err == nil {
-					value, err = merge(stored, value)
+					merged, err = merge(stored, value)
 				}
+				if err == nil && !bytes.Equal(merged, value) {
+					// The union holds the stored filter's items too (in a
+					// windowed namespace, maybe of newer time buckets than
+					// the backup's): it lasts as long as the longer-lived
+					// of the two. The backup's value as it is (covering
+					// the stored one, or replacing it) keeps its own.
+					expiresAt = laterExpiry(expiresAt, item.ExpiresAt())
+				}
+				value = merged
 			}
 			if err != nil {
 				failed = append(failed, UserError{NS: string(ns), User: string(user), Err: fmt.Errorf("merge: %w", err)})
@@ -500,11 +509,19 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			failed = append(failed, UserError{NS: string(ns), User: string(user), Err: s.tooLarge(len(value))})
 			continue
 		}
-		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: kv.expiresAt}); err != nil {
+		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: expiresAt}); err != nil {
 			return nil, i, err
 		}
 	}
 	return failed, len(kvs), txn.Commit()
+}
+
+// laterExpiry is the later of two Badger expiry times (0: never).
+func laterExpiry(a, b uint64) uint64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
 }
 
 // restoreJournal appends a restored journal record under a new sequence

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	badger "github.com/dgraph-io/badger/v4"
+
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -163,6 +165,53 @@ func TestRestoreMergesFiltersAndKeepsBothJournals(t *testing.T) {
 	slices.Sort(values)
 	if want := []string{"already here", "from backup"}; !slices.Equal(values, want) {
 		t.Errorf("journal after restore %q, want %q", values, want)
+	}
+}
+
+// A merging restore keeps a user's filter as long as the longer-lived of
+// the stored one and the backup's: in a windowed namespace the union holds
+// items of the stored filter's newer time buckets, which the backup's
+// expiry would drop from the store before they leave their window.
+func TestRestoreMergedFilterExpiresWithTheLaterOfBoth(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x0f}, TTL: time.Hour},
+		{NS: "feed", User: "forever", Value: []byte{0x0f}, TTL: time.Hour}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0xf0}, TTL: 100 * time.Hour},
+		{NS: "feed", User: "forever", Value: []byte{0xf0}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge); err != nil {
+		t.Fatal(err)
+	}
+	expiry := func(user string) (uint64, string) {
+		var at uint64
+		var value []byte
+		if err := dst.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(filterKey(nil, "feed", user))
+			if err != nil {
+				return err
+			}
+			at = item.ExpiresAt()
+			value, err = item.ValueCopy(nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return at, fmt.Sprintf("%x", value)
+	}
+	if at, v := expiry("u"); v != "ff" || at < uint64(time.Now().Add(99*time.Hour).Unix()) {
+		t.Errorf("merged filter %s expires at %v, want ff expiring in about 100h, the stored filter's expiry",
+			v, time.Unix(int64(at), 0))
+	}
+	if at, v := expiry("forever"); v != "ff" || at != 0 {
+		t.Errorf("merged filter %s expires at %v, want ff never expiring, as the stored filter", v, time.Unix(int64(at), 0))
 	}
 }
 
