@@ -284,12 +284,30 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := noBody(c, "it erases the whole user; to forget some of its items, DELETE .../users/{user}/items "+
+		`(a client sends this for the user "." of .../users/./items: "." and ".." cannot be user ids)`); err != nil {
+		return err
+	}
 	if err := s.hot.Forget(ns, user); err != nil {
 		return err
 	}
 	s.replays.erase(ns, user)
 	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user)
 	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// noBody refuses a body on a route that erases and takes none: such a
+// request was meant for another route, and served it would erase more than
+// asked. DELETE .../users/{user} with {"items": [...]} is a forget-items
+// call without its /items; a generated client sends one too when asked to
+// forget items of the user ".", whose path it resolves to
+// .../users/items, the erase of the user "items". what says what the
+// route does instead.
+func noBody(c *fiber.Ctx, what string) error {
+	if len(c.Request().Body()) == 0 {
+		return nil
+	}
+	return newError(pBadRequest, "%s %s takes no body: %s; nothing was erased", c.Method(), docPath(c.Route().Path), what)
 }
 
 func (s *Server) exportUser(c *fiber.Ctx) error {
@@ -614,6 +632,9 @@ func (s *Server) listNamespaces(c *fiber.Ctx) error {
 func (s *Server) purgeNamespace(c *fiber.Ctx) error {
 	ns, err := namespaceName(c)
 	if err != nil {
+		return err
+	}
+	if err := noBody(c, "it erases every user of the namespace"); err != nil {
 		return err
 	}
 	n, err := s.hot.PurgeNamespace(ns)

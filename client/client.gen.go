@@ -987,8 +987,9 @@ type ClientInterface interface {
 	// is refused with 409 `namespace-served`: take it out of the file and
 	// reload (`SIGHUP`) first. A name that holds nothing and was not
 	// served since the start is 404 `unknown-namespace`. `GET
-	// /v1/namespaces` lists the namespaces stored and not served.
-	// Role `admin`.
+	// /v1/namespaces` lists the namespaces stored and not served. The
+	// route takes no body: a request with one is refused with 400
+	// `bad-request` and erases nothing. Role `admin`.
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
 	PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1045,7 +1046,10 @@ type ClientInterface interface {
 
 	// ForgetUser Forget the user everywhere (right to erasure)
 	//
-	// Erases the user from memory, the journal and disk. Role `admin`.
+	// Erases the user from memory, the journal and disk. The route takes
+	// no body: a request with one (such as `{"items": [...]}`, meant for
+	// `DELETE .../users/{user}/items`) is refused with 400 `bad-request`
+	// and erases nothing. Role `admin`.
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns}/users/{user} (the `ForgetUser` operationId).
 	ForgetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1385,8 +1389,9 @@ func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditor
 // is refused with 409 `namespace-served`: take it out of the file and
 // reload (`SIGHUP`) first. A name that holds nothing and was not
 // served since the start is 404 `unknown-namespace`. `GET
-// /v1/namespaces` lists the namespaces stored and not served.
-// Role `admin`.
+// /v1/namespaces` lists the namespaces stored and not served. The
+// route takes no body: a request with one is refused with 400
+// `bad-request` and erases nothing. Role `admin`.
 //
 // Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
 func (c *Client) PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1493,7 +1498,10 @@ func (c *Client) ListUsers(ctx context.Context, ns Ns, params *ListUsersParams, 
 
 // ForgetUser Forget the user everywhere (right to erasure)
 //
-// Erases the user from memory, the journal and disk. Role `admin`.
+// Erases the user from memory, the journal and disk. The route takes
+// no body: a request with one (such as `{"items": [...]}`, meant for
+// `DELETE .../users/{user}/items`) is refused with 400 `bad-request`
+// and erases nothing. Role `admin`.
 //
 // Corresponds with DELETE /v1/namespaces/{ns}/users/{user} (the `ForgetUser` operationId).
 func (c *Client) ForgetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2889,8 +2897,9 @@ type ClientWithResponsesInterface interface {
 	// is refused with 409 `namespace-served`: take it out of the file and
 	// reload (`SIGHUP`) first. A name that holds nothing and was not
 	// served since the start is 404 `unknown-namespace`. `GET
-	// /v1/namespaces` lists the namespaces stored and not served.
-	// Role `admin`.
+	// /v1/namespaces` lists the namespaces stored and not served. The
+	// route takes no body: a request with one is refused with 400
+	// `bad-request` and erases nothing. Role `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2953,7 +2962,10 @@ type ClientWithResponsesInterface interface {
 
 	// ForgetUserWithResponse Forget the user everywhere (right to erasure)
 	//
-	// Erases the user from memory, the journal and disk. Role `admin`.
+	// Erases the user from memory, the journal and disk. The route takes
+	// no body: a request with one (such as `{"items": [...]}`, meant for
+	// `DELETE .../users/{user}/items`) is refused with 400 `bad-request`
+	// and erases nothing. Role `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5617,8 +5629,9 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, re
 // is refused with 409 `namespace-served`: take it out of the file and
 // reload (`SIGHUP`) first. A name that holds nothing and was not
 // served since the start is 404 `unknown-namespace`. `GET
-// /v1/namespaces` lists the namespaces stored and not served.
-// Role `admin`.
+// /v1/namespaces` lists the namespaces stored and not served. The
+// route takes no body: a request with one is refused with 400
+// `bad-request` and erases nothing. Role `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5711,7 +5724,10 @@ func (c *ClientWithResponses) ListUsersWithResponse(ctx context.Context, ns Ns, 
 
 // ForgetUserWithResponse Forget the user everywhere (right to erasure)
 //
-// Erases the user from memory, the journal and disk. Role `admin`.
+// Erases the user from memory, the journal and disk. The route takes
+// no body: a request with one (such as `{"items": [...]}`, meant for
+// `DELETE .../users/{user}/items`) is refused with 400 `bad-request`
+// and erases nothing. Role `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
