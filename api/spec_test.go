@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"regexp"
 	"slices"
@@ -9,6 +11,10 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/gofiber/fiber/v2"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/seenapi/seenapi/eviction"
 )
 
 func TestEmbeddedSpecIsTheContract(t *testing.T) {
@@ -79,4 +85,95 @@ func TestQueryParamsAreTheDocumentedOnes(t *testing.T) {
 			t.Errorf("queryParams lists %s, which openapi.yaml does not document", route)
 		}
 	}
+}
+
+// The problems openapi.yaml shows as examples are the server's: their
+// type's title and status, and the detail where the server's is always the
+// same (an example once said "eviction: storage failure", the hot set's own
+// words, which the server keeps to its log). The examples of a refused one
+// call (too many candidates, a bad limit) are what the server answers the
+// request they describe.
+func TestProblemExamplesAreWhatTheServerAnswers(t *testing.T) {
+	var doc any
+	if err := yaml.Unmarshal(openAPISpec, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var examples []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if typ, ok := v["type"].(string); ok && strings.HasPrefix(typ, ProblemBase) {
+				examples = append(examples, v)
+				return
+			}
+			for _, w := range v {
+				walk(w)
+			}
+		case []any:
+			for _, w := range v {
+				walk(w)
+			}
+		}
+	}
+	walk(doc)
+	if len(examples) < 15 {
+		t.Fatalf("only %d problem examples found in openapi.yaml", len(examples))
+	}
+
+	kinds := map[string]problemKind{}
+	for _, k := range problemKinds {
+		kinds[k.slug] = k
+	}
+	fixed := map[string]string{}
+	for _, err := range []error{eviction.ErrUserNotFound, eviction.ErrCorrupt, eviction.ErrStorageFull, eviction.ErrStorage,
+		fiber.ErrNotFound, fiber.ErrMethodNotAllowed, errors.New("a bug")} {
+		p := problemFor(err)
+		fixed[strings.TrimPrefix(p.Type, ProblemBase)] = p.Detail
+	}
+	for _, ex := range examples {
+		slug := strings.TrimPrefix(ex["type"].(string), ProblemBase)
+		k, ok := kinds[slug]
+		if !ok {
+			t.Errorf("an example of the problem type %s, which the server never answers", slug)
+			continue
+		}
+		if ex["title"] != k.title || ex["status"] != k.status {
+			t.Errorf("the example of %s has the title %q and status %v; the server answers %q and %d", slug, ex["title"], ex["status"], k.title, k.status)
+		}
+		if want, ok := fixed[slug]; ok && ex["detail"] != want {
+			t.Errorf("the example of %s says %q; the server says %q", slug, ex["detail"], want)
+		}
+	}
+
+	s, err := New(nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	responses := doc.(map[string]any)["components"].(map[string]any)["responses"].(map[string]any)
+	for name, candidates := range map[string][]string{"TooLarge": make([]string, 12000), "BadRequest": {"i:1"}} {
+		ex := responses[name].(map[string]any)["content"].(map[string]any)["application/problem+json"].(map[string]any)["example"].(map[string]any)
+		_, err := s.filterCall(candidates, "", -1, "", "", nil)
+		p := problemFor(err)
+		got, _ := json.Marshal(map[string]any{"type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail, "errors": p.Errors})
+		delete(ex, "instance")
+		want, _ := json.Marshal(ex)
+		if !bytes.Equal(normalize(t, got), normalize(t, want)) {
+			t.Errorf("the example of %s is\n%s\nthe server answers\n%s", name, want, got)
+		}
+	}
+}
+
+// normalize returns JSON b decoded and encoded again, its members sorted.
+func normalize(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
