@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // A namespace taken out of the list is listed as stored and not served,
@@ -98,5 +100,30 @@ func TestPurgeNamespaceBadOrUnknownName(t *testing.T) {
 	} {
 		status, h, body := e.raw(http.MethodDelete, tc.path, "", nil)
 		wantProblem(t, status, h, body, tc.status, tc.slug)
+	}
+}
+
+// fullPurgeStore is the real store whose purges meet a full disk, as a
+// purge's deletes do when the disk fills under them.
+type fullPurgeStore struct{ *storage.Store }
+
+func (fullPurgeStore) PurgeNamespace(ns string) (int, error) {
+	return 0, fmt.Errorf("purge namespace %s: %w", ns, storage.ErrFull)
+}
+
+// A purge whose deletes meet a full disk answers 507 storage-full, as an
+// erase of one user does, and its operation lists 507, so that a
+// generated client decodes it as the problem it is (as the erase's, the
+// one call's) rather than as an answer it was not told of.
+func TestAPurgeOnAFullDiskAnswers507ItsOperationLists(t *testing.T) {
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { return fullPurgeStore{st} })
+	filter(t, e.client(""), "compact", "u1", client.FilterRequest{Candidates: []string{"a"}})
+	if _, err := e.hot.SetNamespaces(slices.DeleteFunc(testNamespaces(), func(n eviction.Namespace) bool { return n.Name == "compact" })); err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := e.raw(http.MethodDelete, "/v1/namespaces/compact", "", nil)
+	wantProblem(t, status, h, body, http.StatusInsufficientStorage, "storage-full")
+	if loadSpec(t).Paths.Value("/v1/namespaces/{ns}").Delete.Responses.Status(http.StatusInsufficientStorage) == nil {
+		t.Error("DELETE /v1/namespaces/{ns} answers 507 storage-full; its operation in openapi.yaml does not list 507")
 	}
 }
