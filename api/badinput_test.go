@@ -743,16 +743,22 @@ func TestFieldErrorsPointAtTheField(t *testing.T) {
 	}
 }
 
+// A route that does not take the method is 405 with the route's Allow,
+// and so is a method the service does not know at all (WebDAV's PROPFIND,
+// a cache's PURGE), which was a plain-text 400 "Invalid http method".
 func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
 		method, path string
 		status       int
-		typ          string
+		typ, allow   string
 	}{
-		{"GET", "/v1/nothing", 404, "not-found"},
-		{"POST", "/v1/stats", 405, "method-not-allowed"},
-		{"PATCH", userPath("default", "u", "/filter"), 405, "method-not-allowed"},
+		{"GET", "/v1/nothing", 404, "not-found", ""},
+		{"POST", "/v1/stats", 405, "method-not-allowed", "GET, HEAD"},
+		{"PATCH", userPath("default", "u", "/filter"), 405, "method-not-allowed", "POST"},
+		{"PROPFIND", "/v1/stats", 405, "method-not-allowed", "GET, HEAD"},
+		{"PURGE", userPath("default", "u", ""), 405, "method-not-allowed", "GET, HEAD, DELETE"},
+		{"BREW", "/v1/nothing", 404, "not-found", ""},
 	} {
 		req, _ := http.NewRequest(tc.method, e.base+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -764,8 +770,11 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.status)
 			continue
 		}
-		if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+tc.typ {
-			t.Errorf("%s %s: type %s, want %s", tc.method, tc.path, p.Type, tc.typ)
+		if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+tc.typ || p.Instance != tc.path {
+			t.Errorf("%s %s: type %s at %s, want %s", tc.method, tc.path, p.Type, p.Instance, tc.typ)
+		}
+		if got := resp.Header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
 	}
 }
