@@ -83,6 +83,51 @@ func TestOnErrorFailAnswersTheStorageProblem(t *testing.T) {
 	}
 }
 
+// A recommender that sends on_error open degrades every call while the
+// store fails (a full disk, a failed one): the log takes a line a second
+// of those answers, which counts the ones held back, not a line a call,
+// which at thousands of calls a second would fill the disk in its turn.
+func TestOnErrorOpenLogsALineASecond(t *testing.T) {
+	full, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(1 << 62).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { full.Close() })
+	logs := &logLines{}
+	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full }, withLog(logs))
+	const calls = 20
+	start := time.Now()
+	for i := range calls {
+		status, _, body := e.raw(http.MethodPost, userPath("default", fmt.Sprint("u", i), "/filter"), "application/json",
+			[]byte(`{"candidates":["a"],"on_error":"open"}`))
+		if status != http.StatusOK || !strings.Contains(string(body), `"degraded":true`) {
+			t.Fatalf("call %d on a full disk with on_error open: %d %s, want 200 degraded", i, status, body)
+		}
+	}
+	elapsed := time.Since(start)
+	time.Sleep(1100 * time.Millisecond)
+	status, _, _ := e.raw(http.MethodPost, userPath("default", "later", "/filter"), "application/json",
+		[]byte(`{"candidates":["a"],"on_error":"open"}`))
+	if status != http.StatusOK {
+		t.Fatalf("the call a second later: %d", status)
+	}
+	lines := logs.find(t, "seenapi: answering unfiltered (on_error open)")
+	// A line a second at most (however slow this machine), and every
+	// degraded answer either logged or counted in a later line's held_back.
+	if most := int(elapsed/time.Second) + 2; len(lines) > most {
+		t.Fatalf("%d lines for %d degraded answers in %v, want at most %d", len(lines), calls+1, elapsed, most)
+	}
+	accounted := len(lines)
+	for _, l := range lines {
+		n, _ := l["held_back"].(float64)
+		accounted += int(n)
+	}
+	if accounted != calls+1 {
+		t.Fatalf("lines and their held_back account for %d degraded answers, want %d: %v", accounted, calls+1, lines)
+	}
+}
+
 // A call to a namespace that is not served (misspelt, or taken out of the
 // namespaces file) says where the served ones are listed.
 func TestUnknownNamespaceSaysWhereTheServedOnesAreListed(t *testing.T) {

@@ -136,7 +136,12 @@ func (s *Server) call(dst []string, ns, user string, candidates []string, a filt
 			return filterResponse{}, err
 		}
 		s.k.degraded.Add(1)
-		s.cfg.Logger.Warn("seenapi: answering unfiltered (on_error open)", "ns", ns, "err", err)
+		// A store that fails degrades every such call: a line a second
+		// for each kind of failure, as for the calls that fail
+		// (errorHandler), counting those held back.
+		if ok, dropped := s.failLog.allow("degraded "+problemFor(err).Type, time.Now()); ok {
+			s.cfg.Logger.Warn("seenapi: answering unfiltered (on_error open)", "ns", ns, "err", err, "held_back", dropped)
+		}
 		return filterResponse{Unseen: unfiltered(candidates, a.limit), Degraded: true}, nil
 	}
 	if res.Unseen == nil {

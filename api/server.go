@@ -58,7 +58,8 @@ type Server struct {
 	delivering atomic.Int64
 	// backingUp is set while a backup streams: one at a time (see backup).
 	backingUp atomic.Bool
-	// failLog paces the log lines of failed requests (errorHandler).
+	// failLog paces the log lines of failed requests (errorHandler) and of
+	// the answers degraded by on_error open (call).
 	failLog lineRate
 	// conns counts the client connections open (connState).
 	conns atomic.Int64
