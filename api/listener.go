@@ -117,7 +117,7 @@ var connectionsFull = func() []byte {
 		panic(err)
 	}
 	return append([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
-		"Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
+		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
 }()
 
 // logPace spaces the lines of one kind: due says whether one may be

@@ -138,6 +138,10 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 	if h.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-connections") {
 		t.Fatalf("the connection past the cap: Retry-After %q, %s", h.Get("Retry-After"), body)
 	}
+	// Every answer of the service says so, this one too.
+	if h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("the connection past the cap: X-Content-Type-Options %q, want nosniff", h.Get("X-Content-Type-Options"))
+	}
 	if n, err := past.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("the connection past the cap stayed open (read %d bytes)", n)
 	}

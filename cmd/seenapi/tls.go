@@ -114,7 +114,7 @@ func plainHTTPAnswer(addr net.Addr) []byte {
 	body := `{"type":"` + api.ProblemBase + `bad-request","title":"Bad request","status":400,` +
 		`"detail":"this port serves HTTPS only: call https://` + addr.String() + `"}`
 	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n" +
-		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
 
 // errTLSPair refuses one of --tls-cert and --tls-key without the other.

@@ -88,6 +88,10 @@ func TestTLSServesTheAPI(t *testing.T) {
 			t.Fatalf("plain HTTP %s to the HTTPS port answered %d %s %q, want a 400 problem naming %s",
 				method, resp.StatusCode, resp.Header.Get("Content-Type"), b, httpsOf(s))
 		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, want nosniff, as every answer",
+				method, resp.Header.Get("X-Content-Type-Options"))
+		}
 	}
 	if r, err := c.CheckSeenWithResponse(context.Background(), "default", "u1", client.ItemsRequest{Items: []string{"d"}}); err != nil ||
 		r.JSON200 == nil || r.JSON200.SeenCount != 0 {
