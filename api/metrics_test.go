@@ -1,0 +1,139 @@
+package api_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/seenapi/seenapi/client"
+)
+
+// /metrics is read as Prometheus reads it: its own text parser takes every
+// family, its linter finds nothing to say (counters end in _total, units
+// in their base, seconds and bytes), each family has its help, no series
+// comes twice, the service's series carry bounded labels only (no user, no
+// item), and their figures are those of /v1/stats.
+func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "u1", client.FilterRequest{Candidates: []string{"a", "b"}})
+	filter(t, c, "default", "u1", client.FilterRequest{Candidates: []string{"a", "c"}})
+	filter(t, c, "compact", "u2", client.FilterRequest{Candidates: []string{"a"}})
+	if status, _, _ := e.raw(http.MethodPost, "/v1/namespaces/nope/users/u/filter", "application/json", []byte(`{"candidates":["a"]}`)); status != http.StatusNotFound {
+		t.Fatalf("a call to an unknown namespace: %d", status)
+	}
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	st := r.JSON200
+	status, h, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("/metrics: %d %q", status, h.Get("Content-Type"))
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	bounded := map[string]bool{"namespace": true, "route": true, "status": true, "level": true}
+	for name, mf := range mfs {
+		if mf.GetHelp() == "" {
+			t.Errorf("%s has no HELP", name)
+		}
+		seen := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			key := fmt.Sprint(m.GetLabel())
+			if seen[key] {
+				t.Errorf("%s has the series %s twice", name, key)
+			}
+			seen[key] = true
+			if !strings.HasPrefix(name, "seenapi_") {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if !bounded[l.GetName()] {
+					t.Errorf("%s has the label %s=%q: want only namespace, route, status or level", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	value := func(name string, labels ...string) float64 {
+		t.Helper()
+		mf, ok := mfs[name]
+		if !ok {
+			t.Fatalf("/metrics lacks %s", name)
+		}
+		for _, m := range mf.GetMetric() {
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetName(), l.GetValue())
+			}
+			if fmt.Sprint(got) != fmt.Sprint(labels) {
+				continue
+			}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("/metrics lacks %s%v", name, labels)
+		return 0
+	}
+	for name, want := range map[string]int64{
+		"seenapi_hot_users":                st.HotUsers,
+		"seenapi_cache_bytes":              st.CacheBytes,
+		"seenapi_cache_budget_bytes":       st.CacheBudgetBytes,
+		"seenapi_cache_hits_total":         st.Hits,
+		"seenapi_cache_misses_total":       st.Misses,
+		"seenapi_loads_total":              st.Loads,
+		"seenapi_new_users_total":          st.NewUsers,
+		"seenapi_evictions_total":          st.Evictions,
+		"seenapi_candidates_total":         st.Candidates,
+		"seenapi_candidates_seen_total":    st.SeenCandidates,
+		"seenapi_items_recorded_total":     st.Recorded,
+		"seenapi_journal_appends_total":    st.JournalAppends,
+		"seenapi_degraded_total":           st.Degraded,
+		"seenapi_panics_total":             st.Panics,
+		"seenapi_idempotent_replays_total": st.IdempotentReplays,
+	} {
+		if got := value(name); got != float64(want) {
+			t.Errorf("%s %v, /v1/stats %d", name, got, want)
+		}
+	}
+	if st.Candidates != 5 || st.SeenCandidates != 1 || st.Recorded != 4 {
+		t.Errorf("stats: %d candidates, %d seen, %d recorded; want 5, 1, 4", st.Candidates, st.SeenCandidates, st.Recorded)
+	}
+	for ns, n := range st.Namespaces {
+		if got := value("seenapi_namespace_items_recorded_total", "namespace", ns); got != float64(n.Recorded) {
+			t.Errorf("seenapi_namespace_items_recorded_total{namespace=%q} %v, /v1/stats %d", ns, got, n.Recorded)
+		}
+		if got := value("seenapi_namespace_hot_users", "namespace", ns); got != float64(n.HotUsers) {
+			t.Errorf("seenapi_namespace_hot_users{namespace=%q} %v, /v1/stats %d", ns, got, n.HotUsers)
+		}
+	}
+	for code, n := range st.Errors {
+		if got := value("seenapi_http_errors_total", "status", code); got != float64(n) {
+			t.Errorf("seenapi_http_errors_total{status=%q} %v, /v1/stats %d", code, got, n)
+		}
+	}
+	if got := value("seenapi_http_requests_total", "route", "POST /v1/namespaces/{ns}/users/{user}/filter"); got != 4 {
+		t.Errorf("one calls counted %v, want 4", got)
+	}
+}
