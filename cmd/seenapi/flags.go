@@ -32,6 +32,7 @@ type options struct {
 	memoryLimit     string
 	gcPercent       string
 	heapLimit       int64    // of memoryLimit, set by check
+	envHeapLimit    int64    // GOMEMLIMIT's, which the Go runtime takes in place of heapLimit; set by check
 	gc              gcPolicy // of gcPercent, set by check
 	debugAddr       string
 	logFormat       string
@@ -306,6 +307,7 @@ func (o *options) check(cmd string, env environ) error {
 		if o.heapLimit, err = memoryLimit(o, env); err != nil {
 			return err
 		}
+		o.envHeapLimit = goMemLimit(env)
 		if o.gc, err = gcPercent(o, env); err != nil {
 			return err
 		}

@@ -225,6 +225,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		debug.SetMemoryLimit(limit)
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
+	} else if limit := o.envHeapLimit; limit > 0 {
+		lb := byteSize(limit)
+		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String(), "set_by", "GOMEMLIMIT")
 	}
 
 	// Bound before the store is opened, so that a taken address fails
@@ -657,6 +660,21 @@ func memoryLimit(o *options, env environ) (int64, error) {
 	return limit, nil
 }
 
+// goMemLimit is the soft limit GOMEMLIMIT gives the Go runtime, which
+// takes it in place of --memory-limit: 0 when unset, off, or not a size
+// (the runtime refuses to start with such a value anyway).
+func goMemLimit(env environ) int64 {
+	v := env.get("GOMEMLIMIT")
+	if v == "" || v == "off" {
+		return 0
+	}
+	n, err := parseBytes(v)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
 // parseMemoryLimit reads a value of --memory-limit: a size, auto, or off
 // (0: no limit). How it compares with --cache-bytes is memoryLimit's check.
 func parseMemoryLimit(s string) (limit int64, auto bool, err error) {
@@ -719,6 +737,14 @@ func warnSettings(o *options, addr string, keyed, https bool, logger *slog.Logge
 		logger.Warn("seenapi: the Go heap's soft limit (--memory-limit) is more than this machine's memory (or its container's limit): "+
 			"once the hot set fills, the process may be killed for lack of memory before the collector holds it back; "+
 			"lower --cache-bytes, or set --memory-limit under the memory", "heap_limit", o.heapLimit, "memory_bytes", total)
+	}
+	// GOMEMLIMIT is taken as it is, unchecked by memoryLimit: one under
+	// what --memory-limit may be would have the collector run all the time
+	// once the hot set fills, for as much CPU as the calls.
+	if limit, least := o.envHeapLimit, int64(o.cacheBytes)+badgerHeapBytes; limit > 0 && limit < least {
+		logger.Warn("seenapi: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + "+formatBytes(badgerHeapBytes)+
+			": once the hot set fills, the collector would run all the time; raise GOMEMLIMIT or lower --cache-bytes, or unset GOMEMLIMIT",
+			"gomemlimit", limit, "at_least", least)
 	}
 	// Each connection holds a descriptor; the store holds hundreds (its
 	// tables, value-log files and journal segments).
