@@ -174,7 +174,9 @@ SEENAPI_KEYS, the namespaces file, the TLS certificate) and checks them and the 
 does, then says what it found: each namespace's profile, the keys by role and each by its id
 (as the log names it), the certificate's date, and the warnings serve would log at its start
 (a keys file others can read, keys in clear text off loopback, a budget over the machine's
-memory, ...). It opens no store and listens nowhere, so it runs beside a serving service, before a
+memory, ...). It also reads --data-dir, without writing to it, and warns of the namespaces whose
+users the store holds that the namespaces file leaves out; a store the service has open is not
+read, and the check says so. It listens nowhere, so it runs beside a serving service, before a
 SIGHUP or a restart. It takes serve's flags and environment; exit status 1 on an error, 2 on a
 flag it cannot take.`,
 	"backup": `Writes a snapshot of every user's filter, with the calls not yet written back, to one file:
