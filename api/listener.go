@@ -35,6 +35,10 @@ type acceptRetrying struct {
 	open     *atomic.Int64 // the connections being served (Server.connState)
 	refusing atomic.Int64  // refusals being written
 	fullLog  logPace       // the lines saying the cap was reached
+	// refused counts each connection refused past the cap with the
+	// service's 503 answers (counters.countError), so that the errors
+	// in /v1/stats and /metrics show the refusals; nil: not counted.
+	refused func()
 }
 
 // Waits between accepts that fail for want of a resource: doubling from
@@ -84,6 +88,9 @@ func outOfResources(err error) bool {
 func (l *acceptRetrying) refuse(c net.Conn) {
 	if l.fullLog.due(acceptLogEvery) {
 		l.logger.Warn("seenapi: connections refused: as many are open as --max-connections allows", "max_connections", l.max)
+	}
+	if l.refused != nil {
+		l.refused()
 	}
 	if l.refusing.Add(1) > maxRefusing {
 		l.refusing.Add(-1)

@@ -147,10 +147,16 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 	}
 	status, _, body = getOn(t, open[0], "/v1/stats")
 	var st struct {
-		Connections int64 `json:"connections"`
+		Connections int64             `json:"connections"`
+		Errors      map[string]uint64 `json:"errors"`
 	}
 	if err := json.Unmarshal(body, &st); status != http.StatusOK || err != nil || st.Connections != 3 {
 		t.Fatalf("stats on a connection within the cap: %d %v %s, want 3 connections", status, err, body)
+	}
+	// The refusal counts with the other 503s, where an operator's alert
+	// on the errors looks.
+	if st.Errors["503"] != 1 {
+		t.Errorf("stats count %d answers 503 after one connection past the cap, want 1: %s", st.Errors["503"], body)
 	}
 	open[2].Close()
 	deadline := time.Now().Add(5 * time.Second)
