@@ -1526,8 +1526,11 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	if got := status(oldKey); got != 200 {
 		t.Fatalf("the first key: %d", got)
 	}
+	// The log names the keys added and removed by their ids, so that an
+	// operator sees the rotation took.
+	oldID, newID := api.Key{Secret: oldKey}.ID(), api.Key{Secret: newKey}.ID()
 	write("# rotated\nwrite:" + newKey + "\n")
-	hup("API keys reloaded")
+	hup(`msg="seenapi: SIGHUP: API keys reloaded" keys=1 added=` + newID + " removed=" + oldID + "\n")
 	if replaced, rotated := status(oldKey), status(newKey); replaced != 401 || rotated != 200 {
 		t.Fatalf("after the reload: the replaced key %d (want 401), the new one %d (want 200)", replaced, rotated)
 	}
@@ -1541,6 +1544,10 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	write("write:" + newKey + " namespaces=default\nread:r-0123456789abcdef namespaces=default,fed\n")
 	hup(`level=WARN msg="seenapi: SIGHUP: an API key is limited to a namespace that is not served" key=` +
 		api.Key{Secret: "r-0123456789abcdef"}.ID() + " namespace=fed")
+	readID := api.Key{Secret: "r-0123456789abcdef"}.ID()
+	if want := `msg="seenapi: SIGHUP: API keys reloaded" keys=2 added=` + readID + " changed=" + newID + "\n"; !strings.Contains(s.out.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, s.out.String())
+	}
 	if got := status(newKey); got != 200 {
 		t.Fatalf("the key limited to default, in default: %d", got)
 	}
@@ -1898,7 +1905,7 @@ func TestKeysSetButEmptyInEveryCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log syncBuffer
-		if got := reloadKeys(&options{}, mapEnv(env), srv, slog.New(slog.NewTextHandler(&log, nil))); got != nil || srv.Open() ||
+		if got := reloadKeys(&options{}, mapEnv(env), srv, nil, slog.New(slog.NewTextHandler(&log, nil))); got != nil || srv.Open() ||
 			!strings.Contains(log.String(), "the API keys were not reloaded; the old ones stay") || !strings.Contains(log.String(), "set but") {
 			t.Errorf("SIGHUP with %v: reloaded %v, open %v; want the old key kept and the refusal logged:\n%s", env, got, srv.Open(), log.String())
 		}

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,14 +87,17 @@ func keys(o *options, env environ) ([]api.Key, error) {
 // a certificate that do not load leave the old ones in place. A service
 // started without keys stays open (see api.Server.SetKeys): it has no keys
 // to reload, and says so.
-func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ, srv *api.Server, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
+func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ, srv *api.Server, keys []api.Key, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		ks := reloadKeys(o, env, srv, logger)
+		ks := reloadKeys(o, env, srv, keys, logger)
+		if ks != nil {
+			keys = ks
+		}
 		reloadNamespaces(o, hot, logger)
 		warnUnservedScopes(ks, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
 		if cert == nil {
@@ -107,9 +111,11 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 	}
 }
 
-// reloadKeys is what a SIGHUP does to the API keys (see reloadOn). It
-// returns the keys reloaded, nil if none were.
-func reloadKeys(o *options, env environ, srv *api.Server, logger *slog.Logger) []api.Key {
+// reloadKeys is what a SIGHUP does to the API keys (see reloadOn), which
+// were prev. It returns the keys reloaded, nil if none were, and logs
+// which keys it added, removed and changed (role, rate or namespaces), by
+// their ids, so that the log shows a rotation took.
+func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger *slog.Logger) []api.Key {
 	if srv.Open() {
 		logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
 			"to require keys, restart it with --keys-file or SEENAPI_KEYS")
@@ -123,8 +129,44 @@ func reloadKeys(o *options, env environ, srv *api.Server, logger *slog.Logger) [
 		logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
 		return nil
 	}
-	logger.Info("seenapi: SIGHUP: API keys reloaded", "keys", len(ks))
+	logger.Info("seenapi: SIGHUP: API keys reloaded", append([]any{"keys", len(ks)}, keyChanges(prev, ks)...)...)
 	return ks
+}
+
+// keyChanges says, as log attributes, the ids of the keys in next and not
+// in prev (added), in prev and not in next (removed), and in both with
+// another role, rate or namespaces (changed); an empty list is left out.
+func keyChanges(prev, next []api.Key) []any {
+	was := make(map[string]api.Key, len(prev))
+	for _, k := range prev {
+		was[k.ID()] = k
+	}
+	var added, changed, removed []string
+	for _, k := range next {
+		p, ok := was[k.ID()]
+		switch {
+		case !ok:
+			added = append(added, k.ID())
+		case p.Role != k.Role || p.Rate != k.Rate || p.Burst != k.Burst || !slices.Equal(p.Namespaces, k.Namespaces):
+			changed = append(changed, k.ID())
+		}
+		delete(was, k.ID())
+	}
+	for _, k := range prev {
+		if _, ok := was[k.ID()]; ok {
+			removed = append(removed, k.ID())
+		}
+	}
+	var attrs []any
+	for _, a := range []struct {
+		name string
+		ids  []string
+	}{{"added", added}, {"removed", removed}, {"changed", changed}} {
+		if len(a.ids) > 0 {
+			attrs = append(attrs, a.name, strings.Join(a.ids, ","))
+		}
+	}
+	return attrs
 }
 
 // warnUnservedScopes logs, after prefix, each namespace a key is limited to
@@ -318,7 +360,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Ignore(syscall.SIGHUP) // not Stop: the default action would end the shutdown
-	go reloadOn(ctx, hup, o, env, srv, hot, cert, logger)
+	go reloadOn(ctx, hup, o, env, srv, ks, hot, cert, logger)
 	names := make([]string, len(namespaces))
 	for i, n := range namespaces {
 		names[i] = n.Name
