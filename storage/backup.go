@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -188,10 +189,12 @@ type restoreKV struct {
 // Restore adds the filters and journal entries of a backup made by Backup
 // to the store, which may be empty or not and may be in use. A restored
 // filter replaces the stored one, or with merge non-nil is merged into it
-// as in WriteBack. Restored journal entries get new sequence numbers (the
-// store's own cover marks count its own numbers); one the user holds
-// already, value for value, is not added twice. Entries already
-// expired are skipped; the others keep their expiry.
+// as in WriteBack, and keeps the stored one's cover mark, as a write-back
+// does: the records this store covered stay covered. Restored journal
+// entries get new sequence numbers (the store's own cover marks count its
+// own numbers); one the user holds already, value for value, is not added
+// twice. Entries already expired are skipped; the others keep their
+// expiry.
 //
 // Restore is not atomic: on error, part of the backup may be restored, and
 // running it again is safe. A stream that is not a backup, or is cut short,
@@ -467,19 +470,30 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 	defer txn.Discard()
 	for i, kv := range kvs {
 		key, value, expiresAt := kv.key, kv.value, kv.expiresAt
+		var mark uint64 // the stored filter's cover mark, kept (see below)
 		switch key[0] {
 		case prefixFilter:
-			if merge == nil {
-				break
-			}
 			item, err := txn.Get(key)
 			if errors.Is(err, badger.ErrKeyNotFound) {
+				break
+			}
+			// The stored filter's cover mark still holds for the records
+			// this store's write-backs covered, which may outlive them in
+			// a journal segment kept for others: the restored value ends
+			// with it too, as a write-back's that replaces the filter
+			// does, so that a restart does not replay them into it (a
+			// forgotten item, or a history an import replaced, would come
+			// back). Unreadable, it counts as none (see prepare).
+			if merge == nil {
+				if err == nil {
+					mark = storedMark(item)
+				}
 				break
 			}
 			ns, user, _ := parseFilterKey(key)
 			if err == nil {
 				var stored, merged []byte
-				if stored, _, err = readFilter(item); err == nil {
+				if stored, mark, err = readFilter(item); err == nil {
 					merged, err = merge(stored, value)
 				}
 				if err == nil && !bytes.Equal(merged, value) {
@@ -509,7 +523,11 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			failed = append(failed, UserError{NS: string(ns), User: string(user), Err: s.tooLarge(len(value))})
 			continue
 		}
-		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: expiresAt}); err != nil {
+		var meta byte
+		if mark > 0 {
+			value, meta = binary.BigEndian.AppendUint64(slices.Clip(value), mark), metaCoverMark
+		}
+		if err := txn.SetEntry(&badger.Entry{Key: key, Value: value, ExpiresAt: expiresAt, UserMeta: meta}); err != nil {
 			return nil, i, err
 		}
 	}
