@@ -87,8 +87,8 @@
 // file) fails its user alone with ErrTooLarge, which says its size, never
 // its bytes; the rest of the write goes on.
 // A value Badger cannot read back intact (its value-log checksum fails)
-// fails that user's calls with ErrCorrupt; Badger itself would return it
-// as an empty value. One caveat is Badger's: on open it truncates the
+// fails that user's calls with ErrCorrupt, and a backup, naming the user;
+// Badger itself would return it as an empty value. One caveat is Badger's: on open it truncates the
 // active value-log file at its first damaged record (as after a torn
 // write), so the large values written after that record in the same file
 // fail with ErrCorrupt too.
