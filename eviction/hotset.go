@@ -843,8 +843,13 @@ func (h *HotSet) sweep(keep *entry, evicted []*entry) []*entry {
 
 // release unlocks e after a call, marking it dirty if it changed and
 // re-accounting its size.
-func (h *HotSet) release(e *entry, changed bool) {
-	if !changed {
+func (h *HotSet) release(e *entry, changed bool) { h.releaseSized(e, changed, changed) }
+
+// releaseSized is release that re-accounts e's size when resized too,
+// changed or not: a call that records nothing may still have dropped the
+// buckets past the window (Filter.Expire), which are memory no longer held.
+func (h *HotSet) releaseSized(e *entry, changed, resized bool) {
+	if !changed && !resized {
 		e.mu.Unlock()
 		return
 	}
@@ -852,7 +857,9 @@ func (h *HotSet) release(e *entry, changed bool) {
 	s := h.shardOf(k)
 	size := entrySize(e)
 	s.mu.Lock()
-	h.markDirtyLocked(s, e)
+	if changed {
+		h.markDirtyLocked(s, e)
+	}
 	// Accounted before e.mu is let go, so sizes are applied in the order
 	// of the user's changes: applied after it, a call's size could land
 	// after a later call's, leaving the user accounted at its older size.
@@ -1019,9 +1026,13 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	// Released by a deferred call, so that a panic in the filter's code or
 	// the journal's (a bug, and the API answers it with a 500) does not
 	// leave the user locked and every later call of theirs waiting.
-	changed := false
-	defer func() { h.release(e, changed) }()
+	changed, expired := false, false
+	defer func() { h.releaseSized(e, changed, expired) }()
 	now := h.opts.Now()
+	// Select would drop the buckets past the window all the same: dropped
+	// here, their memory leaves the budget's count even when the call
+	// records nothing.
+	expired = e.f.Expire(now)
 	if !k.zero() {
 		// Loading the user (acquire) read its journal's answers back.
 		if r := h.replies.find(k.ID, now); r != nil {

@@ -1,0 +1,40 @@
+package eviction
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget: a call that
+// records nothing (a dry run) but drops a user's buckets past the window
+// takes their memory out of the hot set's count, so the budget is not
+// spent, and other users evicted, on memory no longer held.
+func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	fx := newFixture(t, Options{Now: clock})
+	items := make([]string, 20000)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	record(t, fx.h, "push", "u", items...)
+	full, _ := fx.h.Usage()
+	mu.Lock()
+	now = now.Add(9 * 24 * time.Hour) // past the 7-day window and its bucket
+	mu.Unlock()
+	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fx.h.User("push", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
+		t.Fatalf("after the user's buckets expired: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
+	}
+}
