@@ -18,11 +18,13 @@ import (
 //
 // A body of budgetFreeBytes or less takes nothing from it: connections
 // hold buffers of that order anyway, which MaxConnections bounds, and the
-// one call's body (a few KiB) stays off the lock. A larger body reserves
-// its length when its header is read (fasthttp's HeaderReceived, set in
-// New) and gives it back once it has been read (the first middleware) or
-// failed to be (Server.errorHandler); a request the budget cannot hold has
-// its body left unread and is answered 503 overloaded.
+// one call's body (a few KiB) stays off the lock. Nor does a body in
+// chunks, whose buffer grows with what the client has sent. A larger body
+// of a stated length reserves its length when its header is read
+// (fasthttp's HeaderReceived, set in New) and gives it back once it has
+// been read (the first middleware) or failed to be (Server.errorHandler);
+// a request the budget cannot hold has its body left unread and is
+// answered 503 overloaded.
 //
 // Reservations are kept by the request's header, which fasthttp keeps at
 // one address for a connection's requests: a reservation that no answer

@@ -71,9 +71,23 @@ func TestBodiesBeyondTheirBudgetAreRefusedUnread(t *testing.T) {
 	if !strings.Contains(p.Detail, "bytes of request bodies") {
 		t.Fatalf("detail %q", p.Detail)
 	}
-	// A small body goes through meanwhile.
+	// A small body goes through meanwhile, and so does one in chunks,
+	// whose buffer grows with what has come.
 	if status, _, b := e.raw("POST", userPath("default", "small", "/seen"), "application/json", []byte(`{"items":["x"]}`)); status != 200 {
 		t.Fatalf("a small body while the budget is full: %d %s", status, truncate(b))
+	}
+	chunked, chunkedBr := func() (net.Conn, *bufio.Reader) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /v1/namespaces/default/users/chunked/seen HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+			addr, 64<<10, body[:64<<10-1]+"}")
+		return conn, bufio.NewReader(conn)
+	}()
+	if resp, got := answer(chunkedBr, chunked); resp.StatusCode != 200 {
+		t.Fatalf("a body in chunks while the budget is full: %d %s", resp.StatusCode, truncate(got))
 	}
 
 	// a's body comes whole: it is served and gives its share back.

@@ -19,10 +19,10 @@ type Config struct {
 	MaxImportBytes int
 	// MaxBodyBytesInFlight caps the bytes of the request bodies read at
 	// once: a body is allocated whole from its Content-Length when its
-	// header is read. A body over 16 KiB that it cannot hold is not read,
-	// and its request is answered 503 overloaded with Retry-After.
-	// Default 256 MiB, or MaxBodyBytes or MaxImportBytes if larger; less than the larger of
-	// MaxBodyBytes and MaxImportBytes is refused.
+	// header is read. A body over 16 KiB (not in chunks) that it cannot
+	// hold is not read, and its request is answered 503 overloaded with
+	// Retry-After. Default 256 MiB, or MaxBodyBytes or MaxImportBytes if
+	// larger; less than the larger of the two is refused.
 	MaxBodyBytesInFlight int
 	// MaxCandidates caps the candidates (or items) of one call, and of each
 	// user of a batch. Default 10000.

@@ -150,10 +150,9 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			// refuses it from its length, at once.
 			h.Del(fiber.HeaderExpect)
 		}
-		if n := h.ContentLength(); n == -1 || n > budgetFreeBytes && n <= limit {
-			if n == -1 {
-				n = limit // in chunks: as long as the route takes
-			}
+		// A body in chunks (length -1) takes nothing: fasthttp grows its
+		// buffer with the chunks as they come.
+		if n := h.ContentLength(); n > budgetFreeBytes && n <= limit {
 			if !s.bodies.take(h, n) {
 				// The first middleware answers 503 overloaded.
 				h.SetContentLength(0)

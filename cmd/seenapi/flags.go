@@ -103,7 +103,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true}, "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
 		sizeVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body, e.g. 2MiB")
 		sizeVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded, e.g. 256MiB")
-		sizeVar(fs, &o.limits.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, "most bytes of request bodies read at once (each allocated whole from its Content-Length when its header is read); a body over 16KiB past it is not read and is answered 503 overloaded; at least the larger of --max-body-bytes and --max-import-bytes (default 256MiB, or that if larger)")
+		sizeVar(fs, &o.limits.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, "most bytes of request bodies read at once (each allocated whole from its Content-Length when its header is read); a body of a stated length over 16KiB past it is not read and is answered 503 overloaded; at least the larger of --max-body-bytes and --max-import-bytes (default 256MiB, or that if larger)")
 		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
 		sizeVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
 		sizeVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
