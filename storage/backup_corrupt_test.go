@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -13,31 +12,9 @@ import (
 // says it succeeded and restores the user as an empty value (or, with
 // merge, fails to restore it) would carry the damage away unseen.
 func TestBackupOfADamagedValueFailsNamingItsUser(t *testing.T) {
-	opts := testOptions(t).WithValueLogFileSize(1 << 20)
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var writes []Write
-	for _, u := range []string{"before", "victim", "after"} {
-		writes = append(writes, Write{NS: "feed", User: u, Value: bigValue(u)})
-	}
-	if err := s.WriteBack(writes, nil); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 { // seal the first value-log file
-		u := fmt.Sprint("filler", i)
-		if err := s.WriteBack([]Write{{NS: "feed", User: u, Value: bigValue(u)}}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	damage(t, opts.Dir, bigValue("victim"))
-	s = openTest(t, opts)
+	s := damagedVictim(t)
 	var backup bytes.Buffer
-	err = s.Backup(&backup)
+	err := s.Backup(&backup)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "feed/victim") {
 		c, verr := VerifyBackup(bytes.NewReader(backup.Bytes()))
 		dst := openTest(t, testOptions(t))

@@ -43,17 +43,18 @@ func damage(t *testing.T, dir string, value []byte) {
 	t.Fatal("value not found in any value-log file")
 }
 
-// A record damaged on disk in a value-log file fails that user's calls
-// with ErrCorrupt naming the user, and every other user keeps working.
-func TestCorruptValueFailsOnlyThatUser(t *testing.T) {
+// damagedVictim returns a store in which users before, victim and after
+// (and a small value, small) were written to a first value-log file,
+// sealed by 100 fillers, and victim's record was then damaged on disk.
+func damagedVictim(t *testing.T) *Store {
+	t.Helper()
 	opts := testOptions(t).WithValueLogFileSize(1 << 20)
 	s, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := []string{"before", "victim", "after"}
 	var writes []Write
-	for _, u := range users {
+	for _, u := range []string{"before", "victim", "after"} {
 		writes = append(writes, Write{NS: "feed", User: u, Value: bigValue(u)})
 	}
 	writes = append(writes, Write{NS: "feed", User: "small", Value: []byte("small")})
@@ -71,9 +72,14 @@ func TestCorruptValueFailsOnlyThatUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	damage(t, opts.Dir, bigValue("victim"))
+	return openTest(t, opts)
+}
 
-	s = openTest(t, opts)
-	_, _, err = s.Load("feed", "victim")
+// A record damaged on disk in a value-log file fails that user's calls
+// with ErrCorrupt naming the user, and every other user keeps working.
+func TestCorruptValueFailsOnlyThatUser(t *testing.T) {
+	s := damagedVictim(t)
+	_, _, err := s.Load("feed", "victim")
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "feed/victim") {
 		t.Fatalf("Load of the damaged user: %v, want ErrCorrupt naming feed/victim", err)
 	}
