@@ -88,14 +88,8 @@ func TestOnErrorFailAnswersTheStorageProblem(t *testing.T) {
 // of those answers, which counts the ones held back, not a line a call,
 // which at thousands of calls a second would fill the disk in its turn.
 func TestOnErrorOpenLogsALineASecond(t *testing.T) {
-	full, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(1 << 62).
-		WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { full.Close() })
 	logs := &logLines{}
-	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full }, withLog(logs))
+	e := newEnvOver(t, onFullDisk(t, t.TempDir()), withLog(logs))
 	const calls = 20
 	start := time.Now()
 	for i := range calls {
@@ -302,13 +296,7 @@ func TestEveryWritingRouteAnswers507OnAFullDisk(t *testing.T) {
 	if err := roomy.Close(); err != nil {
 		t.Fatal(err)
 	}
-	full, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(1 << 62).
-		WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { full.Close() })
-	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full })
+	e := newEnvOver(t, onFullDisk(t, dir))
 	c := e.client("")
 	exported, err := c.ExportUserWithResponse(ctx, "default", "u")
 	if err != nil || exported.StatusCode() != http.StatusOK {
@@ -360,16 +348,8 @@ func TestEveryWritingRouteAnswers507OnAFullDisk(t *testing.T) {
 // A store out of disk space answers a recording call with 507 and the
 // storage-full problem, and the call records nothing.
 func TestFullDiskIs507(t *testing.T) {
-	// A real store that finds less free space than it requires (more than
-	// any disk has), in place of the roomy one of newEnvOver.
-	full, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(1 << 62).
-		WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { full.Close() })
 	logs := &logLines{}
-	e := newEnvOver(t, func(*storage.Store) eviction.Store { return full }, withLog(logs))
+	e := newEnvOver(t, onFullDisk(t, t.TempDir()), withLog(logs))
 	for range 3 {
 		status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
 			[]byte(`{"candidates":["a"]}`))
@@ -391,4 +371,18 @@ func TestFullDiskIs507(t *testing.T) {
 	if err != nil || r.JSON200 == nil || r.JSON200.Seen[0] {
 		t.Fatalf("check after the refused call: %v %d %s, want a unseen", err, r.StatusCode(), r.Body)
 	}
+}
+
+// onFullDisk is newEnvOver's wrap for a real store in dir that finds less
+// free space than it requires (more than any disk has), in place of the
+// roomy one newEnvOver opens.
+func onFullDisk(t *testing.T, dir string) func(*storage.Store) eviction.Store {
+	t.Helper()
+	full, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(1 << 62).
+		WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { full.Close() })
+	return func(*storage.Store) eviction.Store { return full }
 }
