@@ -1223,44 +1223,32 @@ func TestBudgetHeldUnderConcurrentCallsOfMixedSizes(t *testing.T) {
 	fx := newFixture(t, Options{CacheBytes: budget, Shards: shards})
 	var mu sync.Mutex
 	want := map[string][]string{} // every item recorded, by user
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ops {
-				user := fmt.Sprintf("u%d", (w*7919+i*104729)%small)
-				n := 1 + i%3
-				if i%25 == 0 {
-					// Two users grow past a share, a batch at a time.
-					user, n = fmt.Sprintf("big%d", w%2), 2500
-				}
-				items := make([]string, n)
-				for j := range items {
-					items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
-				}
-				if _, err := fx.h.Record("default", user, items); err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				want[user] = append(want[user], items...)
-				mu.Unlock()
-				if i%5 == 0 {
-					if _, err := fx.h.Check("default", fmt.Sprintf("big%d", i%2), items[:1], nil); err != nil {
-						errs <- err
-						return
-					}
+	inParallel(t, workers, func(w int) error {
+		for i := range ops {
+			user := fmt.Sprintf("u%d", (w*7919+i*104729)%small)
+			n := 1 + i%3
+			if i%25 == 0 {
+				// Two users grow past a share, a batch at a time.
+				user, n = fmt.Sprintf("big%d", w%2), 2500
+			}
+			items := make([]string, n)
+			for j := range items {
+				items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
+			}
+			if _, err := fx.h.Record("default", user, items); err != nil {
+				return err
+			}
+			mu.Lock()
+			want[user] = append(want[user], items...)
+			mu.Unlock()
+			if i%5 == 0 {
+				if _, err := fx.h.Check("default", fmt.Sprintf("big%d", i%2), items[:1], nil); err != nil {
+					return err
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	// The load stopped: one more call sweeps whatever a sweep running
 	// concurrently with the last ones left over.
 	record(t, fx.h, "default", "last", "x")
@@ -1348,25 +1336,39 @@ func TestBudgetHeldWhenASweepWasUnderWay(t *testing.T) {
 func TestAUserGrownConcurrentlyIsAccountedAtItsLastSize(t *testing.T) {
 	const workers, calls = 8, 100
 	fx := newFixture(t, Options{})
-	var wg sync.WaitGroup
+	inParallel(t, workers, func(w int) error {
+		for i := range calls {
+			n := 1 + i%40
+			if i == calls-1 {
+				n = 1000 // the last calls grow the user at once
+			}
+			items := make([]string, n)
+			for j := range items {
+				items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
+			}
+			if _, err := fx.h.Record("default", "grown", items); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if st, hot := fx.h.Stats(), hotSize(fx.h); st.CacheBytes != hot {
+		t.Fatalf("the user is accounted at %d bytes, but takes %d", st.CacheBytes, hot)
+	}
+}
+
+// inParallel runs work(w) for w < workers in goroutines of their own, and
+// fails t with the first error any returned once all are done.
+func inParallel(t *testing.T, workers int, work func(w int) error) {
+	t.Helper()
 	errs := make(chan error, workers)
+	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range calls {
-				n := 1 + i%40
-				if i == calls-1 {
-					n = 1000 // the last calls grow the user at once
-				}
-				items := make([]string, n)
-				for j := range items {
-					items[j] = fmt.Sprintf("%d-%d-%d", w, i, j)
-				}
-				if _, err := fx.h.Record("default", "grown", items); err != nil {
-					errs <- err
-					return
-				}
+			if err := work(w); err != nil {
+				errs <- err
 			}
 		}()
 	}
@@ -1374,8 +1376,5 @@ func TestAUserGrownConcurrentlyIsAccountedAtItsLastSize(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
-	}
-	if st, hot := fx.h.Stats(), hotSize(fx.h); st.CacheBytes != hot {
-		t.Fatalf("the user is accounted at %d bytes, but takes %d", st.CacheBytes, hot)
 	}
 }
