@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/seenapi/seenapi/eviction"
 )
@@ -819,13 +820,54 @@ func (s *Server) health(c *fiber.Ctx) error {
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {
+	if err := s.readiness(); err != nil {
+		return err
+	}
+	return c.JSON(&healthJSON{Status: "ready"})
+}
+
+// readiness is why the service is not ready (/readyz answers 503), or nil.
+func (s *Server) readiness() error {
 	if s.draining.Load() {
 		return newError(pUnavailable, "shutting down")
 	}
 	if err := s.cfg.Ready(); err != nil {
 		return &apiError{kind: pUnavailable, detail: "not ready: " + err.Error(), cause: err}
 	}
-	return c.JSON(&healthJSON{Status: "ready"})
+	return nil
+}
+
+// probe is the whole answer to a health probe (GET, or HEAD when head, of
+// /healthz or /readyz at path) on a connection past --max-connections,
+// which fiber does not serve (see acceptRetrying.refuse): what the probe's
+// route answers, and the connection closed.
+func (s *Server) probe(head bool, path string) []byte {
+	status, ctype := fiber.StatusOK, fiber.MIMEApplicationJSON
+	var body []byte
+	var err error
+	if path == "/healthz" {
+		body, err = encode(&healthJSON{Status: "ok"})
+	} else if rerr := s.readiness(); rerr != nil {
+		p := problemFor(rerr)
+		p.Instance = path
+		status, ctype = p.Status, "application/problem+json"
+		body, err = encode(&p)
+	} else {
+		body, err = encode(&healthJSON{Status: "ready"})
+	}
+	if err != nil {
+		return nil
+	}
+	b := []byte("HTTP/1.1 " + strconv.Itoa(status) + " " + fasthttp.StatusMessage(status) + "\r\nContent-Type: " + ctype +
+		"\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n")
+	if status == fiber.StatusServiceUnavailable {
+		b = append(b, "Retry-After: 1\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	if !head {
+		b = append(b, body...)
+	}
+	return b
 }
 
 func (s *Server) openAPI(c *fiber.Ctx) error {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -39,6 +41,10 @@ type acceptRetrying struct {
 	// service's 503 answers (counters.countError), so that the errors
 	// in /v1/stats and /metrics show the refusals; nil: not counted.
 	refused func()
+	// probe answers a health probe (GET or HEAD of /healthz or /readyz,
+	// whose path it is given) on a connection past the cap: the whole
+	// response, or nil for a request that is none (see Server.probe).
+	probe func(head bool, path string) []byte
 }
 
 // Waits between accepts that fail for want of a resource: doubling from
@@ -83,17 +89,18 @@ func outOfResources(err error) bool {
 
 // refuse answers c, a connection past the cap, 503 overloaded and closes
 // it, in a goroutine of its own (the answer may wait for a TLS handshake)
-// with a second for all of it. Past maxRefusing refusals at once, it closes
-// c unanswered: each holds a descriptor meanwhile.
+// with a second for all of it. A health probe is answered as the service
+// would answer it: a liveness probe failed for want of a connection would
+// have an orchestrator restart a service that is only busy, emptying its
+// hot set. Past maxRefusing refusals at once, it closes c unanswered: each
+// holds a descriptor meanwhile.
 func (l *acceptRetrying) refuse(c net.Conn) {
 	if l.fullLog.due(acceptLogEvery) {
 		l.logger.Warn("seenapi: connections refused: as many are open as --max-connections allows", "max_connections", l.max)
 	}
-	if l.refused != nil {
-		l.refused()
-	}
 	if l.refusing.Add(1) > maxRefusing {
 		l.refusing.Add(-1)
+		l.countRefused()
 		c.Close()
 		return
 	}
@@ -101,7 +108,12 @@ func (l *acceptRetrying) refuse(c net.Conn) {
 		defer l.refusing.Add(-1)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write(connectionsFull); err != nil {
+		answer := l.probeAnswer(c)
+		if answer == nil {
+			answer = connectionsFull
+			l.countRefused()
+		}
+		if _, err := c.Write(answer); err != nil {
 			return
 		}
 		// Read what the client sent until it closes, so that closing with
@@ -115,6 +127,38 @@ func (l *acceptRetrying) refuse(c net.Conn) {
 
 // maxRefusing bounds the refusals written at once (see refuse).
 const maxRefusing = 64
+
+// countRefused counts a connection refused past the cap.
+func (l *acceptRetrying) countRefused() {
+	if l.refused != nil {
+		l.refused()
+	}
+}
+
+// probeAnswer reads the request line of c, a connection past the cap, and
+// returns l.probe's answer to a health probe, or nil for any other request
+// (or none within the deadline).
+func (l *acceptRetrying) probeAnswer(c net.Conn) []byte {
+	if l.probe == nil {
+		return nil
+	}
+	line, err := bufio.NewReaderSize(c, probeLineBytes).ReadSlice('\n')
+	if err != nil {
+		return nil
+	}
+	method, rest, _ := bytes.Cut(line, []byte(" "))
+	target, _, _ := bytes.Cut(rest, []byte(" "))
+	path, _, _ := bytes.Cut(target, []byte("?"))
+	head := string(method) == "HEAD"
+	if !head && string(method) != "GET" || string(path) != "/healthz" && string(path) != "/readyz" {
+		return nil
+	}
+	return l.probe(head, string(path))
+}
+
+// probeLineBytes is the longest request line probeAnswer reads: a probe's
+// is short.
+const probeLineBytes = 512
 
 // connectionsFull is the answer to a connection past the cap.
 var connectionsFull = func() []byte {

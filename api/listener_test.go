@@ -133,7 +133,7 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer past.Close()
-	status, h, body := getOn(t, past, "/healthz")
+	status, h, body := getOn(t, past, "/v1/namespaces")
 	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
 	if h.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-connections") {
 		t.Fatalf("the connection past the cap: Retry-After %q, %s", h.Get("Retry-After"), body)
@@ -144,6 +144,35 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 	}
 	if n, err := past.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("the connection past the cap stayed open (read %d bytes)", n)
+	}
+	// The health probes are answered as their routes would answer them:
+	// a liveness probe refused for want of a connection would have an
+	// orchestrator restart a service that is only busy.
+	for _, path := range []string{"/healthz", "/readyz", "/readyz?verbose=1"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, h, body := getOn(t, conn, path)
+		want := map[bool]string{true: `{"status":"ok"}`, false: `{"status":"ready"}`}[path == "/healthz"]
+		if status != http.StatusOK || string(body) != want || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s past the cap: %d %q %v, want 200 %s", path, status, body, h, want)
+		}
+		if n, err := conn.Read(make([]byte, 1)); err == nil {
+			t.Errorf("GET %s past the cap: the connection stayed open (read %d bytes)", path, n)
+		}
+		conn.Close()
+	}
+	head, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer head.Close()
+	_ = head.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(head, "HEAD /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	if got, err := io.ReadAll(head); err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(got), "\r\n\r\n") ||
+		!strings.Contains(string(got), "Content-Length: 18\r\n") {
+		t.Errorf("HEAD /readyz past the cap: %q %v, want 200, GET's length and no body", got, err)
 	}
 	status, _, body = getOn(t, open[0], "/v1/stats")
 	var st struct {

@@ -295,7 +295,7 @@ func (s *Server) App() *fiber.App { return s.app }
 func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(&acceptRetrying{Listener: ln, logger: s.cfg.Logger,
 		max: int64(s.cfg.MaxConnections), open: &s.conns,
-		refused: func() { s.k.countError(fiber.StatusServiceUnavailable) }})
+		refused: func() { s.k.countError(fiber.StatusServiceUnavailable) }, probe: s.probe})
 }
 
 // connState counts the connections being served, for the cap of
