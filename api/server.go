@@ -309,6 +309,10 @@ func (s *Server) connState(_ net.Conn, state fasthttp.ConnState) {
 	}
 }
 
+// Drain makes /readyz answer 503 from now on, while requests are still
+// served: before Shutdown, for a load balancer to stop sending new ones.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 // Shutdown marks the service not ready, waits for backups still on their
 // way to their clients, stops accepting connections, and waits for
 // in-flight requests to finish (or ctx to end). It does not close

@@ -28,6 +28,7 @@ type options struct {
 	namespacesFile  string
 	insecure        bool
 	shutdownTimeout time.Duration
+	drainDelay      time.Duration
 	minFreeBytes    byteSize
 	memoryLimit     string
 	gcPercent       string
@@ -101,6 +102,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
 		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true}, "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
+		fs.Var(durationFlag{p: &o.drainDelay, zeroOK: true}, "drain-delay", "on SIGTERM or SIGINT, how long /readyz answers 503 while requests are still taken, before the listener closes: time for a load balancer to stop sending new ones (0: it closes at once)")
 		sizeVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body, e.g. 2MiB")
 		sizeVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded, e.g. 256MiB")
 		sizeVar(fs, &o.limits.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, "most bytes of request bodies read at once (each allocated whole from its Content-Length when its header is read); a body of a stated length over 16KiB past it is not read and is answered 503 overloaded; at least the larger of --max-body-bytes and --max-import-bytes (default 256MiB, or that if larger)")

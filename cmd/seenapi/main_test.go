@@ -1911,3 +1911,47 @@ func TestKeysSetButEmptyInEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// With --drain-delay, a SIGTERM first makes /readyz answer 503 while the
+// service goes on taking connections and calls, for a load balancer to
+// stop sending new ones; then it shuts down as without it.
+func TestDrainDelayKeepsServingWhileNotReady(t *testing.T) {
+	bin := buildBinary(t)
+	run := startBinary(t, bin, "--data-dir", t.TempDir(), "--drain-delay", "8s", "--shutdown-timeout", "5s")
+	if status, m := post(t, run.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`); status != 200 {
+		t.Fatalf("before the signal: %d %v", status, m)
+	}
+	signalled := time.Now()
+	run.cmd.Process.Signal(syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(run.url + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz during the drain: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after the signal", resp.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A new connection, and a call on it, are served meanwhile.
+	http.DefaultClient.CloseIdleConnections()
+	if status, m := post(t, run.url+"/v1/namespaces/default/users/u/check", `{"items":["a"]}`); status != 200 || fmt.Sprint(m["seen"]) != "[true]" {
+		t.Fatalf("a call during the drain: %d %v", status, m)
+	}
+	if !strings.Contains(run.log.String(), `msg="seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay)" drain_delay=8s`) {
+		t.Errorf("no line about the drain:\n%s", run.log.String())
+	}
+	// Then it shuts down, cleanly, once the delay is over.
+	<-run.read
+	if err := run.cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, run.log.String())
+	}
+	if waited := time.Since(signalled); waited < 8*time.Second {
+		t.Fatalf("exited %v after the signal, within the drain delay of 8s", waited)
+	}
+}

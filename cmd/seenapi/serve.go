@@ -395,6 +395,17 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
+	if o.drainDelay > 0 {
+		// A load balancer that polls /readyz stops sending new requests
+		// before the listener closes on them.
+		srv.Drain()
+		logger.Info("seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay)", "drain_delay", o.drainDelay)
+		select {
+		case err := <-served:
+			return fmt.Errorf("serving: %w", err)
+		case <-time.After(o.drainDelay):
+		}
+	}
 	logger.Info("seenapi: shutting down: finishing requests in flight, then writing back")
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
