@@ -1955,3 +1955,17 @@ func TestDrainDelayKeepsServingWhileNotReady(t *testing.T) {
 		t.Fatalf("exited %v after the signal, within the drain delay of 8s", waited)
 	}
 }
+
+// The start says it is opening the store before it does, and when it is
+// open: a large store takes seconds, in which the bound port answers
+// nothing.
+func TestStartSaysWhileTheStoreOpens(t *testing.T) {
+	run := startBinary(t, buildBinary(t), "--data-dir", t.TempDir())
+	log := run.log.String()
+	opening := strings.Index(log, `msg="seenapi: opening the store; connections wait until it is open"`)
+	open := strings.Index(log, `msg="seenapi: store open" took=`)
+	serving := strings.Index(log, `msg="seenapi: serving"`)
+	if opening < 0 || open < opening || serving < open {
+		t.Fatalf("want the lines opening the store, store open, serving, in that order:\n%s", log)
+	}
+}

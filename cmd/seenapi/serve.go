@@ -284,8 +284,15 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		ln, scheme = tls.NewListener(plainHTTPGuard{ln}, cert.config()), "https"
 	}
 
+	// A large store takes seconds to open, while connections wait in the
+	// listener's queue: the log says why nothing answers yet.
+	logger.Info("seenapi: opening the store; connections wait until it is open", "data_dir", o.dataDir)
+	opening := time.Now()
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
 		WithMinFreeBytes(o.storeMinFreeBytes()).WithLogger(logger))
+	if err == nil {
+		logger.Info("seenapi: store open", "took", time.Since(opening).Round(time.Millisecond))
+	}
 	if errors.Is(err, storage.ErrInUse) {
 		return fmt.Errorf("--data-dir %s is in use, probably by another seenapi serving it: stop that one first, or give this one another --data-dir (%w)", o.dataDir, err)
 	}
