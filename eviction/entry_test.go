@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -111,10 +110,7 @@ func TestNewRefusesMoreNamespacesThanEntriesTellApart(t *testing.T) {
 }
 
 func TestFlushLagIsAgeOfOldestUnwrittenChange(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, advance := newTestClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	fx := newFixture(t, Options{Now: clock})
 	advance(time.Hour)
 	record(t, fx.h, "default", "old", "a")
@@ -136,10 +132,7 @@ func TestFlushLagIsAgeOfOldestUnwrittenChange(t *testing.T) {
 // users that are due, and every user overdue by a whole interval more, so
 // that each round stays short without a backlog ever growing.
 func TestLimitedWriteBackRoundWritesAllOverdueUsers(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, advance := newTestClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	// The loop's own rounds wait for users an hour old: they write none here.
 	fx := newFixture(t, Options{Now: clock, FlushInterval: time.Hour})
 	advance(time.Second)

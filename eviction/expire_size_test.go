@@ -2,7 +2,6 @@ package eviction
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,9 +13,7 @@ import (
 // takes their memory out of the hot set's count, so the budget is not
 // spent, and other users evicted, on memory no longer held.
 func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 	fx := newFixture(t, Options{Now: clock})
 	items := make([]string, 20000)
 	for i := range items {
@@ -24,9 +21,7 @@ func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
 	}
 	record(t, fx.h, "push", "u", items...)
 	full, _ := fx.h.Usage()
-	mu.Lock()
-	now = now.Add(9 * 24 * time.Hour) // past the 7-day window and its bucket
-	mu.Unlock()
+	advance(9 * 24 * time.Hour) // past the 7-day window and its bucket
 	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
 		t.Fatal(err)
 	}

@@ -699,14 +699,10 @@ func TestDryRunCreatesNoUser(t *testing.T) {
 }
 
 func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 	fx := newFixture(t, Options{Now: clock})
 	record(t, fx.h, "push", "u", "old")
-	mu.Lock()
-	now = now.Add(9 * 24 * time.Hour)
-	mu.Unlock()
+	advance(9 * 24 * time.Hour)
 	record(t, fx.h, "push", "u", "new")
 	if got := seen(t, fx.h, "push", "u", "old", "new"); fmt.Sprint(got) != "[false true]" {
 		t.Fatalf("window: %v", got)
@@ -725,10 +721,7 @@ func TestWindowedNamespaceForgetsOldItems(t *testing.T) {
 // would retire.
 func TestSeenRouteRecordsAgainOnlyItemsOfOlderBuckets(t *testing.T) {
 	day := 24 * time.Hour
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 	fx := newFixture(t, Options{Now: clock})
 	rec := func(items ...string) Result {
 		t.Helper()
@@ -1377,4 +1370,14 @@ func inParallel(t *testing.T, workers int, work func(w int) error) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// newTestClock returns a hot set's clock (Options.Now) that starts at t,
+// and the function that moves it on; both safe for the hot set's
+// goroutines.
+func newTestClock(t time.Time) (now func() time.Time, advance func(time.Duration)) {
+	var mu sync.Mutex
+	now = func() time.Time { mu.Lock(); defer mu.Unlock(); return t }
+	advance = func(d time.Duration) { mu.Lock(); t = t.Add(d); mu.Unlock() }
+	return now, advance
 }

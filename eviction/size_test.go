@@ -149,17 +149,13 @@ func TestAUserPastTheStoresLargestValueSaturates(t *testing.T) {
 // filter the store keeps, and could refuse at the replay an item its call
 // recorded (its Select had expired them).
 func TestLoadExpiresTheFilterBeforeItsJournalIsReplayed(t *testing.T) {
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 	fx := newFixture(t, Options{Now: clock})
 	record(t, fx.h, "push", "u", "old")
 	if err := fx.h.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	now = now.Add(9 * 24 * time.Hour) // the stored filter's bucket is past the 7-day window
-	mu.Unlock()
+	advance(9 * 24 * time.Hour)         // the stored filter's bucket is past the 7-day window
 	record(t, fx.h, "push", "u", "new") // journalled only
 	fx.restart(false, Options{Now: clock})
 	info, err := fx.h.namespace("push")
