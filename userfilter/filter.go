@@ -505,31 +505,39 @@ func (t *tally) count(r addResult) bool {
 func newSlab(n int) []uint64 { return append(make([]uint64, 0), make([]uint64, n)...) }
 
 // add records h in bucket b unless it is already there, the user is at the
-// cap or the filter cannot grow. selected says Select found h unseen in
-// this call and nothing but this call's adds changed the filter since: a
-// compact or staged filter then only looks for h in its newest set (see
-// cadd), where an earlier item of the call may have put its fingerprint.
-// (An item that has since become a false positive of a layer sealed in the
-// meantime is added all the same, as it would have been had it come first.)
+// cap or the filter cannot grow, and sets *grew when it added a layer.
+// selected says Select found h unseen in this call and nothing but this
+// call's adds changed the filter since, in its newest set only: a compact
+// or staged filter then only looks for h in that set (see cadd), where an
+// earlier item of the call may have put its fingerprint. Once a layer is
+// added, an item may be a false positive of the set it sealed, so the
+// caller passes selected false from then on (and add tests in full the
+// item that adds it). An add then does what a replay of the journal
+// (AddHashes, which tests every item in full) does, and a filter loaded
+// again holds what it held, false positives included: otherwise an item a
+// call found seen by a false positive, and so did not record, could test
+// unseen once the user is loaded again.
 //
 // maxEncoded > 0 holds the filter's encoding to that many bytes: an item
 // that needs a layer past it is refused as at the cap.
-func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool, maxEncoded uint64) addResult {
+func (f *Filter) add(h Hash, b int64, now time.Time, held *uint64, selected bool, maxEncoded uint64, grew *bool) addResult {
 	if f.p.MaxItems > 0 && *held >= f.p.MaxItems {
 		return full
 	}
 	g := f.gen(b)
-	quick := selected && f.p.Kind != KindBloom
+	grow := len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap
+	quick := selected && !grow && f.p.Kind != KindBloom
 	if !quick && g.test(h, f.p.fpBits) {
 		return present
 	}
-	if len(g.layers) == 0 || g.n >= g.layers[len(g.layers)-1].cap {
+	if grow {
 		if !f.addLayer(g, maxEncoded) {
 			if len(g.layers) == 0 {
 				f.dropGen(g) // made for this item: the encoding keeps no trace of it
 			}
 			return full
 		}
+		*grew = true
 	}
 	if l := &g.layers[len(g.layers)-1]; l.compact() {
 		if !g.cadd(h, !quick) {
@@ -581,8 +589,9 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded int) (n int,
 	}
 	held := f.items(now)
 	var t tally
+	var grew bool
 	for _, h := range hs {
-		t.count(f.add(h, b, now, &held, false, uint64(max(maxEncoded, 0))))
+		t.count(f.add(h, b, now, &held, false, uint64(max(maxEncoded, 0)), &grew))
 	}
 	if t.added > 0 {
 		f.touch(at)
@@ -596,8 +605,9 @@ func (f *Filter) Add(items []string, now time.Time) (n int, saturated bool) {
 	f.Expire(now)
 	held := f.items(now)
 	var t tally
+	var grew bool
 	for _, it := range items {
-		t.count(f.add(HashItem(it), b, now, &held, false, 0))
+		t.count(f.add(HashItem(it), b, now, &held, false, 0, &grew))
 	}
 	if t.added > 0 {
 		f.touch(now)
@@ -849,8 +859,10 @@ func (f *Filter) Commit(now time.Time, s *Scratch, maxEncoded int) (recorded int
 	held := f.items(now)
 	limit := uint64(max(maxEncoded, 0))
 	var t tally
+	var grew bool // see add
 	for i, h := range s.ToRecord {
-		if t.count(f.add(h, b, now, &held, selected || fresh != nil && fresh[i], limit)) {
+		quick := !grew && (selected || fresh != nil && fresh[i])
+		if t.count(f.add(h, b, now, &held, quick, limit, &grew)) {
 			s.Recorded = append(s.Recorded, h)
 		}
 	}
