@@ -143,3 +143,53 @@ func TestUnknownMethodIsAProblem(t *testing.T) {
 		})
 	}
 }
+
+// A request that expects "100 Continue" on a connection kept open longer
+// than the write timeout since its last answer is answered: fasthttp
+// wrote the "100 Continue" under the last answer's write deadline, long
+// past, and closed the connection unanswered (its body's share of the
+// budget was never given back either).
+func TestContinueAfterAnIdleSpellIsAnswered(t *testing.T) {
+	const size = 32 << 10
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxBodyBytes, c.MaxImportBytes, c.MaxBodyBytesInFlight = 64<<10, 64<<10, 64<<10
+		c.WriteTimeout = 500 * time.Millisecond
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	time.Sleep(time.Second) // past the write timeout
+	body := `{"items":["late"]` + strings.Repeat(" ", size-len(`{"items":["late"]}`)) + `}`
+	fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n", addr, len(body))
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue: %q %v (%d bytes of bodies reserved)", line, err, api.BodyBytesReserved(e.srv))
+	}
+	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("after the 100 Continue: %q %v", blank, err)
+	}
+	io.WriteString(conn, body)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, truncate(got))
+	}
+	if n := api.BodyBytesReserved(e.srv); n != 0 {
+		t.Fatalf("%d bytes of bodies reserved after the answer", n)
+	}
+}

@@ -299,11 +299,20 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // connState counts the connections being served, for the cap of
-// acceptRetrying.
-func (s *Server) connState(_ net.Conn, state fasthttp.ConnState) {
+// acceptRetrying, and gives each request's "100 Continue" a write deadline
+// of its own.
+func (s *Server) connState(c net.Conn, state fasthttp.ConnState) {
 	switch state {
 	case fasthttp.StateNew:
 		s.conns.Add(1)
+	case fasthttp.StateActive:
+		// A request begins. fasthttp sets a write deadline before each
+		// answer only, and writes the "100 Continue" of a request that
+		// expects one under the last answer's: on a connection idle longer
+		// than WriteTimeout since, long past, so the write failed and the
+		// connection was closed unanswered, with the share of
+		// MaxBodyBytesInFlight its header had taken.
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		s.conns.Add(-1)
 	}
