@@ -3,6 +3,7 @@ package api
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -29,13 +30,26 @@ import (
 // Reservations are kept by the request's header, which fasthttp keeps at
 // one address for a connection's requests: a reservation that no answer
 // gave back is given back when the next request's header is read there.
+// Not every such header is read again: fasthttp closes a connection
+// without an answer when it cannot write the "100 Continue" of a request
+// that expects one (the client reset it), and pools its request context,
+// which a garbage collection drops. So a reservation older than stale
+// (Config.ReadTimeout, by which fasthttp has read the body or given up) is
+// given back too, when the budget cannot hold a new one.
 // Safe for concurrent use.
 type bodyBudget struct {
-	max  int
-	held atomic.Int64 // reservations and refusals in by, read off the lock
-	mu   sync.Mutex
-	used int                             // bytes reserved; guarded by mu
-	by   map[*fasthttp.RequestHeader]int // reserved bytes, or refusedBody; guarded by mu
+	max   int
+	stale time.Duration
+	held  atomic.Int64 // reservations and refusals in by, read off the lock
+	mu    sync.Mutex
+	used  int                                     // bytes reserved; guarded by mu
+	by    map[*fasthttp.RequestHeader]reservation // guarded by mu
+}
+
+// reservation is what a request's header holds of the budget.
+type reservation struct {
+	n  int // bytes, or refusedBody
+	at time.Time
 }
 
 // budgetFreeBytes is the largest body that takes nothing from the budget.
@@ -44,8 +58,8 @@ const budgetFreeBytes = 16 << 10
 // refusedBody marks a request whose body the budget could not hold.
 const refusedBody = -1
 
-func newBodyBudget(max int) *bodyBudget {
-	return &bodyBudget{max: max, by: map[*fasthttp.RequestHeader]int{}}
+func newBodyBudget(max int, stale time.Duration) *bodyBudget {
+	return &bodyBudget{max: max, stale: stale, by: map[*fasthttp.RequestHeader]reservation{}}
 }
 
 // take reserves n bytes for the body of the request of header h, and
@@ -54,12 +68,20 @@ func (b *bodyBudget) take(h *fasthttp.RequestHeader, n int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.releaseLocked(h)
+	now := time.Now()
+	if b.used+n > b.max {
+		for old, r := range b.by {
+			if now.Sub(r.at) > b.stale {
+				b.releaseLocked(old)
+			}
+		}
+	}
 	ok := b.used+n <= b.max
 	if ok {
 		b.used += n
-		b.by[h] = n
+		b.by[h] = reservation{n: n, at: now}
 	} else {
-		b.by[h] = refusedBody
+		b.by[h] = reservation{n: refusedBody, at: now}
 	}
 	b.held.Store(int64(len(b.by)))
 	return ok
@@ -77,16 +99,16 @@ func (b *bodyBudget) release(h *fasthttp.RequestHeader) (refused bool) {
 }
 
 func (b *bodyBudget) releaseLocked(h *fasthttp.RequestHeader) (refused bool) {
-	n, ok := b.by[h]
+	r, ok := b.by[h]
 	if !ok {
 		return false
 	}
 	delete(b.by, h)
 	b.held.Store(int64(len(b.by)))
-	if n == refusedBody {
+	if r.n == refusedBody {
 		return true
 	}
-	b.used -= n
+	b.used -= r.n
 	return false
 }
 

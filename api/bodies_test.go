@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,55 @@ func TestContinueAfterAnIdleSpellIsAnswered(t *testing.T) {
 	}
 	if n := api.BodyBytesReserved(e.srv); n != 0 {
 		t.Fatalf("%d bytes of bodies reserved after the answer", n)
+	}
+}
+
+// A body's share of the budget comes back even when its request meets
+// neither the first middleware nor the error handler: a client that resets
+// its connection after a header expecting "100 Continue" fails fasthttp's
+// write of the "100 Continue", and fasthttp closes the connection without
+// an answer. The share was given back only when another connection reused
+// the request's pooled context, which a garbage collection empties: each
+// such reset then kept its share for good, and once they filled the
+// budget every body over 16KiB was refused 503.
+func TestBodyOfAResetConnectionGivesItsShareBack(t *testing.T) {
+	const size = 32 << 10
+	const readTimeout = time.Second
+	e := newEnv(t, func(c *api.Config) {
+		c.MaxBodyBytes, c.MaxImportBytes, c.MaxBodyBytesInFlight = size, size, size // one body at a time
+		c.ReadTimeout = readTimeout
+	})
+	addr := strings.TrimPrefix(e.base, "http://")
+	// A reset that leaves the share taken: most of them do (the reset comes
+	// before the "100 Continue" is written); one that comes after, the
+	// body's read fails and the error handler gives the share back.
+	leaked := false
+	for try := 0; try < 50 && !leaked; try++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.(*net.TCPConn).SetLinger(0) // Close resets the connection
+		fmt.Fprintf(conn, "POST /v1/namespaces/default/users/reset/seen HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+			"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n", addr, size)
+		conn.Close()
+		time.Sleep(200 * time.Millisecond) // the server meets the reset
+		leaked = api.BodyBytesReserved(e.srv) == size
+	}
+	if !leaked {
+		t.Fatal("no reset in 50 left its body's share taken: the case this test is about did not happen")
+	}
+	start := time.Now()
+	// A collection empties fasthttp's pool of contexts: the one whose
+	// header holds the share is not reused.
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(readTimeout - time.Since(start) + 100*time.Millisecond) // no body can be still being read
+	body := `{"items":["x"]` + strings.Repeat(" ", size-len(`{"items":["x"]}`)) + `}`
+	if status, _, b := e.raw("POST", userPath("default", "after", "/seen"), "application/json", []byte(body)); status != 200 {
+		t.Fatalf("a body after a reset connection: %d %s (%d bytes of bodies reserved)", status, truncate(b), api.BodyBytesReserved(e.srv))
+	}
+	if n := api.BodyBytesReserved(e.srv); n != 0 {
+		t.Fatalf("%d bytes of bodies reserved after the answers", n)
 	}
 }

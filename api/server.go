@@ -79,7 +79,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
 	s.rate = newRateLimiter(cfg.Now)
 	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
-	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight)
+	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight, cfg.ReadTimeout)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",
 		DisableStartupMessage: true,
