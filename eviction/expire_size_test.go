@@ -33,3 +33,33 @@ func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
 		t.Fatalf("after the user's buckets expired: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
 	}
 }
+
+// TestBucketsExpiredByAWriteBackLeaveTheBudget: the write-back drops a
+// user's buckets past the window from the filter in memory before it
+// encodes it; their memory leaves the hot set's count then too, not only
+// at a later call that drops some.
+func TestBucketsExpiredByAWriteBackLeaveTheBudget(t *testing.T) {
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	fx := newFixture(t, Options{Now: clock})
+	items := make([]string, 20000)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	record(t, fx.h, "push", "u", items...)
+	full, _ := fx.h.Usage()
+	advance(9 * 24 * time.Hour) // past the 7-day window and its bucket
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A call that records nothing finds no bucket left to drop.
+	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fx.h.User("push", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
+		t.Fatalf("after the write-back dropped the user's buckets: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
+	}
+}

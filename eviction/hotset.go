@@ -1939,6 +1939,15 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 			encodeErrs = append(encodeErrs, fmt.Errorf("encoding %s/%s: %w", h.infoOf(e).Name, e.id(), err))
 			continue
 		}
+		if size := entrySize(e); size != e.bytes {
+			// encode dropped the buckets past the window: their memory
+			// leaves the budget's count, as after a call that drops some.
+			k := h.keyOf(e)
+			s := h.shardOf(k)
+			s.mu.Lock()
+			h.accountLocked(s, k, e, size)
+			s.mu.Unlock()
+		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
