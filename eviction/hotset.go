@@ -2135,6 +2135,11 @@ func (h *HotSet) Recover() (users int, err error) {
 			return nil
 		}
 		e, hot, err := h.acquire(info, user, false)
+		if errors.Is(err, ErrUserNotFound) {
+			// Nothing left to fold in: its journal expired (past its
+			// window) or a call erased the user since the listing.
+			return nil
+		}
 		if err != nil {
 			errs = append(errs, err)
 			return nil

@@ -943,6 +943,29 @@ func TestRecoverLeavesCallsSinceTheStartToTheWriteBackLoop(t *testing.T) {
 	}
 }
 
+// Recover folds in the journals it finds: a user whose journal is gone by
+// the time Recover comes to it has nothing to fold in, and is no failure.
+// Its journal expired (a windowed namespace's records outlive their window
+// by one bucket only, and a process down longer finds them expired), or
+// the user was erased meanwhile by a call: Recover failed with "user not
+// found" for each such user, which the start logs as an error.
+func TestRecoverPassesOverUsersWhoseJournalIsGone(t *testing.T) {
+	fx := newFixture(t, Options{})
+	fx.ns = append(append([]Namespace(nil), defaultNS...),
+		Namespace{Name: "brief", Profile: userfilter.Profile{Window: time.Second, Granularity: time.Second}})
+	fx.restart(true, Options{})
+	record(t, fx.h, "brief", "expired", "a") // never written back: its journal only
+	record(t, fx.h, "default", "kept", "a")
+	fx.restart(false, Options{})
+	time.Sleep(2*time.Second + 100*time.Millisecond) // past the window and its bucket
+	if users, err := fx.h.Recover(); err != nil || users != 1 {
+		t.Fatalf("Recover: %d users, %v; want 1 user (kept), no error", users, err)
+	}
+	if !seen(t, fx.h, "default", "kept", "a")[0] {
+		t.Fatal("kept lost its item")
+	}
+}
+
 func openStoreOrDie(dir string) *storage.Store {
 	st, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
 	if err != nil {
