@@ -118,14 +118,17 @@ func TestCheckSaysWhatTheServiceWouldWarnOf(t *testing.T) {
 // GOMEMLIMIT takes the place of --memory-limit as it is: one under what
 // --memory-limit may be (--cache-bytes + 112MiB) is warned of, as the
 // start warns of it, since the collector would then run all the time once
-// the hot set fills.
+// the hot set fills. GOMEMLIMIT=0 too, a limit of no bytes (not "no
+// limit"), under which the collector runs all the time from the start.
 func TestCheckWarnsOfAGOMEMLIMITUnderTheBudget(t *testing.T) {
-	code, out, logged := runCheck(t, map[string]string{"GOMEMLIMIT": "256MiB"}, "--cache-bytes", "512MiB")
-	if code != 0 {
-		t.Fatalf("exit %d: %s%s", code, out, logged)
-	}
-	if want := "warning: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + 112MiB"; !strings.Contains(out, want) {
-		t.Errorf("the output lacks %q:\n%s", want, out)
+	for _, under := range []string{"256MiB", "0"} {
+		code, out, logged := runCheck(t, map[string]string{"GOMEMLIMIT": under}, "--cache-bytes", "512MiB")
+		if code != 0 {
+			t.Fatalf("exit %d: %s%s", code, out, logged)
+		}
+		if want := "warning: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + 112MiB"; !strings.Contains(out, want) {
+			t.Errorf("GOMEMLIMIT=%s: the output lacks %q:\n%s", under, want, out)
+		}
 	}
 	for _, roomy := range []string{"1GiB", "off"} {
 		if _, out, _ := runCheck(t, map[string]string{"GOMEMLIMIT": roomy}, "--cache-bytes", "512MiB"); strings.Contains(out, "GOMEMLIMIT") {

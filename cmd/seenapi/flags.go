@@ -33,7 +33,7 @@ type options struct {
 	memoryLimit     string
 	gcPercent       string
 	heapLimit       int64    // of memoryLimit, set by check
-	envHeapLimit    int64    // GOMEMLIMIT's, which the Go runtime takes in place of heapLimit; set by check
+	envHeapLimit    int64    // GOMEMLIMIT's, which the Go runtime takes in place of heapLimit (-1: none); set by check
 	gc              gcPolicy // of gcPercent, set by check
 	debugAddr       string
 	logFormat       string

@@ -267,7 +267,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		debug.SetMemoryLimit(limit)
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String())
-	} else if limit := o.envHeapLimit; limit > 0 {
+	} else if limit := o.envHeapLimit; limit >= 0 {
 		lb := byteSize(limit)
 		logger.Info("seenapi: Go heap soft limit", "bytes", lb.String(), "set_by", "GOMEMLIMIT")
 	}
@@ -721,16 +721,17 @@ func memoryLimit(o *options, env environ) (int64, error) {
 }
 
 // goMemLimit is the soft limit GOMEMLIMIT gives the Go runtime, which
-// takes it in place of --memory-limit: 0 when unset, off, or not a size
-// (the runtime refuses to start with such a value anyway).
+// takes it in place of --memory-limit: -1 when unset, off, or not a size
+// (the runtime refuses to start with such a value anyway). 0 is a limit,
+// of no bytes: the collector runs all the time.
 func goMemLimit(env environ) int64 {
 	v := env.get("GOMEMLIMIT")
 	if v == "" || v == "off" {
-		return 0
+		return -1
 	}
 	n, err := parseBytes(v)
-	if err != nil || n <= 0 {
-		return 0
+	if err != nil || n < 0 {
+		return -1
 	}
 	return n
 }
@@ -801,7 +802,7 @@ func warnSettings(o *options, addr string, keyed, https bool, logger *slog.Logge
 	// GOMEMLIMIT is taken as it is, unchecked by memoryLimit: one under
 	// what --memory-limit may be would have the collector run all the time
 	// once the hot set fills, for as much CPU as the calls.
-	if limit, least := o.envHeapLimit, int64(o.cacheBytes)+badgerHeapBytes; limit > 0 && limit < least {
+	if limit, least := o.envHeapLimit, int64(o.cacheBytes)+badgerHeapBytes; limit >= 0 && limit < least {
 		logger.Warn("seenapi: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + "+formatBytes(badgerHeapBytes)+
 			": once the hot set fills, the collector would run all the time; raise GOMEMLIMIT or lower --cache-bytes, or unset GOMEMLIMIT",
 			"gomemlimit", limit, "at_least", least)
