@@ -98,7 +98,7 @@ func (s *Store) PurgeNamespace(ns string) (int, error) {
 		}
 	}
 	for {
-		users := s.wal.usersOf(ns, "")
+		users := s.wal.usersOf(ns, "", 0)
 		if len(users) == 0 {
 			break
 		}

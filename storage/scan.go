@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -48,7 +49,7 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 	// memory: merge all of them after `after`, then cut to the page. The
 	// page holds the first limit of the union, as both lists are sorted and
 	// the scan stopped at limit of its own.
-	if journal := s.wal.usersOf(ns, after); len(journal) > 0 {
+	if journal := s.wal.usersOf(ns, after, time.Now().Unix()); len(journal) > 0 {
 		users = append(users, journal...)
 		slices.Sort(users)
 		users = slices.Compact(users)

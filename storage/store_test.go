@@ -1280,3 +1280,26 @@ func TestWriteBackOfAValueTooLargeFailsThatUserAlone(t *testing.T) {
 		t.Errorf("alone: WriteBack error = %.300v, want ErrTooLarge without the value", err)
 	}
 }
+
+// A user whose journal records all expired, never written back, is not
+// listed: a load finds nothing of it, and the service answers it 404.
+func TestUsersLeavesOutThoseWhoseJournalExpired(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if _, err := s.Append("feed", "gone", []byte("x"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append("feed", "kept", []byte("x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"gone", "kept"}) {
+		t.Fatalf("Users before the expiry: %v, %v", users, err)
+	}
+	// Expiry is kept in whole seconds.
+	time.Sleep(2100 * time.Millisecond)
+	if _, j := mustLoad(t, s, "feed", "gone"); len(j) != 0 {
+		t.Fatalf("the expired journal still loads: %v", journalValues(j))
+	}
+	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"kept"}) {
+		t.Fatalf("Users after the expiry: %v, %v; want [kept]", users, err)
+	}
+}

@@ -619,19 +619,37 @@ func (w *wal) users() [][2]string {
 }
 
 // usersOf returns the users of ns with journal entries that sort after
-// after, sorted.
-func (w *wal) usersOf(ns, after string) []string {
+// after, sorted; with now > 0, only those with an entry not expired at now
+// (unix seconds): a user whose records all expired unread has nothing a
+// load would find.
+func (w *wal) usersOf(ns, after string, now int64) []string {
 	prefix := string(appendNSPrefix(nil, prefixFilter, ns))
 	var out []string
 	w.mu.RLock()
 	for k := range w.index.slots { // only this namespace's, not a copy of every key
-		if user, ok := strings.CutPrefix(k, prefix); ok && user > after {
-			out = append(out, user)
+		user, ok := strings.CutPrefix(k, prefix)
+		if !ok || user <= after {
+			continue
 		}
+		if now > 0 && !w.anyLiveLocked(k, now) {
+			continue
+		}
+		out = append(out, user)
 	}
 	w.mu.RUnlock()
 	slices.Sort(out)
 	return out
+}
+
+// anyLiveLocked reports whether the user of key has a record not expired
+// at now. mu held.
+func (w *wal) anyLiveLocked(key string, now int64) bool {
+	for r := range w.index.records([]byte(key)) {
+		if r.expiresAt == 0 || r.expiresAt > now {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot returns every live record as a journal key and value, for a
