@@ -674,18 +674,23 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 			return nil, 0, err
 		}
 	}
-	// Expired as every call's Select expires it, before the records are
-	// added back: buckets past the window would count against maxEncoded
-	// and could refuse an item its call recorded.
-	f.Expire(now)
+	// Each record is added back as its call added it: the filter expired
+	// as of the call, as its Select expired it, and the items it holds
+	// counted then against the cap. Buckets past the window would count
+	// against maxEncoded and could refuse an item its call recorded; and
+	// counted as of now, with buckets gone since, the cap would leave room
+	// the call did not have, and the items it refused would take the room
+	// the calls after it had filled, moving where those items went.
 	for i, rec := range recs {
-		f.AddHashes(rec.hashes, rec.at, now, h.maxEncoded)
+		f.Expire(rec.at)
+		f.AddHashes(rec.hashes, rec.at, rec.at, h.maxEncoded)
 		if rec.reply != nil {
 			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
 			h.replies.keep(rec.reply, now)
 		}
 		lastSeq = max(lastSeq, journal[i].Seq)
 	}
+	f.Expire(now)
 	return f, lastSeq, nil
 }
 
