@@ -2079,6 +2079,22 @@ func MergeFilters(stored, value []byte) ([]byte, error) {
 		// replace import): what is in memory is the truth.
 		return value, nil
 	}
+	if p := cur.Profile(); p.Window > 0 {
+		// Buckets past the window of the newer of the two, as of its
+		// newest bucket, are past it now too: merged back in, they were
+		// stored again at every write-back, the user's value growing by a
+		// bucket each granularity for as long as it was written, and
+		// never covered by what is in memory, where they are gone.
+		newest := cur.ExpiresAt()
+		if e := old.ExpiresAt(); e.After(newest) {
+			newest = e
+		}
+		if !newest.IsZero() {
+			at := newest.Add(-p.Window - p.Granularity) // the newest bucket's start
+			cur.Expire(at)
+			old.Expire(at)
+		}
+	}
 	if cur.Covers(old) {
 		// The usual case: what is stored is an earlier state of what is in
 		// memory. The union is value itself: no merge, no second encoding.

@@ -56,3 +56,43 @@ func TestJournalReplayCountsTheCapAsItsCallsDid(t *testing.T) {
 		t.Fatalf("after a crash, %d of the %d items the last call recorded test unseen", lost, len(c))
 	}
 }
+
+// A write-back that merges into what is stored (a second writer is
+// attached) leaves out the time buckets the window has left behind: merged
+// back in, they were stored again at every write-back, and a user's value
+// grew by a bucket a day for good.
+func TestMergingWriteBackDropsBucketsPastTheWindow(t *testing.T) {
+	now, advance := newTestClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	fx := newFixture(t, Options{Now: now})
+	other := fx.newHotSet(Options{Now: now}) // attached beside it: every write-back merges
+	defer other.Close()
+	var items []string
+	for day := range 30 {
+		items = append(items, fmt.Sprintf("day%d", day))
+		record(t, fx.h, "push", "u", items[day])
+		if err := fx.h.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		advance(24 * time.Hour)
+	}
+	advance(-24 * time.Hour) // the day of the last write-back
+	raw, _, err := fx.st.Load("push", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := userfilter.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stats at a time before every bucket lists them all, expired or not.
+	if n := len(f.Stats(time.Time{}).Generations); n > 8 {
+		t.Fatalf("the stored filter of a 7-day window of 1-day buckets holds %d buckets (%d bytes)", n, len(raw))
+	}
+	fx.restart(false, Options{Now: now})
+	got := seen(t, fx.h, "push", "u", items...)
+	for day, s := range got {
+		if want := day >= 30-8; s != want { // the window and the bucket it started in
+			t.Fatalf("day %d's item tests seen %v, want %v", day, s, want)
+		}
+	}
+}
