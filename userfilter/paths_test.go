@@ -145,3 +145,41 @@ func TestWindowNeverEndsEarly(t *testing.T) {
 		}
 	}
 }
+
+// A merge of two histories tests seen every item either side tests seen,
+// false positives included: an item a call found seen by one, and so did
+// not record, is seen in the union.
+func TestMergeKeepsEachSidesFalsePositives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	probes := items("absent", 20000)
+	for pname, p := range pathProfiles {
+		for trial := range 4 {
+			a, b := mustNew(t, p), mustNew(t, p)
+			now := t0
+			for call := range 30 {
+				a.Add(items(fmt.Sprintf("a%d-%d-", trial, call), 1+rng.IntN(60)), now)
+				b.Add(items(fmt.Sprintf("b%d-%d-", trial, call), 1+rng.IntN(60)), now)
+				if p.Window > 0 {
+					now = now.Add(10 * time.Minute)
+				}
+			}
+			ab := a.Clone()
+			if err := ab.Merge(b); err != nil {
+				t.Fatal(err)
+			}
+			inA, inB, inAB := a.Check(probes, now, nil), b.Check(probes, now, nil), ab.Check(probes, now, nil)
+			fps := 0
+			for i := range probes {
+				if inA[i] || inB[i] {
+					fps++
+					if !inAB[i] {
+						t.Fatalf("%s: %s tests seen in one side (%v, %v) and unseen merged", pname, probes[i], inA[i], inB[i])
+					}
+				}
+			}
+			if fps == 0 {
+				t.Fatalf("%s: no false positive: nothing was at stake", pname)
+			}
+		}
+	}
+}
