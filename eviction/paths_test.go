@@ -21,17 +21,17 @@ type shadow struct {
 
 // call is filterAppend's work on the shadow: Select, no recording when
 // the filter is full, Commit.
-func (sh *shadow) call(items []string, limit int, mode userfilter.Mode, now time.Time, maxEncoded int) (unseen []string, seenCount int) {
+func (sh *shadow) call(items []string, limit int, mode userfilter.Mode, now time.Time, maxEncoded int) (unseen []string, seenCount, recorded int) {
 	sh.f.Expire(now)
 	res := sh.f.Select(items, limit, mode, now, &sh.s)
 	if len(sh.s.ToRecord) > 0 && sh.f.Full(now, maxEncoded) {
 		sh.s.ToRecord = sh.s.ToRecord[:0]
 	}
-	sh.f.Commit(now, &sh.s, maxEncoded)
+	recorded, _ = sh.f.Commit(now, &sh.s, maxEncoded)
 	for _, i := range sh.s.Unseen {
 		unseen = append(unseen, items[i])
 	}
-	return unseen, res.SeenCount
+	return unseen, res.SeenCount, recorded
 }
 
 // pathProfiles are profiles whose layers seal every few hundred items and
@@ -143,21 +143,40 @@ func testPathsAnswerAsMemory(t *testing.T, p userfilter.Profile, seed uint64) {
 			if rng.IntN(3) == 0 {
 				limit = 1 + rng.IntN(n)
 			}
-			log = append(log, fmt.Sprintf("%d: %s %d items mode %v limit %d", step, u, n, mode, limit))
-			res, err := fx.h.Filter("ns", u, batch, limit, mode)
+			// The seen route, in bulk or not, records all and answers no
+			// unseen items; in bulk it records a user not in memory
+			// without loading it into the hot set.
+			route := "filter"
+			if mode == userfilter.RecordAll && limit == 0 {
+				route = []string{"filter", "seen", "seen?bulk=true"}[rng.IntN(3)]
+			}
+			log = append(log, fmt.Sprintf("%d: %s %s %d items mode %v limit %d", step, u, route, n, mode, limit))
+			var res Result
+			var err error
+			switch route {
+			case "filter":
+				res, err = fx.h.Filter("ns", u, batch, limit, mode)
+			case "seen":
+				res, err = fx.h.Record("ns", u, batch)
+			default:
+				res, err = fx.h.RecordBulk("ns", u, batch)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantUnseen, wantSeen := shadows[u].call(batch, limit, mode, now(), fx.h.maxEncoded)
-			if res.SeenCount != wantSeen || !slices.Equal(res.Unseen, wantUnseen) {
+			wantUnseen, wantSeen, wantRecorded := shadows[u].call(batch, limit, mode, now(), fx.h.maxEncoded)
+			if route != "filter" {
+				wantUnseen = nil
+			}
+			if res.SeenCount != wantSeen || res.Recorded != wantRecorded || !slices.Equal(res.Unseen, wantUnseen) {
 				var differ []string
 				for _, it := range batch {
 					if a, b := slices.Contains(res.Unseen, it), slices.Contains(wantUnseen, it); a != b && len(differ) < 5 {
 						differ = append(differ, fmt.Sprintf("%s unseen %v, in memory %v", it, a, b))
 					}
 				}
-				fail("%s: %d seen, %d unseen; the filter that stayed in memory: %d seen, %d unseen; %v",
-					u, res.SeenCount, len(res.Unseen), wantSeen, len(wantUnseen), differ)
+				fail("%s: %d seen, %d unseen, %d recorded; the filter that stayed in memory: %d seen, %d unseen, %d recorded; %v",
+					u, res.SeenCount, len(res.Unseen), res.Recorded, wantSeen, len(wantUnseen), wantRecorded, differ)
 			}
 		case r < 78:
 			log = append(log, fmt.Sprintf("%d: flush", step))
