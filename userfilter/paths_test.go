@@ -183,3 +183,48 @@ func TestMergeKeepsEachSidesFalsePositives(t *testing.T) {
 		}
 	}
 }
+
+// A filter decoded at every size, one item recorded at a time, is the
+// filter that was encoded: the same bytes again, and the same bytes as the
+// filter never encoded after every later call. The sizes cover the seals
+// of the defaults' first layers (512 and 2,560 items), a compact set
+// passing directMax, its buffer's runs and rebuilds, and with small
+// layers, a seal every few items.
+func TestDecodeAtEverySize(t *testing.T) {
+	cases := map[string]struct {
+		p Profile
+		n int
+	}{
+		"bloom":         {Profile{Kind: KindBloom}, 700},
+		"compact":       {Profile{Kind: KindCompact}, 2700},
+		"staged":        {Profile{Kind: KindStaged}, 2700},
+		"bloom-small":   {pathProfiles["bloom"], 400},
+		"compact-small": {pathProfiles["compact"], 400},
+		"staged-small":  {pathProfiles["staged"], 400},
+		"staged-window": {pathProfiles["staged-window"], 400},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			kept, moved := mustNew(t, c.p), mustNew(t, c.p)
+			var s Scratch
+			now := t0
+			for i := range c.n {
+				it := []string{fmt.Sprint("i", i)}
+				kept.FilterAndRecord(it, 0, RecordAll, now, &s)
+				moved.FilterAndRecord(it, 0, RecordAll, now, &s)
+				want := encode(t, kept)
+				g, err := Decode(encode(t, moved))
+				if err != nil {
+					t.Fatalf("%d items: %v", i+1, err)
+				}
+				if got := encode(t, g); !bytes.Equal(got, want) {
+					t.Fatalf("%d items: the filter decoded and encoded again is %d bytes, the one never encoded %d", i+1, len(got), len(want))
+				}
+				moved = g
+				if c.p.Window > 0 {
+					now = now.Add(time.Minute)
+				}
+			}
+		})
+	}
+}
