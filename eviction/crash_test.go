@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir, os.Getenv("SEENAPI_CRASH_ROUND"))
 		return
 	}
+	if dir := os.Getenv(capChildEnv); dir != "" {
+		capChild(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
