@@ -248,6 +248,51 @@ func TestPanicAnswers500AndTheServiceGoesOn(t *testing.T) {
 	}
 }
 
+// A panic while serving one user of a batch fails that user's result, not
+// the batch: the users before it were recorded, and a 500 for the whole
+// batch would lose their answers (its retry would get their next items).
+func TestBatchPanicFailsOnlyThatUser(t *testing.T) {
+	var ps *panickyStore
+	logs := &logLines{}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store {
+		ps = &panickyStore{Store: st, user: "boom"}
+		return ps
+	}, withLog(logs))
+	c := e.client("")
+	ps.armed.Store(true)
+	batch := client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "before", Candidates: []string{"a", "b"}, Limit: ptr(1)},
+		{User: "boom", Candidates: []string{"a"}},
+		{User: "after", Candidates: []string{"a"}},
+	}}
+	r, err := c.FilterBatchWithResponse(ctx, "default", &client.FilterBatchParams{IdempotencyKey: ptr("k")}, batch)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("a batch with a user whose call panics: %v %d %s, want 200", err, r.StatusCode(), r.Body)
+	}
+	res := r.JSON200.Results
+	if res[0].Error != nil || !slices.Equal(*res[0].Unseen, []string{"a"}) || *res[0].Recorded != 1 {
+		t.Errorf("the user before: %+v", res[0])
+	}
+	if res[1].Error == nil || res[1].Error.Type != api.ProblemBase+"internal" || res[1].Error.Status != 500 {
+		t.Errorf("the user whose call panics: %+v, want an internal problem", res[1])
+	}
+	if res[2].Error != nil || !slices.Equal(*res[2].Unseen, []string{"a"}) {
+		t.Errorf("the user after: %+v", res[2])
+	}
+	// The retry gets the answer again: "a" is shown to "before" after all.
+	again, err := c.FilterBatchWithResponse(ctx, "default", &client.FilterBatchParams{IdempotencyKey: ptr("k")}, batch)
+	if err != nil || again.JSON200 == nil || !bytes.Equal(again.Body, r.Body) {
+		t.Fatalf("the retry: %v %d %s, want the first answer", err, again.StatusCode(), again.Body)
+	}
+	lines := logs.find(t, "seenapi: panic serving a batch's user")
+	if len(lines) != 1 || lines[0]["user"] != "boom" || !strings.Contains(fmt.Sprint(lines[0]["stack"]), "goroutine ") {
+		t.Errorf("log lines of the panic: %v, want one naming boom with its stack", lines)
+	}
+	if st, err := c.GetStatsWithResponse(ctx); err != nil || st.JSON200 == nil || st.JSON200.Panics != 1 {
+		t.Errorf("stats: %v %s, want 1 panic", err, st.Body)
+	}
+}
+
 // A user whose stored filter is corrupt is answered with the corrupt-filter
 // problem, not a bare 500 nor a storage one, and other users are served.
 func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {

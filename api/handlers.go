@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -586,7 +588,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	out := batchResponse{Results: make([]any, len(req.Requests))}
 	replayed := 0
 	for i, e := range req.Requests {
-		resp, err := s.call(nil, ns, e.User, e.Candidates, args[i], keys[i])
+		resp, err := s.batchCall(ns, e.User, e.Candidates, args[i], keys[i])
 		if err != nil {
 			if errors.Is(err, eviction.ErrUnknownNamespace) || errors.Is(err, eviction.ErrCallKeyReused) {
 				return err
@@ -606,6 +608,23 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		c.Set(HeaderReplayed, "true")
 	}
 	return c.JSON(&out)
+}
+
+// batchCall is call for one user of a batch. A panic in it (a bug met by
+// that user's data or call) fails that user's result with an internal
+// problem, counted and logged with its stack as the recover middleware does
+// for a request: the users before it in the batch were recorded, and
+// failing the whole batch would lose their answers.
+func (s *Server) batchCall(ns, user string, candidates []string, a filterArgs, k eviction.CallKey) (resp filterResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.k.panics.Add(1)
+			s.cfg.Logger.Error("seenapi: panic serving a batch's user", "ns", ns, "user", user,
+				"panic", r, "stack", string(debug.Stack()))
+			resp, err = filterResponse{}, fmt.Errorf("api: panic serving the user %q of a batch: %v", user, r)
+		}
+	}()
+	return s.call(nil, ns, user, candidates, a, k)
 }
 
 func (s *Server) listNamespaces(c *fiber.Ctx) error {
