@@ -164,6 +164,25 @@ func TestBatchStorageFailureIsPerUser(t *testing.T) {
 	}
 }
 
+// A batch's user that the store fails is told "the server's log has the
+// error": the log has it, with the user, a line a second for the users
+// that fail alike, as for the one call.
+func TestBatchStorageFailureIsLogged(t *testing.T) {
+	logs := &logLines{}
+	e := newEnv(t, withLog(logs))
+	e.brokenStore()
+	status, h, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
+		[]byte(`{"requests":[{"user":"cold","candidates":["a"]},{"user":"cold2","candidates":["a"]}]}`))
+	if status != http.StatusOK || !strings.Contains(string(body), "the server's log has the error") {
+		t.Fatalf("batch on a failed store: %d %s %s", status, h, body)
+	}
+	lines := logs.find(t, "seenapi: a batch's user failed")
+	if len(lines) != 1 || lines[0]["user"] != "cold" || lines[0]["status"] != float64(503) ||
+		!strings.Contains(fmt.Sprint(lines[0]["err"]), "storage") {
+		t.Fatalf("log lines of the batch's failed users: %v, want one for cold with the store's error", lines)
+	}
+}
+
 // panickyStore is the real store whose journal append panics for one user
 // while armed: a stand-in for a bug met in the middle of that user's call.
 type panickyStore struct {

@@ -594,6 +594,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 				return err
 			}
 			p := problemFor(err)
+			s.logFailure("seenapi: a batch's user failed", p, err, "path", c.Path(), "user", e.User)
 			out.Results[i] = &batchFailure{User: e.User, Error: p}
 			continue
 		}

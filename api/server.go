@@ -778,17 +778,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		p.Instance = c.Path()
 	}
 	s.k.countError(p.Status)
-	// Refusals that say the service's state, which is logged where it
-	// changes (overloaded, shutting down, the disk full), take no line each.
-	if p.Status >= 500 && p.Type != ProblemBase+pOverloaded.slug && p.Type != ProblemBase+pUnavailable.slug &&
-		p.Type != ProblemBase+pStorageFull.slug {
-		// A store that fails fails every call that reaches it: a line a
-		// second for each problem type says so without filling the disk.
-		if ok, dropped := s.failLog.allow(p.Type, time.Now()); ok {
-			s.cfg.Logger.Error("seenapi: request failed", "method", c.Method(), "path", c.Path(), "status", p.Status, "err", err,
-				"held_back", dropped)
-		}
-	}
+	s.logFailure("seenapi: request failed", p, err, "method", c.Method(), "path", c.Path())
 	body, merr := encode(&p)
 	if merr != nil {
 		return merr
@@ -803,6 +793,23 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="seenapi"`)
 	}
 	return c.Send(body)
+}
+
+// logFailure logs err, answered as the server's failure p (a 5xx), with
+// msg and args: the problem's detail is generic, and the error's own words
+// (the store's, which name files of the server) are for the log only.
+// Refusals that say the service's state, which is logged where it changes
+// (overloaded, shutting down, the disk full), take no line each. A store
+// that fails fails every call that reaches it: a line a second for each
+// problem type says so without filling the disk.
+func (s *Server) logFailure(msg string, p Problem, err error, args ...any) {
+	if p.Status < 500 || p.Type == ProblemBase+pOverloaded.slug || p.Type == ProblemBase+pUnavailable.slug ||
+		p.Type == ProblemBase+pStorageFull.slug {
+		return
+	}
+	if ok, dropped := s.failLog.allow(p.Type, time.Now()); ok {
+		s.cfg.Logger.Error(msg, append(args, "status", p.Status, "err", err, "held_back", dropped)...)
+	}
 }
 
 // lineRate lets one log line a second through for each kind, and counts
