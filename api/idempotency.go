@@ -135,6 +135,14 @@ func (r *replays) finish(key string, p *replay, status int, body []byte) {
 		return // trimmed while in flight
 	}
 	defer r.mu.Unlock()
+	if p.size+int64(len(body)) > r.budget {
+		// Kept, it would leave the budget last, after every other answer
+		// (it is the most recently used): one answer larger than the
+		// budget (a batch's of large candidates, say) would take every
+		// other caller's with it. Its retry is served anew.
+		r.removeLocked(key, p)
+		return
+	}
 	now := r.now()
 	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), now
 	p.size += int64(len(body))
@@ -448,6 +456,9 @@ func (r *replays) restore(kept []keptAnswer) int {
 		}
 		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At,
 			size: int64(len(a.Key)+len(a.Body)+8*len(users)) + replayOverhead, users: users}
+		if p.size > r.budget {
+			continue // as finish: it would trim every other answer, then itself
+		}
 		r.lru.Add(a.Key, p)
 		r.bytes += p.size
 		r.trimLocked()

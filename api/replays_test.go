@@ -53,3 +53,36 @@ func TestReplaysTTLAndBudget(t *testing.T) {
 		t.Fatalf("%d replays counted, want 2", r.replayed.Load())
 	}
 }
+
+// An answer larger than the whole budget is not kept, and the answers kept
+// stay: kept, it would be the most recently used, and trimming to the
+// budget would drop every other answer before it, then it too.
+func TestReplaysAnswerLargerThanTheBudgetTakesNoOther(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	budget := int64(3 * (replayOverhead + 1 + 10))
+	r := newReplays(budget, time.Minute, func() time.Time { return now })
+	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
+	for _, k := range []string{"a", "b"} {
+		p, _ := r.begin(k, req(k))
+		r.finish(k, p, 200, []byte("0123456789"))
+	}
+	p, st := r.begin("big", req("big"))
+	if st != replayNew {
+		t.Fatalf("big: %v, want new", st)
+	}
+	r.finish("big", p, 200, make([]byte, budget))
+	for _, k := range []string{"a", "b"} {
+		if _, st := r.begin(k, req(k)); st != replayDone {
+			t.Errorf("%s after an answer larger than the budget: %v, want done (still kept)", k, st)
+		}
+	}
+	if _, st := r.begin("big", req("big")); st != replayNew {
+		t.Errorf("big: %v, want new (not kept)", st)
+	}
+	if n := r.restore([]keptAnswer{{Key: "big2", Request: req("big2"), Status: 200, Body: make([]byte, budget), At: now}}); n != 0 {
+		t.Errorf("restore kept %d answers larger than the budget, want 0", n)
+	}
+	if _, st := r.begin("a", req("a")); st != replayDone {
+		t.Errorf("a after restoring an answer larger than the budget: %v, want done", st)
+	}
+}
