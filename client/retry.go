@@ -47,8 +47,10 @@ type Retry struct {
 // Idempotency-Key a fresh random one, kept for its retries: a retry of a
 // call the service did answer gets that answer again (with the header
 // Idempotent-Replayed: true) and records nothing. The service keeps such
-// answers in memory for --idempotency-ttl, not across its restart: a call
-// retried after one is served anew. A call that sets its own key keeps it.
+// answers for --idempotency-ttl within --idempotency-bytes, across a
+// graceful restart and a crash too (see the README's "The one call"): a
+// call retried after its answer left them is served anew. A call that sets
+// its own key keeps it.
 func WithRetries(r Retry) ClientOption {
 	rc := retryablehttp.NewClient()
 	rc.Logger = nil
