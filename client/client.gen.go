@@ -745,7 +745,8 @@ type FilterBatchParams struct {
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with
 	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
-	// is served anew. Answers are
+	// is served anew; nor is one larger than the whole
+	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
 	// graceful stop saves them and the next start reads them back. Against
@@ -786,7 +787,8 @@ type FilterUserParams struct {
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with
 	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
-	// is served anew. Answers are
+	// is served anew; nor is one larger than the whole
+	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
 	// graceful stop saves them and the next start reads them back. Against
