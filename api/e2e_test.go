@@ -261,6 +261,32 @@ func TestBatchAnswersEachUserInOrder(t *testing.T) {
 	}
 }
 
+// A user named twice in a batch is served twice, in order, each request
+// with its own limit and record: the second sees what the first recorded,
+// and a dry run between them records nothing.
+func TestBatchServesAUserNamedTwiceInOrder(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "u", Candidates: []string{"a", "b", "c"}, Limit: ptr(1)},
+		{User: "u", Candidates: []string{"a", "b", "c"}, Record: ptr(client.None)},
+		{User: "u", Candidates: []string{"a", "b", "c", "d"}, Limit: ptr(2)},
+	}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	want := []struct {
+		unseen         []string
+		seen, recorded int
+	}{{[]string{"a"}, 0, 1}, {[]string{"b", "c"}, 1, 0}, {[]string{"b", "c"}, 1, 2}}
+	for i, w := range want {
+		got := r.JSON200.Results[i]
+		if got.Error != nil || !slices.Equal(*got.Unseen, w.unseen) || *got.SeenCount != w.seen || *got.Recorded != w.recorded {
+			t.Errorf("request %d: %+v, want unseen %v, seen_count %d, recorded %d", i, got, w.unseen, w.seen, w.recorded)
+		}
+	}
+}
+
 func TestNamespaces(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")

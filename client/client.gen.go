@@ -1006,7 +1006,9 @@ type ClientInterface interface {
 	// FilterBatchWithBody The one call for many users at once
 	//
 	// Each request is the one call for one user; results come back in the
-	// same order. The whole batch is validated before any work: one bad
+	// same order. A user named in several requests is served for each, in
+	// their order, each with its own `limit` and `record`: a later one
+	// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
@@ -1024,7 +1026,9 @@ type ClientInterface interface {
 	// FilterBatch The one call for many users at once
 	//
 	// Each request is the one call for one user; results come back in the
-	// same order. The whole batch is validated before any work: one bad
+	// same order. A user named in several requests is served for each, in
+	// their order, each with its own `limit` and `record`: a later one
+	// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
@@ -1428,7 +1432,9 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // FilterBatchWithBody The one call for many users at once
 //
 // Each request is the one call for one user; results come back in the
-// same order. The whole batch is validated before any work: one bad
+// same order. A user named in several requests is served for each, in
+// their order, each with its own `limit` and `record`: a later one
+// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
@@ -1456,7 +1462,9 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // FilterBatch The one call for many users at once
 //
 // Each request is the one call for one user; results come back in the
-// same order. The whole batch is validated before any work: one bad
+// same order. A user named in several requests is served for each, in
+// their order, each with its own `limit` and `record`: a later one
+// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
@@ -2920,7 +2928,9 @@ type ClientWithResponsesInterface interface {
 	// FilterBatchWithBodyWithResponse The one call for many users at once
 	//
 	// Each request is the one call for one user; results come back in the
-	// same order. The whole batch is validated before any work: one bad
+	// same order. A user named in several requests is served for each, in
+	// their order, each with its own `limit` and `record`: a later one
+	// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
@@ -2938,7 +2948,9 @@ type ClientWithResponsesInterface interface {
 	// FilterBatchWithResponse The one call for many users at once
 	//
 	// Each request is the one call for one user; results come back in the
-	// same order. The whole batch is validated before any work: one bad
+	// same order. A user named in several requests is served for each, in
+	// their order, each with its own `limit` and `record`: a later one
+	// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
@@ -5671,7 +5683,9 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // FilterBatchWithBodyWithResponse The one call for many users at once
 //
 // Each request is the one call for one user; results come back in the
-// same order. The whole batch is validated before any work: one bad
+// same order. A user named in several requests is served for each, in
+// their order, each with its own `limit` and `record`: a later one
+// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
@@ -5695,7 +5709,9 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // FilterBatchWithResponse The one call for many users at once
 //
 // Each request is the one call for one user; results come back in the
-// same order. The whole batch is validated before any work: one bad
+// same order. A user named in several requests is served for each, in
+// their order, each with its own `limit` and `record`: a later one
+// sees what an earlier one recorded. The whole batch is validated before any work: one bad
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
