@@ -74,7 +74,14 @@ func (rs *replies) keep(r *reply, now time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if old, ok := rs.lru.Peek(r.id); ok {
+		rs.lru.Remove(r.id)
 		rs.bytes -= old.size()
+	}
+	if r.size() > rs.budget {
+		// Added, it would leave the budget last, after every other reply
+		// (it is the most recently used): one reply larger than the budget
+		// would take every other with it. Its retry is served anew.
+		return
 	}
 	rs.lru.Add(r.id, r)
 	rs.bytes += r.size()

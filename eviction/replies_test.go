@@ -111,6 +111,40 @@ func TestKeyedAnswersReadBackHaveATimeAndABudget(t *testing.T) {
 	}
 }
 
+// An answer read back that is larger than the whole budget is not kept,
+// and the answers kept stay: kept, it would be the most recently used, and
+// trimming to the budget would drop every other one before it, then it.
+func TestKeyedAnswerReadBackLargerThanTheBudgetTakesNoOther(t *testing.T) {
+	small := int64(replyOverhead + 40 + len("u0")) // 10 indexes, and the user's id
+	opts := Options{ReplyBytes: 2 * small}
+	fx := newFixture(t, opts)
+	cands := candidates(200)
+	for _, u := range []string{"u0", "u1"} {
+		if _, err := fx.h.FilterKeyed(nil, "default", u, cands, 10, userfilter.RecordReturned, callKey("key-"+u, "body")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 200 indexes: larger than the budget alone.
+	if _, err := fx.h.FilterKeyed(nil, "default", "big", cands, 0, userfilter.RecordReturned, callKey("key-big", "body")); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(false, opts)
+	for _, u := range []string{"u0", "u1", "big"} { // big read back last
+		if _, err := fx.h.User("default", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, b := fx.h.replies.usage(); n != 2 || b != 2*small {
+		t.Errorf("kept %d answers of %d bytes, want 2 of %d", n, b, 2*small)
+	}
+	for _, u := range []string{"u0", "u1"} {
+		res, err := fx.h.FilterKeyed(nil, "default", u, cands, 10, userfilter.RecordReturned, callKey("key-"+u, "body"))
+		if err != nil || !res.Replayed {
+			t.Errorf("%s's retry after an answer larger than the budget was read back: %+v, %v, want its answer again", u, res, err)
+		}
+	}
+}
+
 // The record of a keyed call, with or without the user's profile, reads
 // back as it was written, and no byte string read as one panics: each is
 // a record or errBadJournal.
