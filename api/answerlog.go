@@ -147,8 +147,15 @@ func (l *answerLog) begin() error {
 	return nil
 }
 
-// append adds a to what the next flush writes.
+// append adds a to what the next flush writes, unless its record would be
+// larger than maxAnswerBytes: read back, it would end its file as a
+// damaged record does, and every answer after it in the file would be lost
+// with it. Such an answer (a batch's, under a --max-body-bytes past 64 MiB)
+// is kept in memory only.
 func (l *answerLog) append(a keptAnswer) {
+	if answerPayload(a) > maxAnswerBytes {
+		return
+	}
 	l.mu.Lock()
 	l.pending = appendAnswer(l.pending, a)
 	l.mu.Unlock()
@@ -244,6 +251,13 @@ func (l *answerLog) close(remove bool) error {
 		l.closed = nil
 	}
 	return err
+}
+
+// answerPayload is the length of a's record after its header.
+func answerPayload(a keptAnswer) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(len(a.Key))) + len(a.Key) + 16 +
+		binary.PutUvarint(b[:], uint64(a.Status)) + 8 + len(a.Body)
 }
 
 // appendAnswer appends a's record to dst.

@@ -82,6 +82,42 @@ func TestAnswerLogReadsBackWhatItWroteUpToATornRecord(t *testing.T) {
 	}
 }
 
+// An answer whose record would be larger than a record may be read back
+// is not written: read back, it would end its file, and the answers after
+// it would be lost with it.
+func TestAnswerLogLeavesOutAnAnswerLargerThanARecordReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	logger := slog.New(slog.DiscardHandler)
+	l, _, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := testAnswer(0, now, 0)
+	huge.Body = make([]byte, maxAnswerBytes)
+	fits := testAnswer(1, now, 100)
+	if n := answerPayload(fits); n != len(appendAnswer(nil, fits))-answerHeader {
+		t.Fatalf("answerPayload %d, the record's payload %d", n, len(appendAnswer(nil, fits))-answerHeader)
+	}
+	l.append(huge)
+	l.append(fits)
+	l.flush(now, false)
+	if err := l.close(false); err != nil {
+		t.Fatal(err)
+	}
+	_, kept, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].Key != fits.Key {
+		keys := make([]string, len(kept))
+		for i, a := range kept {
+			keys[i] = strings.ReplaceAll(a.Key, "\x00", " ")
+		}
+		t.Fatalf("read back %d answers %q, want the one after the answer too large for a record", len(kept), keys)
+	}
+}
+
 // Answers past their time to live are not read back, and a file holding
 // none within it is deleted.
 func TestAnswerLogDropsAnswersPastTheirTimeToLive(t *testing.T) {
