@@ -557,7 +557,7 @@ type ServiceStats struct {
 	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
-	// Panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
+	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
 	Panics int64 `json:"panics"`
 
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.

@@ -268,7 +268,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} misses
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
- * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
+ * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
  * @property {Array<string>} removed_namespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
  * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
