@@ -282,3 +282,25 @@ func TestRetriesLeaveOtherConflicts(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// A batch answered 200 is sent once, whatever its users' results: a user
+// the store failed is the caller's to send again, in a call of its own.
+func TestRetriesLeaveABatchsUserErrorsToTheCaller(t *testing.T) {
+	e := newEnv(t)
+	tap := statusTap{next: http.DefaultTransport, status: make(chan int, 16)}
+	c := retrying(t, e.base, client.Retry{WaitMin: 10 * time.Millisecond, HTTPClient: &http.Client{Transport: tap}})
+	e.brokenStore()
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "cold", Candidates: []string{"a"}},
+	}})
+	if err != nil || r.JSON200 == nil || r.JSON200.Results[0].Error == nil ||
+		r.JSON200.Results[0].Error.Type != api.ProblemBase+"storage-unavailable" {
+		t.Fatalf("a batch whose user the store fails: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	<-tap.status
+	select {
+	case s := <-tap.status:
+		t.Fatalf("the batch was sent again (%d)", s)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

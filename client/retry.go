@@ -37,6 +37,9 @@ type Retry struct {
 // rate-limited, 503 (overloaded, unavailable, storage-unavailable) and 409
 // idempotency-key-in-use (the first of two identical calls is still being
 // answered) after their Retry-After, and 502 and 504 from a proxy in front.
+// A batch answered 200 is not sent again, whatever its users' results: a
+// user's error in it (503 storage-unavailable too) is the caller's to send
+// again, in a call of its own (the same key would get the same answer).
 //
 // Every route but the one call and its batch is safe to send twice: reads,
 // recording impressions (a set: twice is once), forgetting, imports (a
