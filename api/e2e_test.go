@@ -23,6 +23,8 @@ import (
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 	"github.com/seenapi/seenapi/web"
 )
@@ -284,6 +286,58 @@ func TestBatchServesAUserNamedTwiceInOrder(t *testing.T) {
 		if got.Error != nil || !slices.Equal(*got.Unseen, w.unseen) || *got.SeenCount != w.seen || *got.Recorded != w.recorded {
 			t.Errorf("request %d: %+v, want unseen %v, seen_count %d, recorded %d", i, got, w.unseen, w.seen, w.recorded)
 		}
+	}
+}
+
+// reloadOnAppend is the real store that, at the first journal append of
+// one user, runs reload: a SIGHUP met in the middle of a call.
+type reloadOnAppend struct {
+	*storage.Store
+	user   string
+	reload func()
+}
+
+func (r *reloadOnAppend) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	if user == r.user && r.reload != nil {
+		r.reload()
+		r.reload = nil
+	}
+	return r.Store.Append(ns, user, value, ttl)
+}
+
+// A namespace taken out (SIGHUP) while a batch of it is served fails the
+// users after that moment, each with its unknown-namespace problem: the
+// users before were served and recorded, and a 404 for the whole batch
+// would lose their answers.
+func TestBatchKeepsTheAnswersServedBeforeItsNamespaceWasTakenOut(t *testing.T) {
+	ro := &reloadOnAppend{user: "first"}
+	e := newEnvOver(t, func(s *storage.Store) eviction.Store { ro.Store = s; return ro })
+	ro.reload = func() {
+		served := slices.DeleteFunc(testNamespaces(), func(n eviction.Namespace) bool { return n.Name == "capped" })
+		if _, err := e.hot.SetNamespaces(served); err != nil {
+			t.Error(err)
+		}
+	}
+	r, err := e.client("").FilterBatchWithResponse(ctx, "capped", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "first", Candidates: []string{"a", "b"}, Limit: ptr(1)},
+		{User: "second", Candidates: []string{"a"}},
+	}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("a batch whose namespace was taken out after its first user: %v %d %s, want 200", err, r.StatusCode(), r.Body)
+	}
+	res := r.JSON200.Results
+	if res[0].Error != nil || !slices.Equal(*res[0].Unseen, []string{"a"}) || *res[0].Recorded != 1 {
+		t.Errorf("the user served before: %+v", res[0])
+	}
+	if res[1].Error == nil || res[1].Error.Type != api.ProblemBase+"unknown-namespace" {
+		t.Errorf("the user after: %+v, want unknown-namespace", res[1])
+	}
+	// Before any user is served, the batch is the namespace's 404.
+	r, err = e.client("").FilterBatchWithResponse(ctx, "capped", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "first", Candidates: []string{"b"}},
+	}})
+	if err != nil || r.ApplicationproblemJSON404 == nil {
+		t.Fatalf("a batch of a namespace taken out: %v %d %s, want 404", err, r.StatusCode(), r.Body)
 	}
 }
 

@@ -590,7 +590,10 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	for i, e := range req.Requests {
 		resp, err := s.batchCall(ns, e.User, e.Candidates, args[i], keys[i])
 		if err != nil {
-			if errors.Is(err, eviction.ErrUnknownNamespace) || errors.Is(err, eviction.ErrCallKeyReused) {
+			// A namespace taken out (SIGHUP) once the batch has served a
+			// user fails the users after it: those before were served,
+			// and answering the batch 404 would lose their answers.
+			if (i == 0 && errors.Is(err, eviction.ErrUnknownNamespace)) || errors.Is(err, eviction.ErrCallKeyReused) {
 				return err
 			}
 			p := problemFor(err)
