@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -302,5 +303,14 @@ func TestRetriesLeaveABatchsUserErrorsToTheCaller(t *testing.T) {
 	case s := <-tap.status:
 		t.Fatalf("the batch was sent again (%d)", s)
 	case <-time.After(200 * time.Millisecond):
+	}
+	// The answer is kept whole: the same key gets the user's error again.
+	body := []byte(`{"requests":[{"user":"cold","candidates":["a"]}]}`)
+	first, _, _ := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json", body, "Idempotency-Key", "k")
+	status, h, again := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json", body, "Idempotency-Key", "k")
+	if first != http.StatusOK || status != http.StatusOK || h.Get(api.HeaderReplayed) != "true" ||
+		!strings.Contains(string(again), "storage-unavailable") {
+		t.Fatalf("the keyed batch sent again: %d %d %s (replayed %q), want its user's error given again", first, status, again,
+			h.Get(api.HeaderReplayed))
 	}
 }
