@@ -183,6 +183,37 @@ func TestBatchStorageFailureIsLogged(t *testing.T) {
 	}
 }
 
+// The errors of a batch's users are counted by their status, in the
+// figures and in /metrics, apart from the error answers: the batch itself
+// is answered 200.
+func TestBatchUserErrorsAreCounted(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	e.brokenStore()
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "cold", Candidates: []string{"a"}},
+		{User: "cold2", Candidates: []string{"a"}},
+		{User: "open", Candidates: []string{"a"}, OnError: ptr(client.Open)},
+	}})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	st, err := c.GetStatsWithResponse(ctx)
+	if err != nil || st.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := st.JSON200.BatchUserErrors; len(got) != 1 || got["503"] != 2 {
+		t.Errorf("batch_user_errors %v, want 2 of status 503 (the degraded user is no error)", got)
+	}
+	if got := st.JSON200.Errors; len(got) != 0 {
+		t.Errorf("errors %v, want none: the batch was answered 200", got)
+	}
+	status, _, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK || !strings.Contains(string(body), "\nseenapi_batch_user_errors_total{status=\"503\"} 2\n") {
+		t.Errorf("metrics lack seenapi_batch_user_errors_total{status=\"503\"} 2: %d", status)
+	}
+}
+
 // panickyStore is the real store whose journal append panics for one user
 // while armed: a stand-in for a bug met in the middle of that user's call.
 type panickyStore struct {

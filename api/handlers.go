@@ -597,6 +597,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 				return err
 			}
 			p := problemFor(err)
+			s.k.countBatchError(p.Status)
 			s.logFailure("seenapi: a batch's user failed", p, err, "path", c.Path(), "user", e.User)
 			out.Results[i] = &batchFailure{User: e.User, Error: p}
 			continue

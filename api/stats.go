@@ -30,6 +30,10 @@ type ServiceStats struct {
 	IdempotencyBytes  int64             `json:"idempotency_bytes"`
 	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status
 	Collector         CollectorStats    `json:"collector"`
+
+	// BatchUserErrors are the errors of a batch's users, by their status:
+	// the batch is answered 200, and Errors does not count them.
+	BatchUserErrors map[string]uint64 `json:"batch_user_errors"`
 }
 
 // CollectorStats is the Go collector's work since the process started. With
@@ -87,6 +91,9 @@ type counters struct {
 	degraded atomic.Uint64
 	panics   atomic.Uint64 // recovered in handlers
 	duration *prometheus.HistogramVec
+
+	// batchErrors are a batch's users' errors, statuses 400..599.
+	batchErrors [200]atomic.Uint64
 }
 
 // durationBuckets are the upper bounds (seconds) of the request-duration
@@ -108,6 +115,13 @@ func (k *counters) countError(status int) {
 	}
 }
 
+// countBatchError counts the error of one user of a batch.
+func (k *counters) countBatchError(status int) {
+	if status >= 400 && status < 600 {
+		k.batchErrors[status-400].Add(1)
+	}
+}
+
 // Stats returns the service's figures now. Safe for concurrent use.
 func (s *Server) Stats() ServiceStats {
 	now := s.cfg.Now()
@@ -122,6 +136,7 @@ func (s *Server) Stats() ServiceStats {
 		Errors:        map[string]uint64{},
 		Collector:     readCollector(),
 	}
+	st.BatchUserErrors = map[string]uint64{}
 	st.Panics += s.k.panics.Load()
 	kept, bytes := s.replays.usage()
 	st.IdempotentReplays, st.IdempotencyKept, st.IdempotencyBytes = s.replays.replayed.Load(), int64(kept), bytes
@@ -131,6 +146,9 @@ func (s *Server) Stats() ServiceStats {
 	for i := range s.k.errors {
 		if n := s.k.errors[i].Load(); n > 0 {
 			st.Errors[strconv.Itoa(400+i)] = n
+		}
+		if n := s.k.batchErrors[i].Load(); n > 0 {
+			st.BatchUserErrors[strconv.Itoa(400+i)] = n
 		}
 	}
 	return st
@@ -206,6 +224,7 @@ func newCollector(s *Server) *collector {
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
+	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)
 	c.descs["level_bytes"] = prometheus.NewDesc("seenapi_storage_level_bytes", "Bytes in each level of the store's LSM tree.", []string{"level"}, nil)
 	return c
@@ -235,6 +254,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for code, n := range st.Errors {
 		ch <- prometheus.MustNewConstMetric(c.descs["errors"], prometheus.CounterValue, float64(n), code)
+	}
+	for code, n := range st.BatchUserErrors {
+		ch <- prometheus.MustNewConstMetric(c.descs["batch_errors"], prometheus.CounterValue, float64(n), code)
 	}
 	for _, l := range st.StorageLevels {
 		level := strconv.Itoa(l.Level)

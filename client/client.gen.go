@@ -496,7 +496,13 @@ type SeenResponse struct {
 
 // ServiceStats defines model for ServiceStats.
 type ServiceStats struct {
-	CacheBudgetBytes int64 `json:"cache_budget_bytes"`
+	// BatchUserErrors Errors of a batch's users by their status: each user's `error`
+	// in the results of a batch (`POST /v1/namespaces/{ns}/filter`),
+	// which is answered 200 and counts in `errors` only if the whole
+	// batch is refused. `/metrics` has them as
+	// `seenapi_batch_user_errors_total{status="..."}`.
+	BatchUserErrors  map[string]int64 `json:"batch_user_errors"`
+	CacheBudgetBytes int64            `json:"cache_budget_bytes"`
 
 	// CacheBytes Bytes accounted to hot users.
 	CacheBytes int64 `json:"cache_bytes"`

@@ -243,6 +243,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} ServiceStats
+ * @property {Object<string, number>} batch_user_errors Errors of a batch's users by their status: each user's `error` in the results of a batch (`POST /v1/namespaces/{ns}/filter`), which is answered 200 and counts in `errors` only if the whole batch is refused. `/metrics` has them as `seenapi_batch_user_errors_total{status="..."}`.
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
