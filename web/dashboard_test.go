@@ -846,6 +846,41 @@ func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
 	}
 }
 
+// A service that stops answering without closing its connections (a stopped
+// process, a stalled host, a lost network) is said so on the overview within
+// the page's time for an answer, rather than its last figures standing as
+// current; they come back when it answers again.
+func TestOverviewSaysAStalledServiceDoesNotAnswer(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
+
+	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			svc.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume) // before svc.stop, registered earlier
+	// 10 s for the answer, after a refresh that may wait 2 s.
+	tb.waitJSWithin(`(document.querySelector('#overview-error .problem')?.textContent || '').includes('did not answer within 10 s')`,
+		"the overview to say the service does not answer", 30*time.Second)
+	if got := tb.text("#updated"); !regexp.MustCompile(`^Figures of .+, not refreshed since: The service did not answer within 10 s`).MatchString(got) {
+		t.Errorf("the footer reads %q, want the time of the figures shown and why they are not refreshed", got)
+	}
+	if !eval[bool](tb, `!!document.querySelector('[data-k="hot-users"]')`) {
+		t.Errorf("the last figures disappeared while the service stalled")
+	}
+
+	resume()
+	tb.waitJSWithin(`!document.querySelector('#overview-error .problem') && document.querySelector('#updated').textContent.startsWith('Figures updated')`,
+		"the figures to be refreshed again", 30*time.Second)
+}
+
 // ownOverview starts a service of the test's own (with the flags extra),
 // stopped when the test ends, and opens its overview with the read key.
 func (s *suite) ownOverview(t *testing.T, extra ...string) (*service, *tab) {

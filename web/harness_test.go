@@ -642,7 +642,13 @@ func eval[T any](tb *tab, expr string) T {
 // waitJS waits until the expression is truthy.
 func (tb *tab) waitJS(expr, what string) {
 	tb.t.Helper()
-	if _, err := chromedp.Run(tb.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(waitFor),
+	tb.waitJSWithin(expr, what, waitFor)
+}
+
+// waitJSWithin waits up to d until the expression is truthy.
+func (tb *tab) waitJSWithin(expr, what string, d time.Duration) {
+	tb.t.Helper()
+	if _, err := chromedp.Run(tb.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d),
 		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		view, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		tb.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, view)

@@ -8,6 +8,9 @@ document.documentElement.dataset.started = '1'; // boot.js reports a module that
 const KEY_STORE = 'seenapi.key';
 const REFRESH_MS = 2000;
 const HISTORY_MS = 5 * 60 * 1000;
+// A call with no answer by then is given up, so that a stalled service (a stopped
+// process, a lost network) is said so instead of leaving its last figures as current.
+const ANSWER_MS = 10000;
 
 const state = {
   key: sessionStorage.getItem(KEY_STORE) || '',
@@ -56,18 +59,22 @@ async function call(opId, params = {}, body) {
   const key = state.key;
   const headers = { Accept: 'application/json, application/problem+json' };
   if (key) headers.Authorization = `Bearer ${key}`;
-  const init = { method: op.method, headers, cache: 'no-store' };
+  const init = { method: op.method, headers, cache: 'no-store', signal: AbortSignal.timeout(ANSWER_MS) };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  let res;
+  let res; let text;
   try {
     res = await fetch(path, init);
+    text = await res.text();
   } catch (e) {
-    throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
+    if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
+    // A call that changes something may have been done before the answer was lost.
+    const changes = op.role !== 'read' && op.role !== 'none';
+    throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${ANSWER_MS / 1000} s: it may be stopped, stalled or overloaded.` +
+      (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
   }
-  const text = await res.text();
   let doc = null;
   try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: keep the text below */ }
   if (!res.ok) {
@@ -451,7 +458,10 @@ async function poll() {
       document.getElementById('updated').textContent = `Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000} s`;
     } catch (e) {
       state.statsError = e;
-      document.getElementById('updated').textContent = `Figures not refreshed: ${e.detail || e.message}`;
+      // The figures still shown are those of the last answer: say how old they are.
+      const last = state.samples[state.samples.length - 1];
+      document.getElementById('updated').textContent = (last ? `Figures of ${new Date(last.t).toLocaleTimeString()}, not refreshed since: ` : 'Figures not refreshed: ') +
+        (e.detail || e.message);
     }
     if (state.view === 'overview') drawOverview();
   }
