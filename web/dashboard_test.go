@@ -394,6 +394,34 @@ func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	tb.waitJS(`document.querySelector('#role').title.startsWith('Key `+id+`: ')`, "the key's id in the role's tooltip")
 }
 
+// A key of one request a second, twice what the overview's refresh takes,
+// opens a user's page and checks items: the calls the page makes at once,
+// which the service refuses past the key's rate (429 with Retry-After,
+// before doing anything), are sent again after it instead of the page
+// showing the refusal.
+func TestAKeyOfOneRequestASecondOpensAUsersPage(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t, "--rate-limit", "1")
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "a", "b", "c")
+	tb.open(fragment("default", user))
+	tb.waitText("#user-items", "3")
+	tb.fill("#check-items", "a\nz")
+	tb.click("#check-form button")
+	tb.waitText("#check-result", "1 of 2 seen.")
+	if got := tb.text("#role"); got != "role: read · at most 1.0 requests/s" {
+		t.Errorf("the role reads %q", got)
+	}
+	// The page did meet the key's rate (the admin key has a rate of its own).
+	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if r.JSON200.Errors["429"] == 0 {
+		t.Errorf("no call of the page was refused for its rate: the test proves nothing")
+	}
+}
+
 func TestEachKeyShowsItsExactRole(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

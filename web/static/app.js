@@ -11,6 +11,8 @@ const HISTORY_MS = 5 * 60 * 1000;
 // A call with no answer by then is given up, so that a stalled service (a stopped
 // process, a lost network) is said so instead of leaving its last figures as current.
 const ANSWER_MS = 10000;
+// How long a call refused for its key's rate is sent again (see call).
+const RATE_WAIT_MS = 15000;
 
 const state = {
   key: sessionStorage.getItem(KEY_STORE) || '',
@@ -59,21 +61,33 @@ async function call(opId, params = {}, body) {
   const key = state.key;
   const headers = { Accept: 'application/json, application/problem+json' };
   if (key) headers.Authorization = `Bearer ${key}`;
-  const init = { method: op.method, headers, cache: 'no-store', signal: AbortSignal.timeout(ANSWER_MS) };
+  const init = { method: op.method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
+  // A key past its rate is refused before any work is done (429 rate-limited), so the call
+  // is sent again after the Retry-After the service gives, within RATE_WAIT_MS: a page
+  // makes a few calls at once, more than a key of a request or two a second lets through.
+  const deadline = Date.now() + RATE_WAIT_MS;
   let res; let text;
-  try {
-    res = await fetch(path, init);
-    text = await res.text();
-  } catch (e) {
-    if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
-    // A call that changes something may have been done before the answer was lost.
-    const changes = op.role !== 'read' && op.role !== 'none';
-    throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${ANSWER_MS / 1000} s: it may be stopped, stalled or overloaded.` +
-      (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
+  for (;;) {
+    init.signal = AbortSignal.timeout(ANSWER_MS);
+    try {
+      res = await fetch(path, init);
+      text = await res.text();
+    } catch (e) {
+      if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
+      // A call that changes something may have been done before the answer was lost.
+      const changes = op.role !== 'read' && op.role !== 'none';
+      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${ANSWER_MS / 1000} s: it may be stopped, stalled or overloaded.` +
+        (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
+    }
+    if (res.status !== 429 || key !== state.key) break;
+    // Jitter spreads the page's calls refused together over the next second.
+    const wait = (Number(res.headers.get('Retry-After')) || 1) * 1000 + Math.random() * 500;
+    if (Date.now() + wait > deadline) break;
+    await new Promise((resolve) => { setTimeout(resolve, wait); });
   }
   let doc = null;
   try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: keep the text below */ }
