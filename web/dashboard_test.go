@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // fragment is the page's deep link to a user, encoded as the page encodes it
@@ -333,6 +334,47 @@ func TestEraseAsksForConfirmation(t *testing.T) {
 	tb.waitJS(`!document.querySelector('#erase-dialog').open`, "the dialog to close")
 	if n := userItems(t, s, "default", user); n != 1 {
 		t.Errorf("after cancelling, the API says %d items, want 1", n)
+	}
+}
+
+// A user whose stored filter is corrupt fails every call on it but the
+// erase: its page says what the problem is and offers the erase, which lets
+// the user start afresh.
+func TestCorruptUserCanBeErasedFromItsPage(t *testing.T) {
+	s := setup(t)
+	data := "data-" + userID(t)
+	st, err := storage.Open(storage.DefaultOptions(filepath.Join(s.dir, data)).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteBack([]storage.Write{{NS: "default", User: "bad", Value: []byte("not a filter at all")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith(data, s.keysArg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", "bad"))
+	tb.useKey(s.keys.admin)
+
+	tb.waitText("#user .problem", "500 Corrupt filter:")
+	tb.waitText("#user-corrupt", "Erasing the user lets it start afresh")
+	if n := eval[int](tb, `document.querySelectorAll('#check-form, #record-form').length`); n != 0 {
+		t.Errorf("the page offers %d actions that the corrupt filter fails", n)
+	}
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation")
+	tb.click("#erase-confirm")
+	tb.waitText("#erase-result", "was erased")
+	tb.waitText("#user-missing", "No history")
+	status, _ := svc.problemDetail(t, http.MethodGet, "/v1/namespaces/default/users/bad", s.keys.read, "")
+	if status != http.StatusNotFound {
+		t.Errorf("after the erase the user answers HTTP %d, want 404", status)
 	}
 }
 

@@ -680,16 +680,17 @@ async function drawUser(out, seq, ns, user) {
   put(out, h('p', { class: 'muted' }, 'Loading…'));
   // The profile explains the figures (window, cap); the user's own answer decides what is shown.
   const profile = call('getNamespace', { ns }).catch(() => null);
-  let stats = null; let missing = null;
+  let stats = null; let missing = null; let corrupt = null;
   try {
     stats = await call('getUser', { ns, user });
   } catch (e) {
     if (seq !== state.seq) return;
-    if (e.kind !== 'user-not-found') {
+    // A corrupt filter fails its user's every call but the erase, which is its remedy.
+    if (e.kind === 'corrupt-filter') corrupt = e;
+    else if (e.kind !== 'user-not-found') {
       put(out, problemBox(e, `Looking up user ${user} in ${ns}`));
       return;
-    }
-    missing = e;
+    } else missing = e;
   }
   const prof = await profile;
   if (seq !== state.seq) return;
@@ -699,12 +700,15 @@ async function drawUser(out, seq, ns, user) {
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
-    missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
+    corrupt ? [problemBox(corrupt, `Reading user ${user}'s filter`),
+      h('p', { class: 'note', id: 'user-corrupt' }, 'Its stored filter cannot be read, so its calls fail (or, with on_error open, are answered unfiltered). ' +
+        'Erasing the user lets it start afresh, with every item unseen again.')]
+      : missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
     stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats)) : null,
-    h('div', { class: 'row' }, checkPanel(ns, user), recordPanel(ns, user, reload),
+    h('div', { class: 'row' }, corrupt ? null : [checkPanel(ns, user), recordPanel(ns, user, reload),
       // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
-      (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null,
-      erasePanel(ns, user, reload)));
+      (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null],
+    erasePanel(ns, user, reload)));
   showRole();
 }
 
