@@ -893,6 +893,23 @@ func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	}
 }
 
+// The user ids "." and "..", which the service refuses as no path can carry
+// them, are said so: the page does not send a call the browser would
+// resolve to another address (.../users/.. is .../default/).
+func TestDotUserIDsAreSaidUnusable(t *testing.T) {
+	s := setup(t)
+	tb := s.readTab(t)
+	for _, id := range []string{".", ".."} {
+		tb.open(fragment("default", id))
+		tb.waitText("#user .problem", `a user id cannot be "`+id+`": a path cannot carry it, so the service refuses it`)
+	}
+	for _, path := range []string{"/v1/namespaces/default/users/", "/v1/namespaces/default/"} {
+		if n := tb.apiCalls(http.MethodGet, path); n != 0 {
+			t.Errorf("the page sent GET %s %d times", path, n)
+		}
+	}
+}
+
 func TestUnknownAddressSaysSo(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)

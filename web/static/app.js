@@ -53,6 +53,11 @@ async function call(opId, params = {}, body) {
   if (!op) throw new Error(`the dashboard calls ${opId}, which openapi.yaml does not define`);
   let path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
     if (params[name] === undefined || params[name] === '') throw new Problem(0, { title: 'Missing input', detail: `${name} is required` });
+    // The browser would resolve them as a path's steps and call another address.
+    if (params[name] === '.' || params[name] === '..') {
+      throw new Problem(0, { title: 'Unusable id', detail: `${name === 'user' ? 'a user id' : `the ${name}`} cannot be "${params[name]}": ` +
+        'a path cannot carry it, so the service refuses it' });
+    }
     return encodeURIComponent(params[name]);
   });
   const query = new URLSearchParams(Object.entries(params)
