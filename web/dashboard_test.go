@@ -316,6 +316,40 @@ func TestRecordChangesTheItemCount(t *testing.T) {
 	}
 }
 
+// An item the service refuses is named by its place among the items entered
+// (blank lines skip) and its text, escaped so that a control character
+// shows, not by the JSON pointer of the request's body; nothing is recorded.
+func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "r:0")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	long := strings.Repeat("x", 300)
+	for _, c := range []struct{ items, detail, li string }{
+		{"r:1\n\n" + long + "\nr:2", `item 2 ("` + long[:40] + `…") is 300 bytes; at most 256`,
+			`item 2 ("` + long[:40] + `…"): the item is 300 bytes; at most 256`},
+		{"r:1\na\tb", `item 2 ("a\tb") contains a control character`, `item 2 ("a\tb"): the item contains a control character`},
+	} {
+		tb.do("enter the items", chromedp.Evaluate[chromedp.Void](`document.querySelector('#record-result').replaceChildren(); `+
+			`document.querySelector('#record-items').value = `+strconv.Quote(c.items)))
+		tb.click(`#record-form button[type="submit"]`)
+		tb.waitJS(`!!document.querySelector('#record-result .problem')`, "the refusal")
+		if got := tb.text("#record-result .problem .detail"); got != c.detail {
+			t.Errorf("the refusal reads %q, want %q", got, c.detail)
+		}
+		if got := tb.text("#record-result .problem li"); got != c.li {
+			t.Errorf("its item's line reads %q, want %q", got, c.li)
+		}
+	}
+	if n := userItems(t, s, "default", user); n != 1 {
+		t.Errorf("the API says %d items, want 1: a refused call records nothing", n)
+	}
+}
+
 func TestEraseAsksForConfirmation(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

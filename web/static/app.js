@@ -231,7 +231,7 @@ function problemBox(p, what) {
   if (what) box.prepend(h('span', {}, `${what} failed. `));
   if (p.status === 401) box.append(h('div', { class: 'hint' }, 'Enter an API key in the bar at the top (a read key is enough to look).'));
   if (p.errors && p.errors.length) {
-    box.append(h('ul', {}, p.errors.map((e) => h('li', {}, `${e.pointer || e.parameter || ''} ${e.detail}`.trim()))));
+    box.append(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
   }
   return box;
 }
@@ -803,11 +803,28 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
     if (!items.length) { put(result, h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
     button.disabled = true;
     put(result, h('p', { class: 'muted' }, 'Working…'));
-    try { await onrun(items, result); } catch (e) { put(result, problemBox(e, buttonText)); }
+    try { await onrun(items, result); } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
     button.disabled = false;
     gate(button);
   });
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
+}
+
+/**
+ * Names the items a problem points at (/items/3) by their place among those entered and their
+ * text, escaped as JSON so that a control character shows: item 4 ("a\tb").
+ */
+function nameItems(p, items) {
+  const name = (n) => {
+    const it = items[Number(n)];
+    return it === undefined ? null : `item ${num(Number(n) + 1)} (${JSON.stringify(it.length > 40 ? `${it.slice(0, 40)}…` : it)})`;
+  };
+  if (p.detail) p.detail = p.detail.replace(/(?:item )?\/items\/(\d+)/g, (m, n) => name(n) || m);
+  p.errors = (p.errors || []).map((e) => {
+    const at = /^\/items\/(\d+)$/.exec(e.pointer || '');
+    return at && name(at[1]) ? { ...e, pointer: name(at[1]) } : e;
+  });
+  return p;
 }
 
 function checkPanel(ns, user) {
