@@ -904,6 +904,11 @@ func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
 	if got := tb.text("#overview-error .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
 	}
+	// Its text, as read aloud or copied, has the words apart.
+	if got, want := eval[string](tb, `document.querySelector('#overview-error .problem').innerText.split('\n')[0]`),
+		"Refreshing the figures failed. 401 Unauthorized: "+detail; got != want {
+		t.Errorf("the problem's text reads %q, want %q", got, want)
+	}
 }
 
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {

@@ -227,6 +227,7 @@ function s(tag, attrs = {}) {
 function problemBox(p, what) {
   const box = h('div', { class: 'problem', role: 'alert' },
     p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
+    ' ', // in the text, not a margin: the problem is read aloud and copied into tickets
     h('span', { class: 'detail' }, p.detail || p.message));
   if (what) box.prepend(h('span', {}, `${what} failed. `));
   if (p.status === 401) box.append(h('div', { class: 'hint' }, 'Enter an API key in the bar at the top (a read key is enough to look).'));
