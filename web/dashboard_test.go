@@ -831,7 +831,7 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	}
 	// The calls offered candidates: the row gives the share of them that
 	// its users had already seen, out of how many.
-	if len(row) != 8 || !regexp.MustCompile(`^[0-9.]+% of [0-9,]+$`).MatchString(row[7]) {
+	if len(row) != 9 || !regexp.MustCompile(`^[0-9.]+% of [0-9,]+$`).MatchString(row[7]) {
 		t.Errorf("classic's candidates already seen read %q", row[7:])
 	}
 	// Largest share first.
@@ -849,6 +849,53 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 
 // A size of a whole number of a unit shows in that unit: a budget of
 // exactly 1 GiB reads 1.00 GiB, not 1024 MiB.
+// The table by namespace gives each namespace's items recorded, by every
+// recording route, as /v1/stats counts them: a recommender's impressions,
+// namespace by namespace.
+func TestOverviewShowsEachNamespacesItemsRecorded(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	w := svc.api(t, s.keys.write)
+	user := userID(t)
+	resp, err := w.FilterUserWithResponse(context.Background(), "classic", user, nil,
+		client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("filter: %v %s", err, resp.Body)
+	}
+	items := make([]string, 1500)
+	for i := range items {
+		items[i] = fmt.Sprintf("i:%d", i)
+	}
+	svc.record(t, s.keys.write, "feed", user, items...)
+
+	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	for ns, want := range map[string]string{
+		"classic": strconv.FormatInt(r.JSON200.Namespaces["classic"].Recorded, 10),
+		"feed":    commas(r.JSON200.Namespaces["feed"].Recorded),
+		"default": "0",
+	} {
+		tb.waitJS(fmt.Sprintf(`(() => { const th = [...document.querySelectorAll('#ns-stats thead th')].map((c) => c.textContent);
+			const r = document.querySelector('#ns-stats tr[data-ns=%q]');
+			return !!r && r.children[th.indexOf('Items recorded')]?.textContent === %q; })()`, ns, want),
+			fmt.Sprintf("%s's items recorded to read %s", ns, want))
+	}
+	if r.JSON200.Namespaces["feed"].Recorded < 1000 {
+		t.Errorf("feed recorded %d items: the test wants a figure in thousands", r.JSON200.Namespaces["feed"].Recorded)
+	}
+}
+
+// commas writes n as the page does (en-US): 1,234,567.
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 func TestCacheBudgetOfAWholeUnitShowsInIt(t *testing.T) {
 	s := setup(t)
 	_, tb := s.ownOverview(t, "--cache-bytes", "1GiB")

@@ -432,7 +432,7 @@ function drawOverview() {
   const names = Object.keys(nsStats).sort((a, b) => (nsStats[b].cache_bytes - nsStats[a].cache_bytes) || a.localeCompare(b));
   const nsTable = h('table', { id: 'ns-stats' },
     h('caption', {}, 'By namespace'),
-    h('thead', {}, h('tr', {}, ['Namespace', 'Hot users', 'Cache bytes', 'Share of budget', 'Hit ratio', 'Storage reads', 'Evicted', 'Candidates already seen']
+    h('thead', {}, h('tr', {}, ['Namespace', 'Hot users', 'Cache bytes', 'Share of budget', 'Hit ratio', 'Storage reads', 'Evicted', 'Candidates already seen', 'Items recorded']
       .map((c, i) => h('th', { scope: 'col', class: i ? 'num' : null }, c)))),
     h('tbody', {}, names.length ? names.map((name) => {
       const n = nsStats[name];
@@ -447,8 +447,9 @@ function drawOverview() {
         h('td', { class: 'num' }, n.hits + n.misses > 0 ? pct(n.hit_ratio, 1) : '–'),
         h('td', { class: 'num' }, `${num(n.loads)} (${count(n.new_users, 'new user')})`),
         h('td', { class: 'num' }, num(n.evictions)),
-        h('td', { class: 'num' }, n.candidates > 0 ? `${pct(n.seen_candidates / n.candidates, 1)} of ${num(n.candidates)}` : '–'));
-    }) : h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No namespaces configured.'))));
+        h('td', { class: 'num' }, n.candidates > 0 ? `${pct(n.seen_candidates / n.candidates, 1)} of ${num(n.candidates)}` : '–'),
+        h('td', { class: 'num' }, num(n.recorded)));
+    }) : h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No namespaces configured.'))));
 
   const statuses = Object.keys(st.errors || {}).sort();
   const errTable = h('table', { id: 'errors' },
