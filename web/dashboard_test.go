@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -348,6 +349,67 @@ func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 	if n := userItems(t, s, "default", user); n != 1 {
 		t.Errorf("the API says %d items, want 1: a refused call records nothing", n)
 	}
+}
+
+// An admin's export downloads the user's encoded filter, the bytes the
+// export route answers, as a file named after the namespace and the user;
+// a read key's is disabled, saying the role it needs.
+func TestExportDownloadsTheUsersFilter(t *testing.T) {
+	s := setup(t)
+	user := "web/export é " + userID(t)
+	api := s.recordItems(t, "default", user, 600)
+	resp, err := s.svc.api(t, s.keys.admin).ExportUserWithResponse(context.Background(), "default", user)
+	if err != nil || resp.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %s", err, resp.Body)
+	}
+	exported := resp.Body
+
+	dir := t.TempDir()
+	tb := s.newTab(t, nil)
+	if _, err := chromedp.Call(tb.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir}); err != nil {
+		t.Fatalf("allow downloads: %v", err)
+	}
+	t.Cleanup(func() { // the browser is the other tests' too
+		chromedp.Call(tb.tabc, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{Behavior: browser.SetDownloadBehaviorBehaviorDefault})
+	})
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.admin)
+	tb.waitText("#user-items", commas(api.Items))
+	tb.waitJS(`!!document.querySelector('#export-run')`, "the export's button")
+	tb.click("#export-run")
+	tb.waitText("#export-result .done", fmt.Sprintf("Exported %s:", bytesText(len(exported))))
+	name := regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString("default-"+user, "_")
+	name = name[:min(len(name), 120)] + ".filter"
+	if got := tb.text("#export-link"); got != name {
+		t.Errorf("the file is named %q, want %q", got, name)
+	}
+	deadline := time.Now().Add(waitFor)
+	for {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil && slices.Equal(got, exported) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the download %s reads %d bytes (%v), want the %d the export route answers", name, len(got), err, len(exported))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	tb.useKey(s.keys.read)
+	tb.waitText("#export-run ~ .need", "needs an admin key; this key is read")
+	if !eval[bool](tb, `document.querySelector('#export-run').disabled`) {
+		t.Errorf("a read key's export is enabled")
+	}
+}
+
+// bytesText writes n bytes as the page does under 1 KiB, or in KiB with two
+// decimals under 10 KiB.
+func bytesText(n int) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.2f KiB", float64(n)/1024)
 }
 
 func TestEraseAsksForConfirmation(t *testing.T) {

@@ -47,8 +47,9 @@ class Problem extends Error {
 /**
  * Calls the operation named opId of openapi.yaml with params and an optional JSON body. Params
  * named in the path fill it; the others, unless undefined or empty, make the query string.
+ * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON.
  */
-async function call(opId, params = {}, body) {
+async function call(opId, params = {}, body, opts = {}) {
   const op = operations[opId];
   if (!op) throw new Error(`the dashboard calls ${opId}, which openapi.yaml does not define`);
   let path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
@@ -64,7 +65,7 @@ async function call(opId, params = {}, body) {
     .filter(([name, v]) => !op.params.includes(name) && v !== undefined && v !== '').map(([name, v]) => [name, String(v)]));
   if (query.size) path += `?${query}`;
   const key = state.key;
-  const headers = { Accept: 'application/json, application/problem+json' };
+  const headers = { Accept: `${opts.blob ? 'application/octet-stream' : 'application/json'}, application/problem+json` };
   if (key) headers.Authorization = `Bearer ${key}`;
   const init = { method: op.method, headers, cache: 'no-store' };
   if (body !== undefined) {
@@ -75,18 +76,23 @@ async function call(opId, params = {}, body) {
   // is sent again after the Retry-After the service gives, within RATE_WAIT_MS: a page
   // makes a few calls at once, more than a key of a request or two a second lets through.
   const deadline = Date.now() + RATE_WAIT_MS;
-  let res; let text;
+  let res; let text; let blob;
   for (;;) {
-    init.signal = AbortSignal.timeout(ANSWER_MS);
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), ANSWER_MS);
+    init.signal = abort.signal;
     try {
       res = await fetch(path, init);
-      text = await res.text();
+      // An export's bytes take the time their size needs: the limit is on its answer's start.
+      if (res.ok && opts.blob) { clearTimeout(timer); blob = await res.blob(); } else text = await res.text();
     } catch (e) {
       if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
       // A call that changes something may have been done before the answer was lost.
       const changes = op.role !== 'read' && op.role !== 'none';
       throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${ANSWER_MS / 1000} s: it may be stopped, stalled or overloaded.` +
         (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
+    } finally {
+      clearTimeout(timer);
     }
     if (res.status !== 429 || key !== state.key) break;
     // Jitter spreads the page's calls refused together over the next second.
@@ -96,6 +102,7 @@ async function call(opId, params = {}, body) {
   }
   let doc = null;
   try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: keep the text below */ }
+  text = text || '';
   if (!res.ok) {
     const p = new Problem(res.status, doc && typeof doc === 'object' ? doc
       : { title: res.statusText, detail: text.trim().slice(0, 300) || `The service answered HTTP ${res.status}.` });
@@ -103,7 +110,7 @@ async function call(opId, params = {}, body) {
     throw p;
   }
   learnRole(op, key, null);
-  return doc;
+  return opts.blob ? blob : doc;
 }
 
 // ---------- role ----------
@@ -715,6 +722,7 @@ async function drawUser(out, seq, ns, user) {
     h('div', { class: 'row' }, corrupt ? null : [checkPanel(ns, user), recordPanel(ns, user, reload),
       // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
       (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null],
+    stats ? exportPanel(ns, user) : null,
     erasePanel(ns, user, reload)));
   showRole();
 }
@@ -859,6 +867,37 @@ function forgetPanel(ns, user, reload) {
       const box = document.getElementById('forget-result');
       if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
+}
+
+/**
+ * Downloads the user's encoded filter (GET .../export), which an import (PUT .../export) takes
+ * into another service or namespace; the link it leaves saves it again.
+ */
+function exportPanel(ns, user) {
+  const result = h('div', { id: 'export-result', 'aria-live': 'polite' });
+  const button = h('button', { type: 'button', id: 'export-run', 'data-op': 'exportUser' }, 'Download filter');
+  let url = '';
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    put(result, h('p', { class: 'muted' }, 'Working…'));
+    try {
+      const blob = await call('exportUser', { ns, user }, undefined, { blob: true });
+      if (url) URL.revokeObjectURL(url);
+      url = URL.createObjectURL(blob);
+      const name = `${`${ns}-${user}`.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 120)}.filter`;
+      const link = h('a', { href: url, download: name, id: 'export-link' }, name);
+      put(result, h('p', { class: 'done' }, `Exported ${bytes(blob.size)}: `, link, '.'));
+      link.click();
+    } catch (e) {
+      put(result, problemBox(e, 'Exporting'));
+    }
+    button.disabled = false;
+    gate(button);
+  });
+  return h('section', { class: 'panel', 'aria-labelledby': 'export-h' },
+    h('h3', { id: 'export-h' }, 'Export filter'),
+    h('p', { class: 'muted' }, 'Downloads the user\'s encoded filter, with its changes not yet written back: an import (PUT …/export) takes it into another service, or into a user of a namespace of the same profile.'),
+    h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })), result);
 }
 
 function erasePanel(ns, user, reload) {
