@@ -334,6 +334,9 @@ func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 		{"r:1\n\n" + long + "\nr:2", `item 2 ("` + long[:40] + `…") is 300 bytes; at most 256`,
 			`item 2 ("` + long[:40] + `…"): the item is 300 bytes; at most 256`},
 		{"r:1\na\tb", `item 2 ("a\tb") contains a control character`, `item 2 ("a\tb"): the item contains a control character`},
+		// A bidi control shows escaped: it would turn the words after it around.
+		{"r:1\n\u202e" + long, `item 2 ("\u202e` + long[:39] + `…") is 303 bytes; at most 256`,
+			`item 2 ("\u202e` + long[:39] + `…"): the item is 303 bytes; at most 256`},
 	} {
 		tb.do("enter the items", chromedp.Evaluate[chromedp.Void](`document.querySelector('#record-result').replaceChildren(); `+
 			`document.querySelector('#record-items').value = `+strconv.Quote(c.items)))
@@ -1055,6 +1058,53 @@ func TestDotUserIDsAreSaidUnusable(t *testing.T) {
 		if n := tb.apiCalls(http.MethodGet, path); n != 0 {
 			t.Errorf("the page sent GET %s %d times", path, n)
 		}
+	}
+}
+
+// afterIt says whether what follows the element sel (its next sibling,
+// text or element) starts after it as the text reads: to the right of its
+// last line, or on a line below.
+const afterIt = `((sel) => {
+	const el = document.querySelector(sel);
+	const r = document.createRange();
+	r.selectNode(el.nextSibling);
+	const lines = el.getClientRects(); const last = lines[lines.length - 1];
+	const next = r.getClientRects()[0];
+	return next.left >= last.right - 0.5 || next.top >= last.bottom - 0.5;
+})`
+
+// A user id holding a bidi control (U+202E, right-to-left override) cannot
+// turn the text after it around: the title, the note of a user without
+// history and the erase dialog read "User ID in NS ..." in that order, not
+// with the namespace and the words after the id reversed before it.
+func TestAUserIDCannotTurnTheTextAroundIt(t *testing.T) {
+	s := setup(t)
+	user := "x\u202e" + userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "a")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.admin)
+	tb.waitText("#user-items", "1")
+	for _, sel := range []string{"#user-title code:first-of-type", "#user-title code:nth-of-type(2)"} {
+		if !eval[bool](tb, afterIt+"("+strconv.Quote(sel)+")") {
+			t.Errorf("the title reads %q with what follows %s before it", tb.text("#user-title"), sel)
+		}
+	}
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation")
+	if !eval[bool](tb, afterIt+`('#erase-dd code')`) {
+		t.Errorf("the erase dialog reads %q with what follows the user before it", tb.text("#erase-dd"))
+	}
+	tb.click("#erase-cancel")
+
+	tb.open(fragment("default", "y\u202e"+userID(t)))
+	tb.waitJS(`!!document.querySelector('#user-missing')`, "the note of a user without history")
+	if !eval[bool](tb, afterIt+`('#user-missing bdi')`) {
+		t.Errorf("the note reads %q with what follows the user before it", tb.text("#user-missing"))
+	}
+	if got := eval[string](tb, `document.title`); !strings.HasPrefix(got, "\u2068y\u202e") || !strings.Contains(got, "\u2069 in default") {
+		t.Errorf("the page's title %q does not isolate the user id", got)
 	}
 }
 

@@ -219,6 +219,13 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * isolated wraps text in U+2068 and U+2069 (first-strong isolate, pop), for plain text such as
+ * the page's title: bidi controls inside a user id then stop at its end. In the page a bdi
+ * element (or code, isolated by the style sheet) does so without adding characters to copy.
+ */
+function isolated(text) { return `\u2068${text}\u2069`; }
+
 const SVG = 'http://www.w3.org/2000/svg';
 /** put replaces el's children, skipping null, undefined and false as h does. */
 function put(el, ...children) {
@@ -236,7 +243,7 @@ function problemBox(p, what) {
     p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
     ' ', // in the text, not a margin: the problem is read aloud and copied into tickets
     h('span', { class: 'detail' }, p.detail || p.message));
-  if (what) box.prepend(h('span', {}, `${what} failed. `));
+  if (what) box.prepend(h('span', {}, what, ' failed. '));
   if (p.status === 401) box.append(h('div', { class: 'hint' }, 'Enter an API key in the bar at the top (a read key is enough to look).'));
   if (p.errors && p.errors.length) {
     box.append(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
@@ -631,7 +638,7 @@ async function renderInspector(view, seq, ns, user) {
     if (!user) userInput.focus();
     return;
   }
-  document.title = `${user} in ${ns} · seenapi`;
+  document.title = `${isolated(user)} in ${ns} · seenapi`;
   await drawUser(out, seq, ns, user);
 }
 
@@ -702,7 +709,7 @@ async function drawUser(out, seq, ns, user) {
     // A corrupt filter fails its user's every call but the erase, which is its remedy.
     if (e.kind === 'corrupt-filter') corrupt = e;
     else if (e.kind !== 'user-not-found') {
-      put(out, problemBox(e, `Looking up user ${user} in ${ns}`));
+      put(out, problemBox(e, ['Looking up user ', h('bdi', {}, user), ` in ${ns}`]));
       return;
     } else missing = e;
   }
@@ -714,10 +721,10 @@ async function drawUser(out, seq, ns, user) {
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
-    corrupt ? [problemBox(corrupt, `Reading user ${user}'s filter`),
+    corrupt ? [problemBox(corrupt, ['Reading the filter of user ', h('bdi', {}, user)]),
       h('p', { class: 'note', id: 'user-corrupt' }, 'Its stored filter cannot be read, so its calls fail (or, with on_error open, are answered unfiltered). ' +
         'Erasing the user lets it start afresh, with every item unseen again.')]
-      : missing ? h('p', { class: 'note', id: 'user-missing' }, `No history: user ${user} has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
+      : missing ? h('p', { class: 'note', id: 'user-missing' }, 'No history: user ', h('bdi', {}, user), ` has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
     stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats)) : null,
     h('div', { class: 'row' }, corrupt ? null : [checkPanel(ns, user), recordPanel(ns, user, reload),
       // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
@@ -827,7 +834,11 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
 function nameItems(p, items) {
   const name = (n) => {
     const it = items[Number(n)];
-    return it === undefined ? null : `item ${num(Number(n) + 1)} (${JSON.stringify(it.length > 40 ? `${it.slice(0, 40)}…` : it)})`;
+    if (it === undefined) return null;
+    // Bidi controls are escaped too: they would turn the text after them around.
+    const text = JSON.stringify(it.length > 40 ? `${it.slice(0, 40)}…` : it)
+      .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    return `item ${num(Number(n) + 1)} (${text})`;
   };
   if (p.detail) p.detail = p.detail.replace(/(?:item )?\/items\/(\d+)/g, (m, n) => name(n) || m);
   p.errors = (p.errors || []).map((e) => {
@@ -919,7 +930,7 @@ function erasePanel(ns, user, reload) {
       await call('forgetUser', { ns, user });
       await reload();
       const box = document.getElementById('erase-result');
-      if (box) put(box, h('p', { class: 'done' }, `User ${user} was erased from ${ns}.`));
+      if (box) put(box, h('p', { class: 'done' }, 'User ', h('bdi', {}, user), ` was erased from ${ns}.`));
     } catch (e) {
       put(result, problemBox(e, 'Erasing'));
       open.disabled = false;
