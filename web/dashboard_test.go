@@ -1023,6 +1023,27 @@ func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
 	}
 }
 
+// A key pasted with a character no request header of the page can carry
+// (here a zero-width space) is refused at its entry, saying which and
+// where, instead of every call failing as if the service did not answer;
+// the key in use stays in use.
+func TestAKeyThePageCannotSendIsRefusedAtItsEntry(t *testing.T) {
+	s := setup(t)
+	tb := s.readTab(t)
+	tb.waitText("#updated", "Figures updated")
+	// As pasted: typing cannot enter a zero-width space.
+	tb.do("enter the key", chromedp.Evaluate[chromedp.Void](`document.querySelector('#key-input').value = `+strconv.Quote(s.keys.admin+"\u200b")),
+		chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)))
+	want := fmt.Sprintf("the key holds U+200B (its character %d), which the page cannot send", len(s.keys.admin)+1)
+	tb.waitText("#banner", want)
+	if got := tb.text("#role"); got != "role: read" {
+		t.Errorf("the role reads %q, want the read key's still", got)
+	}
+	if got := tb.text("#overview-error"); got != "" {
+		t.Errorf("the overview shows %q", got)
+	}
+}
+
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	s := setup(t)
 	status, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/namespaces/no-such-ns/users/42", s.keys.read, "")

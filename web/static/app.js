@@ -65,6 +65,7 @@ async function call(opId, params = {}, body, opts = {}) {
     .filter(([name, v]) => !op.params.includes(name) && v !== undefined && v !== '').map(([name, v]) => [name, String(v)]));
   if (query.size) path += `?${query}`;
   const key = state.key;
+  if (keyProblem(key)) throw new Problem(0, { title: 'Unusable key', detail: keyProblem(key) });
   const headers = { Accept: `${opts.blob ? 'application/octet-stream' : 'application/json'}, application/problem+json` };
   if (key) headers.Authorization = `Bearer ${key}`;
   const init = { method: op.method, headers, cache: 'no-store' };
@@ -983,6 +984,20 @@ async function route() {
 
 // ---------- key ----------
 
+/**
+ * Why the page cannot send key, or '' when it can. A request header carries printable ASCII
+ * here (fetch refuses what Latin-1 cannot write, and the service compares the key's UTF-8), and
+ * a key holds no space: a character pasted with a key (a zero-width space, a curly quote) would
+ * otherwise fail every call as if the service did not answer.
+ */
+function keyProblem(key) {
+  const chars = [...key];
+  const i = chars.findIndex((c) => c < '!' || c > '~');
+  if (i < 0) return '';
+  const c = chars[i] === ' ' ? 'a space' : `U+${chars[i].codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  return `the key holds ${c} (its character ${i + 1}), which the page cannot send: a key is printable ASCII without spaces. Paste it again without it.`;
+}
+
 function setupKey() {
   const form = document.getElementById('key-form');
   const input = document.getElementById('key-input');
@@ -992,6 +1007,8 @@ function setupKey() {
     ev.preventDefault();
     const k = input.value.trim();
     if (!k) { input.focus(); return; }
+    const why = keyProblem(k);
+    if (why) { banner(new Problem(0, { title: 'Key not used', detail: why })); input.focus(); return; }
     state.key = k;
     sessionStorage.setItem(KEY_STORE, k);
     input.value = '';
