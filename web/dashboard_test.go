@@ -1571,6 +1571,65 @@ func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
 // stored, is listed on the namespaces page; erasing its data asks first,
 // then says how many users were erased, and the service no longer stores
 // any of them.
+// A namespace's purge takes about 3.5 s a million users inside its call:
+// the page waits for its answer past the 10 s it gives other calls, saying
+// it is erasing, and shows the answer when it comes. The service stopped
+// (SIGSTOP) for 13 s stands for a large namespace.
+func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
+	s := setup(t)
+	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\npush:\n  window: 1d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), "", "", "--namespaces", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	svc.record(t, "", "push", "p1", "a")
+	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	tb := s.newTab(t, svc)
+	button := `#not-served tr[data-ns="push"] button`
+	for deadline := time.Now().Add(waitFor); ; {
+		tb.open("#/ns")
+		tb.waitJS(`!!document.querySelector('#namespaces')`, "the namespaces")
+		if eval[bool](tb, `!!document.querySelector('`+button+`')`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("push not listed as stored and not served after the SIGHUP")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.click(button)
+	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
+
+	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			svc.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	tb.click("#purge-confirm")
+	tb.waitText("#purge-result", "Erasing the data of push…")
+	time.Sleep(13 * time.Second)
+	if got := tb.text("#purge-result"); got != "Erasing the data of push…" {
+		t.Errorf("13 s into the purge the page reads %q, want it still erasing", got)
+	}
+	resume()
+	tb.waitText("#purge-done", "Erased the data of push: 1 user.")
+}
+
 func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 	s := setup(t)
 	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")

@@ -11,6 +11,8 @@ const HISTORY_MS = 5 * 60 * 1000;
 // A call with no answer by then is given up, so that a stalled service (a stopped
 // process, a lost network) is said so instead of leaving its last figures as current.
 const ANSWER_MS = 10000;
+// A namespace's purge: a million users take about 3.5 s, so a large one takes minutes.
+const PURGE_ANSWER_MS = 15 * 60 * 1000;
 // How long a call refused for its key's rate is sent again (see call).
 const RATE_WAIT_MS = 15000;
 
@@ -47,7 +49,8 @@ class Problem extends Error {
 /**
  * Calls the operation named opId of openapi.yaml with params and an optional JSON body. Params
  * named in the path fill it; the others, unless undefined or empty, make the query string.
- * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON.
+ * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON;
+ * opts.answerMs gives a call that takes long by design more than ANSWER_MS to answer.
  */
 async function call(opId, params = {}, body, opts = {}) {
   const op = operations[opId];
@@ -80,7 +83,7 @@ async function call(opId, params = {}, body, opts = {}) {
   let res; let text; let blob;
   for (;;) {
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), ANSWER_MS);
+    const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), opts.answerMs || ANSWER_MS);
     init.signal = abort.signal;
     try {
       res = await fetch(path, init);
@@ -90,7 +93,7 @@ async function call(opId, params = {}, body, opts = {}) {
       if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
       // A call that changes something may have been done before the answer was lost.
       const changes = op.role !== 'read' && op.role !== 'none';
-      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${ANSWER_MS / 1000} s: it may be stopped, stalled or overloaded.` +
+      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${duration((opts.answerMs || ANSWER_MS) / 1000)}: it may be stopped, stalled or overloaded.` +
         (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
     } finally {
       clearTimeout(timer);
@@ -569,8 +572,10 @@ function notServedPanel(names, reload) {
   confirmBtn.addEventListener('click', async () => {
     dialog.close();
     const ns = chosen;
+    // The service erases about a million users in 3.5 s, and finishes even if the page stops waiting.
+    put(result, h('p', { class: 'muted' }, `Erasing the data of ${ns}…`));
     try {
-      const r = await call('purgeNamespace', { ns });
+      const r = await call('purgeNamespace', { ns }, undefined, { answerMs: PURGE_ANSWER_MS });
       await reload(`Erased the data of ${ns}: ${count(r.users_erased, 'user')}.`);
     } catch (e) {
       put(result, problemBox(e, `Erasing ${ns}`));
