@@ -1044,6 +1044,26 @@ func TestAKeyThePageCannotSendIsRefusedAtItsEntry(t *testing.T) {
 	}
 }
 
+// A page without a key the service takes asks for the figures once, not
+// every 2 s: each ask would be one more 401 in the service's errors, which
+// its operators watch. A key entered starts the refresh again.
+func TestAPageWithoutAKeyDoesNotKeepAskingForTheFigures(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.waitText("#updated", "Figures not refreshed")
+	time.Sleep(3 * time.Second) // a refresh and a half
+	if n := tb.apiCalls(http.MethodGet, "/v1/stats"); n != 1 {
+		t.Errorf("without a key the page asked GET /v1/stats %d times, want once", n)
+	}
+	if got := tb.text("#updated"); !strings.HasSuffix(got, "(asked again once a key is entered)") {
+		t.Errorf("the footer reads %q, not saying when the figures are asked again", got)
+	}
+	tb.useKey(s.keys.read)
+	tb.waitText("#updated", "Figures updated")
+	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
+}
+
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	s := setup(t)
 	status, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/namespaces/no-such-ns/users/42", s.keys.read, "")

@@ -500,7 +500,13 @@ async function poll() {
       // The figures still shown are those of the last answer: say how old they are.
       const last = state.samples[state.samples.length - 1];
       document.getElementById('updated').textContent = (last ? `Figures of ${new Date(last.t).toLocaleTimeString()}, not refreshed since: ` : 'Figures not refreshed: ') +
-        (e.detail || e.message);
+        (e.detail || e.message) + (e.status === 401 ? ' (asked again once a key is entered)' : '');
+      // Without a key the service takes, asking again every 2 s would only add to its count
+      // of 401 answers, which its operators may watch: the figures wait for a key (resetRole).
+      if (e.status === 401) {
+        if (state.view === 'overview') drawOverview();
+        return;
+      }
     }
     if (state.view === 'overview') drawOverview();
   }
