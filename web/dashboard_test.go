@@ -100,6 +100,41 @@ func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	}
 }
 
+// The user inspector of a key limited to a namespace other than default
+// lists the users of the namespace its select shows, one the key may call,
+// not default's (which the key is refused).
+func TestInspectorOfAKeyLimitedToANamespaceListsItsUsers(t *testing.T) {
+	s := setup(t)
+	read, write := newKey(), newKey()
+	keys := filepath.Join(s.dir, "keys-"+userID(t))
+	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces=classic\nwrite:"+write+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, write, "classic", user, "a")
+
+	tb := s.newTab(t, svc)
+	tb.open("")
+	tb.useKey(read)
+	tb.open("#/users")
+	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(user)+`)`,
+		"classic's user in the list")
+	if got := tb.text("#user-list-title"); got != "Users in classic" {
+		t.Errorf("the list is titled %q", got)
+	}
+	if got := eval[string](tb, `document.querySelector('#lookup-ns').value`); got != "classic" {
+		t.Errorf("the select shows %q", got)
+	}
+	if got := tb.text("#user .problem"); got != "" {
+		t.Errorf("the inspector shows the problem %q", got)
+	}
+}
+
 func TestLookUpFormLinksToTheUser(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

@@ -638,7 +638,14 @@ async function renderInspector(view, seq, ns, user) {
   fill(state.namespaces ? state.namespaces.map((n) => n.name) : ns ? [ns] : ['default']);
   // Asked again each time: a SIGHUP may have added a namespace since the page loaded.
   loadNamespaces()
-    .then((list) => { if (seq === state.seq) fill(list.map((n) => n.name)); })
+    .then((list) => {
+      if (seq !== state.seq) return;
+      const before = nsSelect.value;
+      fill(list.map((n) => n.name));
+      // A namespace guessed before the list came (default) and not in it, as for a key limited
+      // to others: the select now shows another, whose users the list below must follow.
+      if (nsSelect.value !== before) nsSelect.dispatchEvent(new Event('change'));
+    })
     .catch(() => { /* the list is a convenience; the lookup itself reports errors */ });
 
   if (!ns || !user) {
