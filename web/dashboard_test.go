@@ -450,6 +450,35 @@ func bytesText(n int) string {
 	return fmt.Sprintf("%.2f KiB", float64(n)/1024)
 }
 
+// Recording many new items at once, some test seen against those the same
+// call recorded before them (false positives) and are not added: the
+// message accounts for every item sent, not only those recorded or seen.
+func TestRecordAccountsForEveryItemSent(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitJS(`!!document.querySelector('#user-missing')`, "the page of a user without history")
+	const n = 3000
+	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+		`document.querySelector('#record-items').value = Array.from({length: %d}, (_, i) => 'fp:' + i).join('\n')`, n)))
+	tb.click(`#record-form button[type="submit"]`)
+	msg := tb.waitText("#record-result .done", "Recorded")
+	m := regexp.MustCompile(`^Recorded ([0-9,]+) new, 0 already seen; ([0-9,]+) more tested seen against items recorded before them in this call \(false positives, at the filter's rate\), so were not added\.$`).FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("the message reads %q", msg)
+	}
+	recorded, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+	rest, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
+	if recorded+rest != n {
+		t.Errorf("the message accounts for %d + %d items, want %d", recorded, rest, n)
+	}
+	if got := userItems(t, s, "default", user); got != int64(recorded) {
+		t.Errorf("the API says %d items, the message %d recorded", got, recorded)
+	}
+}
+
 func TestEraseAsksForConfirmation(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

@@ -882,7 +882,12 @@ function recordPanel(ns, user, reload) {
     'recordSeen', 'Record', async (items, result) => {
       const r = await call('recordSeen', { ns, user }, { items });
       await reload();
-      const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen${r.saturated ? '; the user is at the item cap, some were not recorded' : ''}.`;
+      // The items sent count once each; one that tested seen against an item this same call
+      // added before it (a false positive) is neither recorded nor counted seen.
+      const rest = new Set(items).size - r.recorded - r.seen_count;
+      const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen` +
+        (r.saturated ? '; the user is at the item cap, some were not recorded.'
+          : rest > 0 ? `; ${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
       const box = document.getElementById('record-result');
       if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
