@@ -154,6 +154,28 @@ func TestLookUpFormLinksToTheUser(t *testing.T) {
 	}
 }
 
+// The look-up takes the user id as typed: a user whose id begins with a
+// space (which the service takes) is found, not the user without it, and
+// its title says the space is there.
+func TestLookUpKeepsTheSpacesOfAnID(t *testing.T) {
+	s := setup(t)
+	user := " " + userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "i:1")
+
+	tb := s.readTab(t)
+	tb.open("#/users")
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
+	tb.fill("#lookup-user", user)
+	tb.click(`#lookup button[type="submit"]`)
+	tb.waitText("#user-items", "1")
+	if got, want := eval[string](tb, "location.hash"), fragment("default", user); got != want {
+		t.Errorf("after the lookup the address is %q, want %q", got, want)
+	}
+	if got := tb.text("#user-space"); got != "(the id begins with a space)" {
+		t.Errorf("the title's note reads %q", got)
+	}
+}
+
 // recordItems records n items ("item:0", ...) for user in the default
 // namespace and returns the user's stats as the API gives them.
 func (s *suite) recordItems(t *testing.T, ns, user string, n int) *client.UserStats {

@@ -621,8 +621,9 @@ async function renderInspector(view, seq, ns, user) {
     h('div', {}, h('button', { type: 'submit' }, 'Look up')));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const u = userInput.value.trim();
-    if (!u) { userInput.focus(); return; }
+    // The id as typed: the service takes spaces at its ends, so " 42" is a user apart from "42".
+    const u = userInput.value;
+    if (!u.trim()) { userInput.focus(); return; }
     const target = userHash(nsSelect.value, u);
     if (location.hash === target) route(); else location.hash = target;
   });
@@ -737,6 +738,8 @@ async function drawUser(out, seq, ns, user) {
   const reload = () => drawUser(out, seq, ns, user);
   put(out, 
     h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
+      // Spaces at an id's ends do not show in it: a pasted id may carry one unseen.
+      /^\s|\s$/.test(user) ? [h('span', { class: 'muted', id: 'user-space' }, `(the id ${/^\s/.test(user) ? 'begins' : 'ends'} with a space)`), ' '] : null,
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
