@@ -3,6 +3,7 @@ package eviction
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -70,16 +71,7 @@ func TestKill9LosesNoAcknowledgedImpression(t *testing.T) {
 	acked := map[string][]string{} // user -> items acknowledged
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for round := 0; round < 4; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, fmt.Sprintf("SEENAPI_CRASH_ROUND=%d", round))
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdout := startChild(t, crashChildEnv+"="+dir, fmt.Sprintf("SEENAPI_CRASH_ROUND=%d", round))
 		lines := make(chan string, 1024)
 		go func() {
 			sc := bufio.NewScanner(stdout)
@@ -158,4 +150,22 @@ func TestKill9LosesNoAcknowledgedImpression(t *testing.T) {
 	if rate > 0.02 {
 		t.Fatalf("never-sent items seen at %.4f, over twice the 1%% target", rate)
 	}
+}
+
+// startChild starts this test binary again, running no test, with env
+// added to its environment (the child's TestMain runs what it names), and
+// returns it with its standard output.
+func startChild(t *testing.T, env ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout
 }

@@ -13,15 +13,7 @@ import (
 // takes their memory out of the hot set's count, so the budget is not
 // spent, and other users evicted, on memory no longer held.
 func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
-	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	fx := newFixture(t, Options{Now: clock})
-	items := make([]string, 20000)
-	for i := range items {
-		items[i] = fmt.Sprint("item-", i)
-	}
-	record(t, fx.h, "push", "u", items...)
-	full, _ := fx.h.Usage()
-	advance(9 * 24 * time.Hour) // past the 7-day window and its bucket
+	fx, full := pastItsWindow(t)
 	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +31,7 @@ func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
 // encodes it; their memory leaves the hot set's count then too, not only
 // at a later call that drops some.
 func TestBucketsExpiredByAWriteBackLeaveTheBudget(t *testing.T) {
-	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	fx := newFixture(t, Options{Now: clock})
-	items := make([]string, 20000)
-	for i := range items {
-		items[i] = fmt.Sprint("item-", i)
-	}
-	record(t, fx.h, "push", "u", items...)
-	full, _ := fx.h.Usage()
-	advance(9 * 24 * time.Hour) // past the 7-day window and its bucket
+	fx, full := pastItsWindow(t)
 	if err := fx.h.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,4 +46,20 @@ func TestBucketsExpiredByAWriteBackLeaveTheBudget(t *testing.T) {
 	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
 		t.Fatalf("after the write-back dropped the user's buckets: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
 	}
+}
+
+// pastItsWindow returns a hot set whose user "u" of the 7-day namespace
+// "push" recorded 20,000 items 9 days ago, past the window and its bucket,
+// and the bytes the hot set counted when they were recorded.
+func pastItsWindow(t *testing.T) (fx *fixture, full int64) {
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	fx = newFixture(t, Options{Now: clock})
+	items := make([]string, 20000)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	record(t, fx.h, "push", "u", items...)
+	full, _ = fx.h.Usage()
+	advance(9 * 24 * time.Hour)
+	return fx, full
 }

@@ -3,8 +3,6 @@ package eviction
 import (
 	"bufio"
 	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -130,16 +128,7 @@ func capChild(dir string) {
 // capChildRun runs capChild in a process, kills it with SIGKILL once its
 // calls are answered, and returns the items of its last call.
 func capChildRun(t *testing.T, dir string) []string {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), capChildEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := startChild(t, capChildEnv+"="+dir)
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
