@@ -1800,3 +1800,36 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 		t.Errorf("feed/f1 after push's erase: %v %d", err, u.StatusCode())
 	}
 }
+
+// A change whose call got no answer at all (the service went away: a
+// refused or cut connection) says that whether it was done is unknown, as
+// one that got no answer in time does: the page cannot tell a refused
+// connection from one cut after the service recorded the items.
+func TestAChangeWithoutAnAnswerSaysWhetherItWasDoneIsUnknown(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "a")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+
+	svc.stop()
+	tb.fill("#record-items", "b")
+	tb.click(`#record-form button[type="submit"]`)
+	msg := tb.waitText("#record-result .problem", "No answer")
+	if !strings.Contains(msg, "Whether it was done is unknown") {
+		t.Errorf("a record without an answer reads %q, want it to say whether it was done is unknown", msg)
+	}
+	// A look needs no such warning: it changes nothing.
+	tb.fill("#check-items", "b")
+	tb.click(`#check-form button[type="submit"]`)
+	if msg := tb.waitText("#check-result .problem", "No answer"); strings.Contains(msg, "unknown") {
+		t.Errorf("a check without an answer reads %q", msg)
+	}
+}

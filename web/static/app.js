@@ -90,11 +90,11 @@ async function call(opId, params = {}, body, opts = {}) {
       // An export's bytes take the time their size needs: the limit is on its answer's start.
       if (res.ok && opts.blob) { clearTimeout(timer); blob = await res.blob(); } else text = await res.text();
     } catch (e) {
-      if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?` });
-      // A call that changes something may have been done before the answer was lost.
-      const changes = op.role !== 'read' && op.role !== 'none';
-      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${duration((opts.answerMs || ANSWER_MS) / 1000)}: it may be stopped, stalled or overloaded.` +
-        (changes ? ' Whether it was done is unknown: look again before repeating it.' : '') });
+      // A call that changes something may have been done before the answer was lost: a
+      // connection cut after the service did it fails as one refused does.
+      const unknown = op.role !== 'read' && op.role !== 'none' ? ' Whether it was done is unknown: look again before repeating it.' : '';
+      if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?${unknown}` });
+      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${duration((opts.answerMs || ANSWER_MS) / 1000)}: it may be stopped, stalled or overloaded.${unknown}` });
     } finally {
       clearTimeout(timer);
     }
