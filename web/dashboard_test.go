@@ -1107,6 +1107,10 @@ func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
 		"Refreshing the figures failed. 401 Unauthorized: "+detail; got != want {
 		t.Errorf("the problem's text reads %q, want %q", got, want)
 	}
+	// The hint speaks of the key entered, not of entering one.
+	if got := tb.text("#overview-error .problem .hint"); !strings.HasPrefix(got, "The service does not take the key entered") {
+		t.Errorf("the hint under a rejected key reads %q", got)
+	}
 }
 
 // A key pasted with a character no request header of the page can carry

@@ -248,7 +248,11 @@ function problemBox(p, what) {
     ' ', // in the text, not a margin: the problem is read aloud and copied into tickets
     h('span', { class: 'detail' }, p.detail || p.message));
   if (what) box.prepend(h('span', {}, what, ' failed. '));
-  if (p.status === 401) box.append(h('div', { class: 'hint' }, 'Enter an API key in the bar at the top (a read key is enough to look).'));
+  if (p.status === 401) {
+    box.append(h('div', { class: 'hint' }, state.key
+      ? 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'
+      : 'Enter an API key in the bar at the top (a read key is enough to look).'));
+  }
   if (p.errors && p.errors.length) {
     box.append(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
   }
