@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // fragment is the page's deep link to a user, encoded as the page encodes it
@@ -498,6 +500,47 @@ func TestRecordAccountsForEveryItemSent(t *testing.T) {
 	}
 	if got := userItems(t, s, "default", user); got != int64(recorded) {
 		t.Errorf("the API says %d items, the message %d recorded", got, recorded)
+	}
+}
+
+// In a namespace with a window, an item seen only in an earlier time bucket
+// is recorded again in the current one and counts both as recorded and as
+// seen (SeenResponse): the message neither calls it new nor counts an item
+// sent twice.
+func TestRecordInAWindowCallsNoItemSeenBeforeNew(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	// The feed namespace's profile (namespacesYAML), with items recorded 8
+	// days ago: in the bucket before the current one of 7.5 days.
+	p := userfilter.Profile{FPRate: 0.01, Window: 30 * 24 * time.Hour, Granularity: 180 * time.Hour, MaxItems: 100000}.WithDefaults()
+	f, err := userfilter.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Add([]string{"old:1", "old:2", "old:3"}, time.Now().Add(-8*24*time.Hour))
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.svc.api(t, s.keys.admin).ImportUserWithBodyWithResponse(context.Background(), "feed", user, nil,
+		"application/octet-stream", bytes.NewReader(raw))
+	if err != nil || resp.StatusCode() != http.StatusNoContent {
+		t.Fatalf("import: %v %s", err, resp.Body)
+	}
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("feed", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "3")
+	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](
+		`document.querySelector('#record-items').value = 'old:1\nold:2\nold:3\nnew:1\nnew:2'`))
+	tb.click(`#record-form button[type="submit"]`)
+	msg := tb.waitText("#record-result .done", "Recorded")
+	// The service records the 3 seen again in the current bucket and the 2
+	// new ones, and says 3 were seen: 5 and 3 for 5 items sent.
+	const want = "Recorded 5, 3 already seen (one seen only in an earlier time bucket of the window is recorded again in the current one, and counts in both)."
+	if msg != want {
+		t.Errorf("the message reads %q, want %q", msg, want)
 	}
 }
 

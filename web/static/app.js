@@ -752,7 +752,7 @@ async function drawUser(out, seq, ns, user) {
         'Erasing the user lets it start afresh, with every item unseen again.')]
       : missing ? h('p', { class: 'note', id: 'user-missing' }, 'No history: user ', h('bdi', {}, user), ` has seen nothing in ${ns} (${missing.detail || 'not found'}).`) : null,
     stats ? h('div', { class: 'row' }, summaryPanel(stats, prof), layersPanel(stats)) : null,
-    h('div', { class: 'row' }, corrupt ? null : [checkPanel(ns, user), recordPanel(ns, user, reload),
+    h('div', { class: 'row' }, corrupt ? null : [checkPanel(ns, user), recordPanel(ns, user, reload, !!(stats ? stats.window : prof && prof.window)),
       // Only a compact filter can forget items; the user's own kind decides, else the namespace's.
       (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null],
     stats ? exportPanel(ns, user) : null,
@@ -884,17 +884,22 @@ function checkPanel(ns, user) {
     });
 }
 
-function recordPanel(ns, user, reload) {
+function recordPanel(ns, user, reload, windowed) {
   return actionPanel('record', 'Record items', 'Marks the items seen for this user, as the recommender does when it shows them.',
     'recordSeen', 'Record', async (items, result) => {
       const r = await call('recordSeen', { ns, user }, { items });
       await reload();
       // The items sent count once each; one that tested seen against an item this same call
-      // added before it (a false positive) is neither recorded nor counted seen.
+      // added before it (a false positive) is neither recorded nor counted seen. With a window,
+      // one seen only in an earlier time bucket is recorded again in the current one and counts
+      // in both (SeenResponse): those recorded are then not all new, and the false positives
+      // are the rest at least.
+      const again = windowed && r.recorded > 0 && r.seen_count > 0;
       const rest = new Set(items).size - r.recorded - r.seen_count;
-      const msg = `Recorded ${num(r.recorded)} new, ${num(r.seen_count)} already seen` +
+      const msg = `Recorded ${num(r.recorded)}${again ? '' : ' new'}, ${num(r.seen_count)} already seen` +
+        (again ? ' (one seen only in an earlier time bucket of the window is recorded again in the current one, and counts in both)' : '') +
         (r.saturated ? '; the user is at the item cap, some were not recorded.'
-          : rest > 0 ? `; ${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
+          : rest > 0 ? `; ${again ? 'at least ' : ''}${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
       const box = document.getElementById('record-result');
       if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
     });
