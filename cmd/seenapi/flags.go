@@ -236,26 +236,32 @@ Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 7
 	}
 }
 
-// parseFlags sets o from the environment, then from args.
+// parseFlags sets o from args, then from the environment for the flags
+// args leave out: a flag on the command line wins, so the environment
+// variable of a flag it gives is not read, and a bad value there (a stale
+// SEENAPI_CACHE_BYTES in a unit file) cannot stop a command whose flag
+// replaces it.
 func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v := env.get(envName(f.Name)); v != "" && err == nil {
-			if serr := fs.Set(f.Name, v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, wants(f.Value, serr))
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
 	if err := fs.Parse(args); err != nil {
 		return dashDash(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	return nil
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		if v := env.get(envName(f.Name)); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, wants(f.Value, serr))
+			}
+		}
+	})
+	return err
 }
 
 // flagErrorForms are the flag package's parsing errors that name a flag,

@@ -217,6 +217,15 @@ func TestEnvironmentSetsFlagsAndFlagsWin(t *testing.T) {
 	if err := parseFlags(fs, nil, mapEnv(env)); err == nil {
 		t.Fatal("a bad environment value must fail")
 	}
+	// The flag wins: the variable of a flag given on the command line is
+	// not read, so its bad value does not stop the command.
+	fs = newFlagSet("serve", &o, io.Discard)
+	if err := parseFlags(fs, []string{"--cache-bytes", "2GiB"}, mapEnv(env)); err != nil {
+		t.Fatalf("--cache-bytes 2GiB with SEENAPI_CACHE_BYTES=lots: %v", err)
+	}
+	if o.cacheBytes != 2<<30 {
+		t.Fatalf("cache bytes %d, want %d", o.cacheBytes, 2<<30)
+	}
 }
 
 // Every flag of bytes takes a size as --cache-bytes does, a unit or none:
