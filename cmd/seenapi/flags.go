@@ -219,8 +219,8 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 	})
 	if cmd == "serve" {
 		fmt.Fprint(w, `
---cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout and the --max-* limits
-must be positive (0 is refused, not read as the default).
+--cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout, --idempotency-bytes
+and the --max-* limits must be positive (0 is refused, not read as the default).
 
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 
