@@ -329,9 +329,15 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 		}
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
-	// The service takes fewer items a call than --batch: say what to change.
-	if pe := (*problemError)(nil); errors.As(err, &pe) && pe.typ == "too-many-candidates" {
-		return fmt.Errorf("%w; import again with --batch at most the service's --max-candidates", err)
+	// The service takes fewer items, or fewer bytes, a call than --batch
+	// makes: say what to change.
+	if pe := (*problemError)(nil); errors.As(err, &pe) {
+		switch pe.typ {
+		case "too-many-candidates":
+			return fmt.Errorf("%w; import again with --batch at most the service's --max-candidates", err)
+		case "body-too-large":
+			return fmt.Errorf("%w; import again with a smaller --batch (the user's items are long), or raise the service's --max-body-bytes", err)
+		}
 	}
 	return err
 }

@@ -153,6 +153,29 @@ func TestImportRedisReportsTheUsersItCannotImport(t *testing.T) {
 	}
 }
 
+// A call of --batch items too long to fit the service's --max-body-bytes is
+// refused with what to change: --batch, or the service's limit.
+func TestImportRedisSaysToLowerABatchOverTheBodyLimit(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	var items []any
+	for i := range 5 {
+		items = append(items, fmt.Sprintf("%03d%s", i, strings.Repeat("x", 247)))
+	}
+	if err := rdb.SAdd(ctx, "seen:long", items...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--max-body-bytes", "1KiB")
+	code, out := importFrom(rdb, s, nil)
+	if code != 1 || !strings.Contains(out, "body-too-large") ||
+		!strings.Contains(out, "import again with a smaller --batch (the user's items are long), or raise the service's --max-body-bytes") {
+		t.Fatalf("exit %d, want 1 and a hint of --batch:\n%s", code, out)
+	}
+	if code, out := importFrom(rdb, s, nil, "--batch", "2"); code != 0 {
+		t.Fatalf("--batch 2: exit %d:\n%s", code, out)
+	}
+}
+
 // A user with more items than the service takes in a call is refused with
 // what to change: --batch.
 func TestImportRedisSaysToLowerABatchTheServiceRefuses(t *testing.T) {
