@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -375,7 +376,18 @@ func (im *importer) log(msg string) {
 	im.logger.Info(msg, "keys", im.keys.Load(), "users", im.users.Load(), "items", im.items.Load(),
 		"newly_seen", im.recorded.Load(), "skipped", im.skipped.Load(), "failed", im.failed.Load(), "retries", im.retries.Load(),
 		"elapsed", elapsed.Round(time.Millisecond),
-		"users_per_s", int(float64(im.users.Load())/max(elapsed.Seconds(), 1e-3)))
+		"users_per_s", usersPerSecond(im.users.Load(), elapsed))
+}
+
+// usersPerSecond is the import's rate as the log gives it: a whole number,
+// or to a tenth under 10, so that a slow import (a rate-limited key, long
+// retries) does not read as 0 users a second.
+func usersPerSecond(users int64, elapsed time.Duration) float64 {
+	r := float64(users) / max(elapsed.Seconds(), 1e-3)
+	if r < 10 {
+		return math.Round(r*10) / 10
+	}
+	return math.Round(r)
 }
 
 // problemError is an answer of the service other than 200: its status, and

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -397,5 +399,23 @@ func TestImportRedisWaitsOutTheServicesRateLimit(t *testing.T) {
 			t.Errorf("u%d has not seen %d of its items", u, n)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// A slow import's rate (a rate-limited key, a service restarting) is not
+// logged as 0 users a second: 5 users in 10 s are 0.5.
+func TestImportRedisLogsASlowRateAsItIs(t *testing.T) {
+	var out bytes.Buffer
+	im := &importer{logger: slog.New(slog.NewTextHandler(&out, nil)), start: time.Now().Add(-10 * time.Second)}
+	im.users.Store(5)
+	im.log("seenapi: import done")
+	if !strings.Contains(out.String(), " users_per_s=0.5\n") {
+		t.Errorf("want users_per_s=0.5 for 5 users in 10s:\n%s", out.String())
+	}
+	out.Reset()
+	im.users.Store(12345)
+	im.log("seenapi: import done")
+	if !regexp.MustCompile(` users_per_s=123[45]\n`).MatchString(out.String()) {
+		t.Errorf("want users_per_s=1234 or so, a whole number, for 12345 users in 10s:\n%s", out.String())
 	}
 }
