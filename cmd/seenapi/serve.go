@@ -108,6 +108,7 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 			continue
 		}
 		logger.Info("seenapi: SIGHUP: TLS certificate reloaded", "cert", cert.certFile)
+		cert.warnIfExpired(time.Now(), "seenapi: SIGHUP: ", logger)
 	}
 }
 
@@ -362,6 +363,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 			"; set --keys-file or SEENAPI_KEYS to require keys")
 	}
 	warnSettings(o, shown, !srv.Open(), cert != nil, logger)
+	if cert != nil {
+		cert.warnIfExpired(time.Now(), "seenapi: ", logger)
+	}
 	// SIGHUP reloads the API keys, the namespaces and the TLS certificate,
 	// to rotate or add them without a restart (which would empty the hot set).
 	hup := make(chan os.Signal, 1)

@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 )
@@ -41,6 +43,16 @@ func (c *certificate) reload() error {
 	}
 	c.cur.Store(&pair)
 	return nil
+}
+
+// warnIfExpired logs a warning when the certificate served is past its
+// date at now: it loads and is served, and every client refuses it (seenapi
+// check refuses it outright).
+func (c *certificate) warnIfExpired(now time.Time, prefix string, logger *slog.Logger) {
+	if until := c.cur.Load().Leaf.NotAfter; !now.Before(until) {
+		logger.Warn(prefix+"the TLS certificate is past its date: clients will refuse it; renew --tls-cert and --tls-key and send SIGHUP",
+			"cert", c.certFile, "expired", until.UTC().Format(time.RFC3339))
+	}
 }
 
 // config is the server's TLS configuration: TLS 1.2 at least (Go's

@@ -171,6 +171,26 @@ func TestSIGHUPReloadsTheTLSCertificate(t *testing.T) {
 	}
 }
 
+// A certificate past its date loads, and every client refuses it: the
+// service serves it, as it serves a renewed one after a SIGHUP, and says so
+// in its log at the start and at a reload that brings one back.
+func TestAnExpiredTLSCertificateIsWarnedOf(t *testing.T) {
+	const warning = "the TLS certificate is past its date: clients will refuse it"
+	certPath, keyPath := certFiles(t)
+	writeExpiredCert(t, certPath, keyPath)
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	if !strings.Contains(s.out.String(), "seenapi: "+warning) {
+		t.Fatalf("the start does not warn of the expired certificate:\n%s", s.out.String())
+	}
+	writeCert(t, certPath, keyPath, 2)
+	hupUntilLogged(t, s, "TLS certificate reloaded")
+	if n := strings.Count(s.out.String(), warning); n != 1 {
+		t.Fatalf("%d warnings after a renewed certificate was reloaded, want the start's only:\n%s", n, s.out.String())
+	}
+	writeExpiredCert(t, certPath, keyPath)
+	hupUntilLogged(t, s, "SIGHUP: "+warning)
+}
+
 // --tls-cert and --tls-key come together, and a pair that does not load
 // stops the start with an error that names both flags and the files,
 // before a data directory is made.
