@@ -928,6 +928,20 @@ func TestKeysFromFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// A key given both in the keys file and in SEENAPI_KEYS is refused naming
+// it by its id and both places, not by its place in the two lists together.
+func TestAKeyInBothKeysFileAndEnvironmentIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	keys := writeFile(t, dir, "keys", "read:r-0123456789abcdef\nwrite:w-0123456789abcdef\n")
+	env := map[string]string{"SEENAPI_KEYS": "admin:a-0123456789abcdef,read:w-0123456789abcdef"}
+	id := api.Key{Secret: "w-0123456789abcdef"}.ID()
+	want := "SEENAPI_KEYS: key " + id + " is also in --keys-file " + keys + "; give each key once, in one of them"
+	code, _, logged := runCheck(t, env, "--keys-file", keys, "--data-dir", filepath.Join(dir, "data"))
+	if code != 1 || !strings.Contains(logged, want) {
+		t.Fatalf("exit %d, logged %q; want 1 and %q", code, logged, want)
+	}
+}
+
 // A key's own rate in the keys file limits that key, in place of
 // --rate-limit (none here), and the start-up line counts such keys; a key
 // without one is not limited.

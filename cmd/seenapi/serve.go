@@ -75,6 +75,17 @@ func keys(o *options, env environ) ([]api.Key, error) {
 		if len(k) == 0 {
 			return nil, fmt.Errorf("SEENAPI_KEYS is set but holds no key (want role:key,role:key); to serve without keys, leave it unset")
 		}
+		// A key in both would otherwise be refused later by its place in
+		// the two lists together, which names neither.
+		inFile := map[string]bool{}
+		for _, f := range ks {
+			inFile[f.Secret] = true
+		}
+		for _, e := range k {
+			if inFile[e.Secret] {
+				return nil, fmt.Errorf("SEENAPI_KEYS: key %s is also in --keys-file %s; give each key once, in one of them", e.ID(), o.keysFile)
+			}
+		}
 		ks = append(ks, k...)
 	}
 	return ks, nil
