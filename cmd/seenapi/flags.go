@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -340,12 +341,28 @@ func (o *options) check(cmd string, env environ) error {
 		if o.out == "" {
 			return errors.New("--out FILE is required")
 		}
+		if o.url != "" {
+			return checkServiceURL(o.url)
+		}
+	case "import-redis":
+		return checkServiceURL(o.imp.url)
 	case "restore":
 		if o.in == "" {
 			return errors.New("--in FILE is required")
 		}
 	case "new-key":
 		return o.newKey.check()
+	}
+	return nil
+}
+
+// checkServiceURL refuses a --url that names no service: host:port alone,
+// as --redis takes it, would otherwise fail at the first call with Go's
+// "first path segment in URL cannot contain colon".
+func checkServiceURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--url %q: want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080", s)
 	}
 	return nil
 }

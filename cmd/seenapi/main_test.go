@@ -325,6 +325,29 @@ func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
 	}
 }
 
+// A --url that names no service (host:port alone, as --redis takes it) is
+// a usage error of backup and import-redis, refused before anything is
+// read, saying what a URL looks like.
+func TestClientCommandsRefuseAURLWithoutScheme(t *testing.T) {
+	const want = "want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080"
+	out := filepath.Join(t.TempDir(), "b")
+	for _, tc := range []struct {
+		url  string
+		args []string
+	}{
+		{"127.0.0.1:8080", []string{"backup", "--out", out}},
+		{"127.0.0.1:8080", []string{"import-redis", "--redis", "127.0.0.1:1"}},
+		{"ftp://127.0.0.1:8080", []string{"import-redis", "--redis", "127.0.0.1:1"}},
+		{"http://", []string{"backup", "--out", out}},
+	} {
+		var log bytes.Buffer
+		code := run(context.Background(), append(tc.args, "--url", tc.url), noEnv, io.Discard, &log, nil)
+		if code != 2 || !strings.Contains(log.String(), fmt.Sprintf("--url %q: %s", tc.url, want)) {
+			t.Errorf("%s --url %s: exit %d, want 2 and %q:\n%s", tc.args[0], tc.url, code, want, log.String())
+		}
+	}
+}
+
 // Bad values of --memory-limit, --gc-percent and --debug-addr are usage
 // errors like those of the other flags: one line naming the flag and what it
 // takes, the pointer to the help, exit 2, and nothing started: no profiler
