@@ -668,6 +668,12 @@ func (s *Server) purgeNamespace(c *fiber.Ctx) error {
 		return err
 	}
 	n, err := s.hot.PurgeNamespace(ns)
+	if errors.Is(err, eviction.ErrNamespaceServed) && ns == "default" {
+		// Taking it out of the namespaces file, what the others need,
+		// cannot be done: the service always serves "default".
+		return newError(pNamespaceServed, `namespace "default" is always served (a namespaces file cannot take it out), so it cannot be purged; `+
+			"erase its users one by one (DELETE /v1/namespaces/default/users/{user})")
+	}
 	if err != nil {
 		return err
 	}

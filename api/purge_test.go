@@ -101,6 +101,13 @@ func TestPurgeNamespaceBadOrUnknownName(t *testing.T) {
 		status, h, body := e.raw(http.MethodDelete, tc.path, "", nil)
 		wantProblem(t, status, h, body, tc.status, tc.slug)
 	}
+	// "default" cannot be taken out of the namespaces file, as the others'
+	// 409 asks: its own says so, and what can be done instead.
+	status, h, body := e.raw(http.MethodDelete, "/v1/namespaces/default", "", nil)
+	p := wantProblem(t, status, h, body, http.StatusConflict, "namespace-served")
+	if !strings.Contains(p.Detail, `namespace "default" is always served`) || !strings.Contains(p.Detail, "erase its users one by one") {
+		t.Errorf("the purge of default: detail %q, want it to say default is always served and what to do", p.Detail)
+	}
 }
 
 // fullPurgeStore is the real store whose purges meet a full disk, as a
