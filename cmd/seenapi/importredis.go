@@ -111,6 +111,9 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", err)
 	}
 	if n := im.failed.Load(); n > 0 {
+		if n == 1 {
+			return errors.New("1 user was not imported (it is in the log)")
+		}
 		return fmt.Errorf("%d users were not imported (each is in the log)", n)
 	}
 	return nil

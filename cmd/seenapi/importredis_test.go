@@ -169,9 +169,9 @@ func TestImportRedisSaysToLowerABatchOverTheBodyLimit(t *testing.T) {
 	}
 	s := startService(t, nil, "--data-dir", t.TempDir(), "--max-body-bytes", "1KiB")
 	code, out := importFrom(rdb, s, nil)
-	if code != 1 || !strings.Contains(out, "body-too-large") ||
+	if code != 1 || !strings.Contains(out, "body-too-large") || !strings.Contains(out, "1 user was not imported (it is in the log)") ||
 		!strings.Contains(out, "import again with a smaller --batch (the user's items are long), or raise the service's --max-body-bytes") {
-		t.Fatalf("exit %d, want 1 and a hint of --batch:\n%s", code, out)
+		t.Fatalf("exit %d, want 1, a hint of --batch and \"1 user was not imported\":\n%s", code, out)
 	}
 	if code, out := importFrom(rdb, s, nil, "--batch", "2"); code != 0 {
 		t.Fatalf("--batch 2: exit %d:\n%s", code, out)
