@@ -17,13 +17,7 @@ func TestBucketsExpiredByACallThatRecordsNothingLeaveTheBudget(t *testing.T) {
 	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
 		t.Fatal(err)
 	}
-	st, err := fx.h.User("push", "u")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
-		t.Fatalf("after the user's buckets expired: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
-	}
+	countedAsHeld(t, fx, full, "the user's buckets expired")
 }
 
 // TestBucketsExpiredByAWriteBackLeaveTheBudget: the write-back drops a
@@ -39,13 +33,7 @@ func TestBucketsExpiredByAWriteBackLeaveTheBudget(t *testing.T) {
 	if _, err := fx.h.Filter("push", "u", []string{"x"}, 0, userfilter.RecordNone); err != nil {
 		t.Fatal(err)
 	}
-	st, err := fx.h.User("push", "u")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
-		t.Fatalf("after the write-back dropped the user's buckets: %d bytes counted (%d before), the user holds %d", used, full, st.MemoryBytes)
-	}
+	countedAsHeld(t, fx, full, "the write-back dropped the user's buckets")
 }
 
 // pastItsWindow returns a hot set whose user "u" of the 7-day namespace
@@ -62,4 +50,18 @@ func pastItsWindow(t *testing.T) (fx *fixture, full int64) {
 	full, _ = fx.h.Usage()
 	advance(9 * 24 * time.Hour)
 	return fx, full
+}
+
+// countedAsHeld fails the test unless the hot set counts no more than what
+// pastItsWindow's user holds now; full is what it counted before, and after
+// says what happened since.
+func countedAsHeld(t *testing.T, fx *fixture, full int64, after string) {
+	t.Helper()
+	st, err := fx.h.User("push", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := fx.h.Usage(); used > int64(st.MemoryBytes+entryOverhead+len("u")) {
+		t.Fatalf("after %s: %d bytes counted (%d before), the user holds %d", after, used, full, st.MemoryBytes)
+	}
 }
