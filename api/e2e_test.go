@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -995,5 +996,49 @@ func TestStatsGiveTheCollectorsWork(t *testing.T) {
 	}
 	if after.HeapLiveBytes <= 0 || after.HeapGoalBytes < after.HeapLiveBytes {
 		t.Errorf("heap %d live, goal %d", after.HeapLiveBytes, after.HeapGoalBytes)
+	}
+}
+
+// gcCPU reads this process's collector CPU and the part of it spent marking
+// on otherwise idle cores, as the Go runtime estimates them.
+func gcCPU() (total, idleMark float64) {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}}
+	metrics.Read(s)
+	return s[0].Value.Float64(), s[1].Value.Float64()
+}
+
+// keepLive is a heap for the collector to mark.
+var keepLive [][]byte
+
+func TestStatsLeaveOutTheCollectorsIdleMarking(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	keepLive = make([][]byte, 200_000)
+	for i := range keepLive {
+		keepLive[i] = make([]byte, 64)
+	}
+	defer func() { keepLive = nil }()
+	// Collections forced while the other cores are idle give the runtime
+	// idle marking to count.
+	for i := 0; i < 50; i++ {
+		if _, idle := gcCPU(); idle > 0 {
+			break
+		}
+		runtime.GC()
+	}
+	total0, idle0 := gcCPU()
+	if idle0 == 0 {
+		t.Fatalf("50 collections of a 12 MiB heap and the runtime counts no idle marking (GOMAXPROCS %d)", runtime.GOMAXPROCS(0))
+	}
+	r, err := c.GetStatsWithResponse(ctx) // the server runs in this process
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	total1, idle1 := gcCPU()
+	got := r.JSON200.Collector.CpuSeconds
+	// The server read the runtime between the two readings here.
+	if lo, hi := total0-idle1, total1-idle0; got < lo-1e-9 || got > hi+1e-9 {
+		t.Errorf("collector CPU %.6f s; want the runtime's %.6f to %.6f s less its idle marking (%.6f to %.6f s)",
+			got, total0, total1, idle0, idle1)
 	}
 }

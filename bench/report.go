@@ -335,7 +335,7 @@ func collectionsNote(res Result) string {
 		return fmt.Sprintf(", %d B allocated a call", c.Allocated/uint64(p.Calls))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s U=%s, collections (the Go runtime's count and CPU estimate): ", res.System, formatUsers(res.Users))
+	fmt.Fprintf(&b, "%s U=%s, collections (the Go runtime's count and CPU estimate, its marking on otherwise idle cores left out): ", res.System, formatUsers(res.Users))
 	if sat, open := res.ServerGCSat, res.ServerGCOpen; sat != nil && open != nil {
 		fmt.Fprintf(&b, "the server's %d at saturation (%s of CPU%s%s) and %d in the open loop (%s%s); ",
 			sat.Cycles, ms(sat.CPU), share(*sat, res.Saturation.CPU), perCall(*sat, res.Saturation),

@@ -145,9 +145,11 @@ func (s *SeenapiHTTP) CallDurations(ctx context.Context) (Histogram, error) {
 }
 
 // Collected is what a Go process's collector has done since the process
-// started: completed cycles and the CPU they took, as the Go runtime
-// estimates it (runtime/metrics /gc/cycles/total and
-// /cpu/classes/gc/total). With millions of users hot every cycle marks all
+// started: completed cycles and the CPU they took from work, as the Go
+// runtime estimates it (runtime/metrics /gc/cycles/total, and
+// /cpu/classes/gc/total less /cpu/classes/gc/mark/idle: marking on cores
+// that would otherwise be idle takes nothing from calls, as GET /v1/stats
+// counts it too). With millions of users hot every cycle marks all
 // of them, about a second of CPU at a million, so whether one fell inside
 // a phase explains much of that phase's latency tail.
 type Collected struct {
@@ -185,7 +187,7 @@ type GCReporter interface {
 // seenapi-inproc, the hot set's collections are these).
 func selfGC() Collected {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
-		{Name: "/gc/heap/allocs:bytes"}}
+		{Name: "/gc/heap/allocs:bytes"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}}
 	metrics.Read(s)
 	var c Collected
 	if s[0].Value.Kind() == metrics.KindUint64 {
@@ -194,8 +196,8 @@ func selfGC() Collected {
 	if s[2].Value.Kind() == metrics.KindUint64 {
 		c.Allocated = s[2].Value.Uint64()
 	}
-	if s[1].Value.Kind() == metrics.KindFloat64 {
-		c.CPU = seconds(s[1].Value.Float64())
+	if s[1].Value.Kind() == metrics.KindFloat64 && s[3].Value.Kind() == metrics.KindFloat64 {
+		c.CPU = max(0, seconds(s[1].Value.Float64()-s[3].Value.Float64()))
 	}
 	return c
 }

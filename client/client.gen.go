@@ -223,17 +223,20 @@ type CheckResponse struct {
 // CollectorStats The Go collector's work since the server started. With millions of
 // users hot every collection marks all of them (about a second of CPU
 // at a million), and calls that arrive meanwhile wait. CPU figures are
-// the Go runtime's estimates.
+// the Go runtime's estimates, without the marking the collector does
+// on cores that would otherwise be idle: it takes no CPU from calls,
+// and on a quiet server it would make up most of the collector's
+// share.
 type CollectorStats struct {
 	// AllocatedBytes What the server allocated on the Go heap since it started. Its
 	// rate paces the collections: over an interval, its growth divided
 	// by the calls served is what a call allocates.
 	AllocatedBytes int64 `json:"allocated_bytes"`
 
-	// BusyCpuSeconds CPU the whole server took, the collector's included.
+	// BusyCpuSeconds CPU the whole server took, the collector's included (its idle marking not).
 	BusyCpuSeconds float64 `json:"busy_cpu_seconds"`
 
-	// CpuSeconds CPU the collector took.
+	// CpuSeconds CPU the collector took from work (its assists, dedicated marking and pauses).
 	CpuSeconds float64 `json:"cpu_seconds"`
 
 	// Cycles Completed collections.
@@ -516,7 +519,10 @@ type ServiceStats struct {
 	// Collector The Go collector's work since the server started. With millions of
 	// users hot every collection marks all of them (about a second of CPU
 	// at a million), and calls that arrive meanwhile wait. CPU figures are
-	// the Go runtime's estimates.
+	// the Go runtime's estimates, without the marking the collector does
+	// on cores that would otherwise be idle: it takes no CPU from calls,
+	// and on a quiet server it would make up most of the collector's
+	// share.
 	Collector CollectorStats `json:"collector"`
 
 	// Connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.

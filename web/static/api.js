@@ -89,11 +89,11 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  */
 
 /**
- * The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
+ * The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates, without the marking the collector does on cores that would otherwise be idle: it takes no CPU from calls, and on a quiet server it would make up most of the collector's share.
  * @typedef {Object} CollectorStats
  * @property {number} allocated_bytes What the server allocated on the Go heap since it started. Its rate paces the collections: over an interval, its growth divided by the calls served is what a call allocates.
- * @property {number} busy_cpu_seconds CPU the whole server took, the collector's included.
- * @property {number} cpu_seconds CPU the collector took.
+ * @property {number} busy_cpu_seconds CPU the whole server took, the collector's included (its idle marking not).
+ * @property {number} cpu_seconds CPU the collector took from work (its assists, dedicated marking and pauses).
  * @property {number} cycles Completed collections.
  * @property {number} heap_goal_bytes Heap size at which the next collection starts.
  * @property {number} heap_live_bytes Heap found live by the last collection.
@@ -248,7 +248,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
- * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates.
+ * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates, without the marking the collector does on cores that would otherwise be idle: it takes no CPU from calls, and on a quiet server it would make up most of the collector's share.
  * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users
