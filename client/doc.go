@@ -14,6 +14,9 @@
 //	resp, err := c.FilterUserWithResponse(ctx, "default", "u:1001", nil,
 //		client.FilterRequest{Candidates: []string{"i:1", "i:2"}})
 //	// resp.JSON200.Unseen, or resp.ApplicationproblemJSON400 etc. for errors
+//	if p := client.ProblemOf(resp.HTTPResponse, resp.Body); p != nil {
+//		return p // any error answer, as an error (problem.go)
+//	}
 //
 // WithRetries sends a call again when it gets no answer or an answer that
 // asks to retry, and gives each one call and batch call an Idempotency-Key
