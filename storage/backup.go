@@ -250,6 +250,11 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 				// the source store's journal numbers, not this one's.
 				continue
 			}
+			if kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 && kv.UserMeta[0]&metaEmpty != 0 {
+				// A gone user, kept in the source for its cover mark only,
+				// which counts the source's journal numbers.
+				continue
+			}
 			value := kv.Value
 			if kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 {
 				// The source's cover mark counts its journal numbers:

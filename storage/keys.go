@@ -44,6 +44,13 @@ const FormatVersion = 4
 // filter's (BenchmarkWriteBack).
 const metaCoverMark byte = 1
 
+// metaEmpty, in a filter entry's UserMeta, says the filter holds no item
+// (Write.Empty): a windowed user whose items all left its window. The
+// entry stays only for its cover mark, until every journal record it
+// covers has expired too (so none is replayed after a restart), and lists
+// no user (Users).
+const metaEmpty byte = 2
+
 // coverMarkLen is the length of the cover mark at the end of a value
 // flagged by metaCoverMark.
 const coverMarkLen = 8

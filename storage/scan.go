@@ -13,8 +13,9 @@ import (
 const journalUsersPage = 1024
 
 // Users returns up to limit users of the namespace that have a stored
-// filter or journal entries (a user is in the store from its first
-// acknowledged write, before its first write-back), in byte order, starting
+// filter (not one written Empty) or journal entries (a user is in the
+// store from its first acknowledged write, before its first write-back),
+// in byte order, starting
 // after the user after ("" to start at the first). limit <= 0 means no
 // limit.
 func (s *Store) Users(ns, after string, limit int) ([]string, error) {
@@ -34,6 +35,9 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 			user := it.Item().Key()[len(prefix):]
 			if string(user) == after { // after == "" never matches: users are not empty
 				continue
+			}
+			if it.Item().UserMeta()&metaEmpty != 0 {
+				continue // gone, kept for its cover mark only
 			}
 			users = append(users, string(user))
 			if limit > 0 && len(users) == limit {

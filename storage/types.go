@@ -14,6 +14,11 @@ type Write struct {
 	Value    []byte        // the encoded filter; opaque to the store
 	UpTo     uint64        // journal entries of this user with Seq <= UpTo are covered by Value and deleted
 	TTL      time.Duration // 0: never expires; else the filter expires this long after the write
+	// Empty says Value holds no item: the user is gone (a windowed
+	// filter whose items all left the window), and its entry, kept until
+	// TTL for its cover mark, lists no user. A merge that brings stored
+	// items into Value makes it an ordinary write.
+	Empty bool
 	// Writer is the token of the attached writer making the write (see
 	// Store.Attach); 0: a writer the store does not know, whose write
 	// ends every attached writer's right to skip the merge's read.

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -332,10 +333,13 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 // must stay unchanged until the transaction commits.
 func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, sc *txnScratch) error {
 	var meta byte
+	if w.Empty && bytes.Equal(value, w.Value) { // a merge that kept stored items would differ
+		meta = metaEmpty
+	}
 	if mark > 0 {
 		start := len(sc.values)
 		sc.values = binary.BigEndian.AppendUint64(append(sc.values, value...), mark)
-		value, meta = sc.values.since(start), metaCoverMark
+		value, meta = sc.values.since(start), meta|metaCoverMark
 	}
 	// An append that grows sc.entries leaves the entries already set in
 	// the old array, which the transaction keeps alive.

@@ -1,0 +1,83 @@
+package storage
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestEmptyWriteListsNoUserAndKeepsItsCoverMark: a write marked Empty (a
+// user gone past its window) lists no user, and still covers the journal
+// records it supersedes, after a restart too, so that none is replayed.
+func TestEmptyWriteListsNoUserAndKeepsItsCoverMark(t *testing.T) {
+	opts := testOptions(t)
+	s := openTest(t, opts)
+	seq := mustAppend(t, s, "ns", "gone", "record")
+	if err := s.WriteBack([]Write{
+		{NS: "ns", User: "gone", Value: []byte{0}, UpTo: seq, TTL: time.Hour, Empty: true},
+		{NS: "ns", User: "kept", Value: []byte{1}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if users, err := s.Users("ns", "", 0); err != nil || !slices.Equal(users, []string{"kept"}) {
+			t.Fatalf("%s: users %q, %v; want [kept]", when, users, err)
+		}
+		if _, j := mustLoad(t, s, "ns", "gone"); len(j) != 0 {
+			t.Fatalf("%s: gone's journal holds %v, superseded by its empty write", when, journalValues(j))
+		}
+	}
+	check("after the write")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, opts)
+	check("after a restart")
+}
+
+// TestEmptyWriteMergedWithStoredItemsIsListed: an Empty write merged into
+// a stored value that holds more (another writer's items) is an ordinary
+// write: the user is listed.
+func TestEmptyWriteMergedWithStoredItemsIsListed(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{{NS: "ns", User: "u", Value: []byte{1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteBack([]Write{{NS: "ns", User: "u", Value: []byte{0}, TTL: time.Hour, Empty: true}}, orMerge); err != nil {
+		t.Fatal(err)
+	}
+	if users, err := s.Users("ns", "", 0); err != nil || !slices.Equal(users, []string{"u"}) {
+		t.Fatalf("users %q, %v; want [u]", users, err)
+	}
+	if f, _ := mustLoad(t, s, "ns", "u"); !bytes.Equal(f, []byte{1}) {
+		t.Fatalf("stored %x, want the merge, 01", f)
+	}
+}
+
+// TestRestoreLeavesEmptyWritesOut: a backup's Empty value, kept in its
+// store for a cover mark that means nothing in another, is not restored.
+func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{
+		{NS: "ns", User: "gone", Value: []byte{0}, TTL: time.Hour, Empty: true},
+		{NS: "ns", User: "kept", Value: []byte{1}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := mustLoad(t, dst, "ns", "gone"); f != nil {
+		t.Fatalf("gone restored: %x", f)
+	}
+	if f, _ := mustLoad(t, dst, "ns", "kept"); !bytes.Equal(f, []byte{1}) {
+		t.Fatalf("kept restored as %x, want 01", f)
+	}
+}
