@@ -431,7 +431,7 @@ type NamespaceStats struct {
 	// Misses Calls that did not find the user hot.
 	Misses int64 `json:"misses"`
 
-	// NewUsers Of `loads`, the users a recording call created because nothing was stored for them.
+	// NewUsers Of `loads`, the users a recording call created because nothing was stored for them (or a user gone past its window).
 	NewUsers int64 `json:"new_users"`
 
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
@@ -566,7 +566,7 @@ type ServiceStats struct {
 	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
-	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal); these are among `loads`, the storage reads of cold users.
+	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal, or a user gone past its window); these are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
@@ -1057,7 +1057,7 @@ type ClientInterface interface {
 
 	// ListUsers A page of the namespace's users
 	//
-	// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten. A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
+	// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten or, in a namespace with a window, until every item it recorded has left the window (from its next write-back, if it has changes not yet written). A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
 	//
 	// Corresponds with GET /v1/namespaces/{ns}/users (the `ListUsers` operationId).
 	ListUsers(ctx context.Context, ns Ns, params *ListUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1074,7 +1074,7 @@ type ClientInterface interface {
 
 	// GetUser The user's filter stats
 	//
-	// Role `read`.
+	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
 	//
 	// Corresponds with GET /v1/namespaces/{ns}/users/{user} (the `GetUser` operationId).
 	GetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1503,7 +1503,7 @@ func (c *Client) FilterBatch(ctx context.Context, ns Ns, params *FilterBatchPara
 
 // ListUsers A page of the namespace's users
 //
-// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten. A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
+// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten or, in a namespace with a window, until every item it recorded has left the window (from its next write-back, if it has changes not yet written). A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
 //
 // Corresponds with GET /v1/namespaces/{ns}/users (the `ListUsers` operationId).
 func (c *Client) ListUsers(ctx context.Context, ns Ns, params *ListUsersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1540,7 +1540,7 @@ func (c *Client) ForgetUser(ctx context.Context, ns Ns, user User, reqEditors ..
 
 // GetUser The user's filter stats
 //
-// Role `read`.
+// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
 //
 // Corresponds with GET /v1/namespaces/{ns}/users/{user} (the `GetUser` operationId).
 func (c *Client) GetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2979,7 +2979,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListUsersWithResponse A page of the namespace's users
 	//
-	// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten. A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
+	// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten or, in a namespace with a window, until every item it recorded has left the window (from its next write-back, if it has changes not yet written). A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3000,7 +3000,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetUserWithResponse The user's filter stats
 	//
-	// Role `read`.
+	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5746,7 +5746,7 @@ func (c *ClientWithResponses) FilterBatchWithResponse(ctx context.Context, ns Ns
 
 // ListUsersWithResponse A page of the namespace's users
 //
-// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten. A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
+// The users with a history in the namespace, in byte order of their ids: each user from its first recorded call (before its filter is first written back) until it is forgotten or, in a namespace with a window, until every item it recorded has left the window (from its next write-back, if it has changes not yet written). A user only checked, or whose calls recorded nothing, is not listed. To page, pass the answer's `next` as `after`; the last page has no `next`. Users recorded meanwhile appear in a later page if their id sorts after the page. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5779,7 +5779,7 @@ func (c *ClientWithResponses) ForgetUserWithResponse(ctx context.Context, ns Ns,
 
 // GetUserWithResponse The user's filter stats
 //
-// Role `read`.
+// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

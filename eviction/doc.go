@@ -93,6 +93,15 @@
 // Expired buckets inside a live filter are dropped at every call and
 // write-back.
 //
+// A windowed user with no item left in the window is gone (see gone): its
+// stats and export answer ErrUserNotFound, a call that records makes it
+// anew with the namespace's profile, and it leaves the cache at its
+// write-back or its next look-up. A filter found empty at a write-back is
+// written Empty (storage.Write): hidden from the listing, it stays only as
+// long as the journal records it covers may (a window and a bucket), so
+// that none is replayed after a restart; deleting it at once would drop
+// its cover mark with it.
+//
 // # Concurrency
 //
 // Every exported method of HotSet is safe for concurrent use.

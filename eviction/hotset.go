@@ -559,6 +559,13 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			e.mu.Lock()
 			if h.reachLocked(s, sl.k, e) {
 				info.c.hits.Add(1)
+				if create && gone(&e.f, h.opts.Now()) {
+					// A gone user comes back as a new one, with the
+					// namespace's profile, as from the store (below).
+					if f, err := userfilter.New(info.Profile); err == nil {
+						e.f.Replace(f)
+					}
+				}
 				return e, true, nil
 			}
 			e.mu.Unlock()
@@ -578,7 +585,12 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		h.waitBacklog()
 
 		f, lastSeq, err := h.load(info, user)
-		if err == nil && f == nil && create {
+		if err == nil && f != nil && lastSeq == 0 && gone(f, h.opts.Now()) {
+			f = nil // nothing of it to write back either
+		}
+		if err == nil && create && (f == nil || gone(f, h.opts.Now())) {
+			// A gone user comes back as a new one, with the namespace's
+			// profile; a journal it had is retired at its next write-back.
 			if f, err = userfilter.New(info.Profile); err == nil {
 				info.c.newUsers.Add(1)
 			}
@@ -611,6 +623,15 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 	}
 }
 
+// dropGoneLocked takes e, a gone user's clean entry, out of the cache if
+// it is there (as Forget does): it answers as a user never seen, so it
+// neither counts as hot nor takes budget. e.mu and s.mu held.
+func (h *HotSet) dropGoneLocked(s *shard, k key, e *entry) {
+	if cur, ok := s.lru.Peek(k); ok && cur == e {
+		h.removeLocked(s, k, e)
+	}
+}
+
 // markDirtyLocked records that e differs from storage. e.mu and s.mu held.
 func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 	if !e.dirty() {
@@ -633,7 +654,9 @@ func (h *HotSet) markClean(e *entry) {
 
 // load reads a cold user: the stored filter plus the journal not yet folded
 // into it, and the highest sequence number of that journal (0: none). A nil
-// filter with no error means nothing is stored.
+// filter with no error means nothing is stored (or a gone filter, see
+// gone, with no journal). A journal replayed may leave a gone filter,
+// returned so that a write-back retires the journal.
 func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq uint64, err error) {
 	// A panic here would leave the user's load claimed and every later call
 	// of theirs waiting for it: it fails this load instead.
@@ -649,6 +672,11 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 		f, err = userfilter.Decode(raw)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
+		}
+		if gone(f, now) {
+			// Gone: as if nothing were stored. A journal newer than it
+			// starts the user again, with the profile it names.
+			f = nil
 		}
 	}
 	if len(journal) == 0 {
@@ -1177,7 +1205,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 	if err != nil {
 		return Result{}, err
 	}
-	created := f == nil
+	created := f == nil || gone(f, h.opts.Now())
 	if created {
 		if f, err = userfilter.New(info.Profile); err != nil {
 			return Result{}, err
@@ -1238,7 +1266,25 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 		return UserStats{}, err
 	}
 	defer h.release(e, false) // deferred: see FilterAppend
-	return h.userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+	now := h.opts.Now()
+	if gone(&e.f, now) {
+		h.dropGone(e)
+		return UserStats{}, ErrUserNotFound
+	}
+	return h.userStats(&e.f, hot, e.dirty(), now), nil
+}
+
+// dropGone takes e, found gone, out of the cache unless it is dirty (its
+// write-back then writes it Empty and drops it). e.mu held.
+func (h *HotSet) dropGone(e *entry) {
+	if e.dirty() {
+		return
+	}
+	k := h.keyOf(e)
+	s := h.shardOf(k)
+	s.mu.Lock()
+	h.dropGoneLocked(s, k, e)
+	s.mu.Unlock()
 }
 
 // Peek returns the user's stats as User does, but reads a cold user from
@@ -1271,14 +1317,18 @@ func (h *HotSet) Peek(ns, user string) (UserStats, error) {
 		// would, without taking it back into the LRU.
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return h.userStats(&e.f, hot, e.dirty(), h.opts.Now()), nil
+		now := h.opts.Now()
+		if gone(&e.f, now) {
+			return UserStats{}, ErrUserNotFound
+		}
+		return h.userStats(&e.f, hot, e.dirty(), now), nil
 	}
 	// Cold, or being loaded: what the store holds is what the load reads.
 	f, _, err := h.load(info, user)
 	if err != nil {
 		return UserStats{}, err
 	}
-	if f == nil {
+	if f == nil || gone(f, h.opts.Now()) {
 		return UserStats{}, ErrUserNotFound
 	}
 	return h.userStats(f, false, false, h.opts.Now()), nil
@@ -1366,7 +1416,8 @@ func (h *HotSet) deleteStored(info *nsInfo, user string) (err error) {
 	return h.store.Delete(info.Name, user)
 }
 
-// Export returns the user's encoded filter (including unflushed changes), or ErrUserNotFound.
+// Export returns the user's encoded filter (including unflushed changes), or
+// ErrUserNotFound (also for a gone user, see gone).
 func (h *HotSet) Export(ns, user string) ([]byte, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -1377,6 +1428,10 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 		return nil, err
 	}
 	defer h.release(e, false)
+	if gone(&e.f, h.opts.Now()) {
+		h.dropGone(e)
+		return nil, ErrUserNotFound
+	}
 	return e.f.MarshalBinary()
 }
 
@@ -1538,7 +1593,7 @@ func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo 
 			return fmt.Errorf("%s %s/%s: %w", what, info.Name, user, err) // nothing written
 		}
 		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: upTo,
-			TTL: ttlOf(f, now), Writer: h.writer}}, nil)
+			TTL: ttlOf(f, now), Empty: gone(f, now), Writer: h.writer}}, nil)
 	}
 	if err != nil {
 		h.storageErrors.Add(1)
@@ -1624,13 +1679,25 @@ func (h *HotSet) storageErr(err error, what, ns, user string) error {
 	return fmt.Errorf("%w: %s %s/%s: %w", ErrStorage, what, ns, user, err)
 }
 
-// ttlOf is how long a windowed filter stays useful in the store.
+// ttlOf is how long a windowed filter stays useful in the store. An empty
+// one (gone) stays as long as a journal record it covers may, so that none
+// is replayed after a restart, then leaves.
 func ttlOf(f *userfilter.Filter, now time.Time) time.Duration {
+	if gone(f, now) {
+		return journalTTL(f.Profile())
+	}
 	exp := f.ExpiresAt()
 	if exp.IsZero() {
 		return 0
 	}
 	return max(exp.Sub(now), time.Second)
+}
+
+// gone reports whether f is a windowed filter with no item in the window
+// at now: its user is gone, as if never seen (not listed, no stats), and
+// its stored value is written Empty, to leave the disk.
+func gone(f *userfilter.Filter, now time.Time) bool {
+	return f.Profile().Window > 0 && f.Empty(now)
 }
 
 // Namespaces returns the configured namespaces sorted by name.
@@ -1954,7 +2021,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 			s.mu.Unlock()
 		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
-			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Writer: h.writer})
+			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Empty: gone(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
 		// again and is journalled past UpTo.
 		h.markClean(e)
@@ -2006,6 +2073,11 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 		}
 		if !e.dirty() {
 			h.letGoLocked(s, k, e)
+			if writes[i].Empty && e.lastSeq == 0 {
+				// Gone, and written so: it leaves the cache too. A call
+				// holding it looks the user up again (reachLocked).
+				h.dropGoneLocked(s, k, e)
+			}
 		}
 		s.mu.Unlock()
 		e.mu.Unlock()
