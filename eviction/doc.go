@@ -91,7 +91,10 @@
 // of a window plus a bucket, so the store drops users untouched for longer
 // than their window on its own (Badger expires them at compaction).
 // Expired buckets inside a live filter are dropped at every call and
-// write-back.
+// write-back. A user's earlier records expire before its later ones, so
+// the record of a call to a filter with a cap keeps the room the cap left
+// the call, and its replay lets in that much whatever the records still
+// there hold (see journal.go).
 //
 // A windowed user with no item left in the window is gone (see gone): its
 // stats and export answer ErrUserNotFound, a call that records makes it

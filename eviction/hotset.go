@@ -708,10 +708,12 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	// against maxEncoded and could refuse an item its call recorded; and
 	// counted as of now, with buckets gone since, the cap would leave room
 	// the call did not have, and the items it refused would take the room
-	// the calls after it had filled, moving where those items went.
+	// the calls after it had filled, moving where those items went. A
+	// record that notes the room the cap left its call is let in that
+	// much: the earlier records the cap counted may have expired.
 	for i, rec := range recs {
 		f.Expire(rec.at)
-		f.AddHashes(rec.hashes, rec.at, rec.at, h.maxEncoded)
+		f.AddHashes(rec.hashes, rec.at, rec.at, h.maxEncoded, rec.room)
 		if rec.reply != nil {
 			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
 			h.replies.keep(rec.reply, now)
@@ -970,7 +972,7 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r
 			return err
 		}
 	}
-	s.rec = appendJournal(s.rec, at, s.ToRecord, r, made)
+	s.rec = appendJournal(s.rec, at, s.ToRecord, r, made, e.f.Room(at))
 	seq, err := h.store.Append(info.Name, e.id(), s.rec, journalTTL(e.f.Profile()))
 	if cap(s.rec) > maxKeptRecord {
 		s.rec = nil

@@ -35,9 +35,24 @@ import (
 // have madeMark set, and the encoding comes right after them:
 //
 //	uvarint(seconds | madeMark [| keyedMark]) | uvarint len | encoding | ...
+//
+// The record of a call to a filter with a cap (max_items) also carries
+// the room the cap left the call (userfilter's Room, at most the number of
+// hashes), which its replay lets in whatever the filter holds by then
+// (AddHashes): an earlier record, whose items the call's cap counted,
+// expires before it (a window and a bucket after its own call), and the
+// cap counted again without them would let in items the call refused and
+// refuse items later calls recorded. Its seconds have roomMark set, and
+// the room comes after the encoding (if any), before the answer (if any):
+//
+//	uvarint(seconds | roomMark [| madeMark] [| keyedMark]) [| uvarint len | encoding] | uvarint room | ...
+//
+// Records without it (of builds before store format 5, or of filters
+// without a cap) are replayed with the cap counted as of their call.
 const (
 	keyedMark = 1 << 41
 	madeMark  = 1 << 42
+	roomMark  = 1 << 43
 )
 
 // journalRecord is a decoded journal record.
@@ -46,16 +61,21 @@ type journalRecord struct {
 	hashes []userfilter.Hash
 	reply  *reply // a keyed call's answer; nil: none
 	made   []byte // an empty filter of the user's profile, encoded; nil: none
+	room   int    // the room the cap left the call; -1: none noted
 }
 
 // appendJournal appends the record of hashes recorded at to dst[:0], with
-// the answer r of a keyed call (nil: none) and made, the user's profile as
-// an empty filter encoded (nil: none).
-func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply, made []byte) []byte {
-	b := slices.Grow(dst[:0], 2*binary.MaxVarintLen64+len(made)+16*len(hashes))
+// the answer r of a keyed call (nil: none), made, the user's profile as an
+// empty filter encoded (nil: none), and room, the room the cap left the
+// call (< 0: no cap).
+func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply, made []byte, room int) []byte {
+	b := slices.Grow(dst[:0], 3*binary.MaxVarintLen64+len(made)+16*len(hashes))
 	sec := uint64(at.Unix())
 	if made != nil {
 		sec |= madeMark
+	}
+	if room >= 0 {
+		sec |= roomMark
 	}
 	if r == nil {
 		b = binary.AppendUvarint(b, sec)
@@ -65,6 +85,11 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 	if made != nil {
 		b = binary.AppendUvarint(b, uint64(len(made)))
 		b = append(b, made...)
+	}
+	if room >= 0 {
+		// Room for more than the call's items lets them all in: no need
+		// to spend bytes on the rest.
+		b = binary.AppendUvarint(b, uint64(min(room, len(hashes))))
 	}
 	if r != nil {
 		for _, x := range []xxh3.Uint128{r.id, r.request} {
@@ -97,7 +122,7 @@ var errBadJournal = errors.New("bad journal record")
 
 // decodeJournal reads a record.
 func decodeJournal(b []byte) (journalRecord, error) {
-	var rec journalRecord
+	rec := journalRecord{room: -1}
 	sec, n := binary.Uvarint(b)
 	if n <= 0 {
 		return rec, errBadJournal
@@ -110,6 +135,14 @@ func decodeJournal(b []byte) (journalRecord, error) {
 			return rec, errBadJournal
 		}
 		rec.made, b = b[n:n+int(l)], b[n+int(l):]
+	}
+	if sec&roomMark != 0 {
+		sec &^= roomMark
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > 1<<31 {
+			return rec, errBadJournal
+		}
+		rec.room, b = int(v), b[n:]
 	}
 	if sec&keyedMark != 0 {
 		sec &^= keyedMark

@@ -145,9 +145,9 @@ func TestKeyedAnswerReadBackLargerThanTheBudgetTakesNoOther(t *testing.T) {
 	}
 }
 
-// The record of a keyed call, with or without the user's profile, reads
-// back as it was written, and no byte string read as one panics: each is
-// a record or errBadJournal.
+// The record of a keyed call, with or without the user's profile (and
+// with the room its cap left it), reads back as it was written, and no
+// byte string read as one panics: each is a record or errBadJournal.
 func TestKeyedJournalRecordRoundTrip(t *testing.T) {
 	at := time.Unix(1_795_000_000, 0)
 	hs := []userfilter.Hash{{Lo: 1, Hi: 2}, {Lo: 3, Hi: 4}}
@@ -159,16 +159,16 @@ func TestKeyedJournalRecordRoundTrip(t *testing.T) {
 	}
 	var b []byte
 	for _, m := range [][]byte{nil, made} {
-		b = appendJournal(nil, at, hs, r, m)
+		b = appendJournal(nil, at, hs, r, m, 1) // the room of a capped user's call
 		got, err := decodeJournal(b)
-		if err != nil || !got.at.Equal(at) || !slices.Equal(got.hashes, hs) || got.reply == nil ||
+		if err != nil || !got.at.Equal(at) || !slices.Equal(got.hashes, hs) || got.room != 1 || got.reply == nil ||
 			got.reply.id != r.id || got.reply.request != r.request || got.reply.seen != 7 || got.reply.recorded != 2 ||
 			!got.reply.saturated || !slices.Equal(got.reply.unseen, r.unseen) || !got.reply.at.Equal(at) ||
 			!bytes.Equal(got.made, m) {
 			t.Fatalf("keyed record (profile %d bytes): %+v %v", len(m), got, err)
 		}
-		plain := appendJournal(nil, at, hs, nil, m)
-		if got, err := decodeJournal(plain); err != nil || got.reply != nil || !slices.Equal(got.hashes, hs) ||
+		plain := appendJournal(nil, at, hs, nil, m, -1)
+		if got, err := decodeJournal(plain); err != nil || got.reply != nil || !slices.Equal(got.hashes, hs) || got.room != -1 ||
 			!bytes.Equal(got.made, m) {
 			t.Fatalf("plain record (profile %d bytes): %+v %v", len(m), got, err)
 		}

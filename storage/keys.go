@@ -34,8 +34,10 @@ var (
 // open as they are, their values read as before. Format 4 changes nothing
 // here: its journal records may name the profile of their user's filter
 // (the hot set's record format), which builds of format 3 read as corrupt,
-// so they refuse the store instead.
-const FormatVersion = 4
+// so they refuse the store instead. Format 5 is the same for the journal
+// records that note the room a user's cap left their call, which builds of
+// format 4 read as corrupt.
+const FormatVersion = 5
 
 // metaCoverMark, in a filter entry's UserMeta, says its value ends with
 // the user's cover mark: 8 bytes, big-endian, the journal number below

@@ -142,7 +142,7 @@ func TestBufferStaysSorted(t *testing.T) {
 	var want []uint64
 	for i := range 20_000 {
 		h := HashItem(fmt.Sprintf("b%x", rng.Uint64()))
-		if _, saturated := f.AddHashes([]Hash{h}, t0, t0, 0); saturated {
+		if _, saturated := f.AddHashes([]Hash{h}, t0, t0, 0, -1); saturated {
 			t.Fatal("saturated")
 		}
 		g := &f.gens[0]

@@ -579,7 +579,16 @@ func (f *Filter) touch(now time.Time) {
 // many were added and whether the cap (or the filter's largest size,
 // maxBitsTotal, or an encoding of maxEncoded bytes when maxEncoded > 0:
 // see Full) stopped any.
-func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded int) (n int, saturated bool) {
+//
+// room >= 0 is the room the cap left the call that recorded hs (Room, at
+// its time), which a journal record keeps: at most that many are added
+// whatever the filter holds at now. The items the cap counted for that
+// call may have left the filter since without leaving the window (their
+// journal record expired before this one), and counted from what it
+// holds, the cap would let in items the call refused and so refuse later
+// items that later calls recorded. room < 0 counts it from the items held
+// at now.
+func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded, room int) (n int, saturated bool) {
 	b := f.bucketOf(at)
 	if b < f.oldestLive(now) {
 		return 0, false // already outside the window
@@ -588,6 +597,9 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded int) (n int,
 		return 0, len(hs) > 0 // grown past it otherwise (see Full)
 	}
 	held := f.items(now)
+	if room >= 0 && f.p.MaxItems > 0 {
+		held = f.p.MaxItems - min(uint64(room), f.p.MaxItems)
+	}
 	var t tally
 	var grew bool
 	for _, h := range hs {
@@ -827,17 +839,24 @@ func (f *Filter) Expect(now time.Time, s *Scratch, maxEncoded int) (recorded int
 			}
 		}
 	}
-	if f.p.MaxItems > 0 {
-		held := f.items(now)
-		room := uint64(0)
-		if held < f.p.MaxItems {
-			room = f.p.MaxItems - held
-		}
-		if uint64(n) > room {
-			return int(room), true
-		}
+	if room := f.Room(now); room >= 0 && n > room {
+		return room, true
 	}
 	return n, false
+}
+
+// Room returns how many more items the cap lets the filter take at now
+// (0 at or past it), or -1 without a cap. A journal record keeps it for
+// AddHashes.
+func (f *Filter) Room(now time.Time) int {
+	if f.p.MaxItems == 0 {
+		return -1
+	}
+	held := f.items(now)
+	if held >= f.p.MaxItems {
+		return 0
+	}
+	return int(min(f.p.MaxItems-held, math.MaxInt32))
 }
 
 // Commit records the hashes in s.ToRecord at now and leaves those actually

@@ -89,7 +89,7 @@ func TestAddHashesHeldToTheLimitReplaysTheCalls(t *testing.T) {
 	for call := 0; call < 200; call++ {
 		f.Select(items(fmt.Sprintf("c%d", call), 500), 0, RecordReturned, t0, &s)
 		f.Commit(t0, &s, limit)
-		g.AddHashes(s.ToRecord, t0, t0, limit)
+		g.AddHashes(s.ToRecord, t0, t0, limit, -1)
 	}
 	if a, b := f.Stats(t0).Items, g.Stats(t0).Items; a != b {
 		t.Fatalf("calls recorded %d items, their replay %d", a, b)
@@ -97,7 +97,7 @@ func TestAddHashesHeldToTheLimitReplaysTheCalls(t *testing.T) {
 	if !g.Full(t0, limit) {
 		t.Fatal("the replayed filter is not full")
 	}
-	if n, sat := g.AddHashes([]Hash{HashItem("more")}, t0, t0, limit); n != 0 || !sat {
+	if n, sat := g.AddHashes([]Hash{HashItem("more")}, t0, t0, limit, -1); n != 0 || !sat {
 		t.Fatalf("replay past the limit added %d (saturated %v)", n, sat)
 	}
 }

@@ -51,7 +51,7 @@ func TestJournalReplayRebuildsTheFilterTheCallsMade(t *testing.T) {
 						t.Fatal(err)
 					}
 					g.Expire(now) // as a load does before the replay
-					g.AddHashes(record, now, now, 0)
+					g.AddHashes(record, now, now, 0, -1)
 					want, _ := f.MarshalBinary()
 					got, _ := g.MarshalBinary()
 					if !bytes.Equal(got, want) {
@@ -69,5 +69,55 @@ func TestJournalReplayRebuildsTheFilterTheCallsMade(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A journal record expires a window and a bucket after its call, so a
+// filter can be rebuilt from a later call's record without an earlier one
+// whose items that call's cap counted (they left the window meanwhile).
+// Replayed with the room the cap left the call (Room, which the record
+// keeps), it lets in what the call let in; with the cap counted from what
+// the rebuilt filter holds, it let in the 20 items the second call
+// refused, and then refused 10 of the 50 the third call recorded.
+func TestReplayLetsInTheRoomTheCapLeftTheCall(t *testing.T) {
+	p := Profile{Window: 3 * time.Hour, Granularity: time.Hour, MaxItems: 100}
+	f := mustNew(t, p) // the calls
+	g := mustNew(t, p) // their journal but the first call's record
+	var s Scratch
+	var all []string
+	for i, c := range []struct {
+		at          time.Duration
+		n, recorded int
+	}{{0, 60, 60}, {time.Hour, 60, 40}, {4 * time.Hour, 50, 50}} {
+		now := t0.Add(c.at)
+		batch := items(fmt.Sprintf("c%d-", i), c.n)
+		all = append(all, batch...)
+		f.Select(batch, 0, RecordAll, now, &s)
+		room := f.Room(now)
+		if n, _ := f.Commit(now, &s, 0); n != c.recorded {
+			t.Fatalf("call %d recorded %d, want %d", i, n, c.recorded)
+		}
+		if i > 0 {
+			g.Expire(now) // as a load does before each record
+			if n, _ := g.AddHashes(s.ToRecord, now, now, 0, room); n != c.recorded {
+				t.Errorf("the replay of call %d let in %d items, the call %d", i, n, c.recorded)
+			}
+		}
+	}
+	end := t0.Add(4 * time.Hour)
+	g.Expire(end)
+	for _, it := range all {
+		if f.Test(it, end) != g.Test(it, end) {
+			t.Fatalf("%s tests %v in the filter, %v replayed", it, f.Test(it, end), g.Test(it, end))
+		}
+	}
+	if a, b := f.Stats(end).Items, g.Stats(end).Items; a != b {
+		t.Fatalf("the filter holds %d items, the replay %d", a, b)
+	}
+	if r := mustNew(t, Profile{}).Room(end); r != -1 {
+		t.Fatalf("the room of a filter without a cap is %d, want -1", r)
+	}
+	if r := f.Room(end); r != 10 {
+		t.Fatalf("the room left by 90 items under a cap of 100 is %d, want 10", r)
 	}
 }
