@@ -42,7 +42,8 @@ import (
 // (AddHashes): an earlier record, whose items the call's cap counted,
 // expires before it (a window and a bucket after its own call), and the
 // cap counted again without them would let in items the call refused and
-// refuse items later calls recorded. Its seconds have roomMark set, and
+// refuse items later calls recorded (replayed again, it lets in nothing
+// more: see AddHashes). Its seconds have roomMark set, and
 // the room comes after the encoding (if any), before the answer (if any):
 //
 //	uvarint(seconds | roomMark [| madeMark] [| keyedMark]) [| uvarint len | encoding] | uvarint room | ...

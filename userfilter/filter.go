@@ -581,13 +581,16 @@ func (f *Filter) touch(now time.Time) {
 // see Full) stopped any.
 //
 // room >= 0 is the room the cap left the call that recorded hs (Room, at
-// its time), which a journal record keeps: at most that many are added
-// whatever the filter holds at now. The items the cap counted for that
-// call may have left the filter since without leaving the window (their
-// journal record expired before this one), and counted from what it
-// holds, the cap would let in items the call refused and so refuse later
-// items that later calls recorded. room < 0 counts it from the items held
-// at now.
+// its time), which a journal record keeps: the cap counts against it, not
+// against what the filter holds at now. The items the cap counted for
+// that call may have left the filter since without leaving the window
+// (their journal record expired before this one), and counted from what
+// it holds, the cap would let in items the call refused and so refuse
+// later items that later calls recorded. An item of hs that the bucket
+// already held counts against the room too: the call found none there
+// (Select), so it is this record's own item replayed again (a backup's
+// journal merged back, say), and the room it took then is taken. room < 0
+// counts the cap from the items held at now.
 func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded, room int) (n int, saturated bool) {
 	b := f.bucketOf(at)
 	if b < f.oldestLive(now) {
@@ -597,12 +600,23 @@ func (f *Filter) AddHashes(hs []Hash, at, now time.Time, maxEncoded, room int) (
 		return 0, len(hs) > 0 // grown past it otherwise (see Full)
 	}
 	held := f.items(now)
+	var there []bool // hs[i] was in the bucket before any of hs was added
 	if room >= 0 && f.p.MaxItems > 0 {
 		held = f.p.MaxItems - min(uint64(room), f.p.MaxItems)
+		if g := f.find(b); g != nil {
+			there = make([]bool, len(hs))
+			for i, h := range hs {
+				there[i] = g.test(h, f.p.fpBits)
+			}
+		}
 	}
 	var t tally
 	var grew bool
-	for _, h := range hs {
+	for i, h := range hs {
+		if there != nil && there[i] {
+			held++
+			continue
+		}
 		t.count(f.add(h, b, now, &held, false, uint64(max(maxEncoded, 0)), &grew))
 	}
 	if t.added > 0 {

@@ -3,6 +3,7 @@ package userfilter
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -78,13 +79,20 @@ func TestJournalReplayRebuildsTheFilterTheCallsMade(t *testing.T) {
 // Replayed with the room the cap left the call (Room, which the record
 // keeps), it lets in what the call let in; with the cap counted from what
 // the rebuilt filter holds, it let in the 20 items the second call
-// refused, and then refused 10 of the 50 the third call recorded.
+// refused, and then refused 10 of the 50 the third call recorded. Replayed
+// twice, a record lets in nothing more.
 func TestReplayLetsInTheRoomTheCapLeftTheCall(t *testing.T) {
 	p := Profile{Window: 3 * time.Hour, Granularity: time.Hour, MaxItems: 100}
 	f := mustNew(t, p) // the calls
 	g := mustNew(t, p) // their journal but the first call's record
 	var s Scratch
 	var all []string
+	type record struct {
+		at   time.Time
+		hs   []Hash
+		room int
+	}
+	var recs []record
 	for i, c := range []struct {
 		at          time.Duration
 		n, recorded int
@@ -98,10 +106,19 @@ func TestReplayLetsInTheRoomTheCapLeftTheCall(t *testing.T) {
 			t.Fatalf("call %d recorded %d, want %d", i, n, c.recorded)
 		}
 		if i > 0 {
+			recs = append(recs, record{now, slices.Clone(s.ToRecord), room})
 			g.Expire(now) // as a load does before each record
 			if n, _ := g.AddHashes(s.ToRecord, now, now, 0, room); n != c.recorded {
 				t.Errorf("the replay of call %d let in %d items, the call %d", i, n, c.recorded)
 			}
+		}
+	}
+	// The records replayed again, after the others (a backup's journal
+	// merged back in): their items take the room they took, and the items
+	// their calls refused stay out.
+	for i, r := range recs {
+		if n, _ := g.AddHashes(r.hs, r.at, r.at, 0, r.room); n != 0 {
+			t.Errorf("the record of call %d replayed again let in %d items", i+1, n)
 		}
 	}
 	end := t0.Add(4 * time.Hour)
