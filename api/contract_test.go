@@ -109,3 +109,24 @@ func TestDefaultNamespaceExamplesAreWhatTheServerAnswers(t *testing.T) {
 		t.Errorf("the default namespace in the example of GET /v1/namespaces is\n%v\nthe server answers\n%v", inList, got)
 	}
 }
+
+// The server sends Retry-After on every 429 and 503 (retryAfter), and
+// any route may answer 503 (past --max-connections, or beyond the bodies
+// being read at once) whether its operation lists 503 or not: every
+// operation's 429, 503 and default responses declare the header.
+func TestRetryAfterIsDeclaredWhereverItMayBeSent(t *testing.T) {
+	doc := loadSpec(t)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for _, status := range []string{"429", "503", "default"} {
+				r := op.Responses.Value(status)
+				if r == nil {
+					continue
+				}
+				if _, ok := r.Value.Headers["Retry-After"]; !ok {
+					t.Errorf("%s %s: its %s response does not declare Retry-After", method, path, status)
+				}
+			}
+		}
+	}
+}

@@ -319,8 +319,29 @@ func (v *validator) doer(checkRequest bool) doerFunc {
 			v.t.Errorf("answer %d to %s %s does not fit openapi.yaml: %v\n%s", resp.StatusCode, req.Method,
 				req.URL.Path, err, truncate(rb))
 		}
+		// The validator checks the headers a response declares, not that
+		// the headers sent are declared: a client generated from the
+		// document would not know to read an undeclared Retry-After.
+		if resp.Header.Get("Retry-After") != "" && !declaresHeader(route.Operation, resp.StatusCode, "Retry-After") {
+			v.t.Errorf("answer %d to %s %s carries Retry-After, which its response in openapi.yaml does not declare",
+				resp.StatusCode, req.Method, find.URL.Path)
+		}
 		return resp, nil
 	}
+}
+
+// declaresHeader reports whether op's response for status (or its
+// default, when it lists none for status) declares the header name.
+func declaresHeader(op *openapi3.Operation, status int, name string) bool {
+	r := op.Responses.Status(status)
+	if r == nil {
+		r = op.Responses.Default()
+	}
+	if r == nil || r.Value == nil {
+		return false
+	}
+	_, ok := r.Value.Headers[name]
+	return ok
 }
 
 func truncate(b []byte) string {

@@ -205,3 +205,26 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A route whose operation lists no 503 answers one too past
+// --max-connections, with Retry-After: its default response declares the
+// header, so that a client generated from the document reads when to retry.
+func TestRetryAfterOfAnAnswerByDefaultIsDeclared(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
+	addr := strings.TrimPrefix(e.base, "http://")
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
+		t.Fatalf("the connection within the cap: %d %s", status, body)
+	}
+	// GET /openapi.yaml lists 200 and default only; the validator of
+	// e.raw fails an answer whose Retry-After its response does not declare.
+	status, h, body := e.raw(http.MethodGet, "/openapi.yaml", "", nil)
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
+	if h.Get("Retry-After") == "" {
+		t.Fatalf("503 past the cap without Retry-After: %v", h)
+	}
+}

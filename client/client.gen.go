@@ -3157,6 +3157,11 @@ type GetDashboardResponse200Headers struct {
 	ContentSecurityPolicy *string
 }
 
+// GetDashboardResponseDefaultHeaders the declared response headers of an HTTP default response for GetDashboard
+type GetDashboardResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetDashboardResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3164,6 +3169,8 @@ type GetDashboardResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetDashboardResponse200Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetDashboardResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3200,6 +3207,11 @@ func (r GetDashboardResponse) ContentType() string {
 	return ""
 }
 
+// GetHealthResponseDefaultHeaders the declared response headers of an HTTP default response for GetHealth
+type GetHealthResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetHealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3207,6 +3219,8 @@ type GetHealthResponse struct {
 	JSON200 *Health
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Default
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetHealthResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3248,11 +3262,18 @@ func (r GetHealthResponse) ContentType() string {
 	return ""
 }
 
+// HeadHealthResponseDefaultHeaders the declared response headers of an HTTP default response for HeadHealth
+type HeadHealthResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type HeadHealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Default
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *HeadHealthResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3304,6 +3325,11 @@ type GetMetricsResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetMetricsResponseDefaultHeaders the declared response headers of an HTTP default response for GetMetrics
+type GetMetricsResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetMetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3323,6 +3349,8 @@ type GetMetricsResponse struct {
 	Headers429 *GetMetricsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetMetricsResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetMetricsResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -3379,6 +3407,11 @@ func (r GetMetricsResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponseDefaultHeaders the declared response headers of an HTTP default response for GetOpenAPI
+type GetOpenAPIResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3386,6 +3419,8 @@ type GetOpenAPIResponse struct {
 	YAML200 *map[string]interface{}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Default
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetOpenAPIResponseDefaultHeaders
 }
 
 // GetYAML200 returns the response for an HTTP 200 `application/yaml` response
@@ -3432,6 +3467,11 @@ type GetReadyResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetReadyResponseDefaultHeaders the declared response headers of an HTTP default response for GetReady
+type GetReadyResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetReadyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3443,6 +3483,8 @@ type GetReadyResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadyResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetReadyResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3494,6 +3536,11 @@ type HeadReadyResponse503Headers struct {
 	RetryAfter *int
 }
 
+// HeadReadyResponseDefaultHeaders the declared response headers of an HTTP default response for HeadReady
+type HeadReadyResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type HeadReadyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3501,6 +3548,8 @@ type HeadReadyResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *HeadReadyResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *HeadReadyResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3552,6 +3601,11 @@ type GetAuthResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetAuthResponseDefaultHeaders the declared response headers of an HTTP default response for GetAuth
+type GetAuthResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetAuthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3575,6 +3629,8 @@ type GetAuthResponse struct {
 	Headers429 *GetAuthResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetAuthResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetAuthResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3661,6 +3717,11 @@ type GetBackupResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetBackupResponseDefaultHeaders the declared response headers of an HTTP default response for GetBackup
+type GetBackupResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetBackupResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3686,6 +3747,8 @@ type GetBackupResponse struct {
 	Headers429 *GetBackupResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetBackupResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetBackupResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -3767,6 +3830,11 @@ type ListNamespacesResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ListNamespacesResponseDefaultHeaders the declared response headers of an HTTP default response for ListNamespaces
+type ListNamespacesResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ListNamespacesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3790,6 +3858,8 @@ type ListNamespacesResponse struct {
 	Headers429 *ListNamespacesResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ListNamespacesResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListNamespacesResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3871,6 +3941,11 @@ type PurgeNamespaceResponse503Headers struct {
 	RetryAfter *int
 }
 
+// PurgeNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for PurgeNamespace
+type PurgeNamespaceResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type PurgeNamespaceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3900,6 +3975,8 @@ type PurgeNamespaceResponse struct {
 	Headers429 *PurgeNamespaceResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PurgeNamespaceResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *PurgeNamespaceResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3996,6 +4073,11 @@ type GetNamespaceResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for GetNamespace
+type GetNamespaceResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetNamespaceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4021,6 +4103,8 @@ type GetNamespaceResponse struct {
 	Headers429 *GetNamespaceResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetNamespaceResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetNamespaceResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4117,6 +4201,11 @@ type FilterBatchResponse503Headers struct {
 	RetryAfter *int
 }
 
+// FilterBatchResponseDefaultHeaders the declared response headers of an HTTP default response for FilterBatch
+type FilterBatchResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type FilterBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4154,6 +4243,8 @@ type FilterBatchResponse struct {
 	Headers429 *FilterBatchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *FilterBatchResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *FilterBatchResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4260,6 +4351,11 @@ type ListUsersResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ListUsersResponseDefaultHeaders the declared response headers of an HTTP default response for ListUsers
+type ListUsersResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ListUsersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4287,6 +4383,8 @@ type ListUsersResponse struct {
 	Headers429 *ListUsersResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ListUsersResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListUsersResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4378,6 +4476,11 @@ type ForgetUserResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ForgetUserResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetUser
+type ForgetUserResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ForgetUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4405,6 +4508,8 @@ type ForgetUserResponse struct {
 	Headers429 *ForgetUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ForgetUserResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ForgetUserResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4496,6 +4601,11 @@ type GetUserResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetUserResponseDefaultHeaders the declared response headers of an HTTP default response for GetUser
+type GetUserResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4523,6 +4633,8 @@ type GetUserResponse struct {
 	Headers429 *GetUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetUserResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetUserResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4614,6 +4726,11 @@ type CheckSeenResponse503Headers struct {
 	RetryAfter *int
 }
 
+// CheckSeenResponseDefaultHeaders the declared response headers of an HTTP default response for CheckSeen
+type CheckSeenResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type CheckSeenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4643,6 +4760,8 @@ type CheckSeenResponse struct {
 	Headers429 *CheckSeenResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CheckSeenResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *CheckSeenResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -4739,6 +4858,11 @@ type ExportUserResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ExportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ExportUser
+type ExportUserResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ExportUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4764,6 +4888,8 @@ type ExportUserResponse struct {
 	Headers429 *ExportUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExportUserResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ExportUserResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4850,6 +4976,11 @@ type ImportUserResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ImportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ImportUser
+type ImportUserResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ImportUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4879,6 +5010,8 @@ type ImportUserResponse struct {
 	Headers429 *ImportUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ImportUserResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ImportUserResponseDefaultHeaders
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4985,6 +5118,11 @@ type FilterUserResponse503Headers struct {
 	RetryAfter *int
 }
 
+// FilterUserResponseDefaultHeaders the declared response headers of an HTTP default response for FilterUser
+type FilterUserResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type FilterUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5024,6 +5162,8 @@ type FilterUserResponse struct {
 	Headers429 *FilterUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *FilterUserResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *FilterUserResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5135,6 +5275,11 @@ type ForgetItemsResponse503Headers struct {
 	RetryAfter *int
 }
 
+// ForgetItemsResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetItems
+type ForgetItemsResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type ForgetItemsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5168,6 +5313,8 @@ type ForgetItemsResponse struct {
 	Headers429 *ForgetItemsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ForgetItemsResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ForgetItemsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5274,6 +5421,11 @@ type RecordSeenResponse503Headers struct {
 	RetryAfter *int
 }
 
+// RecordSeenResponseDefaultHeaders the declared response headers of an HTTP default response for RecordSeen
+type RecordSeenResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type RecordSeenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5305,6 +5457,8 @@ type RecordSeenResponse struct {
 	Headers429 *RecordSeenResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *RecordSeenResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RecordSeenResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5406,6 +5560,11 @@ type GetStatsResponse503Headers struct {
 	RetryAfter *int
 }
 
+// GetStatsResponseDefaultHeaders the declared response headers of an HTTP default response for GetStats
+type GetStatsResponseDefaultHeaders struct {
+	RetryAfter *int
+}
+
 type GetStatsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5429,6 +5588,8 @@ type GetStatsResponse struct {
 	Headers429 *GetStatsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetStatsResponse503Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetStatsResponseDefaultHeaders
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6036,6 +6197,16 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 			headers.ContentSecurityPolicy = &value
 		}
 		response.Headers200 = &headers
+	case true:
+		var headers GetDashboardResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6071,6 +6242,19 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 
 	}
 
+	switch {
+	case true:
+		var headers GetHealthResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
+	}
+
 	return response, nil
 }
 
@@ -6098,6 +6282,19 @@ func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case true:
+		var headers HeadHealthResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6185,6 +6382,16 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetMetricsResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6218,6 +6425,19 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case true:
+		var headers GetOpenAPIResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6271,6 +6491,16 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetReadyResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6316,6 +6546,16 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers HeadReadyResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6417,6 +6657,16 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetAuthResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6528,6 +6778,16 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetBackupResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6629,6 +6889,16 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ListNamespacesResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6751,6 +7021,16 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers PurgeNamespaceResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -6859,6 +7139,16 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetNamespaceResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7015,6 +7305,16 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers FilterBatchResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7130,6 +7430,16 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ListUsersResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7248,6 +7558,16 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ForgetUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7363,6 +7683,16 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7485,6 +7815,16 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers CheckSeenResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7593,6 +7933,16 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ExportUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7718,6 +8068,16 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ImportUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -7881,6 +8241,16 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers FilterUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -8017,6 +8387,16 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers ForgetItemsResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -8146,6 +8526,16 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers RecordSeenResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
@@ -8247,6 +8637,16 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case true:
+		var headers GetStatsResponseDefaultHeaders
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.HeadersDefault = &headers
 	}
 
 	return response, nil
