@@ -468,6 +468,22 @@ func TestFullDiskIs507(t *testing.T) {
 	}
 }
 
+// A 507 says which limit refused the write: here the floor of
+// --min-free-bytes (the disk may have room), which an operator lowers or
+// frees space above; not a full disk. The call records nothing.
+func TestStorageFullSaysWhichLimitRefused(t *testing.T) {
+	e := newEnvOver(t, onFullDisk(t, t.TempDir()))
+	status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
+		[]byte(`{"candidates":["a"]}`))
+	p := wantProblem(t, status, h, body, http.StatusInsufficientStorage, "storage-full")
+	if !strings.Contains(p.Detail, "--min-free-bytes") || strings.Contains(p.Detail, "disk is full") {
+		t.Fatalf("detail %q, want it to name the floor of --min-free-bytes, not a full disk", p.Detail)
+	}
+	if st := e.stateOf("default", "u"); st != nil && st["items"] != float64(0) {
+		t.Fatalf("the refused call recorded items: %v", st)
+	}
+}
+
 // onFullDisk is newEnvOver's wrap for a real store in dir that finds less
 // free space than it requires (more than any disk has), in place of the
 // roomy one newEnvOver opens.

@@ -145,8 +145,12 @@ func problemFor(err error) Problem {
 		k, detail = pUserNotFound, "the user has no filter in this namespace"
 	case errors.Is(err, eviction.ErrCorrupt):
 		k, detail = pCorruptFilter, "the user's stored filter is corrupt; other users are unaffected"
+	case errors.Is(err, eviction.ErrBelowMinFree):
+		// Which limit refused, so that an operator knows what to change.
+		k, detail = pStorageFull, "the store refused a write: the free space of its disk is below the floor set by --min-free-bytes "+
+			"(the server's log says how much is free); free space on the disk, or lower --min-free-bytes"
 	case errors.Is(err, eviction.ErrStorageFull):
-		k, detail = pStorageFull, "the store refused a write for lack of disk space"
+		k, detail = pStorageFull, "the store refused a write: its disk is full (no space left on the device); free space on the disk"
 	case errors.Is(err, eviction.ErrStorage):
 		// The store's own words name files and offsets of the server's
 		// disk: they go to the server's log, not to the caller.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seenapi/seenapi/storage"
 )
 
 // Sentinel errors; the API maps them to problem types in one place.
@@ -18,6 +20,10 @@ var (
 	ErrStorage = errors.New("eviction: storage failure")
 	// ErrStorageFull: the store refused a write for lack of disk space.
 	ErrStorageFull = errors.New("eviction: storage full")
+	// ErrBelowMinFree: an ErrStorageFull refused by the store's free-space
+	// floor (storage.Options.MinFreeBytes, --min-free-bytes) rather than by a full
+	// disk; such errors wrap both.
+	ErrBelowMinFree = storage.ErrBelowMinFree
 	// ErrClosed: the hot set was closed.
 	ErrClosed = errors.New("eviction: closed")
 	// ErrBadImport: imported bytes are not a valid filter or do not fit the namespace.

@@ -79,7 +79,8 @@
 //
 // Free space is measured (statfs) at Open, every Options.FreeSpaceInterval
 // and after every failed write; below Options.MinFreeBytes, or after
-// ENOSPC, writes fail with an error wrapping ErrFull while reads go on
+// ENOSPC, writes fail with an error wrapping ErrFull (and ErrBelowMinFree
+// when the floor refused them, not the disk) while reads go on
 // (Badger does not survive a full disk gracefully, so it must not get
 // there). Delete stays allowed, since erasing frees space. A closed store
 // answers ErrClosed. Badger's errors are wrapped with %w and name the user.

@@ -18,6 +18,12 @@ var (
 	// working; writes succeed again once space is freed.
 	ErrFull = errors.New("storage: disk full")
 
+	// ErrBelowMinFree: an ErrFull whose write the free-space floor
+	// (Options.MinFreeBytes) refused, not the disk: the disk had room, and
+	// an operator frees space or lowers the floor. An ErrFull without it
+	// met the disk itself full (ENOSPC).
+	ErrBelowMinFree = fmt.Errorf("%w: free space below MinFreeBytes", ErrFull)
+
 	// ErrBadKey: a namespace or user id is empty or longer than
 	// MaxNamespaceLen / MaxUserLen.
 	ErrBadKey = errors.New("storage: bad namespace or user id")

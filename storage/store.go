@@ -43,8 +43,12 @@ type Store struct {
 	stop       chan struct{}
 	loops      sync.WaitGroup
 
-	full atomic.Bool  // free space below MinFreeBytes
+	full atomic.Bool  // free space below MinFreeBytes, or a write met a full disk
 	free atomic.Int64 // free bytes at the last check
+	// noSpace: full was set by a write that met a full disk (ENOSPC), and
+	// no check has found free space above MinFreeBytes since. It tells the
+	// refusals of the disk from those of the floor (errFull).
+	noSpace atomic.Bool
 
 	// writes is held for reading by every write to Badger once the store
 	// is open, and for writing by flushMemtables, while Badger refuses
@@ -425,7 +429,10 @@ func (s *Store) enterWrite() error {
 }
 
 func (s *Store) errFull() error {
-	return fmt.Errorf("%w: %d bytes free under %s, below the %d required", ErrFull, s.free.Load(), s.opts.Dir, s.opts.MinFreeBytes)
+	if s.noSpace.Load() {
+		return fmt.Errorf("%w: a write met no space left on the device under %s", ErrFull, s.opts.Dir)
+	}
+	return fmt.Errorf("%w: %d bytes free under %s, below the %d required", ErrBelowMinFree, s.free.Load(), s.opts.Dir, s.opts.MinFreeBytes)
 }
 
 // Full reports whether the store refuses writes for lack of disk space
@@ -445,6 +452,9 @@ func (s *Store) checkFree() bool {
 	}
 	s.free.Store(n)
 	full := n < s.opts.MinFreeBytes
+	if !full {
+		s.noSpace.Store(false)
+	}
 	if was := s.full.Swap(full); was != full {
 		if full {
 			s.opts.Logger.Warn("storage: free space below minimum, refusing writes",
@@ -464,6 +474,7 @@ func (s *Store) writeErr(err error) error {
 	case errors.Is(err, ErrFull), errors.Is(err, ErrClosed):
 		return err
 	case isNoSpace(err):
+		s.noSpace.Store(true)
 		s.full.Store(true)
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	case s.checkFree():
