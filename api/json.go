@@ -126,6 +126,29 @@ func syntaxDetail(data []byte) string {
 	return "not JSON"
 }
 
+// nullMember returns the JSON pointer of the first member of an object in
+// body, which decoded, whose value is null, or "" if there is none. The
+// decoders take a null for the zero value, so a body that holds the
+// literal is read again, token by token; the others, nearly all, cost a
+// scan for it.
+func nullMember(body []byte) string {
+	if !bytes.Contains(body, []byte("null")) {
+		return ""
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return ""
+		}
+		if tok.Kind() == 'n' {
+			if k, _ := d.StackIndex(d.StackDepth()); k == '{' {
+				return string(d.StackPointer())
+			}
+		}
+	}
+}
+
 // shapeError explains why well-formed JSON did not decode into v, naming
 // the member that does not fit by its JSON pointer (error path only).
 // sonic's error gives a byte offset or just a field's name, and

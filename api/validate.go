@@ -161,6 +161,12 @@ func decode(body []byte, v any) error {
 		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == 'n' {
 			return newError(pBadRequest, "the body is null; it must be a JSON object")
 		}
+		// So does a member's null: "limit": null would be served as no
+		// limit, "record": null as returned, though openapi.yaml gives
+		// no member null.
+		if ptr := nullMember(body); ptr != "" {
+			return fieldError(pBadRequest, ptr, "", ptr+" is null; leave the member out for its default, or give it a value")
+		}
 		return nil
 	}
 	if len(body) == 0 {
