@@ -169,6 +169,9 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if given, err := s.beginCall(c); given || err != nil {
+		return err
+	}
 	var k eviction.CallKey
 	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
 		k = scope.key("")
@@ -569,6 +572,9 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {
 			return err
 		}
+	}
+	if given, err := s.beginCall(c); given || err != nil {
+		return err
 	}
 	// A keyed batch keys each user's call by its place and user, and
 	// checks them all before it makes any.

@@ -506,7 +506,8 @@ const callScopeLocal = "seenapi.callScope"
 type callScope struct {
 	scoped  string       // caller, path and key
 	request xxh3.Uint128 // of the body, seeded by the path
-	p       *replay      // its answer, in flight
+	header  string       // the Idempotency-Key, for the problems' details
+	p       *replay      // its answer, in flight; nil until beginCall registers it
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -519,12 +520,15 @@ func (cs *callScope) key(part string) eviction.CallKey {
 	return eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request}
 }
 
-// idempotent wraps a recording route's handler: a call with an
-// Idempotency-Key that was answered 200 before, by the same caller to the
-// same path with the same body, gets that answer again (with
-// Idempotent-Replayed: true) and changes nothing; the same key with
-// another body is refused (422), and so is a call whose twin is still in
-// flight (409). Calls without the header go straight to h.
+// idempotent wraps a recording route's handler, which calls beginCall once
+// it has validated the request: a call with an Idempotency-Key that was
+// answered 200 before, by the same caller to the same path with the same
+// body, gets that answer again (with Idempotent-Replayed: true) and
+// changes nothing; the same key with another body is refused (422), and so
+// is a call whose twin is still in flight (409). A request that fails its
+// validation gets its own problem whatever key it carries, and leaves the
+// answer kept under the key alone: a kept answer is a 200's, whose request
+// passed the same validation. Calls without the header go straight to h.
 func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		key, err := idempotencyKey(c)
@@ -548,37 +552,52 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		}
 		scoped := caller + "\x00" + c.Path() + "\x00" + key
 		request := xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(c.Path())) // as sent, never inflated
-		p, state := s.replays.begin(scoped, request)
-		switch state {
-		case replayDone:
-			c.Set(HeaderReplayed, "true")
-			c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
-			c.Status(p.status)
-			c.Response().SetBody(p.body)
-			return nil
-		case replayMismatch:
-			return newError(pIdempotencyKeyReused, "Idempotency-Key %q was used for another request to this route; a retry must send the same body", key)
-		case replayBusy:
-			// Retry-After tells any client when: the first call is
-			// answered in milliseconds, and a header counts whole seconds.
-			e := newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", key)
-			e.retry = inUseRetry
-			return e
-		}
-		c.Locals(callScopeLocal, &callScope{scoped: scoped, request: request, p: p})
+		cs := &callScope{scoped: scoped, request: request, header: key}
+		c.Locals(callScopeLocal, cs)
 		kept := false
 		defer func() {
-			if !kept {
-				s.replays.abandon(scoped, p) // an error or a panic: a retry makes the call anew
+			if !kept && cs.p != nil {
+				s.replays.abandon(scoped, cs.p) // an error or a panic: a retry makes the call anew
 			}
 		}()
 		if err := h(c); err != nil {
 			return err
 		}
-		if c.Response().StatusCode() == fiber.StatusOK {
-			s.replays.finish(scoped, p, fiber.StatusOK, c.Response().Body())
+		if cs.p != nil && c.Response().StatusCode() == fiber.StatusOK {
+			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body())
 			kept = true
 		}
 		return nil
 	}
+}
+
+// beginCall looks the keyed call of a validated request up (see
+// idempotent) before the handler makes it: given reports that the kept
+// answer was set as the response, which the handler returns as it is; an
+// error is the key's problem (in use, or reused with another body). A call
+// without a key is begun at once.
+func (s *Server) beginCall(c *fiber.Ctx) (given bool, err error) {
+	cs, ok := c.Locals(callScopeLocal).(*callScope)
+	if !ok {
+		return false, nil
+	}
+	p, state := s.replays.begin(cs.scoped, cs.request)
+	switch state {
+	case replayDone:
+		c.Set(HeaderReplayed, "true")
+		c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+		c.Status(p.status)
+		c.Response().SetBody(p.body)
+		return true, nil
+	case replayMismatch:
+		return false, newError(pIdempotencyKeyReused, "Idempotency-Key %q was used for another request to this route; a retry must send the same body", cs.header)
+	case replayBusy:
+		// Retry-After tells any client when: the first call is
+		// answered in milliseconds, and a header counts whole seconds.
+		e := newError(pIdempotencyKeyInUse, "a request with Idempotency-Key %q is still in flight; retry once it is answered", cs.header)
+		e.retry = inUseRetry
+		return false, e
+	}
+	cs.p = p
+	return false, nil
 }

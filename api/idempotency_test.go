@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -328,6 +329,62 @@ func TestCompressedBodyWithAnIdempotencyKeyIsNeverInflated(t *testing.T) {
 		}
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 			t.Errorf("%s: the server allocated %d MiB for a body of %d KiB", path, grew>>20, gz.Len()>>10)
+		}
+	}
+}
+
+// A request is validated before its Idempotency-Key is looked up: a bad
+// request gets its own problem (a batch over its users, a bad limit, a
+// call over its candidates) whatever key it carries, not 422 for a key
+// used before with another body, and leaves the answer kept under the key
+// for the retries of the request that made it.
+func TestABadRequestGetsItsOwnProblemWhateverIdempotencyKeyItCarries(t *testing.T) {
+	e := newEnv(t)
+	const batch = "/v1/namespaces/default/filter"
+	one := userPath("default", "u", "/filter")
+	keyed := func(k string) []string { return []string{"Idempotency-Key", k} }
+	status, _, first := e.raw(http.MethodPost, batch, "application/json", []byte(batchOf(1)), keyed("k-batch")...)
+	if status != http.StatusOK {
+		t.Fatalf("the first batch: %d %s", status, first)
+	}
+	status, _, firstOne := e.raw(http.MethodPost, one, "application/json", []byte(`{"candidates":["a","b"],"limit":1}`), keyed("k-one")...)
+	if status != http.StatusOK {
+		t.Fatalf("the first call: %d %s", status, firstOne)
+	}
+	before := e.stateOf("default", "u")
+	for _, tc := range []struct {
+		name, path, body, key string
+		status                int
+		slug                  string
+	}{
+		{"a batch of too many users", batch, batchOf(api.DefaultMaxBatchUsers + 1), "k-batch", 413, "too-many-users"},
+		{"a batch with a bad limit", batch, `{"requests":[{"user":"u","candidates":["c"],"limit":-1}]}`, "k-batch", 400, "bad-request"},
+		{"a call with a bad limit", one, `{"candidates":["c"],"limit":-1}`, "k-one", 400, "bad-request"},
+		{"a call of too many candidates", one, candidates(api.DefaultMaxCandidates + 1), "k-one", 413, "too-many-candidates"},
+		{"a call of malformed JSON", one, `{"candidates":`, "k-one", 400, "invalid-json"},
+	} {
+		status, h, body := e.raw(http.MethodPost, tc.path, "application/json", []byte(tc.body), keyed(tc.key)...)
+		if status != tc.status {
+			t.Errorf("%s with a key used before: %d %s, want %d %s", tc.name, status, truncate(body), tc.status, tc.slug)
+			continue
+		}
+		wantProblem(t, status, h, body, tc.status, tc.slug)
+	}
+	if st := e.stateOf("default", "b5"); st != nil {
+		t.Errorf("the refused batch created a user: %v", st)
+	}
+	if after := e.stateOf("default", "u"); !reflect.DeepEqual(after, before) {
+		t.Errorf("the refused requests changed the user:\nbefore %v\nafter  %v", before, after)
+	}
+	// The answers kept under the keys are given again to their retries.
+	for _, tc := range []struct{ path, body, key, want string }{
+		{batch, batchOf(1), "k-batch", string(first)},
+		{one, `{"candidates":["a","b"],"limit":1}`, "k-one", string(firstOne)},
+	} {
+		status, h, body := e.raw(http.MethodPost, tc.path, "application/json", []byte(tc.body), keyed(tc.key)...)
+		if status != http.StatusOK || string(body) != tc.want || h.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("the retry of %s: %d %s (Idempotent-Replayed %q), want %s again", tc.path, status, body,
+				h.Get("Idempotent-Replayed"), tc.want)
 		}
 	}
 }

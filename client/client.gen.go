@@ -756,7 +756,9 @@ type FilterBatchParams struct {
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with
-	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
+	// `Retry-After: 1`. The request is validated before its key is looked
+	// up: a bad one gets its own problem (400, 404 or 413) whatever key it
+	// carries, and the answer kept under the key stays. An answer that is not 200 is not kept: the retry
 	// is served anew; nor is one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
@@ -798,7 +800,9 @@ type FilterUserParams struct {
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with
-	// `Retry-After: 1`. An answer that is not 200 is not kept: the retry
+	// `Retry-After: 1`. The request is validated before its key is looked
+	// up: a bad one gets its own problem (400, 404 or 413) whatever key it
+	// carries, and the answer kept under the key stays. An answer that is not 200 is not kept: the retry
 	// is served anew; nor is one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
