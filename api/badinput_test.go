@@ -486,16 +486,17 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 // The service takes no forms: a body sent as multipart/form-data is not
 // parsed as one before the route and the key are (fasthttp's default,
 // which writes a form's files past 16 MiB to temporary files, for any
-// caller), but read as the route reads any body.
+// caller), but refused by the route as any body not sent as JSON is.
 func TestMultipartBodyIsNotParsedAsAForm(t *testing.T) {
 	e := newEnv(t, withKeys)
 	const form = "multipart/form-data; boundary=xyz"
 	status, h, b := e.raw("POST", userPath("default", "u", "/seen"), form, []byte("not a form"))
 	wantProblem(t, status, h, b, 401, "unauthorized")
-	status, _, b = e.raw("POST", userPath("default", "u", "/seen"), form, []byte(`{"items":["x"]}`),
+	status, h, b = e.raw("POST", userPath("default", "u", "/seen"), form, []byte(`{"items":["x"]}`),
 		"Authorization", "Bearer "+writeKey)
-	if status != 200 {
-		t.Fatalf("a JSON body sent as a form: %d %s", status, b)
+	wantProblem(t, status, h, b, 415, "unsupported-media-type")
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a JSON body sent as a form created the user: %v", st)
 	}
 }
 
@@ -874,5 +875,60 @@ func TestBatchRefusesUserIDsNoPathReaches(t *testing.T) {
 				t.Errorf("after the refused batch with %q, user %q: %v, want not found", bad, u, err)
 			}
 		}
+	}
+}
+
+// Every route that takes a JSON body takes it as JSON only: sent as a
+// form (curl's default), as text (what a page of any site may send
+// without asking first), or without a Content-Type, it is refused with 415
+// unsupported-media-type saying what to send, and changes nothing.
+// application/json with parameters, in any case, and application/*+json
+// are JSON; an import still takes its bytes as application/octet-stream.
+func TestABodyNotSentAsJSONIsRefused(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "compact", "victim", client.FilterRequest{Candidates: []string{"a", "b", "c"}})
+	before := e.stateOf("compact", "victim")
+	victim := userPath("compact", "victim", "")
+	routes := []struct{ method, path, body string }{
+		{"POST", victim + "/filter", `{"candidates":["z"]}`},
+		{"POST", victim + "/seen", `{"items":["z"]}`},
+		{"POST", victim + "/check", `{"items":["z"]}`},
+		{"DELETE", victim + "/items", `{"items":["a"]}`},
+		{"POST", "/v1/namespaces/compact/filter", `{"requests":[{"user":"newcomer","candidates":["z"]},{"user":"victim","candidates":["z"]}]}`},
+	}
+	for _, ct := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded",
+		"multipart/form-data; boundary=x", "application/octet-stream", "application/jsonp", "json", "application/"} {
+		for _, r := range routes {
+			status, h, body := e.raw(r.method, r.path, ct, []byte(r.body))
+			if status != http.StatusUnsupportedMediaType {
+				t.Errorf("%s %s sent as %q: %d %s, want 415", r.method, r.path, ct, status, truncate(body))
+				continue
+			}
+			p := wantProblem(t, status, h, body, http.StatusUnsupportedMediaType, "unsupported-media-type")
+			if !strings.Contains(p.Detail, "send Content-Type: application/json") {
+				t.Errorf("%s %s sent as %q: detail %q does not say what to send", r.method, r.path, ct, p.Detail)
+			}
+		}
+	}
+	if after := e.stateOf("compact", "victim"); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused body changed the victim:\nbefore %v\nafter  %v", before, after)
+	}
+	if st := e.stateOf("compact", "newcomer"); st != nil {
+		t.Fatalf("a refused batch created a user: %v", st)
+	}
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8",
+		"application/vnd.seenapi+json"} {
+		item := fmt.Sprintf(`{"items":["ok-%d"]}`, i)
+		if status, _, body := e.raw("POST", victim+"/seen", ct, []byte(item)); status != http.StatusOK {
+			t.Errorf("a body sent as %q: %d %s, want 200", ct, status, truncate(body))
+		}
+	}
+	exported, err := c.ExportUserWithResponse(ctx, "compact", "victim")
+	if err != nil || exported.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %d", err, exported.StatusCode())
+	}
+	if status, _, body := e.raw("PUT", victim+"/export", "application/octet-stream", exported.Body); status != http.StatusNoContent {
+		t.Fatalf("an import as application/octet-stream: %d %s, want 204", status, truncate(body))
 	}
 }

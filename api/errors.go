@@ -56,6 +56,8 @@ var (
 	pIdempotencyKeyInUse  = problemKind{"idempotency-key-in-use", "Idempotency key in use", fiber.StatusConflict}
 	pIdempotencyKeyReused = problemKind{"idempotency-key-reused", "Idempotency key reused", fiber.StatusUnprocessableEntity}
 	pBodyTooLarge         = problemKind{"body-too-large", "Body too large", fiber.StatusRequestEntityTooLarge}
+	// A JSON route's body sent as something else (a form, text, none).
+	pUnsupportedMediaType = problemKind{"unsupported-media-type", "Unsupported media type", fiber.StatusUnsupportedMediaType}
 	pTooManyCandidates    = problemKind{"too-many-candidates", "Too many candidates", fiber.StatusRequestEntityTooLarge}
 	pTooManyUsers         = problemKind{"too-many-users", "Too many users", fiber.StatusRequestEntityTooLarge}
 	pCorruptFilter        = problemKind{"corrupt-filter", "Corrupt filter", fiber.StatusInternalServerError}
@@ -73,7 +75,7 @@ var problemKinds = []problemKind{
 	pUnknownNamespace, pUserNotFound, pNotFound, pMethodNotAllowed, pRequestTimeout, pHeadersTooLarge,
 	pUnsupported, pNamespaceServed,
 	pIdempotencyKeyInUse, pIdempotencyKeyReused,
-	pBodyTooLarge, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
+	pBodyTooLarge, pUnsupportedMediaType, pTooManyCandidates, pTooManyUsers, pCorruptFilter, pInternal,
 	pRateLimited, pStorageUnavailable, pOverloaded, pUnavailable, pStorageFull,
 }
 

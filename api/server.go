@@ -609,9 +609,10 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 // originCheck refuses what a browser sends from a page of another origin to
 // change something (Go's CSRF protection, by Sec-Fetch-Site or else by
 // Origin against Host). A browser sends a cross-origin POST of text/plain
-// without asking first, and the JSON routes read the body whatever its
-// type, so without it any web page open beside an open service (no keys:
-// every caller is admin) could record impressions. The dashboard's own
+// without asking first; the JSON routes refuse that type (415), and this
+// check refuses such writes whatever a route takes, so that no web page
+// open beside an open service (no keys: every caller is admin) records
+// impressions or erases. The dashboard's own
 // requests are same-origin; clients that are not browsers send neither
 // header and are not concerned.
 var originCheck = http.NewCrossOriginProtection()

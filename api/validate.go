@@ -133,11 +133,45 @@ func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
 	if err := checkEncoding(c); err != nil {
 		return nil, err
 	}
+	if ct := c.Request().Header.ContentType(); !jsonMediaType(ct) {
+		return nil, unsupportedMediaType(ct)
+	}
 	body := c.Request().Body()
 	if len(body) > s.cfg.MaxBodyBytes {
 		return nil, bodyTooLarge(len(body), s.cfg.MaxBodyBytes)
 	}
 	return body, nil
+}
+
+// jsonMediaType reports whether the Content-Type ct names JSON:
+// application/json or application/*+json, any case, with any parameters
+// (charset=utf-8). A body without a Content-Type is not taken for JSON
+// (RFC 9110, 8.3: the recipient may take it for application/octet-stream),
+// nor is a form or text: curl sends application/x-www-form-urlencoded
+// unless told otherwise, and a browser's page of any site may send
+// text/plain without asking first. No allocation: it runs on every call.
+func jsonMediaType(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	const app, suffix = "application/", "+json"
+	if len(ct) <= len(app) || !bytes.EqualFold(ct[:len(app)], []byte(app)) {
+		return false
+	}
+	sub := ct[len(app):]
+	return bytes.EqualFold(sub, []byte("json")) ||
+		len(sub) > len(suffix) && bytes.EqualFold(sub[len(sub)-len(suffix):], []byte(suffix))
+}
+
+// unsupportedMediaType is the problem of a JSON route's body sent as ct.
+func unsupportedMediaType(ct []byte) error {
+	sent := "no Content-Type"
+	if len(ct) > 0 {
+		sent = "Content-Type " + strconv.Quote(strings.ToValidUTF8(string(ct), "\uFFFD"))
+	}
+	return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentType,
+		"the body was sent with "+sent+"; this route takes JSON: send Content-Type: application/json")
 }
 
 // checkEncoding refuses compressed bodies: decompressing them would let a
