@@ -19,9 +19,11 @@
 // bucket per key or, on an open server, per client address: 429
 // rate-limited), query parameters (strict: one the route does not take,
 // per queryParams, is rejected), namespace name and existence, user id,
-// body size, JSON shape (strict: unknown fields are rejected), then each
-// field. A rejected request never reaches
-// the hot set, so it never changes stored state. Errors are mapped to
+// the body's Content-Type (JSON only, else 415), body size, JSON shape
+// (strict: unknown fields, and members given as null, are rejected), then
+// each field; only then is a call's Idempotency-Key looked up, so that a
+// bad request gets its own problem whatever key it carries. A rejected
+// request never reaches the hot set, so it never changes stored state. Errors are mapped to
 // problem types in one place (problemFor in errors.go).
 //
 // Strings decoded from a request (user ids, items) alias the request's
