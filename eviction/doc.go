@@ -42,9 +42,10 @@
 // more, so the work is spread out instead of arriving in one burst, and a
 // user called many times in between is written once; it also writes every
 // evicted user at once, and everything at Close. A dirty user evicted
-// before its write-back stays reachable (the shard's evicted map) until the
-// write-back lands, so eviction never loses a change, even with the journal
-// off; past a sixteenth of the budget in such users, calls that load a
+// before its write-back, or while it runs, stays reachable (the shard's
+// evicted map) until the write-back lands, so eviction never loses a
+// change, even with the journal off, and no second copy of the user is
+// loaded while one is being written; past a sixteenth of the budget in such users, calls that load a
 // user wait for the write-back (at most two rounds of it), so memory stays
 // near the budget however fast users come.
 //

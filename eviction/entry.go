@@ -34,7 +34,7 @@ type entry struct {
 	// list is in dirtySince order: an entry is queued when it turns dirty).
 	dirtySince atomic.Uint32
 	bytes      int32 // accounted size; guarded by the shard lock
-	queued     bool  // in the shard's dirty list; guarded by the shard lock
+	flags      uint8 // flagQueued, flagWriting; guarded by the shard lock
 	ns         uint8 // index of the namespace in nsTable.byIndex
 	probe      uint8 // which of the user's keys it is under (see HotSet.key); 0 unless its first collided
 	// idLen is the id's length when it is kept inline: its first bytes in
@@ -43,6 +43,20 @@ type entry struct {
 	idLen  uint8
 	idHead [idHeadLen]byte
 }
+
+// Bits of entry.flags.
+const (
+	// flagQueued: in the shard's dirty list.
+	flagQueued uint8 = 1 << iota
+	// flagWriting: taken by a write-back whose store write has not landed.
+	// Evicted meanwhile, the entry stays reachable (the shard's evicted
+	// map) until it lands, clean or not: a copy loaded beside it could be
+	// written before it and then be overwritten by it (the write-back of
+	// the hot set's only writer does not read what is stored), or, after
+	// a failed write, it would stay queued and be written over that copy's
+	// newer filter, whose write-back retired the journal.
+	flagWriting
+)
 
 const (
 	// idHeadLen is how many bytes of the id fit inside the entry itself.

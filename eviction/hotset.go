@@ -638,8 +638,8 @@ func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 		e.dirtySince.Store(h.clock())
 		h.dirtyUsers.Add(1)
 	}
-	if !e.queued {
-		e.queued = true
+	if e.flags&flagQueued == 0 {
+		e.flags |= flagQueued
 		s.dirty.push(e)
 	}
 }
@@ -803,8 +803,9 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 }
 
 // evictLocked takes e, the shard's entry under k, out of the LRU. An entry
-// that may hold changes not yet written back moves to the shard's evicted
-// map (see trimLocked). s.mu held.
+// that may hold changes not yet written back, or whose write-back is under
+// way (flagWriting), moves to the shard's evicted map (see trimLocked).
+// s.mu held.
 func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 	h.removeLocked(s, k, e)
 	h.infoOf(e).c.evictions.Add(1)
@@ -812,7 +813,7 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 	// entry someone holds is kept reachable as if it were dirty, and
 	// write-back lets it go once it finds it clean.
 	idle := e.mu.TryLock()
-	if !idle || e.dirty() {
+	if !idle || e.dirty() || e.flags&flagWriting != 0 {
 		s.evicted[k] = e
 		h.evictedBytes.Add(int64(e.bytes))
 	}
@@ -1952,7 +1953,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 				}
 				due++
 			}
-			e.queued = false
+			e.flags &^= flagQueued
 			all = append(all, e)
 			n++
 		}
@@ -1992,11 +1993,15 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 		}
 		if !e.dirty() {
 			// Nothing to write. An evicted entry kept for a call that was
-			// using it (see trimLocked) is let go here.
+			// using it (see trimLocked) is let go here, unless this batch
+			// writes it (it was listed twice, as queued and as evicted):
+			// then once that write lands.
 			k := h.keyOf(e)
 			s := h.shardOf(k)
 			s.mu.Lock()
-			h.letGoLocked(s, k, e)
+			if e.flags&flagWriting == 0 {
+				h.letGoLocked(s, k, e)
+			}
 			s.mu.Unlock()
 			e.mu.Unlock()
 			continue
@@ -2013,15 +2018,18 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 			encodeErrs = append(encodeErrs, fmt.Errorf("encoding %s/%s: %w", h.infoOf(e).Name, e.id(), err))
 			continue
 		}
+		k := h.keyOf(e)
+		s := h.shardOf(k)
+		s.mu.Lock()
 		if size := entrySize(e); size != e.bytes {
 			// encode dropped the buckets past the window: their memory
 			// leaves the budget's count, as after a call that drops some.
-			k := h.keyOf(e)
-			s := h.shardOf(k)
-			s.mu.Lock()
 			h.accountLocked(s, k, e, size)
-			s.mu.Unlock()
 		}
+		// Reachable until the write lands, though clean from here on (see
+		// flagWriting).
+		e.flags |= flagWriting
+		s.mu.Unlock()
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
 			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Empty: gone(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
@@ -2064,6 +2072,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 		k := h.keyOf(e)
 		s := h.shardOf(k)
 		s.mu.Lock()
+		e.flags &^= flagWriting
 		if failedAll || failed[h.infoOf(e).Name+"\x00"+e.id()] {
 			h.markDirtyLocked(s, e)
 		} else if e.lastSeq == writes[i].UpTo {
