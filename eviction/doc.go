@@ -82,6 +82,8 @@
 // write-back's union, or a replayed journal record, would bring a
 // forgotten item back. PurgeNamespace erases a whole namespace that is not
 // served: it holds the namespaces lock (no reload serves it meanwhile),
+// fails the loads of its users by calls made before it was taken out
+// (they may have read what it erases) and waits for those in flight,
 // drops its users still in memory under the write-back lock without
 // writing them, then erases it from the store.
 //

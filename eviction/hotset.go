@@ -194,6 +194,9 @@ type nsCounters struct {
 	// those of them that tested seen; recorded the items every recording
 	// route added.
 	candidates, seen, recorded atomic.Uint64
+	// purges counts the purges of the namespace begun and ended: odd
+	// while one runs (see PurgeNamespace and purgedSince).
+	purges atomic.Uint64
 }
 
 // HotSet holds user filters in memory under a byte budget, writes changes
@@ -580,6 +583,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			continue
 		}
 		lc := h.claimLocked(s, sl, info, user)
+		gen := info.c.purges.Load() // under s.mu: see PurgeNamespace
 		s.mu.Unlock()
 		info.c.misses.Add(1)
 		h.waitBacklog()
@@ -597,6 +601,10 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		}
 		s.mu.Lock()
 		delete(s.loading, sl.k)
+		if err == nil && purgedSince(info, gen) {
+			// What was read may be what the purge erased since.
+			err = errPurged(info)
+		}
 		if err != nil || f == nil {
 			if err == nil {
 				err = ErrUserNotFound
@@ -1188,14 +1196,16 @@ func (h *HotSet) RecordBulk(ns, user string, items []string) (Result, error) {
 			continue
 		}
 		lc := h.claimLocked(s, sl, info, user)
+		gen := info.c.purges.Load() // under s.mu: see PurgeNamespace
 		s.mu.Unlock()
-		return h.recordCold(s, sl.k, lc, info, user, items)
+		return h.recordCold(s, sl.k, lc, gen, info, user, items)
 	}
 }
 
 // recordCold records items for a user whose load slot lc (under key k of
-// shard s) it holds, in the store only, and lets the slot go.
-func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user string, items []string) (res Result, err error) {
+// shard s) it holds, in the store only, and lets the slot go. gen is the
+// namespace's purges when lc was claimed.
+func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, gen uint64, info *nsInfo, user string, items []string) (res Result, err error) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.loading, k)
@@ -1222,6 +1232,9 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, info *nsInfo, user st
 	res = Result{SeenCount: sel.SeenCount, Recorded: recorded, Saturated: saturated}
 	if recorded == 0 && lastSeq == 0 {
 		return res, nil // nothing to write
+	}
+	if purgedSince(info, gen) {
+		return Result{}, errPurged(info) // not written over the purge
 	}
 	// Written before the answer, as a journal record would be: nothing else
 	// holds the user meanwhile, so this is the user's whole state.

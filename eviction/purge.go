@@ -18,7 +18,10 @@ var ErrNamespaceServed = errors.New("eviction: namespace is served")
 // stays, to be served again if the namespace comes back. A served
 // namespace is refused with ErrNamespaceServed, and a name that was not
 // served since New and holds nothing in the store is ErrUnknownNamespace.
-// A SetNamespaces that serves the namespace again waits for the purge.
+// A SetNamespaces that serves the namespace again waits for the purge. A
+// call made before the namespace was taken out that is loading its user
+// when the purge begins, or loads it while the purge runs, fails with
+// ErrUnknownNamespace, as a call made after does.
 func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 	if h.closed.Load() {
 		return 0, ErrClosed
@@ -31,6 +34,15 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 	}
 	known := slices.IndexFunc(t.byIndex, func(o *nsInfo) bool { return o.Name == ns })
 	if known >= 0 {
+		// A call under way when the namespace was taken out may be loading
+		// one of its users, from what the purge is about to erase: marked
+		// as running, the purge makes such loads fail (purgedSince), and
+		// waits for those in flight, which may write (RecordBulk), before
+		// it erases the store.
+		c := t.byIndex[known].c
+		c.purges.Add(1)
+		defer c.purges.Add(1)
+		h.waitLoads(uint8(known))
 		h.dropNamespace(uint8(known))
 		h.replies.erase(uint8(known), "")
 	}
@@ -44,6 +56,40 @@ func (h *HotSet) PurgeNamespace(ns string) (int, error) {
 		return 0, fmt.Errorf("%w: %q is neither served nor stored", ErrUnknownNamespace, ns)
 	}
 	return n, nil
+}
+
+// purgedSince reports whether a purge of info's namespace ran since, or
+// was running when, its purges counter read gen.
+func purgedSince(info *nsInfo, gen uint64) bool {
+	return gen&1 != 0 || info.c.purges.Load() != gen
+}
+
+// errPurged is the error of a call whose user's namespace was purged while
+// the call loaded the user: not served, as for a call made after.
+func errPurged(info *nsInfo) error {
+	return fmt.Errorf("%w: %q was purged while the call loaded its user", ErrUnknownNamespace, info.Name)
+}
+
+// waitLoads waits until no load of a user of the namespace at index is in
+// flight, among those claimed before it looked at each shard.
+func (h *HotSet) waitLoads(index uint8) {
+	for _, s := range h.shards {
+		for {
+			var wait *loadCall
+			s.mu.Lock()
+			for _, lc := range s.loading {
+				if lc.ns == index {
+					wait = lc
+					break
+				}
+			}
+			s.mu.Unlock()
+			if wait == nil {
+				break
+			}
+			<-wait.done
+		}
+	}
 }
 
 // purgeStored erases the namespace from the store. A panic in it fails
