@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A refusal says which limit made it: the free-space floor (MinFreeBytes,
@@ -33,5 +34,30 @@ func TestTheFloorAndAFullDiskAreToldApart(t *testing.T) {
 	}
 	if _, err := s.Append("feed", "u", []byte("x"), 0); err != nil {
 		t.Fatalf("an append once a check found room: %v", err)
+	}
+}
+
+// With no floor (MinFreeBytes negative), a write that met a full disk
+// stops writes only until space comes back, as with one: the store checks
+// the disk again every FreeSpaceInterval, not only at the next start.
+func TestAFullDiskWithoutAFloorTakesWritesOnceSpaceIsBack(t *testing.T) {
+	s := openTest(t, testOptions(t).WithMinFreeBytes(-1).WithFreeSpaceInterval(10*time.Millisecond))
+	if err := s.writeErr(fmt.Errorf("write: %w", syscall.ENOSPC)); !errors.Is(err, ErrFull) {
+		t.Fatalf("a write that met ENOSPC: %v, want ErrFull", err)
+	}
+	// The disk this test runs on has room: the next check finds it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := s.Append("feed", "u", []byte("x"), 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrFull) || time.Now().After(deadline) {
+			t.Fatalf("an append 30 s after a full disk, with room on it now and no floor: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Full() {
+		t.Error("the store still says it is full once it takes writes")
 	}
 }

@@ -20,7 +20,9 @@ type Options struct {
 	// MinFreeBytes: writes are refused with ErrFull while the filesystem
 	// holding Dir has less free space than this (Badger does not survive a
 	// full disk gracefully). Checked at Open, every FreeSpaceInterval and
-	// after every failed write. Default 256 MiB; negative turns the check off.
+	// after every failed write. Default 256 MiB; negative turns the check off
+	// (a write that meets a full disk still stops writes until a check,
+	// every FreeSpaceInterval, finds space free again).
 	MinFreeBytes int64
 
 	// FreeSpaceInterval is how often free space is checked. Default 2s.

@@ -149,10 +149,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.checkFree()
 	go s.writer()
-	if opts.MinFreeBytes >= 0 {
-		s.loops.Add(1)
-		go s.freeSpaceLoop()
-	}
+	// Without a floor too: a write that meets a full disk stops writes
+	// until a check finds space again.
+	s.loops.Add(1)
+	go s.freeSpaceLoop()
 	if opts.GCInterval > 0 {
 		s.gcBase.Store(s.Size())
 		s.loops.Add(1)
@@ -441,9 +441,15 @@ func (s *Store) errFull() error {
 func (s *Store) Full() bool { return s.full.Load() }
 
 // checkFree measures free space and returns whether it is below MinFreeBytes.
+// Without a floor (MinFreeBytes negative) it measures only after a write
+// met a full disk, and finds it full until some space is free again.
 func (s *Store) checkFree() bool {
-	if s.opts.MinFreeBytes < 0 {
-		return false
+	floor := s.opts.MinFreeBytes
+	if floor < 0 {
+		if !s.noSpace.Load() {
+			return false
+		}
+		floor = 1
 	}
 	n, err := freeBytes(s.opts.Dir)
 	if err != nil {
@@ -451,7 +457,7 @@ func (s *Store) checkFree() bool {
 		return s.full.Load()
 	}
 	s.free.Store(n)
-	full := n < s.opts.MinFreeBytes
+	full := n < floor
 	if !full {
 		s.noSpace.Store(false)
 	}
