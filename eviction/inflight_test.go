@@ -84,13 +84,7 @@ func TestFailedWriteBackOfEvictedUserLosesNothing(t *testing.T) {
 	if err := <-flushed; !errors.Is(err, storage.ErrFull) {
 		t.Fatalf("held write-back: %v, want it to fail with ErrFull", err)
 	}
-	if err := h.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	record(t, h, "default", "c", "c1") // evicts a, clean
-	if got := seen(t, h, "default", "a", "a1", "a2"); !allTrue(got) {
-		t.Errorf("a after its failed write-back, a retry and a reload: seen %v, want [true true]", got)
-	}
+	wantBothAfterReload(t, h, "its failed write-back, a retry and a reload")
 }
 
 // A bulk recording (import-redis's /seen?bulk=true) of a user evicted
@@ -110,13 +104,7 @@ func TestBulkRecordDuringEvictedUsersWriteBackLosesNothing(t *testing.T) {
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	record(t, h, "default", "c", "c1") // evicts a, clean
-	if got := seen(t, h, "default", "a", "a1", "a2"); !allTrue(got) {
-		t.Errorf("a after a bulk recording during its write-back: seen %v, want [true true]", got)
-	}
+	wantBothAfterReload(t, h, "a bulk recording during its write-back")
 }
 
 // With the journal off, a user evicted while dirty stays the truth until
@@ -134,11 +122,19 @@ func TestEvictedUserReachableUntilItsWriteBackLandsWithoutJournal(t *testing.T) 
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
+	wantBothAfterReload(t, h, "a call during its write-back")
+}
+
+// wantBothAfterReload writes a back, evicts it clean and loads it again,
+// then wants both its items, a1 and a2, seen; after says what a went
+// through, for the failure.
+func wantBothAfterReload(t *testing.T, h *HotSet, after string) {
+	t.Helper()
 	if err := h.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	record(t, h, "default", "c", "c1") // evicts a, clean
 	if got := seen(t, h, "default", "a", "a1", "a2"); !allTrue(got) {
-		t.Errorf("a after a call during its write-back: seen %v, want [true true]", got)
+		t.Errorf("a after %s: seen %v, want [true true]", after, got)
 	}
 }
