@@ -562,7 +562,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			e.mu.Lock()
 			if h.reachLocked(s, sl.k, e) {
 				info.c.hits.Add(1)
-				if create && gone(&e.f, h.opts.Now()) {
+				if create && e.f.Profile().Window > 0 && gone(&e.f, h.opts.Now()) { // no clock read without a window
 					// A gone user comes back as a new one, with the
 					// namespace's profile, as from the store (below).
 					if f, err := userfilter.New(info.Profile); err == nil {
