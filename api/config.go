@@ -47,7 +47,8 @@ type Config struct {
 	// (the routes that take a key, /metrics among them): a caller is an API
 	// key or, on an open server, a client address. Beyond it, and past
 	// RateBurst requests at once, the API answers 429 rate-limited with
-	// Retry-After. A batch call is one request. A key's own Key.Rate takes
+	// Retry-After. A batch call takes one request a user (at most the
+	// burst). A key's own Key.Rate takes
 	// its place for that key. Default 0: no limit.
 	RateLimit float64
 	// RateBurst is how many requests a caller may make at once before

@@ -543,16 +543,25 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 // filterBatch is the one call for many users. The whole batch is validated
 // before any work; per-user failures while serving are that user's error.
 func (s *Server) filterBatch(c *fiber.Ctx) error {
-	ns, err := s.namespace(c)
-	if err != nil {
-		return err
-	}
-	body, err := s.jsonBody(c)
-	if err != nil {
-		return err
-	}
 	var req batchRequest
-	if err := decode(body, &req); err != nil {
+	ns, err := s.namespace(c)
+	var body []byte
+	if err == nil {
+		if body, err = s.jsonBody(c); err == nil {
+			err = decode(body, &req)
+		}
+	}
+	// A batch takes from its caller's rate one request a user, as many
+	// calls of one user would (admit took none: the route is selfRated),
+	// and one when it is refused before its users are known.
+	n := max(1, len(req.Requests))
+	if err := s.takeRate(c, n); err != nil {
+		if e, ok := err.(*apiError); ok && n > 1 {
+			e.detail = "a batch takes one request of the rate a user, this one " + itoa(n) + ": " + e.detail
+		}
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	if len(req.Requests) == 0 {

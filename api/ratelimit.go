@@ -75,14 +75,17 @@ func newRateLimiter(now func() time.Time) *rateLimiter {
 // (and at most 2^30, which a rate that high never needs).
 func rateBurst(limit float64) int { return int(max(1, min(math.Ceil(limit), 1<<30))) }
 
-// take takes a token of caller's bucket, limited to r, or returns the
-// rate-limited problem, which says when to retry, and takes nothing. who
-// names the caller in the problem. A caller whose rate changed (keys
-// reloaded with another) keeps its bucket at the new rate.
-func (l *rateLimiter) take(caller string, r callerRate, who string) error {
-	if !r.limited() {
+// take takes n tokens of caller's bucket, limited to r, or returns the
+// rate-limited problem, which says when to retry, and takes nothing. n is
+// at most the burst: more could never be taken at once, and a call that
+// asks for more (a batch of more users than the burst) takes the whole
+// burst. who names the caller in the problem. A caller whose rate changed
+// (keys reloaded with another) keeps its bucket at the new rate.
+func (l *rateLimiter) take(caller string, r callerRate, who string, n int) error {
+	if !r.limited() || n < 1 {
 		return nil
 	}
+	n = min(n, r.burst)
 	now := l.now()
 	lim, ok := l.callers.Get(caller)
 	if !ok {
@@ -98,7 +101,7 @@ func (l *rateLimiter) take(caller string, r callerRate, who string) error {
 		lim.SetLimitAt(now, r.limit)
 		lim.SetBurstAt(now, r.burst)
 	}
-	res := lim.ReserveN(now, 1)
+	res := lim.ReserveN(now, n)
 	wait := res.DelayFrom(now)
 	if wait == 0 {
 		return nil

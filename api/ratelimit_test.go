@@ -195,3 +195,78 @@ func TestAKeysOwnRateTakesThePlaceOfTheServers(t *testing.T) {
 		t.Errorf("the admin key after a limit was set: %v, want 200 then 429", got)
 	}
 }
+
+// A batch takes from its caller's rate one request a user, not one a
+// batch: a rate bounds the users served whether they come one a call or
+// many at a time. A batch refused for the rate records nothing and says
+// when its users' tokens are due; one of more users than the burst takes
+// the whole burst; one refused before its users are known takes one.
+func TestABatchTakesOneRequestOfTheRateAUser(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withKeys, withRate(clock, 1, 4)) // a token a second, bursts of 4
+	w := e.client(writeKey)
+	batch := func(users ...string) client.BatchFilterRequest {
+		var b client.BatchFilterRequest
+		for _, u := range users {
+			b.Requests = append(b.Requests, client.BatchFilterEntry{User: u, Candidates: []string{"a"}})
+		}
+		return b
+	}
+	one := func(user string) int {
+		t.Helper()
+		r, err := w.FilterUserWithResponse(ctx, "default", user, nil, client.FilterRequest{Candidates: []string{"a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.StatusCode()
+	}
+
+	if r, err := w.FilterBatchWithResponse(ctx, "default", nil, batch("u1", "u2", "u3")); err != nil || r.JSON200 == nil {
+		t.Fatalf("a batch of 3 with 4 tokens: %v %d %s, want 200", err, r.StatusCode(), r.Body)
+	}
+	if got := []int{one("u4"), one("u5")}; got[0] != 200 || got[1] != 429 {
+		t.Fatalf("two calls after a batch of 3 with a burst of 4: %v, want 200 then 429", got)
+	}
+
+	clock.add(time.Second) // one token
+	r, err := w.FilterBatchWithResponse(ctx, "default", nil, batch("v1", "v2", "v3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wantProblem(t, r.StatusCode(), r.HTTPResponse.Header, r.Body, http.StatusTooManyRequests, "rate-limited")
+	if got := r.HTTPResponse.Header.Get("Retry-After"); got != "2" {
+		t.Errorf("a batch of 3 with 1 token: Retry-After %q, want 2 (its other two tokens, one a second)", got)
+	}
+	if !strings.Contains(p.Detail, "a batch takes one request of the rate a user, this one 3") {
+		t.Errorf("detail %q does not say a batch takes one a user", p.Detail)
+	}
+	for _, u := range []string{"v1", "v2", "v3"} {
+		if st := e.stateOf("default", u); st != nil {
+			t.Errorf("user %s of the refused batch: %v, want none (nothing recorded)", u, st)
+		}
+	}
+	clock.add(2 * time.Second) // as Retry-After said
+	if r, err := w.FilterBatchWithResponse(ctx, "default", nil, batch("v1", "v2", "v3")); err != nil || r.JSON200 == nil {
+		t.Fatalf("the batch retried after Retry-After: %v %d %s, want 200", err, r.StatusCode(), r.Body)
+	}
+
+	// Past the burst, a batch takes the whole bucket once it is full.
+	clock.add(time.Hour)
+	if r, err := w.FilterBatchWithResponse(ctx, "default", nil, batch("w1", "w2", "w3", "w4", "w5", "w6")); err != nil || r.JSON200 == nil {
+		t.Fatalf("a batch of 6 users with a full bucket of 4: %v %d %s, want 200", err, r.StatusCode(), r.Body)
+	}
+	if got := one("u4"); got != http.StatusTooManyRequests {
+		t.Fatalf("a call right after a batch that took the whole burst: %d, want 429", got)
+	}
+
+	// A batch refused as malformed takes one request, as any request does.
+	clock.add(time.Hour)
+	for range 4 {
+		status, h, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
+			[]byte(`{"requests":`), "Authorization", "Bearer "+writeKey)
+		wantProblem(t, status, h, body, http.StatusBadRequest, "invalid-json")
+	}
+	if got := one("u6"); got != http.StatusTooManyRequests {
+		t.Fatalf("a call after four malformed batches with a burst of 4: %d, want 429", got)
+	}
+}

@@ -22,7 +22,7 @@ func BenchmarkRateLimitTake(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if err := l.take(ids[i%callers], r, "this API key"); err != nil {
+					if err := l.take(ids[i%callers], r, "this API key", 1); err != nil {
 						b.Fatal(err)
 					}
 					i++

@@ -570,6 +570,7 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
+	rated := !selfRated[route]
 	handler := func(c *fiber.Ctx) error {
 		defer observeSince(duration, time.Now())
 		calls.Add(1)
@@ -594,7 +595,7 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 				return newError(pForbidden, "this service has no API keys and answers to loopback names only (localhost, 127.0.0.1, [::1]), "+
 					"not Host %q: a web page could reach it through that name (DNS rebinding)", strings.ToValidUTF8(string(c.Request().Host()), "\uFFFD"))
 			}
-			if err := s.admit(c, role); err != nil {
+			if err := s.admit(c, role, rated); err != nil {
 				return err
 			}
 		}
@@ -672,16 +673,17 @@ func docPath(p string) string {
 // a server with keys, the bearer key must have at least role; then the
 // caller (the key, or on an open server the client's address) must have a
 // token left of its rate limit, if it has one (Config.RateLimit, or the
-// key's own). A request refused for its key takes no token, so a caller's
+// key's own), unless the route is not rated here (selfRated: its handler
+// takes what it costs). A request refused for its key takes no token, so a caller's
 // mistakes do not use up its rate.
-func (s *Server) admit(c *fiber.Ctx, role Role) error {
+func (s *Server) admit(c *fiber.Ctx, role Role, rated bool) error {
 	kr := s.keys.Load()
 	if kr.open() {
 		r := serverRate(s.cfg)
-		if !r.limited() {
+		if !r.limited() || !rated {
 			return nil // before c.IP(), which formats the address
 		}
-		return s.rate.take(c.IP(), r, "this client address")
+		return s.rate.take(c.IP(), r, "this client address", 1)
 	}
 	m, err := s.keyRole(c, kr)
 	if err != nil {
@@ -703,10 +705,33 @@ func (s *Server) admit(c *fiber.Ctx, role Role) error {
 			return m.scopeError(ns)
 		}
 	}
-	if !m.rate.limited() {
+	if !m.rate.limited() || !rated {
 		return nil
 	}
-	return s.rate.take(string(m.id[:]), m.rate, "this API key")
+	return s.rate.take(string(m.id[:]), m.rate, "this API key", 1)
+}
+
+// selfRated are the routes whose handler takes from the caller's rate
+// itself (takeRate), not admit: a batch takes one request a user, known
+// once its body is read, so that a rate bounds the users served whether
+// they come one a call or many at a time.
+var selfRated = map[string]bool{"POST /v1/namespaces/{ns}/filter": true}
+
+// takeRate takes n requests of the rate of the caller admit let through
+// (up to its burst), or returns the rate-limited problem and takes none.
+func (s *Server) takeRate(c *fiber.Ctx, n int) error {
+	if s.keys.Load().open() {
+		r := serverRate(s.cfg)
+		if !r.limited() {
+			return nil
+		}
+		return s.rate.take(c.IP(), r, "this client address", n)
+	}
+	m, ok := c.Locals(keyLocal).(*keyMatch)
+	if !ok || !m.rate.limited() {
+		return nil
+	}
+	return s.rate.take(string(m.id[:]), m.rate, "this API key", n)
 }
 
 // keyRole returns the key in kr the request's bearer key is (its role,
