@@ -36,8 +36,8 @@ func TestOnErrorOpenAnswersUnfilteredAndCountsIt(t *testing.T) {
 	e.brokenStore()
 	got := filter(t, c, "default", "cold", client.FilterRequest{Candidates: []string{"a", "b", "a", "c"}, Limit: ptr(2),
 		OnError: ptr(client.Open)})
-	if got.Degraded == nil || !*got.Degraded || !slices.Equal(got.Unseen, []string{"a", "b"}) || got.Recorded != 0 {
-		t.Fatalf("degraded answer: %+v, want unseen [a b] (deduplicated, limited), degraded", got)
+	if got.Degraded == nil || !*got.Degraded || !slices.Equal(got.Unseen, []string{"a", "b"}) || got.Recorded != 0 || got.SeenCount != 0 {
+		t.Fatalf("degraded answer: %+v, want unseen [a b] (deduplicated, limited), degraded, nothing seen or recorded", got)
 	}
 	r, err := c.GetStatsWithResponse(ctx)
 	if err != nil || r.JSON200 == nil {

@@ -286,7 +286,8 @@ type FilterResponse struct {
 	// Degraded The filter could not be used and on_error was open; unseen is unfiltered.
 	Degraded *bool `json:"degraded,omitempty"`
 
-	// Recorded Items this call newly added to the user's filter. An item that
+	// Recorded Items this call newly added to the user's filter (0 in a
+	// degraded answer, which recorded none). An item that
 	// already tests seen when it is added is not added again and does
 	// not count: one seen before, or one that tests positive (a false
 	// positive, at the namespace's rate) against items this same call
@@ -302,7 +303,7 @@ type FilterResponse struct {
 	// Saturated The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
 	Saturated *bool `json:"saturated,omitempty"`
 
-	// SeenCount Distinct candidates that tested seen.
+	// SeenCount Distinct candidates that tested seen; 0 in a degraded answer, which tested none.
 	SeenCount int `json:"seen_count"`
 
 	// Unseen The unseen candidates in request order, each once, at most limit.

@@ -117,9 +117,9 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} FilterResponse
  * @property {boolean} [degraded] The filter could not be used and on_error was open; unseen is unfiltered.
- * @property {number} recorded Items this call newly added to the user's filter. An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: with `record: all`, an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
+ * @property {number} recorded Items this call newly added to the user's filter (0 in a degraded answer, which recorded none). An item that already tests seen when it is added is not added again and does not count: one seen before, or one that tests positive (a false positive, at the namespace's rate) against items this same call added before it. So `recorded` can be less than the candidates returned; items over the namespace's cap are not added either (see `saturated`). In a namespace with a window, "seen before" means in the current time bucket: with `record: all`, an item seen only in an older bucket is added to the current one (it stays seen for the window from now) and counts both here and in `seen_count`.
  * @property {boolean} [saturated] The user is at the namespace's item cap, or at the largest filter the store keeps for one user; some items were not recorded.
- * @property {number} seen_count Distinct candidates that tested seen.
+ * @property {number} seen_count Distinct candidates that tested seen; 0 in a degraded answer, which tested none.
  * @property {Array<string>} unseen The unseen candidates in request order, each once, at most limit.
  */
 
