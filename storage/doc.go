@@ -67,7 +67,8 @@
 // WriteBack writes filters in transactions of up to 256 users: for each
 // user it reads the stored filter, merges the new value into it with the
 // caller's MergeFunc (bitwise OR for Bloom filters, so a second writer, a
-// replayed journal or a restore never rolls a user back), sets it and
+// replayed journal or a restore never rolls a user back; a merged value
+// expires with the longer-lived of the two, as a restored one does), sets it and
 // then retires the covered journal records (a crash in between leaves
 // them to be replayed, harmlessly). A merge that
 // fails for one user skips that user only (see WriteBackError). The read

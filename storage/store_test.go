@@ -162,6 +162,60 @@ func TestWriteBackMergeIsCalledWithTheStoredValue(t *testing.T) {
 	}
 }
 
+// A merging write-back keeps the user's value as long as the longer-lived
+// of the stored value and the write: in a windowed namespace the union
+// holds the stored value's items too, maybe of newer time buckets than the
+// writer's (another writer's), which the write's own expiry would drop
+// from the store before they leave their window. A write whose value
+// covers the stored one (the merge is the value itself) keeps its own.
+func TestWriteBackMergedValueExpiresWithTheLaterOfBoth(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{
+		{NS: "feed", User: "newer", Value: []byte{0xf0}, TTL: 100 * time.Hour},
+		{NS: "feed", User: "forever", Value: []byte{0xf0}},
+		{NS: "feed", User: "covered", Value: []byte{0xf0}, TTL: 100 * time.Hour},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteBack([]Write{
+		{NS: "feed", User: "newer", Value: []byte{0x0f}, TTL: time.Hour},
+		{NS: "feed", User: "forever", Value: []byte{0x0f}, TTL: time.Hour},
+		{NS: "feed", User: "covered", Value: []byte{0xff}, TTL: time.Hour},
+	}, orMerge); err != nil {
+		t.Fatal(err)
+	}
+	soon := uint64(time.Now().Add(2 * time.Hour).Unix())
+	if at, v := storedExpiry(t, s, "feed", "newer"); v != "ff" || at < soon {
+		t.Errorf("merged value %s expires at %v, want ff expiring in about 100 h, as the stored value", v, time.Unix(int64(at), 0))
+	}
+	if at, v := storedExpiry(t, s, "feed", "forever"); v != "ff" || at != 0 {
+		t.Errorf("merged value %s expires at %v, want ff never expiring, as the stored value", v, time.Unix(int64(at), 0))
+	}
+	if at, v := storedExpiry(t, s, "feed", "covered"); v != "ff" || at == 0 || at > soon {
+		t.Errorf("covering value %s expires at %v, want ff expiring in about 1 h, its own expiry", v, time.Unix(int64(at), 0))
+	}
+}
+
+// storedExpiry returns when the user's stored filter expires (0: never)
+// and its value, in hex (without a cover mark).
+func storedExpiry(t *testing.T, s *Store, ns, user string) (uint64, string) {
+	t.Helper()
+	var at uint64
+	var value []byte
+	if err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(filterKey(nil, ns, user))
+		if err != nil {
+			return err
+		}
+		at = item.ExpiresAt()
+		value, _, err = readFilter(item)
+		return err
+	}); err != nil {
+		t.Fatalf("%s/%s: %v", ns, user, err)
+	}
+	return at, fmt.Sprintf("%x", value)
+}
+
 func TestWriteBackWithoutMergeReplaces(t *testing.T) {
 	s := openTest(t, testOptions(t))
 	for _, v := range []string{"old", "new"} {

@@ -11,9 +11,12 @@ type JournalEntry struct {
 // Write is one user's write-back.
 type Write struct {
 	NS, User string
-	Value    []byte        // the encoded filter; opaque to the store
-	UpTo     uint64        // journal entries of this user with Seq <= UpTo are covered by Value and deleted
-	TTL      time.Duration // 0: never expires; else the filter expires this long after the write
+	Value    []byte // the encoded filter; opaque to the store
+	UpTo     uint64 // journal entries of this user with Seq <= UpTo are covered by Value and deleted
+	// TTL is how long after the write the value expires (0: never). A
+	// merge that brings stored items into it keeps the later of that and
+	// the stored value's expiry (see Store.WriteBack).
+	TTL time.Duration
 	// Empty says Value holds no item: the user is gone (a windowed
 	// filter whose items all left the window), and its entry, kept until
 	// TTL for its cover mark, lists no user. A merge that brings stored

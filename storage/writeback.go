@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -20,7 +21,8 @@ const writeBackChunk = 256
 // records it covers (Seq <= UpTo): a crash in between
 // leaves records already in the filter, and replaying them is harmless for
 // filters that merge by union. When merge is non-nil and a filter is
-// stored, the value written is merge(stored, value); with merge nil the
+// stored, the value written is merge(stored, value), which expires with
+// the longer-lived of the two unless it is value itself; with merge nil the
 // value replaces the stored one, and the records that earlier write-backs
 // covered stay covered (the stored cover mark carries over, see prepare),
 // so a replay after a crash does not bring them back into it. Users are
@@ -193,6 +195,7 @@ type txnScratch struct {
 	userKeys     [][]byte // each user's filter key, in keys
 	prepared     [][]byte
 	marks        []uint64
+	expiries     []uint64 // each user's Badger expiry (0: never)
 	// entries are the transaction's Badger entries, one array a batch
 	// instead of badger.NewEntry's allocation a user (a ninth of what a
 	// write-back allocated, BenchmarkWriteBack). The transaction holds
@@ -213,6 +216,7 @@ func (sc *txnScratch) free() {
 	clear(sc.prepared)
 	clear(sc.entries)
 	sc.userKeys, sc.prepared, sc.marks, sc.entries = sc.userKeys[:0], sc.prepared[:0], sc.marks[:0], sc.entries[:0]
+	sc.expiries = sc.expiries[:0]
 	writeBackScratch.Put(sc)
 }
 
@@ -239,13 +243,14 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		start := len(sc.keys)
 		sc.keys = filterKey(sc.keys, w.NS, w.User)
 		key := sc.keys.since(start)
-		v, mark, err := s.prepare(txn, key, w, merge, token)
+		v, mark, expiresAt, err := s.prepare(txn, key, w, merge, token)
 		if err == nil && int64(len(v)) > s.MaxValueBytes() {
 			// Refused here, for this user alone: Badger's refusal would
 			// fail the whole transaction, every user of it, each round.
 			err = s.tooLarge(len(v))
 		}
 		sc.userKeys, sc.prepared, sc.marks = append(sc.userKeys, key), append(sc.prepared, v), append(sc.marks, mark)
+		sc.expiries = append(sc.expiries, expiresAt)
 		errs[i] = err
 	}
 	sc.entries = slices.Grow(sc.entries[:0], len(ws)) // one array for the batch
@@ -253,17 +258,23 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 		if errs[i] != nil {
 			continue
 		}
-		if err := setFilter(txn, sc.userKeys[i], w, sc.prepared[i], sc.marks[i], sc); err != nil {
+		if err := setFilter(txn, sc.userKeys[i], w, sc.prepared[i], sc.marks[i], sc.expiries[i], sc); err != nil {
 			return errors.Is(err, badger.ErrTxnTooBig), err
 		}
 	}
 	return false, txn.Commit()
 }
 
-// prepare returns the value a user's write-back writes and the cover mark
-// to store with it (0: none). The value is w.Value, or merged into the
+// prepare returns the value a user's write-back writes, the cover mark
+// to store with it (0: none) and when it expires (Badger's ExpiresAt, 0:
+// never). The value is w.Value, or merged into the
 // stored filter when there is one and merge is not nil, unless w comes
-// from the store's only writer, holding token (see Attach). The mark is
+// from the store's only writer, holding token (see Attach). It expires
+// w.TTL from now, or, merged with stored items w.Value lacks, when the
+// later-lived of the stored filter and w.TTL says: in a windowed
+// namespace the stored items may be of newer time buckets than w's
+// (another writer's), which w's expiry would drop before they leave their
+// window (as Restore does). The mark is
 // the journal number of the last record w covers, or for a write that
 // covers none (a replacement, an import) the mark stored with the filter
 // it overwrites, which still holds for the records that filter covered
@@ -271,35 +282,43 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 // alone): the only read a write-back of the only writer may need. An
 // unreadable stored mark counts as none (its records are then replayed
 // after a restart, harmlessly). The errors concern that user only.
-func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) ([]byte, uint64, error) {
-	mark := s.wal.coverMark(w.NS, w.User, w.UpTo)
+func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) (value []byte, mark, expiresAt uint64, err error) {
+	if w.TTL > 0 {
+		expiresAt = uint64(time.Now().Add(w.TTL).Unix()) // as Badger's WithTTL
+	}
+	mark = s.wal.coverMark(w.NS, w.User, w.UpTo)
 	asIs := merge == nil || (token != 0 && w.Writer == token)
 	if asIs && mark > 0 {
-		return w.Value, mark, nil
+		return w.Value, mark, expiresAt, nil
 	}
 	item, err := txn.Get(fkey)
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
-		return w.Value, mark, nil
+		return w.Value, mark, expiresAt, nil
 	case asIs && err == nil:
-		return w.Value, storedMark(item), nil
+		return w.Value, storedMark(item), expiresAt, nil
 	case asIs:
-		return w.Value, 0, nil // an unreadable mark counts as none
+		return w.Value, 0, expiresAt, nil // an unreadable mark counts as none
 	case err != nil:
-		return nil, 0, fmt.Errorf("read stored filter: %w", err)
+		return nil, 0, 0, fmt.Errorf("read stored filter: %w", err)
 	}
 	stored, was, err := readFilter(item)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read stored filter: %w", err)
+		return nil, 0, 0, fmt.Errorf("read stored filter: %w", err)
 	}
-	value, err := safeMerge(merge, stored, w.Value)
+	value, err = safeMerge(merge, stored, w.Value)
 	if err != nil {
-		return nil, 0, fmt.Errorf("merge: %w", err)
+		return nil, 0, 0, fmt.Errorf("merge: %w", err)
+	}
+	if !bytes.Equal(value, w.Value) {
+		// The union holds stored items w lacks: it lasts as long as they
+		// do. A value that covers the stored one keeps its own expiry.
+		expiresAt = laterExpiry(expiresAt, item.ExpiresAt())
 	}
 	if mark == 0 {
 		mark = was
 	}
-	return value, mark, nil
+	return value, mark, expiresAt, nil
 }
 
 // storedMark returns the cover mark at the end of a stored filter's value
@@ -326,12 +345,12 @@ func safeMerge(merge MergeFunc, stored, value []byte) (merged []byte, err error)
 	return merge(stored, value)
 }
 
-// setFilter sets the user's filter in txn under key, ending with the
-// user's cover mark (0: none), so that a replay after a restart skips the
+// setFilter sets the user's filter in txn under key, expiring at
+// expiresAt (0: never), ending with the user's cover mark (0: none), so that a replay after a restart skips the
 // records it holds (journal segments outlive the records a write-back
 // covers). Its value, when it carries a mark, and its entry go in sc. key
 // must stay unchanged until the transaction commits.
-func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, sc *txnScratch) error {
+func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark, expiresAt uint64, sc *txnScratch) error {
 	var meta byte
 	if w.Empty && bytes.Equal(value, w.Value) { // a merge that kept stored items would differ
 		meta = metaEmpty
@@ -346,9 +365,7 @@ func setFilter(txn *badger.Txn, key []byte, w Write, value []byte, mark uint64, 
 	sc.entries = append(sc.entries, badger.Entry{Key: key, Value: value})
 	e := &sc.entries[len(sc.entries)-1]
 	e.WithMeta(meta)
-	if w.TTL > 0 {
-		e.WithTTL(w.TTL)
-	}
+	e.ExpiresAt = expiresAt
 	return txn.SetEntry(e)
 }
 
@@ -361,7 +378,7 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 	for attempt := 0; ; attempt++ {
 		var userErr error
 		err := s.db.Update(func(txn *badger.Txn) error {
-			value, mark, err := s.prepare(txn, fkey, w, merge, token)
+			value, mark, expiresAt, err := s.prepare(txn, fkey, w, merge, token)
 			if err == nil && int64(len(value)) > s.MaxValueBytes() {
 				err = s.tooLarge(len(value))
 			}
@@ -369,7 +386,7 @@ func (s *Store) writeBackLarge(w Write, merge MergeFunc, token uint64) error {
 				userErr = err
 				return nil
 			}
-			return setFilter(txn, fkey, w, value, mark, &txnScratch{})
+			return setFilter(txn, fkey, w, value, mark, expiresAt, &txnScratch{})
 		})
 		switch {
 		case userErr != nil:
