@@ -250,9 +250,7 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 				// the source store's journal numbers, not this one's.
 				continue
 			}
-			if kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 && kv.UserMeta[0]&metaEmpty != 0 {
-				// A gone user, kept in the source for its cover mark only,
-				// which counts the source's journal numbers.
+			if goneValue(kv) {
 				continue
 			}
 			value := kv.Value
@@ -286,9 +284,10 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	return nil
 }
 
-// BackupContents is what a backup holds, as VerifyBackup counts it.
+// BackupContents is what a backup holds, as VerifyBackup counts it: what
+// Restore would bring back.
 type BackupContents struct {
-	Filters        int // users' stored filters
+	Filters        int // users' stored filters (not the Empty values of gone users)
 	JournalRecords int // impressions recorded since their user's last write-back
 }
 
@@ -314,7 +313,9 @@ func VerifyBackup(r io.Reader) (BackupContents, error) {
 			}
 			switch kv.Key[0] {
 			case prefixFilter:
-				c.Filters++
+				if !goneValue(kv) { // Restore leaves it out
+					c.Filters++
+				}
 			case prefixJournal:
 				c.JournalRecords++
 			}
@@ -325,6 +326,13 @@ func VerifyBackup(r io.Reader) (BackupContents, error) {
 		return BackupContents{}, opErr("backup", err)
 	}
 	return c, nil
+}
+
+// goneValue reports whether a backed-up key is a gone user's Empty value
+// (see Write.Empty), kept in the source for its cover mark only, which
+// counts the source's journal numbers: Restore leaves it out.
+func goneValue(kv *pb.KV) bool {
+	return kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 && kv.UserMeta[0]&metaEmpty != 0
 }
 
 // live reports whether a backed-up key is neither deleted nor expired.

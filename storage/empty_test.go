@@ -81,3 +81,35 @@ func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
 		t.Fatalf("kept restored as %x, want 01", f)
 	}
 }
+
+// TestVerifyBackupCountsWhatARestoreBringsBack: a backup's Empty value (a
+// gone user, which Restore leaves out) is not counted as a filter.
+func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	if err := src.WriteBack([]Write{
+		{NS: "ns", User: "gone", Value: []byte{0}, TTL: time.Hour, Empty: true},
+		{NS: "ns", User: "kept", Value: []byte{1}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, src, "ns", "journalled", "record")
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	c, err := VerifyBackup(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	users, err := dst.Users("ns", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (BackupContents{Filters: 1, JournalRecords: 1}); c != want {
+		t.Fatalf("VerifyBackup counts %+v, want %+v: the restore brought back the users %q", c, want, users)
+	}
+}
