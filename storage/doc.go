@@ -58,7 +58,9 @@
 // filter's value (one Badger entry), the user's cover mark (the journal
 // number below which the filter holds every record), and Open replays the
 // segments skipping what the marks cover. A torn last record (a crash in
-// the middle of a write) is cut off. Delete removes the mark with the
+// the middle of a write) is cut off, and so is at once what a write that
+// failed (a full disk) left, whose callers were answered with an error:
+// none of its records is replayed. Delete removes the mark with the
 // filter and writes an erase record, so the user's records never come back
 // in a replay. PurgeNamespace does the same for every user of a namespace,
 // a page of users at a time (one batch of deletes, one write of erase

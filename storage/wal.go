@@ -68,6 +68,9 @@ type segment struct {
 	size   int64
 	live   int // indexed append records
 	erases int // erase records
+	// torn: a failed write left bytes past size that could not be cut off
+	// yet (see cutLocked). w.mu held.
+	torn bool
 }
 
 // walRec is one live append record.
@@ -375,9 +378,17 @@ func (w *wal) write(recs []walAppend) error {
 }
 
 // writeLocked writes buf at the end of the active segment, rotating first
-// when it is full, and returns the segment and buf's offset in it. w.mu held.
+// when it is full, and returns the segment and buf's offset in it. On
+// error nothing of buf stays in the segment. w.mu held.
 func (w *wal) writeLocked(buf []byte) (*segment, int64, error) {
 	seg := w.segs[len(w.segs)-1]
+	if seg.torn {
+		// Before anything else, a rotation too: the segment's replay
+		// would read the failed write's records past its end.
+		if err := w.cutLocked(seg); err != nil {
+			return nil, 0, err
+		}
+	}
 	if seg.size > int64(len(walMagic)) && seg.size+int64(len(buf)) > w.segBytes {
 		if err := w.rotate(seg.id + 1); err != nil {
 			return nil, 0, err
@@ -387,16 +398,44 @@ func (w *wal) writeLocked(buf []byte) (*segment, int64, error) {
 	}
 	base := seg.size
 	if _, err := seg.f.WriteAt(buf, base); err != nil {
-		// A partial write is overwritten by the next one (size is not moved).
-		return nil, 0, fmt.Errorf("journal write: %w", err)
+		return nil, 0, w.failedLocked(seg, fmt.Errorf("journal write: %w", err))
 	}
 	if w.sync {
 		if err := seg.f.Sync(); err != nil {
-			return nil, 0, fmt.Errorf("journal sync: %w", err)
+			return nil, 0, w.failedLocked(seg, fmt.Errorf("journal sync: %w", err))
 		}
 	}
 	seg.size += int64(len(buf))
 	return seg, base, nil
+}
+
+// failedLocked cuts a failed write off the end of seg (size is not moved)
+// and returns err. A write that fails partway (ENOSPC, EFBIG) may leave
+// whole records of its batch, whose callers are answered with an error,
+// and the next write, if shorter, would not overwrite them all: a replay
+// after a crash would add them. Should the cut fail, the segment takes no
+// write until a later one succeeds. w.mu held.
+func (w *wal) failedLocked(seg *segment, err error) error {
+	if cerr := w.cutLocked(seg); cerr != nil {
+		w.logger.Error("storage: a failed journal write could not be cut off; the journal takes no write until it is",
+			"file", seg.f.Name(), "offset", seg.size, "error", cerr)
+	}
+	return err
+}
+
+// cutLocked truncates seg to its size (fsync'd with sync, so that a power
+// loss does not bring the cut bytes back), setting seg.torn until it
+// succeeds. w.mu held.
+func (w *wal) cutLocked(seg *segment) error {
+	err := seg.f.Truncate(seg.size)
+	if err == nil && w.sync {
+		err = seg.f.Sync()
+	}
+	seg.torn = err != nil
+	if err != nil {
+		return fmt.Errorf("journal: cut off a failed write: %w", err)
+	}
+	return nil
 }
 
 // rotate makes a new active segment. w.mu held (or w not yet shared).
