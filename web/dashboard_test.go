@@ -344,7 +344,7 @@ func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 	tb.open(fragment("default", user))
 	tb.useKey(s.keys.read)
 	tb.waitText("#user-items", "2")
-	tb.fill("#check-items", "i:a\n i:never-shown \n\ni:b,c\ni:b")
+	tb.fill("#check-items", "i:a\ni:never-shown\n\n \ni:b,c\ni:b")
 	tb.click(`#check-form button[type="submit"]`)
 
 	tb.waitText("#check-result .done", "of 4 seen")
@@ -354,6 +354,39 @@ func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 	}
 	if n := userItems(t, s, "default", user); n != 2 {
 		t.Errorf("after a check the user has %d items, want 2 (a check records nothing)", n)
+	}
+}
+
+// An item is its line as typed: the service takes spaces at an item's
+// ends, so " sp " is an item apart from "sp". A check answers for the item
+// typed and shows its spaces; a record marks it, not the item without them.
+func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, " sp ")
+
+	tb := s.newTab(t, nil)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	tb.fill("#check-items", " sp \nsp")
+	tb.click(`#check-form button[type="submit"]`)
+	tb.waitText("#check-result .done", "of 2 seen")
+	got := eval[[][]string](tb, `[...document.querySelectorAll('#check-result li')].map((li) => [li.querySelector('code').innerText, li.querySelector('.tag').textContent])`)
+	if want := [][]string{{" sp ", "seen"}, {"sp", "not seen"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("the check shows %q, want %q", got, want)
+	}
+
+	tb.fill("#record-items", "  r:1\nr:2 ")
+	tb.click(`#record-form button[type="submit"]`)
+	tb.waitText("#record-result .done", "Recorded 2 new")
+	items := []string{"  r:1", "r:2 ", "r:1", "r:2"}
+	resp, err := s.svc.api(t, s.keys.read).CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: items})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("check: %v %s", err, resp.Body)
+	}
+	if want := []bool{true, true, false, false}; !slices.Equal(resp.JSON200.Seen, want) {
+		t.Errorf("after recording %q the API says %q seen: %v, want %v", items[:2], items, resp.JSON200.Seen, want)
 	}
 }
 

@@ -611,9 +611,12 @@ function notServedPanel(names, reload) {
 
 function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${encodeURIComponent(user)}`; }
 
-// One item a line: an item id may hold a comma, so commas do not separate.
+// One item a line: an item id may hold a comma, so commas do not separate. A line is the
+// item as typed: the service takes spaces at an item's ends, so " a" is an item apart from "a"
+// (trimmed, a check would answer for another item, and a record would mark it). Blank lines
+// only separate.
 function parseItems(text) {
-  return text.split('\n').map((x) => x.trim()).filter((x) => x.length > 0);
+  return text.split('\n').filter((x) => x.trim().length > 0);
 }
 
 async function renderInspector(view, seq, ns, user) {
