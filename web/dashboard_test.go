@@ -1734,6 +1734,28 @@ func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
 	}
 }
 
+// A key entered before the page's module runs (a slow network, a module
+// that failed to load) goes nowhere: the key form, with no script to take
+// it, sends nothing. A form's default would ask to load the page with
+// ?key=... in its address; the page's Content-Security-Policy (form-action
+// 'none') refuses that, but its refusal logs the address, key included, in
+// the browser's console, and the harness reports it.
+func TestAKeyEnteredBeforeThePageStartsStaysOutOfTheAddress(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	if _, err := chromedp.Call(tb.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/app.js", Block: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("#/")
+	tb.do("enter the key", chromedp.SendKeys(chromedp.CSS("#key-input"), s.keys.read+kb.Enter))
+	// boot.js says so 3 s after a page loads: after this one, or after the one the form loaded.
+	tb.waitText("#loading.problem", "did not start")
+	if got := eval[string](tb, `location.href`); strings.Contains(got, s.keys.read) || got != tb.base+"/#/" {
+		t.Errorf("after the key was entered the address is %q, want %q", got, tb.base+"/#/")
+	}
+}
+
 func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)
