@@ -1017,6 +1017,18 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 }
 
+// The calls in flight are the service's others: an idle service reads 0,
+// though it counts the page's own request for the figures among those it
+// serves.
+func TestAnIdleServiceHasNoCallInFlight(t *testing.T) {
+	s := setup(t)
+	_, tb := s.ownOverview(t)
+	tb.waitJS(`!!document.querySelector('#card-calls .sub')`, "the figures")
+	if got := tb.text("#card-calls .sub"); !strings.HasSuffix(got, " · 0 in flight besides this page's") {
+		t.Errorf("an idle service's calls read %q, want 0 in flight", got)
+	}
+}
+
 // The overview's table by namespace shows each namespace's hot users and
 // its share of the cache, largest first, and follows the calls.
 func TestOverviewShowsEachNamespacesShare(t *testing.T) {

@@ -409,9 +409,11 @@ function drawOverview() {
   const lastRate = (pts) => (pts.length ? pts[pts.length - 1].v : null);
   const usedFrac = st.cache_budget_bytes > 0 ? st.cache_bytes / st.cache_budget_bytes : 0;
   const totalCalls = sumCalls(st);
+  // The service counts the request asking for the figures among those it is serving.
+  const inFlight = Math.max(0, st.in_flight - 1);
 
   const cards = h('div', { class: 'cards' },
-    card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start · ${num(st.in_flight)} in flight`,
+    card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start · ${num(inFlight)} in flight besides this page's`,
       sparkline(calls, 'Calls per second', rate)),
     card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(st.hit_ratio, 1),
       `${pct(st.hit_ratio, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
