@@ -1490,6 +1490,48 @@ const lowContrast = `(() => {
 	return { count: checked, bad };
 })()`
 
+// In a phone's narrow window the pages keep to its width: a table of more
+// columns than it holds scrolls sideways in its own box, a long id or item
+// (a hash, without a place to break) wraps, and the top bar, the headings
+// and the other panels stay in view.
+func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
+	s := setup(t)
+	hash := strings.Repeat("0123456789abcdef", 4)
+	user := userID(t) + hash
+	s.svc.record(t, s.keys.write, "default", user, "n:1")
+	tb := s.newTab(t, nil)
+	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	for _, p := range []struct{ name, frag, ready, table string }{
+		{"overview", "#/", `!!document.querySelector('#ns-stats tbody tr')`, "#ns-stats"},
+		{"namespaces", "#/ns", `!!document.querySelector('#namespaces tbody tr')`, "#namespaces"},
+		{"user", fragment("default", user), `!!document.querySelector('#layers .bar')`, ""},
+		{"check", "", `!!document.querySelector('#check-result li')`, ""},
+	} {
+		if p.frag == "" { // a check of a long item, on the user's page
+			tb.fill("#check-items", hash+hash)
+			tb.click(`#check-form button[type="submit"]`)
+		} else {
+			tb.open(p.frag)
+		}
+		tb.waitJS(p.ready, p.name+" page")
+		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
+			t.Errorf("%s: the page is %d px wide in a window of %d", p.name, got[0], got[1])
+		}
+		if p.table == "" {
+			continue
+		}
+		// The table does not fit: its box scrolls, which is what keeps the page to the window.
+		if got := eval[[]int](tb, fmt.Sprintf(`(() => { const b = document.querySelector(%q).parentElement; return [b.scrollWidth, b.clientWidth]; })()`, p.table)); got[0] <= got[1] {
+			t.Errorf("%s: %s is %d px wide in a box of %d: the test needs a table wider than the window", p.name, p.table, got[0], got[1])
+		}
+	}
+}
+
 func TestTextContrastIsReadable(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

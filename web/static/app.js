@@ -242,6 +242,15 @@ function s(tag, attrs = {}) {
   return el;
 }
 
+/**
+ * wide puts a table of many columns in a box of its own that scrolls sideways when a narrow
+ * window cannot hold them, rather than the whole page with its top bar; the box is named, and
+ * takes the focus, so that a keyboard scrolls it too.
+ */
+function wide(label, table) {
+  return h('div', { class: 'wide', role: 'region', 'aria-label': label, tabindex: 0 }, table);
+}
+
 function problemBox(p, what) {
   const box = h('div', { class: 'problem', role: 'alert' },
     p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
@@ -485,7 +494,8 @@ function drawOverview() {
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
         `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
-  put(box, cards, nsTable, h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, routeTable), h('div', {}, errTable)));
+  put(box, cards, wide('By namespace', nsTable),
+    h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, wide('Calls per route', routeTable)), h('div', {}, wide('Error answers by status', errTable))));
 }
 
 async function poll() {
@@ -548,7 +558,7 @@ async function renderNamespaces(view, seq) {
   if (seq !== state.seq) return;
   put(view, h('h2', {}, 'Namespaces'),
     h('p', { class: 'muted' }, 'Each namespace is one kind of seen history with its own filter profile. A profile is stored with each user\'s filter, so changing it only affects new filters.'),
-    h('table', { id: 'namespaces' },
+    wide('Namespaces', h('table', { id: 'namespaces' },
       h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Target FP rate', 'Window', 'Granularity', 'Item cap', 'Initial capacity', 'Growth', 'Tightening']
         .map((c, i) => h('th', { scope: 'col', class: i >= 2 && i !== 3 && i !== 4 ? 'num' : null }, c)))),
       h('tbody', {}, list.length ? list.map((n) => h('tr', { 'data-ns': n.name },
@@ -557,7 +567,7 @@ async function renderNamespaces(view, seq) {
         h('td', {}, seconds(n.granularity)), h('td', { class: 'num' }, n.max_items ? num(n.max_items) : 'no cap'),
         h('td', { class: 'num' }, num(n.initial_capacity)), h('td', { class: 'num' }, `×${n.growth}`),
         h('td', { class: 'num' }, `×${n.tightening}`)))
-        : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.')))),
+        : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.'))))),
     state.notServed.length ? notServedPanel(state.notServed, async (done) => {
       await renderNamespaces(view, ++state.seq);
       view.append(h('p', { class: 'done', id: 'purge-done' }, done));
