@@ -574,40 +574,68 @@ async function renderNamespaces(view, seq) {
     }) : null);
 }
 
+/** The box an action's outcome goes to, read out when it changes. */
+function resultBox(id) { return h('div', { id: `${id}-result`, 'aria-live': 'polite' }); }
+
+/** An action's button, with the role it needs said beside it when the key lacks it (see gate). */
+function actionRow(button) { return h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })); }
+
+/**
+ * Runs work with button disabled, so that a second click does not send it again, then gives
+ * the button back to its role's gate.
+ */
+async function whileBusy(button, work) {
+  button.disabled = true;
+  try { await work(); } finally { button.disabled = false; gate(button); }
+}
+
+/**
+ * A modal dialog asking to confirm an erasure, which cannot be undone: its Cancel has the
+ * focus first, so that Enter or Escape cancels; erase runs once it has closed.
+ */
+function eraseDialog(id, title, body, erase) {
+  const confirmBtn = h('button', { type: 'button', id: `${id}-confirm`, class: 'danger' }, 'Erase');
+  const cancel = h('button', { type: 'button', id: `${id}-cancel`, class: 'quiet', autofocus: true }, 'Cancel');
+  const dialog = h('dialog', { id: `${id}-dialog`, 'aria-labelledby': `${id}-dh`, 'aria-describedby': `${id}-dd` },
+    h('h3', { id: `${id}-dh` }, title), h('p', { id: `${id}-dd` }, body), h('div', { class: 'actions' }, cancel, confirmBtn));
+  cancel.addEventListener('click', () => dialog.close());
+  confirmBtn.addEventListener('click', () => { dialog.close(); erase(); });
+  return dialog;
+}
+
+/** A panel of one of a user's actions: its title, what it does, its button, then rest. */
+function buttonPanel(id, title, text, button, ...rest) {
+  return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` },
+    h('h3', { id: `${id}-h` }, title), h('p', { class: 'muted' }, text), actionRow(button), ...rest);
+}
+
 /**
  * The namespaces whose users are stored but that are not served (taken out of the namespaces
  * file), each with a button that erases its data after a confirmation; reload(message) draws
  * the view again with what was done.
  */
 function notServedPanel(names, reload) {
-  const result = h('div', { id: 'purge-result', 'aria-live': 'polite' });
-  const confirmBtn = h('button', { type: 'button', id: 'purge-confirm', class: 'danger' }, 'Erase');
-  const cancel = h('button', { type: 'button', id: 'purge-cancel', class: 'quiet', autofocus: true }, 'Cancel');
+  const result = resultBox('purge');
   const what = h('code', {});
-  const dialog = h('dialog', { id: 'purge-dialog', 'aria-labelledby': 'purge-dh', 'aria-describedby': 'purge-dd' },
-    h('h3', { id: 'purge-dh' }, 'Erase this namespace\'s data?'),
-    h('p', { id: 'purge-dd' }, 'Every user of ', what,
-      ' will be erased from the journal and disk. Served again, the namespace starts empty. This cannot be undone.'),
-    h('div', { class: 'actions' }, cancel, confirmBtn));
   let chosen = null;
-  cancel.addEventListener('click', () => dialog.close());
-  confirmBtn.addEventListener('click', async () => {
-    dialog.close();
-    const ns = chosen;
-    // The service erases about a million users in 3.5 s, and finishes even if the page stops waiting.
-    put(result, h('p', { class: 'muted' }, `Erasing the data of ${ns}…`));
-    try {
-      const r = await call('purgeNamespace', { ns }, undefined, { answerMs: PURGE_ANSWER_MS });
-      await reload(`Erased the data of ${ns}: ${count(r.users_erased, 'user')}.`);
-    } catch (e) {
-      put(result, problemBox(e, `Erasing ${ns}`));
-    }
-  });
+  const dialog = eraseDialog('purge', 'Erase this namespace\'s data?',
+    ['Every user of ', what, ' will be erased from the journal and disk. Served again, the namespace starts empty. This cannot be undone.'],
+    async () => {
+      const ns = chosen;
+      // The service erases about a million users in 3.5 s, and finishes even if the page stops waiting.
+      put(result, h('p', { class: 'muted' }, `Erasing the data of ${ns}…`));
+      try {
+        const r = await call('purgeNamespace', { ns }, undefined, { answerMs: PURGE_ANSWER_MS });
+        await reload(`Erased the data of ${ns}: ${count(r.users_erased, 'user')}.`);
+      } catch (e) {
+        put(result, problemBox(e, `Erasing ${ns}`));
+      }
+    });
   const rows = names.map((name) => {
     const open = h('button', { type: 'button', class: 'danger', 'data-op': 'purgeNamespace' }, 'Erase data…');
     open.addEventListener('click', () => { chosen = name; what.textContent = name; put(result); dialog.showModal(); });
     return h('tr', { 'data-ns': name }, h('th', { scope: 'row' }, name),
-      h('td', {}, h('div', { class: 'actions' }, open, h('span', { class: 'need muted' }))));
+      h('td', {}, actionRow(open)));
   });
   for (const tr of rows) gate(tr.querySelector('button'));
   return h('section', { class: 'panel', 'aria-labelledby': 'not-served-h' },
@@ -849,21 +877,20 @@ function layersPanel(st) {
 
 function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const ta = h('textarea', { id: `${id}-items`, name: 'items', spellcheck: 'false', 'aria-describedby': `${id}-help` });
-  const result = h('div', { id: `${id}-result`, 'aria-live': 'polite' });
+  const result = resultBox(id);
   const button = h('button', { type: 'submit', 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
     h('p', { class: 'muted', id: `${id}-help` }, text),
-    h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })));
+    actionRow(button));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const items = parseItems(ta.value);
     if (!items.length) { put(result, h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
-    button.disabled = true;
-    put(result, h('p', { class: 'muted' }, 'Working…'));
-    try { await onrun(items, result); } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
-    button.disabled = false;
-    gate(button);
+    await whileBusy(button, async () => {
+      put(result, h('p', { class: 'muted' }, 'Working…'));
+      try { await onrun(items, result); } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
+    });
   });
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
 }
@@ -936,11 +963,10 @@ function forgetPanel(ns, user, reload) {
  * into another service or namespace; the link it leaves saves it again.
  */
 function exportPanel(ns, user) {
-  const result = h('div', { id: 'export-result', 'aria-live': 'polite' });
+  const result = resultBox('export');
   const button = h('button', { type: 'button', id: 'export-run', 'data-op': 'exportUser' }, 'Download filter');
   let url = '';
-  button.addEventListener('click', async () => {
-    button.disabled = true;
+  button.addEventListener('click', () => whileBusy(button, async () => {
     put(result, h('p', { class: 'muted' }, 'Working…'));
     try {
       const blob = await call('exportUser', { ns, user }, undefined, { blob: true });
@@ -953,45 +979,29 @@ function exportPanel(ns, user) {
     } catch (e) {
       put(result, problemBox(e, 'Exporting'));
     }
-    button.disabled = false;
-    gate(button);
-  });
-  return h('section', { class: 'panel', 'aria-labelledby': 'export-h' },
-    h('h3', { id: 'export-h' }, 'Export filter'),
-    h('p', { class: 'muted' }, 'Downloads the user\'s encoded filter, with its changes not yet written back: an import (PUT …/export) takes it into another service, or into a user of a namespace of the same profile.'),
-    h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })), result);
+  }));
+  return buttonPanel('export', 'Export filter',
+    'Downloads the user\'s encoded filter, with its changes not yet written back: an import (PUT …/export) takes it into another service, or into a user of a namespace of the same profile.',
+    button, result);
 }
 
 function erasePanel(ns, user, reload) {
-  const result = h('div', { id: 'erase-result', 'aria-live': 'polite' });
+  const result = resultBox('erase');
   const open = h('button', { type: 'button', id: 'erase-open', class: 'danger', 'data-op': 'forgetUser' }, 'Erase user…');
-  const confirmBtn = h('button', { type: 'button', id: 'erase-confirm', class: 'danger' }, 'Erase');
-  const cancel = h('button', { type: 'button', id: 'erase-cancel', class: 'quiet', autofocus: true }, 'Cancel');
-  const dialog = h('dialog', { id: 'erase-dialog', 'aria-labelledby': 'erase-dh', 'aria-describedby': 'erase-dd' },
-    h('h3', { id: 'erase-dh' }, 'Erase this user?'),
-    h('p', { id: 'erase-dd' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns),
-      ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'),
-    h('div', { class: 'actions' }, cancel, confirmBtn));
-  open.addEventListener('click', () => { put(result, ); dialog.showModal(); });
-  cancel.addEventListener('click', () => dialog.close());
-  confirmBtn.addEventListener('click', async () => {
-    dialog.close();
-    open.disabled = true;
-    try {
-      await call('forgetUser', { ns, user });
-      await reload();
-      const box = document.getElementById('erase-result');
-      if (box) put(box, h('p', { class: 'done' }, 'User ', h('bdi', {}, user), ` was erased from ${ns}.`));
-    } catch (e) {
-      put(result, problemBox(e, 'Erasing'));
-      open.disabled = false;
-      gate(open);
-    }
-  });
-  return h('section', { class: 'panel', 'aria-labelledby': 'erase-h' },
-    h('h3', { id: 'erase-h' }, 'Erase user'),
-    h('p', { class: 'muted' }, 'Right to erasure: forget everything this user has seen in this namespace.'),
-    h('div', { class: 'actions' }, open, h('span', { class: 'need muted' })), dialog, result);
+  const dialog = eraseDialog('erase', 'Erase this user?',
+    ['User ', h('code', {}, user), ' in ', h('code', {}, ns), ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'],
+    () => whileBusy(open, async () => {
+      try {
+        await call('forgetUser', { ns, user });
+        await reload(); // draws the page again, this panel with it
+        const box = document.getElementById('erase-result');
+        if (box) put(box, h('p', { class: 'done' }, 'User ', h('bdi', {}, user), ` was erased from ${ns}.`));
+      } catch (e) {
+        put(result, problemBox(e, 'Erasing'));
+      }
+    }));
+  open.addEventListener('click', () => { put(result); dialog.showModal(); });
+  return buttonPanel('erase', 'Erase user', 'Right to erasure: forget everything this user has seen in this namespace.', open, dialog, result);
 }
 
 // ---------- routing ----------
