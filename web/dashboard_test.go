@@ -142,9 +142,7 @@ func TestLookUpFormLinksToTheUser(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "i:1", "i:2", "i:3")
 
-	tb := s.newTab(t, nil)
-	tb.open("#/users")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/users")
 	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
 	tb.do("choose the namespace", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "default"))
 	tb.fill("#lookup-user", user)
@@ -197,9 +195,17 @@ func (s *suite) recordItems(t *testing.T, ns, user string, n int) *client.UserSt
 // readTab opens a tab on the dashboard with the read key in use.
 func (s *suite) readTab(t *testing.T) *tab {
 	t.Helper()
+	return s.keyTab(t, s.keys.read, "")
+}
+
+// keyTab opens a tab of the shared service on the dashboard at frag,
+// then enters key (the page is first drawn without it, as for someone
+// following a link).
+func (s *suite) keyTab(t *testing.T, key, frag string) *tab {
+	t.Helper()
 	tb := s.newTab(t, nil)
-	tb.open("")
-	tb.useKey(s.keys.read)
+	tb.open(frag)
+	tb.useKey(key)
 	return tb
 }
 
@@ -340,9 +346,7 @@ func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 		t.Fatalf("the API forgot recorded items: %v", want)
 	}
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, fragment("default", user))
 	tb.waitText("#user-items", "2")
 	tb.fill("#check-items", "i:a\ni:never-shown\n\n \ni:b,c\ni:b")
 	tb.click(`#check-form button[type="submit"]`)
@@ -365,9 +369,7 @@ func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, " sp ")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("default", user))
 	tb.waitText("#user-items", "1")
 	tb.fill("#check-items", " sp \nsp")
 	tb.click(`#check-form button[type="submit"]`)
@@ -395,9 +397,7 @@ func TestRecordChangesTheItemCount(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "r:0")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("default", user))
 	tb.waitText("#user-items", "1")
 	tb.fill("#record-items", "r:1\nr:2\nr:3\nr:0")
 	tb.click(`#record-form button[type="submit"]`)
@@ -417,9 +417,7 @@ func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "r:0")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("default", user))
 	tb.waitText("#user-items", "1")
 	long := strings.Repeat("x", 300)
 	for _, c := range []struct{ items, detail, li string }{
@@ -513,9 +511,7 @@ func bytesText(n int) string {
 func TestRecordAccountsForEveryItemSent(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("default", user))
 	tb.waitJS(`!!document.querySelector('#user-missing')`, "the page of a user without history")
 	const n = 3000
 	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
@@ -561,9 +557,7 @@ func TestRecordInAWindowCallsNoItemSeenBeforeNew(t *testing.T) {
 		t.Fatalf("import: %v %s", err, resp.Body)
 	}
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("feed", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("feed", user))
 	tb.waitText("#user-items", "3")
 	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](
 		`document.querySelector('#record-items').value = 'old:1\nold:2\nold:3\nnew:1\nnew:2'`))
@@ -582,9 +576,7 @@ func TestEraseAsksForConfirmation(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "e:1")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.admin)
+	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
 	tb.waitText("#user-items", "1")
 	tb.click("#erase-open")
 	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
@@ -644,9 +636,7 @@ func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "e:1", "e:2")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.admin)
+	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
 	tb.waitText("#user-items", "2")
 	tb.click("#erase-open")
 	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
@@ -685,9 +675,7 @@ const actions = `(() => {
 // shows its role alone.
 func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("")
-	tb.useKey(s.keys.limited)
+	tb := s.keyTab(t, s.keys.limited, "")
 	tb.waitText("#role", "role: read · at most 1,000 requests/s · namespace default only")
 	tb.useKey(s.keys.read)
 	tb.waitJS(`document.querySelector('#role').textContent === 'role: read'`, "a key without a rate: its role alone")
@@ -942,9 +930,7 @@ func newUsersShown(t *testing.T, tb *tab) int {
 func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	s := setup(t)
 	const route = "POST /v1/namespaces/{ns}/users/{user}/filter"
-	tb := s.newTab(t, nil)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/")
 	// Two refreshes: rates need a previous figure.
 	tb.waitJS(`!!document.querySelector('#card-calls svg polyline')`, "a calls/s sparkline")
 	before := eval[[]float64](tb, routeCalls+"("+strconv.Quote(route)+")")
@@ -1033,9 +1019,7 @@ func TestAnIdleServiceHasNoCallInFlight(t *testing.T) {
 // its share of the cache, largest first, and follows the calls.
 func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/")
 	const rowJS = `((ns) => { const r = document.querySelector('#ns-stats tr[data-ns="' + ns + '"]'); return r ? [...r.children].map((c) => c.textContent) : null; })`
 	tb.waitJS(rowJS+`("classic") !== null`, "the classic namespace's row")
 	names := eval[[]string](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => r.dataset.ns)`)
@@ -1146,9 +1130,7 @@ func TestCacheBudgetOfAWholeUnitShowsInIt(t *testing.T) {
 
 func TestNamespacesTableShowsTheDefaultProfile(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("#/ns")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/ns")
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the default namespace's row")
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="default"]').cells].map((c) => c.textContent)`)
 	if len(cells) < 4 || cells[0] != "default" || cells[1] != "staged" || cells[2] != "1%" || cells[3] != "none" {
@@ -1158,9 +1140,7 @@ func TestNamespacesTableShowsTheDefaultProfile(t *testing.T) {
 
 func TestKeyIsKeptForTheSessionOnly(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/")
 	tb.open("#/ns") // a fresh page load in the same tab
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the namespaces, read with the kept key")
 	tb.waitText("#role", "role: read")
@@ -1183,9 +1163,7 @@ func TestKeyIsKeptForTheSessionOnly(t *testing.T) {
 func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
 	s := setup(t)
 	_, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/stats", "not-a-key-of-this-service", "")
-	tb := s.newTab(t, nil)
-	tb.open("#/")
-	tb.useKey("not-a-key-of-this-service")
+	tb := s.keyTab(t, "not-a-key-of-this-service", "#/")
 	tb.waitText("#role", "key rejected")
 	tb.waitText("#overview-error .problem", "401")
 	if got := tb.text("#overview-error .problem .detail"); got != detail {
@@ -1249,9 +1227,7 @@ func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	if status != http.StatusNotFound {
 		t.Fatalf("unknown namespace: HTTP %d, want 404", status)
 	}
-	tb := s.newTab(t, nil)
-	tb.open("#/ns/no-such-ns/users/42")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/ns/no-such-ns/users/42")
 	tb.waitText("#user .problem", "404")
 	if got := tb.text("#user .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
@@ -1302,9 +1278,7 @@ func TestAUserIDCannotTurnTheTextAroundIt(t *testing.T) {
 	user := "x\u202e" + userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "a")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.admin)
+	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
 	tb.waitText("#user-items", "1")
 	for _, sel := range []string{"#user-title code:first-of-type", "#user-title code:nth-of-type(2)"} {
 		if !eval[bool](tb, afterIt+"("+strconv.Quote(sel)+")") {
@@ -1425,9 +1399,7 @@ func TestEveryControlHasALabel(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "l:1")
-	tb := s.newTab(t, nil)
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/")
 	tb.waitJS(`!!document.querySelector('#card-calls svg polyline')`, "the overview's charts")
 	pages := []struct{ name, frag, ready string }{
 		{"overview", "#/", `!!document.querySelector('#card-calls svg')`},
@@ -1623,9 +1595,7 @@ func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "feed", user, "f:1", "f:2", "f:3")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("feed", user))
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, fragment("feed", user))
 	tb.waitText("#user-items", "3")
 	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30 d in buckets of 7.5 d") || !strings.Contains(got, "cap 100,000 items") {
 		t.Errorf("profile line = %q, want the window, its buckets and the cap", got)
@@ -1670,9 +1640,7 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 	reload(strings.Replace(namespacesYAML, "window: 30d\n  granularity: 7.5d", "window: 10d\n  granularity: 2.5d", 1), 10*86400)
 	defer reload(namespacesYAML, 30*86400)
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("feed", user))
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, fragment("feed", user))
 	tb.waitText("#user-items", "1")
 	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30 d in buckets of 7.5 d · cap 100,000 items") {
 		t.Errorf("profile line = %q, want the filter's own window (30 d) first", got)
@@ -1718,9 +1686,7 @@ func TestCompactUserShowsFingerprints(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "small", user, "c:1", "c:2", "c:3")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("small", user))
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, fragment("small", user))
 	tb.waitText("#user-items", "3")
 	if label, got := tb.text("#user-bits-label"), tb.text("#user-bits"); label != "Fingerprints" || !strings.HasPrefix(got, "3 in ") {
 		t.Errorf("summary row = %q: %q, want Fingerprints: 3 in ... bits", label, got)
@@ -1743,9 +1709,7 @@ func TestForgetItemsInACompactUsersPage(t *testing.T) {
 	s.svc.record(t, s.keys.write, "small", user, "c:1", "c:2", "c:3")
 	s.svc.record(t, s.keys.write, "default", user, "c:1")
 
-	tb := s.newTab(t, nil)
-	tb.open(fragment("small", user))
-	tb.useKey(s.keys.write)
+	tb := s.keyTab(t, s.keys.write, fragment("small", user))
 	tb.waitText("#user-items", "3")
 	tb.fill("#forget-items", "c:1\nc:9\nc:1")
 	tb.click(`#forget-form button[type="submit"]`)
@@ -1764,9 +1728,7 @@ func TestForgetItemsInACompactUsersPage(t *testing.T) {
 
 func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	tb.open("#/ns")
-	tb.useKey(s.keys.read)
+	tb := s.keyTab(t, s.keys.read, "#/ns")
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="feed"]')`, "the feed namespace's row")
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="feed"]').cells].map((c) => c.textContent)`)
 	if len(cells) < 6 || cells[3] != "30 d" || cells[4] != "7.5 d" || cells[5] != "100,000" {
