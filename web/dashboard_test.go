@@ -1504,6 +1504,24 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 	}
 }
 
+// A user id of one long word (up to the 256 bytes the service takes, or
+// past them) wraps in the notes and problems that name it, as in the
+// page's title, instead of stretching the page sideways.
+func TestALongUserIDKeepsToThePage(t *testing.T) {
+	s := setup(t)
+	tb := s.readTab(t)
+	for _, c := range []struct{ user, ready string }{
+		{strings.Repeat("L", 256), `!!document.querySelector('#user-missing')`},  // no history
+		{strings.Repeat("L", 300), `!!document.querySelector('#user .problem')`}, // refused: too long
+	} {
+		tb.open(fragment("default", c.user))
+		tb.waitJS(c.ready, "the user's page")
+		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
+			t.Errorf("with a user id of %d bytes the page is %d px wide in a window of %d", len(c.user), got[0], got[1])
+		}
+	}
+}
+
 func TestTextContrastIsReadable(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
