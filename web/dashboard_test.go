@@ -1015,6 +1015,28 @@ func TestAnIdleServiceHasNoCallInFlight(t *testing.T) {
 	}
 }
 
+// A fresh service has looked up no user and filtered no candidate: its hit
+// ratio and share of candidates already seen read "–", as in the table by
+// namespace, not 0%, which would say every lookup missed; the first call
+// gives them a figure.
+func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	tb.waitJS(`!!document.querySelector('#card-seen .sub')`, "the figures")
+	for _, id := range []string{"hit-ratio", "seen"} {
+		if v, sub := tb.text(`[data-k="`+id+`"]`), tb.text(`#card-`+id+` .sub`); v != "–" || !strings.HasPrefix(sub, "– since start · 0 ") {
+			t.Errorf("a fresh service's %s card reads %q, %q; want – since start", id, v, sub)
+		}
+	}
+	resp, err := svc.api(t, s.keys.write).FilterUserWithResponse(context.Background(), "default", userID(t), nil,
+		client.FilterRequest{Candidates: []string{"f:1"}})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("filter: %v %s", err, resp.Body)
+	}
+	tb.waitText("#card-hit-ratio .sub", "0% since start · 0 hits, 1 miss")
+	tb.waitText("#card-seen .sub", "0% since start · 1 candidate")
+}
+
 // The overview's table by namespace shows each namespace's hot users and
 // its share of the cache, largest first, and follows the calls.
 func TestOverviewShowsEachNamespacesShare(t *testing.T) {

@@ -410,7 +410,9 @@ function drawOverview() {
   const calls = series(callsRate(null));
   const hits = series(hitRatio);
   const seen = series(seenShare);
-  const seenSinceStart = st.candidates > 0 ? st.seen_candidates / st.candidates : 0;
+  // No share of nothing: before the first lookup or candidate a ratio is '–', as by namespace, not 0%.
+  const seenSinceStart = st.candidates > 0 ? st.seen_candidates / st.candidates : null;
+  const hitsSinceStart = st.hits + st.misses > 0 ? st.hit_ratio : null;
   const degraded = series((a, b, dt) => (b.degraded - a.degraded) / dt);
   const gc = series(collectorShare);
   const col = st.collector;
@@ -424,8 +426,8 @@ function drawOverview() {
   const cards = h('div', { class: 'cards' },
     card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start · ${num(inFlight)} in flight besides this page's`,
       sparkline(calls, 'Calls per second', rate)),
-    card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(st.hit_ratio, 1),
-      `${pct(st.hit_ratio, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
+    card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(hitsSinceStart, 1),
+      `${pct(hitsSinceStart, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
       sparkline(hits, 'Hit ratio', (v) => pct(v, 1), 1)),
     card('seen', 'Candidates already seen', seen.length ? pct(lastRate(seen), 1) : pct(seenSinceStart, 1),
       `${pct(seenSinceStart, 1)} since start · ${count(st.candidates, 'candidate')} · ${count(st.recorded, 'item')} recorded`,
