@@ -176,6 +176,26 @@ func TestLookUpKeepsTheSpacesOfAnID(t *testing.T) {
 	}
 }
 
+// A user id of spaces alone is no id: the look-up says so at the field, as
+// the browser does of an empty one, rather than do nothing; typing again
+// clears it.
+func TestLookUpOfSpacesAloneSaysWhy(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.read, "#/users")
+	tb.fill("#lookup-user", "   ")
+	tb.click(`#lookup button[type="submit"]`)
+	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != "Enter a user id: spaces alone are none." {
+		t.Errorf("the field says %q", got)
+	}
+	if got := eval[string](tb, "location.hash"); got != "#/users" {
+		t.Errorf("the look-up went to %q", got)
+	}
+	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
+	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != "" {
+		t.Errorf("after typing the field still says %q", got)
+	}
+}
+
 // recordItems records n items ("item:0", ...) for user in the default
 // namespace and returns the user's stats as the API gives them.
 func (s *suite) recordItems(t *testing.T, ns, user string, n int) *client.UserStats {

@@ -672,10 +672,16 @@ async function renderInspector(view, seq, ns, user) {
     ev.preventDefault();
     // The id as typed: the service takes spaces at its ends, so " 42" is a user apart from "42".
     const u = userInput.value;
-    if (!u.trim()) { userInput.focus(); return; }
+    if (!u.trim()) {
+      // As the browser says of an empty field (required), not a silent refusal.
+      userInput.setCustomValidity('Enter a user id: spaces alone are none.');
+      userInput.reportValidity();
+      return;
+    }
     const target = userHash(nsSelect.value, u);
     if (location.hash === target) route(); else location.hash = target;
   });
+  userInput.addEventListener('input', () => userInput.setCustomValidity(''));
   const out = h('div', { id: 'user' });
   put(view, h('h2', {}, 'User inspector'), form, out);
 
