@@ -1650,6 +1650,29 @@ func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
 	}
 }
 
+// An action's button keeps the focus once it is done, so that a keyboard
+// goes on from there: a check's, though it was disabled while it ran, and
+// a record's, though the user's page is drawn again after it.
+func TestTheFocusStaysOnAnActionsButton(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "f:0")
+	tb := s.keyTab(t, s.keys.write, fragment("default", user))
+	tb.waitText("#user-items", "1")
+	for _, c := range []struct{ id, items, done string }{
+		{"check", "f:0", "1 of 1 seen"},
+		{"record", "f:1", "Recorded 1 new"},
+	} {
+		tb.fill("#"+c.id+"-items", c.items)
+		tb.do("press Tab, then Enter", chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(kb.Enter))
+		tb.waitText("#"+c.id+"-result .done", c.done)
+		if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != c.id+"-run" {
+			t.Errorf("after the %s the focus is on %s, want its button", c.id, got)
+		}
+	}
+	tb.waitText("#user-items", "2")
+}
+
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

@@ -584,11 +584,19 @@ function actionRow(button) { return h('div', { class: 'actions' }, button, h('sp
 
 /**
  * Runs work with button disabled, so that a second click does not send it again, then gives
- * the button back to its role's gate.
+ * the button back to its role's gate, and the focus back to it if it had it: a disabled button
+ * loses the focus, and a user's page drawn again after a change replaces it (by the one of its
+ * id), which would leave a keyboard at the top of the page.
  */
 async function whileBusy(button, work) {
+  const focused = document.activeElement === button;
   button.disabled = true;
-  try { await work(); } finally { button.disabled = false; gate(button); }
+  try { await work(); } finally {
+    button.disabled = false;
+    gate(button);
+    const now = button.isConnected ? button : button.id && document.getElementById(button.id);
+    if (focused && now) now.focus();
+  }
 }
 
 /**
@@ -886,7 +894,7 @@ function layersPanel(st) {
 function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const ta = h('textarea', { id: `${id}-items`, name: 'items', spellcheck: 'false', 'aria-describedby': `${id}-help` });
   const result = resultBox(id);
-  const button = h('button', { type: 'submit', 'data-op': op, class: danger ? 'danger' : null }, buttonText);
+  const button = h('button', { type: 'submit', id: `${id}-run`, 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
     h('p', { class: 'muted', id: `${id}-help` }, text),
