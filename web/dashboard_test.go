@@ -176,23 +176,31 @@ func TestLookUpKeepsTheSpacesOfAnID(t *testing.T) {
 	}
 }
 
-// A user id of spaces alone is no id: the look-up says so at the field, as
-// the browser does of an empty one, rather than do nothing; typing again
-// clears it.
-func TestLookUpOfSpacesAloneSaysWhy(t *testing.T) {
+// A user id of spaces alone is no id, and a key of nothing no key: the
+// look-up and the key's field say so at the field, as the browser does of
+// an empty required one, rather than do nothing; typing again clears it.
+func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.read, "#/users")
-	tb.fill("#lookup-user", "   ")
-	tb.click(`#lookup button[type="submit"]`)
-	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != "Enter a user id: spaces alone are none." {
-		t.Errorf("the field says %q", got)
+	for _, c := range []struct{ field, submit, value, says string }{
+		{"#lookup-user", `#lookup button[type="submit"]`, "   ", "Enter a user id: spaces alone are none."},
+		{"#key-input", `#key-form button[type="submit"]`, "  ", "Paste a key first: the field is empty."},
+	} {
+		tb.fill(c.field, c.value)
+		tb.click(c.submit)
+		if got := eval[string](tb, fmt.Sprintf(`document.querySelector(%q).validationMessage`, c.field)); got != c.says {
+			t.Errorf("%s says %q, want %q", c.field, got, c.says)
+		}
+		if got := eval[string](tb, "location.hash"); got != "#/users" {
+			t.Errorf("the page went to %q", got)
+		}
+		tb.do("type a letter", chromedp.SendKeys(chromedp.CSS(c.field), "a"))
+		if got := eval[string](tb, fmt.Sprintf(`document.querySelector(%q).validationMessage`, c.field)); got != "" {
+			t.Errorf("after typing %s still says %q", c.field, got)
+		}
 	}
-	if got := eval[string](tb, "location.hash"); got != "#/users" {
-		t.Errorf("the look-up went to %q", got)
-	}
-	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
-	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != "" {
-		t.Errorf("after typing the field still says %q", got)
+	if got := tb.text("#role"); got != "role: read" {
+		t.Errorf("the role reads %q, want the read key's still", got)
 	}
 }
 

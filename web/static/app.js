@@ -1079,10 +1079,15 @@ function setupKey() {
   const input = document.getElementById('key-input');
   const placeholder = () => { input.placeholder = state.key ? 'key in use (hidden)' : 'paste a key'; };
   placeholder();
+  input.addEventListener('input', () => input.setCustomValidity(''));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const k = input.value.trim();
-    if (!k) { input.focus(); return; }
+    if (!k) {
+      input.setCustomValidity('Paste a key first: the field is empty.');
+      input.reportValidity();
+      return;
+    }
     const why = keyProblem(k);
     if (why) { banner(new Problem(0, { title: 'Key not used', detail: why })); input.focus(); return; }
     state.key = k;
