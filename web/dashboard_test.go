@@ -237,6 +237,18 @@ func (s *suite) keyTab(t *testing.T, key, frag string) *tab {
 	return tb
 }
 
+// userTab records items (distinct) for a user no other test uses, in the
+// namespace ns, and opens its page in a tab with key, once it shows them;
+// it returns the tab and the user.
+func (s *suite) userTab(t *testing.T, key, ns string, items ...string) (*tab, string) {
+	t.Helper()
+	user := userID(t)
+	s.svc.record(t, s.keys.write, ns, user, items...)
+	tb := s.keyTab(t, key, fragment(ns, user))
+	tb.waitText("#user-items", strconv.Itoa(len(items)))
+	return tb, user
+}
+
 // showUser opens the page of user, of namespace ns, and waits until it
 // shows the user's items.
 func (tb *tab) showUser(ns, user string, items int) {
@@ -394,11 +406,7 @@ func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 // typed and shows its spaces; a record marks it, not the item without them.
 func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, " sp ")
-
-	tb := s.keyTab(t, s.keys.write, fragment("default", user))
-	tb.waitText("#user-items", "1")
+	tb, user := s.userTab(t, s.keys.write, "default", " sp ")
 	tb.fill("#check-items", " sp \nsp")
 	tb.click(`#check-form button[type="submit"]`)
 	tb.waitText("#check-result .done", "of 2 seen")
@@ -422,11 +430,7 @@ func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
 
 func TestRecordChangesTheItemCount(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "r:0")
-
-	tb := s.keyTab(t, s.keys.write, fragment("default", user))
-	tb.waitText("#user-items", "1")
+	tb, user := s.userTab(t, s.keys.write, "default", "r:0")
 	tb.fill("#record-items", "r:1\nr:2\nr:3\nr:0")
 	tb.click(`#record-form button[type="submit"]`)
 
@@ -442,11 +446,7 @@ func TestRecordChangesTheItemCount(t *testing.T) {
 // shows, not by the JSON pointer of the request's body; nothing is recorded.
 func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "r:0")
-
-	tb := s.keyTab(t, s.keys.write, fragment("default", user))
-	tb.waitText("#user-items", "1")
+	tb, user := s.userTab(t, s.keys.write, "default", "r:0")
 	long := strings.Repeat("x", 300)
 	for _, c := range []struct{ items, detail, li string }{
 		{"r:1\n\n" + long + "\nr:2", `item 2 ("` + long[:40] + `…") is 300 bytes; at most 256`,
@@ -601,11 +601,7 @@ func TestRecordInAWindowCallsNoItemSeenBeforeNew(t *testing.T) {
 
 func TestEraseAsksForConfirmation(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "e:1")
-
-	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
-	tb.waitText("#user-items", "1")
+	tb, user := s.userTab(t, s.keys.admin, "default", "e:1")
 	tb.click("#erase-open")
 	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
 	if got := tb.text("#erase-dialog"); !strings.Contains(got, user) || !strings.Contains(got, "cannot be undone") {
@@ -661,11 +657,7 @@ func TestCorruptUserCanBeErasedFromItsPage(t *testing.T) {
 
 func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "e:1", "e:2")
-
-	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
-	tb.waitText("#user-items", "2")
+	tb, user := s.userTab(t, s.keys.admin, "default", "e:1", "e:2")
 	tb.click("#erase-open")
 	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
 	tb.click("#erase-confirm")
@@ -1031,26 +1023,18 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 }
 
-// The calls in flight are the service's others: an idle service reads 0,
-// though it counts the page's own request for the figures among those it
-// serves.
-func TestAnIdleServiceHasNoCallInFlight(t *testing.T) {
-	s := setup(t)
-	_, tb := s.ownOverview(t)
-	tb.waitJS(`!!document.querySelector('#card-calls .sub')`, "the figures")
-	if got := tb.text("#card-calls .sub"); !strings.HasSuffix(got, " · 0 in flight besides this page's") {
-		t.Errorf("an idle service's calls read %q, want 0 in flight", got)
-	}
-}
-
 // A fresh service has looked up no user and filtered no candidate: its hit
 // ratio and share of candidates already seen read "–", as in the table by
 // namespace, not 0%, which would say every lookup missed; the first call
-// gives them a figure.
+// gives them a figure. Idle, it has no call in flight but the page's own
+// request for the figures, which it counts among those it serves: 0.
 func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	s := setup(t)
 	svc, tb := s.ownOverview(t)
 	tb.waitJS(`!!document.querySelector('#card-seen .sub')`, "the figures")
+	if got := tb.text("#card-calls .sub"); !strings.HasSuffix(got, " · 0 in flight besides this page's") {
+		t.Errorf("an idle service's calls read %q, want 0 in flight", got)
+	}
 	for _, id := range []string{"hit-ratio", "seen"} {
 		if v, sub := tb.text(`[data-k="`+id+`"]`), tb.text(`#card-`+id+` .sub`); v != "–" || !strings.HasPrefix(sub, "– since start · 0 ") {
 			t.Errorf("a fresh service's %s card reads %q, %q; want – since start", id, v, sub)
@@ -1663,10 +1647,7 @@ func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
 // a record's, though the user's page is drawn again after it.
 func TestTheFocusStaysOnAnActionsButton(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "default", user, "f:0")
-	tb := s.keyTab(t, s.keys.write, fragment("default", user))
-	tb.waitText("#user-items", "1")
+	tb, _ := s.userTab(t, s.keys.write, "default", "f:0")
 	for _, c := range []struct{ id, items, done string }{
 		{"check", "f:0", "1 of 1 seen"},
 		{"record", "f:1", "Recorded 1 new"},
@@ -1683,11 +1664,7 @@ func TestTheFocusStaysOnAnActionsButton(t *testing.T) {
 
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "feed", user, "f:1", "f:2", "f:3")
-
-	tb := s.keyTab(t, s.keys.read, fragment("feed", user))
-	tb.waitText("#user-items", "3")
+	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1", "f:2", "f:3")
 	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30 d in buckets of 7.5 d") || !strings.Contains(got, "cap 100,000 items") {
 		t.Errorf("profile line = %q, want the window, its buckets and the cap", got)
 	}
@@ -1774,11 +1751,7 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 // bits set and hashes, and the namespaces table names its kind.
 func TestCompactUserShowsFingerprints(t *testing.T) {
 	s := setup(t)
-	user := userID(t)
-	s.svc.record(t, s.keys.write, "small", user, "c:1", "c:2", "c:3")
-
-	tb := s.keyTab(t, s.keys.read, fragment("small", user))
-	tb.waitText("#user-items", "3")
+	tb, _ := s.userTab(t, s.keys.read, "small", "c:1", "c:2", "c:3")
 	if label, got := tb.text("#user-bits-label"), tb.text("#user-bits"); label != "Fingerprints" || !strings.HasPrefix(got, "3 in ") {
 		t.Errorf("summary row = %q: %q, want Fingerprints: 3 in ... bits", label, got)
 	}
@@ -1827,13 +1800,21 @@ func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	}
 }
 
-func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
-	s := setup(t)
+// blockedTab opens a tab whose requests for the dashboard's file name fail,
+// as when it cannot load.
+func (s *suite) blockedTab(t *testing.T, name string) *tab {
+	t.Helper()
 	tb := s.newTab(t, nil)
 	if _, err := chromedp.Call(tb.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
-		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/api.js", Block: true}}}); err != nil {
+		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/" + name, Block: true}}}); err != nil {
 		t.Fatal(err)
 	}
+	return tb
+}
+
+func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
+	s := setup(t)
+	tb := s.blockedTab(t, "api.js")
 	tb.open("#/")
 	tb.waitText("#loading.problem", "did not start")
 	if got := tb.text("#view h2"); got != "" {
@@ -1849,11 +1830,7 @@ func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
 // the browser's console, and the harness reports it.
 func TestAKeyEnteredBeforeThePageStartsStaysOutOfTheAddress(t *testing.T) {
 	s := setup(t)
-	tb := s.newTab(t, nil)
-	if _, err := chromedp.Call(tb.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
-		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/app.js", Block: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	tb := s.blockedTab(t, "app.js")
 	tb.open("#/")
 	tb.do("enter the key", chromedp.SendKeys(chromedp.CSS("#key-input"), s.keys.read+kb.Enter))
 	// boot.js says so 3 s after a page loads: after this one, or after the one the form loaded.
