@@ -1496,6 +1496,20 @@ const lowContrast = `(() => {
 	return { count: checked, bad };
 })()`
 
+// phoneTab opens a tab as wide as a phone's window (360 px) on the
+// overview, with the read key in use.
+func (s *suite) phoneTab(t *testing.T) *tab {
+	t.Helper()
+	tb := s.newTab(t, nil)
+	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	return tb
+}
+
 // In a phone's narrow window the pages keep to its width: a table of more
 // columns than it holds scrolls sideways in its own box, a long id or item
 // (a hash, without a place to break) wraps, and the top bar, the headings
@@ -1505,13 +1519,7 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 	hash := strings.Repeat("0123456789abcdef", 4)
 	user := userID(t) + hash
 	s.svc.record(t, s.keys.write, "default", user, "n:1")
-	tb := s.newTab(t, nil)
-	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
-		t.Fatal(err)
-	}
-	tb.open("#/")
-	tb.useKey(s.keys.read)
+	tb := s.phoneTab(t)
 	for _, p := range []struct{ name, frag, ready, table string }{
 		{"overview", "#/", `!!document.querySelector('#ns-stats tbody tr')`, "#ns-stats"},
 		{"namespaces", "#/ns", `!!document.querySelector('#namespaces tbody tr')`, "#namespaces"},
@@ -1553,6 +1561,26 @@ func TestALongUserIDKeepsToThePage(t *testing.T) {
 		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
 			t.Errorf("with a user id of %d bytes the page is %d px wide in a window of %d", len(c.user), got[0], got[1])
 		}
+	}
+}
+
+// The overview, drawn anew every 2 s, keeps what its reader did: a table
+// scrolled sideways in a narrow window stays where it was scrolled to, and
+// the focus stays on the namespace's link it was on.
+func TestTheOverviewsRefreshKeepsTheScrollAndTheFocus(t *testing.T) {
+	s := setup(t)
+	tb := s.phoneTab(t)
+	tb.waitJS(`!!document.querySelector('#ns-stats tr[data-ns="default"] a')`, "the table by namespace")
+	eval[bool](tb, `(() => { document.querySelector('#ns-stats tr[data-ns="default"] a').focus(); `+
+		`document.querySelector('#ns-stats').parentElement.scrollLeft = 100; return true; })()`)
+	// A refresh draws a new table.
+	eval[bool](tb, `(() => { document.querySelector('#ns-stats').dataset.old = '1'; return true; })()`)
+	tb.waitJS(`!!document.querySelector('#ns-stats') && !document.querySelector('#ns-stats').dataset.old`, "a refresh")
+	if got := eval[int](tb, `document.querySelector('#ns-stats').parentElement.scrollLeft`); got != 100 {
+		t.Errorf("after a refresh the table by namespace is scrolled by %d px, want 100", got)
+	}
+	if got := eval[string](tb, `document.activeElement.closest('#ns-stats tr') ? document.activeElement.textContent : document.activeElement.tagName`); got != "default" {
+		t.Errorf("after a refresh the focus is on %s, want the link to default", got)
 	}
 }
 

@@ -396,6 +396,24 @@ function renderOverview(view) {
   drawOverview();
 }
 
+/**
+ * Replaces box's children as put does, keeping what the reader did there: how far each wide
+ * table was scrolled sideways, and the focus, given to the element at the same place. The
+ * overview is drawn anew every 2 s, which would otherwise take both away each time.
+ */
+function redraw(box, ...children) {
+  const scrolled = new Map([...box.querySelectorAll('.wide')].map((w) => [w.getAttribute('aria-label'), w.scrollLeft]));
+  const path = []; // child indexes from box down to the focused element
+  for (let el = document.activeElement; el && el !== box && box.contains(el); el = el.parentElement) {
+    path.unshift([...el.parentElement.children].indexOf(el));
+  }
+  put(box, ...children);
+  for (const w of box.querySelectorAll('.wide')) w.scrollLeft = scrolled.get(w.getAttribute('aria-label')) || 0;
+  let el = path.length ? box : null;
+  for (const i of path) el = el && el.children[i];
+  if (el) el.focus({ preventScroll: true });
+}
+
 function drawOverview() {
   const box = document.getElementById('overview');
   if (!box) return;
@@ -496,7 +514,7 @@ function drawOverview() {
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
         `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
-  put(box, cards, wide('By namespace', nsTable),
+  redraw(box, cards, wide('By namespace', nsTable),
     h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, wide('Calls per route', routeTable)), h('div', {}, wide('Error answers by status', errTable))));
 }
 
