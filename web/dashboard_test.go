@@ -56,8 +56,8 @@ func userItems(t *testing.T, s *suite, ns, user string) int64 {
 
 // The inspector of a namespace lists its users, each linking to its page,
 // a page at a time: 51 users, whose ids sort before the other tests', fill
-// the first page of 50 and one more comes with "More users". Choosing
-// another namespace lists its users instead.
+// the first page of 50 and one more comes with "More users", which gives
+// it the focus. Choosing another namespace lists its users instead.
 func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	s := setup(t)
 	prefix := "!list " + userID(t) + " " // '!' and ' ' sort before the other tests' ids
@@ -85,6 +85,10 @@ func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	}
 	tb.click("#user-list-more")
 	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(ids[50])+`)`, "the 51st user after More")
+	// The focus goes on from the first user added, not to the page's body.
+	if got := eval[string](tb, `document.activeElement.closest('#user-list') ? document.activeElement.textContent : document.activeElement.tagName`); got != ids[50] {
+		t.Errorf("after More users the focus is on %q, want the 51st user's link", got)
+	}
 	// Each name links to the user's page.
 	tb.click(`#user-list a`)
 	tb.waitText("#user-items", "1")

@@ -793,7 +793,15 @@ function userList(seq, ns) {
     note.textContent = n ? `${count(n, 'user')} in id order${page.next ? ', more after these' : ''}.`
       : `No user has a history in ${ns} yet: a user appears with its first recorded item.`;
   };
-  more.addEventListener('click', load);
+  more.addEventListener('click', async () => {
+    const focused = document.activeElement === more;
+    const shown = rows.children.length;
+    await load();
+    // The button lost the focus, disabled meanwhile (or hidden now, after the last page): a
+    // keyboard goes on from the first user added.
+    const link = rows.children[shown] && rows.children[shown].querySelector('a');
+    if (focused && link) link.focus();
+  });
   load();
   return box;
 }
