@@ -1676,22 +1676,31 @@ func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
 
 // An action's button keeps the focus once it is done, so that a keyboard
 // goes on from there: a check's, though it was disabled while it ran, and
-// a record's, though the user's page is drawn again after it.
+// a record's, though the user's page is drawn again after it. Ctrl+Enter
+// in an items box sends them, and the focus stays in the box.
 func TestTheFocusStaysOnAnActionsButton(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.write, "default", "f:0")
-	for _, c := range []struct{ id, items, done string }{
-		{"check", "f:0", "1 of 1 seen"},
-		{"record", "f:1", "Recorded 1 new"},
+	ctrlEnter := chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierCtrl))
+	for _, c := range []struct {
+		id, items, done string
+		key             chromedp.Action[chromedp.Void]
+		focus           string
+	}{
+		{"check", "f:0", "1 of 1 seen", chromedp.KeyEvent(kb.Tab + kb.Enter), "check-run"},
+		{"record", "f:1", "Recorded 1 new", chromedp.KeyEvent(kb.Tab + kb.Enter), "record-run"},
+		{"check", "f:2", "0 of 1 seen", ctrlEnter, "check-items"},
+		{"record", "f:2", "Recorded 1 new", ctrlEnter, "record-items"},
 	} {
+		tb.do("clear the result", chromedp.Evaluate[chromedp.Void](`document.querySelector('#`+c.id+`-result').replaceChildren()`))
 		tb.fill("#"+c.id+"-items", c.items)
-		tb.do("press Tab, then Enter", chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent(kb.Enter))
+		tb.do("press the keys", c.key)
 		tb.waitText("#"+c.id+"-result .done", c.done)
-		if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != c.id+"-run" {
-			t.Errorf("after the %s the focus is on %s, want its button", c.id, got)
+		if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != c.focus {
+			t.Errorf("after the %s of %s the focus is on %s, want %s", c.id, c.items, got, c.focus)
 		}
 	}
-	tb.waitText("#user-items", "2")
+	tb.waitText("#user-items", "3")
 }
 
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {

@@ -602,18 +602,20 @@ function actionRow(button) { return h('div', { class: 'actions' }, button, h('sp
 
 /**
  * Runs work with button disabled, so that a second click does not send it again, then gives
- * the button back to its role's gate, and the focus back to it if it had it: a disabled button
- * loses the focus, and a user's page drawn again after a change replaces it (by the one of its
- * id), which would leave a keyboard at the top of the page.
+ * the button back to its role's gate, and the focus back to what had it if the focus was lost
+ * meanwhile: a disabled button loses it, and a user's page drawn again after a change replaces
+ * the button and its items box (by the ones of their ids), which would leave a keyboard at the
+ * top of the page.
  */
 async function whileBusy(button, work) {
-  const focused = document.activeElement === button;
+  const had = document.activeElement;
   button.disabled = true;
   try { await work(); } finally {
     button.disabled = false;
     gate(button);
-    const now = button.isConnected ? button : button.id && document.getElementById(button.id);
-    if (focused && now) now.focus();
+    const lost = !document.activeElement || document.activeElement === document.body;
+    const now = had && (had.isConnected ? had : had.id && document.getElementById(had.id));
+    if (lost && now && now !== document.body) now.focus();
   }
 }
 
@@ -923,8 +925,14 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const button = h('button', { type: 'submit', id: `${id}-run`, 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
-    h('p', { class: 'muted', id: `${id}-help` }, text),
+    h('p', { class: 'muted', id: `${id}-help` }, text, ' Ctrl+Enter in the box sends them.'),
     actionRow(button));
+  // Enter adds a line to the items; Ctrl+Enter (or ⌘+Enter) sends them, as the button does.
+  ta.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'Enter' || !(ev.ctrlKey || ev.metaKey)) return;
+    ev.preventDefault();
+    if (!button.disabled) form.requestSubmit(button);
+  });
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const items = parseItems(ta.value);
