@@ -261,6 +261,26 @@ func (tb *tab) showUser(ns, user string, items int) {
 	tb.waitText("#user-items", strconv.Itoa(items))
 }
 
+// A user's page is read once, not followed: it says when it was read, and
+// the footer, which follows the overview's figures every 2 s on every
+// page, says whose they are there, so that it does not seem to speak of
+// the user's.
+func TestAUsersPageSaysWhenItWasRead(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.read, "default", "w:1")
+	if got := tb.text("#user-read-at"); !regexp.MustCompile(`^As read at \d{1,2}:\d\d:\d\d`).MatchString(got) {
+		t.Errorf("the user's page says %q, not when it was read", got)
+	}
+	if got := tb.waitText("#updated", "Figures updated"); !strings.HasSuffix(got, " · the overview's figures, not this page's") {
+		t.Errorf("on a user's page the footer reads %q", got)
+	}
+	tb.click(`[data-nav="overview"]`)
+	tb.waitJS(`!!document.querySelector('#card-calls')`, "the overview")
+	if got := tb.text("#updated"); strings.Contains(got, "not this page's") {
+		t.Errorf("on the overview the footer reads %q", got)
+	}
+}
+
 func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	s := setup(t)
 	user := "web/deep link é+?&#" + userID(t) // every character that needs encoding in a path or a fragment

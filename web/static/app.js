@@ -28,6 +28,7 @@ const state = {
   view: '',
   seq: 0, // bumped on every render; a late answer for an older view is dropped
   timer: 0,
+  updated: '', // the footer's text on the overview (showUpdated)
 };
 
 // ---------- API ----------
@@ -518,6 +519,16 @@ function drawOverview() {
     h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, wide('Calls per route', routeTable)), h('div', {}, wide('Error answers by status', errTable))));
 }
 
+/**
+ * The footer: how fresh the overview's figures are (text, when given). It stays on every page,
+ * where it says whose figures they are: a user's page, read once, would seem to refresh too.
+ */
+function showUpdated(text) {
+  if (text !== undefined) state.updated = text;
+  document.getElementById('updated').textContent = state.updated && state.view !== 'overview'
+    ? `${state.updated} · the overview's figures, not this page's` : state.updated;
+}
+
 async function poll() {
   clearTimeout(state.timer);
   if (!document.hidden) {
@@ -530,13 +541,13 @@ async function poll() {
       state.samples.push({ t: now, s: st });
       while (state.samples.length && state.samples[0].t < now - HISTORY_MS) state.samples.shift();
       state.statsError = null;
-      document.getElementById('updated').textContent = `Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000} s`;
+      showUpdated(`Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000} s`);
     } catch (e) {
       state.statsError = e;
       // The figures still shown are those of the last answer: say how old they are.
       const last = state.samples[state.samples.length - 1];
-      document.getElementById('updated').textContent = (last ? `Figures of ${new Date(last.t).toLocaleTimeString()}, not refreshed since: ` : 'Figures not refreshed: ') +
-        (e.detail || e.message) + (e.status === 401 ? ' (asked again once a key is entered)' : '');
+      showUpdated((last ? `Figures of ${new Date(last.t).toLocaleTimeString()}, not refreshed since: ` : 'Figures not refreshed: ') +
+        (e.detail || e.message) + (e.status === 401 ? ' (asked again once a key is entered)' : ''));
       // Without a key the service takes, asking again every 2 s would only add to its count
       // of 401 answers, which its operators may watch: the figures wait for a key (resetRole).
       if (e.status === 401) {
@@ -834,6 +845,8 @@ async function drawUser(out, seq, ns, user) {
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
+    // The page is read once: its figures are those of then, not followed as the overview's are.
+    h('p', { class: 'muted', id: 'user-read-at' }, `As read at ${new Date().toLocaleTimeString()}; look up again for the figures of now.`),
     corrupt ? [problemBox(corrupt, ['Reading the filter of user ', h('bdi', {}, user)]),
       h('p', { class: 'note', id: 'user-corrupt' }, 'Its stored filter cannot be read, so its calls fail (or, with on_error open, are answered unfiltered). ' +
         'Erasing the user lets it start afresh, with every item unseen again.')]
@@ -1072,6 +1085,7 @@ async function route() {
   const seq = ++state.seq;
   const r = parseHash();
   state.view = r.view;
+  showUpdated();
   document.title = 'seenapi';
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === (r.view === 'bad' ? '' : r.view)) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
