@@ -1923,8 +1923,8 @@ func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
 
 // A namespace taken out of the namespaces file by a SIGHUP, its users still
 // stored, is listed on the namespaces page; erasing its data asks first,
-// then says how many users were erased, and the service no longer stores
-// any of them.
+// then says how many users were erased (its outcome taking the focus, as
+// the view is drawn again), and the service no longer stores any of them.
 // A namespace's purge takes about 3.5 s a million users inside its call:
 // the page waits for its answer past the 10 s it gives other calls, saying
 // it is erasing, and shows the answer when it comes. The service stopped
@@ -2038,6 +2038,9 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
 	tb.click("#purge-confirm")
 	tb.waitText("#purge-done", "Erased the data of push: 2 users.")
+	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "purge-done" {
+		t.Errorf("after the erase the focus is on %s, want the outcome", got)
+	}
 	if n := eval[int](tb, `document.querySelectorAll('#not-served').length`); n != 0 {
 		t.Errorf("the list of namespaces stored and not served is still shown (%d)", n)
 	}

@@ -601,7 +601,11 @@ async function renderNamespaces(view, seq) {
         : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.'))))),
     state.notServed.length ? notServedPanel(state.notServed, async (done) => {
       await renderNamespaces(view, ++state.seq);
-      view.append(h('p', { class: 'done', id: 'purge-done' }, done));
+      // The view drawn again took the button that had the focus, and the live box of the
+      // outcome: the outcome takes the focus, so that it is read out and a keyboard goes on there.
+      const said = h('p', { class: 'done', id: 'purge-done', role: 'status', tabindex: -1 }, done);
+      view.append(said);
+      said.focus();
     }) : null);
 }
 
