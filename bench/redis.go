@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,11 +69,46 @@ type RedisServer struct {
 // StartRedis starts bin on a free 127.0.0.1 port, its working directory a
 // fresh temporary one, its log in logPath (or discarded if empty), and waits
 // until it answers PING.
+//
+// The port is free when FreePort picks it, not when redis-server binds it:
+// meanwhile another process may take it, most often another test's
+// redis-server given the same port by its own FreePort (go test runs
+// packages at once). Ours then exits on its bind error, while the PING,
+// answered by the other, would pass: the caller would use (and write into)
+// someone else's server, which vanishes when its test ends ("connection
+// refused" in the middle of a test). So the server that answers must be
+// ours, by its process id, and a port lost to another process is given up
+// for a new one.
 func StartRedis(ctx context.Context, bin, logPath string) (*RedisServer, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrServer, err)
+	return startRedis(ctx, bin, logPath, FreePort)
+}
+
+// redisPortTries is how many ports startRedis tries before giving up.
+const redisPortTries = 5
+
+// errPortTaken says the port given to redis-server was another process's.
+var errPortTaken = errors.New("the port was taken by another process")
+
+// startRedis is StartRedis with the port picked by pick.
+func startRedis(ctx context.Context, bin, logPath string, pick func() (int, error)) (*RedisServer, error) {
+	var err error
+	for range redisPortTries {
+		var port int
+		if port, err = pick(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrServer, err)
+		}
+		var r *RedisServer
+		r, err = startRedisOn(ctx, bin, logPath, port)
+		if !errors.Is(err, errPortTaken) {
+			return r, err
+		}
 	}
+	return nil, fmt.Errorf("%w: redis-server: %v, %d times", ErrServer, err, redisPortTries)
+}
+
+// startRedisOn starts bin on port and waits until it answers PING itself;
+// errPortTaken when another process holds the port.
+func startRedisOn(ctx context.Context, bin, logPath string, port int) (*RedisServer, error) {
 	dir, err := os.MkdirTemp("", "seenbench-redis-")
 	if err != nil {
 		return nil, err
@@ -101,14 +137,25 @@ func StartRedis(ctx context.Context, bin, logPath string) (*RedisServer, error) 
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := c.Ping(pctx).Err()
+		pid, err := redisPID(pctx, c)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil && pid == r.PID():
 			return r, nil
+		case err == nil:
+			r.Stop() // it cannot bind the port the other holds
+			return nil, fmt.Errorf("%w: redis-server pid %d answers on %s", errPortTaken, pid, r.Addr)
 		}
 		select {
 		case werr := <-r.done:
 			os.RemoveAll(dir)
+			// Its bind failed if the port is still held: by a server that
+			// does not speak Redis, or a connection's end.
+			l, lerr := net.Listen("tcp", r.Addr)
+			if lerr != nil {
+				return nil, fmt.Errorf("%w: redis-server exited: %v; %v", errPortTaken, werr, lerr)
+			}
+			l.Close()
 			return nil, fmt.Errorf("%w: redis-server exited: %v (log: %s)", ErrServer, werr, logPath)
 		case <-ctx.Done():
 			r.Stop()
@@ -120,6 +167,21 @@ func StartRedis(ctx context.Context, bin, logPath string) (*RedisServer, error) 
 			return nil, fmt.Errorf("%w: redis-server on %s did not answer PING: %v", ErrServer, r.Addr, err)
 		}
 	}
+}
+
+// redisPID is the process id of the redis-server c reaches (INFO server's
+// process_id).
+func redisPID(ctx context.Context, c *redis.Client) (int, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("bench: no process_id in INFO server")
 }
 
 // PID returns the server's process id.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // redisBin returns redis-server's path, skipping the test when it is missing
@@ -339,5 +341,38 @@ func TestRedisBloomRecordSetsEdgeBitsAsSetbit(t *testing.T) {
 	}
 	if a, b := byClient["go-redis"], byClient["resp"]; a != nil && b != nil && !bytes.Equal(a, b) {
 		t.Fatalf("the clients wrote different bitmaps (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+// A port another redis-server took between FreePort and the start is given
+// up for another: the server returned is the one started, not the other,
+// which would vanish with its own test.
+func TestStartRedisUsesItsOwnServerWhenItsPortIsTaken(t *testing.T) {
+	bin := redisBin(t)
+	ctx := context.Background()
+	other, err := StartRedis(ctx, bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	_, port, _ := strings.Cut(other.Addr, ":")
+	taken, _ := strconv.Atoi(port)
+	picks := 0
+	r, err := startRedis(ctx, bin, "", func() (int, error) {
+		if picks++; picks == 1 {
+			return taken, nil
+		}
+		return FreePort()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer c.Close()
+	pid, err := redisPID(ctx, c)
+	if err != nil || pid != r.PID() || r.Addr == other.Addr {
+		t.Fatalf("started pid %d on %s, where pid %d answers (%v); the port's other server is pid %d on %s",
+			r.PID(), r.Addr, pid, err, other.PID(), other.Addr)
 	}
 }
