@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -322,6 +323,16 @@ func (o *options) check(cmd string, env environ) error {
 		if o.gc, err = gcPercent(o, env); err != nil {
 			return err
 		}
+		// Checked before whether it is loopback: "8080" is no address, not
+		// a public one to be refused for want of keys.
+		if err := checkListenAddr("--addr", o.addr); err != nil {
+			return err
+		}
+		if o.debugAddr != "" {
+			if err := checkListenAddr("--debug-addr", o.debugAddr); err != nil {
+				return err
+			}
+		}
 		// A usage error like any other value that cannot work, refused
 		// before anything starts.
 		if o.debugAddr != "" && !isLoopback(o.debugAddr) {
@@ -352,6 +363,19 @@ func (o *options) check(cmd string, env environ) error {
 		}
 	case "new-key":
 		return o.newKey.check()
+	}
+	return nil
+}
+
+// checkListenAddr refuses an address to listen on that is not HOST:PORT
+// (an empty host is every address), such as a port alone.
+func checkListenAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)", flag, addr)
 	}
 	return nil
 }

@@ -366,6 +366,11 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		// Only with --cache-bytes can the limit be judged: after every flag.
 		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
 		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
+		// A port alone is no address, rather than a public one that needs keys.
+		{args: []string{"--addr", "8080"}, want: `--addr "8080": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--addr", "localhost"}, want: `--addr "localhost": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--addr", ":99999"}, want: `--addr ":99999": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--debug-addr", "6060"}, want: `--debug-addr "6060": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
 		{args: []string{"--rate-burst", "10"}, want: `--rate-burst needs --rate-limit: with no rate there is nothing to burst over`},
 		{args: []string{"--max-import-bytes", "2MiB"}, env: map[string]string{"SEENAPI_MAX_BODY_BYTES_IN_FLIGHT": "1MiB"},
 			want: `--max-body-bytes-in-flight 1MiB is less than the largest body a route takes (2MiB, of --max-body-bytes and --max-import-bytes): such a body could never be read`},
