@@ -132,6 +132,8 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		{"- feed\n", `line 1: want a map of namespace names to profiles`},
 		{"feed:\n  window: 1d\nfeed:\n  window: 2d\n", `line 3: namespace feed is already defined at line 1`},
 		{"feed:\n  window: 1d\n  window: 2d\n", `namespace feed: line 3: window is already set at line 2`},
+		// A second document would be dropped, and its namespaces with it.
+		{"feed:\n  window: 30d\n---\npush:\n  window: 7d\n", `line 4: a second YAML document (after ---): the file is one map of namespace names to profiles; put every namespace in it`},
 	} {
 		_, err := parseNamespaces([]byte(tc.text))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "main.") {
@@ -139,7 +141,11 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		}
 	}
 	// What the file may say stays accepted: a count in float notation, a
-	// field left empty, a profile taking another's fields.
+	// field left empty, a profile taking another's fields, a document
+	// marked by --- (and one left empty after it).
+	if nss, err := parseNamespaces([]byte("---\nfeed:\n  window: 7d\n---\n")); err != nil || len(nss) != 2 {
+		t.Errorf("a document between ---: %v, %v", nss, err)
+	}
 	nss, err := parseNamespaces([]byte("base: &b\n  window: 7d\n  max_items: 1e5\n  fp_rate:\nfeed:\n  <<: *b\n  fp_rate: 0.001\n"))
 	if err != nil {
 		t.Fatal(err)

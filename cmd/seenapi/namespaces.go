@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
@@ -171,14 +173,39 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// oneDocument parses the namespaces file, which is one YAML document:
+// yaml.Unmarshal reads the first and drops the rest, so the namespaces of a
+// file split by "---" (as Kubernetes manifests are) past the first would go
+// unserved without a word. An empty document after it (a trailing "---")
+// holds nothing to lose.
+func oneDocument(data []byte) (yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return doc, err
+	}
+	for {
+		var next yaml.Node
+		switch err := dec.Decode(&next); {
+		case errors.Is(err, io.EOF):
+			return doc, nil
+		case err != nil:
+			return doc, err
+		}
+		if top := next.Content; len(top) > 0 && !(top[0].Kind == yaml.ScalarNode && top[0].Tag == "!!null") {
+			return doc, fmt.Errorf("line %d: a second YAML document (after ---): the file is one map of namespace names to profiles; put every namespace in it", top[0].Line)
+		}
+	}
+}
+
 var namespaceName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // parseNamespaces reads a namespaces file: a map of name to profile. The
 // namespace "default" is added with the default profile unless the file
 // defines it.
 func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := oneDocument(data)
+	if err != nil {
 		return nil, err
 	}
 	m := map[string]*userfilter.Profile{}
