@@ -77,7 +77,11 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		"serve":   "refuse writes (507 storage-full) while the data directory's filesystem has less free space than this (0 or negative: no check)",
 		"restore": "refuse to restore while the data directory's filesystem has less free space than this (0 or negative: no check)",
 	}
-	if usage, ok := dataDir[flagsOf]; ok {
+	if cmd == "check" {
+		// It reads the store, without writing to it or making it.
+		dataDir[cmd] = "directory of the Badger store the service serves, read (never written) for the namespaces it holds users of that are not served"
+	}
+	if usage, ok := dataDir[cmd]; ok {
 		fs.StringVar(&o.dataDir, "data-dir", "./data", usage)
 	}
 	if usage, ok := minFree[flagsOf]; ok {
