@@ -196,7 +196,9 @@ func LoadKeysFile(path string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadKeys, err)
 	}
-	keys, err := parseKeys(string(b))
+	// A byte order mark, which Windows editors and PowerShell's Out-File
+	// put first, would read as part of line 1's role.
+	keys, err := parseKeys(strings.TrimPrefix(string(b), "\uFEFF"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadKeys, path, err)
 	}

@@ -88,6 +88,13 @@ func TestLoadKeysFile(t *testing.T) {
 	if err != nil || len(keys) != 1 || keys[0].Role != RoleAdmin {
 		t.Fatalf("%v %v", keys, err)
 	}
+	// Saved with a byte order mark (a Windows editor, PowerShell's Out-File).
+	if err := os.WriteFile(p, []byte("\uFEFFwrite:w-0123456789abcdef\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := LoadKeysFile(p); err != nil || len(keys) != 1 || keys[0].Role != RoleWrite {
+		t.Fatalf("a file starting with a byte order mark: %v %v", keys, err)
+	}
 	if _, err := LoadKeysFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, ErrBadKeys) {
 		t.Fatalf("missing file: %v", err)
 	}
