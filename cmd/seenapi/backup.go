@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,33 @@ import (
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 )
+
+// ctxWriter and ctxReader fail once ctx ends: a signal stops an offline
+// backup or restore of a large store, which otherwise reads or writes on
+// while SIGINT and SIGTERM are caught (see main).
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // openStore opens the store of --data-dir for an offline subcommand; it
 // fails while the service holds the directory, saying so and, from
@@ -35,8 +63,9 @@ func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Log
 	return store, err
 }
 
-// backup writes a backup of --data-dir to --out.
-func backup(o *options, logger *slog.Logger) (err error) {
+// backup writes a backup of --data-dir to --out, until ctx ends (SIGINT,
+// SIGTERM), which leaves no --out.
+func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	if err := checkOut(o.out); err != nil {
 		return err
 	}
@@ -64,11 +93,14 @@ func backup(o *options, logger *slog.Logger) (err error) {
 		pr.CloseWithError(err) // a failed read must not leave Backup blocked
 		verified <- err
 	}()
-	err = store.Backup(io.MultiWriter(w, pw))
+	err = store.Backup(ctxWriter{ctx, io.MultiWriter(w, pw)})
 	pw.CloseWithError(err)
 	if err = errors.Join(err, <-verified); err != nil {
 		f.Close()
 		os.Remove(o.out)
+		if ctx.Err() != nil {
+			return fmt.Errorf("backup interrupted; %s was not kept (%w)", o.out, ctx.Err())
+		}
 		return err
 	}
 	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
@@ -84,8 +116,10 @@ func backup(o *options, logger *slog.Logger) (err error) {
 	return nil
 }
 
-// restore restores --in into --data-dir (created if missing).
-func restore(o *options, logger *slog.Logger) (err error) {
+// restore restores --in into --data-dir (created if missing), until ctx
+// ends (SIGINT, SIGTERM): before the check of the backup is through,
+// nothing is written; after, the users restored so far stay.
+func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	f, err := os.Open(o.in)
 	if err != nil {
 		return fmt.Errorf("--in: %w", err) // the error names only the path
@@ -94,7 +128,10 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	// The whole file is checked before anything is written: a restore is
 	// not atomic, and a damaged backup would otherwise leave part of itself
 	// in --data-dir.
-	held, err := storage.VerifyBackup(bufio.NewReaderSize(f, 1<<20))
+	held, err := storage.VerifyBackup(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20))
+	if ctx.Err() != nil {
+		return fmt.Errorf("restore interrupted while checking %s; nothing was restored (%w)", o.in, ctx.Err())
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w; nothing was restored", o.in, err)
 	}
@@ -113,7 +150,12 @@ func restore(o *options, logger *slog.Logger) (err error) {
 	if o.merge {
 		merge = eviction.MergeFilters
 	}
-	if err := store.Restore(bufio.NewReaderSize(f, 1<<20), merge); err != nil {
+	if err := store.Restore(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20), merge); err != nil {
+		if ctx.Err() != nil {
+			// Each user is restored whole or not at all, and restoring a
+			// user again gives the same filter.
+			return fmt.Errorf("restore interrupted: --data-dir %s holds part of the backup; restore it again to finish (%w)", o.dataDir, ctx.Err())
+		}
 		return err
 	}
 	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "journal_records", held.JournalRecords,

@@ -103,12 +103,12 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 		if o.url != "" {
 			err = backupFromService(ctx, o.url, o.key, o.caCert, o.out, logger)
 		} else {
-			err = backup(&o, logger)
+			err = backup(ctx, &o, logger)
 		}
 	case "check":
 		err = checkConfig(&o, env, stdout, time.Now())
 	case "restore":
-		err = restore(&o, logger)
+		err = restore(ctx, &o, logger)
 	case "import-redis":
 		err = importRedis(ctx, &o.imp, logger)
 	case "new-key":

@@ -1131,6 +1131,36 @@ func TestNamespacesFileServesItsProfiles(t *testing.T) {
 	}
 }
 
+// SIGINT or SIGTERM (the context of run) stops an offline backup, which
+// keeps no file, and a restore, which while it checks the backup writes
+// nothing: both used to read or write on, Ctrl-C caught and unheeded.
+func TestBackupAndRestoreStopOnASignal(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir)
+	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x","y"]}`)
+	if code := s.shutdown(); code != 0 {
+		t.Fatal(s.out.String())
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	file := filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	code := run(stopped, []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil)
+	if _, err := os.Stat(file); code != 1 || !strings.Contains(out.String(), "backup interrupted; "+file+" was not kept") || !os.IsNotExist(err) {
+		t.Fatalf("backup stopped: exit %d, %s kept: %v, want 1 and none:\n%s", code, file, err == nil, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	restored := filepath.Join(t.TempDir(), "restored")
+	code = run(stopped, []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil)
+	if _, err := os.Stat(restored); code != 1 || !strings.Contains(out.String(), "restore interrupted while checking "+file+"; nothing was restored") || !os.IsNotExist(err) {
+		t.Fatalf("restore stopped: exit %d, data directory made: %v, want 1 and none:\n%s", code, err == nil, out.String())
+	}
+}
+
 func TestBackupAndRestore(t *testing.T) {
 	dir := t.TempDir()
 	s := startService(t, nil, "--data-dir", dir)
