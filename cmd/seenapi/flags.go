@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
@@ -360,6 +362,15 @@ func (o *options) check(cmd string, env environ) error {
 			return checkServiceURL(o.url)
 		}
 	case "import-redis":
+		// Usage errors like the others (exit 2), before Redis is asked.
+		if _, _, err := splitMatch(o.imp.match); err != nil {
+			return err
+		}
+		if strings.Contains(o.imp.redis, "://") {
+			if _, err := redis.ParseURL(o.imp.redis); err != nil {
+				return fmt.Errorf("--redis %q: %w", o.imp.redis, err)
+			}
+		}
 		return checkServiceURL(o.imp.url)
 	case "restore":
 		if o.in == "" {

@@ -227,7 +227,7 @@ func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
 	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--namespace", "nope"); code != 1 || !strings.Contains(out, "unknown-namespace") {
 		t.Errorf("unknown namespace: exit %d:\n%s", code, out)
 	}
-	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--match", "seen:*:*"); code != 1 || !strings.Contains(out, "want one *") {
+	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--match", "seen:*:*"); code != 2 || !strings.Contains(out, "want one *") {
 		t.Errorf("two stars: exit %d:\n%s", code, out)
 	}
 }

@@ -331,6 +331,25 @@ func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
 	}
 }
 
+// A --match without its one * or a --redis URL that does not parse is a
+// usage error (exit 2), as a bad value of any flag is, refused before
+// Redis or the service is asked.
+func TestImportRedisRefusesABadMatchOrRedisURLAsAUsageError(t *testing.T) {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--match", "seen", `--match "seen": want one * standing for the user id (e.g. seen:* or user:*:seen) and no other ?, [, ] or \`},
+		{"--match", "seen:*:*", `--match "seen:*:*": want one *`},
+		{"--redis", "redis://127.0.0.1:1/x", `--redis "redis://127.0.0.1:1/x": redis: invalid database number: "x"`},
+	} {
+		var stderr bytes.Buffer
+		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", tc.flag, tc.value}
+		code := run(context.Background(), args, noEnv, io.Discard, &stderr, nil)
+		if code != 2 || !strings.HasPrefix(stderr.String(), "seenapi import-redis: "+tc.want) ||
+			!strings.HasSuffix(stderr.String(), "\nRun 'seenapi help import-redis' for its flags.\n") {
+			t.Errorf("%s %s: exit %d, want 2 and %q:\n%s", tc.flag, tc.value, code, tc.want, stderr.String())
+		}
+	}
+}
+
 // A --url that names no service (host:port alone, as --redis takes it) is
 // a usage error of backup and import-redis, refused before anything is
 // read, saying what a URL looks like.
