@@ -139,7 +139,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("--data-dir: %w; nothing was restored", err) // the error names only the path
 	}
 	store, err := openStore(o, o.storeMinFreeBytes(), false, logger, "stop it before restoring into its data directory")
 	if err != nil {

@@ -1180,6 +1180,30 @@ func TestBackupAndRestoreStopOnASignal(t *testing.T) {
 	}
 }
 
+// A --data-dir restore cannot make (under a file) is named as the flag.
+func TestRestoreNamesTheDataDirItCannotMake(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir)
+	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x"]}`)
+	if code := s.shutdown(); code != 0 {
+		t.Fatal(s.out.String())
+	}
+	file := filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	code := run(context.Background(), []string{"restore", "--data-dir", filepath.Join(notDir, "data"), "--in", file}, noEnv, &out, &out, nil)
+	if want := "--data-dir: mkdir " + notDir + ": not a directory; nothing was restored"; code != 1 || !strings.Contains(out.String(), want) {
+		t.Fatalf("restore into a file's path: exit %d, want 1 and %q:\n%s", code, want, out.String())
+	}
+}
+
 func TestBackupAndRestore(t *testing.T) {
 	dir := t.TempDir()
 	s := startService(t, nil, "--data-dir", dir)
