@@ -655,6 +655,18 @@ func TestTakenAddressFailsBeforeTheDataDirIsMade(t *testing.T) {
 	}
 }
 
+// A --data-dir the store cannot open (a file, a directory it may not
+// write) is named as the flag.
+func TestStoreThatCannotOpenNamesTheDataDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := failedStart(t, "--data-dir", file); !strings.Contains(out, "err=\"--data-dir "+file+": storage: open "+file+": not a directory\"") {
+		t.Fatalf("want the failure to name --data-dir:\n%s", out)
+	}
+}
+
 // foldJournal logs how many users it folded in, claiming a crash only
 // after one, an error when folding fails, and nothing when it failed only
 // because of the shutdown.

@@ -309,7 +309,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		return fmt.Errorf("--data-dir %s is in use, probably by another seenapi serving it: stop that one first, or give this one another --data-dir (%w)", o.dataDir, err)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("--data-dir %s: %w", o.dataDir, err)
 	}
 	defer func() {
 		if cerr := store.Close(); cerr != nil {
