@@ -171,6 +171,11 @@ func ParseKeysList(list string) ([]Key, error) {
 		if item == "" {
 			continue
 		}
+		// A keys file's text put in the variable (a secret made from the
+		// file) would otherwise read as a key followed by unknown options.
+		if strings.ContainsAny(item, "\r\n") {
+			return nil, fmt.Errorf("%w: entry %d holds a line break: the keys are separated by commas (role:key,role:key); give a file of one key a line with --keys-file", ErrBadKeys, i+1)
+		}
 		k, err := parseKey(item)
 		if err != nil {
 			return nil, fmt.Errorf("%w: entry %d: %w", ErrBadKeys, i+1, err)

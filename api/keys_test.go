@@ -59,6 +59,11 @@ func TestParseKeysList(t *testing.T) {
 	if _, err := ParseKeysList("read:r-0123456789abcdef,bogus"); !errors.Is(err, ErrBadKeys) {
 		t.Fatalf("err %v", err)
 	}
+	// A keys file's lines in the variable (a secret made from the file).
+	_, err = ParseKeysList("read:r-0123456789abcdef\nwrite:w-0123456789abcdef\n")
+	if !errors.Is(err, ErrBadKeys) || !strings.Contains(err.Error(), "entry 1 holds a line break: the keys are separated by commas (role:key,role:key); give a file of one key a line with --keys-file") {
+		t.Fatalf("keys a line: %v", err)
+	}
 	_, err = ParseKeysList("read:r-0123456789abcdef,write:w-0123456789abcdef,admin:r-0123456789abcdef")
 	if !errors.Is(err, ErrBadKeys) || !strings.Contains(err.Error(), "entry 3: the same key as entry 1") {
 		t.Fatalf("a key twice: %v", err)
