@@ -470,7 +470,8 @@ func TestFullDiskIs507(t *testing.T) {
 
 // A 507 says which limit refused the write: here the floor of
 // --min-free-bytes (the disk may have room), which an operator lowers or
-// frees space above; not a full disk. The call records nothing.
+// frees space above; not a full disk. The call records nothing and makes
+// no user.
 func TestStorageFullSaysWhichLimitRefused(t *testing.T) {
 	e := newEnvOver(t, onFullDisk(t, t.TempDir()))
 	status, h, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
@@ -479,9 +480,9 @@ func TestStorageFullSaysWhichLimitRefused(t *testing.T) {
 	if !strings.Contains(p.Detail, "--min-free-bytes") || strings.Contains(p.Detail, "disk is full") {
 		t.Fatalf("detail %q, want it to name the floor of --min-free-bytes, not a full disk", p.Detail)
 	}
-	if st := e.stateOf("default", "u"); st != nil && st["items"] != float64(0) {
-		t.Fatalf("the refused call recorded items: %v", st)
-	}
+	// The refused call made no user: it is not found, as one never seen.
+	status, h, body = e.raw(http.MethodGet, userPath("default", "u", ""), "", nil, "Authorization", "Bearer "+adminKey)
+	wantProblem(t, status, h, body, http.StatusNotFound, "user-not-found")
 }
 
 // onFullDisk is newEnvOver's wrap for a real store in dir that finds less

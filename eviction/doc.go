@@ -32,7 +32,8 @@
 // A call that records first selects the hashes to record, appends them to
 // the journal (the store groups concurrent appends into one write) and
 // only then applies them and answers: an acknowledged impression survives
-// kill -9, and a call whose journal write failed changes nothing. The write-
+// kill -9, and a call whose journal write failed changes nothing (a user
+// made for it leaves the cache again: see releaseRefused). The write-
 // back loop stores each dirty filter merged by OR into what is stored (so
 // a second writer, a replayed journal or a restore can never roll a user
 // back) and retires the journal records it covers; while the hot set is

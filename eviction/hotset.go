@@ -1070,8 +1070,14 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	// Released by a deferred call, so that a panic in the filter's code or
 	// the journal's (a bug, and the API answers it with a 500) does not
 	// leave the user locked and every later call of theirs waiting.
-	changed, expired := false, false
-	defer func() { h.releaseSized(e, changed, expired) }()
+	changed, expired, refused := false, false, false
+	defer func() {
+		if refused {
+			h.releaseRefused(e, expired)
+			return
+		}
+		h.releaseSized(e, changed, expired)
+	}()
 	now := h.opts.Now()
 	// Select would drop the buckets past the window all the same: dropped
 	// here, their memory leaves the budget's count even when the call
@@ -1102,6 +1108,7 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 		s.ToRecord = s.ToRecord[:0]
 	}
 	if err := h.journal(info, e, now, cs, r); err != nil {
+		refused = true
 		return Result{}, err
 	}
 	recorded, saturated := e.f.Commit(now, s, h.maxEncoded)
@@ -1290,6 +1297,29 @@ func (h *HotSet) User(ns, user string) (UserStats, error) {
 	return h.userStats(&e.f, hot, e.dirty(), now), nil
 }
 
+// releaseRefused is release after a call the store refused (its journal
+// record, or the import's write): a user that acquire made for the call,
+// still holding nothing the store lacks, leaves the cache, so that a
+// refused call leaves no user behind (stats and the hot figures answer as
+// for a user never seen). A user another call recorded into is dirty, or
+// holds items once written back, and stays; a call waiting for e looks the
+// user up again (reachLocked). resized: see releaseSized. e.mu held; lets
+// it go.
+func (h *HotSet) releaseRefused(e *entry, resized bool) {
+	if e.dirty() || e.lastSeq != 0 || !e.f.Empty(h.opts.Now()) {
+		h.releaseSized(e, false, resized)
+		return
+	}
+	k := h.keyOf(e)
+	s := h.shardOf(k)
+	s.mu.Lock()
+	if e.flags&flagWriting == 0 {
+		h.dropGoneLocked(s, k, e)
+	}
+	s.mu.Unlock()
+	e.mu.Unlock()
+}
+
 // dropGone takes e, found gone, out of the cache unless it is dirty (its
 // write-back then writes it Empty and drops it). e.mu held.
 func (h *HotSet) dropGone(e *entry) {
@@ -1459,7 +1489,7 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // other parameters: an *ImportError (ErrBadImport), and nothing changes.
 // A merge takes the parameters of the user's filter; a replace those too,
 // or the namespace's profile.
-func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) error {
+func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return err
@@ -1486,7 +1516,14 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if err != nil {
 		return err
 	}
-	defer h.release(e, false) // deferred: see FilterAppend
+	// Deferred (see FilterAppend); a refused import leaves no user it made.
+	defer func() {
+		if err != nil {
+			h.releaseRefused(e, false)
+			return
+		}
+		h.release(e, false)
+	}()
 	if err := importable(info.Name, ours, e.f.Profile(), in.Profile(), replace); err != nil {
 		return err
 	}
