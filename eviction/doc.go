@@ -103,7 +103,8 @@
 // A windowed user with no item left in the window is gone (see gone): its
 // stats and export answer ErrUserNotFound, a call that records makes it
 // anew with the namespace's profile, and it leaves the cache at its
-// write-back or its next look-up. A filter found empty at a write-back is
+// write-back or its next look-up, or at once when an import or a forget
+// of items writes it with no item. A filter found empty at a write-back is
 // written Empty (storage.Write): hidden from the listing, it stays only as
 // long as the journal records it covers may (a window and a bucket), so
 // that none is replayed after a restart; deleting it at once would drop

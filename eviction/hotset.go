@@ -1665,10 +1665,18 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
 	h.markClean(e)
+	k := h.keyOf(e)
+	s := h.shardOf(k)
+	if gone(&e.f, now) {
+		// Written Empty: it leaves the cache too, as at a write-back.
+		s.mu.Lock()
+		h.dropGoneLocked(s, k, e)
+		s.mu.Unlock()
+		return nil
+	}
 	// Clean, so no release re-accounts it: an import may bring a filter
 	// of any size, which the budget must count.
-	k := h.keyOf(e)
-	h.resize(h.shardOf(k), k, e, entrySize(e))
+	h.resize(s, k, e, entrySize(e))
 	return nil
 }
 

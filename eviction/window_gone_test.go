@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -230,5 +231,75 @@ func TestGoneUserComesBackWithTheNamespacesProfile(t *testing.T) {
 			t.Errorf("%s recorded again: %d items, window %d s, %v; want 1 item and the namespace's window of a day",
 				user, st.Items, st.Window, err)
 		}
+	}
+}
+
+// TestEmptiedUserIsGone: a windowed user left with no item by a step that
+// writes it whole, an import of an empty filter (replacing or merged into
+// a user never seen) or a forget of every item of a compact filter, is
+// gone at once, as one whose items left the window: not counted hot even
+// before anyone looks it up, not listed, no stats, and after a crash its
+// journal, covered by what the step wrote, does not bring it back.
+func TestEmptiedUserIsGone(t *testing.T) {
+	compact := Namespace{Name: "cw", Profile: userfilter.Profile{Kind: userfilter.KindCompact,
+		Window: 7 * 24 * time.Hour, Granularity: 24 * time.Hour}}
+	emptyOf := func(t *testing.T, h *HotSet, ns string) []byte {
+		t.Helper()
+		n, _ := h.Namespace(ns)
+		f, err := userfilter.New(n.Profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := f.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, tc := range []struct {
+		name, ns string
+		empty    func(t *testing.T, h *HotSet, user string) error
+		history  bool // the user has items before the step
+	}{
+		{"import replacing", "push", func(t *testing.T, h *HotSet, user string) error {
+			return h.Import("push", user, emptyOf(t, h, "push"), true, 0)
+		}, true},
+		{"import into a user never seen", "push", func(t *testing.T, h *HotSet, user string) error {
+			return h.Import("push", user, emptyOf(t, h, "push"), false, 0)
+		}, false},
+		{"forget every item", "cw", func(t *testing.T, h *HotSet, user string) error {
+			n, err := h.ForgetItems("cw", user, []string{"a", "b", "c"})
+			if err == nil && n != 3 {
+				err = fmt.Errorf("forgot %d items, want 3", n)
+			}
+			return err
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, Options{})
+			fx.ns = append(append([]Namespace(nil), defaultNS...), compact)
+			fx.restart(true, Options{})
+			record(t, fx.h, tc.ns, "kept", "a")
+			if tc.history {
+				record(t, fx.h, tc.ns, "u", "a", "b")
+				if err := fx.h.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				record(t, fx.h, tc.ns, "u", "c") // journaled only
+			}
+			if err := tc.empty(t, fx.h, "u"); err != nil {
+				t.Fatal(err)
+			}
+			if n := fx.h.Stats().Namespaces[tc.ns]; n.HotUsers != 1 {
+				t.Errorf("emptied: %d hot users in %s before any look-up, want 1 (kept)", n.HotUsers, tc.ns)
+			}
+			goneCheck(t, fx, tc.ns, "u", 1, "emptied")
+			fx.restart(false, Options{})
+			goneCheck(t, fx, tc.ns, "u", 0, "after a crash")
+			if got := seen(t, fx.h, tc.ns, "kept", "a"); !got[0] {
+				t.Errorf("kept's a unseen after a crash")
+			}
+			backAgain(t, fx, tc.ns, "u", "a", "d")
+		})
 	}
 }
