@@ -696,15 +696,16 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 			return nil, 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrCorrupt, info.Name, user, err)
 		}
 	}
+	made := -1 // the record whose profile f was made with
 	if f == nil {
 		// Never stored: made with the profile its journal names (the
 		// namespace's may have changed since), or, for records of builds
 		// that named none, the namespace's.
-		i := slices.IndexFunc(recs, func(r journalRecord) bool { return r.made != nil })
-		if i < 0 {
+		made = slices.IndexFunc(recs, func(r journalRecord) bool { return r.made != nil })
+		if made < 0 {
 			f, err = userfilter.New(info.Profile)
-		} else if f, err = userfilter.Decode(recs[i].made); err != nil {
-			err = fmt.Errorf("%w: journal of %s/%s: its profile: %w", ErrCorrupt, info.Name, user, err)
+		} else {
+			f, err = decodeMade(info, user, recs[made].made)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -721,6 +722,13 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	// much: the earlier records the cap counted may have expired.
 	for i, rec := range recs {
 		f.Expire(rec.at)
+		if rec.made != nil && i != made && gone(f, rec.at) {
+			// The call found the user gone and made it anew, with the
+			// profile the record names (see HotSet.journal).
+			if f, err = decodeMade(info, user, rec.made); err != nil {
+				return nil, 0, err
+			}
+		}
 		f.AddHashes(rec.hashes, rec.at, rec.at, h.maxEncoded, rec.room)
 		if rec.reply != nil {
 			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
@@ -730,6 +738,16 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	}
 	f.Expire(now)
 	return f, lastSeq, nil
+}
+
+// decodeMade decodes the profile a journal record of the user names: an
+// empty filter of it.
+func decodeMade(info *nsInfo, user string, made []byte) (*userfilter.Filter, error) {
+	f, err := userfilter.Decode(made)
+	if err != nil {
+		return nil, fmt.Errorf("%w: journal of %s/%s: its profile: %w", ErrCorrupt, info.Name, user, err)
+	}
+	return f, nil
 }
 
 // reachLocked reports whether e is still the shard's entry for k, taking
@@ -973,9 +991,13 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r
 		return nil
 	}
 	var made []byte
-	if e.lastSeq == 0 {
+	if e.lastSeq == 0 || e.f.Profile().Window > 0 && e.f.Empty(at) {
 		// The first record since the filter was last stored (or of a
-		// filter never stored) names its profile: see journal.go.
+		// filter never stored) names its profile: see journal.go. So does
+		// that of a windowed user with no item in the window: one found
+		// gone and made anew (see acquire), maybe with another profile
+		// than its earlier records, not yet retired, name; load makes it
+		// anew with this one.
 		var err error
 		if made, err = info.madeOf(e.f.Profile()); err != nil {
 			return err

@@ -31,8 +31,13 @@ import (
 // that profile encoded (userfilter's AppendBinary): a user whose filter
 // is not stored yet is rebuilt from its journal with the profile it was
 // made with, not the namespace's profile of the moment, which a SIGHUP may
-// have changed (a cap, or another kind, would lose items). Its seconds
-// have madeMark set, and the encoding comes right after them:
+// have changed (a cap, or another kind, would lose items). A windowed
+// user with no item in the window names it too: a call that finds the
+// user gone makes it anew with its namespace's profile, while the records
+// of its earlier life, which outlive their items by up to a bucket, may
+// name another; a replay that reaches such a record with the filter gone
+// as of its time makes the filter anew from it, as the call did. Its
+// seconds have madeMark set, and the encoding comes right after them:
 //
 //	uvarint(seconds | madeMark [| keyedMark]) | uvarint len | encoding | ...
 //

@@ -303,3 +303,48 @@ func TestEmptiedUserIsGone(t *testing.T) {
 		})
 	}
 }
+
+// TestGoneUserMadeAnewKeepsItsProfileThroughACrash: a gone user whose
+// journal is not yet retired (its records outlive its items by up to a
+// bucket) and who is recorded again is made anew with the namespace's
+// profile of the day, here a window lengthened from a day to a week since
+// its records were made; a crash before its write-back replays it with
+// that profile too, not with the one its older records name: its new item
+// stays seen for the week, whether the user was in memory or read from the
+// store when it came back.
+func TestGoneUserMadeAnewKeepsItsProfileThroughACrash(t *testing.T) {
+	day := 24 * time.Hour
+	short := []Namespace{defaultNS[0], {Name: "push", Profile: userfilter.Profile{Window: day, Granularity: day / 4}}}
+	long := []Namespace{defaultNS[0], {Name: "push", Profile: userfilter.Profile{Window: 7 * day, Granularity: day}}}
+	for _, hot := range []bool{true, false} {
+		t.Run(map[bool]string{true: "in memory", false: "from the store"}[hot], func(t *testing.T) {
+			clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+			// No write-back before the crash: the user's records stay.
+			opts := Options{Now: clock, FlushInterval: 30 * day}
+			fx := newFixture(t, Options{})
+			fx.ns = short
+			fx.restart(true, opts)
+			record(t, fx.h, "push", "u", "a")
+			fx.ns = long
+			if hot {
+				if _, err := fx.h.SetNamespaces(long); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				fx.restart(false, opts)
+			}
+			advance(2 * day) // a left the day's window: u is gone
+			record(t, fx.h, "push", "u", "b")
+			fx.restart(false, opts)
+			st, err := fx.h.User("push", "u")
+			if err != nil || st.Items != 1 || st.Window != int64(7*day/time.Second) {
+				t.Fatalf("after a crash: %d items, window %d s, %v; want 1 item and the week's window it was made with",
+					st.Items, st.Window, err)
+			}
+			advance(3 * day)
+			if got := seen(t, fx.h, "push", "u", "a", "b"); got[0] || !got[1] {
+				t.Fatalf("3 days after a crash: a, b seen %v; want [false true] (b recorded in a week's window)", got)
+			}
+		})
+	}
+}
