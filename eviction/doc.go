@@ -104,7 +104,9 @@
 // stats and export answer ErrUserNotFound, a call that records makes it
 // anew with the namespace's profile, and it leaves the cache at its
 // write-back or its next look-up, or at once when an import or a forget
-// of items writes it with no item. A filter found empty at a write-back is
+// of items writes it with no item; one that nobody looks up is found by
+// the reaper, which the write-back loop runs a few users of each shard at
+// a time (see reap.go). A filter found empty at a write-back is
 // written Empty (storage.Write): hidden from the listing, it stays only as
 // long as the journal records it covers may (a window and a bucket), so
 // that none is replayed after a restart; deleting it at once would drop

@@ -34,7 +34,7 @@ type entry struct {
 	// list is in dirtySince order: an entry is queued when it turns dirty).
 	dirtySince atomic.Uint32
 	bytes      int32 // accounted size; guarded by the shard lock
-	flags      uint8 // flagQueued, flagWriting; guarded by the shard lock
+	flags      uint8 // flagQueued, flagWriting, flagReapPass; guarded by the shard lock
 	ns         uint8 // index of the namespace in nsTable.byIndex
 	probe      uint8 // which of the user's keys it is under (see HotSet.key); 0 unless its first collided
 	// idLen is the id's length when it is kept inline: its first bytes in
@@ -56,6 +56,10 @@ const (
 	// a failed write, it would stay queued and be written over that copy's
 	// newer filter, whose write-back retired the journal.
 	flagWriting
+	// flagReapPass: the reaper met the entry in its pass over the shard's
+	// reap list whose parity is this bit (see shard.reapPass): met again
+	// in the same pass, the key is a second copy in the list.
+	flagReapPass
 )
 
 const (
@@ -133,7 +137,8 @@ func (e *entry) dirty() bool { return e.dirtySince.Load() != 0 }
 // first 12 bytes included), golang-lru's list element (80 B) and its map
 // slot (an 8-byte key and a pointer in a map between 7/16 and 7/8 full,
 // about 25 B), and a dirty-list slot (8 B and the list's spare room) while
-// the user is dirty. BenchmarkBytesPerHotUser measures the heap a dirty
+// the user is dirty, and a reap-list slot (8 B, see reap.go) while it is
+// windowed. BenchmarkBytesPerHotUser measures the heap a dirty
 // user with a 12-byte id takes beyond its filter: 154 B at 10 items and
 // at 200, 155 B at 2,000, of which the dirty-list slot is 10-11 B. It is
 // set so that the accounted bytes per user stay at or above the heap

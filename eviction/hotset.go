@@ -140,6 +140,11 @@ type shard struct {
 	// first: from then on, a user not found under its first key may be
 	// under another, and lookups try them all.
 	probing bool
+	// reap, reapAt, reapPass and reapPushed are the reaper's (see reap.go).
+	reap       []key
+	reapAt     int
+	reapPass   uint8 // flagReapPass or 0
+	reapPushed int
 }
 
 // nsInfo is one namespace as the hot set serves it. It is never changed
@@ -257,6 +262,10 @@ type HotSet struct {
 	hotBytes  atomic.Int64
 	sweepMu   sync.Mutex
 	sweepNext int // the shard the next sweep looks at first; sweepMu held
+
+	// reapKeys is how many keys the shards' reap lists hold, summed: the
+	// reaper skips its round without locking a shard while it is 0.
+	reapKeys atomic.Int64
 
 	flushes, flushedUsers, journals atomic.Uint64
 	storageErrors, panics           atomic.Uint64
@@ -784,8 +793,10 @@ func (h *HotSet) letGoLocked(s *shard, k key, e *entry) bool {
 	return true
 }
 
-// insertLocked adds e to the shard's LRU under k and accounts its bytes. s.mu held.
+// insertLocked adds e to the shard's LRU under k and accounts its bytes.
+// e.mu (or e not yet shared) and s.mu held.
 func (h *HotSet) insertLocked(s *shard, k key, e *entry) {
+	h.reapListLocked(s, k, e)
 	e.bytes = entrySize(e)
 	s.lru.Add(k, e)
 	s.bytes += int64(e.bytes)
@@ -1684,6 +1695,7 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now
 	if err := h.writeNow(info, e.id(), next, e.lastSeq, now, what); err != nil {
 		return err
 	}
+	old := e.f.Profile()
 	e.f.Replace(next)
 	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
 	h.markClean(e)
@@ -1699,6 +1711,15 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now
 	// Clean, so no release re-accounts it: an import may bring a filter
 	// of any size, which the budget must count.
 	h.resize(s, k, e, entrySize(e))
+	if old.Window == 0 && e.f.Profile().Window > 0 {
+		// A windowless user replaced with a windowed filter: now one the
+		// reaper must look at.
+		s.mu.Lock()
+		if cur, ok := s.lru.Peek(k); ok && cur == e {
+			h.reapListLocked(s, k, e)
+		}
+		s.mu.Unlock()
+	}
 	return nil
 }
 
@@ -1900,6 +1921,8 @@ func (h *HotSet) flushLoop() {
 			return
 		case <-t.C:
 			warn.round(h.opts.Logger, h.flushSome(age, smoothRound))
+			// Users gone past their window that no call looks up.
+			h.reapSome()
 			// A set left over budget by a call that found a sweep under
 			// way, with no call since to sweep it.
 			h.afterEvict(nil, nil)
