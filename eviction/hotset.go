@@ -1343,18 +1343,13 @@ func (h *HotSet) releaseRefused(e *entry, resized bool) {
 		h.releaseSized(e, false, resized)
 		return
 	}
-	k := h.keyOf(e)
-	s := h.shardOf(k)
-	s.mu.Lock()
-	if e.flags&flagWriting == 0 {
-		h.dropGoneLocked(s, k, e)
-	}
-	s.mu.Unlock()
+	h.dropGone(e)
 	e.mu.Unlock()
 }
 
 // dropGone takes e, found gone, out of the cache unless it is dirty (its
-// write-back then writes it Empty and drops it). e.mu held.
+// write-back then writes it Empty and drops it) or its write-back is in
+// flight (it stays reachable until that lands, see flagWriting). e.mu held.
 func (h *HotSet) dropGone(e *entry) {
 	if e.dirty() {
 		return
@@ -1362,7 +1357,9 @@ func (h *HotSet) dropGone(e *entry) {
 	k := h.keyOf(e)
 	s := h.shardOf(k)
 	s.mu.Lock()
-	h.dropGoneLocked(s, k, e)
+	if e.flags&flagWriting == 0 {
+		h.dropGoneLocked(s, k, e)
+	}
 	s.mu.Unlock()
 }
 
