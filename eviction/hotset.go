@@ -1908,8 +1908,10 @@ func (h *HotSet) flushLoop() {
 	// hundred microseconds (every 5 ms took more CPU for the same tail).
 	// Users overdue by a whole interval more are written whatever their
 	// number, so a backlog (a fill, a burst of new users) never grows.
-	t := time.NewTicker(min(max(h.opts.FlushInterval/500, 5*time.Millisecond), 100*time.Millisecond))
+	tick := min(max(h.opts.FlushInterval/500, 5*time.Millisecond), 100*time.Millisecond)
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	reapRounds, round := max(1, int(reapEvery/tick)), 0
 	age := uint32(min(h.opts.FlushInterval.Milliseconds(), 1<<30))
 	var warn flushWarner
 	for {
@@ -1919,7 +1921,8 @@ func (h *HotSet) flushLoop() {
 		case <-t.C:
 			warn.round(h.opts.Logger, h.flushSome(age, smoothRound))
 			// Users gone past their window that no call looks up.
-			h.reapSome()
+			round++
+			h.reapSome(round%reapRounds == 0)
 			// A set left over budget by a call that found a sweep under
 			// way, with no call since to sweep it.
 			h.afterEvict(nil, nil)
