@@ -74,8 +74,12 @@ func (p *replay) names(h uint64) bool {
 
 // replays keeps the answers of keyed calls. Safe for concurrent use.
 type replays struct {
-	mu       sync.Mutex
-	lru      *simplelru.LRU[string, *replay]
+	mu  sync.Mutex
+	lru *simplelru.LRU[string, *replay] // the answers given
+	// inFlight are the calls begun and not yet answered. They take room
+	// in bytes but are never trimmed: trimmed, a call's twin sent while it
+	// is in flight would be served anew, and both would record.
+	inFlight map[string]*replay
 	bytes    int64
 	budget   int64
 	ttl      time.Duration
@@ -89,7 +93,7 @@ func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays 
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
-	return &replays{lru: l, budget: budget, ttl: ttl, now: now}
+	return &replays{lru: l, inFlight: map[string]*replay{}, budget: budget, ttl: ttl, now: now}
 }
 
 // What begin found.
@@ -107,21 +111,25 @@ const (
 func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if p, ok := r.inFlight[key]; ok {
+		if p.request != request {
+			return nil, replayMismatch
+		}
+		return nil, replayBusy
+	}
 	if p, ok := r.lru.Get(key); ok {
 		switch {
-		case p.done && r.now().Sub(p.at) >= r.ttl:
+		case r.now().Sub(p.at) >= r.ttl:
 			r.removeLocked(key, p)
 		case p.request != request:
 			return nil, replayMismatch
-		case !p.done:
-			return nil, replayBusy
 		default:
 			r.replayed.Add(1)
 			return p, replayDone
 		}
 	}
 	p := &replay{request: request, size: int64(len(key)) + replayOverhead}
-	r.lru.Add(key, p)
+	r.inFlight[key] = p
 	r.bytes += p.size
 	r.trimLocked()
 	return p, replayNew
@@ -130,23 +138,25 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 // finish keeps the answer of the call begin registered under key.
 func (r *replays) finish(key string, p *replay, status int, body []byte) {
 	r.mu.Lock()
-	if cur, ok := r.lru.Peek(key); !ok || cur != p {
+	if r.inFlight[key] != p {
 		r.mu.Unlock()
-		return // trimmed while in flight
+		return // dropped while in flight (an erase)
 	}
 	defer r.mu.Unlock()
+	delete(r.inFlight, key)
+	r.bytes -= p.size
 	if p.size+int64(len(body)) > r.budget {
 		// Kept, it would leave the budget last, after every other answer
 		// (it is the most recently used): one answer larger than the
 		// budget (a batch's of large candidates, say) would take every
 		// other caller's with it. Its retry is served anew.
-		r.removeLocked(key, p)
 		return
 	}
 	now := r.now()
 	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), now
 	p.size += int64(len(body))
-	r.bytes += int64(len(body))
+	r.lru.Add(key, p)
+	r.bytes += p.size
 	r.trimLocked()
 	if r.log != nil {
 		// Under r.mu: an erase (see erase) that drops this answer writes
@@ -166,8 +176,8 @@ func (r *replays) name(key string, p *replay, users []string) {
 	hs = slices.Compact(hs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.lru.Peek(key); !ok || cur != p {
-		return // dropped already (an erase, the budget): finish keeps nothing
+	if r.inFlight[key] != p {
+		return // dropped already (an erase): finish keeps nothing
 	}
 	p.users = hs
 	p.size += int64(8 * len(hs))
@@ -191,6 +201,11 @@ func (r *replays) erase(ns, user string) {
 		}
 		if p, ok := r.lru.Peek(k); ok && (user == "" || au == user || au == "" && p.names(h)) {
 			r.removeLocked(k, p)
+		}
+	}
+	for k, p := range r.inFlight {
+		if ans, au, ok := answerOwner(k); ok && ans == ns && (user == "" || au == user || au == "" && p.names(h)) {
+			r.dropInFlightLocked(k, p)
 		}
 	}
 	l := r.log
@@ -362,8 +377,8 @@ func (m erasedMarks) void(scoped string, at time.Time, users []uint64) bool {
 func (r *replays) abandon(key string, p *replay) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.lru.Peek(key); ok && cur == p {
-		r.removeLocked(key, p)
+	if r.inFlight[key] == p {
+		r.dropInFlightLocked(key, p)
 	}
 }
 
@@ -372,7 +387,13 @@ func (r *replays) removeLocked(key string, p *replay) {
 	r.bytes -= p.size
 }
 
-// trimLocked drops the least recently used answers while over budget.
+func (r *replays) dropInFlightLocked(key string, p *replay) {
+	delete(r.inFlight, key)
+	r.bytes -= p.size
+}
+
+// trimLocked drops the least recently used answers given while over
+// budget (the calls in flight stay).
 func (r *replays) trimLocked() {
 	for r.bytes > r.budget {
 		k, p, ok := r.lru.GetOldest()
@@ -432,7 +453,7 @@ func (r *replays) answers() []keptAnswer {
 	now := r.now()
 	var out []keptAnswer
 	for _, k := range r.lru.Keys() {
-		if p, ok := r.lru.Peek(k); ok && p.done && now.Sub(p.at) < r.ttl {
+		if p, ok := r.lru.Peek(k); ok && now.Sub(p.at) < r.ttl {
 			out = append(out, keptAnswer{Key: k, Request: p.request, Status: p.status, Body: p.body, At: p.at})
 		}
 	}
@@ -447,7 +468,7 @@ func (r *replays) restore(kept []keptAnswer) int {
 	defer r.mu.Unlock()
 	now := r.now()
 	for _, a := range kept {
-		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.lru.Contains(a.Key) {
+		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.lru.Contains(a.Key) || r.inFlight[a.Key] != nil {
 			continue
 		}
 		users := a.users
@@ -476,7 +497,7 @@ func (r *replays) restore(kept []keptAnswer) int {
 func (r *replays) usage() (n int, bytes int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lru.Len(), r.bytes
+	return r.lru.Len() + len(r.inFlight), r.bytes
 }
 
 // idempotencyKey returns the request's Idempotency-Key (without the quotes

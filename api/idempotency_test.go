@@ -388,3 +388,44 @@ func TestABadRequestGetsItsOwnProblemWhateverIdempotencyKeyItCarries(t *testing.
 		}
 	}
 }
+
+// A call in flight keeps its key however many answers are given meanwhile:
+// the budget trims answers given, never a call in flight, whose twin would
+// otherwise be served anew and record the next items while the first call
+// records its own.
+func TestIdempotencyKeyInFlightOutlivesTheBudget(t *testing.T) {
+	g := &appendGate{user: "slow", entered: make(chan struct{}, 2), release: make(chan struct{})}
+	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g },
+		func(c *api.Config) { c.IdempotencyBytes = 2 << 10 })
+	c := e.client("")
+	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
+	first := filterAsync(c, "default", "slow", withKey("k"), req)
+	<-g.entered
+	// Other callers' keyed calls, more than the budget holds.
+	for i := range 20 {
+		if r, err := c.FilterUserWithResponse(ctx, "default", fmt.Sprintf("u%d", i), withKey(fmt.Sprintf("other-%d", i)), req); err != nil || r.JSON200 == nil {
+			close(g.release)
+			t.Fatalf("another call: %v", err)
+		}
+	}
+	twin := filterAsync(c, "default", "slow", withKey("k"), req)
+	var tw answer
+	select {
+	case tw = <-twin: // 409: the first is in flight
+		close(g.release)
+	case <-time.After(2 * time.Second): // held behind the first (its user is busy)
+		close(g.release)
+		tw = <-twin
+	}
+	a := <-first
+	if a.err != nil || a.r.JSON200 == nil || !slices.Equal(a.r.JSON200.Unseen, []string{"a"}) {
+		t.Fatalf("the first call: %v %d %s", a.err, a.r.StatusCode(), a.r.Body)
+	}
+	if tw.err != nil || (tw.r.StatusCode() != http.StatusConflict && string(tw.r.Body) != string(a.r.Body)) {
+		t.Errorf("the twin of a call in flight, its key's room trimmed: %v %d %s; want 409 or the first answer %s",
+			tw.err, tw.r.StatusCode(), tw.r.Body, a.r.Body)
+	}
+	if got := unseenNow(t, c, "default", "slow", "a", "b"); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("unseen %v, want b alone: the twin recorded again", got)
+	}
+}
