@@ -40,11 +40,14 @@ import (
 // A damaged or cut record ends its file (a torn write at a crash). Old files
 // go when every answer in them is past its time to live, or when the files
 // hold more than the memory budget of answers, which they hold in fewer
-// bytes than memory does: the files always hold what memory would.
+// bytes than memory does: the files always hold what memory would. An
+// erase mark within its time to live is written again to the open file
+// before its file goes.
 type answerLog struct {
-	mu      sync.Mutex // pending and pendingAt, which append fills
-	pending []byte
-	spare   []byte // the buffer flush wrote last, for pending next
+	mu           sync.Mutex // pending and pendingMarks, which append fills
+	pending      []byte
+	pendingMarks []keptAnswer // the erase marks in pending
+	spare        []byte       // the buffer flush wrote last, for pending next
 
 	fileMu  sync.Mutex // the rest
 	dir     string
@@ -52,6 +55,7 @@ type answerLog struct {
 	id      uint64       // the open file's number
 	size    int64        // its bytes
 	newest  time.Time    // its latest answer
+	marks   []keptAnswer // its erase marks
 	closed  []answerFile // oldest first
 	segment int64        // bytes after which a new file is begun
 	budget  int64
@@ -65,6 +69,11 @@ type answerFile struct {
 	id     uint64
 	size   int64
 	newest time.Time
+	// marks are its erase marks within their time to live when it was
+	// read or written: retain writes them again before it deletes the
+	// file, since they void answers that other files or the snapshot of
+	// a graceful stop may still hold.
+	marks []keptAnswer
 }
 
 const (
@@ -76,14 +85,14 @@ const (
 var answerCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // openAnswerLog reads the answers of dir's files that are within ttl of
-// now (oldest first), deletes the files retain lets go, and begins a new
-// file. If it cannot begin one, it returns no log, the answers it read and
-// the error.
-func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, logger *slog.Logger) (*answerLog, []keptAnswer, error) {
+// now (oldest first), begins a new file, and deletes the files retain lets
+// go; its flushes are synced if sync. If it cannot begin a file, it
+// returns no log, the answers it read and the error.
+func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, logger *slog.Logger, sync bool) (*answerLog, []keptAnswer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	l := &answerLog{dir: dir, budget: budget, ttl: ttl, segment: max(budget/8, 64<<10), logger: logger}
+	l := &answerLog{dir: dir, budget: budget, ttl: ttl, segment: max(budget/8, 64<<10), logger: logger, sync: sync}
 	names, err := filepath.Glob(filepath.Join(dir, "*"+answerSuffix))
 	if err != nil {
 		return nil, nil, err
@@ -113,15 +122,18 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 			file.newest = later(file.newest, a.At)
 			if now.Sub(a.At) < ttl {
 				kept = append(kept, a)
+				if a.Status == eraseStatus {
+					file.marks = append(file.marks, a)
+				}
 			}
 		}
 		l.closed = append(l.closed, file)
 		l.id = id
 	}
-	l.retain(now)
 	if err := l.begin(); err != nil {
 		return nil, kept, err // what was read is still given back
 	}
+	l.retain(now)
 	return l, kept, nil
 }
 
@@ -143,7 +155,7 @@ func (l *answerLog) begin() error {
 		return err
 	}
 	l.id++
-	l.f, l.size, l.newest = f, 0, time.Time{}
+	l.f, l.size, l.newest, l.marks = f, 0, time.Time{}, nil
 	return nil
 }
 
@@ -158,6 +170,9 @@ func (l *answerLog) append(a keptAnswer) {
 	}
 	l.mu.Lock()
 	l.pending = appendAnswer(l.pending, a)
+	if a.Status == eraseStatus {
+		l.pendingMarks = append(l.pendingMarks, a)
+	}
 	l.mu.Unlock()
 }
 
@@ -168,8 +183,8 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	l.mu.Lock()
-	buf := l.pending
-	l.pending, l.spare = l.spare[:0], nil
+	buf, marks := l.pending, l.pendingMarks
+	l.pending, l.spare, l.pendingMarks = l.spare[:0], nil, nil
 	l.mu.Unlock()
 	defer func() { l.spare = buf[:0] }()
 	if len(buf) == 0 || l.failed || l.f == nil {
@@ -181,6 +196,7 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 	}
 	l.size += int64(len(buf))
 	l.newest = later(l.newest, now)
+	l.marks = append(l.marks, marks...)
 	if sync || l.size >= l.segment {
 		if err := l.f.Sync(); err != nil {
 			l.fail("a sync", err)
@@ -189,12 +205,13 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 	}
 	if l.size >= l.segment {
 		l.f.Close()
-		l.closed = append(l.closed, answerFile{id: l.id, size: l.size, newest: l.newest})
-		l.retain(now)
+		l.closed = append(l.closed, answerFile{id: l.id, size: l.size, newest: l.newest, marks: l.marks})
 		if err := l.begin(); err != nil {
 			l.f = nil
 			l.fail("a new file", err)
+			return
 		}
+		l.retain(now)
 	}
 }
 
@@ -206,7 +223,11 @@ func (l *answerLog) fail(what string, err error) {
 
 // retain deletes the closed files whose answers are all past their time to
 // live, then the oldest while the newer closed files hold the budget
-// without it. l.fileMu held.
+// without it. The erase marks of a file it deletes that are within their
+// time to live are written to the open file first: the answers they void
+// may be older than the file (in the snapshot of a graceful stop), and
+// the newer files may not push them out of the budget (their answers
+// erased too, say). l.fileMu held, l.f open.
 func (l *answerLog) retain(now time.Time) {
 	var total int64
 	for _, f := range l.closed {
@@ -218,6 +239,10 @@ func (l *answerLog) retain(now time.Time) {
 		// this one: memory, which counts more bytes an answer than a
 		// record takes, cannot hold an answer they do not.
 		if now.Sub(f.newest) >= l.ttl || total-f.size >= l.budget {
+			if !l.carry(f.marks, now) {
+				keep = append(keep, l.closed[i])
+				continue
+			}
 			if err := os.Remove(l.path(f.id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				l.logger.Warn("seenapi: cannot delete an old file of answers kept for retries", "err", err)
 			}
@@ -230,6 +255,40 @@ func (l *answerLog) retain(now time.Time) {
 	l.closed = keep
 }
 
+// carry writes the marks within their time to live to the open file
+// (synced if the log is), and reports whether it did (or had none to
+// write). l.fileMu held.
+func (l *answerLog) carry(marks []keptAnswer, now time.Time) bool {
+	var buf []byte
+	var live []keptAnswer
+	for _, m := range marks {
+		if now.Sub(m.At) < l.ttl {
+			buf = appendAnswer(buf, m)
+			live = append(live, m)
+		}
+	}
+	if len(buf) == 0 {
+		return true
+	}
+	if l.f == nil || l.failed {
+		return false
+	}
+	if _, err := l.f.Write(buf); err != nil {
+		l.fail("a write", err)
+		return false
+	}
+	l.size += int64(len(buf))
+	l.newest = later(l.newest, now)
+	l.marks = append(l.marks, live...)
+	if l.sync {
+		if err := l.f.Sync(); err != nil {
+			l.fail("a sync", err)
+			return false
+		}
+	}
+	return true
+}
+
 // close closes the open file, and deletes every file if remove (a
 // snapshot holds their answers).
 func (l *answerLog) close(remove bool) error {
@@ -238,7 +297,7 @@ func (l *answerLog) close(remove bool) error {
 	var err error
 	if l.f != nil {
 		err = l.f.Close()
-		l.closed = append(l.closed, answerFile{id: l.id, size: l.size, newest: l.newest})
+		l.closed = append(l.closed, answerFile{id: l.id, size: l.size, newest: l.newest, marks: l.marks})
 		l.f = nil
 	}
 	l.failed = true // no more writes
@@ -344,7 +403,7 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	if interval <= 0 {
 		return 0, fmt.Errorf("%w: the answers log's interval %v is not positive", ErrBadConfig, interval)
 	}
-	l, read, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger)
+	l, read, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger, sync)
 	// The erase marks void the answers of erased users given before them,
 	// read back from the log or already kept (from the snapshot of a
 	// graceful stop that a crash left in place).
@@ -362,7 +421,6 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	if err != nil {
 		return n, err
 	}
-	l.sync = sync
 	s.replays.mu.Lock()
 	s.replays.log = l
 	s.replays.mu.Unlock()

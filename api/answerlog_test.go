@@ -43,7 +43,7 @@ func TestAnswerLogReadsBackWhatItWroteUpToATornRecord(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var logged bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logged, nil))
-	l, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger)
+	l, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger, false)
 	if err != nil || len(kept) != 0 {
 		t.Fatalf("a new log: %v %v", kept, err)
 	}
@@ -63,7 +63,7 @@ func TestAnswerLogReadsBackWhatItWroteUpToATornRecord(t *testing.T) {
 	f.Write(torn[:len(torn)-7])
 	f.Close()
 
-	l2, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(10*time.Second), logger)
+	l2, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(10*time.Second), logger, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestAnswerLogLeavesOutAnAnswerLargerThanARecordReadsBack(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
 	logger := slog.New(slog.DiscardHandler)
-	l, _, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger)
+	l, _, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestAnswerLogLeavesOutAnAnswerLargerThanARecordReadsBack(t *testing.T) {
 	if err := l.close(false); err != nil {
 		t.Fatal(err)
 	}
-	_, kept, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger)
+	_, kept, err := openAnswerLog(dir, 1<<30, time.Minute, now, logger, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestAnswerLogDropsAnswersPastTheirTimeToLive(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
 	logger := slog.New(slog.DiscardHandler)
-	l, _, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger)
+	l, _, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +133,14 @@ func TestAnswerLogDropsAnswersPastTheirTimeToLive(t *testing.T) {
 	l.flush(now.Add(50*time.Second), false)
 	old := l.path(l.id)
 
-	_, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(70*time.Second), logger)
+	_, kept, err := openAnswerLog(dir, 1<<20, time.Minute, now.Add(70*time.Second), logger, false)
 	if err != nil || len(kept) != 1 || kept[0].Key != testAnswer(2, now, 0).Key {
 		t.Fatalf("70 s on: %v %v, want the second answer alone", kept, err)
 	}
 	if _, err := os.Stat(old); err != nil {
 		t.Fatalf("the file with an answer still live is gone: %v", err)
 	}
-	_, kept, err = openAnswerLog(dir, 1<<20, time.Minute, now.Add(2*time.Minute), logger)
+	_, kept, err = openAnswerLog(dir, 1<<20, time.Minute, now.Add(2*time.Minute), logger, false)
 	if err != nil || len(kept) != 0 {
 		t.Fatalf("2 min on: %v %v, want none", kept, err)
 	}
@@ -155,7 +155,7 @@ func TestAnswerLogKeepsTheLatestWithinTheBudget(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
 	const budget = 512 << 10 // files of 64 KiB
-	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestAnswerLogKeepsTheLatestWithinTheBudget(t *testing.T) {
 	if total > budget+l.segment+body+100 {
 		t.Errorf("the files hold %d bytes; budget %d and a file of %d", total, budget, l.segment)
 	}
-	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestAnswerLogCloseRemovesItsFilesWhenAsked(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	for _, remove := range []bool{false, true} {
 		dir := t.TempDir()
-		l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+		l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestAnswerLogCloseRemovesItsFilesWhenAsked(t *testing.T) {
 		}
 		l.append(testAnswer(2, now, 10)) // after the close: dropped
 		l.flush(now, false)
-		_, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+		_, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,6 +243,12 @@ func TestAnswerLogSurvivesDamage(t *testing.T) {
 // namespace) on a store in a temp dir, closed when the test ends.
 func newTestServer(t *testing.T) *Server {
 	t.Helper()
+	return newTestServerOf(t, Config{})
+}
+
+// newTestServerOf is newTestServer with cfg (its Logger set).
+func newTestServerOf(t *testing.T, cfg Config) *Server {
+	t.Helper()
 	store, err := storage.Open(storage.DefaultOptions(t.TempDir()).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +259,8 @@ func newTestServer(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hot.Close(); store.Close() })
-	srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv, err := New(hot, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +315,7 @@ func TestAnswerLogOfAServerAnswersRetriesAfterACrash(t *testing.T) {
 func TestAnswerLogStopsOnAFailedWrite(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	var logged bytes.Buffer
-	l, _, err := openAnswerLog(t.TempDir(), 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)))
+	l, _, err := openAnswerLog(t.TempDir(), 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +339,7 @@ func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
 	const budget, body = 64 << 10, 1400
-	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	l, _, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +353,7 @@ func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
 		l.flush(now, false)
 	}
 	inMemory, _ := r.usage()
-	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler))
+	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +373,7 @@ func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
 func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1_800_000_000, 0)
-	l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler))
+	l, _, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +383,7 @@ func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged bytes.Buffer
-	l2, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)))
+	l2, kept, err := openAnswerLog(dir, 1<<20, time.Hour, now, slog.New(slog.NewTextHandler(&logged, nil)), false)
 	if err != nil || l2 == nil || len(kept) != 1 {
 		t.Fatalf("%d answers read back, log %v, %v; want 1 and a log", len(kept), l2 != nil, err)
 	}

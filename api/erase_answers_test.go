@@ -2,8 +2,10 @@ package api
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +241,87 @@ func TestEraseDropsTheAnswerOfABatchInFlightThatNamesTheUser(t *testing.T) {
 	if _, state := r.begin(other, xxh3.Uint128{}); state != replayDone {
 		t.Errorf("a batch in flight during the erase of a user it does not name lost its answer")
 	}
+}
+
+// An erase's mark outlives the file of answers it was written to: the
+// files hold the budget, so the oldest go as answers are given after the
+// erase, and the mark must still void, after a crash, the erased user's
+// answer in the snapshot of a graceful stop before it (which the files'
+// answers do not push out of the budget when they were erased too).
+func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
+	dir := t.TempDir()
+	serve := func() *Server { return newTestServerOf(t, Config{IdempotencyBytes: 4 << 10}) }
+	call := func(srv *Server, user, key, body string) (int, bool) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, key)
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(HeaderReplayed) == "true"
+	}
+	erase := func(srv *Server, u string) {
+		t.Helper()
+		resp, err := srv.App().Test(httptest.NewRequest("DELETE", "/v1/namespaces/default/users/"+u, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("erase %s: %d", u, resp.StatusCode)
+		}
+	}
+	const secret = `{"candidates":["secret-1","secret-2"]}`
+
+	// A graceful stop's snapshot holds u's answer.
+	first := serve()
+	call(first, "u", "k-u", secret)
+	var snap bytes.Buffer
+	if _, err := first.SaveReplays(&snap); err != nil {
+		t.Fatal(err)
+	}
+
+	second := serve()
+	if _, err := second.LoadReplays(bytes.NewReader(snap.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	erase(second, "u")
+	// Answers of v, more than two files' worth, then v is erased too.
+	files := logFiles(t, dir)
+	for i := 0; i < 400 && (slices.Contains(logFiles(t, dir), files[0]) || i < 150); i++ {
+		items := make([]string, 40)
+		for j := range items {
+			items[j] = fmt.Sprintf(`"item-%04d-%04d-%012d"`, i, j, 0)
+		}
+		if status, _ := call(second, "v", fmt.Sprint("k-v-", i), `{"candidates":[`+strings.Join(items, ",")+`]}`); status != 200 {
+			t.Fatalf("call %d for v: %d", i, status)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	erase(second, "v")
+	if slices.Contains(logFiles(t, dir), files[0]) {
+		t.Fatalf("the file of u's erase mark is still there: %v", logFiles(t, dir))
+	}
+	// A crash: no close, the snapshot left in place.
+
+	third := serve()
+	if _, err := third.LoadReplays(bytes.NewReader(snap.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := third.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer third.CloseAnswerLog(true)
+	if status, replayed := call(third, "u", "k-u", secret); status != 200 || replayed {
+		t.Errorf("after a crash, a retry for a user erased before it got the answer from the graceful stop's snapshot (%d, replayed %v): "+
+			"the erase's mark went with its file", status, replayed)
+	}
+	second.CloseAnswerLog(false)
 }
