@@ -136,6 +136,10 @@ type shard struct {
 	loading map[key]*loadCall
 	dirty   queue          // entries that turned dirty since their last write-back, in dirtySince order
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
+	// keyed holds, for a hot user changed by keyed calls since its last
+	// write-back, the first such call's journal sequence number and when
+	// the last one was made (see keyedRecord).
+	keyed map[*entry]keyedRecord
 	// probing is set once a user of this shard took a key other than its
 	// first: from then on, a user not found under its first key may be
 	// under another, and lookups try them all.
@@ -296,7 +300,7 @@ func New(store Store, namespaces []Namespace, opts Options) (*HotSet, error) {
 			return nil, err
 		}
 		h.shards[i] = &shard{lru: l, budget: opts.CacheBytes / int64(opts.Shards),
-			loading: map[key]*loadCall{}, evicted: map[key]*entry{}}
+			loading: map[key]*loadCall{}, evicted: map[key]*entry{}, keyed: map[*entry]keyedRecord{}}
 	}
 	h.mask = uint64(opts.Shards - 1)
 	h.scratch.New = func() any { return new(callScratch) }
@@ -789,6 +793,7 @@ func (h *HotSet) letGoLocked(s *shard, k key, e *entry) bool {
 		return false
 	}
 	delete(s.evicted, k)
+	delete(s.keyed, e)
 	h.evictedBytes.Add(-int64(e.bytes))
 	return true
 }
@@ -863,6 +868,9 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 // out of its namespace's figures. s.mu held.
 func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
 	s.lru.Remove(k)
+	// An evicted user is written back at once (its keyed records with it:
+	// the documented exception), and a user erased has none left.
+	delete(s.keyed, e)
 	s.bytes -= int64(e.bytes)
 	h.hotBytes.Add(-int64(e.bytes))
 	c := h.infoOf(e).c
@@ -921,8 +929,21 @@ func (h *HotSet) release(e *entry, changed bool) { h.releaseSized(e, changed, ch
 // releaseSized is release that re-accounts e's size when resized too,
 // changed or not: a call that records nothing may still have dropped the
 // buckets past the window (Filter.Expire), which are memory no longer held.
-func (h *HotSet) releaseSized(e *entry, changed, resized bool) {
-	if !changed && !resized {
+func (h *HotSet) releaseSized(e *entry, changed, resized bool) { h.releaseCall(e, changed, resized, 0) }
+
+// keyedRecord is what the write-back needs to know of a user's journal
+// records that carry keyed calls' answers (see writeBack): the sequence
+// number of the first since its last write-back, and the clock (see
+// clock) of the last.
+type keyedRecord struct {
+	seq uint64
+	at  uint32
+}
+
+// releaseCall is releaseSized for a call whose journal record of sequence
+// number keyed (0: none) carries a keyed call's answer.
+func (h *HotSet) releaseCall(e *entry, changed, resized bool, keyed uint64) {
+	if !changed && !resized && keyed == 0 {
 		e.mu.Unlock()
 		return
 	}
@@ -932,6 +953,17 @@ func (h *HotSet) releaseSized(e *entry, changed, resized bool) {
 	s.mu.Lock()
 	if changed {
 		h.markDirtyLocked(s, e)
+	}
+	if keyed != 0 {
+		// Hot users only: removeLocked forgets an evicted or erased one's.
+		if cur, ok := s.lru.Peek(k); ok && cur == e {
+			kr := s.keyed[e]
+			if kr.seq == 0 {
+				kr.seq = keyed
+			}
+			kr.at = h.clock()
+			s.keyed[e] = kr
+		}
 	}
 	// Accounted before e.mu is let go, so sizes are applied in the order
 	// of the user's changes: applied after it, a call's size could land
@@ -996,10 +1028,11 @@ func journalTTL(p userfilter.Profile) time.Duration {
 }
 
 // journal makes the hashes in s.ToRecord, about to be recorded, durable,
-// with the answer r of a keyed call (nil: none). e.mu held.
-func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r *reply) error {
+// with the answer r of a keyed call (nil: none), and returns the record's
+// sequence number (0: none written). e.mu held.
+func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r *reply) (uint64, error) {
 	if h.opts.NoJournal || len(s.ToRecord) == 0 {
-		return nil
+		return 0, nil
 	}
 	var made []byte
 	if e.lastSeq == 0 || e.f.Profile().Window > 0 && e.f.Empty(at) {
@@ -1011,7 +1044,7 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r
 		// anew with this one.
 		var err error
 		if made, err = info.madeOf(e.f.Profile()); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	s.rec = appendJournal(s.rec, at, s.ToRecord, r, made, e.f.Room(at))
@@ -1022,13 +1055,13 @@ func (h *HotSet) journal(info *nsInfo, e *entry, at time.Time, s *callScratch, r
 	if err != nil {
 		h.storageErrors.Add(1)
 		if errors.Is(err, storage.ErrFull) {
-			return fmt.Errorf("%w: %w", ErrStorageFull, err)
+			return 0, fmt.Errorf("%w: %w", ErrStorageFull, err)
 		}
-		return fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.id(), err)
+		return 0, fmt.Errorf("%w: journal of %s/%s: %w", ErrStorage, info.Name, e.id(), err)
 	}
 	h.journals.Add(1)
 	e.lastSeq = max(e.lastSeq, seq)
-	return nil
+	return seq, nil
 }
 
 // Filter is the one call: it returns the candidates the user has not seen
@@ -1104,12 +1137,13 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	// the journal's (a bug, and the API answers it with a 500) does not
 	// leave the user locked and every later call of theirs waiting.
 	changed, expired, refused := false, false, false
+	var keyed uint64 // the journal record of a keyed call's answer
 	defer func() {
 		if refused {
 			h.releaseRefused(e, expired)
 			return
 		}
-		h.releaseSized(e, changed, expired)
+		h.releaseCall(e, changed, expired, keyed)
 	}()
 	now := h.opts.Now()
 	// Select would drop the buckets past the window all the same: dropped
@@ -1140,9 +1174,13 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 		// journal of a saturated user does not grow call after call.
 		s.ToRecord = s.ToRecord[:0]
 	}
-	if err := h.journal(info, e, now, cs, r); err != nil {
+	seq, err := h.journal(info, e, now, cs, r)
+	if err != nil {
 		refused = true
 		return Result{}, err
+	}
+	if r != nil {
+		keyed = seq
 	}
 	recorded, saturated := e.f.Commit(now, s, h.maxEncoded)
 	saturated = saturated || full
@@ -2074,7 +2112,11 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	var errs []error
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), writeBatch)
-		if err := h.writeBack(rest[:n], nil); err != nil {
+		hold := age
+		if age == evictedOnly {
+			hold = 0
+		}
+		if err := h.writeBack(rest[:n], nil, hold); err != nil {
 			errs = append(errs, err)
 		}
 		rest = rest[n:]
@@ -2083,8 +2125,14 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 }
 
 // writeBack writes a batch of dirty entries; with upTo, batch[i] only if
-// its journal ends at upTo[i] (it is left dirty otherwise). flushMu held.
-func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
+// its journal ends at upTo[i] (it is left dirty otherwise). A user with a
+// keyed call's journal record made less than hold milliseconds ago (see
+// clock) keeps its journal from its first such record on, and stays dirty
+// for another round: the record holds the call's answer until the API's
+// log of answers does, which writes them at shorter intervals than the
+// flush interval (the age of the write-back loop's rounds) but whatever
+// the age of the user's earlier changes, which make it due. flushMu held.
+func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 	now := h.opts.Now()
 	writes, taken := h.writes[:0], h.taken[:0]
 	var encodeErrs []error
@@ -2132,12 +2180,25 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64) error {
 		// Reachable until the write lands, though clean from here on (see
 		// flagWriting).
 		e.flags |= flagWriting
-		s.mu.Unlock()
+		covered, held := e.lastSeq, false
+		if kr, ok := s.keyed[e]; ok {
+			delete(s.keyed, e)
+			held = hold > 0 && h.clock()-kr.at < hold
+			if held {
+				covered = kr.seq - 1
+			}
+		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,
-			UpTo: e.lastSeq, TTL: ttlOf(&e.f, now), Empty: gone(&e.f, now), Writer: h.writer})
+			UpTo: covered, TTL: ttlOf(&e.f, now), Empty: gone(&e.f, now), Writer: h.writer})
 		// Clean from here on: a call that changes it again marks it dirty
-		// again and is journalled past UpTo.
+		// again and is journalled past UpTo. One whose keyed records are
+		// held is dirty again, from now: the next round due for it
+		// retires them, a flush interval after the last.
 		h.markClean(e)
+		if held {
+			h.markDirtyLocked(s, e)
+		}
+		s.mu.Unlock()
 		taken = append(taken, e)
 		e.mu.Unlock()
 	}
@@ -2385,7 +2446,7 @@ func (h *HotSet) writeBackFolded(loaded []*entry, upTo []uint64) error {
 	defer h.flushMu.Unlock()
 	defer h.flushed()
 	h.flushes.Add(1)
-	return h.writeBack(loaded, upTo)
+	return h.writeBack(loaded, upTo, 0)
 }
 
 // Ready reports whether Recover has run: the pending journal has been

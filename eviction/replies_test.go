@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,72 @@ func TestForgetDropsTheAnswersReadBackFromTheJournal(t *testing.T) {
 	}
 	if res, err := fx.h.FilterKeyed(nil, "default", "v", cands, 4, userfilter.RecordReturned, kv); err != nil || !res.Replayed {
 		t.Fatalf("another user's retry: %+v, %v; want its answer given again", res, err)
+	}
+}
+
+// A keyed call's journal record keeps its answer for a flush interval
+// after the call, however long its user was changed before it: the API
+// writes its answers to their own log within that interval (see
+// Options.FlushInterval), and until then a crash leaves the answer in the
+// journal alone. A write-back due for an earlier change, just after the
+// call, would retire the record, and the call's retry after a crash would
+// be served anew, recording the next items. The record goes with the
+// user's next write-back.
+func TestKeyedRecordOutlivesAWriteBackDueJustAfterItsCall(t *testing.T) {
+	var now atomic.Int64
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return start.Add(time.Duration(now.Load())) }
+	set := func(d time.Duration) { now.Store(int64(d)) }
+	opts := Options{Now: clock, FlushInterval: time.Second}
+	fx := newFixture(t, opts)
+	cands := candidates(10)
+	// A user changed at from, called with a key 990 ms later; 20 ms
+	// after the call, the write-back loop (every 5 ms) finds it due.
+	keyed := func(user string, from time.Duration) (Result, CallKey) {
+		t.Helper()
+		set(from)
+		record(t, fx.h, "default", user, "earlier")
+		set(from + 990*time.Millisecond)
+		k := callKey("caller\x00/"+user+"/filter\x00key-1", "body-1")
+		res, err := fx.h.FilterKeyed(nil, "default", user, cands, 3, userfilter.RecordReturned, k)
+		if err != nil || len(res.Unseen) != 3 {
+			t.Fatalf("the keyed call: %+v, %v", res, err)
+		}
+		res.Unseen = slices.Clone(res.Unseen)
+		flushed := fx.h.Stats().FlushedUsers
+		set(from + 1010*time.Millisecond)
+		for deadline := time.Now().Add(5 * time.Second); fx.h.Stats().FlushedUsers == flushed; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not written back", user)
+			}
+		}
+		return res, k
+	}
+	journal := func(user string) int {
+		t.Helper()
+		_, j, err := fx.st.Load("default", user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(j)
+	}
+
+	first, k := keyed("u", 0)
+	fx.restart(false, opts) // a crash
+	again, err := fx.h.FilterKeyed(nil, "default", "u", cands, 3, userfilter.RecordReturned, k)
+	if err != nil || !again.Replayed || !slices.Equal(again.Unseen, first.Unseen) {
+		t.Fatalf("the retry after a crash 20 ms after the call: %+v, %v; want the first answer %v, replayed",
+			again, err, first.Unseen)
+	}
+
+	keyed("v", 2*time.Second)
+	if n := journal("v"); n == 0 {
+		t.Fatalf("the keyed call's record went with the write-back 20 ms after it")
+	}
+	set(5 * time.Second) // a flush interval after the write-back that kept it
+	for deadline := time.Now().Add(5 * time.Second); journal("v") > 0 || fx.h.Stats().DirtyUsers > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a flush interval after the keyed call, its user still has %d journal records", journal("v"))
+		}
 	}
 }
