@@ -325,3 +325,25 @@ func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 	}
 	second.CloseAnswerLog(false)
 }
+
+// A one call in flight when its user is erased keeps no answer if it began
+// on the user before the erase (it may list the erased items), and keeps
+// it if it had not (it makes its call on the user the erase leaves).
+func TestEraseDropsTheAnswerOfAOneCallInFlightThatBeganOnTheUser(t *testing.T) {
+	r := newReplays(1<<20, time.Minute, time.Now)
+	began := "\x00/v1/namespaces/default/users/u/filter\x00began"
+	waiting := "\x00/v1/namespaces/default/users/u/filter\x00waiting"
+	p, _ := r.begin(began, xxh3.Uint128{})
+	p.began.Store(true)
+	q, _ := r.begin(waiting, xxh3.Uint128{})
+	r.erase("default", "u")
+	q.began.Store(true)
+	r.finish(began, p, 200, []byte(`{"unseen":[]}`))
+	r.finish(waiting, q, 200, []byte(`{"unseen":[]}`))
+	if _, state := r.begin(began, xxh3.Uint128{}); state != replayNew {
+		t.Errorf("a one call in flight that began on the user before its erase kept its answer")
+	}
+	if _, state := r.begin(waiting, xxh3.Uint128{}); state != replayDone {
+		t.Errorf("a one call in flight that began on the user after its erase lost its answer")
+	}
+}

@@ -299,10 +299,11 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 		`(a client sends this for the user "." of .../users/./items: "." and ".." cannot be user ids)`); err != nil {
 		return err
 	}
-	if err := s.hot.Forget(ns, user); err != nil {
+	// The answers go while the user is erased and not yet loaded afresh:
+	// a keyed call in flight then knows which user it made its call on.
+	if err := s.hot.ForgetThen(ns, user, func() { s.replays.erase(ns, user) }); err != nil {
 		return err
 	}
-	s.replays.erase(ns, user)
 	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user)
 	return c.SendStatus(fiber.StatusNoContent)
 }

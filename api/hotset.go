@@ -29,8 +29,9 @@ type HotSet interface {
 	User(ns, user string) (eviction.UserStats, error)
 	// Peek is User without bringing a cold user into memory.
 	Peek(ns, user string) (eviction.UserStats, error)
-	// Forget erases the user everywhere.
-	Forget(ns, user string) error
+	// ForgetThen erases the user everywhere, calling then before a call
+	// can load the user afresh (see eviction.HotSet.ForgetThen).
+	ForgetThen(ns, user string, then func()) error
 	// ForgetItems makes items unseen again, in namespaces whose filter kind can.
 	ForgetItems(ns, user string, items []string) (int, error)
 	// Export returns the user's encoded filter.

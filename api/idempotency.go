@@ -56,6 +56,11 @@ type replay struct {
 	body    []byte
 	at      time.Time
 	size    int64
+	// began is set by the hot set once the one call holds its user
+	// (eviction.CallKey.Began): an erase of the user drops a call in
+	// flight only if it did, before the erase (the call then worked on
+	// the erased history).
+	began atomic.Bool
 	// users are the hashes (userHash) of the users a batch's answer names,
 	// sorted; nil while not known (a batch in flight before name, or one
 	// whose body did not read back), which any erase in its namespace
@@ -187,7 +192,11 @@ func (r *replays) name(key string, p *replay, users []string) {
 
 // erase drops the answers kept for the calls of user in ns (user "": of
 // every user of ns), given or in flight (whose finish then keeps nothing):
-// its one calls' and the batches' of ns that name it. It writes an erase
+// its one calls' and the batches' of ns that name it. A one call in flight
+// that has not begun on the user (began) is left: run while the user is
+// erased and before it can be loaded afresh (eviction.HotSet.ForgetThen),
+// erase knows that such a call works on the user the erase leaves. It
+// writes an erase
 // mark to the answers log, written to its file before erase returns, so
 // that neither a retry nor a start after a crash gives an erased user's
 // answer again: a kept answer lists the user's items.
@@ -204,7 +213,7 @@ func (r *replays) erase(ns, user string) {
 		}
 	}
 	for k, p := range r.inFlight {
-		if ans, au, ok := answerOwner(k); ok && ans == ns && (user == "" || au == user || au == "" && p.names(h)) {
+		if ans, au, ok := answerOwner(k); ok && ans == ns && (user == "" || au == user && p.began.Load() || au == "" && p.names(h)) {
 			r.dropInFlightLocked(k, p)
 		}
 	}
@@ -538,7 +547,11 @@ func (cs *callScope) key(part string) eviction.CallKey {
 	if part != "" {
 		id += "\x00" + part
 	}
-	return eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request}
+	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request}
+	if part == "" && cs.p != nil {
+		k.Began = &cs.p.began
+	}
+	return k
 }
 
 // idempotent wraps a recording route's handler, which calls beginCall once

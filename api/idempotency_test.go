@@ -3,12 +3,14 @@ package api_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,5 +429,86 @@ func TestIdempotencyKeyInFlightOutlivesTheBudget(t *testing.T) {
 	}
 	if got := unseenNow(t, c, "default", "slow", "a", "b"); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("unseen %v, want b alone: the twin recorded again", got)
+	}
+}
+
+// eraseGate is the real store with the erase and the journal appends of
+// one user held until released, once on is set.
+type eraseGate struct {
+	*storage.Store
+	user          string
+	on            atomic.Bool
+	delEntered    chan struct{}
+	delRelease    chan struct{}
+	appendEntered chan struct{}
+	appendRelease chan struct{}
+}
+
+func (g *eraseGate) Delete(ns, user string) error {
+	if g.on.Load() && user == g.user {
+		g.delEntered <- struct{}{}
+		<-g.delRelease
+	}
+	return g.Store.Delete(ns, user)
+}
+
+func (g *eraseGate) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	if g.on.Load() && user == g.user {
+		g.appendEntered <- struct{}{}
+		<-g.appendRelease
+	}
+	return g.Store.Append(ns, user, value, ttl)
+}
+
+// A keyed call in flight when its user is erased keeps its answer if it
+// makes its call on the user the erase leaves (it waited for the erase to
+// load the user): its retry gets that answer and records nothing. Dropped,
+// the retry would be served anew and record the next items.
+func TestAKeyedCallMadeOnTheUserAnEraseLeavesKeepsItsAnswer(t *testing.T) {
+	g := &eraseGate{user: "u", delEntered: make(chan struct{}, 1), delRelease: make(chan struct{}),
+		appendEntered: make(chan struct{}, 1), appendRelease: make(chan struct{})}
+	e := newEnvOver(t, func(s *storage.Store) eviction.Store { g.Store = s; return g })
+	c := e.client("")
+	filter(t, c, "default", "u", client.FilterRequest{Candidates: []string{"old"}})
+	g.on.Store(true)
+	erased := make(chan int, 1)
+	go func() {
+		status, _, _ := e.raw(http.MethodDelete, userPath("default", "u", ""), "", nil)
+		erased <- status
+	}()
+	<-g.delEntered
+	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
+	first := filterAsync(c, "default", "u", withKey("k"), req)
+	// The keyed call is begun (in flight) before the erase's load slot goes.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, _, body := e.raw(http.MethodGet, "/v1/stats", "", nil)
+		var st struct {
+			Kept int `json:"idempotency_kept"`
+		}
+		json.Unmarshal(body, &st)
+		if st.Kept == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the keyed call never began")
+		}
+	}
+	close(g.delRelease)
+	<-g.appendEntered // the call records into the user the erase left
+	if status := <-erased; status != http.StatusNoContent {
+		t.Fatalf("erase: %d", status)
+	}
+	g.on.Store(false)
+	close(g.appendRelease)
+	a := <-first
+	if a.err != nil || a.r.JSON200 == nil {
+		t.Fatalf("the call: %v", a.err)
+	}
+	r, err := c.FilterUserWithResponse(ctx, "default", "u", withKey("k"), req)
+	if err != nil || string(r.Body) != string(a.r.Body) {
+		t.Errorf("the retry of a call made on the user an erase left: %v %d %s; want the first answer %s", err, r.StatusCode(), r.Body, a.r.Body)
+	}
+	if got := unseenNow(t, c, "default", "u", "a", "b"); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("unseen %v, want b: the retry recorded again", got)
 	}
 }

@@ -1150,6 +1150,10 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	// here, their memory leaves the budget's count even when the call
 	// records nothing.
 	expired = e.f.Expire(now)
+	if k.Began != nil {
+		// Under the user's lock: an erase waits for it (see ForgetThen).
+		k.Began.Store(true)
+	}
 	if !k.zero() {
 		// Loading the user (acquire) read its journal's answers back.
 		if r := h.replies.find(k.ID, now); r != nil {
@@ -1462,7 +1466,13 @@ func (h *HotSet) userStats(f *userfilter.Filter, hot, dirty bool, now time.Time)
 
 // Forget erases the user from the hot set, the journal and the store. A
 // write-back running concurrently cannot bring it back.
-func (h *HotSet) Forget(ns, user string) error {
+func (h *HotSet) Forget(ns, user string) error { return h.ForgetThen(ns, user, nil) }
+
+// ForgetThen is Forget calling then (if not nil) once the user is erased,
+// before any call can load it afresh: every keyed call that held the
+// erased user has set its CallKey.Began by then, and one that has not
+// makes its call on the user the erase leaves.
+func (h *HotSet) ForgetThen(ns, user string, then func()) error {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return err
@@ -1511,6 +1521,9 @@ func (h *HotSet) Forget(ns, user string) error {
 		// Before the load slot goes: a keyed call's retry waiting for it
 		// must not find the erased user's answer.
 		h.replies.erase(info.index, user)
+		if then != nil {
+			then()
+		}
 	}
 	s.mu.Lock()
 	delete(s.loading, sl.k)

@@ -3,6 +3,7 @@ package eviction
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -19,12 +20,16 @@ import (
 
 // CallKey names a call sent with an Idempotency-Key: ID the key as its
 // caller scoped it (the caller, the route, the user), Request a digest of
-// the request. The zero CallKey is none.
+// the request. Began, if not nil, is set once the call holds its user,
+// before it reads or records anything: an erase that finds it unset (see
+// ForgetThen) knows that the call works on the user it leaves, not on the
+// history it erased. A CallKey of zero ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
+	Began       *atomic.Bool
 }
 
-func (k CallKey) zero() bool { return k == CallKey{} }
+func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh3.Uint128{} }
 
 // reply is the answer of a keyed call, as its journal record keeps it.
 type reply struct {
