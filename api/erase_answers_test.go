@@ -25,23 +25,15 @@ func TestEraseForgetsTheUsersKeptAnswers(t *testing.T) {
 	const body = `{"candidates":["a","b","c"],"limit":1}`
 	do := func(srv *Server, method, user, key string) (int, bool) {
 		t.Helper()
-		path := "/v1/namespaces/default/users/" + user
-		var r io.Reader
 		if method == "POST" {
-			path += "/filter"
-			r = strings.NewReader(body)
+			return keyedCall(t, srv, user, key, body)
 		}
-		req := httptest.NewRequest(method, path, r)
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set(HeaderIdempotencyKey, key)
-		}
-		resp, err := srv.App().Test(req, -1)
+		resp, err := srv.App().Test(httptest.NewRequest(method, "/v1/namespaces/default/users/"+user, nil), -1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get(HeaderReplayed) == "true"
+		return resp.StatusCode, false
 	}
 	retried := func(srv *Server, user string) bool {
 		t.Helper()
@@ -138,31 +130,9 @@ func TestEraseForgetsTheBatchAnswersThatNameTheUser(t *testing.T) {
 		}
 		return resp.Header.Get(HeaderReplayed) == "true"
 	}
-	erase := func(srv *Server, u string) {
-		t.Helper()
-		resp, err := srv.App().Test(httptest.NewRequest("DELETE", "/v1/namespaces/default/users/"+u, nil), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 204 {
-			t.Fatalf("erase %s: %d", u, resp.StatusCode)
-		}
-	}
-	snapshot := func(srv *Server) []byte {
-		t.Helper()
-		var b bytes.Buffer
-		if _, err := srv.SaveReplays(&b); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
-	}
-	load := func(srv *Server, snap []byte) {
-		t.Helper()
-		if _, err := srv.LoadReplays(bytes.NewReader(snap)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	erase := func(srv *Server, u string) { eraseUser(t, srv, u) }
+	snapshot := func(srv *Server) []byte { return snapshotOf(t, srv) }
+	load := func(srv *Server, snap []byte) { loadSnapshot(t, srv, snap) }
 
 	// A graceful stop's snapshot holds the batches naming s and g.
 	first := serve()
@@ -223,18 +193,34 @@ func TestEraseForgetsTheBatchAnswersThatNameTheUser(t *testing.T) {
 }
 
 // A batch in flight when one of its users is erased keeps no answer: it
-// may have read the user's items before the erase.
+// may have read the user's items before the erase. So does a one call in
+// flight that began on the user before the erase, while one that had not
+// keeps it (it makes its call on the user the erase leaves).
 func TestEraseDropsTheAnswerOfABatchInFlightThatNamesTheUser(t *testing.T) {
 	r := newReplays(1<<20, time.Minute, time.Now)
 	scoped := "\x00/v1/namespaces/default/filter\x00k"
 	other := "\x00/v1/namespaces/default/filter\x00other"
+	began := "\x00/v1/namespaces/default/users/u/filter\x00began"
+	waiting := "\x00/v1/namespaces/default/users/u/filter\x00waiting"
 	p, _ := r.begin(scoped, xxh3.Uint128{})
 	r.name(scoped, p, []string{"x", "u"})
 	q, _ := r.begin(other, xxh3.Uint128{})
 	r.name(other, q, []string{"x", "v"})
+	b, _ := r.begin(began, xxh3.Uint128{})
+	b.began.Store(true)
+	w, _ := r.begin(waiting, xxh3.Uint128{})
 	r.erase("default", "u")
+	w.began.Store(true)
 	r.finish(scoped, p, 200, []byte(`{"results":[]}`))
 	r.finish(other, q, 200, []byte(`{"results":[]}`))
+	r.finish(began, b, 200, []byte(`{"unseen":[]}`))
+	r.finish(waiting, w, 200, []byte(`{"unseen":[]}`))
+	if _, state := r.begin(began, xxh3.Uint128{}); state != replayNew {
+		t.Errorf("a one call in flight that began on the user before its erase kept its answer")
+	}
+	if _, state := r.begin(waiting, xxh3.Uint128{}); state != replayDone {
+		t.Errorf("a one call in flight that began on the user after its erase lost its answer")
+	}
 	if _, state := r.begin(scoped, xxh3.Uint128{}); state != replayNew {
 		t.Errorf("a batch in flight during the erase of one of its users kept its answer")
 	}
@@ -251,47 +237,20 @@ func TestEraseDropsTheAnswerOfABatchInFlightThatNamesTheUser(t *testing.T) {
 func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 	dir := t.TempDir()
 	serve := func() *Server { return newTestServerOf(t, Config{IdempotencyBytes: 4 << 10}) }
-	call := func(srv *Server, user, key, body string) (int, bool) {
-		t.Helper()
-		req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(HeaderIdempotencyKey, key)
-		resp, err := srv.App().Test(req, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get(HeaderReplayed) == "true"
-	}
-	erase := func(srv *Server, u string) {
-		t.Helper()
-		resp, err := srv.App().Test(httptest.NewRequest("DELETE", "/v1/namespaces/default/users/"+u, nil), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 204 {
-			t.Fatalf("erase %s: %d", u, resp.StatusCode)
-		}
-	}
+	call := func(srv *Server, user, key, body string) (int, bool) { return keyedCall(t, srv, user, key, body) }
 	const secret = `{"candidates":["secret-1","secret-2"]}`
 
 	// A graceful stop's snapshot holds u's answer.
 	first := serve()
 	call(first, "u", "k-u", secret)
-	var snap bytes.Buffer
-	if _, err := first.SaveReplays(&snap); err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotOf(t, first)
 
 	second := serve()
-	if _, err := second.LoadReplays(bytes.NewReader(snap.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	loadSnapshot(t, second, snap)
 	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	erase(second, "u")
+	eraseUser(t, second, "u")
 	// Answers of v, more than two files' worth, then v is erased too.
 	files := logFiles(t, dir)
 	for i := 0; i < 400 && (slices.Contains(logFiles(t, dir), files[0]) || i < 150); i++ {
@@ -305,16 +264,14 @@ func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
-	erase(second, "v")
+	eraseUser(t, second, "v")
 	if slices.Contains(logFiles(t, dir), files[0]) {
 		t.Fatalf("the file of u's erase mark is still there: %v", logFiles(t, dir))
 	}
 	// A crash: no close, the snapshot left in place.
 
 	third := serve()
-	if _, err := third.LoadReplays(bytes.NewReader(snap.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	loadSnapshot(t, third, snap)
 	if _, err := third.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -326,24 +283,49 @@ func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 	second.CloseAnswerLog(false)
 }
 
-// A one call in flight when its user is erased keeps no answer if it began
-// on the user before the erase (it may list the erased items), and keeps
-// it if it had not (it makes its call on the user the erase leaves).
-func TestEraseDropsTheAnswerOfAOneCallInFlightThatBeganOnTheUser(t *testing.T) {
-	r := newReplays(1<<20, time.Minute, time.Now)
-	began := "\x00/v1/namespaces/default/users/u/filter\x00began"
-	waiting := "\x00/v1/namespaces/default/users/u/filter\x00waiting"
-	p, _ := r.begin(began, xxh3.Uint128{})
-	p.began.Store(true)
-	q, _ := r.begin(waiting, xxh3.Uint128{})
-	r.erase("default", "u")
-	q.began.Store(true)
-	r.finish(began, p, 200, []byte(`{"unseen":[]}`))
-	r.finish(waiting, q, 200, []byte(`{"unseen":[]}`))
-	if _, state := r.begin(began, xxh3.Uint128{}); state != replayNew {
-		t.Errorf("a one call in flight that began on the user before its erase kept its answer")
+// keyedCall makes the one call of user of the namespace default on srv
+// with body and the Idempotency-Key key, and returns its status and
+// whether it was given again.
+func keyedCall(t *testing.T, srv *Server, user, key, body string) (int, bool) {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, key)
+	resp, err := srv.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, state := r.begin(waiting, xxh3.Uint128{}); state != replayDone {
-		t.Errorf("a one call in flight that began on the user after its erase lost its answer")
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get(HeaderReplayed) == "true"
+}
+
+// eraseUser erases u of the namespace default on srv.
+func eraseUser(t *testing.T, srv *Server, u string) {
+	t.Helper()
+	resp, err := srv.App().Test(httptest.NewRequest("DELETE", "/v1/namespaces/default/users/"+u, nil), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("erase %s: %d", u, resp.StatusCode)
+	}
+}
+
+// snapshotOf is what srv's graceful stop saves of its kept answers.
+func snapshotOf(t *testing.T, srv *Server) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := srv.SaveReplays(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// loadSnapshot reads snap back into srv, as a start after a graceful stop.
+func loadSnapshot(t *testing.T, srv *Server, snap []byte) {
+	t.Helper()
+	if _, err := srv.LoadReplays(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
 	}
 }

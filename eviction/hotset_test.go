@@ -89,6 +89,16 @@ func (fx *fixture) restart(flush bool, opts Options) {
 	fx.h = fx.newHotSet(opts)
 }
 
+// journalLen is how many journal records the store holds for the user.
+func (fx *fixture) journalLen(ns, user string) int {
+	fx.t.Helper()
+	_, j, err := fx.st.Load(ns, user)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return len(j)
+}
+
 func record(t testing.TB, h *HotSet, ns, user string, items ...string) Result {
 	t.Helper()
 	res, err := h.Filter(ns, user, items, 0, userfilter.RecordReturned)
@@ -911,14 +921,7 @@ func TestRecoverLeavesCallsSinceTheStartToTheWriteBackLoop(t *testing.T) {
 	if _, err := fx.h.Recover(); err != nil {
 		t.Fatal(err)
 	}
-	journal := func(user string) int {
-		t.Helper()
-		_, j, err := fx.st.Load("default", user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(j)
-	}
+	journal := func(user string) int { return fx.journalLen("default", user) }
 	if n := journal("old"); n != 0 {
 		t.Fatalf("old: %d journal records after Recover, want none", n)
 	}

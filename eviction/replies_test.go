@@ -279,14 +279,7 @@ func TestKeyedRecordOutlivesAWriteBackDueJustAfterItsCall(t *testing.T) {
 		}
 		return res, k
 	}
-	journal := func(user string) int {
-		t.Helper()
-		_, j, err := fx.st.Load("default", user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(j)
-	}
+	journal := func(user string) int { return fx.journalLen("default", user) }
 
 	first, k := keyed("u", 0)
 	fx.restart(false, opts) // a crash
