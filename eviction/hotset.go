@@ -2067,6 +2067,14 @@ func (h *HotSet) flushed() {
 // written).
 func (h *HotSet) flush(age uint32) error { return h.flushSome(age, 0) }
 
+// keyedHold is, in milliseconds, how recent a keyed call's journal record
+// must be for a write-back round to leave it in the journal (see
+// writeBack): the API's log of answers writes each answer within 100 ms
+// (or half the flush interval, if shorter), and a second leaves room for
+// a slow write. Longer, the users of many keyed calls (every call of a
+// client with retries is keyed) would be written back twice as often.
+const keyedHold = 1000
+
 // smoothRound is how many users that are due a round of the write-back
 // loop writes at most, besides those overdue (see flushLoop).
 const smoothRound = 64
@@ -2125,7 +2133,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	var errs []error
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), writeBatch)
-		hold := age
+		hold := min(age, keyedHold)
 		if age == evictedOnly {
 			hold = 0
 		}
