@@ -507,8 +507,10 @@ func (s *Store) gcLoop() {
 	})
 }
 
-// gcGrowthCheck is how often gcLoop looks at the store's growth.
-const gcGrowthCheck = 2 * time.Second
+// gcGrowthCheck is how often gcLoop looks at the store's growth: a walk
+// of the data directory's few hundred files, under a millisecond. A store
+// written at 50 MiB/s grew by 100 MiB between looks 2 s apart.
+const gcGrowthCheck = 500 * time.Millisecond
 
 // every runs fn each interval until the store closes (one of s.loops).
 func (s *Store) every(interval time.Duration, fn func()) {
