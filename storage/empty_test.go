@@ -56,9 +56,10 @@ func TestEmptyWriteMergedWithStoredItemsIsListed(t *testing.T) {
 	}
 }
 
-// TestRestoreLeavesEmptyWritesOut: a backup's Empty value, kept in its
-// store for a cover mark that means nothing in another, is not restored.
-func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
+// backupOfGoneAndKept backs up a store holding in "ns" a gone user's Empty
+// value and a kept user's filter (01), after more (nil: nothing) adds to it.
+func backupOfGoneAndKept(t *testing.T, more func(*Store)) *bytes.Buffer {
+	t.Helper()
 	src := openTest(t, testOptions(t))
 	if err := src.WriteBack([]Write{
 		{NS: "ns", User: "gone", Value: []byte{0}, TTL: time.Hour, Empty: true},
@@ -66,12 +67,22 @@ func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if more != nil {
+		more(src)
+	}
 	var buf bytes.Buffer
 	if err := src.Backup(&buf); err != nil {
 		t.Fatal(err)
 	}
+	return &buf
+}
+
+// TestRestoreLeavesEmptyWritesOut: a backup's Empty value, kept in its
+// store for a cover mark that means nothing in another, is not restored.
+func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
+	buf := backupOfGoneAndKept(t, nil)
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(&buf, nil); err != nil {
+	if err := dst.Restore(buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := mustLoad(t, dst, "ns", "gone"); f != nil {
@@ -85,24 +96,13 @@ func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
 // TestVerifyBackupCountsWhatARestoreBringsBack: a backup's Empty value (a
 // gone user, which Restore leaves out) is not counted as a filter.
 func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
-	src := openTest(t, testOptions(t))
-	if err := src.WriteBack([]Write{
-		{NS: "ns", User: "gone", Value: []byte{0}, TTL: time.Hour, Empty: true},
-		{NS: "ns", User: "kept", Value: []byte{1}},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, src, "ns", "journalled", "record")
-	var buf bytes.Buffer
-	if err := src.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
+	buf := backupOfGoneAndKept(t, func(src *Store) { mustAppend(t, src, "ns", "journalled", "record") })
 	c, err := VerifyBackup(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(&buf, nil); err != nil {
+	if err := dst.Restore(buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	users, err := dst.Users("ns", "", 0)

@@ -1162,16 +1162,36 @@ func TestNamespacesFileServesItsProfiles(t *testing.T) {
 	}
 }
 
-// SIGINT or SIGTERM (the context of run) stops an offline backup, which
-// keeps no file, and a restore, which while it checks the backup writes
-// nothing: both used to read or write on, Ctrl-C caught and unheeded.
-func TestBackupAndRestoreStopOnASignal(t *testing.T) {
+// stoppedServiceData returns the data directory of a service that served
+// and stopped, u1 of default having seen x and y.
+func stoppedServiceData(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	s := startService(t, nil, "--data-dir", dir)
 	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x","y"]}`)
 	if code := s.shutdown(); code != 0 {
 		t.Fatal(s.out.String())
 	}
+	return dir
+}
+
+// backupOf backs dir up offline into a new file, and returns the file and
+// what the command logged.
+func backupOf(t *testing.T, dir string) (file, log string) {
+	t.Helper()
+	file = filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	return file, out.String()
+}
+
+// SIGINT or SIGTERM (the context of run) stops an offline backup, which
+// keeps no file, and a restore, which while it checks the backup writes
+// nothing: both used to read or write on, Ctrl-C caught and unheeded.
+func TestBackupAndRestoreStopOnASignal(t *testing.T) {
+	dir := stoppedServiceData(t)
 	stopped, stop := context.WithCancel(context.Background())
 	stop()
 	file := filepath.Join(t.TempDir(), "backup")
@@ -1180,10 +1200,7 @@ func TestBackupAndRestoreStopOnASignal(t *testing.T) {
 	if _, err := os.Stat(file); code != 1 || !strings.Contains(out.String(), "backup interrupted; "+file+" was not kept") || !os.IsNotExist(err) {
 		t.Fatalf("backup stopped: exit %d, %s kept: %v, want 1 and none:\n%s", code, file, err == nil, out.String())
 	}
-	out.Reset()
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
-		t.Fatalf("backup exit %d: %s", code, out.String())
-	}
+	file, _ = backupOf(t, dir)
 	out.Reset()
 	restored := filepath.Join(t.TempDir(), "restored")
 	code = run(stopped, []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil)
@@ -1194,22 +1211,12 @@ func TestBackupAndRestoreStopOnASignal(t *testing.T) {
 
 // A --data-dir restore cannot make (under a file) is named as the flag.
 func TestRestoreNamesTheDataDirItCannotMake(t *testing.T) {
-	dir := t.TempDir()
-	s := startService(t, nil, "--data-dir", dir)
-	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x"]}`)
-	if code := s.shutdown(); code != 0 {
-		t.Fatal(s.out.String())
-	}
-	file := filepath.Join(t.TempDir(), "backup")
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
-		t.Fatalf("backup exit %d: %s", code, out.String())
-	}
+	file, _ := backupOf(t, stoppedServiceData(t))
 	notDir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
+	var out bytes.Buffer
 	code := run(context.Background(), []string{"restore", "--data-dir", filepath.Join(notDir, "data"), "--in", file}, noEnv, &out, &out, nil)
 	if want := "--data-dir: mkdir " + notDir + ": not a directory; nothing was restored"; code != 1 || !strings.Contains(out.String(), want) {
 		t.Fatalf("restore into a file's path: exit %d, want 1 and %q:\n%s", code, want, out.String())
@@ -1217,22 +1224,13 @@ func TestRestoreNamesTheDataDirItCannotMake(t *testing.T) {
 }
 
 func TestBackupAndRestore(t *testing.T) {
-	dir := t.TempDir()
-	s := startService(t, nil, "--data-dir", dir)
-	post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x","y"]}`)
-	if code := s.shutdown(); code != 0 {
-		t.Fatal(s.out.String())
-	}
-	file := filepath.Join(t.TempDir(), "backup")
-	var out bytes.Buffer
-	if code := run(context.Background(), []string{"backup", "--data-dir", dir, "--out", file}, noEnv, &out, &out, nil); code != 0 {
-		t.Fatalf("backup exit %d: %s", code, out.String())
-	}
+	dir := stoppedServiceData(t)
+	file, log := backupOf(t, dir)
 	// Each says what the backup holds: u1's filter, written back at the stop.
-	if !strings.Contains(out.String(), "backup written") || !strings.Contains(out.String(), "filters=1 journal_records=0") {
-		t.Fatalf("the backup's log does not say what it holds:\n%s", out.String())
+	if !strings.Contains(log, "backup written") || !strings.Contains(log, "filters=1 journal_records=0") {
+		t.Fatalf("the backup's log does not say what it holds:\n%s", log)
 	}
-	out.Reset()
+	var out bytes.Buffer
 	restored := filepath.Join(t.TempDir(), "restored")
 	if code := run(context.Background(), []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("restore exit %d: %s", code, out.String())
