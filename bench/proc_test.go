@@ -64,3 +64,18 @@ func TestProcWaitedCountsThreadsWaitingForACore(t *testing.T) {
 		t.Error("no error for a process that does not exist")
 	}
 }
+
+// The harness finds where its seenapi serves, which picks its own port,
+// in the start line of either log format.
+func TestServingAddrReadsTheStartLine(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`time=2026-11-28T14:00:00Z level=INFO msg="seenapi: serving" version=dev url=http://127.0.0.1:41234 data_dir=/tmp/d` + "\n", "127.0.0.1:41234"},
+		{`{"time":"2026-11-28T14:00:00Z","level":"INFO","msg":"seenapi: serving","url":"https://127.0.0.1:8443","data_dir":"/tmp/d"}` + "\n", "127.0.0.1:8443"},
+		{`time=2026-11-28T14:00:00Z level=INFO msg="seenapi: serving" version=dev url=http://[::1]:80`, "[::1]:80"},
+		{`msg="seenapi: serving" data_dir=/tmp/d`, ""},
+	} {
+		if got := servingAddr(tc.line); got != tc.want {
+			t.Errorf("servingAddr(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}

@@ -1,16 +1,19 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -149,12 +152,11 @@ func (s *SeenapiHTTP) Setup(ctx context.Context) error {
 }
 
 func (s *SeenapiHTTP) start(ctx context.Context) error {
-	port, err := FreePort()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrServer, err)
-	}
-	s.addr = "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"--addr", s.addr, "--data-dir", s.dataDir}
+	// The server picks its own port (port 0) and names it in its log: a
+	// port picked here and passed to it could be given to another test's
+	// server meanwhile, which would then answer this one's readiness
+	// probe while this one exited on its bind error.
+	args := []string{"--addr", "127.0.0.1:0", "--data-dir", s.dataDir}
 	if s.opts.CacheBytes > 0 {
 		args = append(args, "--cache-bytes", strconv.FormatInt(s.opts.CacheBytes, 10))
 	}
@@ -164,6 +166,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.opts.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var logTo io.Writer = io.Discard
 	logPath := ""
 	if s.opts.LogDir != "" {
 		logPath = filepath.Join(s.opts.LogDir, s.Name()+".log")
@@ -172,15 +175,46 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 			return err
 		}
 		defer f.Close()
-		cmd.Stdout, cmd.Stderr = f, f
+		logTo = f
 	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
 		return fmt.Errorf("%w: start %s: %v", ErrServer, s.opts.Bin, err)
 	}
+	pw.Close()
+	addr := make(chan string, 1)
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		defer pr.Close()
+		scanLog(pr, logTo, addr)
+	}()
 	s.cmd, s.done = cmd, make(chan error, 1)
-	go func() { s.done <- cmd.Wait() }()
-	s.client = newHTTPClient(s.addr, s.opts.Conns, s.tls)
+	go func() {
+		err := cmd.Wait()
+		<-logged // its whole log copied before anyone reads it
+		s.done <- err
+	}()
 	deadline := time.Now().Add(60 * time.Second)
+	select {
+	case s.addr = <-addr:
+	case werr := <-s.done:
+		s.cmd = nil
+		return fmt.Errorf("%w: seenapi exited before serving: %v (log: %s)", ErrServer, werr, logPath)
+	case <-ctx.Done():
+		s.stop()
+		return ctx.Err()
+	case <-time.After(time.Until(deadline)):
+		s.stop()
+		return fmt.Errorf("%w: seenapi did not say where it serves within 60s (log: %s)", ErrServer, logPath)
+	}
+	s.client = newHTTPClient(s.addr, s.opts.Conns, s.tls)
 	for {
 		ok, err := s.client.Ready()
 		if ok {
@@ -200,6 +234,46 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 			return fmt.Errorf("%w: seenapi on %s not ready after 60s (last: %v; log: %s)", ErrServer, s.addr, err, logPath)
 		}
 	}
+}
+
+// scanLog copies the server's log from r to w, and sends on addr the
+// HOST:PORT of its "seenapi: serving" line's url (text or JSON log).
+func scanLog(r io.Reader, w io.Writer, addr chan<- string) {
+	br := bufio.NewReader(r)
+	found := false
+	for {
+		line, err := br.ReadString('\n')
+		_, _ = io.WriteString(w, line)
+		if !found && strings.Contains(line, "seenapi: serving") {
+			if a := servingAddr(line); a != "" {
+				found = true
+				addr <- a
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// servingAddr is the HOST:PORT of the url in a "seenapi: serving" log
+// line, text (url=http://HOST:PORT) or JSON ("url":"http://HOST:PORT").
+func servingAddr(line string) string {
+	for _, key := range []string{"url=", `"url":"`} {
+		_, rest, ok := strings.Cut(line, key)
+		if !ok {
+			continue
+		}
+		_, rest, ok = strings.Cut(rest, "://")
+		if !ok {
+			return ""
+		}
+		if end := strings.IndexAny(rest, " \"\n"); end >= 0 {
+			rest = rest[:end]
+		}
+		return rest
+	}
+	return ""
 }
 
 // stop sends SIGTERM and waits for the server to write back and exit (SIGKILL after 5 minutes).
