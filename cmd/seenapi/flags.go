@@ -508,7 +508,9 @@ type positiveBytes struct{ *byteSize }
 
 func (p positiveBytes) Set(s string) error {
 	var b byteSize
-	if err := b.Set(s); err != nil || b <= 0 {
+	if err := b.Set(s); errors.Is(err, errNotWholeBytes) {
+		return err
+	} else if err != nil || b <= 0 {
 		return errors.New("want a positive size such as 512MiB")
 	}
 	*p.byteSize = b
@@ -599,6 +601,10 @@ var byteUnits = []struct {
 	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
 }
 
+// errNotWholeBytes is parseBytes's error for a size of a fraction of a
+// byte ("1.5"), which it used to cut down.
+var errNotWholeBytes = errors.New("not a whole number of bytes")
+
 func parseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	mult := 1.0
@@ -609,10 +615,15 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f*mult > 1<<62 || f*mult < -(1<<62) {
+	n := f * mult
+	// NaN fails every comparison: it is refused with the sizes out of range.
+	if err != nil || !(n <= 1<<62 && n >= -(1<<62)) {
 		return 0, fmt.Errorf("not a byte size: %q (want e.g. 512MiB)", s)
 	}
-	return int64(f * mult), nil
+	if n != math.Trunc(n) {
+		return 0, fmt.Errorf("%w: %q is %g bytes", errNotWholeBytes, s, n)
+	}
+	return int64(n), nil
 }
 
 func formatBytes(n int64) string {

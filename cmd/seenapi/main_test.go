@@ -436,6 +436,13 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("%q: %d %v, want %d", s, got, err, want)
 		}
 	}
+	// A size that is no whole number of bytes is refused, not cut down:
+	// "--cache-bytes 1.5" was taken as 1 byte.
+	for _, s := range []string{"1.5", "0.3KiB", "nan", "inf", "1e300"} {
+		if got, err := parseBytes(s); err == nil {
+			t.Errorf("%q: %d, want an error", s, got)
+		}
+	}
 }
 
 // A size is shown in the largest binary unit that divides it, and 0 (or a
