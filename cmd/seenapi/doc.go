@@ -21,7 +21,8 @@
 //
 // On SIGTERM or SIGINT the service stops accepting connections, finishes
 // the requests in flight, writes every changed filter back, and closes the
-// store. On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS),
+// store; a second SIGTERM or SIGINT ends it at once (the journal keeps
+// every acknowledged change). On SIGHUP it reloads the API keys (--keys-file and SEENAPI_KEYS),
 // the namespaces file and, when it serves HTTPS (--tls-cert and --tls-key),
 // its certificate; seenapi check, given the service's flags, says before
 // whether they load.

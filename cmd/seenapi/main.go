@@ -17,7 +17,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	// The first signal begins a graceful stop; a second ends the process
+	// at once (the signal's default action), instead of being swallowed
+	// while the stop writes back: the journal keeps every acknowledged
+	// change, as after a crash.
+	go func() { <-ctx.Done(); stop() }()
 	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, nil))
 }
 

@@ -1460,6 +1460,47 @@ func (b *binaryRun) kill() {
 	b.cmd.Wait()
 }
 
+// A second SIGINT during a graceful stop (here a long --drain-delay) ends
+// the process at once, as an operator pressing Ctrl-C twice expects, and
+// loses nothing acknowledged: the next start replays the journal.
+func TestASecondSignalStopsAtOnce(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	b := startBinary(t, bin, "--data-dir", dir, "--flush-interval", "1h", "--drain-delay", "1m")
+	if status, m := post(t, b.url+"/v1/namespaces/default/users/u/seen", `{"items":["a"]}`); status != 200 {
+		b.cmd.Process.Kill()
+		t.Fatalf("%d %v", status, m)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.log.String(), "seenapi: draining"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.cmd.Process.Kill()
+			t.Fatalf("no shutdown after SIGINT:\n%s", b.log.String())
+		}
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		<-b.read
+		done <- b.cmd.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		b.cmd.Process.Kill()
+		t.Fatalf("still running 20 s after a second SIGINT, in a drain of a minute:\n%s", b.log.String())
+	}
+	after := startBinary(t, bin, "--data-dir", dir)
+	defer func() { after.cmd.Process.Signal(syscall.SIGTERM); after.cmd.Wait() }()
+	if status, m := post(t, after.url+"/v1/namespaces/default/users/u/check", `{"items":["a","b"]}`); status != 200 || fmt.Sprint(m["seen"]) != "[true false]" {
+		t.Fatalf("after the second signal and a restart: %d %v", status, m)
+	}
+}
+
 func TestBinaryShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
@@ -2090,7 +2131,7 @@ func TestDrainDelayKeepsServingWhileNotReady(t *testing.T) {
 	if status, m := post(t, run.url+"/v1/namespaces/default/users/u/check", `{"items":["a"]}`); status != 200 || fmt.Sprint(m["seen"]) != "[true]" {
 		t.Fatalf("a call during the drain: %d %v", status, m)
 	}
-	if !strings.Contains(run.log.String(), `msg="seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay)" drain_delay=8s`) {
+	if !strings.Contains(run.log.String(), `msg="seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay); a second SIGINT or SIGTERM stops at once, the journal keeping every acknowledged change" drain_delay=8s`) {
 		t.Errorf("no line about the drain:\n%s", run.log.String())
 	}
 	// Then it shuts down, cleanly, once the delay is over.

@@ -421,14 +421,14 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		// A load balancer that polls /readyz stops sending new requests
 		// before the listener closes on them.
 		srv.Drain()
-		logger.Info("seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay)", "drain_delay", o.drainDelay)
+		logger.Info("seenapi: draining: /readyz answers 503 while requests are still taken (--drain-delay); a second SIGINT or SIGTERM stops at once, the journal keeping every acknowledged change", "drain_delay", o.drainDelay)
 		select {
 		case err := <-served:
 			return fmt.Errorf("serving: %w", err)
 		case <-time.After(o.drainDelay):
 		}
 	}
-	logger.Info("seenapi: shutting down: finishing requests in flight, then writing back")
+	logger.Info("seenapi: shutting down: finishing requests in flight, then writing back; a second SIGINT or SIGTERM stops at once, the journal keeping every acknowledged change")
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
