@@ -166,7 +166,9 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.opts.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var logTo io.Writer = io.Discard
+	// The log is copied to its file for the server's whole life: the file
+	// is closed once the server's end of the pipe is (it exited).
+	var logTo io.WriteCloser = nopCloser{io.Discard}
 	logPath := ""
 	if s.opts.LogDir != "" {
 		logPath = filepath.Join(s.opts.LogDir, s.Name()+".log")
@@ -174,17 +176,18 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
 		logTo = f
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		logTo.Close()
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		logTo.Close()
 		return fmt.Errorf("%w: start %s: %v", ErrServer, s.opts.Bin, err)
 	}
 	pw.Close()
@@ -192,6 +195,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	logged := make(chan struct{})
 	go func() {
 		defer close(logged)
+		defer logTo.Close()
 		defer pr.Close()
 		scanLog(pr, logTo, addr)
 	}()
@@ -235,6 +239,10 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 		}
 	}
 }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // scanLog copies the server's log from r to w, and sends on addr the
 // HOST:PORT of its "seenapi: serving" line's url (text or JSON log).

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,7 +24,8 @@ func TestSeenapiHTTPSServesOverTLS(t *testing.T) {
 	if err := BuildSeenapi(ctx, "..", bin); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSeenapiHTTP(HTTPOptions{Bin: bin, DataParent: t.TempDir(), TLS: true, Conns: 4})
+	logDir := t.TempDir()
+	s := NewSeenapiHTTP(HTTPOptions{Bin: bin, DataParent: t.TempDir(), TLS: true, Conns: 4, LogDir: logDir})
 	if s.Name() != "seenapi-https" {
 		t.Fatalf("name %q", s.Name())
 	}
@@ -61,5 +63,14 @@ func TestSeenapiHTTPSServesOverTLS(t *testing.T) {
 	}
 	if got, err = s.Call(ctx, "u1", cands, 0); err != nil || len(got) != 0 {
 		t.Fatalf("after a restart: %v %v", got, err)
+	}
+	// The server's whole log reaches its file, its stops included, after
+	// the harness read where it serves from it.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(filepath.Join(logDir, "seenapi-https.log"))
+	if n := strings.Count(string(log), "seenapi: stopped; every change is written back"); err != nil || n != 2 {
+		t.Fatalf("the log holds %d lines of a stop, want 2 (a restart, then the close), %v:\n%s", n, err, log)
 	}
 }
