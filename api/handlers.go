@@ -586,13 +586,20 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	if given, err := s.beginCall(c); given || err != nil {
 		return err
 	}
-	// A keyed batch keys each user's call by its place and user, and
-	// checks them all before it makes any.
+	// A keyed batch keys each user's call by its user and how many
+	// requests of the batch named that user before it, and checks them
+	// all before it makes any. Not by its place: the same batch with its
+	// requests in another order, another body, must find the first
+	// batch's calls under the same keys and be refused, as it is while the
+	// batch's answer is kept whole, not find none after a crash and be
+	// served anew.
 	keys := make([]eviction.CallKey, len(req.Requests))
 	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
 		users := make([]string, len(req.Requests))
+		named := make(map[string]int, len(req.Requests))
 		for i, e := range req.Requests {
-			keys[i], users[i] = scope.key(itoa(i)+"\x00"+e.User), e.User
+			keys[i], users[i] = scope.key(itoa(named[e.User])+"\x00"+e.User), e.User
+			named[e.User]++
 		}
 		// Before any call: an erase of one of them from now on drops the
 		// answer, which lists the user's items.

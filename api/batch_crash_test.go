@@ -1,0 +1,101 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// A keyed batch's answer outlives a crash in its users' journal records
+// alone (the crash came before the log of answers wrote it). The batch
+// sent again with its requests in another order is another body, refused
+// 422 as before the crash, and records nothing: keyed by their places in
+// the batch, its users' calls were looked up under other keys than the
+// first batch's, found nothing, and were served anew, each user recording
+// the next items.
+func TestAKeyedBatchReorderedAfterACrashIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Server, *eviction.HotSet, *storage.Store) {
+		store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An hour between write-backs: the calls are in the journal only.
+		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+			eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv, hot, store
+	}
+	post := func(srv *Server, path, body string, key string) (int, string, string) {
+		t.Helper()
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set(HeaderIdempotencyKey, key)
+		}
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get(HeaderReplayed), string(b)
+	}
+	cands := func(from, to int) string {
+		var q []string
+		for i := from; i < to; i++ {
+			q = append(q, fmt.Sprintf(`"item-%02d"`, i))
+		}
+		return strings.Join(q, ",")
+	}
+	a := `{"user":"a","candidates":[` + cands(0, 30) + `],"limit":10}`
+	b := `{"user":"b","candidates":[` + cands(30, 60) + `],"limit":5}`
+	batch, reordered := `{"requests":[`+a+`,`+b+`]}`, `{"requests":[`+b+`,`+a+`]}`
+	const path = "/v1/namespaces/default/filter"
+
+	first, _, store := open()
+	status, _, answer := post(first, path, batch, "key-1")
+	if status != 200 {
+		t.Fatalf("first batch: %d %s", status, answer)
+	}
+	// A crash: the hot set is never closed, nothing is written back, and
+	// no log of answers was open.
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	if status, _, body := post(second, path, reordered, "key-1"); status != 422 || !strings.Contains(body, "idempotency-key-reused") {
+		t.Errorf("the batch reordered after the crash, with its key: %d %s; want 422 idempotency-key-reused", status, body)
+	}
+	for user, want := range map[string]string{"a": `"items":10`, "b": `"items":5`} {
+		req := httptest.NewRequest("GET", "/v1/namespaces/default/users/"+user, nil)
+		resp, err := second.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(st), want) {
+			t.Errorf("user %s after the reordered batch: %s; want %s, the first batch's", user, st, want)
+		}
+	}
+	if status, replayed, again := post(second, path, batch, "key-1"); status != 200 || replayed != "true" || again != answer {
+		t.Errorf("the batch sent again after the crash: %d replayed=%q %s; want the first answer %s", status, replayed, again, answer)
+	}
+}
