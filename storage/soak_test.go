@@ -5,20 +5,46 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// soakDuration is the length of the soak.
+// soakDuration is the shortest the soak runs.
 const soakDuration = 20 * time.Second
+
+// soakWrittenPerPeak is how many times its peak disk use the soak writes
+// before it stops (at least soakDuration, at most soakLongest): each half
+// of it then spans several rises and falls of disk use, whatever the
+// machine's speed.
+const soakWrittenPerPeak = 8
+
+// soakLongest bounds the soak on a machine too slow to write
+// soakWrittenPerPeak times its peak (or a store whose disk use does not
+// level off, which the checks then fail).
+const soakLongest = 4 * time.Minute
 
 // A steady workload (journal appends from 8 writers, write-backs every
 // 50 ms that cover them and overwrite every touched user's filter, 90% of
 // filters large enough for the value log, as most are) with value-log GC
-// running: disk use levels off. Size() is sampled every 250 ms; its mean over the second
-// half must stay within 1.5x its mean over the first half (it moves in a
+// running: disk use levels off. Size() is sampled every 250 ms with the
+// bytes written so far; its mean over the second half of what was written
+// must stay within 1.5x its mean over the first half (it moves in a
 // sawtooth as memtables fill and compactions run, so single samples would
 // not do).
+//
+// Disk use is a function of what is written, so the soak runs by what is
+// written, not by the clock. On a loaded machine 20 s wrote 156 MiB, under
+// two of the sawtooth's teeth, and the halves of those 20 s (the first
+// mostly the climb from an empty store) gave means 1.7x apart while disk
+// use peaked at 84 MiB as elsewhere. So it runs until it has written
+// soakWrittenPerPeak times the peak the store reports, leaves out the
+// climb (the first soakWrittenPerPeak-th of what it wrote), halves the rest
+// by bytes written, and weighs each sample by the bytes written since the
+// one before: under load a tooth can stay longer at its tip, GC getting
+// less of the CPU, and counted by the clock, with the climb in the first
+// half, the halves' means were up to 1.41x apart (in a 61 s run whose
+// tips were 98.5 and 106.8 MiB).
 func TestSoakDiskUseLevelsOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak test skipped with -short")
@@ -53,7 +79,7 @@ func TestSoakDiskUseLevelsOff(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var appends, writeBacks, written int64
+	var appends, writeBacks, written atomic.Int64
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
@@ -63,10 +89,7 @@ func TestSoakDiskUseLevelsOff(t *testing.T) {
 			for n := int64(0); ; n++ {
 				select {
 				case <-stop:
-					mu.Lock()
-					appends += n
-					written += n * 160
-					mu.Unlock()
+					appends.Add(n)
 					return
 				default:
 				}
@@ -76,6 +99,7 @@ func TestSoakDiskUseLevelsOff(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				written.Add(int64(len(value)))
 				mu.Lock()
 				dirty[u] = max(dirty[u], seq)
 				mu.Unlock()
@@ -108,47 +132,70 @@ func TestSoakDiskUseLevelsOff(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			mu.Lock()
-			writeBacks += int64(len(writes))
+			writeBacks.Add(int64(len(writes)))
 			for _, w := range writes {
-				written += int64(len(w.Value))
+				written.Add(int64(len(w.Value)))
 			}
-			mu.Unlock()
 		}
 	}()
 
 	start := time.Now()
-	var sizes []int64
-	for time.Since(start) < soakDuration {
+	var sizes, at []int64 // disk use, and bytes written when it was sampled
+	for {
 		time.Sleep(250 * time.Millisecond)
-		sizes = append(sizes, s.Size())
+		sizes, at = append(sizes, s.Size()), append(at, written.Load())
+		took := time.Since(start)
+		if took >= soakLongest || took >= soakDuration && at[len(at)-1] >= soakWrittenPerPeak*slices.Max(sizes) {
+			break
+		}
 	}
+	took := time.Since(start)
 	close(stop)
 	wg.Wait()
-	first, second := mean(sizes[:len(sizes)/2]), mean(sizes[len(sizes)/2:])
-	t.Logf("%d appends, %d filter writes, %.0f MiB of values written in %v; disk use: mean %.1f MiB in the first half, %.1f MiB in the second; every second (MiB): %v",
-		appends, writeBacks, float64(written)/(1<<20), soakDuration, first/(1<<20), second/(1<<20), mib(sizes, 4))
-	if appends == 0 || writeBacks == 0 {
+	total := written.Load()
+	// The halves of what was written past its first soakWrittenPerPeak-th,
+	// not of the time it took. That first part, at least the peak when
+	// disk use levels off, holds the climb from an empty store, which would
+	// count in the first half only; when disk use grows with what is
+	// written, it is too little to hide that (past it, the second half's
+	// mean is 2.3x the first's; 2.24x in a run that reclaimed nothing).
+	peak := slices.Max(sizes)
+	from, _ := slices.BinarySearch(at, total/soakWrittenPerPeak)
+	from = min(from, len(sizes)-2)
+	half, _ := slices.BinarySearch(at, at[from]+(at[len(at)-1]-at[from])/2)
+	half = min(max(half, from+1), len(sizes)-1)
+	first, second := meanByWritten(sizes[from:half], at[from:half], at[from]), meanByWritten(sizes[half:], at[half:], at[half-1])
+	t.Logf("%d appends, %d filter writes, %.0f MiB of values written in %v; disk use: peak %.1f MiB, mean %.1f MiB over the first half written past the climb (%d samples after %d), %.1f MiB over the second (%d); every second (MiB): %v",
+		appends.Load(), writeBacks.Load(), float64(total)/(1<<20), took.Round(time.Millisecond), float64(peak)/(1<<20),
+		first/(1<<20), half-from, from, second/(1<<20), len(sizes)-half, mib(sizes, 4))
+	if appends.Load() == 0 || writeBacks.Load() == 0 {
 		t.Fatal("the workload did not run")
 	}
 	// Kept whole, what was written would take at least its own size on
 	// disk: a peak of at most half of it shows that space was reclaimed.
 	// The peak, not the last sample, which falls anywhere on the sawtooth
 	// (at 293 of 1,001 MiB written on one machine, at its tip).
-	if peak := slices.Max(sizes); written < 2*peak {
-		t.Fatalf("only %d bytes written for a peak of %d on disk: too little to show reclaiming", written, peak)
+	if total < 2*peak {
+		t.Fatalf("only %d bytes written in %v for a peak of %d on disk: too little to show reclaiming", total, took.Round(time.Millisecond), peak)
 	}
 	if second > 1.5*first {
-		t.Fatalf("mean disk use grew from %.1f MiB in the first half to %.1f MiB in the second (more than 1.5x)", first/(1<<20), second/(1<<20))
+		t.Fatalf("mean disk use grew from %.1f MiB over the first half written to %.1f MiB over the second (more than 1.5x)", first/(1<<20), second/(1<<20))
 	}
 }
 
-func mean(xs []int64) float64 {
-	var sum float64
-	for _, x := range xs {
-		sum += float64(x)
+// meanByWritten is the mean of sizes, each weighed by the bytes written
+// since the sample before it (at holds the bytes written at each, from the
+// bytes written before the first); samples with nothing written since the
+// one before count as one byte, so the mean of an idle store is its size.
+func meanByWritten(sizes, at []int64, before int64) float64 {
+	var sum, weight float64
+	for i, size := range sizes {
+		w := float64(max(at[i]-before, 1))
+		sum += w * float64(size)
+		weight += w
+		before = at[i]
 	}
-	return sum / float64(len(xs))
+	return sum / weight
 }
 
 // mib renders every step-th size in MiB.
