@@ -498,3 +498,49 @@ func onFullDisk(t *testing.T, dir string) func(*storage.Store) eviction.Store {
 	t.Cleanup(func() { full.Close() })
 	return func(*storage.Store) eviction.Store { return full }
 }
+
+// A recording call refused for a full disk makes no user, so it counts no
+// new user, in the service's figures nor in its namespace's: an alert on
+// new users must not climb while every call is refused. An import that
+// succeeds on a store with room counts its one user.
+func TestRefusedCallsCountNoNewUser(t *testing.T) {
+	e := newEnvOver(t, onFullDisk(t, t.TempDir()))
+	for _, call := range []struct{ path, body string }{
+		{userPath("default", "u", "/filter"), `{"candidates":["a"]}`},
+		{userPath("default", "u", "/seen"), `{"items":["a"]}`},
+		{userPath("compact", "v", "/filter"), `{"candidates":["a"]}`},
+	} {
+		for range 2 {
+			status, h, body := e.raw(http.MethodPost, call.path, "application/json", []byte(call.body))
+			wantProblem(t, status, h, body, http.StatusInsufficientStorage, "storage-full")
+		}
+	}
+	status, _, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
+		[]byte(`{"requests":[{"user":"w","candidates":["a"]},{"user":"x","candidates":["b"]}]}`))
+	if status != http.StatusOK || strings.Count(string(body), "/problems/storage-full") != 2 {
+		t.Fatalf("batch on a full disk: %d %s, want each user's 507", status, body)
+	}
+	st, err := e.client("").GetStatsWithResponse(ctx)
+	if err != nil || st.JSON200 == nil {
+		t.Fatalf("stats: %v %s", err, st.Body)
+	}
+	if got := st.JSON200; got.NewUsers != 0 || got.Namespaces["default"].NewUsers != 0 || got.Namespaces["compact"].NewUsers != 0 {
+		t.Errorf("after calls all refused 507: new_users %d (default %d, compact %d), want 0",
+			got.NewUsers, got.Namespaces["default"].NewUsers, got.Namespaces["compact"].NewUsers)
+	}
+
+	roomy := newEnv(t)
+	filter(t, roomy.client(""), "default", "u", client.FilterRequest{Candidates: []string{"a"}})
+	exported, err := roomy.client("").ExportUserWithResponse(ctx, "default", "u")
+	if err != nil || exported.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %d", err, exported.StatusCode())
+	}
+	if status, _, body := roomy.raw(http.MethodPut, userPath("default", "imported", "/export"), "application/octet-stream",
+		exported.Body); status != http.StatusNoContent {
+		t.Fatalf("import: %d %s", status, body)
+	}
+	if st, err := roomy.client("").GetStatsWithResponse(ctx); err != nil || st.JSON200 == nil || st.JSON200.NewUsers != 2 ||
+		st.JSON200.Namespaces["default"].NewUsers != 2 {
+		t.Errorf("after a call and an import that made a user each: %v %s, want new_users 2", err, st.Body)
+	}
+}

@@ -556,6 +556,15 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 // with nothing stored gets an empty filter if create, else ErrUserNotFound.
 // hot says whether the user was in memory already.
 func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot bool, err error) {
+	e, hot, _, err = h.acquireNew(info, user, create)
+	return e, hot, err
+}
+
+// acquireNew is acquire that also says whether it made the user anew
+// (nothing stored, or what was is gone). It counts no new user: the
+// caller does once its change is kept, so that a call refused after
+// (a full disk, a key reused, an import that does not fit) counts none.
+func (h *HotSet) acquireNew(info *nsInfo, user string, create bool) (e *entry, hot, created bool, err error) {
 	k0 := h.key(info, user, 0)
 	s := h.shardOf(k0)
 	for {
@@ -563,7 +572,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		sl, err := h.slotLocked(s, info, user, k0)
 		if err != nil {
 			s.mu.Unlock()
-			return nil, false, err
+			return nil, false, false, err
 		}
 		if e := sl.e; e != nil {
 			s.mu.Unlock()
@@ -582,7 +591,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 						e.f.Replace(f)
 					}
 				}
-				return e, true, nil
+				return e, true, false, nil
 			}
 			e.mu.Unlock()
 			continue
@@ -591,7 +600,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			s.mu.Unlock()
 			<-lc.done
 			if lc.err != nil && (!errors.Is(lc.err, ErrUserNotFound) || !create) {
-				return nil, false, lc.err
+				return nil, false, false, lc.err
 			}
 			continue
 		}
@@ -608,9 +617,8 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		if err == nil && create && (f == nil || gone(f, h.opts.Now())) {
 			// A gone user comes back as a new one, with the namespace's
 			// profile; a journal it had is retired at its next write-back.
-			if f, err = userfilter.New(info.Profile); err == nil {
-				info.c.newUsers.Add(1)
-			}
+			f, err = userfilter.New(info.Profile)
+			created = err == nil
 		}
 		s.mu.Lock()
 		delete(s.loading, sl.k)
@@ -625,7 +633,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 			lc.err = err
 			s.mu.Unlock()
 			close(lc.done)
-			return nil, false, err
+			return nil, false, false, err
 		}
 		e = newEntry(info.index, user)
 		e.f.Replace(f)
@@ -640,7 +648,7 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 		s.mu.Unlock()
 		close(lc.done)
 		h.afterEvict(e, evicted)
-		return e, false, nil
+		return e, false, created, nil
 	}
 }
 
@@ -1124,7 +1132,7 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	if err != nil {
 		return Result{}, err
 	}
-	e, _, err := h.acquire(info, user, mode != userfilter.RecordNone)
+	e, _, created, err := h.acquireNew(info, user, mode != userfilter.RecordNone)
 	if errors.Is(err, ErrUserNotFound) {
 		// A dry run for a user with no history creates no user: the answer
 		// is an empty filter's.
@@ -1190,6 +1198,9 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	saturated = saturated || full
 	changed = recorded > 0
 	c := info.c
+	if created {
+		c.newUsers.Add(1)
+	}
 	if oneCall {
 		c.candidates.Add(uint64(res.Distinct))
 		c.seen.Add(uint64(res.SeenCount))
@@ -1581,6 +1592,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	}
 	defer h.lockForChange()()
 	ours := info.Profile.WithDefaults()
+	created := false
 	e, _, err := h.acquire(info, user, false)
 	if errors.Is(err, ErrUserNotFound) {
 		// Checked before the user is created: a refused import changes nothing.
@@ -1592,7 +1604,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 				return badImport(err, "%v", err)
 			}
 		}
-		e, _, err = h.acquire(info, user, true)
+		e, _, created, err = h.acquireNew(info, user, true)
 	}
 	if err != nil {
 		return err
@@ -1602,6 +1614,9 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 		if err != nil {
 			h.releaseRefused(e, false)
 			return
+		}
+		if created {
+			info.c.newUsers.Add(1)
 		}
 		h.release(e, false)
 	}()
