@@ -3,11 +3,13 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -33,10 +35,11 @@ type acceptRetrying struct {
 	spell   atomic.Bool // accepts are failing
 	failLog logPace     // the lines saying accepts fail
 
-	max      int64
-	open     *atomic.Int64 // the connections being served (Server.connState)
-	refusing atomic.Int64  // refusals being written
-	fullLog  logPace       // the lines saying the cap was reached
+	max  int64
+	open *atomic.Int64 // the connections being served (Server.connState)
+	// refusals are the refusals under way (see refuse).
+	refusals refusals
+	fullLog  logPace // the lines saying the cap was reached
 	// refused counts each connection refused past the cap with the
 	// service's 503 answers (counters.countError), so that the errors
 	// in /v1/stats and /metrics show the refusals; nil: not counted.
@@ -92,23 +95,33 @@ func outOfResources(err error) bool {
 // with a second for all of it. A health probe is answered as the service
 // would answer it: a liveness probe failed for want of a connection would
 // have an orchestrator restart a service that is only busy, emptying its
-// hot set. Past maxRefusing refusals at once, it closes c unanswered: each
-// holds a descriptor meanwhile.
+// hot set. At most maxRefusing refusals are under way at once, each
+// holding a descriptor. Past that, the one that has waited longest for its
+// request line is closed unanswered to make room: a probe sends its
+// request as soon as it connects, so clients that connect and send
+// nothing (or too slowly) cannot keep the probes from being answered, as
+// they did when the newest connection was the one closed. Only when every
+// refusal under way has its request is c closed unanswered.
 func (l *acceptRetrying) refuse(c net.Conn) {
 	if l.fullLog.due(acceptLogEvery) {
 		l.logger.Warn("seenapi: connections refused: as many are open as --max-connections allows", "max_connections", l.max)
 	}
-	if l.refusing.Add(1) > maxRefusing {
-		l.refusing.Add(-1)
+	r, ok := l.refusals.start(c)
+	if !ok {
 		l.countRefused()
 		c.Close()
 		return
 	}
 	go func() {
-		defer l.refusing.Add(-1)
+		defer l.refusals.end(r)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(time.Second))
 		answer := l.probeAnswer(c)
+		if !l.refusals.read(r) {
+			// Closed to make room for a newer one (start).
+			l.countRefused()
+			return
+		}
 		if answer == nil {
 			answer = connectionsFull
 			l.countRefused()
@@ -125,8 +138,73 @@ func (l *acceptRetrying) refuse(c net.Conn) {
 	}()
 }
 
-// maxRefusing bounds the refusals written at once (see refuse).
+// maxRefusing bounds the refusals under way at once (see refuse).
 const maxRefusing = 64
+
+// refusals are the refusals under way of connections past the cap, and
+// those of them still waiting for their request line, oldest first.
+type refusals struct {
+	mu      sync.Mutex
+	n       int       // under way, at most maxRefusing
+	waiting list.List // of *refusal
+}
+
+// refusal is one connection being refused.
+type refusal struct {
+	c       net.Conn
+	at      *list.Element // in refusals.waiting while it waits for its request line
+	evicted bool          // closed by start to make room; no longer counted in n
+}
+
+// start takes a place for a refusal of c, making room if need be by
+// closing the refusal that has waited longest for its request line. It
+// reports false when every place is taken by a refusal that has its
+// request.
+func (rs *refusals) start(c net.Conn) (*refusal, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.n >= maxRefusing {
+		oldest := rs.waiting.Front()
+		if oldest == nil {
+			return nil, false
+		}
+		old := rs.waiting.Remove(oldest).(*refusal)
+		old.at, old.evicted = nil, true
+		rs.n--
+		// Its read fails at once, and its goroutine ends; the descriptor
+		// is given back here.
+		old.c.Close()
+	}
+	r := &refusal{c: c}
+	r.at = rs.waiting.PushBack(r)
+	rs.n++
+	return r, true
+}
+
+// read records that r has its request line (or gave up waiting for it),
+// and reports whether r may still answer: false once start closed it.
+func (rs *refusals) read(r *refusal) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r.at != nil {
+		rs.waiting.Remove(r.at)
+		r.at = nil
+	}
+	return !r.evicted
+}
+
+// end gives back r's place.
+func (rs *refusals) end(r *refusal) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r.at != nil {
+		rs.waiting.Remove(r.at)
+		r.at = nil
+	}
+	if !r.evicted {
+		rs.n--
+	}
+}
 
 // countRefused counts a connection refused past the cap.
 func (l *acceptRetrying) countRefused() {

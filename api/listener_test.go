@@ -228,3 +228,43 @@ func TestRetryAfterOfAnAnswerByDefaultIsDeclared(t *testing.T) {
 		t.Fatalf("503 past the cap without Retry-After: %v", h)
 	}
 }
+
+// Clients that connect past --max-connections and send nothing take the
+// places of the refusals under way, each for up to a second: more of them
+// than there are places must not keep a load balancer's probe, which sends
+// its request at once, from being answered.
+func TestProbesPastTheCapOutliveSilentConnections(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
+	addr := strings.TrimPrefix(e.base, "http://")
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
+		t.Fatalf("the connection within the cap: %d %s", status, body)
+	}
+	// Twice as many as the refusals let under way at once (64).
+	for range 128 {
+		silent, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _, body := getOn(t, conn, path)
+		conn.Close()
+		if status != http.StatusOK {
+			t.Errorf("GET %s past the cap behind silent connections: %d %s, want 200", path, status, body)
+		}
+	}
+	// The connection within the cap is served on.
+	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
+		t.Errorf("the connection within the cap after: %d %s", status, body)
+	}
+}
