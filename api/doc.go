@@ -14,7 +14,9 @@
 //
 // # Requests
 //
-// Limits (Config) are checked before any work, in this order: role, the
+// Limits (Config) are checked before any work, in this order: the
+// client address's requests refused for their key (keyGuesses: 429 past
+// them, whatever the key but one admitted from there since), role, the
 // caller's rate (Config.RateLimit or the key's own Key.Rate, a token
 // bucket per key or, on an open server, per client address: 429
 // rate-limited), query parameters (strict: one the route does not take,

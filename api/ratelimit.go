@@ -1,11 +1,15 @@
 package api
 
 import (
+	"crypto/subtle"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 )
@@ -109,4 +113,149 @@ func (l *rateLimiter) take(caller string, r callerRate, who string, n int) error
 	res.CancelAt(now)
 	return &apiError{kind: pRateLimited, retry: wait, detail: who + " is past its rate limit of " + r.per() +
 		" (bursts of " + strconv.Itoa(r.burst) + "); retry after " + strconv.FormatFloat(math.Ceil(wait.Seconds()*10)/10, 'f', 1, 64) + "s"}
+}
+
+// Requests refused for their key (401: none, or one not known) are limited
+// by client address whatever --rate-limit says (it is off by default, and
+// limits callers by key): a client guessing keys makes refusedKeyBurst
+// guesses, then one every 1/refusedKeyRate seconds.
+const (
+	refusedKeyRate  = 1
+	refusedKeyBurst = 20
+)
+
+// keyGuesses limits the requests refused for their key, by client address
+// (IPv6 ones by their /64, which one host commonly has whole). An address
+// out of tokens is answered 429 before its key counts, whatever key it
+// sends, but for the keys admitted from it since its first refused one:
+// were any known key let through, its answer would tell a guess right and
+// the limit would bound nothing, while a key already admitted from the
+// address tells a guesser nothing new. So behind a proxy (one address for
+// every client) the clients that were calling keep calling while another
+// sends wrong keys; a key not yet used from there waits for a token. Safe
+// for concurrent use.
+type keyGuesses struct {
+	now   func() time.Time
+	addrs *lru.Cache[string, *guessBucket]
+	// lastRefused is when a key was last refused (unix ns): until every
+	// bucket could be full again since, requests look theirs up, and
+	// after it none does (no address to format, no lock taken).
+	lastRefused atomic.Int64
+}
+
+// guessBucket is one address's refused keys, and the keys admitted from
+// it since the first.
+type guessBucket struct {
+	lim *rate.Limiter
+	mu  sync.Mutex
+	// admitted are the digests of the keys admitted, the last
+	// maxAdmitted of them.
+	admitted [maxAdmitted][32]byte
+	filled   int // of admitted
+	next     int
+}
+
+// maxAdmitted bounds the keys an address keeps as admitted.
+const maxAdmitted = 16
+
+// refusedKeys is the rate of the requests refused for their key.
+var refusedKeys = callerRate{limit: refusedKeyRate, burst: refusedKeyBurst}
+
+// refill is how long an emptied bucket of refusedKeys takes to be full.
+const refill = time.Duration(refusedKeyBurst * float64(time.Second) / refusedKeyRate)
+
+func newKeyGuesses(now func() time.Time) *keyGuesses {
+	addrs, err := lru.New[string, *guessBucket](maxRateCallers)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &keyGuesses{now: now, addrs: addrs}
+}
+
+// bucket returns the bucket of the address of c, or nil if it has none
+// that is not full (no key refused from it within refill).
+func (g *keyGuesses) bucket(c *fiber.Ctx) *guessBucket {
+	if g.now().UnixNano()-g.lastRefused.Load() > int64(refill) {
+		return nil
+	}
+	b, _ := g.addrs.Get(guessAddr(c))
+	return b
+}
+
+// check returns the rate-limited problem if b (nil: none) has no refused
+// key left and the key of digest d (ok false: no key) was not admitted
+// from its address, taking nothing. Every digest kept is compared, in
+// constant time.
+func (g *keyGuesses) check(b *guessBucket, d [32]byte, ok bool) error {
+	if b == nil {
+		return nil
+	}
+	now := g.now()
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
+		return nil
+	}
+	b.mu.Lock()
+	known := 0
+	for i := range b.admitted[:b.filled] {
+		known |= subtle.ConstantTimeCompare(d[:], b.admitted[i][:])
+	}
+	b.mu.Unlock()
+	if ok && known == 1 {
+		return nil
+	}
+	wait := time.Duration((1 - tokens) / float64(refusedKeys.limit) * float64(time.Second))
+	return &apiError{kind: pRateLimited, retry: wait, detail: "this client address sent a missing or unknown API key more than " +
+		strconv.Itoa(refusedKeys.burst) + " times, then more than " + refusedKeys.per() +
+		"; only the keys admitted from it since are checked meanwhile: retry after " +
+		strconv.FormatFloat(math.Ceil(wait.Seconds()*10)/10, 'f', 1, 64) + "s"}
+}
+
+// admit records that the key of digest d was admitted from b's address
+// (b nil: one with no refused key, which keeps none).
+func (b *guessBucket) admit(d [32]byte) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.admitted[:b.filled] {
+		if b.admitted[i] == d {
+			return
+		}
+	}
+	b.admitted[b.next] = d
+	b.next = (b.next + 1) % maxAdmitted
+	b.filled = max(b.filled, b.next)
+	if b.next == 0 {
+		b.filled = maxAdmitted
+	}
+}
+
+// refused takes a token of the address of c, whose key was refused.
+func (g *keyGuesses) refused(c *fiber.Ctx) {
+	now := g.now()
+	g.lastRefused.Store(now.UnixNano())
+	addr := guessAddr(c)
+	b, ok := g.addrs.Get(addr)
+	if !ok {
+		b = &guessBucket{lim: rate.NewLimiter(refusedKeys.limit, refusedKeys.burst)}
+		if prev, found, _ := g.addrs.PeekOrAdd(addr, b); found {
+			b = prev
+		}
+	}
+	b.lim.AllowN(now, 1)
+}
+
+// guessAddr is the bucket's name of the address of c: an IPv4 address, or
+// the /64 of an IPv6 one.
+func guessAddr(c *fiber.Ctx) string {
+	ip := c.Context().RemoteIP()
+	if v4 := ip.To4(); v4 != nil {
+		return string(v4)
+	}
+	if ip = ip.To16(); ip == nil {
+		return ""
+	}
+	return string(ip[:8])
 }

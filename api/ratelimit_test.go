@@ -3,6 +3,7 @@ package api_test
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -268,5 +269,59 @@ func TestABatchTakesOneRequestOfTheRateAUser(t *testing.T) {
 	}
 	if got := one("u6"); got != http.StatusTooManyRequests {
 		t.Fatalf("a call after four malformed batches with a burst of 4: %d, want 429", got)
+	}
+}
+
+// Requests refused for their key are limited by client address, with no
+// --rate-limit set: past 20, an address is answered 429 rate-limited with
+// Retry-After before its key counts, a known key too (a 200 among 429s
+// would tell a guess right), but for the keys admitted from it since its
+// first refused one (a client behind the same proxy as the guesser, which
+// tell the guesser nothing); one refused key more a second is let through
+// after.
+func TestRefusedKeysAreLimitedByAddress(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withKeys, func(c *api.Config) { c.Now = clock.now })
+	guess := func(key string) (int, http.Header, []byte) {
+		return e.raw(http.MethodGet, "/v1/auth", "", nil, "Authorization", "Bearer "+key)
+	}
+	for i := range 20 {
+		status, h, body := guess("not-a-key-0123456789-" + strconv.Itoa(i))
+		wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
+		if i == 0 {
+			if status, _, body := guess(readKey); status != http.StatusOK {
+				t.Fatalf("a known key after one refused: %d %s, want 200", status, body)
+			}
+		}
+	}
+	// No key at all is a refused key too.
+	status, h, body := e.raw(http.MethodGet, "/v1/auth", "", nil)
+	p := wantProblem(t, status, h, body, http.StatusTooManyRequests, "rate-limited")
+	if h.Get("Retry-After") != "1" || !strings.Contains(p.Detail, "client address") {
+		t.Errorf("the 21st refused key: Retry-After %q, %q; want 1 and the address named", h.Get("Retry-After"), p.Detail)
+	}
+	for _, key := range []string{"not-a-key-0123456789-x", writeKey} {
+		status, h, body := guess(key)
+		wantProblem(t, status, h, body, http.StatusTooManyRequests, "rate-limited")
+	}
+	if status, _, body := guess(readKey); status != http.StatusOK {
+		t.Errorf("the key admitted from the address before it was limited: %d %s, want 200", status, body)
+	}
+	clock.add(time.Second)
+	if status, _, body := guess(writeKey); status != http.StatusOK {
+		t.Fatalf("a known key a second later: %d %s, want 200", status, body)
+	}
+	status, h, body = guess("not-a-key-0123456789-y")
+	wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
+	status, h, body = guess("not-a-key-0123456789-z")
+	wantProblem(t, status, h, body, http.StatusTooManyRequests, "rate-limited")
+	if status, _, body := guess(writeKey); status != http.StatusOK {
+		t.Errorf("the key admitted a second later, limited again: %d %s, want 200", status, body)
+	}
+	// Once the address has waited out its burst, it may be wrong again.
+	clock.add(20 * time.Second)
+	for i := range 20 {
+		status, h, body := guess("not-a-key-0123456789-again-" + strconv.Itoa(i))
+		wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
 	}
 }

@@ -46,6 +46,7 @@ type Server struct {
 	cfg      Config
 	keys     atomic.Pointer[keyring] // swapped whole by SetKeys
 	rate     *rateLimiter            // the buckets of the callers limited
+	guesses  *keyGuesses             // the buckets of the addresses whose keys were refused
 	replays  *replays                // answers kept for Idempotency-Key retries
 	k        counters
 	started  time.Time
@@ -78,6 +79,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		k: counters{duration: newDurationHistogram()}}
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
 	s.rate = newRateLimiter(cfg.Now)
+	s.guesses = newKeyGuesses(cfg.Now)
 	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
 	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight, cfg.ReadTimeout)
 	s.app = fiber.New(fiber.Config{
@@ -675,7 +677,9 @@ func docPath(p string) string {
 // token left of its rate limit, if it has one (Config.RateLimit, or the
 // key's own), unless the route is not rated here (selfRated: its handler
 // takes what it costs). A request refused for its key takes no token, so a caller's
-// mistakes do not use up its rate.
+// mistakes do not use up its rate; it takes one of its address's refused
+// keys instead (keyGuesses), and an address with none left is refused
+// before its key is checked.
 func (s *Server) admit(c *fiber.Ctx, role Role, rated bool) error {
 	kr := s.keys.Load()
 	if kr.open() {
@@ -685,10 +689,21 @@ func (s *Server) admit(c *fiber.Ctx, role Role, rated bool) error {
 		}
 		return s.rate.take(c.IP(), r, "this client address", 1)
 	}
+	// Refused keys are limited by address (keyGuesses); the buckets are
+	// looked at only while some address has one that is not full.
+	b := s.guesses.bucket(c)
+	if b != nil {
+		d, ok := presentedKey(c.Get(fiber.HeaderAuthorization))
+		if err := s.guesses.check(b, d, ok); err != nil {
+			return err
+		}
+	}
 	m, err := s.keyRole(c, kr)
 	if err != nil {
+		s.guesses.refused(c)
 		return err
 	}
+	b.admit(m.id)
 	// The handler and what it logs go by the key admitted here, not by
 	// the keys at the time they look: a SIGHUP in between must not make a
 	// key limited to some namespaces, or a caller's Idempotency-Key, those
@@ -764,15 +779,25 @@ func roleError(need, has Role) error {
 // bearerKey returns the key in kr that the Authorization header h bears,
 // or the unauthorized problem when it bears none or one not known.
 func bearerKey(h string, kr *keyring) (*keyMatch, error) {
-	scheme, key, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+	d, ok := presentedKey(h)
+	if !ok {
 		return nil, newError(pUnauthorized, `send an API key as "Authorization: Bearer KEY"`)
 	}
-	at := kr.find(digest(strings.TrimSpace(key)))
+	at := kr.find(d)
 	if at < 0 {
 		return nil, newError(pUnauthorized, "the API key is not known")
 	}
 	return &kr.keys[at], nil
+}
+
+// presentedKey returns the digest of the key the Authorization header h
+// bears, or false when it bears none.
+func presentedKey(h string) ([32]byte, bool) {
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return [32]byte{}, false
+	}
+	return digest(strings.TrimSpace(key)), true
 }
 
 // bodyOverLimit is the problem of a body over its request's limit
