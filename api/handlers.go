@@ -545,17 +545,16 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 // before any work; per-user failures while serving are that user's error.
 func (s *Server) filterBatch(c *fiber.Ctx) error {
 	var req batchRequest
-	ns, err := s.namespace(c)
-	var body []byte
-	if err == nil {
-		if body, err = s.jsonBody(c); err == nil {
-			err = decode(body, &req)
-		}
-	}
+	ns, args, err := s.batchArgs(c, &req)
 	// A batch takes from its caller's rate one request a user, as many
-	// calls of one user would (admit took none: the route is selfRated),
-	// and one when it is refused before its users are known.
-	n := max(1, len(req.Requests))
+	// calls of one user would (admit took none: the route is selfRated).
+	// One refused for its input takes one, as any request does: taken by
+	// its users, a batch of a thousand refused for one bad user id would
+	// empty its key's burst, and the key's other calls would be refused.
+	n := 1
+	if err == nil {
+		n = len(req.Requests)
+	}
 	if err := s.takeRate(c, n); err != nil {
 		if e, ok := err.(*apiError); ok && n > 1 {
 			e.detail = "a batch takes one request of the rate a user, this one " + itoa(n) + ": " + e.detail
@@ -564,24 +563,6 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		return err
-	}
-	if len(req.Requests) == 0 {
-		return fieldError(pBadRequest, "/requests", "", "at least one request is required")
-	}
-	if len(req.Requests) > s.cfg.MaxBatchUsers {
-		return &apiError{kind: pTooManyUsers,
-			detail: itoa(len(req.Requests)) + " users; at most " + itoa(s.cfg.MaxBatchUsers) + " per batch",
-			fields: []FieldError{{Pointer: "/requests", Detail: "at most " + itoa(s.cfg.MaxBatchUsers) + " users per batch"}}}
-	}
-	args := make([]filterArgs, len(req.Requests))
-	for i, e := range req.Requests {
-		prefix := "/requests/" + itoa(i)
-		if p := s.userProblem(e.User); p != "" {
-			return fieldError(pBadRequest, prefix+"/user", "", p)
-		}
-		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {
-			return err
-		}
 	}
 	if given, err := s.beginCall(c); given || err != nil {
 		return err
@@ -636,6 +617,41 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		c.Set(HeaderReplayed, "true")
 	}
 	return c.JSON(&out)
+}
+
+// batchArgs reads and validates a batch into req: its namespace, and
+// each user's call arguments.
+func (s *Server) batchArgs(c *fiber.Ctx, req *batchRequest) (string, []filterArgs, error) {
+	ns, err := s.namespace(c)
+	if err != nil {
+		return "", nil, err
+	}
+	body, err := s.jsonBody(c)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := decode(body, req); err != nil {
+		return "", nil, err
+	}
+	if len(req.Requests) == 0 {
+		return "", nil, fieldError(pBadRequest, "/requests", "", "at least one request is required")
+	}
+	if len(req.Requests) > s.cfg.MaxBatchUsers {
+		return "", nil, &apiError{kind: pTooManyUsers,
+			detail: itoa(len(req.Requests)) + " users; at most " + itoa(s.cfg.MaxBatchUsers) + " per batch",
+			fields: []FieldError{{Pointer: "/requests", Detail: "at most " + itoa(s.cfg.MaxBatchUsers) + " users per batch"}}}
+	}
+	args := make([]filterArgs, len(req.Requests))
+	for i, e := range req.Requests {
+		prefix := "/requests/" + itoa(i)
+		if p := s.userProblem(e.User); p != "" {
+			return "", nil, fieldError(pBadRequest, prefix+"/user", "", p)
+		}
+		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {
+			return "", nil, err
+		}
+	}
+	return ns, args, nil
 }
 
 // batchCall is call for one user of a batch. A panic in it (a bug met by

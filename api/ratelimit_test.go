@@ -325,3 +325,40 @@ func TestRefusedKeysAreLimitedByAddress(t *testing.T) {
 		wantProblem(t, status, h, body, http.StatusUnauthorized, "unauthorized")
 	}
 }
+
+// A batch refused for its input takes one request of its caller's rate,
+// as any refused request does, not one a user: a batch refused for one bad
+// user, or for having too many, must not empty its key's burst and have
+// the key's other calls refused.
+func TestABatchRefusedForItsInputTakesOneRequestOfTheRate(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withKeys, withRate(clock, 1, 4), func(c *api.Config) { c.MaxBatchUsers = 4 })
+	w := e.client(writeKey)
+	for _, bad := range []struct {
+		body   string
+		status int
+		slug   string
+	}{
+		{`{"requests":[{"user":"a","candidates":["x"]},{"user":"b","candidates":["x"]},{"user":"c","candidates":["x"]},{"user":"","candidates":["x"]}]}`,
+			http.StatusBadRequest, "bad-request"},
+		{`{"requests":[{"user":"a","candidates":["x"]},{"user":"b","candidates":["x"]},{"user":"c","candidates":["x"]},{"user":"d","candidates":["x"]},{"user":"e","candidates":["x"]}]}`,
+			http.StatusRequestEntityTooLarge, "too-many-users"},
+	} {
+		clock.add(time.Hour) // a full bucket of 4
+		status, h, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
+			[]byte(bad.body), "Authorization", "Bearer "+writeKey)
+		wantProblem(t, status, h, body, bad.status, bad.slug)
+		for i := range 3 {
+			r, err := w.FilterUserWithResponse(ctx, "default", "u", nil, client.FilterRequest{Candidates: []string{"a"}})
+			if err != nil || r.StatusCode() != http.StatusOK {
+				t.Fatalf("call %d after a batch refused %d, with a burst of 4: %v %d %s, want 200 (the batch took one token)",
+					i+1, bad.status, err, r.StatusCode(), r.Body)
+			}
+		}
+		for _, u := range []string{"a", "b", "c", "d"} {
+			if st := e.stateOf("default", u); st != nil {
+				t.Errorf("user %s of the refused batch: %v, want none", u, st)
+			}
+		}
+	}
+}
