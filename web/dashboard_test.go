@@ -180,14 +180,14 @@ func TestLookUpKeepsTheSpacesOfAnID(t *testing.T) {
 	}
 }
 
-// A user id of spaces alone is no id, and a key of nothing no key: the
-// look-up and the key's field say so at the field, as the browser does of
-// an empty required one, rather than do nothing; typing again clears it.
+// An empty user id is no id, and a key of nothing no key: the look-up and
+// the key's field say so at the field, as the browser does of an empty
+// required one, rather than do nothing; typing again clears it.
 func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.read, "#/users")
 	for _, c := range []struct{ field, submit, value, says string }{
-		{"#lookup-user", `#lookup button[type="submit"]`, "   ", "Enter a user id: spaces alone are none."},
+		{"#lookup-user", `#lookup button[type="submit"]`, "", "Please fill out this field."},
 		{"#key-input", `#key-form button[type="submit"]`, "  ", "Paste a key first: the field is empty."},
 	} {
 		tb.fill(c.field, c.value)
@@ -412,7 +412,7 @@ func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 
 	tb := s.keyTab(t, s.keys.read, fragment("default", user))
 	tb.waitText("#user-items", "2")
-	tb.fill("#check-items", "i:a\ni:never-shown\n\n \ni:b,c\ni:b")
+	tb.fill("#check-items", "i:a\ni:never-shown\n\ni:b,c\ni:b")
 	tb.click(`#check-form button[type="submit"]`)
 
 	tb.waitText("#check-result .done", "of 4 seen")
@@ -449,6 +449,56 @@ func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
 	}
 	if want := []bool{true, true, false, false}; !slices.Equal(resp.JSON200.Seen, want) {
 		t.Errorf("after recording %q the API says %q seen: %v, want %v", items[:2], items, resp.JSON200.Seen, want)
+	}
+}
+
+// A line of spaces alone is an item, as the service takes it: the page
+// sends it, never drops it, and shows how many spaces it is; only empty
+// lines separate.
+func TestALineOfSpacesIsAnItem(t *testing.T) {
+	s := setup(t)
+	tb, user := s.userTab(t, s.keys.write, "default", "   ")
+	tb.fill("#check-items", "   \n \n\nsp")
+	tb.click(`#check-form button[type="submit"]`)
+	tb.waitText("#check-result .done", " seen.")
+	if got := tb.text("#check-result .done"); got != "1 of 3 seen." {
+		t.Errorf("the check says %q, want 1 of 3 seen.", got)
+	}
+	got := eval[[][]string](tb, `[...document.querySelectorAll('#check-result li')].map((li) => [li.querySelector('code').textContent, li.firstElementChild.textContent, li.querySelector('.tag').textContent])`)
+	want := [][]string{{"   ", "    (3 spaces)", "seen"}, {" ", "  (1 space)", "not seen"}, {"sp", "sp", "not seen"}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("the check shows %q, want %q", got, want)
+	}
+
+	tb.fill("#record-items", " \n\n")
+	tb.click(`#record-form button[type="submit"]`)
+	tb.waitText("#record-result .done", "Recorded 1 new")
+	resp, err := s.svc.api(t, s.keys.read).CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: []string{" ", "  "}})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("check: %v %s", err, resp.Body)
+	}
+	if want := []bool{true, false}; !slices.Equal(resp.JSON200.Seen, want) {
+		t.Errorf("after recording a line of one space the API says [\" \", \"  \"] seen: %v, want %v", resp.JSON200.Seen, want)
+	}
+}
+
+// A user id of spaces alone is an id the service takes: the look-up opens
+// its page, which says what the id is, since it shows as nothing.
+func TestAUserIDOfSpacesCanBeLookedUp(t *testing.T) {
+	s := setup(t)
+	user := "       " // no other test's: the ids of the other tests hold their names
+	s.svc.record(t, s.keys.write, "classic", user, "i:1", "i:2")
+	tb := s.keyTab(t, s.keys.read, "#/users")
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="classic"]')`, "the namespace list")
+	tb.do("choose classic", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "classic"))
+	tb.fill("#lookup-user", user)
+	tb.click(`#lookup button[type="submit"]`)
+	tb.waitText("#user-items", "2")
+	if got, want := eval[string](tb, "location.hash"), fragment("classic", user); got != want {
+		t.Errorf("after the lookup the address is %q, want %q", got, want)
+	}
+	if got := tb.text("#user-space"); got != "(the id is 7 spaces alone)" {
+		t.Errorf("the title's note reads %q", got)
 	}
 }
 

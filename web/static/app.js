@@ -698,10 +698,19 @@ function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${enc
 
 // One item a line: an item id may hold a comma, so commas do not separate. A line is the
 // item as typed: the service takes spaces at an item's ends, so " a" is an item apart from "a"
-// (trimmed, a check would answer for another item, and a record would mark it). Blank lines
-// only separate.
+// (trimmed, a check would answer for another item, and a record would mark it), and a line of
+// spaces alone is an item too, which the service takes as any other. Empty lines only separate:
+// the service refuses an empty item.
 function parseItems(text) {
-  return text.split('\n').filter((x) => x.trim().length > 0);
+  return text.split('\n').filter((x) => x.length > 0);
+}
+
+/**
+ * An item as the results show it: its text, and for one of spaces alone, which shows as
+ * nothing, how many spaces it is.
+ */
+function itemText(it) {
+  return [h('code', {}, it), it.trim() ? null : h('span', { class: 'muted' }, ` (${count(it.length, 'space')})`)];
 }
 
 async function renderInspector(view, seq, ns, user) {
@@ -713,11 +722,12 @@ async function renderInspector(view, seq, ns, user) {
     h('div', {}, h('button', { type: 'submit' }, 'Look up')));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    // The id as typed: the service takes spaces at its ends, so " 42" is a user apart from "42".
+    // The id as typed: the service takes spaces at its ends, so " 42" is a user apart from "42",
+    // and an id of spaces alone as any other.
     const u = userInput.value;
-    if (!u.trim()) {
+    if (!u) {
       // As the browser says of an empty field (required), not a silent refusal.
-      userInput.setCustomValidity('Enter a user id: spaces alone are none.');
+      userInput.setCustomValidity('Enter a user id.');
       userInput.reportValidity();
       return;
     }
@@ -845,7 +855,8 @@ async function drawUser(out, seq, ns, user) {
   put(out, 
     h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
       // Spaces at an id's ends do not show in it: a pasted id may carry one unseen.
-      /^\s|\s$/.test(user) ? [h('span', { class: 'muted', id: 'user-space' }, `(the id ${/^\s/.test(user) ? 'begins' : 'ends'} with a space)`), ' '] : null,
+      /^\s|\s$/.test(user) ? [h('span', { class: 'muted', id: 'user-space' },
+        `(the id ${!user.trim() ? `is ${count(user.length, 'space')} alone` : /^\s/.test(user) ? 'begins with a space' : 'ends with a space'})`), ' '] : null,
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
@@ -942,7 +953,7 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const button = h('button', { type: 'submit', id: `${id}-run`, 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
-    h('p', { class: 'muted', id: `${id}-help` }, text, ' Ctrl+Enter in the box sends them.'),
+    h('p', { class: 'muted', id: `${id}-help` }, text, ' Spaces are part of an item, and a line of spaces alone is one; empty lines are skipped. Ctrl+Enter in the box sends them.'),
     actionRow(button));
   // Enter adds a line to the items; Ctrl+Enter (or ⌘+Enter) sends them, as the button does.
   ta.addEventListener('keydown', (ev) => {
@@ -989,7 +1000,7 @@ function checkPanel(ns, user) {
       const r = await call('checkSeen', { ns, user }, { items });
       put(result, h('p', { class: 'done' }, `${num(r.seen_count)} of ${num(items.length)} seen.`),
         h('ul', { class: 'results', 'aria-label': 'Check results' }, items.map((it, i) => h('li', {},
-          h('code', {}, it), h('span', { class: `tag ${r.seen[i] ? 'seen' : 'unseen'}` }, r.seen[i] ? 'seen' : 'not seen')))));
+          h('span', {}, itemText(it)), h('span', { class: `tag ${r.seen[i] ? 'seen' : 'unseen'}` }, r.seen[i] ? 'seen' : 'not seen')))));
     });
 }
 
