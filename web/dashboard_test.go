@@ -1863,8 +1863,11 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 func TestCompactUserShowsFingerprints(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.read, "small", "c:1", "c:2", "c:3")
-	if label, got := tb.text("#user-bits-label"), tb.text("#user-bits"); label != "Fingerprints" || !strings.HasPrefix(got, "3 in ") {
+	if label, got := tb.text("#user-fingerprints-label"), tb.text("#user-fingerprints"); label != "Fingerprints" || !strings.HasPrefix(got, "3 in ") {
 		t.Errorf("summary row = %q: %q, want Fingerprints: 3 in ... bits", label, got)
+	}
+	if label := tb.text("#user-bits-label"); label != "" {
+		t.Errorf("a compact filter's summary has a row %q, of a bit array it does not have", label)
 	}
 	if got := tb.text("#layers .layer-detail"); !strings.Contains(got, "a fingerprint an item") || strings.Contains(got, "hash") {
 		t.Errorf("layer detail = %q, want a fingerprint an item and no hashes", got)
@@ -1874,6 +1877,84 @@ func TestCompactUserShowsFingerprints(t *testing.T) {
 	if kind := eval[string](tb, `document.querySelector('#namespaces tr[data-ns="small"]').cells[1].textContent`); kind != "compact" {
 		t.Errorf("small namespace's kind = %q, want compact", kind)
 	}
+}
+
+// A staged filter's newest layer is a set of fingerprints and its sealed
+// ones Bloom layers: the summary counts the bits set of the Bloom layers and
+// the fingerprints of the other apart, each under its own name, as the
+// API's layers report them (hashes 0: a layer of fingerprints), and each
+// layer's line says which it is. A staged filter of one layer has no bits
+// set to show, and a Bloom filter no fingerprints.
+func TestEachLayerKindIsNamedForWhatItHolds(t *testing.T) {
+	s := setup(t)
+	type row struct{ label, value string }
+	rows := func(tb *tab) []row {
+		got := eval[[][]string](tb, `[...document.querySelectorAll('#user-bits-label, #user-fingerprints-label')].map((dt) => [dt.textContent, dt.nextElementSibling.textContent])`)
+		var out []row
+		for _, r := range got {
+			out = append(out, row{r[0], r[1]})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		ns   string
+		n    int
+		want func(bloomSet, bloomBits, fps, fpBits int64) []row
+	}{
+		{"default", 3, func(_, _, fps, fpBits int64) []row {
+			return []row{{"Fingerprints", fmt.Sprintf("%s in %s bits", comma(fps), comma(fpBits))}}
+		}},
+		{"default", 600, func(bloomSet, bloomBits, fps, fpBits int64) []row {
+			return []row{{"Bits set", fmt.Sprintf("%s of %s · 1 Bloom layer", comma(bloomSet), comma(bloomBits))},
+				{"Fingerprints", fmt.Sprintf("%s in %s bits · 1 layer of fingerprints", comma(fps), comma(fpBits))}}
+		}},
+		{"classic", 3, func(bloomSet, bloomBits, _, _ int64) []row {
+			return []row{{"Bits set", fmt.Sprintf("%s of %s", comma(bloomSet), comma(bloomBits))}}
+		}},
+	} {
+		user := userID(t)
+		api := s.recordItems(t, c.ns, user, c.n)
+		var bloomSet, bloomBits, fps, fpBits int64
+		var kinds []string
+		for _, g := range *api.Generations {
+			for _, l := range *g.Layers {
+				if l.Hashes == 0 {
+					fps, fpBits = fps+l.BitsSet, fpBits+l.Bits
+					kinds = append(kinds, "Fingerprints: ")
+				} else {
+					bloomSet, bloomBits = bloomSet+l.BitsSet, bloomBits+l.Bits
+					kinds = append(kinds, "Bloom: ")
+				}
+			}
+		}
+		if c.ns == "default" && len(kinds) != c.n/512+1 || kinds[len(kinds)-1] != map[string]string{"default": "Fingerprints: ", "classic": "Bloom: "}[c.ns] {
+			t.Fatalf("%d items in %s made layers %q", c.n, c.ns, kinds)
+		}
+		tb := s.readTab(t)
+		tb.showUser(c.ns, user, c.n)
+		if got, want := rows(tb), c.want(bloomSet, bloomBits, fps, fpBits); !slices.Equal(got, want) {
+			t.Errorf("%d items in %s (%s): the summary shows %q, want %q", c.n, c.ns, api.Kind, got, want)
+		}
+		details := eval[[]string](tb, `[...document.querySelectorAll('#layers .layer-detail')].map((d) => d.textContent)`)
+		if len(details) != len(kinds) {
+			t.Errorf("%d items in %s: %d layer lines, the API has %d layers", c.n, c.ns, len(details), len(kinds))
+			continue
+		}
+		for i, d := range details {
+			if !strings.HasPrefix(d, kinds[i]) {
+				t.Errorf("%d items in %s: layer %d reads %q, want it to begin %q", c.n, c.ns, i+1, d, kinds[i])
+			}
+		}
+	}
+}
+
+// comma writes n as the page does, in groups of three.
+func comma(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // TestForgetItemsInACompactUsersPage: a compact user's page forgets items

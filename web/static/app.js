@@ -908,10 +908,7 @@ function summaryPanel(st, prof) {
           ? h('span', { class: 'muted', id: 'user-profile-ns' }, ` (made before a change: new users of ${prof.name} get ${profileText(prof)})`) : null),
       h('dt', {}, 'Kind'), h('dd', {}, st.kind),
       h('dt', {}, 'Layers'), h('dd', { id: 'user-layers' }, num(st.layers)),
-      // A compact filter keeps one fingerprint an item: its "bits set" are its items.
-      st.kind === 'compact'
-        ? [h('dt', { id: 'user-bits-label' }, 'Fingerprints'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} in ${count(st.bits, 'bit')}`)]
-        : [h('dt', { id: 'user-bits-label' }, 'Bits set'), h('dd', { id: 'user-bits' }, `${num(st.bits_set)} of ${num(st.bits)}`)],
+      layerRows(st),
       h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
       h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen, toMinute)),
       h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen, toMinute))),
@@ -919,6 +916,36 @@ function summaryPanel(st, prof) {
     h('div', { class: 'fp' }, fpBar('Now', st.fp_rate, 'user-fp', ratio > 1), fpBar('Target', st.target_fp_rate, 'user-fp-target', false)),
     h('p', { class: ratio > 1 ? 'note' : 'muted', id: 'user-fp-ratio' },
       ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
+}
+
+/**
+ * A layer of fingerprints (a compact filter's, or a staged filter's newest) keeps one an item
+ * and has no hashes: its bits_set are its items, not bits of a bit array (LayerStats).
+ */
+function fingerprints(l) { return l.hashes === 0; }
+
+/**
+ * The summary's rows of the filter's bits, by the kind of the layers holding them: the bits set
+ * of its Bloom layers, and the fingerprints of its layers of fingerprints. A staged filter has
+ * both, and its bits_set adds fingerprints to bits, which no one label fits.
+ */
+function layerRows(st) {
+  const kinds = { bloom: { layers: 0, bits: 0, set: 0 }, fp: { layers: 0, bits: 0, set: 0 } };
+  for (const g of st.generations || []) {
+    for (const l of g.layers || []) {
+      const k = fingerprints(l) ? kinds.fp : kinds.bloom;
+      k.layers++; k.bits += l.bits; k.set += l.bits_set;
+    }
+  }
+  const both = kinds.bloom.layers > 0 && kinds.fp.layers > 0;
+  return [
+    kinds.bloom.layers ? [h('dt', { id: 'user-bits-label' }, 'Bits set'),
+      h('dd', { id: 'user-bits' }, `${num(kinds.bloom.set)} of ${num(kinds.bloom.bits)}`,
+        both ? ` · ${count(kinds.bloom.layers, 'Bloom layer')}` : '')] : null,
+    kinds.fp.layers ? [h('dt', { id: 'user-fingerprints-label' }, 'Fingerprints'),
+      h('dd', { id: 'user-fingerprints' }, `${num(kinds.fp.set)} in ${count(kinds.fp.bits, 'bit')}`,
+        both ? ` · ${count(kinds.fp.layers, 'layer')} of fingerprints` : '')] : null,
+  ];
 }
 
 function layersPanel(st) {
@@ -939,11 +966,15 @@ function layersPanel(st) {
       windowed ? h('h4', { class: 'gen' }, genTitle(g)) : null,
       (g.layers || []).map((l, i) => h('div', { class: 'barrow layer' },
         h('span', {}, `Layer ${i + 1}`),
-        h('div', { class: 'bar', role: 'img', 'aria-label': `layer ${i + 1} fill ${pct(l.fill, 1)}` },
-          h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
+        // A layer of fingerprints fills with its items against its capacity; a Bloom layer's
+        // fill is its bits set against its bits.
+        h('div', { class: 'bar', role: 'img', 'aria-label': fingerprints(l)
+          ? `layer ${i + 1}, of fingerprints, ${pct(l.fill, 1)} of its capacity` : `layer ${i + 1}, Bloom, ${pct(l.fill, 1)} of its bits set` },
+        h('span', { style: `width:${Math.min(100, l.fill * 100).toFixed(1)}%` })),
         h('span', { class: 'pct' }, pct(l.fill, 1)),
-        // A layer of fingerprints (compact, or a staged filter's newest) has no hashes.
-        h('span', { class: 'layer-detail' }, `${num(l.items)} of ${count(l.capacity, 'item')} · ${count(l.bits, 'bit')} · ${l.hashes === 0 ? 'a fingerprint an item' : count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
+        h('span', { class: 'layer-detail' }, fingerprints(l)
+          ? `Fingerprints: ${num(l.items)} of ${count(l.capacity, 'item')}, a fingerprint an item, in ${count(l.bits, 'bit')} · FP ${pct(l.fp_rate)}`
+          : `Bloom: ${num(l.items)} of ${count(l.capacity, 'item')} · ${num(l.bits_set)} of ${count(l.bits, 'bit')} set · ${count(l.hashes, 'hash', 'hashes')} · FP ${pct(l.fp_rate)}`)))))
       : h('p', { class: 'muted' }, 'No layers: the filter is empty.'));
 }
 
