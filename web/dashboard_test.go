@@ -1773,6 +1773,83 @@ func TestTheFocusStaysOnAnActionsButton(t *testing.T) {
 	tb.waitText("#user-items", "3")
 }
 
+// liveRegions marks the page's live regions as there before an action, and
+// readOutBy lists those whose text holds a text, each said "new" unless
+// marked: a region is read out when it changes, not when it is put in the
+// page.
+const (
+	liveRegions = `[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"], output`
+	markRegions = `document.querySelectorAll('` + liveRegions + `').forEach((e) => { e.seenapiTestBefore = true; })`
+	readOutBy   = `[...document.querySelectorAll('` + liveRegions + `')].filter((e) => e.textContent.includes(%q)).map((e) => (e.id || e.tagName) + (e.seenapiTestBefore ? '' : ' (new)'))`
+)
+
+// The outcome of each action on a user's page is read out by a screen
+// reader once: by a live region already in the page when the outcome came,
+// though the page is drawn anew after a record or an erasure.
+func TestTheOutcomeOfAnActionIsReadOut(t *testing.T) {
+	s := setup(t)
+	tb, user := s.userTab(t, s.keys.admin, "default", "o:0")
+	for _, c := range []struct {
+		what    string
+		act     func()
+		outcome string
+	}{
+		{"a check", func() { tb.fill("#check-items", "o:0"); tb.click("#check-run") }, "1 of 1 seen."},
+		{"a record", func() { tb.fill("#record-items", "o:1"); tb.click("#record-run") }, "Recorded 1 new, 0 already seen."},
+		{"a record of nothing", func() { tb.fill("#record-items", "\n"); tb.click("#record-run") }, "Enter at least one item."},
+		{"an erasure", func() { tb.click("#erase-open"); tb.click("#erase-confirm") }, "User " + user + " was erased from default."},
+	} {
+		tb.do("mark the live regions", chromedp.Evaluate[chromedp.Void](markRegions))
+		c.act()
+		tb.waitJS(fmt.Sprintf(`[...document.querySelectorAll('`+liveRegions+`')].some((e) => e.textContent.includes(%q))`, c.outcome),
+			fmt.Sprintf("a live region to say %q", c.outcome))
+		tb.waitJS(fmt.Sprintf(`document.body.textContent.includes(%q)`, c.outcome), "the outcome")
+		if got := eval[[]string](tb, fmt.Sprintf(readOutBy, c.outcome)); len(got) != 1 || strings.HasSuffix(got[0], " (new)") {
+			t.Errorf("after %s, %q is in the live regions %q; want it in one that was in the page before", c.what, c.outcome, got)
+		}
+	}
+	if n := userItems(t, s, "default", user); n != -1 {
+		t.Errorf("the API says the erased user has %d items", n)
+	}
+}
+
+// A service that stopped is said so on the overview by an alert, drawn
+// once: drawn anew at every refresh, it would be read out every 2 s.
+func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
+	svc.stop()
+	tb.waitText("#overview-error .problem", "did not answer")
+	tb.do("mark the alert", chromedp.Evaluate[chromedp.Void](`document.querySelector('#overview-error .problem').seenapiTestBefore = true`))
+	// Two more refreshes sent means one more answered (a refused connection fails at once).
+	n := tb.apiCalls("GET", "/v1/stats")
+	deadline := time.Now().Add(waitFor)
+	for tb.apiCalls("GET", "/v1/stats") < n+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview asked for the figures %d times in %v after the alert, want 2 or more", tb.apiCalls("GET", "/v1/stats")-n, waitFor)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := eval[[]string](tb, fmt.Sprintf(readOutBy, "did not answer")); len(got) != 1 || strings.HasSuffix(got[0], " (new)") {
+		t.Errorf("after another refresh the alerts saying the service did not answer are %q; want the one first drawn", got)
+	}
+}
+
+// Looking up the user shown again draws its page anew, the field and the
+// button with it: the focus goes to the page, as after any look-up, not
+// back to the start of the document.
+func TestLookingUpTheSameUserAgainKeepsTheFocusInThePage(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.read, "default", "l:0")
+	tb.do("press Enter in the user field", chromedp.Focus(chromedp.CSS("#lookup-user")), chromedp.KeyEvent(kb.Enter))
+	tb.waitJS(`!!document.querySelector('#user-read-at') && !document.querySelector('#lookup-user').matches(':focus')`, "the page to be drawn again")
+	tb.waitText("#user-items", "1")
+	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "view" {
+		t.Errorf("after looking up the same user again the focus is on %s, want the page (view)", got)
+	}
+}
+
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1", "f:2", "f:3")

@@ -19,6 +19,10 @@
 // detail and updates the role (a 403's detail names the key's role), for
 // keys changed on the service since the check.
 //
+// The outcome of an action is read out to a screen reader through one status
+// region that stays in the page (#announce), since a user's page is drawn
+// anew after a change; a problem is an alert, drawn once while it lasts.
+//
 // The API serves these files under a Content-Security-Policy allowing only
 // the service's own origin (and data: images): the page has no inline script,
 // no style attribute (widths go through CSSOM), no eval.

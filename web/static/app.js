@@ -419,7 +419,13 @@ function drawOverview() {
   const box = document.getElementById('overview');
   if (!box) return;
   const errBox = document.getElementById('overview-error');
-  put(errBox, state.statsError ? problemBox(state.statsError, 'Refreshing the figures') : '');
+  // The same problem again at the next refresh stays the box it was: an alert drawn anew would
+  // be read out again every refresh, for as long as the service is down.
+  const problem = state.statsError ? `${state.statsError.status} ${state.statsError.title} ${state.statsError.detail || state.statsError.message}` : '';
+  if (errBox.dataset.problem !== problem) {
+    put(errBox, state.statsError ? problemBox(state.statsError, 'Refreshing the figures') : '');
+    errBox.dataset.problem = problem;
+  }
   const last = state.samples[state.samples.length - 1];
   if (!last) {
     if (state.statsError) put(box, );
@@ -609,8 +615,31 @@ async function renderNamespaces(view, seq) {
     }) : null);
 }
 
-/** The box an action's outcome goes to, read out when it changes. */
-function resultBox(id) { return h('div', { id: `${id}-result`, 'aria-live': 'polite' }); }
+/**
+ * The box an action's outcome is shown in. It is no live region: a user's page is drawn anew
+ * after a change, this box with it, and a region new to the page is not read out; the
+ * outcome is read out by announce, a problem as an alert (problemBox).
+ */
+function resultBox(id) { return h('div', { id: `${id}-result` }); }
+
+/**
+ * Reads text out to a screen reader through #announce, a status region in the page from its
+ * start, never redrawn. The same text twice in a row is read twice: the region is emptied
+ * first, and filled once the reader has seen it empty.
+ */
+function announce(text) {
+  const el = document.getElementById('announce');
+  el.textContent = '';
+  clearTimeout(announce.timer);
+  announce.timer = setTimeout(() => { el.textContent = text; }, 50);
+}
+
+/** Shows the paragraph of an action done, text, in box, followed by rest, and reads it out. */
+function showDone(box, text, ...rest) {
+  const p = h('p', { class: 'done' }, text);
+  put(box, p, ...rest);
+  announce(p.textContent);
+}
 
 /** An action's button, with the role it needs said beside it when the key lacks it (see gate). */
 function actionRow(button) { return h('div', { class: 'actions' }, button, h('span', { class: 'need muted' })); }
@@ -732,7 +761,11 @@ async function renderInspector(view, seq, ns, user) {
       return;
     }
     const target = userHash(nsSelect.value, u);
-    if (location.hash === target) route(); else location.hash = target;
+    if (location.hash !== target) { location.hash = target; return; }
+    // The same user again: no hashchange gives the focus to the page drawn anew, which takes the
+    // field and the button that had it, so it goes there as after any other look-up.
+    document.getElementById('view').focus({ preventScroll: true });
+    route();
   });
   userInput.addEventListener('input', () => userInput.setCustomValidity(''));
   const out = h('div', { id: 'user' });
@@ -995,7 +1028,12 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const items = parseItems(ta.value);
-    if (!items.length) { put(result, h('p', { class: 'note' }, 'Enter at least one item.')); ta.focus(); return; }
+    if (!items.length) {
+      put(result, h('p', { class: 'note' }, 'Enter at least one item.'));
+      announce('Enter at least one item.');
+      ta.focus();
+      return;
+    }
     await whileBusy(button, async () => {
       put(result, h('p', { class: 'muted' }, 'Working…'));
       try { await onrun(items, result); } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
@@ -1029,7 +1067,7 @@ function checkPanel(ns, user) {
   return actionPanel('check', 'Check items', 'Says whether each item was seen, recording nothing. False positives happen at the namespace\'s rate; false negatives never.',
     'checkSeen', 'Check', async (items, result) => {
       const r = await call('checkSeen', { ns, user }, { items });
-      put(result, h('p', { class: 'done' }, `${num(r.seen_count)} of ${num(items.length)} seen.`),
+      showDone(result, `${num(r.seen_count)} of ${num(items.length)} seen.`,
         h('ul', { class: 'results', 'aria-label': 'Check results' }, items.map((it, i) => h('li', {},
           h('span', {}, itemText(it)), h('span', { class: `tag ${r.seen[i] ? 'seen' : 'unseen'}` }, r.seen[i] ? 'seen' : 'not seen')))));
     });
@@ -1051,8 +1089,7 @@ function recordPanel(ns, user, reload, windowed) {
         (again ? ' (one seen only in an earlier time bucket of the window is recorded again in the current one, and counts in both)' : '') +
         (r.saturated ? '; the user is at the item cap, some were not recorded.'
           : rest > 0 ? `; ${again ? 'at least ' : ''}${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
-      const box = document.getElementById('record-result');
-      if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
+      showDone(document.getElementById(result.id) || result, msg);
     });
 }
 
@@ -1062,8 +1099,7 @@ function forgetPanel(ns, user, reload) {
       const r = await call('forgetItems', { ns, user }, { items });
       await reload();
       const msg = `Forgot ${count(r.forgotten, 'item')}; ${num(new Set(items).size - r.forgotten)} of those given were not seen.`;
-      const box = document.getElementById('forget-result');
-      if (box) put(box, h('p', { class: 'done' }, msg)); else put(result, h('p', { class: 'done' }, msg));
+      showDone(document.getElementById(result.id) || result, msg);
     });
 }
 
@@ -1083,7 +1119,7 @@ function exportPanel(ns, user) {
       url = URL.createObjectURL(blob);
       const name = `${`${ns}-${user}`.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 120)}.filter`;
       const link = h('a', { href: url, download: name, id: 'export-link' }, name);
-      put(result, h('p', { class: 'done' }, `Exported ${bytes(blob.size)}: `, link, '.'));
+      showDone(result, [`Exported ${bytes(blob.size)}: `, link, '.']);
       link.click();
     } catch (e) {
       put(result, problemBox(e, 'Exporting'));
@@ -1103,8 +1139,7 @@ function erasePanel(ns, user, reload) {
       try {
         await call('forgetUser', { ns, user });
         await reload(); // draws the page again, this panel with it
-        const box = document.getElementById('erase-result');
-        if (box) put(box, h('p', { class: 'done' }, 'User ', h('bdi', {}, user), ` was erased from ${ns}.`));
+        showDone(document.getElementById('erase-result') || result, ['User ', h('bdi', {}, user), ` was erased from ${ns}.`]);
       } catch (e) {
         put(result, problemBox(e, 'Erasing'));
       }
