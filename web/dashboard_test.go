@@ -487,18 +487,43 @@ func TestALineOfSpacesIsAnItem(t *testing.T) {
 func TestAUserIDOfSpacesCanBeLookedUp(t *testing.T) {
 	s := setup(t)
 	user := "       " // no other test's: the ids of the other tests hold their names
-	s.svc.record(t, s.keys.write, "classic", user, "i:1", "i:2")
+	s.svc.record(t, s.keys.write, "small", user, "i:1", "i:2")
 	tb := s.keyTab(t, s.keys.read, "#/users")
-	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="classic"]')`, "the namespace list")
-	tb.do("choose classic", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "classic"))
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="small"]')`, "the namespace list")
+	tb.do("choose small", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "small"))
 	tb.fill("#lookup-user", user)
 	tb.click(`#lookup button[type="submit"]`)
 	tb.waitText("#user-items", "2")
-	if got, want := eval[string](tb, "location.hash"), fragment("classic", user); got != want {
+	if got, want := eval[string](tb, "location.hash"), fragment("small", user); got != want {
 		t.Errorf("after the lookup the address is %q, want %q", got, want)
 	}
 	if got := tb.text("#user-space"); got != "(the id is 7 spaces alone)" {
 		t.Errorf("the title's note reads %q", got)
+	}
+}
+
+// In the list of a namespace's users, an id's spaces at its ends are said
+// beside it, as on its page: an id of spaces alone would be a link of
+// nothing, one with a space at its start the same link as without it.
+func TestTheUserListSaysTheSpacesOfAnID(t *testing.T) {
+	s := setup(t)
+	spaces := "     " // no other test's: the ids of the other tests hold their names
+	begins := " " + userID(t)
+	for _, u := range []string{spaces, begins} {
+		s.svc.record(t, s.keys.write, "small", u, "i:1")
+	}
+	tb := s.keyTab(t, s.keys.read, "#/ns/small")
+	links := map[string]string{}
+	for _, u := range []string{spaces, begins} {
+		href := strings.TrimPrefix(fragment("small", u), "#")
+		tb.waitJS(fmt.Sprintf(`!!document.querySelector('#user-list a[href="#%s"]')`, href), "the user's link")
+		links[u] = eval[string](tb, fmt.Sprintf(`document.querySelector('#user-list a[href="#%s"]').textContent`, href))
+	}
+	if got, want := links[spaces], spaces+" (is 5 spaces alone)"; got != want {
+		t.Errorf("the link of an id of 5 spaces reads %q, want %q", got, want)
+	}
+	if got, want := links[begins], begins+" (begins with a space)"; got != want {
+		t.Errorf("the link of %q reads %q, want %q", begins, got, want)
 	}
 }
 

@@ -805,9 +805,20 @@ async function renderInspector(view, seq, ns, user) {
 
 const USERS_PAGE = 50;
 
+/**
+ * What an id's spaces at its ends are, which do not show in it, or '' when it has none: a
+ * pasted id may carry one unseen, and an id of spaces alone shows as nothing.
+ */
+function spaceNote(id) {
+  if (!/^\s|\s$/.test(id)) return '';
+  if (!id.trim()) return `is ${count(id.length, 'space')} alone`;
+  return /^\s/.test(id) ? 'begins with a space' : 'ends with a space';
+}
+
 /** One row of the user list: the user's link and its summary (or the error its filter met). */
 function userRow(ns, u, d) {
-  const link = h('td', {}, h('a', { href: userHash(ns, u) }, u));
+  // The link's text holds the note of its spaces: an id of spaces alone would be a link of nothing.
+  const link = h('td', {}, h('a', { href: userHash(ns, u) }, h('bdi', {}, u), spaceNote(u) ? h('span', { class: 'muted' }, ` (${spaceNote(u)})`) : null));
   if (!d) return h('tr', {}, link, h('td', { colspan: 4, class: 'muted' }, 'Forgotten since it was listed.'));
   if (d.error) return h('tr', { class: 'failed' }, link, h('td', { colspan: 4 }, `${d.error.title}: ${d.error.detail}`));
   return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen, toMinute)),
@@ -888,8 +899,7 @@ async function drawUser(out, seq, ns, user) {
   put(out, 
     h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
       // Spaces at an id's ends do not show in it: a pasted id may carry one unseen.
-      /^\s|\s$/.test(user) ? [h('span', { class: 'muted', id: 'user-space' },
-        `(the id ${!user.trim() ? `is ${count(user.length, 'space')} alone` : /^\s/.test(user) ? 'begins with a space' : 'ends with a space'})`), ' '] : null,
+      spaceNote(user) ? [h('span', { class: 'muted', id: 'user-space' }, `(the id ${spaceNote(user)})`), ' '] : null,
       stats ? [h('span', { class: `tag ${stats.hot ? 'hot' : 'cold'}`, id: 'user-hot' }, stats.hot ? 'hot' : 'not hot'),
         stats.dirty ? [' ', h('span', { class: 'tag seen' }, 'unwritten changes')] : null,
         stats.saturated ? [' ', h('span', { class: 'tag seen' }, 'at item cap')] : null] : null),
