@@ -1663,6 +1663,19 @@ func TestALongUserIDKeepsToThePage(t *testing.T) {
 	}
 }
 
+// A problem quoting a long item keeps to its panel: its words break
+// rather than run out of its box over the next panel.
+func TestARefusedLongItemKeepsToItsPanel(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.write, "default", "r:0")
+	tb.fill("#record-items", strings.Repeat("x", 300))
+	tb.click("#record-run")
+	tb.waitJS(`!!document.querySelector('#record-result .problem')`, "the refusal")
+	if got := eval[[]int](tb, `(() => { const p = document.querySelector('#record-result .problem'); return [p.scrollWidth, p.clientWidth]; })()`); got[0] > got[1] {
+		t.Errorf("the refusal's text is %d px wide in its box of %d", got[0], got[1])
+	}
+}
+
 // The overview, drawn anew every 2 s, keeps what its reader did: a table
 // scrolled sideways in a narrow window stays where it was scrolled to, and
 // the focus stays on the namespace's link it was on.
