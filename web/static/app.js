@@ -1108,7 +1108,8 @@ function forgetPanel(ns, user, reload) {
     'forgetItems', 'Forget', async (items, result) => {
       const r = await call('forgetItems', { ns, user }, { items });
       await reload();
-      const msg = `Forgot ${count(r.forgotten, 'item')}; ${num(new Set(items).size - r.forgotten)} of those given were not seen.`;
+      const unseen = new Set(items).size - r.forgotten;
+      const msg = `Forgot ${count(r.forgotten, 'item')}${unseen ? `; ${num(unseen)} of those given ${unseen === 1 ? 'was' : 'were'} not seen` : ''}.`;
       showDone(document.getElementById(result.id) || result, msg);
     });
 }
