@@ -1334,6 +1334,21 @@ func TestAKeyThePageCannotSendIsRefusedAtItsEntry(t *testing.T) {
 	}
 }
 
+// Dismissing the banner with the keyboard takes its button away: the focus
+// goes on to the page, not back to the start of the document.
+func TestDismissingTheBannerKeepsTheFocusInThePage(t *testing.T) {
+	s := setup(t)
+	tb := s.readTab(t)
+	tb.do("enter a key with a space", chromedp.Evaluate[chromedp.Void](`document.querySelector('#key-input').value = 'a b'`),
+		chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)))
+	tb.waitText("#banner", "the key holds a space")
+	tb.do("press Dismiss", chromedp.Focus(chromedp.CSS("#banner button")), chromedp.KeyEvent(kb.Enter))
+	tb.waitJS(`document.querySelector('#banner').hidden`, "the banner to go")
+	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "view" {
+		t.Errorf("after the banner was dismissed the focus is on %s, want the page (view)", got)
+	}
+}
+
 // A page without a key the service takes asks for the figures once, not
 // every 2 s: each ask would be one more 401 in the service's errors, which
 // its operators watch. A key entered starts the refresh again.

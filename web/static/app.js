@@ -275,7 +275,8 @@ function banner(p) {
   put(b, 
     h('span', {}, p instanceof Problem && p.status ? `${p.status} ${p.title}: ` : 'Error: '),
     h('span', { class: 'detail' }, p.detail || p.message || String(p)),
-    h('button', { type: 'button', onclick: () => banner(null) }, 'Dismiss'));
+    // The button goes with the banner: the focus it had goes on to the page, not to the body.
+    h('button', { type: 'button', onclick: () => { banner(null); document.getElementById('view').focus({ preventScroll: true }); } }, 'Dismiss'));
   b.hidden = false;
 }
 
