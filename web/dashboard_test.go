@@ -1380,6 +1380,12 @@ func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	if got := tb.text("#user .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
 	}
+	// The detail speaks of GET /v1/namespaces: the page links to its own list.
+	if got := eval[string](tb, `document.querySelector('#user .problem .hint a')?.getAttribute('href') || ''`); got != "#/ns" {
+		t.Fatalf("the problem links to %q, want the Namespaces page (#/ns)", got)
+	}
+	tb.click("#user .problem .hint a")
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the Namespaces page")
 	// The namespace's page: the problem, and no empty table of users under it.
 	tb.open("#/ns/no-such-ns")
 	tb.waitText("#user .problem", "404")

@@ -263,6 +263,11 @@ function problemBox(p, what) {
       ? 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'
       : 'Enter an API key in the bar at the top (a read key is enough to look).'));
   }
+  if (p.kind === 'unknown-namespace') {
+    // The detail names the API's listing; the dashboard has a page of it.
+    box.append(h('div', { class: 'hint' }, 'The ', h('a', { href: '#/ns' }, 'Namespaces page'),
+      ' lists those served, and those whose users are stored but no longer served, whose data it can erase.'));
+  }
   if (p.errors && p.errors.length) {
     box.append(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
   }
