@@ -662,7 +662,7 @@ func TestRecordAccountsForEveryItemSent(t *testing.T) {
 // In a namespace with a window, an item seen only in an earlier time bucket
 // is recorded again in the current one and counts both as recorded and as
 // seen (SeenResponse): the message neither calls it new nor counts an item
-// sent twice.
+// sent twice, and says so only when the counts show it.
 func TestRecordInAWindowCallsNoItemSeenBeforeNew(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
@@ -692,8 +692,17 @@ func TestRecordInAWindowCallsNoItemSeenBeforeNew(t *testing.T) {
 	msg := tb.waitText("#record-result .done", "Recorded")
 	// The service records the 3 seen again in the current bucket and the 2
 	// new ones, and says 3 were seen: 5 and 3 for 5 items sent.
-	const want = "Recorded 5, 3 already seen (one seen only in an earlier time bucket of the window is recorded again in the current one, and counts in both)."
+	const want = "Recorded 5, 3 already seen: 3 of those were seen only in an earlier time bucket of the window, so are recorded again in the current one and counted in both."
 	if msg != want {
+		t.Errorf("the message reads %q, want %q", msg, want)
+	}
+
+	// An item seen in the current bucket is not recorded again: what is
+	// recorded then is new, and nothing is said of earlier buckets.
+	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](
+		`document.querySelector('#record-result').replaceChildren(); document.querySelector('#record-items').value = 'new:1\nnew:3'`))
+	tb.click(`#record-form button[type="submit"]`)
+	if msg, want := tb.waitText("#record-result .done", "Recorded"), "Recorded 1 new, 1 already seen."; msg != want {
 		t.Errorf("the message reads %q, want %q", msg, want)
 	}
 }

@@ -1097,14 +1097,16 @@ function recordPanel(ns, user, reload, windowed) {
       // The items sent count once each; one that tested seen against an item this same call
       // added before it (a false positive) is neither recorded nor counted seen. With a window,
       // one seen only in an earlier time bucket is recorded again in the current one and counts
-      // in both (SeenResponse): those recorded are then not all new, and the false positives
-      // are the rest at least.
-      const again = windowed && r.recorded > 0 && r.seen_count > 0;
-      const rest = new Set(items).size - r.recorded - r.seen_count;
+      // in both (SeenResponse): the counts then add up to more than the items sent, by the
+      // number of such items (less the false positives, rarer by far). Counts that do not say
+      // so are not taken for it: an item seen in the current bucket is not recorded again.
+      const sent = new Set(items).size;
+      const again = windowed ? Math.max(0, r.recorded + r.seen_count - sent) : 0;
+      const rest = sent - r.recorded - r.seen_count;
       const msg = `Recorded ${num(r.recorded)}${again ? '' : ' new'}, ${num(r.seen_count)} already seen` +
-        (again ? ' (one seen only in an earlier time bucket of the window is recorded again in the current one, and counts in both)' : '') +
+        (again ? `: ${num(again)} of those ${again === 1 ? 'was' : 'were'} seen only in an earlier time bucket of the window, so ${again === 1 ? 'is' : 'are'} recorded again in the current one and counted in both` : '') +
         (r.saturated ? '; the user is at the item cap, some were not recorded.'
-          : rest > 0 ? `; ${again ? 'at least ' : ''}${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
+          : rest > 0 ? `; ${num(rest)} more tested seen against items recorded before them in this call (false positives, at the filter's rate), so were not added.` : '.');
       showDone(document.getElementById(result.id) || result, msg);
     });
 }
