@@ -621,7 +621,13 @@ type UserList struct {
 
 // UserStats defines model for UserStats.
 type UserStats struct {
-	Bits    int64 `json:"bits"`
+	// Bits The bits of all its layers (LayerStats bits, summed).
+	Bits int64 `json:"bits"`
+
+	// BitsSet The bits set of its Bloom layers plus the fingerprints of its
+	// layers of fingerprints (LayerStats bits_set, summed): a staged
+	// filter has both, and its layers (hashes 0: fingerprints) tell
+	// them apart.
 	BitsSet int64 `json:"bits_set"`
 
 	// Dirty The filter has changes not yet written back.

@@ -297,8 +297,8 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} UserStats
- * @property {number} bits
- * @property {number} bits_set
+ * @property {number} bits The bits of all its layers (LayerStats bits, summed).
+ * @property {number} bits_set The bits set of its Bloom layers plus the fingerprints of its layers of fingerprints (LayerStats bits_set, summed): a staged filter has both, and its layers (hashes 0: fingerprints) tell them apart.
  * @property {boolean} dirty The filter has changes not yet written back.
  * @property {number} encoded_bytes
  * @property {string} first_seen When the user's first item was recorded, to the minute (what storage keeps, so it reads the same before and after a restart).
