@@ -571,6 +571,36 @@ func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 	}
 }
 
+// Too many items for one call are refused as a whole: the refusal speaks of
+// the items entered, not of the request body's JSON pointer (/items).
+func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", "--max-candidates=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "m:0")
+	status, detail := svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+user+"/check", s.keys.read, `{"items":["a","b","c","d"]}`)
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("4 items of at most 3: HTTP %d, want 413", status)
+	}
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "1")
+	tb.fill("#check-items", "a\nb\nc\nd")
+	tb.click("#check-run")
+	tb.waitText("#check-result .problem", "413")
+	if got := tb.text("#check-result .problem .detail"); got != detail {
+		t.Errorf("the refusal reads %q, the API's detail is %q", got, detail)
+	}
+	if got := tb.text("#check-result .problem li"); !strings.HasPrefix(got, "the 4 items entered: ") {
+		t.Errorf("the refusal's line reads %q, want it to begin with the 4 items entered", got)
+	}
+}
+
 // An admin's export downloads the user's encoded filter, the bytes the
 // export route answers, as a file named after the namespace and the user;
 // a read key's is disabled, saying the role it needs.

@@ -1073,6 +1073,8 @@ function nameItems(p, items) {
   };
   if (p.detail) p.detail = p.detail.replace(/(?:item )?\/items\/(\d+)/g, (m, n) => name(n) || m);
   p.errors = (p.errors || []).map((e) => {
+    // The list as a whole (too many items): the box's items, not the body's JSON pointer.
+    if (e.pointer === '/items') return { ...e, pointer: `the ${count(items.length, 'item')} entered` };
     const at = /^\/items\/(\d+)$/.exec(e.pointer || '');
     return at && name(at[1]) ? { ...e, pointer: name(at[1]) } : e;
   });
