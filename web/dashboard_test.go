@@ -519,10 +519,10 @@ func TestTheUserListSaysTheSpacesOfAnID(t *testing.T) {
 		tb.waitJS(fmt.Sprintf(`!!document.querySelector('#user-list a[href="#%s"]')`, href), "the user's link")
 		links[u] = eval[string](tb, fmt.Sprintf(`document.querySelector('#user-list a[href="#%s"]').textContent`, href))
 	}
-	if got, want := links[spaces], spaces+" (is 5 spaces alone)"; got != want {
+	if got, want := links[spaces], spaces+" (the id is 5 spaces alone)"; got != want {
 		t.Errorf("the link of an id of 5 spaces reads %q, want %q", got, want)
 	}
-	if got, want := links[begins], begins+" (begins with a space)"; got != want {
+	if got, want := links[begins], begins+" (the id begins with a space)"; got != want {
 		t.Errorf("the link of %q reads %q, want %q", begins, got, want)
 	}
 }

@@ -824,7 +824,7 @@ function spaceNote(id) {
 /** One row of the user list: the user's link and its summary (or the error its filter met). */
 function userRow(ns, u, d) {
   // The link's text holds the note of its spaces: an id of spaces alone would be a link of nothing.
-  const link = h('td', {}, h('a', { href: userHash(ns, u) }, h('bdi', {}, u), spaceNote(u) ? h('span', { class: 'muted' }, ` (${spaceNote(u)})`) : null));
+  const link = h('td', {}, h('a', { href: userHash(ns, u) }, h('bdi', {}, u), spaceNote(u) ? h('span', { class: 'muted' }, ` (the id ${spaceNote(u)})`) : null));
   if (!d) return h('tr', {}, link, h('td', { colspan: 4, class: 'muted' }, 'Forgotten since it was listed.'));
   if (d.error) return h('tr', { class: 'failed' }, link, h('td', { colspan: 4 }, `${d.error.title}: ${d.error.detail}`));
   return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen, toMinute)),
