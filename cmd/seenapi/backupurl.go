@@ -45,7 +45,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	}
 	resp, err := api.GetBackup(ctx)
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", url, trustHint(err))
+		return fmt.Errorf("seenapi at %s: %w", url, schemeHint(trustHint(err), url))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -154,7 +154,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", o.url, trustHint(keyHint(err, "write")))
+		return fmt.Errorf("seenapi at %s: %w", o.url, schemeHint(trustHint(keyHint(err, "write")), o.url))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)

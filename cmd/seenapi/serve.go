@@ -293,7 +293,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	defer ln.Close() // Serve closes it too; this covers a failure before Serve
 	scheme := "http"
 	if cert != nil {
-		ln, scheme = tls.NewListener(plainHTTPGuard{ln}, cert.config()), "https"
+		ln, scheme = tls.NewListener(schemeGuard{Listener: ln, https: true}, cert.config()), "https"
+	} else {
+		ln = schemeGuard{Listener: ln}
 	}
 
 	// A large store takes seconds to open, while connections wait in the

@@ -6,11 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,39 +71,55 @@ func (c *certificate) config() *tls.Config {
 	}
 }
 
-// plainHTTPGuard wraps the TCP listener under TLS so that a plain HTTP
-// request sent to the HTTPS port (a client given http:// by mistake) is
-// answered 400 with a problem that says to use https, instead of a closed
-// connection that looks like a crash. TLS itself still sees every byte.
-type plainHTTPGuard struct{ net.Listener }
+// schemeGuard wraps the TCP listener so that a client speaking the other
+// protocol than the port's answers at once with an HTTP 400 that says which
+// URL to call, instead of a closed connection that looks like a crash or
+// a wait until a timeout: plain HTTP sent to the HTTPS port (a client
+// given http:// by mistake), or a TLS handshake sent to the plain HTTP port
+// (given https://), which an HTTP server would otherwise read as the start
+// of a request line until --read-timeout. Go's clients report that answer
+// to a handshake as http.ErrSchemeMismatch. The server itself still sees
+// every byte of the other connections.
+type schemeGuard struct {
+	net.Listener
+	https bool // the port serves HTTPS
+}
 
-func (l plainHTTPGuard) Accept() (net.Conn, error) {
+func (l schemeGuard) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &plainHTTPConn{Conn: c}, nil
+	return &schemeConn{Conn: c, https: l.https}, nil
 }
 
-// plainHTTPConn looks at the first bytes the client sends: a TLS
-// handshake starts with record type 22, an HTTP request with a method.
-type plainHTTPConn struct {
+// schemeConn looks at the first bytes the client sends: a TLS handshake
+// starts with record type 22, an HTTP request with a method.
+type schemeConn struct {
 	net.Conn
+	https  bool
 	looked bool
 }
 
-// errPlainHTTP ends a connection that sent plain HTTP to the HTTPS port.
-var errPlainHTTP = errors.New("plain HTTP sent to the HTTPS port")
+// errWrongScheme ends a connection that spoke the other protocol.
+var errWrongScheme = errors.New("plain HTTP sent to the HTTPS port, or TLS to the plain HTTP port")
 
-func (c *plainHTTPConn) Read(p []byte) (int, error) {
+func (c *schemeConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.looked || n == 0 {
 		return n, err
 	}
 	c.looked = true
-	if p[0] != 22 && looksLikeHTTP(p[:n]) {
-		_, _ = c.Conn.Write(plainHTTPAnswer(c.Conn.LocalAddr())) // the connection ends either way
-		return 0, errPlainHTTP
+	var answer []byte
+	switch {
+	case c.https && p[0] != 22 && looksLikeHTTP(p[:n]):
+		answer = wrongSchemeAnswer("this port serves HTTPS only: call https://" + c.Conn.LocalAddr().String())
+	case !c.https && p[0] == 22:
+		answer = wrongSchemeAnswer("this port serves plain HTTP, not HTTPS: call http://" + c.Conn.LocalAddr().String())
+	}
+	if answer != nil {
+		_, _ = c.Conn.Write(answer) // the connection ends either way
+		return 0, errWrongScheme
 	}
 	return n, err
 }
@@ -120,11 +139,12 @@ func looksLikeHTTP(b []byte) bool {
 	return false
 }
 
-// plainHTTPAnswer is the 400 problem of a plain HTTP request to the HTTPS
-// port at addr, the type the API gives other malformed requests.
-func plainHTTPAnswer(addr net.Addr) []byte {
+// wrongSchemeAnswer is the 400 problem saying detail to a client that
+// spoke the other protocol, the type the API gives other malformed
+// requests.
+func wrongSchemeAnswer(detail string) []byte {
 	body := `{"type":"` + api.ProblemBase + `bad-request","title":"Bad request","status":400,` +
-		`"detail":"this port serves HTTPS only: call https://` + addr.String() + `"}`
+		`"detail":"` + detail + `"}`
 	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n" +
 		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
@@ -139,6 +159,26 @@ func trustHint(err error) error {
 	var ua x509.UnknownAuthorityError
 	if errors.As(err, &ua) {
 		return fmt.Errorf("%w; to trust a certificate of your own, give its authority's PEM (or the self-signed certificate) with --ca-cert or SEENAPI_CA_CERT", err)
+	}
+	return err
+}
+
+// schemeHint adds to err of calling the service at rawURL, when it is
+// https:// and the service answered plain HTTP (http.ErrSchemeMismatch:
+// a seenapi serving plain HTTP answers a handshake so) or ended the TLS
+// handshake without a word, that the URL may want http://: the bare error
+// says only "EOF" or names no flag.
+func schemeHint(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.Scheme != "https" {
+		return err
+	}
+	u.Scheme = "http"
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return fmt.Errorf("the service answered plain HTTP, not HTTPS: give --url %s (%w)", u, err)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "TLS handshake"):
+		return fmt.Errorf("%w; TLS failed: if the service serves plain HTTP, give --url %s", err, u)
 	}
 	return err
 }

@@ -313,3 +313,37 @@ func TestClientCommandsTrustCACert(t *testing.T) {
 		t.Fatalf("after the import over HTTPS: %v %v", r, err)
 	}
 }
+
+// The client commands given https:// for a service serving plain HTTP
+// fail at once, saying it answered plain HTTP and which --url to give,
+// rather than waiting for the service to give up on the handshake and
+// saying only "EOF"; the service answers the handshake so at once.
+func TestClientCommandsSayToUseHTTPForAPlainService(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	plain := s.url
+	tlsURL := "https://" + strings.TrimPrefix(plain, "http://")
+	want := "the service answered plain HTTP, not HTTPS: give --url " + plain
+	start := time.Now()
+	code, log := backupCmd(nil, "--url", tlsURL, "--out", filepath.Join(t.TempDir(), "b"))
+	if code != 1 || !strings.Contains(log, want) {
+		t.Fatalf("backup --url %s: exit %d after %v, want 1 and %q:\n%s", tlsURL, code, time.Since(start), want, log)
+	}
+
+	rdb := startRedis(t)
+	var out strings.Builder
+	code = run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", tlsURL}, noEnv, &out, &out, nil)
+	if code != 1 || !strings.Contains(out.String(), want) {
+		t.Fatalf("import-redis --url %s: exit %d, want 1 and %q:\n%s", tlsURL, code, want, out.String())
+	}
+
+	// curl and other clients get the answer at once too: the handshake is
+	// answered with a problem naming the URL to call.
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(plain, "http://"), &tls.Config{InsecureSkipVerify: true})
+	var rhe tls.RecordHeaderError
+	if err == nil || !errors.As(err, &rhe) || string(rhe.RecordHeader[:]) != "HTTP/" {
+		if conn != nil {
+			conn.Close()
+		}
+		t.Fatalf("a TLS handshake to the plain port: %v, want an HTTP answer", err)
+	}
+}
