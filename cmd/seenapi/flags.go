@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,7 +97,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.cacheBytes = byteSize(512 << 20)
 		fs.Var(positiveBytes{&o.cacheBytes}, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
 		o.flushInterval = eviction.DefaultFlushInterval
-		fs.Var(durationFlag{p: &o.flushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile)")
+		fs.Var(durationFlag{p: &o.flushInterval, min: minFlushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile), at least 1ms")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), optionally followed by the key's own "rate=N burst=N" (or "rate=off") in place of --rate-limit and "namespaces=a,b" to limit it to those; # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the TLS certificate (with its chain) to serve HTTPS with, together with --tls-key; SIGHUP reloads both; empty: plain HTTP")
@@ -123,15 +124,15 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API (a batch call takes one a user), e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
 		o.limits.ReadTimeout = api.DefaultReadTimeout
-		fs.Var(durationFlag{p: &o.limits.ReadTimeout}, "read-timeout", "how long a client may take to send one whole request, headers and body (an import of --max-import-bytes over a slow link needs more); beyond, 408 request-timeout")
+		fs.Var(durationFlag{p: &o.limits.ReadTimeout, min: minTimeout}, "read-timeout", "how long a client may take to send one whole request, headers and body (an import of --max-import-bytes over a slow link needs more), at least 100ms; beyond, 408 request-timeout")
 		o.limits.WriteTimeout = api.DefaultWriteTimeout
-		fs.Var(durationFlag{p: &o.limits.WriteTimeout}, "write-timeout", "how long writing one answer may take; a backup's stream may take longer (see --idle-timeout)")
+		fs.Var(durationFlag{p: &o.limits.WriteTimeout, min: minTimeout}, "write-timeout", "how long writing one answer may take, at least 100ms; a backup's stream may take longer (see --idle-timeout)")
 		o.limits.IdleTimeout = api.DefaultIdleTimeout
-		fs.Var(durationFlag{p: &o.limits.IdleTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed, and how long a backup's client may take no byte before it is cut off")
+		fs.Var(durationFlag{p: &o.limits.IdleTimeout, min: minTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed, and how long a backup's client may take no byte before it is cut off, at least 100ms")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
 		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most as much in the files that keep them across a crash (<data-dir>/answers)")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
-		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
+		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second, eg: "5m"}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
@@ -228,7 +229,8 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 	if cmd == "serve" {
 		fmt.Fprint(w, `
 --cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout, --idempotency-bytes
-and the --max-* limits must be positive (0 is refused, not read as the default).
+and the --max-* limits must be positive (0 is refused, not read as the default); --flush-interval
+is at least 1ms, the timeouts at least 100ms.
 
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 
@@ -523,7 +525,19 @@ type durationFlag struct {
 	p      *time.Duration
 	zeroOK bool
 	min    time.Duration // the least it takes, when over zero
+	eg     string        // a value it takes, for the error of one under min
 }
+
+// The floors of the flags whose smaller values the service cannot honour:
+// the write-back counts a changed filter's wait in whole milliseconds (a
+// shorter interval is 0, every filter written at once, round after
+// round); a timeout of a few milliseconds cuts off every request that
+// is not in a single packet, and the cut-off of a backup's stream is
+// checked every 20ms.
+const (
+	minFlushInterval = time.Millisecond
+	minTimeout       = 100 * time.Millisecond
+)
 
 func (d durationFlag) String() string {
 	if d.p == nil { // the flag package's zero value, for its default check
@@ -551,7 +565,8 @@ func (d durationFlag) Set(s string) error {
 	case d.zeroOK && (err != nil || v < 0):
 		return errors.New("want a duration of 0 or more such as 30s or 2m")
 	case d.min > 0 && (err != nil || v < d.min):
-		return fmt.Errorf("want a duration of at least %v such as 5m", d.min)
+		eg := cmp.Or(d.eg, "5s")
+		return fmt.Errorf("want a duration of at least %v such as %s", shortDuration(d.min), eg)
 	case !d.zeroOK && (err != nil || v <= 0):
 		return errors.New("want a positive duration such as 5s or 1m")
 	}

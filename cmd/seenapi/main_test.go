@@ -262,8 +262,16 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{env: map[string]string{"SEENAPI_CACHE_BYTES": "0"}, want: `SEENAPI_CACHE_BYTES="0": want a positive size`},
 		{args: []string{"--max-candidates", "0"}, want: "-max-candidates: want a whole number of at least 1"},
 		{env: map[string]string{"SEENAPI_MAX_IN_FLIGHT": "0"}, want: `SEENAPI_MAX_IN_FLIGHT="0": want a whole number of at least 1`},
-		{args: []string{"--flush-interval", "0"}, want: "-flush-interval: want a positive duration"},
-		{args: []string{"--flush-interval", "-1s"}, want: "-flush-interval: want a positive duration"},
+		{args: []string{"--flush-interval", "0"}, want: "-flush-interval: want a duration of at least 1ms"},
+		{args: []string{"--flush-interval", "-1s"}, want: "-flush-interval: want a duration of at least 1ms"},
+		// Positive, yet under what the service can honour.
+		{args: []string{"--flush-interval", "1ns"}, want: "--flush-interval: want a duration of at least 1ms such as 5s"},
+		{args: []string{"--flush-interval", "999us"}, want: "--flush-interval: want a duration of at least 1ms"},
+		{args: []string{"--read-timeout", "1ns"}, want: "--read-timeout: want a duration of at least 100ms such as 5s"},
+		{args: []string{"--write-timeout", "1ms"}, want: "--write-timeout: want a duration of at least 100ms"},
+		{args: []string{"--idle-timeout", "99ms"}, want: "--idle-timeout: want a duration of at least 100ms"},
+		{env: map[string]string{"SEENAPI_READ_TIMEOUT": "1us"}, want: `SEENAPI_READ_TIMEOUT="1us": want a duration of at least 100ms`},
+		{args: []string{"--read-timeout", "100ms", "--write-timeout", "100ms", "--idle-timeout", "100ms"}},
 		{env: map[string]string{"SEENAPI_SYNC": "yes"}, want: `SEENAPI_SYNC="yes": want true or false`},
 		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "soon"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="soon": want a duration`},
 		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want a duration of 0 or more"},
@@ -272,8 +280,8 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--idempotency-ttl", "500ms"}, want: "-idempotency-ttl: want a duration of at least 1s"},
 		{env: map[string]string{"SEENAPI_IDEMPOTENCY_TTL": "0"}, want: `SEENAPI_IDEMPOTENCY_TTL="0": want a duration of at least 1s`},
 		{args: []string{"--idempotency-ttl", "1s"}},
-		{args: []string{"--read-timeout", "0"}, want: "-read-timeout: want a positive duration"},
-		{env: map[string]string{"SEENAPI_IDLE_TIMEOUT": "soon"}, want: `SEENAPI_IDLE_TIMEOUT="soon": want a positive duration`},
+		{args: []string{"--read-timeout", "0"}, want: "-read-timeout: want a duration of at least 100ms"},
+		{env: map[string]string{"SEENAPI_IDLE_TIMEOUT": "soon"}, want: `SEENAPI_IDLE_TIMEOUT="soon": want a duration of at least 100ms`},
 		{args: []string{"--read-timeout", "2m", "--write-timeout", "1m", "--idle-timeout", "30s"}},
 		{args: []string{"--log-format", "xml"}, want: "-log-format: want text or json"},
 		{env: map[string]string{"SEENAPI_LOG_LEVEL": "verbose"}, want: `SEENAPI_LOG_LEVEL="verbose": want debug, info, warn or error`},
@@ -310,6 +318,13 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		out.String() != "seenapi serve: invalid value \"-5s\" for flag --shutdown-timeout: want a duration of 0 or more such as 30s or 2m\n"+
 			"Run 'seenapi help serve' for its flags.\n" {
 		t.Errorf("--shutdown-timeout -5s: exit %d, want 2: %q", code, out.String())
+	}
+	// A duration under its floor too.
+	out.Reset()
+	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--flush-interval", "1ns", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
+		out.String() != "seenapi serve: invalid value \"1ns\" for flag --flush-interval: want a duration of at least 1ms such as 5s\n"+
+			"Run 'seenapi help serve' for its flags.\n" {
+		t.Errorf("--flush-interval 1ns: exit %d, want 2: %q", code, out.String())
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("a refused flag made the data directory (%v)", err)
