@@ -86,6 +86,9 @@ func (k Key) Validate() error {
 	if k.Rate < 0 || math.IsNaN(k.Rate) || math.IsInf(k.Rate, -1) {
 		return errors.New("a key's rate is negative")
 	}
+	if k.Rate > 0 && k.Rate < MinRate {
+		return fmt.Errorf("a key's rate is under %g requests a second (one every 1000s)", MinRate)
+	}
 	if k.Burst < 0 || (k.Burst > 0 && (k.Rate == 0 || math.IsInf(k.Rate, 1))) {
 		return errors.New("a key's burst needs a rate of its own (rate=N on the same line) and must be at least 1")
 	}
@@ -244,6 +247,9 @@ func parseKey(s string) (Key, error) {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(f > 0) || math.IsInf(f, 0) {
 				return Key{}, fmt.Errorf("rate=%s: want a positive number of requests a second, or off", v)
+			}
+			if f < MinRate {
+				return Key{}, fmt.Errorf("rate=%s: want at least %g requests a second (one every 1000s), or off", v, MinRate)
 			}
 			k.Rate = f
 		case "burst":

@@ -49,7 +49,7 @@ type Config struct {
 	// RateBurst requests at once, the API answers 429 rate-limited with
 	// Retry-After. A batch call takes one request a user (at most the
 	// burst). A key's own Key.Rate takes
-	// its place for that key. Default 0: no limit.
+	// its place for that key. Default 0: no limit; else at least MinRate.
 	RateLimit float64
 	// RateBurst is how many requests a caller may make at once before
 	// RateLimit applies. Default: one second's worth (RateLimit rounded up).
@@ -104,6 +104,12 @@ const (
 	// or 4 imports of DefaultMaxImportBytes.
 	DefaultMaxBodyBytesInFlight = 256 << 20
 )
+
+// MinRate is the least rate, in requests a second, a caller may be
+// limited to (Config.RateLimit, Key.Rate): one request every 1000 s, whose
+// Retry-After is at most that. A rate near zero would make a Retry-After
+// of years, telling a client nothing it could act on.
+const MinRate = 0.001
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -166,8 +172,8 @@ func (c Config) Validate() error {
 	if largest := max(c.MaxBodyBytes, c.MaxImportBytes); c.MaxBodyBytesInFlight < largest {
 		return fmt.Errorf("%w: MaxBodyBytesInFlight must hold the largest body a route takes (%d bytes), got %d", ErrBadConfig, largest, c.MaxBodyBytesInFlight)
 	}
-	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
-		return fmt.Errorf("%w: RateLimit must be a finite number of requests a second, 0 for none, got %v", ErrBadConfig, c.RateLimit)
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) || (c.RateLimit > 0 && c.RateLimit < MinRate) {
+		return fmt.Errorf("%w: RateLimit must be a finite number of requests a second, at least %g, 0 for none, got %v", ErrBadConfig, MinRate, c.RateLimit)
 	}
 	if c.RateBurst < 0 || (c.RateLimit > 0 && c.RateBurst < 1) || (c.RateLimit == 0 && c.RateBurst != 0) {
 		return fmt.Errorf("%w: RateBurst must be at least 1, with a RateLimit; got %d", ErrBadConfig, c.RateBurst)

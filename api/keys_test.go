@@ -317,6 +317,7 @@ func TestParseKeysWithRates(t *testing.T) {
 		"write:w-0123456789abcdef rate=0":               "rate=0: want a positive number",
 		"write:w-0123456789abcdef rate=fast":            "rate=fast: want a positive number",
 		"write:w-0123456789abcdef rate=Inf":             "rate=Inf: want a positive number",
+		"write:w-0123456789abcdef rate=1e-300":          "rate=1e-300: want at least 0.001 requests a second",
 		"write:w-0123456789abcdef burst=0 rate=1":       "burst=0: want a whole number of at least 1",
 		"write:w-0123456789abcdef burst=5":              "burst needs a rate of its own",
 		"write:w-0123456789abcdef rate=off burst=5":     "burst needs a rate of its own",

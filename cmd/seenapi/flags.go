@@ -121,7 +121,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
 		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes and /metrics aside; beyond, 503 overloaded")
 		countVar(fs, &o.limits.MaxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; one past it is answered 503 overloaded and closed")
-		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API (a batch call takes one a user), e.g. 500 or 0.5; beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
+		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API (a batch call takes one a user), e.g. 500 or 0.5, at least 0.001 (one every 1000s); beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")
 		o.limits.ReadTimeout = api.DefaultReadTimeout
 		fs.Var(durationFlag{p: &o.limits.ReadTimeout, min: minTimeout}, "read-timeout", "how long a client may take to send one whole request, headers and body (an import of --max-import-bytes over a slow link needs more), at least 100ms; beyond, 408 request-timeout")
@@ -471,6 +471,10 @@ func (r rateFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
 		return errors.New(`want a number of requests a second such as 500 or 0.5, or "off"`)
+	}
+	if v > 0 && v < api.MinRate {
+		// Its Retry-After would be up to 1/v seconds: years.
+		return fmt.Errorf(`want at least %g requests a second (one every 1000s), or 0 or "off" for no limit`, api.MinRate)
 	}
 	*r.p = v
 	return nil

@@ -292,6 +292,10 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{env: map[string]string{"SEENAPI_RATE_LIMIT": "fast"}, want: `SEENAPI_RATE_LIMIT="fast": want a number of requests a second`},
 		{args: []string{"--rate-limit", "500", "--rate-burst", "0"}, want: "-rate-burst: want a whole number of at least 1"},
 		{args: []string{"--rate-limit", "0.5", "--rate-burst", "3"}},
+		// A rate near zero would answer Retry-After in years.
+		{args: []string{"--rate-limit", "1e-300"}, want: `--rate-limit: want at least 0.001 requests a second (one every 1000s), or 0 or "off" for no limit`},
+		{env: map[string]string{"SEENAPI_RATE_LIMIT": "0.0009"}, want: `SEENAPI_RATE_LIMIT="0.0009": want at least 0.001 requests a second`},
+		{args: []string{"--rate-limit", "0.001"}},
 		{args: []string{"--rate-limit", "off"}, env: map[string]string{"SEENAPI_RATE_LIMIT": "100"}},
 		{args: []string{"--max-body-bytes", "0"}, want: "-max-body-bytes: want a size of at least 1 byte such as 1MiB or 1048576"},
 		{env: map[string]string{"SEENAPI_MAX_ITEM_BYTES": "big"}, want: `SEENAPI_MAX_ITEM_BYTES="big": want a size of at least 1 byte`},
@@ -1092,6 +1096,16 @@ func TestNamespacesFileNamingNoNamespaceIsRefused(t *testing.T) {
 	}
 	if nss, err := loadNamespaces(only); err != nil || len(nss) != 1 || nss[0].Profile.FPRate != 0.001 {
 		t.Errorf("a file naming default alone: %v %v", nss, err)
+	}
+}
+
+// A key's own rate near zero, which would answer Retry-After in years, is
+// refused at the start as --rate-limit's is, naming the file.
+func TestKeysFileRefusesARateNearZero(t *testing.T) {
+	keys := writeFile(t, t.TempDir(), "keys", "write:w-0123456789abcdef rate=1e-300\n")
+	out := failedStart(t, "--keys-file", keys)
+	if want := "rate=1e-300: want at least 0.001 requests a second (one every 1000s), or off"; !strings.Contains(out, want) || !strings.Contains(out, keys) {
+		t.Fatalf("want a failure naming %s and %q:\n%s", keys, want, out)
 	}
 }
 
