@@ -397,6 +397,11 @@ func (h *HotSet) evictNamespaces(gone *[maxNamespaces]bool) {
 	}
 }
 
+// MaxNamespaces is how many namespaces a hot set serves since its start,
+// those a SetNamespaces took out included: each user's entry tells its
+// namespace by a byte.
+const MaxNamespaces = maxNamespaces
+
 // CheckNamespaces returns the error New would for namespaces, opening
 // nothing: a profile that is not valid, a name twice, too many. seenapi
 // check runs it on a namespaces file before the service is started or told

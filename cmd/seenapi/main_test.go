@@ -1841,6 +1841,56 @@ func TestSIGHUPReloadsTheNamespaces(t *testing.T) {
 	}
 }
 
+// manyNamespaces is a namespaces file's text naming n namespaces, n0 on.
+func manyNamespaces(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "n%d:\n  window: 7d\n", i)
+	}
+	return b.String()
+}
+
+// A namespaces file naming more namespaces than the service can serve is
+// refused as it is read, naming the file and the limit, before the store
+// is opened; a SIGHUP that reads such a file keeps the namespaces served.
+func TestNamespacesFileOfTooManyNamespacesIsRefusedByName(t *testing.T) {
+	dir := t.TempDir()
+	// With "default", 257 namespaces.
+	file := writeFile(t, dir, "namespaces.yaml", manyNamespaces(eviction.MaxNamespaces))
+	data := filepath.Join(dir, "data")
+	out := failedStart(t, "--data-dir", data, "--namespaces", file)
+	want := file + `: 257 namespaces, counting \"default\" (always served): at most 256 can be served`
+	if !strings.Contains(out, want) || strings.Contains(out, "opening the store") {
+		t.Fatalf("want a failure before the store opens saying %q:\n%s", want, out)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused file let the data directory be made (%v)", err)
+	}
+	// 255 besides "default" are served.
+	if err := os.WriteFile(file, []byte(manyNamespaces(eviction.MaxNamespaces-1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", data, "--namespaces", file)
+	call := func(ns string) int {
+		t.Helper()
+		code, _ := post(t, s.url+"/v1/namespaces/"+ns+"/users/u/filter", `{"candidates":["a"]}`)
+		return code
+	}
+	if got := call("n254"); got != 200 {
+		t.Fatalf("n254 of 256 namespaces: %d, want 200", got)
+	}
+	if err := os.WriteFile(file, []byte("feed:\n  window: 7d\n"+manyNamespaces(eviction.MaxNamespaces)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hupUntilLogged(t, s, "the namespaces were not reloaded; the old ones stay")
+	if !strings.Contains(s.out.String(), file+`: 258 namespaces, counting \"default\" (always served): at most 256 can be served`) {
+		t.Fatalf("the SIGHUP's error names neither the file nor the limit:\n%s", s.out.String())
+	}
+	if n254, feed := call("n254"), call("feed"); n254 != 200 || feed != 404 {
+		t.Fatalf("after the refused reload: n254 %d (want 200), feed %d (want 404)", n254, feed)
+	}
+}
+
 // hupUntilLogged sends this process (the in-process service s) SIGHUP and
 // waits until s logs want once more.
 func hupUntilLogged(t *testing.T, s *service, want string) {

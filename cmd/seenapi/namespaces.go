@@ -234,6 +234,11 @@ func parseNamespaces(data []byte) ([]eviction.Namespace, error) {
 	if _, ok := m["default"]; !ok {
 		m["default"] = nil
 	}
+	// Refused here, naming the file, rather than by the hot set once the
+	// store is open (or at a SIGHUP, by an error that names no file).
+	if len(m) > eviction.MaxNamespaces {
+		return nil, fmt.Errorf("%d namespaces, counting \"default\" (always served): at most %d can be served", len(m), eviction.MaxNamespaces)
+	}
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)

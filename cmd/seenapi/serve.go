@@ -206,7 +206,9 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 	nss, err := loadNamespaces(o.namespacesFile)
 	var ch eviction.NamespaceChanges
 	if err == nil {
-		ch, err = hot.SetNamespaces(nss)
+		if ch, err = hot.SetNamespaces(nss); err != nil {
+			err = fmt.Errorf("%s: %w", o.namespacesFile, err)
+		}
 	}
 	if err != nil {
 		logger.Error("seenapi: SIGHUP: the namespaces were not reloaded; the old ones stay", "err", err)
