@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -253,7 +254,7 @@ Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 7
 // replaces it.
 func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 	if err := fs.Parse(args); err != nil {
-		return dashDash(err)
+		return flagHint(fs, dashDash(err))
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -271,6 +272,35 @@ func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 			}
 		}
 	})
+	return err
+}
+
+// listenFlags are the names other servers give what --addr is: a new user
+// types --port 8080 and would otherwise learn only that it is no flag.
+var listenFlags = []string{"port", "listen", "bind", "host", "address", "listen-addr", "http-addr"}
+
+// flagHint adds to err of an undefined flag (after dashDash) the flag of
+// fs it most likely meant: --addr for the names other servers give it,
+// else a flag it is a prefix of or that is a prefix of it, or that is it
+// with _ for -.
+func flagHint(fs *flag.FlagSet, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: --")
+	if !ok {
+		return err
+	}
+	if fs.Lookup("addr") != nil && slices.Contains(listenFlags, strings.ToLower(name)) {
+		return fmt.Errorf("%w (the address to listen on is --addr HOST:PORT, e.g. --addr 127.0.0.1:8080)", err)
+	}
+	norm := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+	var meant string
+	fs.VisitAll(func(f *flag.Flag) {
+		if meant == "" && len(norm) >= 3 && (strings.HasPrefix(f.Name, norm) || strings.HasPrefix(norm, f.Name) || f.Name == norm) {
+			meant = f.Name
+		}
+	})
+	if meant != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, meant)
+	}
 	return err
 }
 

@@ -589,6 +589,13 @@ func TestFlagErrorsNameTheFlagWithTwoDashes(t *testing.T) {
 		{args: []string{"restore", "--in"}, name: "in", want: "flag needs an argument: --in"},
 		{args: []string{"import-redis", "--workers", "x"}, name: "workers", want: `invalid value "x" for flag --workers: want a whole number of at least 1`},
 		{args: []string{"import-redis", "--cache-bytes", "1"}, name: "cache-bytes", want: "flag provided but not defined: --cache-bytes"},
+		// What the flag most likely meant, when something does.
+		{args: []string{"--port", "8080"}, name: "port", want: "flag provided but not defined: --port (the address to listen on is --addr HOST:PORT, e.g. --addr 127.0.0.1:8080)"},
+		{args: []string{"-listen=:8080"}, name: "listen", want: "flag provided but not defined: --listen (the address to listen on is --addr HOST:PORT, e.g. --addr 127.0.0.1:8080)"},
+		{args: []string{"--cache-byte", "1GiB"}, name: "cache-byte", want: "flag provided but not defined: --cache-byte (did you mean --cache-bytes?)"},
+		{args: []string{"--data_dir", "d"}, name: "data_dir", want: "flag provided but not defined: --data_dir (did you mean --data-dir?)"},
+		{args: []string{"--namespaces-file", "ns.yaml"}, name: "namespaces-file", want: "flag provided but not defined: --namespaces-file (did you mean --namespaces?)"},
+		{args: []string{"backup", "--port", "8080"}, name: "port", want: "flag provided but not defined: --port"},
 	} {
 		cmd, args := "serve", tc.args
 		if !strings.HasPrefix(args[0], "-") {
