@@ -43,9 +43,10 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	if err != nil {
 		return fmt.Errorf("--url: %w", err)
 	}
-	resp, err := api.GetBackup(ctx)
+	traced, handshakeFailed := watchHandshake(ctx)
+	resp, err := api.GetBackup(traced)
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", url, schemeHint(trustHint(err), url))
+		return fmt.Errorf("seenapi at %s: %w", url, schemeHint(trustHint(err), url, handshakeFailed()))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

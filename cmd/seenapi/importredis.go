@@ -145,8 +145,9 @@ func redisClient(addr string) (*redis.Client, error) {
 // does not answer, a key that may not record, an unknown namespace.
 func checkService(ctx context.Context, api *client.ClientWithResponses, o *importOptions) error {
 	var auth *client.GetAuthResponse
+	traced, handshakeFailed := watchHandshake(ctx)
 	err := retrying(ctx, nil, false, func() (int, http.Header, error) {
-		r, err := api.GetAuthWithResponse(ctx)
+		r, err := api.GetAuthWithResponse(traced)
 		if err != nil {
 			return outcome(nil, nil, err)
 		}
@@ -154,7 +155,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", o.url, schemeHint(trustHint(keyHint(err, "write")), o.url))
+		return fmt.Errorf("seenapi at %s: %w", o.url, schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)

@@ -2,18 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -163,12 +163,27 @@ func trustHint(err error) error {
 	return err
 }
 
+// watchHandshake is ctx with a trace that notes a TLS handshake that
+// fails, and failed, which says whether one did: the error of a
+// handshake ended by the server (a reset, an EOF) names no TLS.
+func watchHandshake(ctx context.Context) (traced context.Context, failed func() bool) {
+	var bad atomic.Bool
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err != nil {
+				bad.Store(true)
+			}
+		},
+	}), bad.Load
+}
+
 // schemeHint adds to err of calling the service at rawURL, when it is
 // https:// and the service answered plain HTTP (http.ErrSchemeMismatch:
-// a seenapi serving plain HTTP answers a handshake so) or ended the TLS
-// handshake without a word, that the URL may want http://: the bare error
-// says only "EOF" or names no flag.
-func schemeHint(err error, rawURL string) error {
+// a seenapi serving plain HTTP answers a handshake so) or the TLS
+// handshake failed otherwise (handshakeFailed), that the URL may want
+// http://: the bare error says "EOF", "connection reset by peer" or a
+// timeout, and names no flag.
+func schemeHint(err error, rawURL string, handshakeFailed bool) error {
 	u, perr := url.Parse(rawURL)
 	if perr != nil || u.Scheme != "https" {
 		return err
@@ -177,7 +192,8 @@ func schemeHint(err error, rawURL string) error {
 	switch {
 	case errors.Is(err, http.ErrSchemeMismatch):
 		return fmt.Errorf("the service answered plain HTTP, not HTTPS: give --url %s (%w)", u, err)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "TLS handshake"):
+	case handshakeFailed && !errors.As(err, new(*tls.CertificateVerificationError)):
+		// A certificate refused is TLS spoken: trustHint's to say.
 		return fmt.Errorf("%w; TLS failed: if the service serves plain HTTP, give --url %s", err, u)
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -277,7 +278,7 @@ func TestClientCommandsTrustCACert(t *testing.T) {
 	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
 	dir := t.TempDir()
 	if code, log := backupCmd(nil, "--url", httpsOf(s), "--out", filepath.Join(dir, "untrusted")); code == 0 || !strings.Contains(log, "certificate") ||
-		!strings.Contains(log, "with --ca-cert") {
+		!strings.Contains(log, "with --ca-cert") || strings.Contains(log, "plain HTTP") {
 		t.Fatalf("a backup without --ca-cert: exit %d\n%s", code, log)
 	}
 	out := filepath.Join(dir, "seenapi.backup")
@@ -345,5 +346,29 @@ func TestClientCommandsSayToUseHTTPForAPlainService(t *testing.T) {
 			conn.Close()
 		}
 		t.Fatalf("a TLS handshake to the plain port: %v, want an HTTP answer", err)
+	}
+
+	// A server that ends the handshake without a word (a proxy, another
+	// program on the port) leaves only "EOF": the error says TLS failed and
+	// which --url to try.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512))
+			c.Close()
+		}
+	}()
+	want = "TLS failed: if the service serves plain HTTP, give --url http://" + ln.Addr().String()
+	code, log = backupCmd(nil, "--url", "https://"+ln.Addr().String(), "--out", filepath.Join(t.TempDir(), "b"))
+	if code != 1 || !strings.Contains(log, want) {
+		t.Fatalf("backup of a server that closes the handshake: exit %d, want 1 and %q:\n%s", code, want, log)
 	}
 }
