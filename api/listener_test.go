@@ -210,16 +210,7 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 // --max-connections, with Retry-After: its default response declares the
 // header, so that a client generated from the document reads when to retry.
 func TestRetryAfterOfAnAnswerByDefaultIsDeclared(t *testing.T) {
-	e := newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
-	addr := strings.TrimPrefix(e.base, "http://")
-	held, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
-		t.Fatalf("the connection within the cap: %d %s", status, body)
-	}
+	e, _, _ := envAtItsCap(t)
 	// GET /openapi.yaml lists 200 and default only; the validator of
 	// e.raw fails an answer whose Retry-After its response does not declare.
 	status, h, body := e.raw(http.MethodGet, "/openapi.yaml", "", nil)
@@ -234,16 +225,7 @@ func TestRetryAfterOfAnAnswerByDefaultIsDeclared(t *testing.T) {
 // than there are places must not keep a load balancer's probe, which sends
 // its request at once, from being answered.
 func TestProbesPastTheCapOutliveSilentConnections(t *testing.T) {
-	e := newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
-	addr := strings.TrimPrefix(e.base, "http://")
-	held, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
-		t.Fatalf("the connection within the cap: %d %s", status, body)
-	}
+	_, addr, held := envAtItsCap(t)
 	// Twice as many as the refusals let under way at once (64).
 	for range 128 {
 		silent, err := net.Dial("tcp", addr)
@@ -267,4 +249,22 @@ func TestProbesPastTheCapOutliveSilentConnections(t *testing.T) {
 	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
 		t.Errorf("the connection within the cap after: %d %s", status, body)
 	}
+}
+
+// envAtItsCap starts a service of --max-connections 1 and holds its one
+// connection, held (answered, so counted), until the test ends; addr is
+// where it listens.
+func envAtItsCap(t *testing.T) (e *env, addr string, held net.Conn) {
+	t.Helper()
+	e = newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
+	addr = strings.TrimPrefix(e.base, "http://")
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	if status, _, body := getOn(t, held, "/healthz"); status != http.StatusOK {
+		t.Fatalf("the connection within the cap: %d %s", status, body)
+	}
+	return e, addr, held
 }

@@ -166,17 +166,24 @@ func TestLookUpKeepsTheSpacesOfAnID(t *testing.T) {
 	user := " " + userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "i:1")
 
-	tb := s.readTab(t)
-	tb.open("#/users")
-	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
+	lookUpSpacedID(t, s.keyTab(t, s.keys.read, "#/users"), "default", user, "1", "(the id begins with a space)")
+}
+
+// lookUpSpacedID looks up user in ns with the inspector's form, waits for
+// its page to show items items, and checks its address and the title's
+// note of the id's spaces.
+func lookUpSpacedID(t *testing.T, tb *tab, ns, user, items, note string) {
+	t.Helper()
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="`+ns+`"]')`, "the namespace list")
+	tb.do("choose "+ns, chromedp.SetValue(chromedp.CSS("#lookup-ns"), ns))
 	tb.fill("#lookup-user", user)
 	tb.click(`#lookup button[type="submit"]`)
-	tb.waitText("#user-items", "1")
-	if got, want := eval[string](tb, "location.hash"), fragment("default", user); got != want {
+	tb.waitText("#user-items", items)
+	if got, want := eval[string](tb, "location.hash"), fragment(ns, user); got != want {
 		t.Errorf("after the lookup the address is %q, want %q", got, want)
 	}
-	if got := tb.text("#user-space"); got != "(the id begins with a space)" {
-		t.Errorf("the title's note reads %q", got)
+	if got := tb.text("#user-space"); got != note {
+		t.Errorf("the title's note reads %q, want %q", got, note)
 	}
 }
 
@@ -488,18 +495,7 @@ func TestAUserIDOfSpacesCanBeLookedUp(t *testing.T) {
 	s := setup(t)
 	user := "       " // no other test's: the ids of the other tests hold their names
 	s.svc.record(t, s.keys.write, "small", user, "i:1", "i:2")
-	tb := s.keyTab(t, s.keys.read, "#/users")
-	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="small"]')`, "the namespace list")
-	tb.do("choose small", chromedp.SetValue(chromedp.CSS("#lookup-ns"), "small"))
-	tb.fill("#lookup-user", user)
-	tb.click(`#lookup button[type="submit"]`)
-	tb.waitText("#user-items", "2")
-	if got, want := eval[string](tb, "location.hash"), fragment("small", user); got != want {
-		t.Errorf("after the lookup the address is %q, want %q", got, want)
-	}
-	if got := tb.text("#user-space"); got != "(the id is 7 spaces alone)" {
-		t.Errorf("the title's note reads %q", got)
-	}
+	lookUpSpacedID(t, s.keyTab(t, s.keys.read, "#/users"), "small", user, "2", "(the id is 7 spaces alone)")
 }
 
 // In the list of a namespace's users, an id's spaces at its ends are said
