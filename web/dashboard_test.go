@@ -1501,13 +1501,20 @@ func TestUnknownAddressSaysSo(t *testing.T) {
 	}
 }
 
-func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
-	s := setup(t)
+// stoppedOverview opens the overview of a service of its own, once it
+// shows its figures stops the service, and returns once the page says so.
+func (s *suite) stoppedOverview(t *testing.T) *tab {
+	t.Helper()
 	svc, tb := s.ownOverview(t)
 	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
-
 	svc.stop()
 	tb.waitText("#overview-error .problem", "did not answer")
+	return tb
+}
+
+func TestPageStaysUpWhenTheServiceStops(t *testing.T) {
+	s := setup(t)
+	tb := s.stoppedOverview(t)
 	tb.waitText("#updated", "not refreshed")
 	if !eval[bool](tb, `!!document.querySelector('[data-k="hot-users"]')`) {
 		t.Errorf("the last figures disappeared when the service stopped")
@@ -1911,10 +1918,7 @@ func TestTheOutcomeOfAnActionIsReadOut(t *testing.T) {
 // once: drawn anew at every refresh, it would be read out every 2 s.
 func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 	s := setup(t)
-	svc, tb := s.ownOverview(t)
-	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
-	svc.stop()
-	tb.waitText("#overview-error .problem", "did not answer")
+	tb := s.stoppedOverview(t)
 	tb.do("mark the alert", chromedp.Evaluate[chromedp.Void](`document.querySelector('#overview-error .problem').seenapiTestBefore = true`))
 	// Two more refreshes sent means one more answered (a refused connection fails at once).
 	n := tb.apiCalls("GET", "/v1/stats")
