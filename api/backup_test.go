@@ -32,7 +32,7 @@ func restored(t *testing.T, backup []byte) (*eviction.HotSet, error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if err := st.Restore(bytes.NewReader(backup), nil); err != nil {
+	if err := st.Restore(bytes.NewReader(backup), nil, nil); err != nil {
 		return nil, err
 	}
 	hot, err := eviction.New(st, testNamespaces(), eviction.Options{FlushInterval: time.Hour})

@@ -746,16 +746,13 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	// the calls after it had filled, moving where those items went. A
 	// record that notes the room the cap left its call is let in that
 	// much: the earlier records the cap counted may have expired.
+	f, err = replayJournal(f, recs, made, h.maxEncoded, func(made []byte) (*userfilter.Filter, error) {
+		return decodeMade(info, user, made)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
 	for i, rec := range recs {
-		f.Expire(rec.at)
-		if rec.made != nil && i != made && gone(f, rec.at) {
-			// The call found the user gone and made it anew, with the
-			// profile the record names (see HotSet.journal).
-			if f, err = decodeMade(info, user, rec.made); err != nil {
-				return nil, 0, err
-			}
-		}
-		f.AddHashes(rec.hashes, rec.at, rec.at, h.maxEncoded, rec.room)
 		if rec.reply != nil {
 			rec.reply.ns, rec.reply.user = info.index, strings.Clone(user) // user may alias a request's buffer
 			h.replies.keep(rec.reply, now)
@@ -764,6 +761,56 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	}
 	f.Expire(now)
 	return f, lastSeq, nil
+}
+
+// replayJournal adds each of recs back onto f as its call added it (see
+// load) and returns the filter, which a record whose call found the user
+// gone makes anew with decodeMade, unless it is recs[made], the record f
+// was made from (-1: none).
+func replayJournal(f *userfilter.Filter, recs []journalRecord, made, maxEncoded int, decodeMade func([]byte) (*userfilter.Filter, error)) (*userfilter.Filter, error) {
+	for i, rec := range recs {
+		f.Expire(rec.at)
+		if rec.made != nil && i != made && gone(f, rec.at) {
+			// The call found the user gone and made it anew, with the
+			// profile the record names (see HotSet.journal).
+			var err error
+			if f, err = decodeMade(rec.made); err != nil {
+				return nil, err
+			}
+		}
+		f.AddHashes(rec.hashes, rec.at, rec.at, maxEncoded, rec.room)
+	}
+	return f, nil
+}
+
+// FoldJournal returns the storage.FoldFunc of a merging restore into a
+// store whose values hold at most maxEncoded bytes (its MaxValueBytes):
+// it adds a user's journal records back onto the stored filter as a load
+// does, so that the merge takes in the filter the user's calls ran on.
+// A stored filter of a gone user, which a load would set aside for one
+// made from the records, is not folded into (an error).
+func FoldJournal(maxEncoded int64) storage.FoldFunc {
+	limit := int(min(maxEncoded, math.MaxInt))
+	return func(stored []byte, journal []storage.JournalEntry) ([]byte, error) {
+		f, err := userfilter.Decode(stored)
+		if err != nil {
+			return nil, err
+		}
+		if gone(f, time.Now()) {
+			return nil, errors.New("the stored filter is of a gone user")
+		}
+		recs := make([]journalRecord, len(journal))
+		for i, j := range journal {
+			if recs[i], err = decodeJournal(j.Value); err != nil {
+				return nil, err
+			}
+		}
+		f, err = replayJournal(f, recs, -1, limit, userfilter.Decode)
+		if err != nil {
+			return nil, err
+		}
+		return f.AppendBinary(nil)
+	}
 }
 
 // decodeMade decodes the profile a journal record of the user names: an

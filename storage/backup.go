@@ -204,11 +204,20 @@ type restoreKV struct {
 // twice. Entries already expired are skipped; the others keep their
 // expiry.
 //
+// With merge and fold non-nil, a stored filter that has journal records
+// after its cover mark (calls not written back, as after a crash) is
+// merged with those records folded into it: the calls ran on that filter,
+// and their records replayed onto the union could fill and seal its layers
+// at other points, so that an item a call found seen (a false positive it
+// did not record) would test unseen. The records stay in the journal:
+// replayed onto the union, which holds each of their items, they add
+// nothing, and a crash during the restore loses none of them.
+//
 // Restore is not atomic: on error, part of the backup may be restored, and
 // running it again is safe. A stream that is not a backup, or is cut short,
 // fails with ErrBadBackup; one of a newer format with ErrFormatVersion.
 // Users whose merge failed are named in a *WriteBackError.
-func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
+func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 	if err := s.enterWrite(); err != nil {
 		return opErr("restore", err)
 	}
@@ -223,7 +232,7 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc) error {
 	)
 	flush := func() error {
 		for len(pending) > 0 {
-			n, userErrs, err := s.restoreSome(pending, merge)
+			n, userErrs, err := s.restoreSome(pending, merge, fold)
 			failed = append(failed, userErrs...)
 			if err != nil {
 				return err
@@ -464,10 +473,10 @@ func checkBackupKey(key []byte) error {
 
 // restoreSome writes a first part of kvs in one transaction and returns how
 // many keys it handled and the users skipped for a merge error.
-func (s *Store) restoreSome(kvs []restoreKV, merge MergeFunc) (int, []UserError, error) {
+func (s *Store) restoreSome(kvs []restoreKV, merge MergeFunc, fold FoldFunc) (int, []UserError, error) {
 	limit := len(kvs)
 	for attempt := 0; ; {
-		failed, n, err := s.restoreTxn(kvs[:limit], merge)
+		failed, n, err := s.restoreTxn(kvs[:limit], merge, fold)
 		switch {
 		case errors.Is(err, badger.ErrTxnTooBig) && n > 0:
 			limit = n
@@ -484,7 +493,7 @@ func (s *Store) restoreSome(kvs []restoreKV, merge MergeFunc) (int, []UserError,
 
 // restoreTxn writes kvs in one transaction. On ErrTxnTooBig, n is how many
 // keys fitted.
-func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError, n int, err error) {
+func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc, fold FoldFunc) (failed []UserError, n int, err error) {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
 	txn := s.db.NewTransaction(true)
@@ -515,7 +524,7 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 			if err == nil {
 				var stored, merged []byte
 				if stored, mark, err = readFilter(item); err == nil {
-					merged, err = merge(stored, value)
+					merged, err = merge(s.foldPending(string(ns), string(user), stored, mark, fold), value)
 				}
 				if err == nil && !bytes.Equal(merged, value) {
 					// The union holds the stored filter's items too (in a
@@ -553,6 +562,44 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc) (failed []UserError
 		}
 	}
 	return failed, len(kvs), txn.Commit()
+}
+
+// foldPending returns the user's stored filter with its journal records
+// after mark folded in by fold (see Restore), or the filter as stored if
+// there are none, fold is nil, or it fails (the records are then replayed
+// onto the merge, as before folding was done).
+func (s *Store) foldPending(ns, user string, stored []byte, mark uint64, fold FoldFunc) []byte {
+	if fold == nil {
+		return stored
+	}
+	journal, err := s.wal.load(ns, user, time.Now().Unix())
+	var folded []byte
+	if err == nil {
+		// Records the mark covers may still be live for a moment after a
+		// write-back: the filter holds them.
+		journal = slices.DeleteFunc(journal, func(j JournalEntry) bool { return j.Seq <= mark })
+		if len(journal) == 0 {
+			return stored
+		}
+		folded, err = safeFold(fold, stored, journal)
+	}
+	if err != nil {
+		s.opts.Logger.Warn("storage: restore merges a stored filter without its journal records folded in",
+			"ns", ns, "user", user, "err", err)
+		return stored
+	}
+	return folded
+}
+
+// safeFold calls fold, turning a panic in it (a bug met by one user's
+// bytes) into an error, as safeMerge does for a merge.
+func safeFold(fold FoldFunc, stored []byte, journal []JournalEntry) (folded []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return fold(stored, journal)
 }
 
 // laterExpiry is the later of two Badger expiry times (0: never).

@@ -18,7 +18,7 @@ func TestBackupOfADamagedValueFailsNamingItsUser(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "feed/victim") {
 		c, verr := VerifyBackup(bytes.NewReader(backup.Bytes()))
 		dst := openTest(t, testOptions(t))
-		rerr := dst.Restore(bytes.NewReader(backup.Bytes()), nil)
+		rerr := dst.Restore(bytes.NewReader(backup.Bytes()), nil, nil)
 		f, _, lerr := dst.Load("feed", "victim")
 		t.Fatalf("Backup: %v, want ErrCorrupt naming feed/victim (VerifyBackup: %+v, %v; restored: %v; victim loads %d bytes, %v)",
 			err, c, verr, rerr, len(f), lerr)

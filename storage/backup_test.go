@@ -101,7 +101,7 @@ func TestBackupRestoresIntoAFreshStore(t *testing.T) {
 	}
 
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil, nil); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	got := snapshot(t, dst, users)
@@ -150,7 +150,7 @@ func TestRestoreMergesFiltersAndKeepsBothJournals(t *testing.T) {
 		t.Fatalf("test needs colliding seqs, got %d and %d", srcSeq, dstSeq)
 	}
 	for range 2 { // restoring twice adds nothing the second time
-		if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge); err != nil {
+		if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge, nil); err != nil {
 			t.Fatalf("Restore: %v", err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestRestoreMergedFilterExpiresWithTheLaterOfBoth(t *testing.T) {
 		{NS: "feed", User: "forever", Value: []byte{0xf0}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge); err != nil {
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), orMerge, nil); err != nil {
 		t.Fatal(err)
 	}
 	expiry := func(user string) (uint64, string) {
@@ -228,7 +228,7 @@ func TestRestoreWithoutMergeReplacesFilters(t *testing.T) {
 	if err := dst.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("current")}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Restore(&buf, nil); err != nil {
+	if err := dst.Restore(&buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := mustLoad(t, dst, "feed", "u"); string(f) != "backup" {
@@ -249,7 +249,7 @@ func TestRestoreNamesUsersWhoseMergeFailed(t *testing.T) {
 	if err := dst.WriteBack([]Write{{NS: "feed", User: "bad", Value: []byte{2}}, {NS: "feed", User: "good", Value: []byte{2}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	err := dst.Restore(&buf, orMerge)
+	err := dst.Restore(&buf, orMerge, nil)
 	var wbe *WriteBackError
 	if !errors.As(err, &wbe) || len(wbe.Failed) != 1 || wbe.Failed[0].User != "bad" {
 		t.Fatalf("Restore: %v, want a WriteBackError naming only feed/bad", err)
@@ -288,7 +288,7 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 	} {
 		dst := openTest(t, testOptions(t))
 		// The text names the package once, however the sentinel is wrapped.
-		if err := dst.Restore(bytes.NewReader(tc.data), nil); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
+		if err := dst.Restore(bytes.NewReader(tc.data), nil, nil); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
 			t.Errorf("%s: Restore: %v, want %v, named storage once", name, err, tc.want)
 		}
 		if _, err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
@@ -335,13 +335,13 @@ func TestRestoreNeedsTheEndMarkOfAVersionOneBackup(t *testing.T) {
 	}
 	for _, at := range ends {
 		dst := openTest(t, testOptions(t))
-		if err := dst.Restore(bytes.NewReader(good[:at]), nil); !errors.Is(err, ErrBadBackup) {
+		if err := dst.Restore(bytes.NewReader(good[:at]), nil, nil); !errors.Is(err, ErrBadBackup) {
 			t.Fatalf("cut after %d of %d bytes: Restore %v, want ErrBadBackup", at, len(good), err)
 		}
 	}
 	v0 := append(slices.Clip(backupMagicV0), good[len(backupMagic):ends[len(ends)-1]]...)
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(v0), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(v0), nil, nil); err != nil {
 		t.Fatalf("first-version stream: %v", err)
 	}
 	if got := snapshot(t, dst, users); !sameStates(got, want) {
@@ -361,7 +361,7 @@ func TestRestoreSkipsExpiredEntries(t *testing.T) {
 	}
 	time.Sleep(2100 * time.Millisecond) // past the 1s TTL at Badger's 1s granularity
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(&buf, nil); err != nil {
+	if err := dst.Restore(&buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, j := mustLoad(t, dst, "feed", "u")
@@ -414,7 +414,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	if _, err := VerifyBackup(bytes.NewReader(v1)); err != nil {
 		t.Fatalf("a backup of format 3: VerifyBackup %v", err)
 	}
-	if err := dst.Restore(bytes.NewReader(v1), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(v1), nil, nil); err != nil {
 		t.Fatalf("a backup of format 3: %v", err)
 	}
 	if got := snapshot(t, dst, users); !sameStates(got, want) {
@@ -457,7 +457,7 @@ func TestBackupAfterDeleteNamesNoErasedUser(t *testing.T) {
 		}
 	}
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := mustLoad(t, dst, "feed", "kept-user"); string(f) != "filter of kept-user" {
@@ -602,7 +602,7 @@ func storeFilterAndJournal(t *testing.T, s *Store, user string) {
 func restoresWholeOrNotAtAll(t *testing.T, backup []byte, user string) {
 	t.Helper()
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(backup), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(backup), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, j := mustLoad(t, dst, "feed", user)
@@ -737,7 +737,7 @@ func TestBackupUnderConcurrentWritesErasesAndGCIsASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := openTest(t, testOptions(t).WithMinFreeBytes(-1))
-	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(buf.Bytes()), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for u := range users {
@@ -786,7 +786,7 @@ func TestBackupOfTheStreamBuildsRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openTest(t, testOptions(t))
-	if err := s.Restore(bytes.NewReader(raw), nil); err != nil {
+	if err := s.Restore(bytes.NewReader(raw), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if users, err := s.Users("default", "", 0); err != nil || !slices.Equal(users, []string{"inline", "journaled", "vlog"}) {
@@ -831,7 +831,7 @@ func TestRestoreOfAFilterTooLargeForTheStoreFailsThatUserAlone(t *testing.T) {
 	// Holds 8 bytes less than big; no value-log GC, as in
 	// TestWriteBackOfAValueTooLargeFailsThatUserAlone.
 	dst := openTest(t, testOptions(t).WithValueLogFileSize(1<<20).WithGCInterval(-1))
-	err := dst.Restore(&buf, nil)
+	err := dst.Restore(&buf, nil, nil)
 	var wbe *WriteBackError
 	if !errors.As(err, &wbe) || !errors.Is(err, ErrTooLarge) || len(wbe.Failed) != 1 || wbe.Failed[0].User != "big" {
 		t.Fatalf("Restore error = %.300v, want ErrTooLarge for feed/big alone", err)

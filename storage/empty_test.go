@@ -82,7 +82,7 @@ func backupOfGoneAndKept(t *testing.T, more func(*Store)) *bytes.Buffer {
 func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
 	buf := backupOfGoneAndKept(t, nil)
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(buf, nil); err != nil {
+	if err := dst.Restore(buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := mustLoad(t, dst, "ns", "gone"); f != nil {
@@ -102,7 +102,7 @@ func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(buf, nil); err != nil {
+	if err := dst.Restore(buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	users, err := dst.Users("ns", "", 0)

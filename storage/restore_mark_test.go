@@ -2,6 +2,9 @@ package storage
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -30,7 +33,7 @@ func TestRestoreIntoAStoreKeepsTheUsersCoverMark(t *testing.T) {
 			if err := s.Backup(&backup); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Restore(bytes.NewReader(backup.Bytes()), tc.merge); err != nil {
+			if err := s.Restore(bytes.NewReader(backup.Bytes()), tc.merge, nil); err != nil {
 				t.Fatalf("Restore: %v", err)
 			}
 			if err := s.Close(); err != nil {
@@ -44,4 +47,85 @@ func TestRestoreIntoAStoreKeepsTheUsersCoverMark(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A merging restore with a fold merges each stored filter with its
+// journal records after its cover mark folded in (the filter its calls
+// ran on) and keeps the records live; a user without such records, or
+// whose fold fails or panics, is merged as stored.
+func TestMergingRestoreFoldsThePendingRecordsIntoTheStoredFilter(t *testing.T) {
+	users := []string{"pending", "clean", "failing", "panicking"}
+	src := openTest(t, testOptions(t))
+	var writes []Write
+	for _, u := range users {
+		writes = append(writes, Write{NS: "feed", User: u, Value: []byte{0x10}})
+	}
+	if err := src.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if err := src.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := testOptions(t)
+	s := openTest(t, opts)
+	covered := mustAppend(t, s, "feed", "pending", "\x40") // written back below
+	for i := range writes {
+		writes[i].Value, writes[i].UpTo = []byte{0x01}, covered
+	}
+	if err := s.WriteBack(writes, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The records' bytes are ORed into the filter; 0x80 makes the fold
+	// fail, 0x20 panic.
+	pending := map[string][]string{"pending": {"\x02", "\x04"}, "failing": {"\x02", "\x80"}, "panicking": {"\x20"}}
+	for u, values := range pending {
+		for _, v := range values {
+			mustAppend(t, s, "feed", u, v)
+		}
+	}
+	var calls [][]string
+	fold := func(filter []byte, journal []JournalEntry) ([]byte, error) {
+		var values []string
+		out := bytes.Clone(filter)
+		for _, j := range journal {
+			values = append(values, string(j.Value))
+			switch j.Value[0] {
+			case 0x80:
+				return []byte{0xff}, errors.New("a record it cannot read")
+			case 0x20:
+				panic("a bug")
+			}
+			out[0] |= j.Value[0]
+		}
+		calls = append(calls, values)
+		return out, nil
+	}
+	if err := s.Restore(bytes.NewReader(backup.Bytes()), orMerge, fold); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"\x02", "\x04"}}; !reflect.DeepEqual(calls, want) {
+		t.Errorf("folded records %q, want %q (the pending user's records after its cover mark)", calls, want)
+	}
+	want := map[string]byte{"pending": 0x17, "clean": 0x11, "failing": 0x11, "panicking": 0x11}
+	check := func(when string) {
+		t.Helper()
+		for _, u := range users {
+			f, j := mustLoad(t, s, "feed", u)
+			var values []string
+			for _, e := range j {
+				values = append(values, string(e.Value))
+			}
+			if !bytes.Equal(f, []byte{want[u]}) || !slices.Equal(values, pending[u]) {
+				t.Errorf("%s: %s has filter %x and journal %q, want %x and %q", when, u, f, values, want[u], pending[u])
+			}
+		}
+	}
+	check("after the restore")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, opts)
+	check("after a restart")
 }

@@ -713,7 +713,7 @@ func TestWritesBelowMinFreeBytesFailWithErrFullWhileReadsWork(t *testing.T) {
 	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte("g")}}, nil); !errors.Is(err, ErrFull) {
 		t.Errorf("WriteBack: %v, want ErrFull", err)
 	}
-	if err := s.Restore(strings.NewReader(backup.String()), nil); !errors.Is(err, ErrFull) {
+	if err := s.Restore(strings.NewReader(backup.String()), nil, nil); !errors.Is(err, ErrFull) {
 		t.Errorf("Restore: %v, want ErrFull", err)
 	}
 	f, j := mustLoad(t, s, "feed", "u")
@@ -748,7 +748,7 @@ func TestClosedStoreReturnsErrClosed(t *testing.T) {
 	_, checks["Namespaces"] = s.Namespaces()
 	checks["JournalUsers"] = s.JournalUsers(func(string, string) error { return nil })
 	checks["Backup"] = s.Backup(&strings.Builder{})
-	checks["Restore"] = s.Restore(strings.NewReader(""), nil)
+	checks["Restore"] = s.Restore(strings.NewReader(""), nil, nil)
 	for name, err := range checks {
 		if !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
@@ -1008,7 +1008,7 @@ func TestOnlyWriterSkipsTheMergeUntilAnotherWrites(t *testing.T) {
 	if err := s.Backup(&backup); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Restore(&backup, nil); err != nil {
+	if err := s.Restore(&backup, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	write(token, 0x40)
@@ -1197,7 +1197,7 @@ func TestForgetAndRestoreFinishWhileMemtablesAreFlushed(t *testing.T) {
 			if iter%2 == 0 {
 				done <- s.Delete("ns", fmt.Sprint("u", iter))
 			} else {
-				done <- s.Restore(bytes.NewReader(backup.Bytes()), nil)
+				done <- s.Restore(bytes.NewReader(backup.Bytes()), nil, nil)
 			}
 		}()
 		select {
@@ -1277,7 +1277,7 @@ func TestKeepFormatLeavesAnOlderStoreAsItIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := openTest(t, testOptions(t))
-	if err := dst.Restore(bytes.NewReader(backup.Bytes()), nil); err != nil {
+	if err := dst.Restore(bytes.NewReader(backup.Bytes()), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := mustLoad(t, dst, "feed", "u"); string(f) != "filter" {

@@ -30,3 +30,9 @@ type Write struct {
 
 // MergeFunc merges a value about to be written into the value already stored.
 type MergeFunc func(stored, value []byte) ([]byte, error)
+
+// FoldFunc returns a stored filter with the user's journal records after
+// its cover mark added back onto it, as a load after a restart adds them,
+// so that a merge (see Store.Restore) takes in the filter the user's calls
+// ran on. An error leaves the filter as stored.
+type FoldFunc func(filter []byte, journal []JournalEntry) ([]byte, error)

@@ -146,11 +146,17 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
-	var merge storage.MergeFunc
+	var (
+		merge storage.MergeFunc
+		fold  storage.FoldFunc
+	)
 	if o.merge {
-		merge = eviction.MergeFilters
+		// A user's calls since its last write-back (a crash) are folded
+		// into its stored filter before the merge: replayed onto the
+		// union instead, they could leave an item they found seen unseen.
+		merge, fold = eviction.MergeFilters, eviction.FoldJournal(store.MaxValueBytes())
 	}
-	if err := store.Restore(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20), merge); err != nil {
+	if err := store.Restore(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20), merge, fold); err != nil {
 		if ctx.Err() != nil {
 			// Each user is restored whole or not at all, and restoring a
 			// user again gives the same filter.

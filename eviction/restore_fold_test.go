@@ -1,0 +1,100 @@
+package eviction
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/userfilter"
+)
+
+// A merging restore into a store whose calls since the last write-back
+// were lost to a crash (their journal records pending): what the calls
+// found seen, false positives included, stays seen, and so do the items
+// they recorded and the backup's, after the restore and after a crash
+// that follows it (the records are replayed onto the merged filter).
+func TestMergingRestoreKeepsWhatPendingCallsFoundSeen(t *testing.T) {
+	for name, p := range map[string]userfilter.Profile{
+		"default": userfilter.DefaultProfile(),
+		"window":  {Window: 7 * 24 * time.Hour, Granularity: 24 * time.Hour},
+		"capped":  {MaxItems: 10000},
+		"compact": {Kind: userfilter.KindCompact},
+		"staged":  {Kind: userfilter.KindStaged, InitialCapacity: 40, Growth: 2, Tightening: 0.8, FPRate: 0.001},
+	} {
+		t.Run(name, func(t *testing.T) { testMergingRestoreFolds(t, []Namespace{{Name: "default", Profile: p}}) })
+	}
+}
+
+func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
+	items := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s:%d", prefix, i)
+		}
+		return out
+	}
+	fixture := func() *fixture {
+		fx := newFixture(t, Options{})
+		fx.ns = ns
+		fx.restart(true, Options{})
+		return fx
+	}
+	other := fixture() // the backup: another store's user u
+	if _, err := other.h.Filter("default", "u", items("b", 900), 0, userfilter.RecordAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if err := other.h.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+
+	fx := fixture()
+	if _, err := fx.h.Filter("default", "u", items("s", 700), 0, userfilter.RecordAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Calls whose layers fill past the stored filter's, left in the
+	// journal only.
+	seen := append(items("b", 900), items("s", 700)...)
+	for call := range 8 {
+		cands := items(fmt.Sprintf("c%d", call), 500)
+		if _, err := fx.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, cands...) // found seen, or recorded
+	}
+	fx.restart(false, Options{}) // a crash
+	restore := func() {
+		t.Helper()
+		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore()
+	check := func(when string) {
+		t.Helper()
+		got, err := fx.h.Check("default", "u", seen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lost []string
+		for i, s := range got {
+			if !s {
+				lost = append(lost, seen[i])
+			}
+		}
+		if len(lost) > 0 {
+			t.Errorf("%s: %d of the %d items the user saw test unseen: %v", when, len(lost), len(seen), lost)
+		}
+	}
+	check("after the restore")
+	fx.restart(false, Options{})
+	restore() // run again, as after an interrupted restore
+	check("after a crash and the restore run again")
+}
