@@ -98,3 +98,66 @@ func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
 	restore() // run again, as after an interrupted restore
 	check("after a crash and the restore run again")
 }
+
+// A merging restore of a backup taken after a crash of its service (the
+// calls since the user's last write-back in its journal only) into a store
+// that holds the user: what those calls found seen, false positives
+// included, stays seen, as do the items they recorded and the store's.
+func TestMergingRestoreKeepsWhatTheBackupsPendingCallsFoundSeen(t *testing.T) {
+	items := func(prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s:%d", prefix, i)
+		}
+		return out
+	}
+	other := newFixture(t, Options{}) // the backup's store
+	if _, err := other.h.Filter("default", "u", items("s", 700), 0, userfilter.RecordAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seen := append(items("s", 700), items("b", 900)...)
+	for call := range 8 {
+		cands := items(fmt.Sprintf("c%d", call), 500)
+		if _, err := other.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, cands...) // found seen, or recorded
+	}
+	other.restart(false, Options{}) // a crash
+	var backup bytes.Buffer
+	if err := other.st.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+
+	fx := newFixture(t, Options{})
+	if _, err := fx.h.Filter("default", "u", items("b", 900), 0, userfilter.RecordAll); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(true, Options{})
+	check := func(when string) {
+		t.Helper()
+		got, err := fx.h.Check("default", "u", seen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lost []string
+		for i, s := range got {
+			if !s {
+				lost = append(lost, seen[i])
+			}
+		}
+		if len(lost) > 0 {
+			t.Errorf("%s: %d of the %d items the user saw test unseen: %v", when, len(lost), len(seen), lost)
+		}
+	}
+	for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
+		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+			t.Fatal(err)
+		}
+		check(when)
+		fx.restart(false, Options{})
+	}
+}

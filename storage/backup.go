@@ -93,11 +93,11 @@ func (s *Store) Backup(w io.Writer) error {
 		return opErr("backup", err)
 	}
 	lists := &countingWriter{w: w}
-	if err := backupKeys(txn, lists); err != nil {
-		return opErr("backup", err)
-	}
 	// Journal records travel as journal keys of format 1, in lists of the
-	// same stream format, so every backup reads back the same way.
+	// same stream format, so every backup reads back the same way. They
+	// come before the filters, so that a merging restore has a user's
+	// records at hand when it meets the user's filter (see Restore); a
+	// build that restores them after reads either order alike.
 	for len(journal) > 0 {
 		n := min(len(journal), restoreChunkKeys)
 		list := &pb.KVList{}
@@ -108,6 +108,9 @@ func (s *Store) Backup(w io.Writer) error {
 		if err := writeList(lists, list); err != nil {
 			return opErr("backup", err)
 		}
+	}
+	if err := backupKeys(txn, lists); err != nil {
+		return opErr("backup", err)
 	}
 	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
 	end = binary.LittleEndian.AppendUint64(end, uint64(lists.crc))
@@ -192,6 +195,10 @@ func writeList(w io.Writer, list *pb.KVList) error {
 type restoreKV struct {
 	key, value []byte
 	expiresAt  uint64
+	// Of a filter merged with a fold: the backup's records of the user,
+	// and the filter's cover mark in the source (0: none).
+	journal []JournalEntry
+	mark    uint64
 }
 
 // Restore adds the filters and journal entries of a backup made by Backup
@@ -209,9 +216,14 @@ type restoreKV struct {
 // merged with those records folded into it: the calls ran on that filter,
 // and their records replayed onto the union could fill and seal its layers
 // at other points, so that an item a call found seen (a false positive it
-// did not record) would test unseen. The records stay in the journal:
-// replayed onto the union, which holds each of their items, they add
-// nothing, and a crash during the restore loses none of them.
+// did not record) would test unseen. So is the backup's filter with the
+// backup's records of the user, which a backup holds before its filters
+// (those of backups of earlier builds, which hold them after, are
+// replayed onto the union as before); Restore keeps them in memory until
+// the user's filter comes, as Backup held them. The records of both sides
+// stay in the journal: replayed onto the union, which holds each of their
+// items, they add nothing, and a crash during the restore loses none of
+// them.
 //
 // Restore is not atomic: on error, part of the backup may be restored, and
 // running it again is safe. A stream that is not a backup, or is cut short,
@@ -229,6 +241,12 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 		size    int
 		prevKey []byte
 		now     = uint64(time.Now().Unix())
+		// The backup's journal records by user (filter key), kept for a
+		// merge with a fold until the user's filter comes: a backup of
+		// this build holds them before the filters (one of an earlier
+		// build after them, and its records are not folded).
+		journals = map[string][]JournalEntry{}
+		folding  = merge != nil && fold != nil
 	)
 	flush := func() error {
 		for len(pending) > 0 {
@@ -263,15 +281,27 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 				continue
 			}
 			value := kv.Value
+			var mark uint64
 			if kv.Key[0] == prefixFilter && len(kv.UserMeta) > 0 {
 				// The source's cover mark counts its journal numbers:
 				// the filter alone is restored.
 				var err error
-				if value, _, err = splitCoverMark(value, kv.UserMeta[0]); err != nil {
+				if value, mark, err = splitCoverMark(value, kv.UserMeta[0]); err != nil {
 					return fmt.Errorf("%w: %w", ErrBadBackup, err)
 				}
 			}
-			pending = append(pending, restoreKV{key: kv.Key, value: value, expiresAt: kv.ExpiresAt})
+			var journal []JournalEntry
+			switch {
+			case !folding:
+			case kv.Key[0] == prefixJournal:
+				ns, user, seq, _ := parseJournalKey(kv.Key)
+				k := string(filterKey(nil, string(ns), string(user)))
+				journals[k] = append(journals[k], JournalEntry{Seq: seq, Value: bytes.Clone(kv.Value)})
+			case kv.Key[0] == prefixFilter:
+				journal = journals[string(kv.Key)]
+				delete(journals, string(kv.Key))
+			}
+			pending = append(pending, restoreKV{key: kv.Key, value: value, expiresAt: kv.ExpiresAt, journal: journal, mark: mark})
 			size += len(kv.Key) + len(kv.Value)
 			if len(pending) >= restoreChunkKeys || size >= restoreChunkBytes {
 				if err := flush(); err != nil {
@@ -524,7 +554,8 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc, fold FoldFunc) (fai
 			if err == nil {
 				var stored, merged []byte
 				if stored, mark, err = readFilter(item); err == nil {
-					merged, err = merge(s.foldPending(string(ns), string(user), stored, mark, fold), value)
+					stored = s.foldPending(string(ns), string(user), stored, mark, kv.journal, fold)
+					merged, err = merge(stored, s.foldBackup(string(ns), string(user), value, kv.journal, kv.mark, fold))
 				}
 				if err == nil && !bytes.Equal(merged, value) {
 					// The union holds the stored filter's items too (in a
@@ -567,8 +598,10 @@ func (s *Store) restoreTxn(kvs []restoreKV, merge MergeFunc, fold FoldFunc) (fai
 // foldPending returns the user's stored filter with its journal records
 // after mark folded in by fold (see Restore), or the filter as stored if
 // there are none, fold is nil, or it fails (the records are then replayed
-// onto the merge, as before folding was done).
-func (s *Store) foldPending(ns, user string, stored []byte, mark uint64, fold FoldFunc) []byte {
+// onto the merge, as before folding was done). The backup's records of
+// the user (restored), whose calls ran on the backup's filter, are not
+// folded in.
+func (s *Store) foldPending(ns, user string, stored []byte, mark uint64, restored []JournalEntry, fold FoldFunc) []byte {
 	if fold == nil {
 		return stored
 	}
@@ -577,7 +610,9 @@ func (s *Store) foldPending(ns, user string, stored []byte, mark uint64, fold Fo
 	if err == nil {
 		// Records the mark covers may still be live for a moment after a
 		// write-back: the filter holds them.
-		journal = slices.DeleteFunc(journal, func(j JournalEntry) bool { return j.Seq <= mark })
+		journal = slices.DeleteFunc(journal, func(j JournalEntry) bool {
+			return j.Seq <= mark || slices.ContainsFunc(restored, func(r JournalEntry) bool { return bytes.Equal(r.Value, j.Value) })
+		})
 		if len(journal) == 0 {
 			return stored
 		}
@@ -587,6 +622,27 @@ func (s *Store) foldPending(ns, user string, stored []byte, mark uint64, fold Fo
 		s.opts.Logger.Warn("storage: restore merges a stored filter without its journal records folded in",
 			"ns", ns, "user", user, "err", err)
 		return stored
+	}
+	return folded
+}
+
+// foldBackup returns the backup's filter of the user with the backup's
+// records of the user (journal) after its cover mark in the source folded
+// in by fold, or the filter as it is if there are none or the fold fails
+// (the records, restored into the journal, are then replayed onto the
+// merge, as before folding was done).
+func (s *Store) foldBackup(ns, user string, value []byte, journal []JournalEntry, mark uint64, fold FoldFunc) []byte {
+	// Records the mark covers, in the backup too when a write-back fell
+	// between its two snapshots, are in the filter.
+	journal = slices.DeleteFunc(slices.Clone(journal), func(j JournalEntry) bool { return j.Seq <= mark })
+	if fold == nil || len(journal) == 0 {
+		return value
+	}
+	folded, err := safeFold(fold, value, journal)
+	if err != nil {
+		s.opts.Logger.Warn("storage: restore merges a backup's filter without its journal records folded in",
+			"ns", ns, "user", user, "err", err)
+		return value
 	}
 	return folded
 }

@@ -99,15 +99,17 @@
 //
 // # Backup and restore
 //
-// Backup writes a header (magic and format version), Badger's backup
-// stream of a consistent snapshot, the live journal records as journal
-// keys in the same stream format, and an end mark with the lists' length
+// Backup writes a header (magic and format version), the live journal
+// records as journal keys in Badger's backup stream format, the stream of
+// a consistent snapshot (backups of earlier builds have the journal after
+// it), and an end mark with the lists' length
 // and CRC-32C, without which a backup cut short (a dropped download) or
 // with a byte changed (bit rot) is refused. VerifyBackup checks a stream
 // whole without restoring it. Restore reads it back into any store,
-// empty or not, merging filters with the caller's MergeFunc and keeping
-// both journal entries when two share a sequence number, so restoring into
-// a live store, or twice, loses nothing.
+// empty or not, merging filters with the caller's MergeFunc (each side's
+// pending journal records first folded into its filter by the caller's
+// FoldFunc) and keeping both journal entries when two share a sequence
+// number, so restoring into a live store, or twice, loses nothing.
 //
 // # Keeping disk use bounded
 //

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -128,4 +129,57 @@ func TestMergingRestoreFoldsThePendingRecordsIntoTheStoredFilter(t *testing.T) {
 	}
 	s = openTest(t, opts)
 	check("after a restart")
+}
+
+// A merging restore with a fold folds the backup's journal records of a
+// user into the backup's filter, and the store's into the stored one: each
+// side's records into the filter its calls ran on. Both stay in the
+// journal.
+func TestMergingRestoreFoldsEachSidesRecordsIntoItsFilter(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	covered := mustAppend(t, src, "feed", "u", "\x40") // in the backup's filter
+	if err := src.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x10}, UpTo: covered}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, src, "feed", "u", "\x20")
+	var backup bytes.Buffer
+	if err := src.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, testOptions(t))
+	if err := s.WriteBack([]Write{{NS: "feed", User: "u", Value: []byte{0x01}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "feed", "u", "\x02")
+	var calls []string
+	fold := func(filter []byte, journal []JournalEntry) ([]byte, error) {
+		out := bytes.Clone(filter)
+		call := fmt.Sprintf("%x:", filter)
+		for _, j := range journal {
+			out[0] |= j.Value[0]
+			call += fmt.Sprintf(" %x", j.Value)
+		}
+		calls = append(calls, call)
+		return out, nil
+	}
+	// The second run, as after an interrupted restore, folds the store's
+	// record into the merged filter stored by the first.
+	for _, want := range [][]string{{"01: 02", "10: 20"}, {"10: 20", "33: 02"}} {
+		calls = nil
+		if err := s.Restore(bytes.NewReader(backup.Bytes()), orMerge, fold); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(calls)
+		if !slices.Equal(calls, want) {
+			t.Errorf("folds %q, want %q (each side's records into its filter)", calls, want)
+		}
+		f, j := mustLoad(t, s, "feed", "u")
+		var values []string
+		for _, e := range j {
+			values = append(values, string(e.Value))
+		}
+		if !bytes.Equal(f, []byte{0x33}) || !slices.Equal(values, []string{"\x02", "\x20"}) {
+			t.Errorf("after the restore: filter %x and journal %q, want 33 and [02 20]", f, values)
+		}
+	}
 }

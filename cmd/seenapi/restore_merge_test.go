@@ -13,10 +13,10 @@ import (
 	"github.com/seenapi/seenapi/userfilter"
 )
 
-// restore --merge into the data directory of a service that crashed before
-// writing back its last calls: every candidate those calls found seen
-// (false positives among them, which they did not record) or recorded
-// stays seen, as do the backup's items.
+// restore --merge of the backup of a service that crashed before writing
+// back its last calls into the data directory of another that did too:
+// every candidate the calls of either found seen (false positives among
+// them, which they did not record) or recorded stays seen.
 func TestRestoreMergeAfterACrashKeepsWhatTheLastCallsFoundSeen(t *testing.T) {
 	items := func(prefix string, n int) []string {
 		out := make([]string, n)
@@ -54,30 +54,35 @@ func TestRestoreMergeAfterACrashKeepsWhatTheLastCallsFoundSeen(t *testing.T) {
 		}
 	}
 
+	// Each side: a user's filter written back, then calls in the journal
+	// alone when the service crashes (its files copied as they are).
+	var seen []string
+	crashed := func(dir, prefix, stored string) {
+		t.Helper()
+		live := dir + ".live"
+		store, hot := open(live)
+		record(hot, items(stored, 800), userfilter.RecordAll)
+		if err := hot.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, items(stored, 800)...)
+		for call := range 8 {
+			cands := items(fmt.Sprintf("%s%d", prefix, call), 500)
+			record(hot, cands, userfilter.RecordReturned)
+			seen = append(seen, cands...) // found seen, or recorded
+		}
+		copyDir(t, live, dir, "LOCK") // what a crash leaves
+		closeBoth(store, hot)
+	}
 	dir := t.TempDir()
-	from, live, into := filepath.Join(dir, "from"), filepath.Join(dir, "live"), filepath.Join(dir, "into")
-	store, hot := open(from)
-	record(hot, items("b", 900), userfilter.RecordAll)
-	closeBoth(store, hot)
+	from, into := filepath.Join(dir, "from"), filepath.Join(dir, "into")
+	crashed(from, "b", "d")
+	crashed(into, "c", "s")
 	file := filepath.Join(dir, "backup")
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"backup", "--data-dir", from, "--out", file}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("backup exit %d: %s", code, out.String())
 	}
-
-	store, hot = open(live)
-	record(hot, items("s", 700), userfilter.RecordAll)
-	if err := hot.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	seen := append(items("b", 900), items("s", 700)...)
-	for call := range 8 { // in the journal alone
-		cands := items(fmt.Sprintf("c%d", call), 500)
-		record(hot, cands, userfilter.RecordReturned)
-		seen = append(seen, cands...) // found seen, or recorded
-	}
-	copyDir(t, live, into, "LOCK") // what a crash leaves
-	closeBoth(store, hot)
 
 	if code := run(context.Background(), []string{"restore", "--merge", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("restore --merge exit %d: %s", code, out.String())
