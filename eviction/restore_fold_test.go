@@ -9,6 +9,58 @@ import (
 	"github.com/seenapi/seenapi/userfilter"
 )
 
+// numbered returns n items named prefix:i.
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return out
+}
+
+// pendingCalls runs 8 calls of 500 candidates for user u of "default"
+// that record what they return, after a first call recording stored (700
+// items) written back: the calls fill and seal layers past the stored
+// filter's, and are in the journal alone. It returns every item the user
+// has seen: stored, and each candidate, found seen or recorded.
+func pendingCalls(t *testing.T, fx *fixture, stored, prefix string) []string {
+	t.Helper()
+	if _, err := fx.h.Filter("default", "u", numbered(stored, 700), 0, userfilter.RecordAll); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seen := numbered(stored, 700)
+	for call := range 8 {
+		cands := numbered(fmt.Sprintf("%s%d", prefix, call), 500)
+		if _, err := fx.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, cands...)
+	}
+	return seen
+}
+
+// checkSeen fails the test for every item of seen that user u of
+// "default" has not seen.
+func checkSeen(t *testing.T, fx *fixture, seen []string, when string) {
+	t.Helper()
+	got, err := fx.h.Check("default", "u", seen, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i, s := range got {
+		if !s {
+			lost = append(lost, seen[i])
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%s: %d of the %d items the user saw test unseen: %v", when, len(lost), len(seen), lost)
+	}
+}
+
 // A merging restore into a store whose calls since the last write-back
 // were lost to a crash (their journal records pending): what the calls
 // found seen, false positives included, stays seen, and so do the items
@@ -27,13 +79,6 @@ func TestMergingRestoreKeepsWhatPendingCallsFoundSeen(t *testing.T) {
 }
 
 func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
-	items := func(prefix string, n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s:%d", prefix, i)
-		}
-		return out
-	}
 	fixture := func() *fixture {
 		fx := newFixture(t, Options{})
 		fx.ns = ns
@@ -41,7 +86,7 @@ func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
 		return fx
 	}
 	other := fixture() // the backup: another store's user u
-	if _, err := other.h.Filter("default", "u", items("b", 900), 0, userfilter.RecordAll); err != nil {
+	if _, err := other.h.Filter("default", "u", numbered("b", 900), 0, userfilter.RecordAll); err != nil {
 		t.Fatal(err)
 	}
 	if err := other.h.Flush(); err != nil {
@@ -53,50 +98,15 @@ func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
 	}
 
 	fx := fixture()
-	if _, err := fx.h.Filter("default", "u", items("s", 700), 0, userfilter.RecordAll); err != nil {
-		t.Fatal(err)
-	}
-	if err := fx.h.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	// Calls whose layers fill past the stored filter's, left in the
-	// journal only.
-	seen := append(items("b", 900), items("s", 700)...)
-	for call := range 8 {
-		cands := items(fmt.Sprintf("c%d", call), 500)
-		if _, err := fx.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
-			t.Fatal(err)
-		}
-		seen = append(seen, cands...) // found seen, or recorded
-	}
+	seen := append(numbered("b", 900), pendingCalls(t, fx, "s", "c")...)
 	fx.restart(false, Options{}) // a crash
-	restore := func() {
-		t.Helper()
+	for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
 		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 			t.Fatal(err)
 		}
+		checkSeen(t, fx, seen, when)
+		fx.restart(false, Options{})
 	}
-	restore()
-	check := func(when string) {
-		t.Helper()
-		got, err := fx.h.Check("default", "u", seen, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lost []string
-		for i, s := range got {
-			if !s {
-				lost = append(lost, seen[i])
-			}
-		}
-		if len(lost) > 0 {
-			t.Errorf("%s: %d of the %d items the user saw test unseen: %v", when, len(lost), len(seen), lost)
-		}
-	}
-	check("after the restore")
-	fx.restart(false, Options{})
-	restore() // run again, as after an interrupted restore
-	check("after a crash and the restore run again")
 }
 
 // A merging restore of a backup taken after a crash of its service (the
@@ -104,28 +114,8 @@ func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
 // that holds the user: what those calls found seen, false positives
 // included, stays seen, as do the items they recorded and the store's.
 func TestMergingRestoreKeepsWhatTheBackupsPendingCallsFoundSeen(t *testing.T) {
-	items := func(prefix string, n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("%s:%d", prefix, i)
-		}
-		return out
-	}
 	other := newFixture(t, Options{}) // the backup's store
-	if _, err := other.h.Filter("default", "u", items("s", 700), 0, userfilter.RecordAll); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.h.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	seen := append(items("s", 700), items("b", 900)...)
-	for call := range 8 {
-		cands := items(fmt.Sprintf("c%d", call), 500)
-		if _, err := other.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
-			t.Fatal(err)
-		}
-		seen = append(seen, cands...) // found seen, or recorded
-	}
+	seen := pendingCalls(t, other, "s", "c")
 	other.restart(false, Options{}) // a crash
 	var backup bytes.Buffer
 	if err := other.st.Backup(&backup); err != nil {
@@ -133,31 +123,16 @@ func TestMergingRestoreKeepsWhatTheBackupsPendingCallsFoundSeen(t *testing.T) {
 	}
 
 	fx := newFixture(t, Options{})
-	if _, err := fx.h.Filter("default", "u", items("b", 900), 0, userfilter.RecordAll); err != nil {
+	if _, err := fx.h.Filter("default", "u", numbered("b", 900), 0, userfilter.RecordAll); err != nil {
 		t.Fatal(err)
 	}
+	seen = append(seen, numbered("b", 900)...)
 	fx.restart(true, Options{})
-	check := func(when string) {
-		t.Helper()
-		got, err := fx.h.Check("default", "u", seen, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lost []string
-		for i, s := range got {
-			if !s {
-				lost = append(lost, seen[i])
-			}
-		}
-		if len(lost) > 0 {
-			t.Errorf("%s: %d of the %d items the user saw test unseen: %v", when, len(lost), len(seen), lost)
-		}
-	}
 	for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
 		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 			t.Fatal(err)
 		}
-		check(when)
+		checkSeen(t, fx, seen, when)
 		fx.restart(false, Options{})
 	}
 }
