@@ -432,7 +432,7 @@ type NamespaceStats struct {
 	// Misses Calls that did not find the user hot.
 	Misses int64 `json:"misses"`
 
-	// NewUsers Of `loads`, the users a recording call created because nothing was stored for them (or a user gone past its window).
+	// NewUsers The users a recording call created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
 	NewUsers int64 `json:"new_users"`
 
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
@@ -567,7 +567,7 @@ type ServiceStats struct {
 	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
-	// NewUsers Users created by a recording call because nothing was stored for them (no filter, no journal, or a user gone past its window); these are among `loads`, the storage reads of cold users.
+	// NewUsers Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.

@@ -79,7 +79,7 @@ type NamespaceStats struct {
 	Misses     uint64  `json:"misses"`
 	HitRatio   float64 `json:"hit_ratio"`
 	Loads      uint64  `json:"loads"`     // storage reads of cold users
-	NewUsers   uint64  `json:"new_users"` // of Loads, those that found nothing stored and created the user
+	NewUsers   uint64  `json:"new_users"` // users a recording call made: nothing stored (among Loads), or gone past its window
 	Evictions  uint64  `json:"evictions"`
 	// Candidates are the distinct candidates the one call tested (filter
 	// and batch calls), SeenCandidates those of them that tested seen

@@ -594,9 +594,10 @@ func (h *HotSet) acquireNew(info *nsInfo, user string, create bool) (e *entry, h
 					// namespace's profile, as from the store (below).
 					if f, err := userfilter.New(info.Profile); err == nil {
 						e.f.Replace(f)
+						created = true
 					}
 				}
-				return e, true, false, nil
+				return e, true, created, nil
 			}
 			e.mu.Unlock()
 			continue

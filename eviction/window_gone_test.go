@@ -348,3 +348,29 @@ func TestGoneUserMadeAnewKeepsItsProfileThroughACrash(t *testing.T) {
 		})
 	}
 }
+
+// A gone user recorded again is a new user, whether its gone filter was
+// still in memory or only in the store: new users count both alike.
+func TestGoneUserMadeAnewCountsAsNew(t *testing.T) {
+	clock, advance := newTestClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	fx := newFixture(t, Options{Now: clock})
+	newUsers := func() uint64 { return fx.h.Stats().Namespaces["push"].NewUsers }
+	record(t, fx.h, "push", "hot", "a")
+	record(t, fx.h, "push", "cold", "a")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := newUsers(); n != 2 {
+		t.Fatalf("two users recorded: %d new users, want 2", n)
+	}
+	advance(9 * 24 * time.Hour) // past push's week
+	record(t, fx.h, "push", "hot", "b")
+	if n := newUsers(); n != 3 {
+		t.Errorf("a gone user in memory recorded again: %d new users, want 3", n)
+	}
+	fx.restart(true, Options{Now: clock})
+	record(t, fx.h, "push", "cold", "b")
+	if n := newUsers(); n != 1 {
+		t.Errorf("after a restart, a gone user in the store recorded again: %d new users, want 1", n)
+	}
+}

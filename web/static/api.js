@@ -197,7 +197,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} hot_users The namespace's users whose filter is in memory.
  * @property {number} loads Storage reads of the namespace's cold users.
  * @property {number} misses Calls that did not find the user hot.
- * @property {number} new_users Of `loads`, the users a recording call created because nothing was stored for them (or a user gone past its window).
+ * @property {number} new_users The users a recording call created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
  * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
  */
@@ -268,7 +268,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} loads Storage reads of cold users.
  * @property {number} misses
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
- * @property {number} new_users Users created by a recording call because nothing was stored for them (no filter, no journal, or a user gone past its window); these are among `loads`, the storage reads of cold users.
+ * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
  * @property {Array<string>} removed_namespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
