@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // inUseHint, what to do instead. minFreeBytes: as --min-free-bytes
 // (negative: no check). With keepFormat a store of an older format is not
 // upgraded (see storage.Options.KeepFormat).
-func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Logger, inUseHint string) (*storage.Store, error) {
+func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Logger, inUseHint func(url string) string) (*storage.Store, error) {
 	if _, err := os.Stat(o.dataDir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("--data-dir %s does not exist; give the directory the service serves (its --data-dir, ./data by default)", o.dataDir)
 	} else if err != nil {
@@ -56,7 +57,7 @@ func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Log
 		WithKeepFormat(keepFormat).WithLogger(logger))
 	switch {
 	case errors.Is(err, storage.ErrInUse):
-		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it: %s (%w)", o.dataDir, inUseHint, err)
+		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it%s: %s (%w)", o.dataDir, servingAt(o.dataDir), inUseHint(servingURL(o.dataDir)), err)
 	case errors.Is(err, storage.ErrNoStore):
 		return nil, fmt.Errorf("--data-dir %s holds no seenapi store, so nothing was backed up; give the directory the service serves (its --data-dir, ./data by default)", o.dataDir)
 	}
@@ -72,8 +73,10 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	// Only reads: no free-space minimum, and the directory stays in its
 	// format, so that the build that wrote it can still open it (a backup
 	// taken before going back to it, or before an upgrade).
-	store, err := openStore(o, -1, true, logger, "while it runs, back it up with an admin key through its API "+
-		"(GET /v1/backup): seenapi backup --url http://127.0.0.1:8080 --out FILE; or stop it first")
+	store, err := openStore(o, -1, true, logger, func(url string) string {
+		return "while it runs, back it up with an admin key through its API (GET /v1/backup): seenapi backup --url " +
+			cmp.Or(url, "URL") + " --out " + cmp.Or(o.out, "FILE") + "; or stop it first"
+	})
 	if err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return fmt.Errorf("--data-dir: %w; nothing was restored", err) // the error names only the path
 	}
-	store, err := openStore(o, o.storeMinFreeBytes(), false, logger, "stop it before restoring into its data directory")
+	store, err := openStore(o, o.storeMinFreeBytes(), false, logger, func(string) string { return "stop it before restoring into its data directory" })
 	if err != nil {
 		return err
 	}

@@ -117,8 +117,8 @@ func notServedLine(w io.Writer, dataDir string, nss []eviction.Namespace) {
 	stored, err := storage.PeekNamespaces(storage.DefaultOptions(dataDir).WithLogger(slog.New(slog.DiscardHandler)), served, peekLimit)
 	switch {
 	case errors.Is(err, storage.ErrInUse):
-		fmt.Fprintf(w, "store: --data-dir %s is in use (by the service, most likely) and was not read; "+
-			"GET /v1/namespaces lists in not_served the namespaces it holds users of and does not serve\n", dataDir)
+		fmt.Fprintf(w, "store: --data-dir %s is in use (by the service, most likely%s) and was not read; "+
+			"GET /v1/namespaces lists in not_served the namespaces it holds users of and does not serve\n", dataDir, servingAt(dataDir))
 		return
 	case errors.Is(err, storage.ErrNotClosed):
 		fmt.Fprintf(w, "store: --data-dir %s was left open by a crash and was not read; the service's next start recovers it "+

@@ -1318,6 +1318,51 @@ func TestRestoreMergeKeepsWhatEachSideSaw(t *testing.T) {
 	}
 }
 
+// A running service notes its URL in its data directory, so that backup
+// and a second serve on the directory name the --url to call instead of a
+// fixed one; the note goes when the service stops.
+func TestCommandsOnADirectoryInUseNameTheServicesURL(t *testing.T) {
+	dir := t.TempDir()
+	s := startService(t, nil, "--data-dir", dir)
+	out := filepath.Join(t.TempDir(), "seenapi.backup")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--data-dir", dir, "--out", out}, "seenapi backup --url " + s.url + " --out " + out + ";"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1"}, "serving it at " + s.url + ":"},
+	} {
+		var log bytes.Buffer
+		if code := run(context.Background(), tc.args, noEnv, &log, &log, nil); code == 0 {
+			t.Fatalf("%s: exit 0 on a directory in use\n%s", tc.args[0], log.String())
+		}
+		if !strings.Contains(log.String(), tc.want) {
+			t.Errorf("%s: the error does not say %q:\n%s", tc.args[0], tc.want, log.String())
+		}
+	}
+	if code := s.shutdown(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, servingURLFile)); !os.IsNotExist(err) {
+		t.Errorf("the service's URL is still noted after it stopped (%v)", err)
+	}
+}
+
+func TestLocalAddrCallsAnUnspecifiedHostOnLoopback(t *testing.T) {
+	for _, tc := range []struct{ listened, asked, want string }{
+		{"127.0.0.1:8080", "127.0.0.1:8080", "127.0.0.1:8080"},
+		{"10.0.0.5:8080", "10.0.0.5:8080", "10.0.0.5:8080"},
+		{"[::]:8080", "0.0.0.0:8080", "127.0.0.1:8080"},
+		{"[::]:8080", ":8080", "[::1]:8080"},
+		{"0.0.0.0:8080", ":8080", "127.0.0.1:8080"},
+		{"[::1]:9000", "[::1]:9000", "[::1]:9000"},
+	} {
+		if got := localAddr(tc.listened, tc.asked); got != tc.want {
+			t.Errorf("localAddr(%q, %q) = %q, want %q", tc.listened, tc.asked, got, tc.want)
+		}
+	}
+}
+
 // Backup and restore of the data directory of a running service fail,
 // saying the directory is in use and how a running service is backed up;
 // a second service on it fails saying the directory is in use.

@@ -310,7 +310,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		logger.Info("seenapi: store open", "took", time.Since(opening).Round(time.Millisecond))
 	}
 	if errors.Is(err, storage.ErrInUse) {
-		return fmt.Errorf("--data-dir %s is in use, probably by another seenapi serving it: stop that one first, or give this one another --data-dir (%w)", o.dataDir, err)
+		return fmt.Errorf("--data-dir %s is in use, probably by another seenapi serving it%s: stop that one first, or give this one another --data-dir (%w)", o.dataDir, servingAt(o.dataDir), err)
 	}
 	if err != nil {
 		return fmt.Errorf("--data-dir %s: %w", o.dataDir, err)
@@ -410,6 +410,16 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		attrs = append(attrs, "rate_limit", strconv.FormatFloat(lim.RateLimit, 'g', -1, 64)+"/s per "+caller, "rate_burst", lim.RateBurst)
 	}
 	logger.Info("seenapi: serving", attrs...)
+	// The commands run on the directory while it is in use (backup,
+	// restore, a second serve) read where the service answers, to say
+	// which --url to call instead.
+	urlFile := filepath.Join(o.dataDir, servingURLFile)
+	if _, err := writeFileAtomic(urlFile, func(w io.Writer) (int, error) {
+		return fmt.Fprintln(w, scheme+"://"+localAddr(addr, o.addr))
+	}); err != nil {
+		logger.Warn("seenapi: cannot note the service's URL in the data directory", "file", urlFile, "err", err)
+	}
+	defer os.Remove(urlFile)
 	if onListen != nil {
 		onListen(addr)
 	}
@@ -785,6 +795,56 @@ func shownAddr(listened, asked string) string {
 		return listened
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// servingURLFile holds, in the data directory of a running service, the
+// URL it answers at from this machine; removed when it stops. A crash
+// leaves it, stale, until the next start rewrites it: it is read only
+// while the directory is in use.
+const servingURLFile = "serving-url"
+
+// servingURL returns the URL the service holding dir noted, "" if none.
+func servingURL(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, servingURLFile))
+	if err != nil {
+		return ""
+	}
+	u := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return ""
+	}
+	return u
+}
+
+// servingAt is " at URL" for the service holding dir, "" when it noted none.
+func servingAt(dir string) string {
+	if u := servingURL(dir); u != "" {
+		return " at " + u
+	}
+	return ""
+}
+
+// localAddr is the address a client on this machine calls the service at:
+// the listened one, with an unspecified host (--addr 0.0.0.0:PORT, :PORT)
+// made the loopback one of its family.
+func localAddr(listened, asked string) string {
+	host, port, err := net.SplitHostPort(listened)
+	if err != nil {
+		return listened
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsUnspecified() {
+		return listened
+	}
+	if ah, _, err := net.SplitHostPort(asked); err == nil {
+		if aip := net.ParseIP(ah); aip != nil && aip.To4() != nil {
+			return net.JoinHostPort("127.0.0.1", port)
+		}
+	}
+	if ip.To4() != nil {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return net.JoinHostPort("::1", port)
 }
 
 // storeDescriptors is what the service keeps for itself besides its
