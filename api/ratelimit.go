@@ -175,7 +175,9 @@ func newKeyGuesses(now func() time.Time) *keyGuesses {
 // bucket returns the bucket of the address of c, or nil if it has none
 // that is not full (no key refused from it within refill).
 func (g *keyGuesses) bucket(c *fiber.Ctx) *guessBucket {
-	if g.now().UnixNano()-g.lastRefused.Load() > int64(refill) {
+	// No key refused yet (the common case): not even the clock is read.
+	last := g.lastRefused.Load()
+	if last == 0 || g.now().UnixNano()-last > int64(refill) {
 		return nil
 	}
 	b, _ := g.addrs.Get(guessAddr(c))
