@@ -50,7 +50,7 @@ func TestMillionUsersThroughTenthBudget(t *testing.T) {
 	ref.Add([]string{"common", "item-0"}, time.Now())
 	perUser := int64(ref.MemoryBytes() + entryOverhead + len("user-123456"))
 	budget := 100_000 * perUser
-	// Badger's memtables (3 x 16 MiB), block cache (64 MiB) and table
+	// Badger's memtables (3 x 16 MiB) and table
 	// indexes, Go's heap goal (GOGC lets garbage reach the live heap's size:
 	// a million cold loads and write-backs make plenty) and the test's own
 	// data. Measured RSS here: 283 to 424 MiB.

@@ -48,8 +48,14 @@ type Options struct {
 	// the rest waiting to be flushed). Default 3 (Badger: 5).
 	NumMemtables int
 
-	// BlockCacheSize is the size of Badger's cache of decompressed table
-	// blocks. Default 64 MiB (Badger: 256 MiB).
+	// BlockCacheSize is the size of Badger's cache of table blocks;
+	// negative: none, the default (Badger: 256 MiB). The store's tables are
+	// not compressed, so a block is read in place from the table's memory
+	// map and a cache saves no work; and Badger charges a cached block the
+	// capacity of that slice, the rest of the table's map (about 1 MiB
+	// for a 4 KiB block), so 64 MiB held about 64 blocks: 27%, then 11%,
+	// then 5% of the reads hit in the first three minutes of a run at a
+	// million users, which logged that the cache was too small every minute.
 	BlockCacheSize int64
 
 	// ValueThreshold: values of at least this many bytes go to the value
@@ -99,7 +105,7 @@ const (
 	DefaultGCDiscardRatio    = 0.5
 	DefaultMemTableSize      = 16 << 20
 	DefaultNumMemtables      = 3
-	DefaultBlockCacheSize    = 64 << 20
+	DefaultBlockCacheSize    = -1
 	DefaultValueThreshold    = 256
 	DefaultValueLogFileSize  = 128 << 20
 	DefaultMaxAppendBatch    = 1024
@@ -219,8 +225,6 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MemTableSize %d below 1 MiB", ErrBadOptions, o.MemTableSize)
 	case o.NumMemtables < 1:
 		return o, fmt.Errorf("%w: NumMemtables %d below 1", ErrBadOptions, o.NumMemtables)
-	case o.BlockCacheSize < 0:
-		return o, fmt.Errorf("%w: BlockCacheSize %d is negative", ErrBadOptions, o.BlockCacheSize)
 	case o.ValueThreshold < 0 || o.ValueThreshold > o.MemTableSize*15/100:
 		return o, fmt.Errorf("%w: ValueThreshold %d not in [0, 15%% of MemTableSize]", ErrBadOptions, o.ValueThreshold)
 	case o.ValueLogFileSize < 1<<20 || o.ValueLogFileSize >= 2<<30:

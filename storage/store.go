@@ -169,7 +169,7 @@ func badgerOptions(opts Options) badger.Options {
 		WithLogger(badgerLogger{opts.Logger}).
 		WithMemTableSize(opts.MemTableSize).
 		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
+		WithBlockCacheSize(max(opts.BlockCacheSize, 0)).
 		WithValueThreshold(opts.ValueThreshold).
 		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithVerifyValueChecksum(true).

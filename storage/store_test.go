@@ -591,6 +591,20 @@ func TestOpenOfAFileSaysItIsNotADirectory(t *testing.T) {
 	}
 }
 
+// The store's tables are not compressed, so Badger reads a block in place
+// from the table's map: by default it keeps no block cache, which would
+// save nothing and, charged a map's rest for each block, hold a few dozen.
+func TestOpenKeepsNoBlockCacheByDefault(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	if m := s.db.BlockCacheMetrics(); m != nil {
+		t.Errorf("a block cache by default: %v", m)
+	}
+	s2 := openTest(t, testOptions(t).WithBlockCacheSize(8<<20))
+	if s2.db.BlockCacheMetrics() == nil {
+		t.Error("no block cache with BlockCacheSize 8 MiB")
+	}
+}
+
 func TestOpenWritesFormatVersion(t *testing.T) {
 	s := openTest(t, testOptions(t))
 	err := s.db.View(func(txn *badger.Txn) error {

@@ -116,7 +116,7 @@ func TestCheckSaysWhatTheServiceWouldWarnOf(t *testing.T) {
 }
 
 // GOMEMLIMIT takes the place of --memory-limit as it is: one under what
-// --memory-limit may be (--cache-bytes + 112MiB) is warned of, as the
+// --memory-limit may be (--cache-bytes + 48MiB) is warned of, as the
 // start warns of it, since the collector would then run all the time once
 // the hot set fills. GOMEMLIMIT=0 too, a limit of no bytes (not "no
 // limit"), under which the collector runs all the time from the start.
@@ -126,7 +126,7 @@ func TestCheckWarnsOfAGOMEMLIMITUnderTheBudget(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s%s", code, out, logged)
 		}
-		if want := "warning: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + 112MiB"; !strings.Contains(out, want) {
+		if want := "warning: GOMEMLIMIT, which takes the place of --memory-limit, is under --cache-bytes + 48MiB"; !strings.Contains(out, want) {
 			t.Errorf("GOMEMLIMIT=%s: the output lacks %q:\n%s", under, want, out)
 		}
 	}

@@ -408,7 +408,7 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{env: map[string]string{"SEENAPI_GC_PERCENT": "lots"}, want: `SEENAPI_GC_PERCENT="lots": want a positive percentage, auto or off`},
 		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
 		// Only with --cache-bytes can the limit be judged: after every flag.
-		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 112MiB (1136MiB), or auto or off`},
+		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 48MiB (1072MiB), or auto or off`},
 		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
 		// A port alone is no address, rather than a public one that needs keys.
 		{args: []string{"--addr", "8080"}, want: `--addr "8080": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
@@ -1761,8 +1761,9 @@ func TestMemoryLimit(t *testing.T) {
 		{flag: "auto", env: "2GiB", want: 0}, // GOMEMLIMIT is the runtime's own
 		{flag: "lots", bad: true},
 		{flag: "10", bad: true},
-		{flag: "1GiB", bad: true},                // not even the hot set's budget
-		{flag: "1136MiB", want: 1<<30 + 112<<20}, // the budget and Badger's memtables and block cache
+		{flag: "1GiB", bad: true}, // not even the hot set's budget
+		{flag: "1071MiB", bad: true},
+		{flag: "1072MiB", want: 1<<30 + 48<<20}, // the budget and Badger's memtables
 	} {
 		o := &options{cacheBytes: 1 << 30, memoryLimit: tc.flag}
 		got, err := memoryLimit(o, mapEnv(map[string]string{"GOMEMLIMIT": tc.env}))
@@ -2125,11 +2126,11 @@ func TestRiskySettingsAreWarnedOfAtStart(t *testing.T) {
 		}
 		// Within the memory, but --memory-limit auto past it: the budget
 		// and Badger's heap are more than the memory.
-		s = startService(t, nil, "--data-dir", t.TempDir(), "--cache-bytes", fmt.Sprint(total-50<<20))
+		s = startService(t, nil, "--data-dir", t.TempDir(), "--cache-bytes", fmt.Sprint(total-40<<20))
 		s.shutdown()
 		if out := s.out.String(); !strings.Contains(out, "the Go heap's soft limit (--memory-limit) is more than this machine's memory") ||
 			strings.Contains(out, "--cache-bytes is more than") {
-			t.Errorf("no warning (or the budget's) of a heap limit past the memory, with a budget 50 MiB under it:\n%s", out)
+			t.Errorf("no warning (or the budget's) of a heap limit past the memory, with a budget 40 MiB under it:\n%s", out)
 		}
 	}
 	if err := os.Chmod(keys, 0o600); err != nil {

@@ -698,8 +698,8 @@ func tuneGC(p gcPolicy, hot hotSetUsage, tick time.Duration, stop <-chan struct{
 }
 
 // badgerHeapBytes is what Badger keeps on the Go heap at most: its
-// memtables and its block cache (112MiB).
-const badgerHeapBytes = storage.DefaultNumMemtables*storage.DefaultMemTableSize + storage.DefaultBlockCacheSize
+// memtables (48MiB; the store keeps no block cache).
+const badgerHeapBytes = storage.DefaultNumMemtables * storage.DefaultMemTableSize
 
 // autoMemoryLimit is --memory-limit auto: twice the budget, room for
 // GOGC=100's doubling of a hot set that fills it, plus 768MiB for Badger
@@ -739,7 +739,7 @@ func memoryLimit(o *options, env environ) (int64, error) {
 	case limit == 0:
 		return 0, nil
 	}
-	// Below the hot set's budget plus Badger's memtables and block cache,
+	// Below the hot set's budget plus Badger's memtables,
 	// all on the Go heap, the collector would run all the time once the
 	// hot set is full.
 	if least := int64(o.cacheBytes) + badgerHeapBytes; limit < least {
