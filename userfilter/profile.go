@@ -151,8 +151,6 @@ func (p Profile) WithDefaults() Profile {
 	return p
 }
 
-// Validate reports whether p (after WithDefaults) describes a filter that can
-// be built and encoded.
 // Differences describes how o's parameters differ from p's, one
 // "name p-value against o-value" a parameter, named as in a namespaces
 // file; "" when they are the same. Errors about filters built with other
@@ -175,6 +173,8 @@ func (p Profile) Differences(o Profile) string {
 	return strings.Join(d, ", ")
 }
 
+// Validate reports whether p (after WithDefaults) describes a filter that can
+// be built and encoded.
 func (p Profile) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadProfile}, a...)...)
@@ -192,13 +192,15 @@ func (p Profile) Validate() error {
 		return bad("tightening %v must be in [0.1, 0.99] with two decimals at most", p.Tightening)
 	case p.Window < 0 || p.Granularity < 0:
 		return bad("negative window or granularity")
-	case p.Window > 0 && (p.Granularity < time.Second || p.Window%p.Granularity != 0):
-		return bad("window %v must be a whole number of granularity %v (at least 1s)", p.Window, p.Granularity)
-	case p.Window > 0 && p.Granularity%time.Second != 0:
+	case p.Window > 0 && (p.Granularity < time.Second || p.Granularity%time.Second != 0):
 		// Buckets are numbered, and the granularity encoded, in whole
 		// seconds: 2.5s would work as 2s, its items leaving the window
-		// early, and come back from the store as another profile.
-		return bad("granularity %v of window %v must be a whole number of seconds (give one: the default is window/4)", p.Granularity, p.Window)
+		// early, and come back from the store as another profile. Checked
+		// before the window's division so that a short window's default
+		// (2s/4) is named as the granularity at fault, not the window.
+		return bad("granularity %v of window %v must be a whole number of seconds, at least 1s (give one: the default is window/4)", p.Granularity, p.Window)
+	case p.Window > 0 && p.Window%p.Granularity != 0:
+		return bad("window %v must be a whole number of granularity %v", p.Window, p.Granularity)
 	case p.Window > 0 && p.Window/p.Granularity > 366:
 		return bad("window %v has more than 366 buckets of %v", p.Window, p.Granularity)
 	case p.Window == 0 && p.Granularity != 0:
