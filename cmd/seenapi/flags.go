@@ -100,7 +100,15 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.flushInterval = eviction.DefaultFlushInterval
 		fs.Var(durationFlag{p: &o.flushInterval, min: minFlushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile), at least 1ms")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
-		fs.StringVar(&o.keysFile, "keys-file", "", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), optionally followed by the key's own "rate=N burst=N" (or "rate=off") in place of --rate-limit and "namespaces=a,b" to limit it to those; # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
+		// Given empty (--keys-file "$KEYS_FILE", the variable unset), it
+		// would serve open: as likely a provisioning failure as
+		// SEENAPI_KEYS_FILE set but empty, refused in keys.
+		fs.Var(parsedString{&o.keysFile, func(s string) error {
+			if s == "" {
+				return errors.New("want a file's path; to serve without keys, give no --keys-file")
+			}
+			return nil
+		}}, "keys-file", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), optionally followed by the key's own "rate=N burst=N" (or "rate=off") in place of --rate-limit and "namespaces=a,b" to limit it to those; # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the TLS certificate (with its chain) to serve HTTPS with, together with --tls-key; SIGHUP reloads both; empty: plain HTTP")
 		fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles, read again on SIGHUP (see README); default: only the namespace \"default\"")

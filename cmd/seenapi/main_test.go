@@ -1191,6 +1191,23 @@ func TestKeysFileWithoutKeysRefusesToStart(t *testing.T) {
 	}
 }
 
+// --keys-file "" (a unit's --keys-file "$KEYS_FILE" whose variable did not
+// render) is refused as a flag value, by serve and check alike, as
+// SEENAPI_KEYS_FILE set but empty is: serving open is asked for by giving
+// no keys file.
+func TestKeysFileFlagGivenEmptyIsRefused(t *testing.T) {
+	for _, cmd := range [][]string{nil, {"check"}} {
+		var out bytes.Buffer
+		args := append(cmd, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--min-free-bytes", "-1", "--keys-file", "")
+		ctx, stop := context.WithCancel(context.Background())
+		code := run(ctx, args, mapEnv(nil), &out, &out, func(string) { stop() }) // served: stop
+		stop()
+		if code != 2 || !strings.Contains(out.String(), `invalid value "" for flag --keys-file`) || strings.Contains(out.String(), "NO API KEYS") {
+			t.Errorf("%v: exit %d, want 2 and a refusal of the empty --keys-file:\n%s", args, code, out.String())
+		}
+	}
+}
+
 func TestNamespacesFileServesItsProfiles(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "ns.yaml")
 	if err := os.WriteFile(f, []byte("feed:\n  window: 30d\n  max_items: 7\n"), 0o600); err != nil {
