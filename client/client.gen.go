@@ -1176,12 +1176,13 @@ type ClientInterface interface {
 	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom filter answers 409
-	// `unsupported`. A filter keeps the kind it was built with, so a
-	// user's compact filter still forgets after its namespace changes to
-	// Bloom. `forgotten` counts the distinct items that tested seen; a
-	// user with no filter forgets nothing (409 `unsupported` in a Bloom
-	// namespace). The change is in the store when the answer comes.
+	// it is then shown again, never hidden). A `staged` (the default) or
+	// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+	// was built with, so a user's compact filter still forgets after its
+	// namespace changes kind. `forgotten` counts the distinct items that
+	// tested seen; a user with no filter forgets nothing (409
+	// `unsupported` in a namespace of another kind). The change is in the
+	// store when the answer comes.
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
@@ -1195,12 +1196,13 @@ type ClientInterface interface {
 	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom filter answers 409
-	// `unsupported`. A filter keeps the kind it was built with, so a
-	// user's compact filter still forgets after its namespace changes to
-	// Bloom. `forgotten` counts the distinct items that tested seen; a
-	// user with no filter forgets nothing (409 `unsupported` in a Bloom
-	// namespace). The change is in the store when the answer comes.
+	// it is then shown again, never hidden). A `staged` (the default) or
+	// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+	// was built with, so a user's compact filter still forgets after its
+	// namespace changes kind. `forgotten` counts the distinct items that
+	// tested seen; a user with no filter forgets nothing (409
+	// `unsupported` in a namespace of another kind). The change is in the
+	// store when the answer comes.
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1712,12 +1714,13 @@ func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, params *Filte
 // that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom filter answers 409
-// `unsupported`. A filter keeps the kind it was built with, so a
-// user's compact filter still forgets after its namespace changes to
-// Bloom. `forgotten` counts the distinct items that tested seen; a
-// user with no filter forgets nothing (409 `unsupported` in a Bloom
-// namespace). The change is in the store when the answer comes.
+// it is then shown again, never hidden). A `staged` (the default) or
+// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+// was built with, so a user's compact filter still forgets after its
+// namespace changes kind. `forgotten` counts the distinct items that
+// tested seen; a user with no filter forgets nothing (409
+// `unsupported` in a namespace of another kind). The change is in the
+// store when the answer comes.
 // Role `write`.
 //
 // Takes any type of body and a specified content type.
@@ -1741,12 +1744,13 @@ func (c *Client) ForgetItemsWithBody(ctx context.Context, ns Ns, user User, cont
 // that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom filter answers 409
-// `unsupported`. A filter keeps the kind it was built with, so a
-// user's compact filter still forgets after its namespace changes to
-// Bloom. `forgotten` counts the distinct items that tested seen; a
-// user with no filter forgets nothing (409 `unsupported` in a Bloom
-// namespace). The change is in the store when the answer comes.
+// it is then shown again, never hidden). A `staged` (the default) or
+// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+// was built with, so a user's compact filter still forgets after its
+// namespace changes kind. `forgotten` counts the distinct items that
+// tested seen; a user with no filter forgets nothing (409
+// `unsupported` in a namespace of another kind). The change is in the
+// store when the answer comes.
 // Role `write`.
 //
 // Takes a body of the `application/json` content type.
@@ -3106,12 +3110,13 @@ type ClientWithResponsesInterface interface {
 	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom filter answers 409
-	// `unsupported`. A filter keeps the kind it was built with, so a
-	// user's compact filter still forgets after its namespace changes to
-	// Bloom. `forgotten` counts the distinct items that tested seen; a
-	// user with no filter forgets nothing (409 `unsupported` in a Bloom
-	// namespace). The change is in the store when the answer comes.
+	// it is then shown again, never hidden). A `staged` (the default) or
+	// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+	// was built with, so a user's compact filter still forgets after its
+	// namespace changes kind. `forgotten` counts the distinct items that
+	// tested seen; a user with no filter forgets nothing (409
+	// `unsupported` in a namespace of another kind). The change is in the
+	// store when the answer comes.
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3125,12 +3130,13 @@ type ClientWithResponsesInterface interface {
 	// that never reached the user. Only a `compact` filter can: it drops
 	// each item's fingerprint (so another item that shares it in a layer
 	// is forgotten too, with at most the namespace's false-positive rate;
-	// it is then shown again, never hidden). A Bloom filter answers 409
-	// `unsupported`. A filter keeps the kind it was built with, so a
-	// user's compact filter still forgets after its namespace changes to
-	// Bloom. `forgotten` counts the distinct items that tested seen; a
-	// user with no filter forgets nothing (409 `unsupported` in a Bloom
-	// namespace). The change is in the store when the answer comes.
+	// it is then shown again, never hidden). A `staged` (the default) or
+	// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+	// was built with, so a user's compact filter still forgets after its
+	// namespace changes kind. `forgotten` counts the distinct items that
+	// tested seen; a user with no filter forgets nothing (409
+	// `unsupported` in a namespace of another kind). The change is in the
+	// store when the answer comes.
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -6123,12 +6129,13 @@ func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns,
 // that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom filter answers 409
-// `unsupported`. A filter keeps the kind it was built with, so a
-// user's compact filter still forgets after its namespace changes to
-// Bloom. `forgotten` counts the distinct items that tested seen; a
-// user with no filter forgets nothing (409 `unsupported` in a Bloom
-// namespace). The change is in the store when the answer comes.
+// it is then shown again, never hidden). A `staged` (the default) or
+// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+// was built with, so a user's compact filter still forgets after its
+// namespace changes kind. `forgotten` counts the distinct items that
+// tested seen; a user with no filter forgets nothing (409
+// `unsupported` in a namespace of another kind). The change is in the
+// store when the answer comes.
 // Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6148,12 +6155,13 @@ func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Contex
 // that never reached the user. Only a `compact` filter can: it drops
 // each item's fingerprint (so another item that shares it in a layer
 // is forgotten too, with at most the namespace's false-positive rate;
-// it is then shown again, never hidden). A Bloom filter answers 409
-// `unsupported`. A filter keeps the kind it was built with, so a
-// user's compact filter still forgets after its namespace changes to
-// Bloom. `forgotten` counts the distinct items that tested seen; a
-// user with no filter forgets nothing (409 `unsupported` in a Bloom
-// namespace). The change is in the store when the answer comes.
+// it is then shown again, never hidden). A `staged` (the default) or
+// `bloom` filter answers 409 `unsupported`. A filter keeps the kind it
+// was built with, so a user's compact filter still forgets after its
+// namespace changes kind. `forgotten` counts the distinct items that
+// tested seen; a user with no filter forgets nothing (409
+// `unsupported` in a namespace of another kind). The change is in the
+// store when the answer comes.
 // Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
