@@ -5,6 +5,7 @@ package storage
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -30,4 +31,19 @@ func allocatedBytes(fi fs.FileInfo) int64 {
 // isNoSpace reports whether err is a "no space left on device" error.
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// lockDir takes the lock Badger takes on a store's directory (an exclusive
+// flock of the directory itself) and returns its release; ok is false when
+// another process holds it.
+func lockDir(dir string) (release func(), ok bool) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return func() { f.Close() }, true // closing the descriptor releases the flock
 }

@@ -97,6 +97,9 @@ func Open(opts Options) (*Store, error) {
 			return nil, opErr("open "+opts.Dir, ErrNoStore)
 		}
 	}
+	if err := removeEmptyBadgerFiles(opts.Dir); err != nil {
+		return nil, opErr("open "+opts.Dir, err)
+	}
 	db, err := badger.Open(badgerOptions(opts))
 	if err != nil {
 		// Badger says another process holds the directory in its text only
@@ -159,6 +162,39 @@ func Open(opts Options) (*Store, error) {
 		go s.gcLoop()
 	}
 	return s, nil
+}
+
+// removeEmptyBadgerFiles removes the memtable and value-log files a crash
+// left empty: the process was killed between Badger's creation of one and
+// its sizing, or between the truncation to 0 and the removal by which
+// Badger deletes one (a memtable's once flushed into a table, a value log
+// once collected). They hold nothing, and Badger refuses to open a
+// directory holding one: it takes its own "new file" answer for an error
+// (dgraph-io/badger#2207; "while opening memtables err: while opening fid:
+// 1 err: Create a new file"), so the first start after such a crash would
+// fail. It runs under Badger's lock on the directory, so that a file a
+// running process has just created is never removed; a directory in use
+// is left to Badger, which refuses it.
+func removeEmptyBadgerFiles(dir string) error {
+	release, ok := lockDir(dir)
+	if !ok {
+		return nil
+	}
+	defer release()
+	for _, pattern := range []string{"*.mem", "*.vlog"} {
+		names, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+				if err := os.Remove(name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // badgerOptions are the options the store opens Badger with (Open, and

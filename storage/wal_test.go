@@ -669,3 +669,50 @@ func TestCleanCloseLeavesNoJournal(t *testing.T) {
 		t.Fatalf("a pending record lost at a close: filter %q, journal %v", f, journalValues(j))
 	}
 }
+
+// A crash between the creation of one of Badger's memtable or value-log
+// files and its sizing, or between the truncation and the removal that
+// delete one, leaves it empty, and Badger refuses to open a directory
+// holding one ("while opening memtables err: while opening fid:
+// 1 err: Create a new file", upstream dgraph-io/badger#2207): the start
+// after such a crash must open the store, with what it held.
+func TestEmptyBadgerFilesACrashLeftDoNotStopTheOpen(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	seq := mustAppend(t, s, "feed", "written", "item")
+	if err := s.WriteBack([]Write{{NS: "feed", User: "written", Value: []byte("filter"), UpTo: seq}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	pending := mustAppend(t, s, "feed", "pending", "item")
+	dir := crashCopyDir(t, s)
+	for _, pattern := range []string{"*.mem", "*.vlog"} {
+		names, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil || len(names) == 0 {
+			t.Fatalf("no %s file in the store (%v)", pattern, err)
+		}
+		// The next file Badger would make, created and not yet written.
+		last := filepath.Base(names[len(names)-1])
+		digits := strings.Index(last, ".")
+		fid, err := strconv.Atoi(last[:digits])
+		if err != nil {
+			t.Fatal(err)
+		}
+		empty := fmt.Sprintf("%0*d%s", digits, fid+1, last[digits:])
+		if err := os.WriteFile(filepath.Join(dir, empty), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Open(s.opts.WithDir(dir))
+	if err != nil {
+		t.Fatalf("Open of a store with the empty files a crash left: %v", err)
+	}
+	defer r.Close()
+	if f, _ := mustLoad(t, r, "feed", "written"); string(f) != "filter" {
+		t.Errorf("the filter written back: %q", f)
+	}
+	if _, j := mustLoad(t, r, "feed", "pending"); !slices.Equal(journalValues(j), []string{fmtEntry(pending, "item")}) {
+		t.Errorf("the journal after the crash: %v", journalValues(j))
+	}
+	if err := r.WriteBack([]Write{{NS: "feed", User: "pending", Value: []byte("filter2"), UpTo: pending}}, nil); err != nil {
+		t.Fatalf("a write-back after the open: %v", err)
+	}
+}
