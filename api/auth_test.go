@@ -143,6 +143,43 @@ func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 	}
 }
 
+// The auth answer says the service's limit on the items of one call, so
+// that a client (the dashboard) can split a longer list before it is
+// refused: the default, and one configured, keyed or open.
+func TestAuthSaysTheItemsOneCallMaySend(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		key  string
+		opts []envOption
+		want int
+	}{
+		{"default", readKey, []envOption{withKeys}, api.DefaultMaxCandidates},
+		{"configured", writeKey, []envOption{withKeys, func(c *api.Config) { c.MaxCandidates = 3 }}, 3},
+		{"open", "", []envOption{func(c *api.Config) { c.MaxCandidates = 7 }}, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.opts...)
+			r, err := e.client(c.key).GetAuthWithResponse(ctx)
+			if err != nil || r.JSON200 == nil {
+				t.Fatalf("auth: %v %s", err, r.Body)
+			}
+			if r.JSON200.MaxCandidates != c.want {
+				t.Errorf("auth says max_candidates %d, want %d", r.JSON200.MaxCandidates, c.want)
+			}
+			if c.want >= api.DefaultMaxCandidates {
+				return // more is outside the contract's maxItems, which the test's client refuses to send
+			}
+			items := make([]string, c.want+1)
+			for i := range items {
+				items[i] = fmt.Sprint("i", i)
+			}
+			if s, _ := e.client(c.key).CheckSeenWithResponse(ctx, "default", "u", client.ItemsRequest{Items: items}); s.StatusCode() != http.StatusRequestEntityTooLarge {
+				t.Errorf("a check of %d items: %d %s, want 413", len(items), s.StatusCode(), s.Body)
+			}
+		})
+	}
+}
+
 func TestAuthRefusesAWrongKeyOrNone(t *testing.T) {
 	e := newEnv(t, withKeys)
 	for _, key := range []string{"wrong-key-0123456789abcdef", adminKey + "x", ""} {

@@ -853,11 +853,13 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 
 // authJSON is the answer of GET /v1/auth.
 type authJSON struct {
-	Role      string   `json:"role"`
-	Open      bool     `json:"open"`
-	RateLimit *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
-	RateBurst *int     `json:"rate_burst,omitempty"`
-	KeyID     string   `json:"key_id,omitempty"` // names the key in the log of admin actions
+	Role string `json:"role"`
+	Open bool   `json:"open"`
+	// MaxCandidates lets a client split a longer list before it is refused.
+	MaxCandidates int      `json:"max_candidates"`
+	RateLimit     *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
+	RateBurst     *int     `json:"rate_burst,omitempty"`
+	KeyID         string   `json:"key_id,omitempty"` // names the key in the log of admin actions
 	// Namespaces are the only ones the key may call the routes of; absent:
 	// every one.
 	Namespaces []string `json:"namespaces,omitempty"`
@@ -878,10 +880,11 @@ func (a authJSON) withRate(r callerRate) *authJSON {
 func (s *Server) getAuth(c *fiber.Ctx) error {
 	kr := s.keys.Load()
 	if kr.open() {
-		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true}.withRate(serverRate(s.cfg)))
+		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true, MaxCandidates: s.cfg.MaxCandidates}.withRate(serverRate(s.cfg)))
 	}
 	m := admitted(c)
-	return c.JSON(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope}.withRate(m.rate))
+	return c.JSON(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope,
+		MaxCandidates: s.cfg.MaxCandidates}.withRate(m.rate))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

@@ -146,6 +146,11 @@ type Auth struct {
 	// Example: 3f9a0c12
 	KeyId *string `json:"key_id,omitempty"`
 
+	// MaxCandidates The most candidates (or items) one call may send, and each user of a batch (`--max-candidates`); more are refused with 413 `too-many-candidates`.
+	//
+	// Example: 10000
+	MaxCandidates int `json:"max_candidates"`
+
 	// Namespaces The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's.
 	//
 	// Example: ["email","feed"]
@@ -974,7 +979,9 @@ type ClientInterface interface {
 	// Which role the key in `Authorization` has, so that a client (the
 	// dashboard) can offer only what the key may do. With no keys
 	// configured the server is open: every caller may do everything, so
-	// the role is `admin` and `open` is true. Role `read`.
+	// the role is `admin` and `open` is true. It says too how many
+	// candidates or items one call may send (`--max-candidates`), so that
+	// a client can split a longer list before it is refused. Role `read`.
 	//
 	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
 	GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1352,7 +1359,9 @@ func (c *Client) HeadReady(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Which role the key in `Authorization` has, so that a client (the
 // dashboard) can offer only what the key may do. With no keys
 // configured the server is open: every caller may do everything, so
-// the role is `admin` and `open` is true. Role `read`.
+// the role is `admin` and `open` is true. It says too how many
+// candidates or items one call may send (`--max-candidates`), so that
+// a client can split a longer list before it is refused. Role `read`.
 //
 // Corresponds with GET /v1/auth (the `GetAuth` operationId).
 func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2890,7 +2899,9 @@ type ClientWithResponsesInterface interface {
 	// Which role the key in `Authorization` has, so that a client (the
 	// dashboard) can offer only what the key may do. With no keys
 	// configured the server is open: every caller may do everything, so
-	// the role is `admin` and `open` is true. Role `read`.
+	// the role is `admin` and `open` is true. It says too how many
+	// candidates or items one call may send (`--max-candidates`), so that
+	// a client can split a longer list before it is refused. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5813,7 +5824,9 @@ func (c *ClientWithResponses) HeadReadyWithResponse(ctx context.Context, reqEdit
 // Which role the key in `Authorization` has, so that a client (the
 // dashboard) can offer only what the key may do. With no keys
 // configured the server is open: every caller may do everything, so
-// the role is `admin` and `open` is true. Role `read`.
+// the role is `admin` and `open` is true. It says too how many
+// candidates or items one call may send (`--max-candidates`), so that
+// a client can split a longer list before it is refused. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -567,9 +567,11 @@ func TestARefusedItemIsNamedByItsPlaceAndText(t *testing.T) {
 	}
 }
 
-// Too many items for one call are refused as a whole: the refusal speaks of
-// the items entered, not of the request body's JSON pointer (/items).
-func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
+// More items than the service takes in one call (its --max-candidates,
+// which GET /v1/auth says) are not sent: the page says how many were
+// entered and the limit, in each box of items, as the service would refuse
+// them whole.
+func TestTooManyItemsAreRefusedBeforeTheyAreSent(t *testing.T) {
 	s := setup(t)
 	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", "--max-candidates=3")
 	if err != nil {
@@ -577,15 +579,59 @@ func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	}
 	t.Cleanup(svc.stop)
 	user := userID(t)
-	svc.record(t, s.keys.write, "default", user, "m:0")
-	status, detail := svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+user+"/check", s.keys.read, `{"items":["a","b","c","d"]}`)
-	if status != http.StatusRequestEntityTooLarge {
-		t.Fatalf("4 items of at most 3: HTTP %d, want 413", status)
+	svc.record(t, s.keys.write, "small", user, "m:0")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("small", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	for _, box := range []string{"check", "record", "forget"} {
+		tb.fill("#"+box+"-items", "a\nb\nc\nd")
+		tb.click("#" + box + "-run")
+		const want = "4 items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer."
+		tb.waitText("#"+box+"-result", "4 items")
+		if got := tb.text("#" + box + "-result"); got != want {
+			t.Errorf("the %s of 4 items reads %q, want %q", box, got, want)
+		}
+		tb.waitJS(fmt.Sprintf(`document.querySelector('#announce').textContent === %q`, want), "the refusal to be read out")
 	}
+	for _, route := range []string{"check", "seen", "items"} {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			if n := tb.apiCalls(method, "/v1/namespaces/small/users/"+user+"/"+route); n != 0 {
+				t.Errorf("the page sent %s %s %d times, want none", method, route, n)
+			}
+		}
+	}
+	tb.fill("#check-items", "a\nb\nm:0")
+	tb.click("#check-run")
+	tb.waitText("#check-result .done", "1 of 3 seen.")
+}
+
+// A service whose limit was lowered since the page asked it (a restart with
+// another --max-candidates) refuses the items the page sent: the refusal
+// speaks of the items entered, not of the request body's JSON pointer.
+func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
+	s := setup(t)
+	data := "data-" + userID(t)
+	svc, err := s.startServiceWith(data, s.keysArg, "", "--max-candidates=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "m:0")
 	tb := s.newTab(t, svc)
 	tb.open(fragment("default", user))
 	tb.useKey(s.keys.read)
 	tb.waitText("#user-items", "1")
+	svc.stop()
+	if svc, err = s.startServiceWith(data, s.keysArg, strings.TrimPrefix(svc.base, "http://"), "--max-candidates=3"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	status, detail := svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+user+"/check", s.keys.read, `{"items":["a","b","c","d"]}`)
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("4 items of at most 3: HTTP %d, want 413", status)
+	}
 	tb.fill("#check-items", "a\nb\nc\nd")
 	tb.click("#check-run")
 	tb.waitText("#check-result .problem", "413")

@@ -21,6 +21,7 @@ const state = {
   // The key's role as GET /v1/auth answered it; see checkRole.
   role: { status: 'checking' },
   roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
+  maxItems: 0, // the items one call may send (GET /v1/auth's max_candidates); 0 until known
   samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
   statsError: null,
   namespaces: null,
@@ -131,6 +132,7 @@ async function checkRole() {
   try {
     const a = await call('getAuth');
     if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id, namespaces: a.namespaces });
+    state.maxItems = a.max_candidates; // the service's, whatever the key
   } catch (e) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
@@ -1044,9 +1046,10 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const items = parseItems(ta.value);
-    if (!items.length) {
-      put(result, h('p', { class: 'note' }, 'Enter at least one item.'));
-      announce('Enter at least one item.');
+    const why = !items.length ? 'Enter at least one item.' : tooMany(items.length);
+    if (why) {
+      put(result, h('p', { class: 'note' }, why));
+      announce(why);
       ta.focus();
       return;
     }
@@ -1056,6 +1059,17 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
     });
   });
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
+}
+
+/**
+ * Why n items cannot be sent in one call, or '' when they can: the service refuses more than its
+ * limit (GET /v1/auth says it) whole, so the page says so before sending them. A limit not known
+ * (no answer from GET /v1/auth yet) leaves the service to refuse them.
+ */
+function tooMany(n) {
+  const max = state.maxItems;
+  if (!max || n <= max) return '';
+  return `${count(n, 'item')} entered; the service takes at most ${num(max)} in one call. Send them in parts of ${num(max)} or fewer.`;
 }
 
 /**
