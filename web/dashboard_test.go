@@ -459,8 +459,8 @@ func TestItemsKeepTheSpacesAtTheirEnds(t *testing.T) {
 	}
 }
 
-// A line of spaces alone is an item, as the service takes it: the page
-// sends it, never drops it, and shows how many spaces it is; only empty
+// A line of spaces alone before another item is an item, as the service
+// takes it: the page sends it and shows how many spaces it is; only empty
 // lines separate.
 func TestALineOfSpacesIsAnItem(t *testing.T) {
 	s := setup(t)
@@ -477,15 +477,55 @@ func TestALineOfSpacesIsAnItem(t *testing.T) {
 		t.Errorf("the check shows %q, want %q", got, want)
 	}
 
-	tb.fill("#record-items", " \n\n")
+	tb.fill("#record-items", " \n\nsp")
 	tb.click(`#record-form button[type="submit"]`)
-	tb.waitText("#record-result .done", "Recorded 1 new")
+	tb.waitText("#record-result .done", "Recorded 2 new")
 	resp, err := s.svc.api(t, s.keys.read).CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: []string{" ", "  "}})
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("check: %v %s", err, resp.Body)
 	}
 	if want := []bool{true, false}; !slices.Equal(resp.JSON200.Seen, want) {
 		t.Errorf("after recording a line of one space the API says [\" \", \"  \"] seen: %v, want %v", resp.JSON200.Seen, want)
+	}
+}
+
+// Lines of spaces alone after the last item, as a paste or an editor
+// leaves them, are no items, in every box of items: the page does not send
+// them, and says so with the outcome; a box holding nothing else says how
+// a line of spaces is sent.
+func TestLinesOfSpacesAfterTheLastItemAreNotSent(t *testing.T) {
+	s := setup(t)
+	tb, user := s.userTab(t, s.keys.write, "small", "r:0")
+	for _, c := range []struct{ box, items, done string }{
+		{"record", "r:1\nr:2\n   \n", "Recorded 2 new, 0 already seen. 1 line of spaces alone after the last item was not sent."},
+		{"check", "r:1\n \n\n  ", "1 of 1 seen. 2 lines of spaces alone after the last item were not sent."},
+		{"forget", "r:2\n ", "Forgot 1 item. 1 line of spaces alone after the last item was not sent."},
+	} {
+		tb.fill("#"+c.box+"-items", c.items)
+		tb.click("#" + c.box + "-run")
+		tb.waitText("#"+c.box+"-result .done", c.done)
+		if got := tb.text("#" + c.box + "-result .done"); got != c.done {
+			t.Errorf("the %s of %q says %q, want %q", c.box, c.items, got, c.done)
+		}
+		tb.waitJS(fmt.Sprintf(`document.querySelector('#announce').textContent === %q`, c.done), "the outcome to be read out whole")
+	}
+	resp, err := s.svc.api(t, s.keys.read).CheckSeenWithResponse(context.Background(), "small", user, client.ItemsRequest{Items: []string{"r:0", "r:1", "r:2", "   "}})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("check: %v %s", err, resp.Body)
+	}
+	if want := []bool{true, true, false, false}; !slices.Equal(resp.JSON200.Seen, want) {
+		t.Errorf("the API says r:0, r:1, r:2 and a line of 3 spaces seen: %v, want %v", resp.JSON200.Seen, want)
+	}
+
+	tb.fill("#record-items", "  \n ")
+	tb.click("#record-run")
+	const want = "Enter at least one item: a line of spaces alone is one only when another item follows it."
+	tb.waitText("#record-result", "Enter at least one item")
+	if got := tb.text("#record-result"); got != want {
+		t.Errorf("a record of lines of spaces alone says %q, want %q", got, want)
+	}
+	if n := userItems(t, s, "small", user); n != 2 {
+		t.Errorf("the API says %d items, want 2", n)
 	}
 }
 

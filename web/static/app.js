@@ -736,10 +736,20 @@ function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${enc
 // One item a line: an item id may hold a comma, so commas do not separate. A line is the
 // item as typed: the service takes spaces at an item's ends, so " a" is an item apart from "a"
 // (trimmed, a check would answer for another item, and a record would mark it), and a line of
-// spaces alone is an item too, which the service takes as any other. Empty lines only separate:
-// the service refuses an empty item.
+// spaces alone before another item is an item too, which the service takes as any other. Empty
+// lines only separate: the service refuses an empty item. Lines of spaces alone after the last
+// item are what a paste or an editor leaves at its end, not items: they are counted in dropped
+// and said so (skipped), never recorded.
 function parseItems(text) {
-  return text.split('\n').filter((x) => x.length > 0);
+  const lines = text.split('\n');
+  let end = lines.length;
+  while (end > 0 && !lines[end - 1].trim()) end--;
+  return { items: lines.slice(0, end).filter((x) => x.length > 0), dropped: lines.slice(end).filter((x) => x.length > 0).length };
+}
+
+/** What is said of the lines of spaces alone after the last item, which are not sent. */
+function skipped(dropped) {
+  return `${count(dropped, 'line')} of spaces alone after the last item ${dropped === 1 ? 'was' : 'were'} not sent.`;
 }
 
 /**
@@ -1035,7 +1045,8 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const button = h('button', { type: 'submit', id: `${id}-run`, 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
-    h('p', { class: 'muted', id: `${id}-help` }, text, ' Spaces are part of an item, and a line of spaces alone is one; empty lines are skipped. Ctrl+Enter in the box sends them.'),
+    h('p', { class: 'muted', id: `${id}-help` }, text, ' Spaces are part of an item, and a line of spaces alone is one when an item follows it; ' +
+      'empty lines, and lines of spaces after the last item (as a paste may end), are skipped. Ctrl+Enter in the box sends them.'),
     actionRow(button));
   // Enter adds a line to the items; Ctrl+Enter (or ⌘+Enter) sends them, as the button does.
   ta.addEventListener('keydown', (ev) => {
@@ -1045,8 +1056,9 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   });
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    const items = parseItems(ta.value);
-    const why = !items.length ? 'Enter at least one item.' : tooMany(items.length);
+    const { items, dropped } = parseItems(ta.value);
+    const why = !items.length ? `Enter at least one item${dropped ? ': a line of spaces alone is one only when another item follows it' : ''}.`
+      : tooMany(items.length);
     if (why) {
       put(result, h('p', { class: 'note' }, why));
       announce(why);
@@ -1055,7 +1067,12 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
     }
     await whileBusy(button, async () => {
       put(result, h('p', { class: 'muted' }, 'Working…'));
-      try { await onrun(items, result); } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
+      try {
+        await onrun(items, result);
+        // The outcome says what was not sent, once, with the rest of it (announce).
+        const done = dropped && (document.getElementById(result.id) || result).querySelector('.done');
+        if (done) { done.append(` ${skipped(dropped)}`); announce(done.textContent); }
+      } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
     });
   });
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
