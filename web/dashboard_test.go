@@ -2435,10 +2435,20 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 	}
 	tb.click(button)
 	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
+	tb.do("mark the live regions", chromedp.Evaluate[chromedp.Void](markRegions))
 	tb.click("#purge-confirm")
-	tb.waitText("#purge-done", "Erased the data of push: 2 users.")
-	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "purge-done" {
-		t.Errorf("after the erase the focus is on %s, want the outcome", got)
+	const outcome = "Erased the data of push: 2 users."
+	tb.waitText("#purge-done", outcome)
+	// Read out once, as every action's outcome: by the page's status region,
+	// not by one of its own drawn with the page (which would not be heard).
+	tb.waitJS(fmt.Sprintf(`document.querySelector('#announce').textContent === %q`, outcome), "the outcome to be read out")
+	if got := eval[[]string](tb, fmt.Sprintf(readOutBy, outcome)); !slices.Equal(got, []string{"announce"}) {
+		t.Errorf("the outcome is in the live regions %q; want it in #announce alone", got)
+	}
+	// The button that had the focus is gone with its row: the page's heading,
+	// above the outcome, takes it, not the start of the document.
+	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "namespaces-h" {
+		t.Errorf("after the erase the focus is on %s, want the page's heading", got)
 	}
 	if n := eval[int](tb, `document.querySelectorAll('#not-served').length`); n != 0 {
 		t.Errorf("the list of namespaces stored and not served is still shown (%d)", n)

@@ -592,16 +592,21 @@ function seconds(sec) {
   return `${sec} s`;
 }
 
-async function renderNamespaces(view, seq) {
-  put(view, h('h2', {}, 'Namespaces'), h('p', { class: 'muted' }, 'Loading…'));
+/**
+ * Draws the Namespaces page; done, the outcome of an erasure of a namespace's data, is shown
+ * below its heading (and read out by announce, as every action's outcome).
+ */
+async function renderNamespaces(view, seq, done) {
+  const top = () => [h('h2', { id: 'namespaces-h', tabindex: -1 }, 'Namespaces'), done ? h('p', { class: 'done', id: 'purge-done' }, done) : null];
+  put(view, top(), h('p', { class: 'muted' }, 'Loading…'));
   let list;
   try { list = await loadNamespaces(); } catch (e) {
     if (seq !== state.seq) return;
-    put(view, h('h2', {}, 'Namespaces'), problemBox(e, 'Listing the namespaces'));
+    put(view, top(), problemBox(e, 'Listing the namespaces'));
     return;
   }
   if (seq !== state.seq) return;
-  put(view, h('h2', {}, 'Namespaces'),
+  put(view, top(),
     h('p', { class: 'muted' }, 'Each namespace is one kind of seen history with its own filter profile. A profile is stored with each user\'s filter, so changing it only affects new filters.'),
     wide('Namespaces', h('table', { id: 'namespaces' },
       h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Target FP rate', 'Window', 'Granularity', 'Item cap', 'Initial capacity', 'Growth', 'Tightening']
@@ -613,13 +618,14 @@ async function renderNamespaces(view, seq) {
         h('td', { class: 'num' }, num(n.initial_capacity)), h('td', { class: 'num' }, `×${n.growth}`),
         h('td', { class: 'num' }, `×${n.tightening}`)))
         : h('tr', {}, h('td', { colspan: 9 }, 'No namespaces configured.'))))),
-    state.notServed.length ? notServedPanel(state.notServed, async (done) => {
-      await renderNamespaces(view, ++state.seq);
-      // The view drawn again took the button that had the focus, and the live box of the
-      // outcome: the outcome takes the focus, so that it is read out and a keyboard goes on there.
-      const said = h('p', { class: 'done', id: 'purge-done', role: 'status', tabindex: -1 }, done);
-      view.append(said);
-      said.focus();
+    state.notServed.length ? notServedPanel(state.notServed, async (outcome) => {
+      // The view drawn again took the button that had the focus: the page's heading takes it,
+      // with the outcome just below. The outcome is read out once, through #announce; a live
+      // region of its own, new to the page, would not be (or read twice with the focus on it).
+      await renderNamespaces(view, ++state.seq, outcome);
+      announce(outcome);
+      const heading = document.getElementById('namespaces-h');
+      if (heading) heading.focus();
     }) : null);
 }
 
