@@ -1051,8 +1051,8 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
   const button = h('button', { type: 'submit', id: `${id}-run`, 'data-op': op, class: danger ? 'danger' : null }, buttonText);
   const form = h('form', { id: `${id}-form` },
     h('div', { class: 'field' }, h('label', { for: `${id}-items` }, 'Items, one per line'), ta),
-    h('p', { class: 'muted', id: `${id}-help` }, text, ' Spaces are part of an item, and a line of spaces alone is one when an item follows it; ' +
-      'empty lines, and lines of spaces after the last item (as a paste may end), are skipped. Ctrl+Enter in the box sends them.'),
+    h('p', { class: 'muted', id: `${id}-help` }, text, ' Spaces are part of an item; a line of spaces alone is one only if an item follows it. ' +
+      'Empty lines are skipped. Ctrl+Enter in the box sends them.'),
     actionRow(button));
   // Enter adds a line to the items; Ctrl+Enter (or ⌘+Enter) sends them, as the button does.
   ta.addEventListener('keydown', (ev) => {
