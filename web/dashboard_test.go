@@ -576,6 +576,26 @@ func TestRecordChangesTheItemCount(t *testing.T) {
 	}
 }
 
+// A user's page, drawn again after a record, keeps what was typed in its
+// boxes of items: a list pasted to check is not lost to a record made
+// meanwhile, nor the items just recorded, to check them next.
+func TestARecordKeepsWhatWasTypedInTheBoxes(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.write, "small", "k:0")
+	tb.fill("#check-items", "k:0\nk:1")
+	tb.fill("#forget-items", "k:9")
+	tb.fill("#record-items", "k:1")
+	tb.click("#record-run")
+	tb.waitText("#record-result .done", "Recorded 1 new")
+	tb.waitText("#user-items", "2")
+	got := eval[[]string](tb, `['check', 'record', 'forget'].map((id) => document.querySelector('#' + id + '-items').value)`)
+	if want := []string{"k:0\nk:1", "k:1", "k:9"}; !slices.Equal(got, want) {
+		t.Errorf("after the record the boxes hold %q, want %q", got, want)
+	}
+	tb.click("#check-run")
+	tb.waitText("#check-result .done", "2 of 2 seen.")
+}
+
 // An item the service refuses is named by its place among the items entered
 // (blank lines skip) and its text, escaped so that a control character
 // shows, not by the JSON pointer of the request's body; nothing is recorded.

@@ -902,6 +902,9 @@ function userList(seq, ns) {
 }
 
 async function drawUser(out, seq, ns, user) {
+  // Drawn again after a change, the page keeps what was typed in its boxes of items: a list
+  // pasted to check would otherwise be lost to a record made meanwhile.
+  const typed = [...out.querySelectorAll('textarea')].map((ta) => [ta.id, ta.value]);
   put(out, h('p', { class: 'muted' }, 'Loading…'));
   // The profile explains the figures (window, cap); the user's own answer decides what is shown.
   const profile = call('getNamespace', { ns }).catch(() => null);
@@ -939,6 +942,10 @@ async function drawUser(out, seq, ns, user) {
       (stats ? stats.kind : prof && prof.kind) === 'compact' ? forgetPanel(ns, user, reload) : null],
     stats ? exportPanel(ns, user) : null,
     erasePanel(ns, user, reload)));
+  for (const [id, value] of typed) {
+    const ta = document.getElementById(id);
+    if (ta && out.contains(ta)) ta.value = value;
+  }
   showRole();
 }
 
