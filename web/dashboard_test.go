@@ -945,6 +945,28 @@ func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	tb.waitJS(`document.querySelector('#role').title.startsWith('Key `+id+`: ')`, "the key's id in the role's tooltip")
 }
 
+// A key limited to some namespaces sees their rows alone in the overview's
+// table by namespace, and the service's whole totals in its cards: the
+// overview says so, lest the cards be read as its namespaces' sums. A key
+// of every namespace is told nothing of the kind.
+func TestTheOverviewOfAKeyLimitedToANamespaceSaysWhoseFiguresAreWhose(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.limited, "#/")
+	tb.waitJS(`!!document.querySelector('#ns-stats tr[data-ns="default"]')`, "the default namespace's row")
+	if names := eval[[]string](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => r.dataset.ns)`); !slices.Equal(names, []string{"default"}) {
+		t.Fatalf("rows %v, want default's alone", names)
+	}
+	const want = "This key may call namespace default only: the table by namespace shows its figures, the cards and the other tables the whole service's."
+	if got := tb.text("#overview"); !strings.HasPrefix(got, want) {
+		t.Errorf("the overview of a key limited to default begins %q, want %q", got[:min(len(got), len(want))], want)
+	}
+	tb.useKey(s.keys.read)
+	tb.waitJS(`!!document.querySelector('#ns-stats tr[data-ns="classic"]')`, "the classic namespace's row")
+	if n := eval[int](tb, `document.querySelectorAll('#overview-scope').length`); n != 0 {
+		t.Errorf("the overview of a key of every namespace says whose figures are whose (%d)", n)
+	}
+}
+
 // A key of one request a second, twice what the overview's refresh takes,
 // opens a user's page and checks items: the calls the page makes at once,
 // which the service refuses past the key's rate (429 with Retry-After,

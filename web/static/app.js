@@ -529,7 +529,14 @@ function drawOverview() {
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
         `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
 
-  redraw(box, cards, wide('By namespace', nsTable),
+  // A key limited to some namespaces gets their share of the figures by namespace, and the
+  // service's whole totals (GET /v1/stats): its cards are not its namespaces' sums.
+  const r = state.role;
+  const scope = r.status === 'known' && r.namespaces ? h('p', { class: 'muted', id: 'overview-scope' },
+    `This key may call ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only: the table by namespace shows ` +
+    `${r.namespaces.length === 1 ? 'its' : 'their'} figures, the cards and the other tables the whole service's.`) : null;
+
+  redraw(box, scope, cards, wide('By namespace', nsTable),
     h('div', { class: 'row' }, h('div', { style: 'flex: 3 1 30rem' }, wide('Calls per route', routeTable)), h('div', {}, wide('Error answers by status', errTable))));
 }
 
