@@ -137,3 +137,24 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 		t.Errorf("one calls counted %v, want 4", got)
 	}
 }
+
+// Each user of a batch counts one hit or miss, a batch sent with an
+// Idempotency-Key (as client.WithRetries sends every batch) too: it looks
+// at its users before it calls them, and counted each twice.
+func TestAKeyedBatchCountsEachUsersHitOrMissOnce(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "hot", client.FilterRequest{Candidates: []string{"a"}}) // a miss
+	status, _, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
+		[]byte(`{"requests":[{"user":"hot","candidates":["b"]},{"user":"new","candidates":["b"]}]}`), "Idempotency-Key", "batch-1")
+	if status != http.StatusOK {
+		t.Fatalf("keyed batch: %d %s", status, body)
+	}
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if st := r.JSON200; st.Hits != 1 || st.Misses != 2 {
+		t.Fatalf("a one call and a keyed batch of its user and a new one: %d hits, %d misses; want 1 and 2", st.Hits, st.Misses)
+	}
+}

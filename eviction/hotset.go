@@ -561,7 +561,7 @@ func (h *HotSet) namespace(ns string) (*nsInfo, error) {
 // with nothing stored gets an empty filter if create, else ErrUserNotFound.
 // hot says whether the user was in memory already.
 func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot bool, err error) {
-	e, hot, _, err = h.acquireNew(info, user, create)
+	e, hot, _, err = h.acquireNew(info, user, create, true)
 	return e, hot, err
 }
 
@@ -569,7 +569,10 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 // (nothing stored, or what was is gone). It counts no new user: the
 // caller does once its change is kept, so that a call refused after
 // (a full disk, a key reused, an import that does not fit) counts none.
-func (h *HotSet) acquireNew(info *nsInfo, user string, create bool) (e *entry, hot, created bool, err error) {
+// It counts a hit or a miss if call: a hit or a miss is a call's, and the
+// ratio tells whether the budget holds the users called (Recover calls
+// nothing, and a keyed batch's call was counted as CheckCallKeys looked).
+func (h *HotSet) acquireNew(info *nsInfo, user string, create, call bool) (e *entry, hot, created bool, err error) {
 	k0 := h.key(info, user, 0)
 	s := h.shardOf(k0)
 	for {
@@ -588,7 +591,9 @@ func (h *HotSet) acquireNew(info *nsInfo, user string, create bool) (e *entry, h
 			// copy is ever loaded beside one that holds changes.
 			e.mu.Lock()
 			if h.reachLocked(s, sl.k, e) {
-				info.c.hits.Add(1)
+				if call {
+					info.c.hits.Add(1)
+				}
 				if create && e.f.Profile().Window > 0 && gone(&e.f, h.opts.Now()) { // no clock read without a window
 					// A gone user comes back as a new one, with the
 					// namespace's profile, as from the store (below).
@@ -613,7 +618,9 @@ func (h *HotSet) acquireNew(info *nsInfo, user string, create bool) (e *entry, h
 		lc := h.claimLocked(s, sl, info, user)
 		gen := info.c.purges.Load() // under s.mu: see PurgeNamespace
 		s.mu.Unlock()
-		info.c.misses.Add(1)
+		if call {
+			info.c.misses.Add(1)
+		}
 		h.waitBacklog()
 
 		f, lastSeq, err := h.load(info, user)
@@ -1154,7 +1161,8 @@ func (h *HotSet) FilterKeyed(dst []string, ns, user string, candidates []string,
 // another request: a batch checks all its users' keys before it makes any
 // call. It loads the users that are not in memory (reading their journals'
 // answers back), as their calls would; a user that fails to load fails its
-// own call, as a batch's users do, not the batch.
+// own call, as a batch's users do, not the batch. Each user's look counts
+// its call's hit or miss, and sets Counted in keys so the call counts none.
 func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) error {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -1166,6 +1174,7 @@ func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) error 
 			continue
 		}
 		e, _, err := h.acquire(info, users[i], false)
+		keys[i].Counted = true // the call's hit or miss, as its user stood
 		if err != nil {
 			continue // no user, or one that fails its own call: not the batch's
 		}
@@ -1185,7 +1194,7 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	if err != nil {
 		return Result{}, err
 	}
-	e, _, created, err := h.acquireNew(info, user, mode != userfilter.RecordNone)
+	e, _, created, err := h.acquireNew(info, user, mode != userfilter.RecordNone, !k.Counted)
 	if errors.Is(err, ErrUserNotFound) {
 		// A dry run for a user with no history creates no user: the answer
 		// is an empty filter's.
@@ -1657,7 +1666,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 				return badImport(err, "%v", err)
 			}
 		}
-		e, _, created, err = h.acquireNew(info, user, true)
+		e, _, created, err = h.acquireNew(info, user, true, true)
 	}
 	if err != nil {
 		return err
@@ -2491,7 +2500,7 @@ func (h *HotSet) Recover() (users int, err error) {
 		if err != nil {
 			return nil
 		}
-		e, hot, err := h.acquire(info, user, false)
+		e, hot, _, err := h.acquireNew(info, user, false, false)
 		if errors.Is(err, ErrUserNotFound) {
 			// Nothing left to fold in: its journal expired (past its
 			// window) or a call erased the user since the listing.

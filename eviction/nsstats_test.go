@@ -146,3 +146,43 @@ func TestCandidatesSeenAndRecordedByNamespace(t *testing.T) {
 		t.Errorf("push: %d candidates, %d seen, %d recorded; want 0, 0, 2", p.Candidates, p.SeenCandidates, p.Recorded)
 	}
 }
+
+// A hit or a miss is a call's: each call of a user counts one, as the user
+// stood when the call came. A keyed batch looks at its users first
+// (CheckCallKeys) and then makes their calls, and the start after a crash
+// folds in the journal of every user it names, calling nothing.
+func TestHitsAndMissesCountCallsOnly(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "cold", "a")
+	record(t, fx.h, "default", "crashed", "a")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	record(t, fx.h, "default", "crashed", "b") // in its journal only
+	fx.restart(false, Options{})
+	if _, err := fx.h.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if st := fx.h.Stats(); st.Hits != 0 || st.Misses != 0 {
+		t.Fatalf("after folding in the journal left by a crash: %d hits, %d misses; want none, no call was made", st.Hits, st.Misses)
+	}
+
+	record(t, fx.h, "default", "hot", "a") // a miss
+	users := []string{"hot", "cold", "new"}
+	keys := make([]CallKey, len(users))
+	for i, u := range users {
+		keys[i] = callKey("batch\x00"+u, "body")
+	}
+	if err := fx.h.CheckCallKeys("default", users, keys); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range users {
+		if _, err := fx.h.FilterKeyed(nil, "default", u, []string{"x"}, 0, userfilter.RecordReturned, keys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// hot: a hit; cold and new: a miss each; and the first call's miss.
+	if st := checkNamespaceStats(t, fx.h); st.Hits != 1 || st.Misses != 3 {
+		t.Fatalf("a keyed batch of a hot, a cold and a new user: %d hits, %d misses; want 1 and 3", st.Hits, st.Misses)
+	}
+}

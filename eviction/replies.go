@@ -23,10 +23,12 @@ import (
 // the request. Began, if not nil, is set once the call holds its user,
 // before it reads or records anything: an erase that finds it unset (see
 // ForgetThen) knows that the call works on the user it leaves, not on the
-// history it erased. A CallKey of zero ID and Request is none.
+// history it erased. Counted says that the call's hit or miss is counted
+// already (CheckCallKeys sets it). A CallKey of zero ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
 	Began       *atomic.Bool
+	Counted     bool
 }
 
 func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh3.Uint128{} }
