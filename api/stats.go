@@ -173,7 +173,7 @@ type metric struct {
 var hotSetMetrics = []metric{
 	{"seenapi_cache_budget_bytes", "The hot set's byte budget.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBudgetBytes) }},
 	{"seenapi_cache_hit_ratio", "Hits over hits plus misses.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
-	{"seenapi_dirty_users", "Hot users with changes not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
+	{"seenapi_dirty_users", "Users with changes not yet written back, evicted ones waiting for their write-back included.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
 	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},
 	{"seenapi_flushes_total", "Write-back rounds that had users to write.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
 	{"seenapi_flushed_users_total", "Filters written back.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.FlushedUsers) }},

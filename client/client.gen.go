@@ -535,7 +535,9 @@ type ServiceStats struct {
 	Connections int64 `json:"connections"`
 
 	// Degraded Answers given unfiltered because on_error was open.
-	Degraded   int64 `json:"degraded"`
+	Degraded int64 `json:"degraded"`
+
+	// DirtyUsers Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
 	DirtyUsers int64 `json:"dirty_users"`
 
 	// Errors Error responses by HTTP status.
@@ -549,8 +551,10 @@ type ServiceStats struct {
 	// Flushes Write-back rounds that had users to write.
 	Flushes  int64   `json:"flushes"`
 	HitRatio float64 `json:"hit_ratio"`
-	Hits     int64   `json:"hits"`
-	HotUsers int64   `json:"hot_users"`
+
+	// Hits Calls that found their user in memory (a batch counts one for each of its users).
+	Hits     int64 `json:"hits"`
+	HotUsers int64 `json:"hot_users"`
 
 	// IdempotencyBytes Bytes those take, against --idempotency-bytes.
 	IdempotencyBytes int64 `json:"idempotency_bytes"`
@@ -565,8 +569,10 @@ type ServiceStats struct {
 	InFlight       int64 `json:"in_flight"`
 	JournalAppends int64 `json:"journal_appends"`
 
-	// Loads Storage reads of cold users.
-	Loads  int64 `json:"loads"`
+	// Loads Storage reads of cold users, the misses' and those of the start that folds in a journal left by a crash or a restored backup (which counts no miss, making no call).
+	Loads int64 `json:"loads"`
+
+	// Misses Calls that did not find their user in memory, and read it from the store.
 	Misses int64 `json:"misses"`
 
 	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.

@@ -252,22 +252,22 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates, without the marking the collector does on cores that would otherwise be idle: it takes no CPU from calls, and on a quiet server it would make up most of the collector's share.
  * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
  * @property {number} degraded Answers given unfiltered because on_error was open.
- * @property {number} dirty_users
+ * @property {number} dirty_users Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
  * @property {Object<string, number>} errors Error responses by HTTP status.
  * @property {number} evictions
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
  * @property {number} flushes Write-back rounds that had users to write.
  * @property {number} hit_ratio
- * @property {number} hits
+ * @property {number} hits Calls that found their user in memory (a batch counts one for each of its users).
  * @property {number} hot_users
  * @property {number} idempotency_bytes Bytes those take, against --idempotency-bytes.
  * @property {number} idempotency_kept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
  * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
  * @property {number} journal_appends
- * @property {number} loads Storage reads of cold users.
- * @property {number} misses
+ * @property {number} loads Storage reads of cold users, the misses' and those of the start that folds in a journal left by a crash or a restored backup (which counts no miss, making no call).
+ * @property {number} misses Calls that did not find their user in memory, and read it from the store.
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
