@@ -117,6 +117,14 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		// What the connection's last request held, should no answer have
 		// given it back.
 		s.bodies.release(h)
+		if s.draining.Load() {
+			// Each answer closes its connection from the drain on: a
+			// client on a kept-alive one dials again, while the listener
+			// still takes it (to another instance once /readyz has taken
+			// this one out), instead of sending its next request on a
+			// connection that the shutdown closes unanswered.
+			h.SetConnectionClose()
+		}
 		if !knownMethod(h.Method()) {
 			// fiber answers a method it does not know with a text/plain
 			// 400 before any handler runs, and after reading its body.

@@ -83,3 +83,43 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 		t.Fatalf("after shutdown: %v %v", seen, err)
 	}
 }
+
+// From the drain on, each answer closes its connection: a client on a
+// kept-alive one dials again while the listener still takes it, instead of
+// sending its next request on a connection the shutdown then closes
+// unanswered (under load, one request of every kept-alive connection was
+// cut off so, --drain-delay or not).
+func TestDrainClosesEachConnectionAfterItsAnswer(t *testing.T) {
+	e := newEnv(t)
+	addr := strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	get := func() *http.Response {
+		t.Helper()
+		if _, err := fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("before the drain: %d, connection closed %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	e.srv.Drain()
+	if resp := get(); resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("draining: %d, Connection: %q; want 200 and the connection closed", resp.StatusCode, resp.Header.Get("Connection"))
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("draining: the connection stays open after its answer (read %d bytes, %v)", n, err)
+	}
+}
