@@ -163,3 +163,48 @@ func TestLimitedWriteBackRoundWritesAllOverdueUsers(t *testing.T) {
 	// No limit: the rest.
 	round(0, 40, 0)
 }
+
+// The flush lag counts from a change until it is written, through failed
+// write-backs: a user whose write failed is retried an interval later,
+// and that wait is no sign that its change was written. After a failing
+// disk's first round the figure restarted from 0 with each failed round.
+func TestFlushLagCountsFromTheChangeThroughFailedWriteBacks(t *testing.T) {
+	clock, advance := newTestClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	st := openStore(t, t.TempDir())
+	rs := &refusingStore{Store: st, ns: "default"}
+	h, err := New(rs, defaultNS, Options{FlushInterval: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rs.refuse.Store(false)
+		h.Close()
+		st.Close()
+	})
+	advance(time.Hour)
+	record(t, h, "default", "u", "a")
+	rs.refuse.Store(true)
+	for i := range 2 {
+		advance(2 * time.Second)
+		if err := h.Flush(); err == nil {
+			t.Fatal("a write-back the store refused succeeded")
+		}
+		record(t, h, "default", "u", fmt.Sprint("b", i)) // changed again meanwhile
+		advance(time.Second)
+		if lag, want := h.Stats().FlushLag, time.Duration(3*(i+1))*time.Second; lag != want {
+			t.Fatalf("after %d failed write-backs: flush lag %v, want %v, the age of the first change", i+1, lag, want)
+		}
+	}
+	rs.refuse.Store(false)
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if lag := h.Stats().FlushLag; lag != 0 {
+		t.Fatalf("flush lag once written %v, want 0", lag)
+	}
+	record(t, h, "default", "u", "c")
+	advance(time.Second)
+	if lag := h.Stats().FlushLag; lag != time.Second {
+		t.Fatalf("flush lag of a change after the write-back %v, want 1s", lag)
+	}
+}

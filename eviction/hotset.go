@@ -140,6 +140,11 @@ type shard struct {
 	// write-back, the first such call's journal sequence number and when
 	// the last one was made (see keyedRecord).
 	keyed map[*entry]keyedRecord
+	// failed holds, for a user whose write-back failed and that has not
+	// been written since, when its oldest change not written was made:
+	// its dirtySince restarts at the failure, which spaces its retries, and
+	// the flush lag reads this instead (see failedWrite).
+	failed map[*entry]failedWrite
 	// probing is set once a user of this shard took a key other than its
 	// first: from then on, a user not found under its first key may be
 	// under another, and lookups try them all.
@@ -250,6 +255,7 @@ type HotSet struct {
 	// each, so that they keep no user alive. flushMu held.
 	writes     []storage.Write
 	taken, due []*entry
+	sinces     []uint32 // the dirtySince of each of taken
 	// nextShard is the shard a limited write-back round looks at first
 	// (flushSome). flushMu held.
 	nextShard int
@@ -685,6 +691,12 @@ func (h *HotSet) markDirtyLocked(s *shard, e *entry) {
 		s.dirty.push(e)
 	}
 }
+
+// failedWrite is a user's record in shard.failed: since is when its
+// oldest change not written was made, and at the dirtySince that its last
+// failed write-back gave it. A user that was clean again since has
+// another dirtySince, and the record is stale.
+type failedWrite struct{ since, at uint32 }
 
 // markClean records that e was written back. e.mu held.
 func (h *HotSet) markClean(e *entry) {
@@ -2004,14 +2016,20 @@ func (h *HotSet) Stats() Stats {
 	now := h.clock()
 	for _, s := range h.shards {
 		s.mu.Lock()
-		s.dirty.each(func(e *entry) {
+		lag := func(since uint32) {
 			// A difference of 2^31 ms or more is a clock that went back.
-			if since := e.dirtySince.Load(); since != 0 {
-				if d := now - since; d < 1<<31 {
-					st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
-				}
+			if d := now - since; since != 0 && d < 1<<31 {
+				st.FlushLag = max(st.FlushLag, time.Duration(d)*time.Millisecond)
 			}
-		})
+		}
+		s.dirty.each(func(e *entry) { lag(e.dirtySince.Load()) })
+		for e, f := range s.failed {
+			if e.dirtySince.Load() != f.at {
+				delete(s.failed, e) // clean since, or written
+				continue
+			}
+			lag(f.since)
+		}
 		s.mu.Unlock()
 	}
 	return st
@@ -2232,7 +2250,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 // the age of the user's earlier changes, which make it due. flushMu held.
 func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 	now := h.opts.Now()
-	writes, taken := h.writes[:0], h.taken[:0]
+	writes, taken, sinces := h.writes[:0], h.taken[:0], h.sinces[:0]
 	var encodeErrs []error
 	for i, e := range batch {
 		e.mu.Lock()
@@ -2292,6 +2310,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		// again and is journalled past UpTo. One whose keyed records are
 		// held is dirty again, from now: the next round due for it
 		// retires them, a flush interval after the last.
+		sinces = append(sinces, e.dirtySince.Load())
 		h.markClean(e)
 		if held {
 			h.markDirtyLocked(s, e)
@@ -2309,7 +2328,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		}
 		clear(writes)
 		clear(taken)
-		h.writes, h.taken = writes[:0], taken[:0]
+		h.writes, h.taken, h.sinces = writes[:0], taken[:0], sinces[:0]
 	}()
 	if len(writes) == 0 {
 		return errors.Join(encodeErrs...)
@@ -2337,12 +2356,24 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		e.flags &^= flagWriting
 		if failedAll || failed[h.infoOf(e).Name+"\x00"+e.id()] {
 			h.markDirtyLocked(s, e)
+			f, ok := s.failed[e]
+			if !ok || f.at != sinces[i] { // not failed since its last write
+				f.since = sinces[i]
+			}
+			f.at = e.dirtySince.Load()
+			if s.failed == nil {
+				s.failed = map[*entry]failedWrite{}
+			}
+			s.failed[e] = f
 		} else if e.lastSeq == writes[i].UpTo {
 			// Nothing journalled since the snapshot: no entry is left to
 			// cover, and the next write-back need not look for any. Had
 			// there been one, lastSeq would have grown past UpTo and the
 			// next write-back's UpTo covers it and those before.
 			e.lastSeq = 0
+		}
+		if f, ok := s.failed[e]; ok && e.dirtySince.Load() != f.at {
+			delete(s.failed, e) // written
 		}
 		if !e.dirty() {
 			h.letGoLocked(s, k, e)
