@@ -55,3 +55,15 @@ func badImport(err error, format string, args ...any) error {
 func filterWords(err error) string {
 	return strings.ReplaceAll(err.Error(), "userfilter: ", "")
 }
+
+// joinFew is errors.Join of the first few of errs, and of how many more
+// there were: a write-back of many users fails batch after batch alike (a
+// full disk), and the one line that logs its error listed every batch,
+// 165 KB at a stop of 200,000 users. errors.Is and errors.As see the few.
+func joinFew(errs []error) error {
+	const few = 3
+	if len(errs) <= few {
+		return errors.Join(errs...)
+	}
+	return errors.Join(append(errs[:few:few], fmt.Errorf("and %d more like these", len(errs)-few))...)
+}

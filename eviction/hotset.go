@@ -2237,7 +2237,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		}
 		rest = rest[n:]
 	}
-	return errors.Join(errs...)
+	return joinFew(errs)
 }
 
 // writeBack writes a batch of dirty entries; with upTo, batch[i] only if
@@ -2557,7 +2557,7 @@ func (h *HotSet) Recover() (users int, err error) {
 		errs = append(errs, err)
 	}
 	fold()
-	return users, errors.Join(errs...)
+	return users, joinFew(errs)
 }
 
 // writeBackFolded writes back the users Recover loaded (loaded[i] with its

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,5 +210,37 @@ func TestPurgeNamespaceWhileCallsGoOn(t *testing.T) {
 	}
 	if users := storedUsers(t, fx.st, "default"); len(users) != 200 {
 		t.Fatalf("default has %d users stored, want 200", len(users))
+	}
+}
+
+// A write-back that fails batch after batch (a full disk) says so in a
+// few of them and how many more: its error is logged on one line, which
+// listed every batch, 165 KB at a stop of 200,000 users.
+func TestAWriteBackFailingInManyBatchesSaysSoBriefly(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	rs := &refusingStore{Store: st, ns: "default"}
+	h, err := New(rs, defaultNS, Options{FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rs.refuse.Store(false)
+		h.Close()
+		st.Close()
+	})
+	const users = 10 * writeBatch
+	for u := range users {
+		record(t, h, "default", fmt.Sprint("u", u), "a")
+	}
+	rs.refuse.Store(true)
+	err = h.Flush()
+	if err == nil {
+		t.Fatal("a write-back the store refused succeeded")
+	}
+	if n := strings.Count(err.Error(), "refused for the test"); n > 3 || !strings.Contains(err.Error(), "and 7 more") {
+		t.Fatalf("the store's error %d times in the write-back's, want 3 and how many more: %.300s", n, err)
+	}
+	if st := h.Stats(); st.DirtyUsers != users {
+		t.Fatalf("%d users left dirty, want all %d", st.DirtyUsers, users)
 	}
 }
