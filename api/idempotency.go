@@ -402,11 +402,15 @@ func (r *replays) dropInFlightLocked(key string, p *replay) {
 }
 
 // trimLocked drops the least recently used answers given while over
-// budget (the calls in flight stay).
+// budget (the calls in flight stay), and those past their time to live
+// from the least recently used on: no retry gets them, and kept they held
+// their memory and counted in the figures until the budget pushed them
+// out.
 func (r *replays) trimLocked() {
-	for r.bytes > r.budget {
+	now := r.now()
+	for {
 		k, p, ok := r.lru.GetOldest()
-		if !ok {
+		if !ok || (r.bytes <= r.budget && now.Sub(p.at) < r.ttl) {
 			return
 		}
 		r.removeLocked(k, p)
@@ -506,6 +510,7 @@ func (r *replays) restore(kept []keptAnswer) int {
 func (r *replays) usage() (n int, bytes int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.trimLocked() // what is past its time to live is not kept
 	return r.lru.Len() + len(r.inFlight), r.bytes
 }
 

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -510,5 +511,38 @@ func TestAKeyedCallMadeOnTheUserAnEraseLeavesKeepsItsAnswer(t *testing.T) {
 	}
 	if got := unseenNow(t, c, "default", "u", "a", "b"); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("unseen %v, want b: the retry recorded again", got)
+	}
+}
+
+// An answer past its time to live is no longer kept: no retry gets it, and
+// it leaves idempotency_kept, idempotency_bytes and the memory they count,
+// whether keyed calls go on or not. It stayed, counted, until a call with
+// its key or the budget pushed it out: after a burst, the figures kept its
+// level for good, answers no retry would get.
+func TestAnAnswerPastItsTimeToLiveIsNoLongerKept(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, func(c *api.Config) {
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		c.IdempotencyTTL = time.Minute
+	})
+	c := e.client("")
+	for _, key := range []string{"k-1", "k-2"} {
+		if r, err := c.FilterUserWithResponse(ctx, "default", "u", withKey(key), client.FilterRequest{Candidates: []string{key}}); err != nil || r.JSON200 == nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		mu.Lock()
+		now = now.Add(40 * time.Second)
+		mu.Unlock()
+	}
+	// k-1's answer is 80 s old, k-2's 40 s.
+	if st := e.srv.Stats(); st.IdempotencyKept != 1 {
+		t.Fatalf("%d answers kept, want k-2's only (k-1's is past its time to live)", st.IdempotencyKept)
+	}
+	mu.Lock()
+	now = now.Add(40 * time.Second)
+	mu.Unlock()
+	if st := e.srv.Stats(); st.IdempotencyKept != 0 || st.IdempotencyBytes != 0 {
+		t.Fatalf("%d answers kept in %d bytes, want none: both are past their time to live", st.IdempotencyKept, st.IdempotencyBytes)
 	}
 }
