@@ -42,7 +42,9 @@
 // FlushInterval/100 and writes the users that changed FlushInterval ago or
 // more, so the work is spread out instead of arriving in one burst, and a
 // user called many times in between is written once; it also writes every
-// evicted user at once, and everything at Close. A dirty user evicted
+// evicted user at once (but one whose journal holds a keyed call's answer
+// the API may not have written yet: it waits as a hot one would, while
+// such users take little memory), and everything at Close. A dirty user evicted
 // before its write-back, or while it runs, stays reachable (the shard's
 // evicted map) until the write-back lands, so eviction never loses a
 // change, even with the journal off, and no second copy of the user is

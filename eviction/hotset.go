@@ -854,10 +854,14 @@ func (h *HotSet) reachLocked(s *shard, k key, e *entry) bool {
 	}
 	// Its write-back may be under way: what it holds is the truth all the
 	// same (waiting for the write would spin), and write-back leaves an
-	// entry taken back alone.
+	// entry taken back alone. Its keyed records come back with it.
+	kr, keyed := s.keyed[e]
 	if !h.letGoLocked(s, k, e) {
 		s.mu.Unlock()
 		return false
+	}
+	if keyed {
+		s.keyed[e] = kr
 	}
 	h.insertLocked(s, k, e)
 	evicted := h.trimLocked(s, e)
@@ -929,6 +933,7 @@ func (h *HotSet) trimLocked(s *shard, keep *entry) []*entry {
 // way (flagWriting), moves to the shard's evicted map (see trimLocked).
 // s.mu held.
 func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
+	kr, keyed := s.keyed[e]
 	h.removeLocked(s, k, e)
 	h.infoOf(e).c.evictions.Add(1)
 	// Not blocking on e.mu under s.mu (lock order is entry first): an
@@ -938,6 +943,9 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 	if !idle || e.dirty() || e.flags&flagWriting != 0 {
 		s.evicted[k] = e
 		h.evictedBytes.Add(int64(e.bytes))
+		if keyed {
+			s.keyed[e] = kr // see flushSome
+		}
 	}
 	if idle {
 		e.mu.Unlock()
@@ -948,8 +956,8 @@ func (h *HotSet) evictLocked(s *shard, k key, e *entry) {
 // out of its namespace's figures. s.mu held.
 func (h *HotSet) removeLocked(s *shard, k key, e *entry) {
 	s.lru.Remove(k)
-	// An evicted user is written back at once (its keyed records with it:
-	// the documented exception), and a user erased has none left.
+	// A user erased has no keyed record left; evictLocked keeps those of
+	// one evicted for its write-back.
 	delete(s.keyed, e)
 	s.bytes -= int64(e.bytes)
 	h.hotBytes.Add(-int64(e.bytes))
@@ -1035,8 +1043,9 @@ func (h *HotSet) releaseCall(e *entry, changed, resized bool, keyed uint64) {
 		h.markDirtyLocked(s, e)
 	}
 	if keyed != 0 {
-		// Hot users only: removeLocked forgets an evicted or erased one's.
-		if cur, ok := s.lru.Peek(k); ok && cur == e {
+		// Hot users, and evicted ones still reached: removeLocked
+		// forgets an erased one's.
+		if cur, ok := s.lru.Peek(k); (ok && cur == e) || s.evicted[k] == e {
 			kr := s.keyed[e]
 			if kr.seq == 0 {
 				kr.seq = keyed
@@ -2193,6 +2202,10 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		}
 	}()
 	due := 0 // users taken that are due but not overdue
+	hold := min(age, keyedHold)
+	if age == evictedOnly {
+		hold = uint32(min(h.opts.FlushInterval.Milliseconds(), keyedHold)) // the loop's rounds'
+	}
 	for i := range h.shards {
 		s := h.shards[(first+i)%len(h.shards)]
 		s.mu.Lock()
@@ -2216,6 +2229,9 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		}
 		s.dirty.drop(n)
 		for _, e := range s.evicted {
+			if h.holdEvictedLocked(s, e, hold) {
+				continue
+			}
 			all = append(all, e) // written once: write-back skips one already clean
 		}
 		s.mu.Unlock()
@@ -2226,18 +2242,35 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		h.flushes.Add(1)
 	}
 	var errs []error
+	if age == evictedOnly {
+		hold = 0 // those it takes are let go once written (see holdEvictedLocked)
+	}
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), writeBatch)
-		hold := min(age, keyedHold)
-		if age == evictedOnly {
-			hold = 0
-		}
 		if err := h.writeBack(rest[:n], nil, hold); err != nil {
 			errs = append(errs, err)
 		}
 		rest = rest[n:]
 	}
 	return joinFew(errs)
+}
+
+// holdEvictedLocked reports whether the write-back of e, an evicted user,
+// waits for a later round: one with a keyed call's journal record made
+// less than hold milliseconds ago (see writeBack) stays in memory until
+// then, instead of being written at once and its record retired with the
+// call's answer in the API's memory only, which a crash lost: the retry
+// was served anew and recorded the next items. So that memory stays near
+// the budget (see waitBacklog), only while the evicted users waiting for
+// write-back take at most half the backlog (beyond, writeBack lets it go
+// at once, as the exception documented). s.mu held.
+func (h *HotSet) holdEvictedLocked(s *shard, e *entry, hold uint32) bool {
+	kr, ok := s.keyed[e]
+	if !ok || hold == 0 || h.evictedBytes.Load() > h.backlogLimit/2 {
+		return false
+	}
+	now := h.clock()
+	return kr.at >= now || now-kr.at < hold
 }
 
 // writeBack writes a batch of dirty entries; with upTo, batch[i] only if
@@ -2247,7 +2280,10 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 // for another round: the record holds the call's answer until the API's
 // log of answers does, which writes them at shorter intervals than the
 // flush interval (the age of the write-back loop's rounds) but whatever
-// the age of the user's earlier changes, which make it due. flushMu held.
+// the age of the user's earlier changes, which make it due. An evicted
+// user is so held only while the evicted users take at most half the
+// backlog, and keeps its keyed record: the rounds leave it until the hold
+// is over (holdEvictedLocked). flushMu held.
 func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 	now := h.opts.Now()
 	writes, taken, sinces := h.writes[:0], h.taken[:0], h.sinces[:0]
@@ -2298,10 +2334,16 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		e.flags |= flagWriting
 		covered, held := e.lastSeq, false
 		if kr, ok := s.keyed[e]; ok {
-			delete(s.keyed, e)
-			held = hold > 0 && h.clock()-kr.at < hold
+			cur, ok := s.lru.Peek(k)
+			hot := ok && cur == e
+			held = hold > 0 && h.clock()-kr.at < hold && (hot || h.evictedBytes.Load() <= h.backlogLimit/2)
 			if held {
 				covered = kr.seq - 1
+			}
+			if hot || !held {
+				// An evicted user held keeps them: the rounds leave it in
+				// memory until its hold is over (see holdEvictedLocked).
+				delete(s.keyed, e)
 			}
 		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,

@@ -300,3 +300,81 @@ func TestKeyedRecordOutlivesAWriteBackDueJustAfterItsCall(t *testing.T) {
 		}
 	}
 }
+
+// An evicted user is written back at once, but one with a keyed call's
+// journal record made within the hold of a hot user's (see keyedHold)
+// waits for it to pass: the API writes the call's answer to its own log
+// within that time, and until then a crash leaves the answer in the
+// journal alone. Written at once, the record was retired, and a crash
+// just after it made the call's retry be served anew, recording the next
+// items. With a budget that holds a single user, every call evicts the
+// one before; the clock stands still but where the test moves it.
+func TestKeyedRecordOutlivesTheEvictionOfItsUser(t *testing.T) {
+	var now atomic.Int64
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	opts := Options{Now: func() time.Time { return start.Add(time.Duration(now.Load())) }, FlushInterval: time.Second, CacheBytes: 1}
+	fx := newFixture(t, opts)
+	cands := candidates(10)
+	keyed := func(user string) (Result, CallKey) {
+		t.Helper()
+		k := callKey("caller\x00/"+user+"/filter\x00key-1", "body-1")
+		res, err := fx.h.FilterKeyed(nil, "default", user, cands, 3, userfilter.RecordReturned, k)
+		if err != nil || len(res.Unseen) != 3 {
+			t.Fatalf("the keyed call: %+v, %v", res, err)
+		}
+		res.Unseen = slices.Clone(res.Unseen)
+		return res, k
+	}
+	// rounds waits for n rounds of the write-back loop.
+	rounds := func(n uint64) {
+		t.Helper()
+		fx.h.backlogMu.Lock()
+		until := fx.h.flushRounds + n
+		fx.h.backlogMu.Unlock()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			fx.h.backlogMu.Lock()
+			done := fx.h.flushRounds >= until
+			fx.h.backlogMu.Unlock()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the write-back loop runs no round")
+			}
+		}
+	}
+
+	keyed("u")
+	record(t, fx.h, "default", "v", "x") // evicts u
+	rounds(3)
+	if n := fx.journalLen("default", "u"); n == 0 {
+		t.Errorf("the keyed call's record went with the write-back of its evicted user")
+	}
+	// Past the hold, the evicted user is written back and let go.
+	keyed("w") // evicts v
+	now.Store(int64(1100 * time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); fx.journalLen("default", "u") > 0 || fx.h.evictedBytes.Load() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("past the hold, the evicted user keeps %d journal records, evicted users %d bytes",
+				fx.journalLen("default", "u"), fx.h.evictedBytes.Load())
+		}
+	}
+
+	// So too for a user changed a flush interval before its keyed call,
+	// which makes it due at once: written with the record held, it stays
+	// until the hold is over.
+	record(t, fx.h, "default", "x", "earlier")
+	now.Store(int64(2200 * time.Millisecond))
+	first, k := keyed("x")
+	record(t, fx.h, "default", "y", "x") // evicts x
+	rounds(3)
+	fx.restart(false, opts) // a crash
+	again, err := fx.h.FilterKeyed(nil, "default", "x", cands, 3, userfilter.RecordReturned, k)
+	if err != nil || !again.Replayed || !slices.Equal(again.Unseen, first.Unseen) {
+		t.Fatalf("the retry after a crash just after its user was evicted: %+v, %v; want the first answer %v, replayed",
+			again, err, first.Unseen)
+	}
+	if st, err := fx.h.User("default", "x"); err != nil || st.Items != 4 {
+		t.Fatalf("after the retry the user holds %+v, %v; want the 4 items of the first calls", st.Stats, err)
+	}
+}
