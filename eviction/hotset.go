@@ -1713,7 +1713,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
 		}
 	}
-	err = h.replaceNow(info, e, next, h.opts.Now(), "importing")
+	err = h.replaceNow(info, e, next, !replace, h.opts.Now(), "importing")
 	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
 		if !replace {
 			return badImport(err, "merged with the user's, %v", tl)
@@ -1793,7 +1793,7 @@ func (h *HotSet) ForgetItems(ns, user string, items []string) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
-	if err := h.replaceNow(info, e, next, now, "forgetting items"); err != nil {
+	if err := h.replaceNow(info, e, next, false, now, "forgetting items"); err != nil {
 		return 0, err
 	}
 	return n, nil
@@ -1835,27 +1835,45 @@ func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo 
 }
 
 // replaceNow makes next the user's filter: written whole to the store first
-// (superseding the journal up to e.lastSeq), then in memory, clean. e.mu
-// held; what names the step in the error. On error e is unchanged.
-func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, now time.Time, what string) error {
-	if err := h.writeNow(info, e.id(), next, e.lastSeq, now, what); err != nil {
+// (superseding the journal up to e.lastSeq), then in memory, clean. If
+// merged (next holds every item of the user's filter), a keyed call's
+// journal record made within the hold stays, as a write-back leaves it
+// (see writeBack), and the user stays dirty for the write-back to retire
+// it. e.mu held; what names the step in the error. On error e is
+// unchanged.
+func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, merged bool, now time.Time, what string) error {
+	k := h.keyOf(e)
+	s := h.shardOf(k)
+	upTo, held := e.lastSeq, false
+	if merged {
+		s.mu.Lock()
+		if kr, ok := s.keyed[e]; ok && h.clock()-kr.at < h.keyedHoldOf() {
+			upTo, held = kr.seq-1, true
+		}
+		s.mu.Unlock()
+	}
+	if err := h.writeNow(info, e.id(), next, upTo, now, what); err != nil {
 		return err
 	}
 	old := e.f.Profile()
 	e.f.Replace(next)
-	e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
-	h.markClean(e)
-	k := h.keyOf(e)
-	s := h.shardOf(k)
-	if gone(&e.f, now) {
+	if held {
+		s.mu.Lock()
+		h.markDirtyLocked(s, e)
+		s.mu.Unlock()
+	} else {
+		e.lastSeq = 0 // the journal up to it is superseded; later entries are past it
+		h.markClean(e)
+	}
+	if !held && gone(&e.f, now) {
 		// Written Empty: it leaves the cache too, as at a write-back.
 		s.mu.Lock()
 		h.dropGoneLocked(s, k, e)
 		s.mu.Unlock()
 		return nil
 	}
-	// Clean, so no release re-accounts it: an import may bring a filter
-	// of any size, which the budget must count.
+	// No release re-accounts it (it is clean, or dirty from before): an
+	// import may bring a filter of any size, which the budget must count.
 	h.resize(s, k, e, entrySize(e))
 	if old.Window == 0 && e.f.Profile().Window > 0 {
 		// A windowless user replaced with a windowed filter: now one the
@@ -2204,7 +2222,7 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	due := 0 // users taken that are due but not overdue
 	hold := min(age, keyedHold)
 	if age == evictedOnly {
-		hold = uint32(min(h.opts.FlushInterval.Milliseconds(), keyedHold)) // the loop's rounds'
+		hold = h.keyedHoldOf() // the loop's rounds'
 	}
 	for i := range h.shards {
 		s := h.shards[(first+i)%len(h.shards)]
@@ -2253,6 +2271,12 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		rest = rest[n:]
 	}
 	return joinFew(errs)
+}
+
+// keyedHoldOf is the hold of the write-back loop's rounds (see writeBack),
+// which write the users changed FlushInterval ago.
+func (h *HotSet) keyedHoldOf() uint32 {
+	return uint32(min(h.opts.FlushInterval.Milliseconds(), keyedHold))
 }
 
 // holdEvictedLocked reports whether the write-back of e, an evicted user,

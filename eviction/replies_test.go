@@ -378,3 +378,49 @@ func TestKeyedRecordOutlivesTheEvictionOfItsUser(t *testing.T) {
 		t.Fatalf("after the retry the user holds %+v, %v; want the 4 items of the first calls", st.Stats, err)
 	}
 }
+
+// A merging import writes the user at once, but leaves a keyed call's
+// record made within the hold in the journal, as a write-back does: a
+// merge takes nothing from the user's history, and the record holds the
+// call's answer until the API's log of answers does. Retired with the
+// import, a crash just after it made the call's retry be served anew,
+// recording the next items.
+func TestKeyedRecordOutlivesAMergingImport(t *testing.T) {
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	opts := Options{Now: func() time.Time { return start }} // the hold never passes
+	fx := newFixture(t, opts)
+	record(t, fx.h, "default", "src", "other")
+	data, err := fx.h.Export("default", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := candidates(10)
+	k := callKey("caller\x00/u/filter\x00key-1", "body-1")
+	first, err := fx.h.FilterKeyed(nil, "default", "u", cands, 3, userfilter.RecordReturned, k)
+	if err != nil || len(first.Unseen) != 3 {
+		t.Fatalf("the keyed call: %+v, %v", first, err)
+	}
+	first.Unseen = slices.Clone(first.Unseen)
+	if err := fx.h.Import("default", "u", data, false, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if n := fx.journalLen("default", "u"); n == 0 {
+		t.Errorf("the keyed call's record went with the merging import")
+	}
+	fx.restart(false, opts) // a crash
+	again, err := fx.h.FilterKeyed(nil, "default", "u", cands, 3, userfilter.RecordReturned, k)
+	if err != nil || !again.Replayed || !slices.Equal(again.Unseen, first.Unseen) {
+		t.Fatalf("the retry after a crash just after a merging import: %+v, %v; want the first answer %v, replayed",
+			again, err, first.Unseen)
+	}
+	if seen, err := fx.h.Check("default", "u", []string{"other", first.Unseen[0]}, nil); err != nil || !slices.Equal(seen, []bool{true, true}) {
+		t.Fatalf("after the retry: %v, %v; want the imported item and the call's seen", seen, err)
+	}
+	// Written back, the record goes.
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fx.journalLen("default", "u"); n != 0 {
+		t.Errorf("after a write-back the user keeps %d journal records", n)
+	}
+}
