@@ -580,12 +580,7 @@ func TestChunkedBodyOverTheLimitNamesTheLimits(t *testing.T) {
 		c.MaxBodyBytes = 1000
 		c.MaxImportBytes = 5000
 	})
-	addr := strings.TrimPrefix(e.base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, _ := e.dial(t)
 	chunk := strings.Repeat("x", 3000)
 	fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(chunk), chunk)
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -156,12 +156,7 @@ func TestContinueAfterAnIdleSpellIsAnswered(t *testing.T) {
 		c.MaxBodyBytes, c.MaxImportBytes, c.MaxBodyBytesInFlight = 64<<10, 64<<10, 64<<10
 		c.WriteTimeout = 500 * time.Millisecond
 	})
-	addr := strings.TrimPrefix(e.base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, addr := e.dial(t)
 	br := bufio.NewReader(conn)
 	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
 	conn.SetReadDeadline(time.Now().Add(20 * time.Second))

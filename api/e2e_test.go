@@ -896,12 +896,7 @@ func TestAnswersCarryTheirSecurityHeaders(t *testing.T) {
 	}
 	// A request fasthttp refuses before any route (headers past its
 	// buffer) is answered by the error handler alone.
-	addr := strings.TrimPrefix(e.base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, _ := e.dial(t)
 	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n", strings.Repeat("p", 8<<10))
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

@@ -92,6 +92,19 @@ type envOption func(*api.Config)
 
 func withKeys(c *api.Config) { c.Keys = testKeys }
 
+// dial opens a raw connection to the env's server, closed when the test
+// ends, for requests the client would not send; addr is the server's.
+func (e *env) dial(t testing.TB) (conn net.Conn, addr string) {
+	t.Helper()
+	addr = strings.TrimPrefix(e.base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, addr
+}
+
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	return newEnvOver(t, nil, opts...)

@@ -19,12 +19,7 @@ import (
 // and that /readyz no longer says ready.
 func TestShutdownFinishesInFlightRequests(t *testing.T) {
 	e := newEnv(t)
-	addr := strings.TrimPrefix(e.base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, addr := e.dial(t)
 	body := `{"candidates":["a","b","c"],"limit":2}`
 	head := fmt.Sprintf("POST /v1/namespaces/default/users/inflight/filter HTTP/1.1\r\nHost: %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, len(body))
@@ -91,12 +86,7 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 // cut off so, --drain-delay or not).
 func TestDrainClosesEachConnectionAfterItsAnswer(t *testing.T) {
 	e := newEnv(t)
-	addr := strings.TrimPrefix(e.base, "http://")
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, addr := e.dial(t)
 	br := bufio.NewReader(conn)
 	get := func() *http.Response {
 		t.Helper()

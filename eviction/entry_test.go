@@ -170,17 +170,7 @@ func TestLimitedWriteBackRoundWritesAllOverdueUsers(t *testing.T) {
 // disk's first round the figure restarted from 0 with each failed round.
 func TestFlushLagCountsFromTheChangeThroughFailedWriteBacks(t *testing.T) {
 	clock, advance := newTestClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	st := openStore(t, t.TempDir())
-	rs := &refusingStore{Store: st, ns: "default"}
-	h, err := New(rs, defaultNS, Options{FlushInterval: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rs.refuse.Store(false)
-		h.Close()
-		st.Close()
-	})
+	h, rs := refusingHotSet(t, Options{FlushInterval: time.Hour, Now: clock})
 	advance(time.Hour)
 	record(t, h, "default", "u", "a")
 	rs.refuse.Store(true)

@@ -22,6 +22,25 @@ type refusingStore struct {
 	refuse atomic.Bool
 }
 
+// refusingHotSet is a hot set of the default namespace over a
+// refusingStore of a new store that refuses the default namespace's
+// writes while refuse is set; cleanup lets them through to close.
+func refusingHotSet(t *testing.T, opts Options) (*HotSet, *refusingStore) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	rs := &refusingStore{Store: st, ns: "default"}
+	h, err := New(rs, defaultNS, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rs.refuse.Store(false)
+		h.Close()
+		st.Close()
+	})
+	return h, rs
+}
+
 func (r *refusingStore) WriteBack(writes []storage.Write, merge storage.MergeFunc) error {
 	if r.refuse.Load() && slices.ContainsFunc(writes, func(w storage.Write) bool { return w.NS == r.ns }) {
 		return errors.New("refused for the test")
@@ -217,23 +236,13 @@ func TestPurgeNamespaceWhileCallsGoOn(t *testing.T) {
 // few of them and how many more: its error is logged on one line, which
 // listed every batch, 165 KB at a stop of 200,000 users.
 func TestAWriteBackFailingInManyBatchesSaysSoBriefly(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	rs := &refusingStore{Store: st, ns: "default"}
-	h, err := New(rs, defaultNS, Options{FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rs.refuse.Store(false)
-		h.Close()
-		st.Close()
-	})
+	h, rs := refusingHotSet(t, Options{FlushInterval: time.Hour})
 	const users = 10 * writeBatch
 	for u := range users {
 		record(t, h, "default", fmt.Sprint("u", u), "a")
 	}
 	rs.refuse.Store(true)
-	err = h.Flush()
+	err := h.Flush()
 	if err == nil {
 		t.Fatal("a write-back the store refused succeeded")
 	}
