@@ -957,6 +957,9 @@ func TestTheOverviewOfAKeyLimitedToANamespaceSaysWhoseFiguresAreWhose(t *testing
 		t.Fatalf("rows %v, want default's alone", names)
 	}
 	const want = "This key may call namespace default only: the table by namespace shows its figures, the cards and the other tables the whole service's."
+	// The figures may be drawn before the key's look-up has answered,
+	// which the note waits for.
+	tb.waitJS(`!!document.querySelector('#overview-scope')`, "the note of whose figures are whose")
 	if got := tb.text("#overview"); !strings.HasPrefix(got, want) {
 		t.Errorf("the overview of a key limited to default begins %q, want %q", got[:min(len(got), len(want))], want)
 	}
