@@ -912,6 +912,24 @@ func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	}
 }
 
+// The erase answers 204 whether or not the user had a history: the page
+// says that a user with none had nothing to erase, so that a mistyped id
+// does not read as erased.
+func TestErasingAUserWithNoHistorySaysThereWasNothingToErase(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
+	tb.waitText("#user-missing", "No history")
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
+	tb.click("#erase-confirm")
+	tb.waitJS(`!!document.querySelector('#erase-result .done')`, "the erase's outcome")
+	want := user + " had no history in default: nothing to erase."
+	if got := tb.text("#erase-result .done"); got != want {
+		t.Errorf("erasing a user with no history reads %q, want %q", got, want)
+	}
+}
+
 // actionState is what the user page offers a key: its role as shown, whether
 // the record and erase buttons are enabled, and the hints beside them: the
 // role an action needs, shown only to a key that lacks it.

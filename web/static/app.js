@@ -1209,9 +1209,16 @@ function erasePanel(ns, user, reload) {
     ['User ', h('code', {}, user), ' in ', h('code', {}, ns), ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'],
     () => whileBusy(open, async () => {
       try {
+        // The erase answers 204 whether or not the user had a history, so the page looks first:
+        // a mistyped id would otherwise read as erased. It is erased all the same (with any
+        // answers kept for its keyed calls); a lookup that fails says nothing either way.
+        const had = await call('getUser', { ns, user }).then(() => true,
+          (e) => (e.kind === 'user-not-found' ? false : e.kind === 'corrupt-filter' ? true : null));
         await call('forgetUser', { ns, user });
         await reload(); // draws the page again, this panel with it
-        showDone(document.getElementById('erase-result') || result, ['User ', h('bdi', {}, user), ` was erased from ${ns}.`]);
+        showDone(document.getElementById('erase-result') || result, had === false
+          ? [h('bdi', {}, user), ` had no history in ${ns}: nothing to erase.`]
+          : ['User ', h('bdi', {}, user), ` was erased from ${ns}.`]);
       } catch (e) {
         put(result, problemBox(e, 'Erasing'));
       }
