@@ -668,7 +668,9 @@ func TestTooManyItemsAreRefusedBeforeTheyAreSent(t *testing.T) {
 
 // A service whose limit was lowered since the page asked it (a restart with
 // another --max-candidates) refuses the items the page sent: the refusal
-// speaks of the items entered, not of the request body's JSON pointer.
+// speaks of the items entered, not of the request body's JSON pointer. The
+// page then learns the new limit, and refuses the next list over it before
+// sending it.
 func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	s := setup(t)
 	data := "data-" + userID(t)
@@ -700,6 +702,19 @@ func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	}
 	if got := tb.text("#check-result .problem li"); !strings.HasPrefix(got, "the 4 items entered: ") {
 		t.Errorf("the refusal's line reads %q, want it to begin with the 4 items entered", got)
+	}
+
+	checks := "/v1/namespaces/default/users/" + user + "/check"
+	sent := tb.apiCalls(http.MethodPost, checks)
+	tb.fill("#check-items", "e\nf\ng\nh")
+	tb.click("#check-run")
+	tb.waitJS(`!document.querySelector('#check-result').textContent.includes('Working')`, "the second check's outcome")
+	const want = "4 items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer."
+	if got := tb.text("#check-result"); got != want {
+		t.Errorf("after the 413, a check of 4 items reads %q, want %q", got, want)
+	}
+	if n := tb.apiCalls(http.MethodPost, checks); n != sent {
+		t.Errorf("after the 413, the page sent a check of 4 items again (%d more), want none", n-sent)
 	}
 }
 

@@ -113,6 +113,7 @@ async function call(opId, params = {}, body, opts = {}) {
     const p = new Problem(res.status, doc && typeof doc === 'object' ? doc
       : { title: res.statusText, detail: text.trim().slice(0, 300) || `The service answered HTTP ${res.status}.` });
     learnRole(op, key, p);
+    if (p.kind === 'too-many-candidates') await learnLimit();
     throw p;
   }
   learnRole(op, key, null);
@@ -137,6 +138,17 @@ async function checkRole() {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
   }
+}
+
+/**
+ * Asks the service its items-per-call limit again: a 413 too-many-candidates means it was
+ * lowered since it was learnt (a restart with another --max-candidates), and the next list
+ * over it is then refused before it is sent.
+ */
+async function learnLimit() {
+  try {
+    state.maxItems = (await call('getAuth')).max_candidates;
+  } catch { /* not learnt: the service refuses the next list over its limit, as it did this one */ }
 }
 
 function setRole(r) {
