@@ -1347,6 +1347,27 @@ func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	tb.waitText("#card-seen .sub", "0% since start · 1 candidate")
 }
 
+// An idle service's calls per second read 0: every open dashboard asks
+// GET /v1/stats every 2 s, which the figure leaves out, saying so, while
+// the table of routes still counts it.
+func TestAnIdleServiceShowsNoCallsPerSecond(t *testing.T) {
+	s := setup(t)
+	_, tb := s.ownOverview(t)
+	// The page's look-up of its key's role may fall between its first two
+	// figures: the third rate is of a refresh without it.
+	tb.waitJS(`(() => { const l = document.querySelector('#card-calls svg polyline'); return !!l && l.points.length >= 3; })()`,
+		"three calls/s figures")
+	if got := tb.text(`[data-k="calls"]`); got != "0.0" {
+		t.Errorf("an idle service shows %s calls/s, want 0.0", got)
+	}
+	if got := tb.text("#card-calls .sub"); !strings.Contains(got, "since start, besides GET /v1/stats (the dashboards' own)") {
+		t.Errorf("the calls card reads %q; want it to say GET /v1/stats is left out", got)
+	}
+	if n := eval[[]float64](tb, routeCalls+`("GET /v1/stats")`); n[0] < 2 {
+		t.Errorf("the table of routes shows %v calls of GET /v1/stats, want the page's own", n[0])
+	}
+}
+
 // The overview's table by namespace shows each namespace's hot users and
 // its share of the cache, largest first, and follows the calls.
 func TestOverviewShowsEachNamespacesShare(t *testing.T) {

@@ -6,7 +6,9 @@
 // openapi.yaml by `go generate ./web` (a test fails when it is stale).
 //
 // The dashboard shows the service's figures (GET /v1/stats every 2 s, with
-// sparklines of calls/s and hit ratio computed from successive answers),
+// sparklines of calls/s and hit ratio computed from successive answers;
+// the calls leave out GET /v1/stats, every open dashboard's own polling,
+// which the table of routes still counts),
 // the namespaces, and one user's filter, and it checks, records and erases
 // items, and downloads a user's export, with the API key kept in the
 // browser's sessionStorage; more items than the service takes in one call
