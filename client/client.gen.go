@@ -569,7 +569,7 @@ type ServiceStats struct {
 	InFlight       int64 `json:"in_flight"`
 	JournalAppends int64 `json:"journal_appends"`
 
-	// Loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
+	// Loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
 	Loads int64 `json:"loads"`
 
 	// Misses Calls that did not find their user in memory, and read it from the store.

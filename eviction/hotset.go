@@ -1687,7 +1687,9 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 				return badImport(err, "%v", err)
 			}
 		}
-		e, _, created, err = h.acquireNew(info, user, true, true)
+		// The call's miss is counted: the second look counts none (it
+		// reads the store again, another call may have made the user).
+		e, _, created, err = h.acquireNew(info, user, true, false)
 	}
 	if err != nil {
 		return err

@@ -186,3 +186,32 @@ func TestHitsAndMissesCountCallsOnly(t *testing.T) {
 		t.Fatalf("a keyed batch of a hot, a cold and a new user: %d hits, %d misses; want 1 and 3", st.Hits, st.Misses)
 	}
 }
+
+// An import is one call, counted once: importing a user with nothing
+// stored is a miss (and a new user), though it reads the store twice,
+// once to find the user absent and once to create it.
+func TestImportCountsOneMiss(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "src", "a", "b")
+	data, err := fx.h.Export("default", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fx.h.Stats()
+	if err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	st := checkNamespaceStats(t, fx.h)
+	hits, misses := st.Hits-before.Hits, st.Misses-before.Misses
+	loads, made := st.Loads-before.Loads, st.NewUsers-before.NewUsers
+	if hits != 0 || misses != 1 || loads != 2 || made != 1 {
+		t.Fatalf("importing a user not stored: %d hits, %d misses, %d loads, %d new users; want 0, 1, 2, 1", hits, misses, loads, made)
+	}
+	before = st
+	if err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if st := checkNamespaceStats(t, fx.h); st.Hits-before.Hits != 1 || st.Misses != before.Misses {
+		t.Fatalf("importing a hot user: %d hits, %d misses; want 1 and 0", st.Hits-before.Hits, st.Misses-before.Misses)
+	}
+}

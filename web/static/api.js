@@ -266,7 +266,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
  * @property {number} journal_appends
- * @property {number} loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
+ * @property {number} loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
  * @property {number} misses Calls that did not find their user in memory, and read it from the store.
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
