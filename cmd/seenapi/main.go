@@ -118,6 +118,10 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 	case "new-key":
 		err = o.newKey.write(stdout, time.Now())
 	}
+	if wb, ok := err.(*writeBackError); ok { // the only failure (see serve)
+		logger.Error("seenapi: stopped, but the final write-back failed; no acknowledged change is lost: the journal keeps every one, and the next start writes them back", "err", wb.err)
+		return 1
+	}
 	if err != nil {
 		logger.Error("seenapi "+cmd+" failed", "err", err)
 		return 1

@@ -328,7 +328,11 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	}
 	defer func() {
 		if cerr := hot.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("writing back: %w", cerr))
+			if err == nil {
+				err = &writeBackError{err: cerr}
+			} else {
+				err = errors.Join(err, fmt.Errorf("writing back: %w", cerr))
+			}
 		}
 	}()
 	stopGC := make(chan struct{})
@@ -458,6 +462,15 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	}
 	return nil // the deferred closes write back and close the store
 }
+
+// writeBackError is serve's error when the final write-back (a full disk,
+// say) was its only failure: every change it did not write is in the
+// journal, which the next start folds in, so nothing acknowledged is lost
+// and the log says so rather than that serving failed.
+type writeBackError struct{ err error }
+
+func (e *writeBackError) Error() string { return "writing back: " + e.err.Error() }
+func (e *writeBackError) Unwrap() error { return e.err }
 
 // keptAnswersFile holds, across a graceful restart, the answers kept for
 // retries of calls sent with an Idempotency-Key; answersLogDir holds them
