@@ -1913,7 +1913,8 @@ func importable(ns string, ours, user, in userfilter.Profile, replace bool) erro
 // a panic in it (a bug met by that data) into the step's error: the user's
 // step fails and is retried like any failed one, other users go on, and no
 // lock or load claim is left held. The stack is logged at most once every
-// logEvery, since a failing write-back is retried every round.
+// logEvery, since a failing write-back is retried again and again (see
+// flushWarner).
 func (h *HotSet) recovered(err *error, what, ns, user string) {
 	r := recover()
 	if r == nil {
@@ -1930,8 +1931,9 @@ func (h *HotSet) recovered(err *error, what, ns, user string) {
 	}
 }
 
-// logEvery is how often a failure that repeats (a write-back retried every
-// round, up to 200 a second) is logged at most.
+// logEvery is how often a failure that repeats (a write-back retried a
+// flush interval later, an evicted user's at every round, up to 200 a
+// second: see flushWarner) is logged at most.
 const logEvery = 10 * time.Second
 
 // spaced reports whether a line may be logged now: last holds when (unix
@@ -2108,9 +2110,11 @@ func (h *HotSet) flushLoop() {
 }
 
 // flushWarner logs write-back failures without flooding the log: a user
-// that cannot be written (a full disk, a bug met by its data) is retried
-// every round. It logs a failure at most once every logEvery, with the
-// rounds that failed since the last line.
+// that cannot be written (a full disk, a bug met by its data) stays dirty
+// from the failed write on, so a round retries it a flush interval later,
+// or at every round if it was evicted (it waits in the evicted map, which
+// each round writes whole). It logs a failure at most once every logEvery,
+// with the rounds that failed since the last line.
 type flushWarner struct {
 	failed int          // rounds failed since the last line logged
 	last   atomic.Int64 // see spaced
