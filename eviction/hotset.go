@@ -136,9 +136,10 @@ type shard struct {
 	loading map[key]*loadCall
 	dirty   queue          // entries that turned dirty since their last write-back, in dirtySince order
 	evicted map[key]*entry // evicted while dirty: still the truth until written back
-	// keyed holds, for a hot user changed by keyed calls since its last
-	// write-back, the first such call's journal sequence number and when
-	// the last one was made (see keyedRecord).
+	// keyed holds, for a user changed by keyed calls since its last
+	// write-back or whose last write-back left such calls' records in the
+	// journal, the first such record's sequence number and when the last
+	// was made (see keyedRecord).
 	keyed map[*entry]keyedRecord
 	// failed holds, for a user whose write-back failed and that has not
 	// been written since, when its oldest change not written was made:
@@ -1022,10 +1023,27 @@ func (h *HotSet) releaseSized(e *entry, changed, resized bool) { h.releaseCall(e
 // keyedRecord is what the write-back needs to know of a user's journal
 // records that carry keyed calls' answers (see writeBack): the sequence
 // number of the first since its last write-back, and the clock (see
-// clock) of the last.
+// clock) of the last; and, if that write-back left some in the journal
+// (held), the first of those and the clock of their last, so that the
+// user, evicted before the next round, still keeps them for the hold.
 type keyedRecord struct {
-	seq uint64
-	at  uint32
+	seq, heldSeq uint64
+	at, heldAt   uint32
+}
+
+// from returns the sequence number of the first record to leave in the
+// journal at clock now for a hold of hold milliseconds: that of the first
+// of the records whose last is that recent (0: none). The difference of
+// clocks holds across the clock's wrap.
+func (kr keyedRecord) from(now, hold uint32) uint64 {
+	recent := func(at uint32) bool { return now-at < hold }
+	switch {
+	case kr.heldSeq != 0 && recent(kr.heldAt):
+		return kr.heldSeq
+	case kr.seq != 0 && recent(kr.at):
+		return kr.seq
+	}
+	return 0
 }
 
 // releaseCall is releaseSized for a call whose journal record of sequence
@@ -1849,8 +1867,8 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, mer
 	upTo, held := e.lastSeq, false
 	if merged {
 		s.mu.Lock()
-		if kr, ok := s.keyed[e]; ok && h.clock()-kr.at < h.keyedHoldOf() {
-			upTo, held = kr.seq-1, true
+		if from := s.keyed[e].from(h.clock(), h.keyedHoldOf()); from != 0 {
+			upTo, held = from-1, true
 		}
 		s.mu.Unlock()
 	}
@@ -2296,11 +2314,10 @@ func (h *HotSet) keyedHoldOf() uint32 {
 // at once, as the exception documented). s.mu held.
 func (h *HotSet) holdEvictedLocked(s *shard, e *entry, hold uint32) bool {
 	kr, ok := s.keyed[e]
-	if !ok || hold == 0 || h.evictedBytes.Load() > h.backlogLimit/2 {
+	if !ok || h.evictedBytes.Load() > h.backlogLimit/2 {
 		return false
 	}
-	now := h.clock()
-	return kr.at >= now || now-kr.at < hold
+	return kr.from(h.clock(), hold) != 0
 }
 
 // writeBack writes a batch of dirty entries; with upTo, batch[i] only if
@@ -2366,14 +2383,26 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		if kr, ok := s.keyed[e]; ok {
 			cur, ok := s.lru.Peek(k)
 			hot := ok && cur == e
-			held = hold > 0 && h.clock()-kr.at < hold && (hot || h.evictedBytes.Load() <= h.backlogLimit/2)
-			if held {
-				covered = kr.seq - 1
-			}
-			if hot || !held {
-				// An evicted user held keeps them: the rounds leave it in
-				// memory until its hold is over (see holdEvictedLocked).
+			from := kr.from(h.clock(), hold)
+			held = from != 0 && (hot || h.evictedBytes.Load() <= h.backlogLimit/2)
+			switch {
+			case !held:
 				delete(s.keyed, e)
+			case hot:
+				// The next keyed call starts the records of the next
+				// write-back; those left are kept in mind until their
+				// hold is over, for an eviction before it (see
+				// holdEvictedLocked).
+				last := kr.at
+				if kr.seq == 0 {
+					last = kr.heldAt
+				}
+				s.keyed[e] = keyedRecord{heldSeq: from, heldAt: last}
+			}
+			// An evicted user held keeps them all: the rounds leave it in
+			// memory until its hold is over (see holdEvictedLocked).
+			if held {
+				covered = from - 1
 			}
 		}
 		writes = append(writes, storage.Write{NS: h.infoOf(e).Name, User: e.id(), Value: raw,

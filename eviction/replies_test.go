@@ -424,3 +424,105 @@ func TestKeyedRecordOutlivesAMergingImport(t *testing.T) {
 		t.Errorf("after a write-back the user keeps %d journal records", n)
 	}
 }
+
+// A hot user written back with a keyed call's record held (see writeBack)
+// and evicted before its next round keeps the record for the hold too:
+// the evicted users are written at every round, and one written as if it
+// had no keyed record retired it at once, the call's answer then in the
+// API's memory only, so a crash right after made its retry be served anew.
+func TestKeyedRecordHeldOutlivesTheLaterEvictionOfItsUser(t *testing.T) {
+	var now atomic.Int64
+	start := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	opts := Options{Now: func() time.Time { return start.Add(time.Duration(now.Load())) }, FlushInterval: time.Second, CacheBytes: 1 << 20}
+	fx := newFixture(t, opts)
+	cands := candidates(10)
+	rounds := func(n uint64) {
+		t.Helper()
+		fx.h.backlogMu.Lock()
+		until := fx.h.flushRounds + n
+		fx.h.backlogMu.Unlock()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			fx.h.backlogMu.Lock()
+			done := fx.h.flushRounds >= until
+			fx.h.backlogMu.Unlock()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the write-back loop runs no round")
+			}
+		}
+	}
+
+	// Changed a flush interval before its keyed call, the user is due at
+	// once: the round writes it hot, leaving the keyed call's record.
+	record(t, fx.h, "default", "x", "earlier")
+	unlock := fx.h.lockForChange() // no round between the clock's move and the call
+	now.Store(int64(1200 * time.Millisecond))
+	k := callKey("caller\x00/x/filter\x00key-1", "body-1")
+	first, err := fx.h.FilterKeyed(nil, "default", "x", cands, 3, userfilter.RecordReturned, k)
+	unlock()
+	if err != nil || len(first.Unseen) != 3 {
+		t.Fatalf("the keyed call: %+v, %v", first, err)
+	}
+	first.Unseen = slices.Clone(first.Unseen)
+	rounds(3)
+	if n := fx.journalLen("default", "x"); n != 1 {
+		t.Fatalf("after the write-back of the hot user, %d journal records; want the keyed call's", n)
+	}
+	// Evicted, as trimLocked evicts the least recently used.
+	info, err := fx.h.namespace("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kx := fx.h.key(info, "x", 0)
+	s := fx.h.shardOf(kx)
+	s.mu.Lock()
+	e, ok := s.lru.Peek(kx)
+	if ok {
+		fx.h.evictLocked(s, kx, e)
+	}
+	s.mu.Unlock()
+	if !ok {
+		t.Fatal("the user is not hot")
+	}
+	rounds(3)
+	if n := fx.journalLen("default", "x"); n != 1 {
+		t.Errorf("the keyed call's record went with the write-back of its user evicted within the hold (%d records)", n)
+	}
+	fx.restart(false, opts) // a crash
+	again, err := fx.h.FilterKeyed(nil, "default", "x", cands, 3, userfilter.RecordReturned, k)
+	if err != nil || !again.Replayed || !slices.Equal(again.Unseen, first.Unseen) {
+		t.Fatalf("the retry after a crash: %+v, %v; want the first answer %v, replayed", again, err, first.Unseen)
+	}
+
+	// The records left are retired once their hold is over, keyed calls
+	// coming or not: a user called with keys without pause keeps no
+	// longer a journal.
+	keyed := func(n int) {
+		t.Helper()
+		k := callKey(fmt.Sprintf("caller\x00/z/filter\x00key-%d", n), "body")
+		if _, err := fx.h.FilterKeyed(nil, "default", "z", cands, 1, userfilter.RecordReturned, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(ms int) { now.Store(int64(1200*time.Millisecond + time.Duration(ms)*time.Millisecond)) }
+	record(t, fx.h, "default", "z", "earlier")
+	unlock = fx.h.lockForChange()
+	at(1100)
+	keyed(1)
+	unlock()
+	rounds(3) // due: written, the record of key-1 left
+	at(1600)
+	keyed(2)
+	at(2200) // the user due again; key-1's record past its hold, key-2's not
+	rounds(3)
+	if n := fx.journalLen("default", "z"); n != 1 {
+		t.Fatalf("a round past key-1's hold left %d journal records; want key-2's only", n)
+	}
+	at(3300)
+	rounds(3)
+	if n := fx.journalLen("default", "z"); n != 0 {
+		t.Fatalf("a round past every hold left %d journal records; want none", n)
+	}
+}
