@@ -26,7 +26,7 @@ func TestFailedFinalWriteBackSaysNothingIsLost(t *testing.T) {
 	if free < 4*margin {
 		skipOutsideCI(t, "%d bytes free; the test takes 2 GiB of it for a moment", free)
 	}
-	s := startService(t, nil, "--addr", "127.0.0.1:18537", "--data-dir", dir, "--flush-interval", "1h",
+	s := startService(t, nil, "--data-dir", dir, "--flush-interval", "1h",
 		"--min-free-bytes", strconv.FormatInt(free-margin, 10))
 	if status, m := post(t, s.url+"/v1/namespaces/default/users/u1/seen", `{"items":["x","y"]}`); status != 200 {
 		t.Fatalf("%d %v", status, m)
