@@ -325,24 +325,7 @@ func TestKeyedRecordOutlivesTheEvictionOfItsUser(t *testing.T) {
 		res.Unseen = slices.Clone(res.Unseen)
 		return res, k
 	}
-	// rounds waits for n rounds of the write-back loop.
-	rounds := func(n uint64) {
-		t.Helper()
-		fx.h.backlogMu.Lock()
-		until := fx.h.flushRounds + n
-		fx.h.backlogMu.Unlock()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			fx.h.backlogMu.Lock()
-			done := fx.h.flushRounds >= until
-			fx.h.backlogMu.Unlock()
-			if done {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the write-back loop runs no round")
-			}
-		}
-	}
+	rounds := func(n uint64) { waitRounds(t, fx.h, n) }
 
 	keyed("u")
 	record(t, fx.h, "default", "v", "x") // evicts u
@@ -436,23 +419,7 @@ func TestKeyedRecordHeldOutlivesTheLaterEvictionOfItsUser(t *testing.T) {
 	opts := Options{Now: func() time.Time { return start.Add(time.Duration(now.Load())) }, FlushInterval: time.Second, CacheBytes: 1 << 20}
 	fx := newFixture(t, opts)
 	cands := candidates(10)
-	rounds := func(n uint64) {
-		t.Helper()
-		fx.h.backlogMu.Lock()
-		until := fx.h.flushRounds + n
-		fx.h.backlogMu.Unlock()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			fx.h.backlogMu.Lock()
-			done := fx.h.flushRounds >= until
-			fx.h.backlogMu.Unlock()
-			if done {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the write-back loop runs no round")
-			}
-		}
-	}
+	rounds := func(n uint64) { waitRounds(t, fx.h, n) }
 
 	// Changed a flush interval before its keyed call, the user is due at
 	// once: the round writes it hot, leaving the keyed call's record.
@@ -524,5 +491,24 @@ func TestKeyedRecordHeldOutlivesTheLaterEvictionOfItsUser(t *testing.T) {
 	rounds(3)
 	if n := fx.journalLen("default", "z"); n != 0 {
 		t.Fatalf("a round past every hold left %d journal records; want none", n)
+	}
+}
+
+// waitRounds waits for n rounds of h's write-back loop.
+func waitRounds(t *testing.T, h *HotSet, n uint64) {
+	t.Helper()
+	h.backlogMu.Lock()
+	until := h.flushRounds + n
+	h.backlogMu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		h.backlogMu.Lock()
+		done := h.flushRounds >= until
+		h.backlogMu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write-back loop runs no round")
+		}
 	}
 }
