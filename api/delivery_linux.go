@@ -3,7 +3,6 @@
 package api
 
 import (
-	"crypto/tls"
 	"errors"
 	"net"
 	"syscall"
@@ -18,10 +17,16 @@ import (
 type socketWatch struct{ fd int }
 
 // watchSocket returns a watch of conn's socket, or errDeliveryUnknown for
-// a connection that is not a TCP socket.
+// a connection that is not a TCP socket. A connection that wraps another
+// (TLS, or the listeners' own wrappers) gives it by NetConn, as tls.Conn
+// does: the socket is the innermost one's.
 func watchSocket(conn net.Conn) (*socketWatch, error) {
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
+	for {
+		w, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = w.NetConn()
 	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {

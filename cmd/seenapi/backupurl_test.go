@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,8 +15,12 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // backupCmd runs seenapi backup with args and returns its exit code and output.
@@ -224,5 +233,88 @@ func TestFirstStartAfterARestoreSaysWhatItFoldsIn(t *testing.T) {
 		if got := seenBy(t, s, u, []string{"a", "b"}); !slices.Equal(got, []bool{true, false}) {
 			t.Errorf("%s after the restore: %v", u, got)
 		}
+	}
+}
+
+// filledDir puts users users of 20,000 items each (about 32 KB each in a
+// backup) in a store in dir, which no service has open.
+func filledDir(t *testing.T, dir string, users int) {
+	t.Helper()
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	nss, _ := loadNamespaces("")
+	hot, err := eviction.New(store, nss, eviction.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hot.Close()
+	items := make([]string, 20000)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%d", i)
+	}
+	if _, err := hot.Record("default", "u0", items); err != nil {
+		t.Fatal(err)
+	}
+	x, err := hot.Export("default", "u0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := 1; u < users; u++ {
+		if err := hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The service's backup watches what its client has acknowledged, through
+// the listener's own wrapper of each connection: a client that stops
+// reading for a second, far past --write-timeout but within
+// --idle-timeout, still gets the backup whole, as the README says of
+// --idle-timeout. Hidden by the wrapper, the socket went unwatched and
+// such a client was cut off at the write timeout.
+func TestBackupClientMayPauseForLessThanTheIdleTimeout(t *testing.T) {
+	dir := t.TempDir()
+	filledDir(t, dir, 250) // 8 MB: more than the kernels' buffers take meanwhile
+	s := startService(t, nil, "--data-dir", dir, "--write-timeout", "100ms", "--idle-timeout", "20s")
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4<<10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("backup: %d", resp.StatusCode)
+	}
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the backup stream ended after %d bytes: %v\n%s", len(head)+len(rest), err, s.out.String())
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	if err := os.WriteFile(out, append(head, rest...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--data-dir", t.TempDir(), "--in", out, "--min-free-bytes", "-1"}, noEnv, &log, &log, nil); code != 0 {
+		t.Fatalf("restore of the backup (%d bytes): exit %d\n%s", len(head)+len(rest), code, log.String())
 	}
 }

@@ -101,6 +101,11 @@ type schemeConn struct {
 	looked bool
 }
 
+// NetConn returns the connection c wraps, as tls.Conn's NetConn does: a
+// backup's answer watches the socket underneath (what its client has
+// acknowledged), which the wrapper would hide.
+func (c *schemeConn) NetConn() net.Conn { return c.Conn }
+
 // errWrongScheme ends a connection that spoke the other protocol.
 var errWrongScheme = errors.New("plain HTTP sent to the HTTPS port, or TLS to the plain HTTP port")
 
