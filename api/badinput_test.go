@@ -573,6 +573,28 @@ func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
 	}
 }
 
+// A connection that sends nothing within the read timeout, as one a
+// client's pool or a balancer opens ahead of use, is closed without an
+// answer: a 408 on it could be read as the answer to the first request
+// the client sends on it later. One that sent part of a request still
+// gets its 408 (above).
+func TestASilentConnectionIsClosedWithoutAnAnswer(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.ReadTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the silent connection was not closed within 10s (read %q): %v", got, err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("the silent connection was answered:\n%s", got)
+	}
+}
+
 // A body in chunks over its route's limit is refused as it is read, with
 // both limits named: the request it belonged to is gone by then.
 func TestChunkedBodyOverTheLimitNamesTheLimits(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"container/list"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -70,6 +71,9 @@ func (l *acceptRetrying) Accept() (net.Conn, error) {
 		if err == nil || !outOfResources(err) {
 			if err == nil && l.spell.Swap(false) {
 				l.logger.Info("seenapi: accepting connections again")
+			}
+			if err == nil {
+				c = heard(c)
 			}
 			return c, err
 		}
@@ -256,4 +260,53 @@ type logPace struct{ last atomic.Int64 } // unix ns of the last line
 func (p *logPace) due(every time.Duration) bool {
 	now, last := time.Now().UnixNano(), p.last.Load()
 	return now-last >= int64(every) && p.last.CompareAndSwap(last, now)
+}
+
+// heardConn is a connection being served that notes whether its client
+// has sent a byte: one that sent none within the read timeout, opened
+// ahead of use by a client's pool or a balancer, is closed without the
+// 408 fasthttp answers, which such a client could read as the answer to
+// the request it sends on it next (see Server.errorHandler). Only the
+// connection's serving goroutine reads it.
+type heardConn struct {
+	net.Conn
+	heard bool
+}
+
+func (c *heardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.heard = true
+	}
+	return n, err
+}
+
+// NetConn returns the connection c wraps, as tls.Conn's does (see
+// watchSocket).
+func (c *heardConn) NetConn() net.Conn { return c.Conn }
+
+func (c *heardConn) heardNothing() bool { return !c.heard }
+
+// heardTLSConn is a heardConn over TLS: fasthttp tells a TLS connection by
+// these two methods (RequestCtx.IsTLS).
+type heardTLSConn struct {
+	*heardConn
+	tls *tls.Conn
+}
+
+func (c heardTLSConn) Handshake() error                     { return c.tls.Handshake() }
+func (c heardTLSConn) ConnectionState() tls.ConnectionState { return c.tls.ConnectionState() }
+
+func heard(c net.Conn) net.Conn {
+	h := &heardConn{Conn: c}
+	if tc, ok := c.(*tls.Conn); ok {
+		return heardTLSConn{heardConn: h, tls: tc}
+	}
+	return h
+}
+
+// heardNothing reports whether conn's client has sent no byte yet.
+func heardNothing(conn net.Conn) bool {
+	h, ok := conn.(interface{ heardNothing() bool })
+	return ok && h.heardNothing()
 }

@@ -827,7 +827,16 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	// A body fasthttp failed to read (too slow, cut short) gives back its
 	// share of the budget here: no handler runs for it.
 	s.bodies.release(&c.Request().Header)
-	if fe := (*fiber.Error)(nil); errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge {
+	fe := (*fiber.Error)(nil)
+	if errors.As(err, &fe) && fe.Code == fiber.StatusRequestTimeout && heardNothing(c.Context().Conn()) {
+		// A connection opened ahead of use and left silent: no request
+		// to answer, and a 408 written to it could be read as the
+		// answer to the client's first request on it. fasthttp's write
+		// of what follows fails on the closed connection, unseen.
+		_ = c.Context().Conn().Close()
+		return nil
+	}
+	if fe != nil && fe.Code == fiber.StatusRequestEntityTooLarge {
 		err = s.bodyOverLimit(c)
 	}
 	p := problemFor(err)

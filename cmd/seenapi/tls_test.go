@@ -372,3 +372,31 @@ func TestClientCommandsSayToUseHTTPForAPlainService(t *testing.T) {
 		t.Fatalf("backup of a server that closes the handshake: exit %d, want 1 and %q:\n%s", code, want, log)
 	}
 }
+
+// Over TLS too, a connection that sends no request within --read-timeout,
+// whether it made its handshake or not, is closed without an answer (a
+// 408 on it could be read as the answer to a request sent later).
+func TestASilentTLSConnectionIsClosedWithoutAnAnswer(t *testing.T) {
+	certPath, keyPath := certFiles(t)
+	pool := writeCert(t, certPath, keyPath, 1)
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath, "--read-timeout", "300ms")
+	addr := strings.TrimPrefix(s.url, "http://")
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := io.ReadAll(conn); err != nil || len(got) != 0 {
+		t.Fatalf("a TLS connection silent after its handshake was answered %q (%v), want closed without an answer", got, err)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := io.ReadAll(raw); err != nil || len(got) != 0 {
+		t.Fatalf("a connection silent before its handshake was answered %q (%v), want closed without an answer", got, err)
+	}
+}
