@@ -192,7 +192,7 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 		t.Fatalf("the twin of a call in flight: %d %s", r.StatusCode(), r.Body)
 	}
 	// A client that knows nothing of the problem type knows when to retry.
-	if r.Headers409 == nil || r.Headers409.RetryAfter == nil || *r.Headers409.RetryAfter != 1 {
+	if r.Headers409 == nil || r.Headers409.RetryAfter == nil || *r.Headers409.RetryAfter != "1" {
 		t.Errorf("the twin of a call in flight: Retry-After %q, want 1", r.HTTPResponse.Header.Get("Retry-After"))
 	}
 	close(g.release)

@@ -3196,7 +3196,7 @@ type GetDashboardResponse200Headers struct {
 
 // GetDashboardResponseDefaultHeaders the declared response headers of an HTTP default response for GetDashboard
 type GetDashboardResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetDashboardResponse struct {
@@ -3246,7 +3246,7 @@ func (r GetDashboardResponse) ContentType() string {
 
 // GetHealthResponseDefaultHeaders the declared response headers of an HTTP default response for GetHealth
 type GetHealthResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetHealthResponse struct {
@@ -3301,7 +3301,7 @@ func (r GetHealthResponse) ContentType() string {
 
 // HeadHealthResponseDefaultHeaders the declared response headers of an HTTP default response for HeadHealth
 type HeadHealthResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type HeadHealthResponse struct {
@@ -3354,17 +3354,17 @@ type GetMetricsResponse401Headers struct {
 
 // GetMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetMetrics
 type GetMetricsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetMetricsResponse503Headers the declared response headers of an HTTP 503 response for GetMetrics
 type GetMetricsResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetMetricsResponseDefaultHeaders the declared response headers of an HTTP default response for GetMetrics
 type GetMetricsResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetMetricsResponse struct {
@@ -3446,7 +3446,7 @@ func (r GetMetricsResponse) ContentType() string {
 
 // GetOpenAPIResponseDefaultHeaders the declared response headers of an HTTP default response for GetOpenAPI
 type GetOpenAPIResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetOpenAPIResponse struct {
@@ -3501,12 +3501,12 @@ func (r GetOpenAPIResponse) ContentType() string {
 
 // GetReadyResponse503Headers the declared response headers of an HTTP 503 response for GetReady
 type GetReadyResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetReadyResponseDefaultHeaders the declared response headers of an HTTP default response for GetReady
 type GetReadyResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetReadyResponse struct {
@@ -3570,12 +3570,12 @@ func (r GetReadyResponse) ContentType() string {
 
 // HeadReadyResponse503Headers the declared response headers of an HTTP 503 response for HeadReady
 type HeadReadyResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // HeadReadyResponseDefaultHeaders the declared response headers of an HTTP default response for HeadReady
 type HeadReadyResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type HeadReadyResponse struct {
@@ -3630,17 +3630,17 @@ type GetAuthResponse401Headers struct {
 
 // GetAuthResponse429Headers the declared response headers of an HTTP 429 response for GetAuth
 type GetAuthResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetAuthResponse503Headers the declared response headers of an HTTP 503 response for GetAuth
 type GetAuthResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetAuthResponseDefaultHeaders the declared response headers of an HTTP default response for GetAuth
 type GetAuthResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetAuthResponse struct {
@@ -3746,17 +3746,17 @@ type GetBackupResponse401Headers struct {
 
 // GetBackupResponse429Headers the declared response headers of an HTTP 429 response for GetBackup
 type GetBackupResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetBackupResponse503Headers the declared response headers of an HTTP 503 response for GetBackup
 type GetBackupResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetBackupResponseDefaultHeaders the declared response headers of an HTTP default response for GetBackup
 type GetBackupResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetBackupResponse struct {
@@ -3859,17 +3859,17 @@ type ListNamespacesResponse401Headers struct {
 
 // ListNamespacesResponse429Headers the declared response headers of an HTTP 429 response for ListNamespaces
 type ListNamespacesResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ListNamespacesResponse503Headers the declared response headers of an HTTP 503 response for ListNamespaces
 type ListNamespacesResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ListNamespacesResponseDefaultHeaders the declared response headers of an HTTP default response for ListNamespaces
 type ListNamespacesResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ListNamespacesResponse struct {
@@ -3970,17 +3970,17 @@ type PurgeNamespaceResponse401Headers struct {
 
 // PurgeNamespaceResponse429Headers the declared response headers of an HTTP 429 response for PurgeNamespace
 type PurgeNamespaceResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // PurgeNamespaceResponse503Headers the declared response headers of an HTTP 503 response for PurgeNamespace
 type PurgeNamespaceResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // PurgeNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for PurgeNamespace
 type PurgeNamespaceResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type PurgeNamespaceResponse struct {
@@ -4102,17 +4102,17 @@ type GetNamespaceResponse401Headers struct {
 
 // GetNamespaceResponse429Headers the declared response headers of an HTTP 429 response for GetNamespace
 type GetNamespaceResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetNamespaceResponse503Headers the declared response headers of an HTTP 503 response for GetNamespace
 type GetNamespaceResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for GetNamespace
 type GetNamespaceResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetNamespaceResponse struct {
@@ -4225,22 +4225,22 @@ type FilterBatchResponse401Headers struct {
 
 // FilterBatchResponse409Headers the declared response headers of an HTTP 409 response for FilterBatch
 type FilterBatchResponse409Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterBatchResponse429Headers the declared response headers of an HTTP 429 response for FilterBatch
 type FilterBatchResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterBatchResponse503Headers the declared response headers of an HTTP 503 response for FilterBatch
 type FilterBatchResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterBatchResponseDefaultHeaders the declared response headers of an HTTP default response for FilterBatch
 type FilterBatchResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type FilterBatchResponse struct {
@@ -4387,17 +4387,17 @@ type ListUsersResponse401Headers struct {
 
 // ListUsersResponse429Headers the declared response headers of an HTTP 429 response for ListUsers
 type ListUsersResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ListUsersResponse503Headers the declared response headers of an HTTP 503 response for ListUsers
 type ListUsersResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ListUsersResponseDefaultHeaders the declared response headers of an HTTP default response for ListUsers
 type ListUsersResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ListUsersResponse struct {
@@ -4512,17 +4512,17 @@ type ForgetUserResponse401Headers struct {
 
 // ForgetUserResponse429Headers the declared response headers of an HTTP 429 response for ForgetUser
 type ForgetUserResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ForgetUserResponse503Headers the declared response headers of an HTTP 503 response for ForgetUser
 type ForgetUserResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ForgetUserResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetUser
 type ForgetUserResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ForgetUserResponse struct {
@@ -4637,17 +4637,17 @@ type GetUserResponse401Headers struct {
 
 // GetUserResponse429Headers the declared response headers of an HTTP 429 response for GetUser
 type GetUserResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetUserResponse503Headers the declared response headers of an HTTP 503 response for GetUser
 type GetUserResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetUserResponseDefaultHeaders the declared response headers of an HTTP default response for GetUser
 type GetUserResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetUserResponse struct {
@@ -4762,17 +4762,17 @@ type CheckSeenResponse401Headers struct {
 
 // CheckSeenResponse429Headers the declared response headers of an HTTP 429 response for CheckSeen
 type CheckSeenResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // CheckSeenResponse503Headers the declared response headers of an HTTP 503 response for CheckSeen
 type CheckSeenResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // CheckSeenResponseDefaultHeaders the declared response headers of an HTTP default response for CheckSeen
 type CheckSeenResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type CheckSeenResponse struct {
@@ -4901,17 +4901,17 @@ type ExportUserResponse401Headers struct {
 
 // ExportUserResponse429Headers the declared response headers of an HTTP 429 response for ExportUser
 type ExportUserResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ExportUserResponse503Headers the declared response headers of an HTTP 503 response for ExportUser
 type ExportUserResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ExportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ExportUser
 type ExportUserResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ExportUserResponse struct {
@@ -5019,17 +5019,17 @@ type ImportUserResponse401Headers struct {
 
 // ImportUserResponse429Headers the declared response headers of an HTTP 429 response for ImportUser
 type ImportUserResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ImportUserResponse503Headers the declared response headers of an HTTP 503 response for ImportUser
 type ImportUserResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ImportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ImportUser
 type ImportUserResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ImportUserResponse struct {
@@ -5156,22 +5156,22 @@ type FilterUserResponse401Headers struct {
 
 // FilterUserResponse409Headers the declared response headers of an HTTP 409 response for FilterUser
 type FilterUserResponse409Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterUserResponse429Headers the declared response headers of an HTTP 429 response for FilterUser
 type FilterUserResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterUserResponse503Headers the declared response headers of an HTTP 503 response for FilterUser
 type FilterUserResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // FilterUserResponseDefaultHeaders the declared response headers of an HTTP default response for FilterUser
 type FilterUserResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type FilterUserResponse struct {
@@ -5325,17 +5325,17 @@ type ForgetItemsResponse401Headers struct {
 
 // ForgetItemsResponse429Headers the declared response headers of an HTTP 429 response for ForgetItems
 type ForgetItemsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ForgetItemsResponse503Headers the declared response headers of an HTTP 503 response for ForgetItems
 type ForgetItemsResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // ForgetItemsResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetItems
 type ForgetItemsResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type ForgetItemsResponse struct {
@@ -5478,17 +5478,17 @@ type RecordSeenResponse401Headers struct {
 
 // RecordSeenResponse429Headers the declared response headers of an HTTP 429 response for RecordSeen
 type RecordSeenResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // RecordSeenResponse503Headers the declared response headers of an HTTP 503 response for RecordSeen
 type RecordSeenResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // RecordSeenResponseDefaultHeaders the declared response headers of an HTTP default response for RecordSeen
 type RecordSeenResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type RecordSeenResponse struct {
@@ -5624,17 +5624,17 @@ type GetStatsResponse401Headers struct {
 
 // GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
 type GetStatsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetStatsResponse503Headers the declared response headers of an HTTP 503 response for GetStats
 type GetStatsResponse503Headers struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 // GetStatsResponseDefaultHeaders the declared response headers of an HTTP default response for GetStats
 type GetStatsResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter *string
 }
 
 type GetStatsResponse struct {
@@ -6276,8 +6276,8 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 	case true:
 		var headers GetDashboardResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6322,8 +6322,8 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	case true:
 		var headers GetHealthResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6364,8 +6364,8 @@ func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
 	case true:
 		var headers HeadHealthResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6441,8 +6441,8 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers GetMetricsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6451,8 +6451,8 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetMetricsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6461,8 +6461,8 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 	case true:
 		var headers GetMetricsResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6507,8 +6507,8 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	case true:
 		var headers GetOpenAPIResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6560,8 +6560,8 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetReadyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6570,8 +6570,8 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 	case true:
 		var headers GetReadyResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6615,8 +6615,8 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers HeadReadyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6625,8 +6625,8 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 	case true:
 		var headers HeadReadyResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6716,8 +6716,8 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers GetAuthResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6726,8 +6726,8 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetAuthResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6736,8 +6736,8 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 	case true:
 		var headers GetAuthResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6837,8 +6837,8 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers GetBackupResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6847,8 +6847,8 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetBackupResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6857,8 +6857,8 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 	case true:
 		var headers GetBackupResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6948,8 +6948,8 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 	case rsp.StatusCode == 429:
 		var headers ListNamespacesResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6958,8 +6958,8 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 	case rsp.StatusCode == 503:
 		var headers ListNamespacesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -6968,8 +6968,8 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 	case true:
 		var headers ListNamespacesResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7080,8 +7080,8 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 	case rsp.StatusCode == 429:
 		var headers PurgeNamespaceResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7090,8 +7090,8 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 	case rsp.StatusCode == 503:
 		var headers PurgeNamespaceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7100,8 +7100,8 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 	case true:
 		var headers PurgeNamespaceResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7198,8 +7198,8 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 	case rsp.StatusCode == 429:
 		var headers GetNamespaceResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7208,8 +7208,8 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 	case rsp.StatusCode == 503:
 		var headers GetNamespaceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7218,8 +7218,8 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 	case true:
 		var headers GetNamespaceResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7361,8 +7361,8 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	case rsp.StatusCode == 409:
 		var headers FilterBatchResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7371,8 +7371,8 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	case rsp.StatusCode == 429:
 		var headers FilterBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7381,8 +7381,8 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	case rsp.StatusCode == 503:
 		var headers FilterBatchResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7391,8 +7391,8 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	case true:
 		var headers FilterBatchResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7496,8 +7496,8 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers ListUsersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7506,8 +7506,8 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers ListUsersResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7516,8 +7516,8 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 	case true:
 		var headers ListUsersResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7624,8 +7624,8 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers ForgetUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7634,8 +7634,8 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers ForgetUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7644,8 +7644,8 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 	case true:
 		var headers ForgetUserResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7749,8 +7749,8 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers GetUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7759,8 +7759,8 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7769,8 +7769,8 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 	case true:
 		var headers GetUserResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7888,8 +7888,8 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers CheckSeenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7898,8 +7898,8 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers CheckSeenResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -7908,8 +7908,8 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 	case true:
 		var headers CheckSeenResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8006,8 +8006,8 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers ExportUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8016,8 +8016,8 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers ExportUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8026,8 +8026,8 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 	case true:
 		var headers ExportUserResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8141,8 +8141,8 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers ImportUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8151,8 +8151,8 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers ImportUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8161,8 +8161,8 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 	case true:
 		var headers ImportUserResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8311,8 +8311,8 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	case rsp.StatusCode == 409:
 		var headers FilterUserResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8321,8 +8321,8 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers FilterUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8331,8 +8331,8 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers FilterUserResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8341,8 +8341,8 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	case true:
 		var headers FilterUserResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8474,8 +8474,8 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 	case rsp.StatusCode == 429:
 		var headers ForgetItemsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8484,8 +8484,8 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 	case rsp.StatusCode == 503:
 		var headers ForgetItemsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8494,8 +8494,8 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 	case true:
 		var headers ForgetItemsResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8620,8 +8620,8 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers RecordSeenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8630,8 +8630,8 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers RecordSeenResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8640,8 +8640,8 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 	case true:
 		var headers RecordSeenResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8731,8 +8731,8 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	case rsp.StatusCode == 429:
 		var headers GetStatsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8741,8 +8741,8 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	case rsp.StatusCode == 503:
 		var headers GetStatsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
@@ -8751,8 +8751,8 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	case true:
 		var headers GetStatsResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
 			headers.RetryAfter = &value
