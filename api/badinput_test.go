@@ -133,6 +133,10 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"limit a fraction", "POST", vFilter, `{"candidates":["a"],"limit":2.5}`, nil, 400, "bad-request"},
 		{"limit negative", "POST", vFilter, `{"candidates":["a"],"limit":-1}`, nil, 400, "bad-request"},
 		{"limit huge", "POST", vFilter, `{"candidates":["a"],"limit":1e30}`, nil, 400, "bad-request"},
+		{"limit with a point", "POST", vFilter, `{"candidates":["a"],"limit":2.0}`, nil, 400, "bad-request"},
+		{"limit with an exponent", "POST", vFilter, `{"candidates":["a"],"limit":1e2}`, nil, 400, "bad-request"},
+		{"limit hugely negative", "POST", vFilter, `{"candidates":["a"],"limit":-1e30}`, nil, 400, "bad-request"},
+		{"limit just past its range", "POST", vFilter, `{"candidates":["a"],"limit":9223372036854775808}`, nil, 400, "bad-request"},
 		{"bad record mode", "POST", vFilter, `{"candidates":["a"],"record":"some"}`, nil, 400, "bad-request"},
 		{"record not a string", "POST", vFilter, `{"candidates":["a"],"record":1}`, nil, 400, "bad-request"},
 		{"bad on_error", "POST", vFilter, `{"candidates":["a"],"on_error":"ignore"}`, nil, 400, "bad-request"},
@@ -222,6 +226,13 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		"limit a string":   "/limit is a JSON string; want an integer",
 		"limit a fraction": "/limit is a JSON number 2.5; want an integer",
 		"limit huge":       "/limit is a JSON number 1e30; want an integer; this one is too large",
+		// A whole number in range, written with a point or an exponent (as
+		// Python's json.dumps writes a float), is not too large: it is
+		// refused for how it is written.
+		"limit with a point":        "/limit is a JSON number 2.0; want an integer, written without a point or an exponent",
+		"limit with an exponent":    "/limit is a JSON number 1e2; want an integer, written without a point or an exponent",
+		"limit hugely negative":     "/limit is a JSON number -1e30; want an integer; this one is too small",
+		"limit just past its range": "/limit is a JSON number 9223372036854775808; want an integer; this one is too large",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

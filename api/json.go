@@ -186,15 +186,33 @@ func shapeError(body []byte, v any, cause error) error {
 	want := jsonTypeName(se.GoType)
 	if f, err := strconv.ParseFloat(string(se.JSONValue), 64); se.JSONKind == '0' && want == "an integer" &&
 		(err == nil || errors.Is(err, strconv.ErrRange)) && f == math.Trunc(f) {
-		// A whole number (1e99 too) refused by an integer field is out of
-		// its range.
-		want = "an integer; this one is too large"
-		if f < 0 {
+		// A whole number refused by an integer field is out of its range
+		// (1e99), or in it but written with a point or an exponent (2.0,
+		// 1e2: what Python's json.dumps makes of a float), which the
+		// decoder does not take for an integer.
+		lo, end := intRange(se.GoType)
+		switch {
+		case f >= end:
+			want = "an integer; this one is too large"
+		case f < lo:
 			want = "an integer; this one is too small"
+		default:
+			want = "an integer, written without a point or an exponent"
 		}
 	}
 	detail := fmt.Sprintf("%s is a JSON %s; want %s", ptr, what, want)
 	return &apiError{kind: pBadRequest, detail: detail, cause: cause, fields: []FieldError{{Pointer: ptr, Detail: detail}}}
+}
+
+// intRange returns the range of an integer type t as floats, exact
+// powers of two: its least value, and the least whole number past its
+// greatest.
+func intRange(t reflect.Type) (lo, end float64) {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uintptr {
+		return 0, math.Ldexp(1, bits)
+	}
+	return -math.Ldexp(1, bits-1), math.Ldexp(1, bits-1)
 }
 
 // jsonKindName names a JSON kind the way the API's details do.
