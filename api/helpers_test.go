@@ -256,12 +256,41 @@ type validator struct {
 
 func newValidator(t testing.TB, base string) *validator {
 	doc := loadSpec(t)
+	closeObjects(doc)
 	doc.Servers = openapi3.Servers{{URL: base}}
 	r, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &validator{t: t, router: r, hc: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// closeObjects makes every object schema of doc that lists its members
+// and says nothing of others refuse others (additionalProperties: false),
+// so that an answer carrying a member openapi.yaml does not document fails
+// its validation: a client generated from the document would drop it
+// unseen.
+func closeObjects(doc *openapi3.T) {
+	seen := map[*openapi3.Schema]bool{}
+	var walk func(s *openapi3.SchemaRef)
+	walk = func(s *openapi3.SchemaRef) {
+		if s == nil || s.Value == nil || seen[s.Value] {
+			return
+		}
+		v := s.Value
+		seen[v] = true
+		if len(v.Properties) > 0 && v.AdditionalProperties.Has == nil && v.AdditionalProperties.Schema == nil {
+			v.AdditionalProperties.Has = openapi3.Ptr(false)
+		}
+		for _, p := range v.Properties {
+			walk(p)
+		}
+		walk(v.Items)
+		walk(v.AdditionalProperties.Schema)
+	}
+	for _, s := range doc.Components.Schemas {
+		walk(s)
+	}
 }
 
 type doerFunc func(*http.Request) (*http.Response, error)
