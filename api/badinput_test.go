@@ -551,9 +551,15 @@ func TestUnparsableRequestIsAnsweredWithoutTheBytesItRead(t *testing.T) {
 // fasthttp's own refusals, before any route, are problems of their own
 // kind: a request not received whole within the read timeout (408) and
 // headers past the read buffer (431), not a 400 bad-request's type with
-// another status.
+// another status. The 408 reaches its client with the write timeout as
+// long as the read timeout, as the defaults are: the answer is written
+// once the read timeout is over, so a write deadline from the request's
+// start would be over too, and the connection closed unanswered.
 func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
-	e := newEnv(t, func(c *api.Config) { c.ReadTimeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *api.Config) {
+		c.ReadTimeout = 300 * time.Millisecond
+		c.WriteTimeout = c.ReadTimeout
+	})
 	addr := strings.TrimPrefix(e.base, "http://")
 	for _, tc := range []struct {
 		name, request string
@@ -561,6 +567,8 @@ func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
 		typ           string
 	}{
 		{"a body that never comes", "POST /v1/namespaces/default/users/u/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{", 408, "request-timeout"},
+		{"headers that never end", "GET /healthz HTTP/1.1\r\nHost: x\r\n", 408, "request-timeout"},
+		{"a new connection that sends nothing", "", 408, "request-timeout"},
 		{"headers past the buffer", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 8<<10) + "\r\n\r\n", 431, "headers-too-large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

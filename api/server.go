@@ -309,8 +309,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // connState counts the connections being served, for the cap of
-// acceptRetrying, and gives each request's "100 Continue" a write deadline
-// of its own.
+// acceptRetrying, and gives each request's "100 Continue", and the 408 of
+// one not read in time, a write deadline of their own.
 func (s *Server) connState(c net.Conn, state fasthttp.ConnState) {
 	switch state {
 	case fasthttp.StateNew:
@@ -321,8 +321,13 @@ func (s *Server) connState(c net.Conn, state fasthttp.ConnState) {
 		// expects one under the last answer's: on a connection idle longer
 		// than WriteTimeout since, long past, so the write failed and the
 		// connection was closed unanswered, with the share of
-		// MaxBodyBytesInFlight its header had taken.
-		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		// MaxBodyBytesInFlight its header had taken. The deadline counts
+		// the read timeout too: fasthttp writes the 408 of a request not
+		// read within it under this deadline as well, once the read
+		// timeout is over, and a write timeout no longer than the read
+		// timeout (the defaults are equal) would have closed the
+		// connection unanswered. Answers get their own deadline.
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.ReadTimeout + s.cfg.WriteTimeout))
 	case fasthttp.StateClosed, fasthttp.StateHijacked:
 		s.conns.Add(-1)
 	}
