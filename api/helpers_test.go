@@ -361,6 +361,7 @@ func (v *validator) doer(checkRequest bool) doerFunc {
 			v.t.Errorf("answer %d to %s %s does not fit openapi.yaml: %v\n%s", resp.StatusCode, req.Method,
 				req.URL.Path, err, truncate(rb))
 		}
+		v.checkParameters(route, find.URL.Path, resp, rb)
 		// The validator checks the headers a response declares, not that
 		// the headers sent are declared: a client generated from the
 		// document would not know to read an undeclared Retry-After.
@@ -369,6 +370,41 @@ func (v *validator) doer(checkRequest bool) doerFunc {
 				resp.StatusCode, req.Method, find.URL.Path)
 		}
 		return resp, nil
+	}
+}
+
+// checkParameters checks that each parameter a problem answer names in its
+// errors is one a client can look up: a parameter of the operation (path,
+// query or header), one the description of FieldError's parameter names
+// (a header such as Content-Type), or a query parameter the route does not
+// take, refused as such.
+func (v *validator) checkParameters(route *routers.Route, path string, resp *http.Response, body []byte) {
+	v.t.Helper()
+	if resp.Header.Get("Content-Type") != "application/problem+json" {
+		return
+	}
+	var p struct {
+		Errors []struct{ Parameter, Detail string }
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return
+	}
+	named := route.Spec.Components.Schemas["FieldError"].Value.Properties["parameter"].Value.Description
+	for _, fe := range p.Errors {
+		if fe.Parameter == "" || strings.HasPrefix(fe.Detail, "not a query parameter of this route") ||
+			strings.Contains(named, "`"+fe.Parameter+"`") {
+			continue
+		}
+		declared := false
+		for _, ps := range []openapi3.Parameters{route.PathItem.Parameters, route.Operation.Parameters} {
+			declared = declared || ps.GetByInAndName(openapi3.ParameterInPath, fe.Parameter) != nil ||
+				ps.GetByInAndName(openapi3.ParameterInQuery, fe.Parameter) != nil ||
+				ps.GetByInAndName(openapi3.ParameterInHeader, fe.Parameter) != nil
+		}
+		if !declared {
+			v.t.Errorf("answer %d to %s names the parameter %q, which neither its operation nor FieldError's parameter in openapi.yaml documents",
+				resp.StatusCode, path, fe.Parameter)
+		}
 	}
 }
 

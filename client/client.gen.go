@@ -258,7 +258,7 @@ type CollectorStats struct {
 type FieldError struct {
 	Detail string `json:"detail"`
 
-	// Parameter Name of the offending path or query parameter.
+	// Parameter Name of the offending path, query or header parameter: a parameter of the route (such as `user`, `limit` or `Idempotency-Key`), one the route does not take, or the request's `Content-Type` (415 `unsupported-media-type`) or `Content-Encoding` (a compressed body, refused).
 	//
 	// Example: user
 	Parameter *string `json:"parameter,omitempty"`
