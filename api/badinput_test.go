@@ -615,6 +615,44 @@ func TestASilentConnectionIsClosedWithoutAnAnswer(t *testing.T) {
 	}
 }
 
+// A body refused from its Content-Length is not read, and the connection
+// closes after the 413 while the client may still be sending it: the
+// client still reads the 413, not a reset connection, however long it
+// goes on sending before it reads (within a second and 16 MiB). A socket
+// closed with bytes unread is reset, and the reset takes the answer from
+// the client's side.
+func TestARefusalFromTheHeaderReachesAClientStillSendingTheBody(t *testing.T) {
+	e := newEnv(t, func(c *api.Config) { c.MaxBodyBytes = 1000 })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const size = 4 << 20
+	fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = ' '
+	}
+	for sent := 0; sent < size; sent += len(chunk) {
+		if sent == 4*len(chunk) {
+			time.Sleep(200 * time.Millisecond) // the server has answered and closed by now
+		}
+		conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Write(chunk); err != nil {
+			// A careful client reads the answer still (Go's does).
+			t.Errorf("sending the body after %d bytes: %v", sent, err)
+			break
+		}
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the refusal's answer is lost: %v", err)
+	}
+	wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 413, "body-too-large")
+}
+
 // A body in chunks over its route's limit is refused as it is read, with
 // both limits named: the request it belonged to is gone by then.
 func TestChunkedBodyOverTheLimitNamesTheLimits(t *testing.T) {

@@ -268,10 +268,26 @@ func (p *logPace) due(every time.Duration) bool {
 // 408 fasthttp answers, which such a client could read as the answer to
 // the request it sends on it next (see Server.errorHandler). Only the
 // connection's serving goroutine reads it.
+//
+// It also closes, when told to (lingerOnClose), the way net/http does a
+// connection whose request body was not read: a refusal from the header
+// (a body over its limit, or past the bytes in flight) closes the
+// connection while the client may still be sending, and a socket closed
+// with bytes unread is reset, which can take the refusal's answer from
+// the client before it reads it ("connection reset by peer" instead of
+// the 413). Close then ends the server's side of the stream and reads
+// what still comes, for up to lingerTime or lingerBytes, before closing.
 type heardConn struct {
 	net.Conn
-	heard bool
+	heard  bool
+	linger atomic.Bool
 }
+
+// The most a closing connection reads of what its client still sends.
+const (
+	lingerTime  = time.Second
+	lingerBytes = 16 << 20
+)
 
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
@@ -286,6 +302,21 @@ func (c *heardConn) Read(p []byte) (int, error) {
 func (c *heardConn) NetConn() net.Conn { return c.Conn }
 
 func (c *heardConn) heardNothing() bool { return !c.heard }
+
+func (c *heardConn) lingerOnClose() { c.linger.Store(true) }
+
+func (c *heardConn) Close() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !c.linger.Swap(false) || !ok || cw.CloseWrite() != nil {
+		return c.Conn.Close()
+	}
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
 
 // heardTLSConn is a heardConn over TLS: fasthttp tells a TLS connection by
 // these two methods (RequestCtx.IsTLS).
@@ -303,6 +334,14 @@ func heard(c net.Conn) net.Conn {
 		return heardTLSConn{heardConn: h, tls: tc}
 	}
 	return h
+}
+
+// lingerOnClose makes the server's close of conn read what its client
+// still sends for a while (see heardConn).
+func lingerOnClose(conn net.Conn) {
+	if h, ok := conn.(interface{ lingerOnClose() }); ok {
+		h.lingerOnClose()
+	}
 }
 
 // heardNothing reports whether conn's client has sent no byte yet.

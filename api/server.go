@@ -381,6 +381,11 @@ func (s *Server) routes() {
 	s.app.Use(func(c *fiber.Ctx) error {
 		noSniff(c)
 		h := &c.Request().Header
+		if h.ConnectionClose() {
+			// HeaderReceived's refusals leave the body unread, and their
+			// answer closes the connection.
+			lingerOnClose(c.Context().Conn())
+		}
 		// The body has been read: its share of the budget is given back.
 		if s.bodies.release(h) {
 			return newError(pOverloaded, "more than %d bytes of request bodies are being read; retry shortly", s.cfg.MaxBodyBytesInFlight)
@@ -841,6 +846,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		_ = c.Context().Conn().Close()
 		return nil
 	}
+	// fasthttp refused the request while reading it and closes the
+	// connection after this answer, the rest of the request unread.
+	lingerOnClose(c.Context().Conn())
 	if fe != nil && fe.Code == fiber.StatusRequestEntityTooLarge {
 		err = s.bodyOverLimit(c)
 	}
