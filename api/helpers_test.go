@@ -362,6 +362,22 @@ func (v *validator) doer(checkRequest bool) doerFunc {
 				req.URL.Path, err, truncate(rb))
 		}
 		v.checkParameters(route, find.URL.Path, resp, rb)
+		// A problem's type is named by the response openapi.yaml gives its
+		// status for the operation or, for a status the operation does not
+		// list, by its default response (the types any route may answer).
+		if resp.StatusCode >= 400 {
+			var p struct{ Type string }
+			_ = json.Unmarshal(rb, &p)
+			slug := strings.TrimPrefix(p.Type, api.ProblemBase)
+			r := route.Operation.Responses.Status(resp.StatusCode)
+			if r == nil {
+				r = route.Operation.Responses.Default()
+			}
+			if r == nil || !strings.Contains(*r.Value.Description, "`"+slug+"`") {
+				v.t.Errorf("answer %d %s to %s %s: openapi.yaml's response for it does not name the type",
+					resp.StatusCode, slug, req.Method, route.Path)
+			}
+		}
 		// The validator checks the headers a response declares, not that
 		// the headers sent are declared: a client generated from the
 		// document would not know to read an undeclared Retry-After.
