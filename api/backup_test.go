@@ -303,6 +303,10 @@ func TestOneBackupAtATime(t *testing.T) {
 	if h.Get("Retry-After") == "" {
 		t.Fatal("a backup asked for while another streams: overloaded without a Retry-After")
 	}
+	// The refusal is no backup: a browser or curl -OJ would save it as one.
+	if cd := h.Get("Content-Disposition"); cd != "" {
+		t.Errorf("a backup asked for while another streams: its 503 carries Content-Disposition %q", cd)
+	}
 	// A HEAD makes no backup: it is answered meanwhile.
 	if resp, err := http.Head(e.base + "/v1/backup"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("HEAD /v1/backup while a backup streams: %v %v, want 200", resp, err)

@@ -346,23 +346,27 @@ func (s *Server) backup(c *fiber.Ctx) error {
 		return newError(pForbidden, "this API key is limited to the namespaces %s; a backup holds every namespace",
 			strings.Join(m.scope, ", "))
 	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
-	c.Set(fiber.HeaderContentDisposition,
-		`attachment; filename="seenapi-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
-	if c.Method() == fiber.MethodHead {
-		// GET's headers only: a stream started would be cut, and fasthttp
-		// would send its chunked encoding's end.
-		return nil
-	}
+	head := c.Method() == fiber.MethodHead
 	// One backup at a time. Each holds a snapshot of the store, the
 	// journal not yet written back and the store's stream buffers (a few
 	// times the store's size while its client reads slower than it is
 	// made), and the in-flight cap does not count it: the stream is
 	// written after the handler returns. Backups asked for at once by
-	// clients that did not read them took the process past gigabytes.
-	if !s.backingUp.CompareAndSwap(false, true) {
+	// clients that did not read them took the process past gigabytes. A
+	// HEAD makes no backup.
+	if !head && !s.backingUp.CompareAndSwap(false, true) {
 		return &apiError{kind: pOverloaded, retry: backupRetry,
 			detail: "a backup is being taken; one is taken at a time: retry once it ends"}
+	}
+	// The backup's headers, once it is taken: a refusal with them would be
+	// saved as a backup by a browser or curl -OJ.
+	c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
+	c.Set(fiber.HeaderContentDisposition,
+		`attachment; filename="seenapi-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
+	if head {
+		// GET's headers only: a stream started would be cut, and fasthttp
+		// would send its chunked encoding's end.
+		return nil
 	}
 	// The server's write timeout bounds a whole answer from when it starts;
 	// a backup may take much longer. Where the socket can be watched, the

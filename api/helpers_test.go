@@ -380,10 +380,13 @@ func (v *validator) doer(checkRequest bool) doerFunc {
 		}
 		// The validator checks the headers a response declares, not that
 		// the headers sent are declared: a client generated from the
-		// document would not know to read an undeclared Retry-After.
-		if resp.Header.Get("Retry-After") != "" && !declaresHeader(route.Operation, resp.StatusCode, "Retry-After") {
-			v.t.Errorf("answer %d to %s %s carries Retry-After, which its response in openapi.yaml does not declare",
-				resp.StatusCode, req.Method, find.URL.Path)
+		// document would not know to read an undeclared Retry-After, or
+		// the Allow of a 405.
+		for _, h := range []string{"Retry-After", "Allow", "WWW-Authenticate", "Idempotent-Replayed", "Content-Disposition"} {
+			if resp.Header.Get(h) != "" && !declaresHeader(route.Operation, resp.StatusCode, h) {
+				v.t.Errorf("answer %d to %s %s carries %s, which its response in openapi.yaml does not declare",
+					resp.StatusCode, req.Method, find.URL.Path, h)
+			}
 		}
 		return resp, nil
 	}
