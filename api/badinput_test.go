@@ -559,7 +559,9 @@ func TestUnparsableRequestIsAnsweredWithoutTheBytesItRead(t *testing.T) {
 // TestASilentConnectionIsClosedWithoutAnAnswer.)
 func TestRefusalsBeforeAnyRouteHaveTheirOwnType(t *testing.T) {
 	e := newEnv(t, func(c *api.Config) {
-		c.ReadTimeout = 300 * time.Millisecond
+		// A second each: the 408 is written once the read timeout is
+		// over, by a goroutine that a loaded machine may hold up.
+		c.ReadTimeout = time.Second
 		c.WriteTimeout = c.ReadTimeout
 	})
 	addr := strings.TrimPrefix(e.base, "http://")
