@@ -873,6 +873,11 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
 	}
+	// A 405 is any route's default response in openapi.yaml, whose Allow a
+	// generated client reads only if the response declares it.
+	if def := loadSpec(t).Components.Responses["Default"]; def == nil || def.Value.Headers["Allow"] == nil {
+		t.Error("openapi.yaml's Default response, which a 405 is, does not declare its Allow header")
+	}
 }
 
 // Every API route refuses a query parameter it does not document, naming

@@ -3196,6 +3196,7 @@ type GetDashboardResponse200Headers struct {
 
 // GetDashboardResponseDefaultHeaders the declared response headers of an HTTP default response for GetDashboard
 type GetDashboardResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3246,6 +3247,7 @@ func (r GetDashboardResponse) ContentType() string {
 
 // GetHealthResponseDefaultHeaders the declared response headers of an HTTP default response for GetHealth
 type GetHealthResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3301,6 +3303,7 @@ func (r GetHealthResponse) ContentType() string {
 
 // HeadHealthResponseDefaultHeaders the declared response headers of an HTTP default response for HeadHealth
 type HeadHealthResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3364,6 +3367,7 @@ type GetMetricsResponse503Headers struct {
 
 // GetMetricsResponseDefaultHeaders the declared response headers of an HTTP default response for GetMetrics
 type GetMetricsResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3446,6 +3450,7 @@ func (r GetMetricsResponse) ContentType() string {
 
 // GetOpenAPIResponseDefaultHeaders the declared response headers of an HTTP default response for GetOpenAPI
 type GetOpenAPIResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3506,6 +3511,7 @@ type GetReadyResponse503Headers struct {
 
 // GetReadyResponseDefaultHeaders the declared response headers of an HTTP default response for GetReady
 type GetReadyResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3575,6 +3581,7 @@ type HeadReadyResponse503Headers struct {
 
 // HeadReadyResponseDefaultHeaders the declared response headers of an HTTP default response for HeadReady
 type HeadReadyResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3640,6 +3647,7 @@ type GetAuthResponse503Headers struct {
 
 // GetAuthResponseDefaultHeaders the declared response headers of an HTTP default response for GetAuth
 type GetAuthResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3756,6 +3764,7 @@ type GetBackupResponse503Headers struct {
 
 // GetBackupResponseDefaultHeaders the declared response headers of an HTTP default response for GetBackup
 type GetBackupResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3869,6 +3878,7 @@ type ListNamespacesResponse503Headers struct {
 
 // ListNamespacesResponseDefaultHeaders the declared response headers of an HTTP default response for ListNamespaces
 type ListNamespacesResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -3980,6 +3990,7 @@ type PurgeNamespaceResponse503Headers struct {
 
 // PurgeNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for PurgeNamespace
 type PurgeNamespaceResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4112,6 +4123,7 @@ type GetNamespaceResponse503Headers struct {
 
 // GetNamespaceResponseDefaultHeaders the declared response headers of an HTTP default response for GetNamespace
 type GetNamespaceResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4240,6 +4252,7 @@ type FilterBatchResponse503Headers struct {
 
 // FilterBatchResponseDefaultHeaders the declared response headers of an HTTP default response for FilterBatch
 type FilterBatchResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4397,6 +4410,7 @@ type ListUsersResponse503Headers struct {
 
 // ListUsersResponseDefaultHeaders the declared response headers of an HTTP default response for ListUsers
 type ListUsersResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4522,6 +4536,7 @@ type ForgetUserResponse503Headers struct {
 
 // ForgetUserResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetUser
 type ForgetUserResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4647,6 +4662,7 @@ type GetUserResponse503Headers struct {
 
 // GetUserResponseDefaultHeaders the declared response headers of an HTTP default response for GetUser
 type GetUserResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4772,6 +4788,7 @@ type CheckSeenResponse503Headers struct {
 
 // CheckSeenResponseDefaultHeaders the declared response headers of an HTTP default response for CheckSeen
 type CheckSeenResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -4911,6 +4928,7 @@ type ExportUserResponse503Headers struct {
 
 // ExportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ExportUser
 type ExportUserResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -5029,6 +5047,7 @@ type ImportUserResponse503Headers struct {
 
 // ImportUserResponseDefaultHeaders the declared response headers of an HTTP default response for ImportUser
 type ImportUserResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -5171,6 +5190,7 @@ type FilterUserResponse503Headers struct {
 
 // FilterUserResponseDefaultHeaders the declared response headers of an HTTP default response for FilterUser
 type FilterUserResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -5335,6 +5355,7 @@ type ForgetItemsResponse503Headers struct {
 
 // ForgetItemsResponseDefaultHeaders the declared response headers of an HTTP default response for ForgetItems
 type ForgetItemsResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -5488,6 +5509,7 @@ type RecordSeenResponse503Headers struct {
 
 // RecordSeenResponseDefaultHeaders the declared response headers of an HTTP default response for RecordSeen
 type RecordSeenResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -5634,6 +5656,7 @@ type GetStatsResponse503Headers struct {
 
 // GetStatsResponseDefaultHeaders the declared response headers of an HTTP default response for GetStats
 type GetStatsResponseDefaultHeaders struct {
+	Allow      *string
 	RetryAfter *string
 }
 
@@ -6275,6 +6298,13 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 		response.Headers200 = &headers
 	case true:
 		var headers GetDashboardResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6321,6 +6351,13 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 	switch {
 	case true:
 		var headers GetHealthResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6363,6 +6400,13 @@ func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
 	switch {
 	case true:
 		var headers HeadHealthResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6460,6 +6504,13 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetMetricsResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6506,6 +6557,13 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	switch {
 	case true:
 		var headers GetOpenAPIResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6569,6 +6627,13 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetReadyResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6624,6 +6689,13 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers HeadReadyResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6735,6 +6807,13 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetAuthResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6856,6 +6935,13 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetBackupResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6967,6 +7053,13 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 		response.Headers503 = &headers
 	case true:
 		var headers ListNamespacesResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7099,6 +7192,13 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 		response.Headers503 = &headers
 	case true:
 		var headers PurgeNamespaceResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7217,6 +7317,13 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 		response.Headers503 = &headers
 	case true:
 		var headers GetNamespaceResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7390,6 +7497,13 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 		response.Headers503 = &headers
 	case true:
 		var headers FilterBatchResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7515,6 +7629,13 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers ListUsersResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7643,6 +7764,13 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers ForgetUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7768,6 +7896,13 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7907,6 +8042,13 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers CheckSeenResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8025,6 +8167,13 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers ExportUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8160,6 +8309,13 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers ImportUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8340,6 +8496,13 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers FilterUserResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8493,6 +8656,13 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 		response.Headers503 = &headers
 	case true:
 		var headers ForgetItemsResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8639,6 +8809,13 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers RecordSeenResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8750,6 +8927,13 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 		response.Headers503 = &headers
 	case true:
 		var headers GetStatsResponseDefaultHeaders
+		if values := rsp.Header.Values("Allow"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Allow", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Allow = &value
+		}
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
