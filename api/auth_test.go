@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -138,6 +139,74 @@ func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 			}
 			if r.JSON200.Role != k.want || r.JSON200.Open {
 				t.Fatalf("auth with a %s key: %+v, want role %s, open false", k.want, *r.JSON200, k.want)
+			}
+		})
+	}
+}
+
+// The auth answer says the service's limits on the body of one call and
+// on each item, so that a client (the dashboard) can refuse a list of many
+// long items before the service refuses it whole: the defaults, and those
+// configured, keyed or open. A body at the limit it says is taken, one a
+// byte over it refused.
+func TestAuthSaysTheBodyAndItemLimits(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		key            string
+		opts           []envOption
+		wantBody, item int
+	}{
+		{"default", readKey, []envOption{withKeys}, api.DefaultMaxBodyBytes, api.DefaultMaxItemBytes},
+		{"configured", writeKey, []envOption{withKeys, func(c *api.Config) { c.MaxBodyBytes, c.MaxItemBytes = 300, 20 }}, 300, 20},
+		{"open", "", []envOption{func(c *api.Config) { c.MaxBodyBytes, c.MaxItemBytes = 400, 30 }}, 400, 30},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.opts...)
+			r, err := e.client(c.key).GetAuthWithResponse(ctx)
+			if err != nil || r.JSON200 == nil {
+				t.Fatalf("auth: %v %s", err, r.Body)
+			}
+			if r.JSON200.MaxBodyBytes != c.wantBody || r.JSON200.MaxItemBytes != c.item {
+				t.Fatalf("auth says max_body_bytes %d, max_item_bytes %d; want %d, %d",
+					r.JSON200.MaxBodyBytes, r.JSON200.MaxItemBytes, c.wantBody, c.item)
+			}
+			// Items of the most bytes the answer allows, until the body
+			// is of size bytes to the byte.
+			body := func(size int) []byte {
+				var items []string
+				total := len(`{"items":[]}`)
+				for total < size {
+					over := 2 // its quotes, and a comma before all but the first
+					if len(items) > 0 {
+						over++
+					}
+					n := min(c.item, size-total-over)
+					if left := size - total - over - n; left > 0 && left < 4 {
+						n -= 4 // the next item, of at least one byte, takes the rest
+					}
+					items = append(items, strings.Repeat("x", n))
+					total += over + n
+				}
+				b, err := json.Marshal(map[string][]string{"items": items})
+				if err != nil || len(b) != size {
+					t.Fatalf("made a body of %d bytes (%v), want %d", len(b), err, size)
+				}
+				return b
+			}
+			for _, size := range []int{c.wantBody, c.wantBody + 1} {
+				if size > c.wantBody && size > 64<<10 {
+					// Refused from its Content-Length, before it is read: the
+					// client, still writing a large one, may find the
+					// connection reset before it reads the 413.
+					continue
+				}
+				s, err := e.client(c.key).CheckSeenWithBodyWithResponse(ctx, "default", "u", "application/json", bytes.NewReader(body(size)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{true: http.StatusOK, false: http.StatusRequestEntityTooLarge}[size <= c.wantBody]; s.StatusCode() != want {
+					t.Errorf("a check of a %d-byte body: %d %s, want %d", size, s.StatusCode(), s.Body, want)
+				}
 			}
 		})
 	}

@@ -859,8 +859,11 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 type authJSON struct {
 	Role string `json:"role"`
 	Open bool   `json:"open"`
-	// MaxCandidates lets a client split a longer list before it is refused.
+	// MaxCandidates, MaxBodyBytes and MaxItemBytes let a client split a
+	// longer list, or refuse an item too long, before the call is refused.
 	MaxCandidates int      `json:"max_candidates"`
+	MaxBodyBytes  int      `json:"max_body_bytes"`
+	MaxItemBytes  int      `json:"max_item_bytes"`
 	RateLimit     *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
 	RateBurst     *int     `json:"rate_burst,omitempty"`
 	KeyID         string   `json:"key_id,omitempty"` // names the key in the log of admin actions
@@ -878,17 +881,23 @@ func (a authJSON) withRate(r callerRate) *authJSON {
 	return &a
 }
 
+// authLimits returns a with the service's limits on one call, whatever
+// the key.
+func (s *Server) authLimits(a authJSON) authJSON {
+	a.MaxCandidates, a.MaxBodyBytes, a.MaxItemBytes = s.cfg.MaxCandidates, s.cfg.MaxBodyBytes, s.cfg.MaxItemBytes
+	return a
+}
+
 // getAuth answers the role of the key sent; the route's role check has
 // already refused a missing or unknown key. An open server gives everyone
 // every role.
 func (s *Server) getAuth(c *fiber.Ctx) error {
 	kr := s.keys.Load()
 	if kr.open() {
-		return c.JSON(authJSON{Role: RoleAdmin.String(), Open: true, MaxCandidates: s.cfg.MaxCandidates}.withRate(serverRate(s.cfg)))
+		return c.JSON(s.authLimits(authJSON{Role: RoleAdmin.String(), Open: true}).withRate(serverRate(s.cfg)))
 	}
 	m := admitted(c)
-	return c.JSON(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope,
-		MaxCandidates: s.cfg.MaxCandidates}.withRate(m.rate))
+	return c.JSON(s.authLimits(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope}).withRate(m.rate))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

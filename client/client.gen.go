@@ -146,10 +146,20 @@ type Auth struct {
 	// Example: 3f9a0c12
 	KeyId *string `json:"key_id,omitempty"`
 
+	// MaxBodyBytes The largest JSON request body, in bytes (`--max-body-bytes`); a longer one is refused with 413 `body-too-large`. Many long items, each within `max_item_bytes`, can pass it. An import's body has its own limit, `--max-import-bytes`.
+	//
+	// Example: 1048576
+	MaxBodyBytes int `json:"max_body_bytes"`
+
 	// MaxCandidates The most candidates (or items) one call may send, and each user of a batch (`--max-candidates`); more are refused with 413 `too-many-candidates`.
 	//
 	// Example: 10000
 	MaxCandidates int `json:"max_candidates"`
+
+	// MaxItemBytes The longest item (or candidate) id, in bytes of UTF-8 (`--max-item-bytes`); a longer one is refused with 400 `item-too-long`.
+	//
+	// Example: 256
+	MaxItemBytes int `json:"max_item_bytes"`
 
 	// Namespaces The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's.
 	//

@@ -718,6 +718,99 @@ func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	}
 }
 
+// Items each within --max-item-bytes can together make a body over the
+// service's --max-body-bytes, which GET /v1/auth says: the page does not
+// send them, and says which limit, by how many bytes they pass it, and in
+// how many parts to send them, in each box of items.
+func TestItemsOverTheBodyLimitAreRefusedBeforeTheyAreSent(t *testing.T) {
+	s := setup(t)
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", "--max-body-bytes=120")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "small", user, "m:0")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("small", user))
+	tb.useKey(s.keys.write)
+	tb.waitText("#user-items", "1")
+	// {"items":["x…é",…]}: 12 bytes, and for each item its 31 bytes of UTF-8, its quotes and
+	// a comma but the first's.
+	items := strings.TrimSuffix(strings.Repeat(strings.Repeat("x", 29)+"é\n", 5), "\n")
+	const want = "The 5 items entered make a request body of 181 bytes; the service takes at most 120 bytes " +
+		"in one call (its --max-body-bytes): 61 bytes over. Send them in 2 parts or more."
+	for _, box := range []string{"check", "record", "forget"} {
+		tb.do("enter the items", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector('#%s-items').value = %q`, box, items)))
+		tb.click("#" + box + "-run")
+		tb.waitText("#"+box+"-result", "5 items")
+		if got := tb.text("#" + box + "-result"); got != want {
+			t.Errorf("the %s of 5 long items reads %q, want %q", box, got, want)
+		}
+		tb.waitJS(fmt.Sprintf(`document.querySelector('#announce').textContent === %q`, want), "the refusal to be read out")
+	}
+	for _, route := range []string{"check", "seen", "items"} {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			if n := tb.apiCalls(method, "/v1/namespaces/small/users/"+user+"/"+route); n != 0 {
+				t.Errorf("the page sent %s %s %d times, want none", method, route, n)
+			}
+		}
+	}
+	tb.fill("#check-items", "a\nb\nm:0")
+	tb.click("#check-run")
+	tb.waitText("#check-result .done", "1 of 3 seen.")
+}
+
+// A service whose body limit was lowered since the page asked it (a restart
+// with another --max-body-bytes) refuses the items the page sent, 413
+// body-too-large: the page says so, learns the new limit, and refuses the
+// next list over it before sending it.
+func TestTheBodyLimitIsLearntAgainAfterA413(t *testing.T) {
+	s := setup(t)
+	data := "data-" + userID(t)
+	svc, err := s.startServiceWith(data, s.keysArg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "m:0")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "1")
+	svc.stop()
+	if svc, err = s.startServiceWith(data, s.keysArg, strings.TrimPrefix(svc.base, "http://"), "--max-body-bytes=100"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	checks := "/v1/namespaces/default/users/" + user + "/check"
+	items := strings.TrimSuffix(strings.Repeat(strings.Repeat("y", 30)+"\n", 4), "\n")
+	status, detail := svc.problemDetail(t, http.MethodPost, checks, s.keys.read,
+		`{"items":["`+strings.ReplaceAll(items, "\n", `","`)+`"]}`)
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of 143 bytes, of at most 100: HTTP %d, want 413", status)
+	}
+	tb.do("enter the items", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector('#check-items').value = %q`, items)))
+	tb.click("#check-run")
+	tb.waitText("#check-result .problem", "413")
+	if got := tb.text("#check-result .problem .detail"); got != detail {
+		t.Errorf("the refusal reads %q, the API's detail is %q", got, detail)
+	}
+
+	sent := tb.apiCalls(http.MethodPost, checks)
+	tb.click("#check-run")
+	tb.waitJS(`!document.querySelector('#check-result').textContent.includes('Working')`, "the second check's outcome")
+	const want = "The 4 items entered make a request body of 143 bytes; the service takes at most 100 bytes " +
+		"in one call (its --max-body-bytes): 43 bytes over. Send them in 2 parts or more."
+	if got := tb.text("#check-result"); got != want {
+		t.Errorf("after the 413, the check reads %q, want %q", got, want)
+	}
+	if n := tb.apiCalls(http.MethodPost, checks); n != sent {
+		t.Errorf("after the 413, the page sent the check again (%d more), want none", n-sent)
+	}
+}
+
 // An admin's export downloads the user's encoded filter, the bytes the
 // export route answers, as a file named after the namespace and the user;
 // a read key's is disabled, saying the role it needs.

@@ -12,9 +12,10 @@
 // the namespaces, and one user's filter, and it checks, records and erases
 // items, and downloads a user's export, with the API key kept in the
 // browser's sessionStorage; more items than the service takes in one call
-// (GET /v1/auth's max_candidates, asked again after a 413
-// too-many-candidates: the service's limit was lowered) are refused before
-// they are sent. A call not
+// (GET /v1/auth's max_candidates), or items whose request body would be
+// over its max_body_bytes, are refused before they are sent (both asked
+// again after a 413 too-many-candidates or body-too-large: the service's
+// limit was lowered). A call not
 // answered within 10 s is given up and said so (a stalled service would
 // otherwise leave its last figures standing as current). It asks
 // GET /v1/auth for the key's role at load and whenever a key is entered or

@@ -44,7 +44,9 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} Auth
  * @property {string} [key_id] The caller's key as the log of admin actions names it, the first 8 hex digits of the key's SHA-256 (`printf %s KEY | sha256sum | cut -c1-8`); absent on an open service.
+ * @property {number} max_body_bytes The largest JSON request body, in bytes (`--max-body-bytes`); a longer one is refused with 413 `body-too-large`. Many long items, each within `max_item_bytes`, can pass it. An import's body has its own limit, `--max-import-bytes`.
  * @property {number} max_candidates The most candidates (or items) one call may send, and each user of a batch (`--max-candidates`); more are refused with 413 `too-many-candidates`.
+ * @property {number} max_item_bytes The longest item (or candidate) id, in bytes of UTF-8 (`--max-item-bytes`); a longer one is refused with 400 `item-too-long`.
  * @property {Array<string>} [namespaces] The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's.
  * @property {boolean} open No keys are configured; every caller has every role.
  * @property {number} [rate_burst] The requests it may make at once before `rate_limit` applies; absent when it is not limited.

@@ -21,7 +21,9 @@ const state = {
   // The key's role as GET /v1/auth answered it; see checkRole.
   role: { status: 'checking' },
   roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
-  maxItems: 0, // the items one call may send (GET /v1/auth's max_candidates); 0 until known
+  // What one call may send, as GET /v1/auth says: its items (max_candidates) and its body's
+  // bytes (max_body_bytes); 0 until known.
+  limits: { items: 0, bodyBytes: 0 },
   samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
   statsError: null,
   namespaces: null,
@@ -113,7 +115,7 @@ async function call(opId, params = {}, body, opts = {}) {
     const p = new Problem(res.status, doc && typeof doc === 'object' ? doc
       : { title: res.statusText, detail: text.trim().slice(0, 300) || `The service answered HTTP ${res.status}.` });
     learnRole(op, key, p);
-    if (p.kind === 'too-many-candidates') await learnLimit();
+    if (p.kind === 'too-many-candidates' || p.kind === 'body-too-large') await learnLimits();
     throw p;
   }
   learnRole(op, key, null);
@@ -133,7 +135,7 @@ async function checkRole() {
   try {
     const a = await call('getAuth');
     if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id, namespaces: a.namespaces });
-    state.maxItems = a.max_candidates; // the service's, whatever the key
+    setLimits(a); // the service's, whatever the key
   } catch (e) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
@@ -141,14 +143,18 @@ async function checkRole() {
 }
 
 /**
- * Asks the service its items-per-call limit again: a 413 too-many-candidates means it was
- * lowered since it was learnt (a restart with another --max-candidates), and the next list
- * over it is then refused before it is sent.
+ * Asks the service its limits on one call again: a 413 too-many-candidates or body-too-large
+ * means one was lowered since they were learnt (a restart with another --max-candidates or
+ * --max-body-bytes), and the next list over it is then refused before it is sent.
  */
-async function learnLimit() {
+async function learnLimits() {
   try {
-    state.maxItems = (await call('getAuth')).max_candidates;
+    setLimits(await call('getAuth'));
   } catch { /* not learnt: the service refuses the next list over its limit, as it did this one */ }
+}
+
+function setLimits(a) {
+  state.limits = { items: a.max_candidates, bodyBytes: a.max_body_bytes };
 }
 
 function setRole(r) {
@@ -1095,7 +1101,7 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
     ev.preventDefault();
     const { items, dropped } = parseItems(ta.value);
     const why = !items.length ? `Enter at least one item${dropped ? ': a line of spaces alone is one only when another item follows it' : ''}.`
-      : tooMany(items.length);
+      : overLimit(items);
     if (why) {
       put(result, h('p', { class: 'note' }, why));
       announce(why);
@@ -1116,14 +1122,26 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
 }
 
 /**
- * Why n items cannot be sent in one call, or '' when they can: the service refuses more than its
- * limit (GET /v1/auth says it) whole, so the page says so before sending them. A limit not known
- * (no answer from GET /v1/auth yet) leaves the service to refuse them.
+ * Why the items cannot be sent in one call, or '' when they can: the service refuses more items
+ * than its limit, or a body of more bytes than its limit, whole (GET /v1/auth says both), so the
+ * page says so before sending them. A limit not known (no answer from GET /v1/auth yet) leaves
+ * the service to refuse them.
  */
-function tooMany(n) {
-  const max = state.maxItems;
-  if (!max || n <= max) return '';
-  return `${count(n, 'item')} entered; the service takes at most ${num(max)} in one call. Send them in parts of ${num(max)} or fewer.`;
+function overLimit(items) {
+  const { items: max, bodyBytes } = state.limits;
+  if (max && items.length > max) {
+    return `${count(items.length, 'item')} entered; the service takes at most ${num(max)} in one call. Send them in parts of ${num(max)} or fewer.`;
+  }
+  if (!bodyBytes) return '';
+  // The body the call would send (see call): many long items can pass the limit, each under
+  // the limit on one item's bytes.
+  const size = new TextEncoder().encode(JSON.stringify({ items })).length;
+  if (size <= bodyBytes) return '';
+  const empty = JSON.stringify({ items: [] }).length; // what each part's body takes besides its items
+  const parts = Math.ceil((size - empty) / Math.max(1, bodyBytes - empty));
+  return `The ${count(items.length, 'item')} entered make a request body of ${count(size, 'byte')}; the service takes at most ` +
+    `${count(bodyBytes, 'byte')}${bodyBytes >= 1024 ? ` (${bytes(bodyBytes)})` : ''} in one call (its --max-body-bytes): ` +
+    `${count(size - bodyBytes, 'byte')} over. Send them in ${num(parts)} parts or more.`;
 }
 
 /**
