@@ -115,7 +115,7 @@ func TestAdminActionsAreLoggedWithTheirKey(t *testing.T) {
 	}
 	e.close() // the backup's last line is logged after its stream ends
 
-	wantAudit(t, &l, "seenapi: user erased", by, map[string]any{"namespace": "default", "user": "u1"})
+	wantAudit(t, &l, "seenapi: user erased", by, map[string]any{"namespace": "default", "user": "u1", "had_data": true})
 	wantAudit(t, &l, "seenapi: filter imported", by, map[string]any{"namespace": "default", "user": "u2",
 		"mode": "replace", "bytes": float64(len(x.Body))})
 	wantAudit(t, &l, "seenapi: backup started", by, nil)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
 )
@@ -76,4 +77,37 @@ func TestAnEraseWithABodyIsRefusedAndErasesNothing(t *testing.T) {
 	if status, _, b := e.raw(http.MethodDelete, userPath("compact", "items", ""), "application/json", nil); status != http.StatusNoContent {
 		t.Fatalf("DELETE with an empty body: %d %s", status, b)
 	}
+}
+
+// The erase's answer says whether there was anything of the user to
+// erase (Data-Erased), as the erase itself found it: a look before it
+// that found no user is out of date once the user is recorded meanwhile.
+// A user never seen, and one erased already, had nothing.
+func TestAnEraseSaysWhetherTheUserHadData(t *testing.T) {
+	e := newEnv(t, withKeys)
+	admin := e.client(adminKey)
+	erase := func(user, want, when string) {
+		t.Helper()
+		r, err := admin.ForgetUserWithResponse(ctx, "default", user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode() != http.StatusNoContent {
+			t.Fatalf("%s: erase: %d %s, want 204", when, r.StatusCode(), r.Body)
+		}
+		if got := r.HTTPResponse.Header.Get(api.HeaderDataErased); got != want {
+			t.Errorf("%s: the erase answers %s: %q, want %q", when, api.HeaderDataErased, got, want)
+		}
+		if r.Headers204 == nil || r.Headers204.DataErased != want {
+			t.Errorf("%s: the generated client reads %+v, want DataErased %q", when, r.Headers204, want)
+		}
+	}
+	erase("never", "false", "a user never seen")
+
+	if r, err := admin.GetUserWithResponse(ctx, "default", "late"); err != nil || r.StatusCode() != http.StatusNotFound {
+		t.Fatalf("look-up of a user not yet recorded: %v %d, want 404", err, r.StatusCode())
+	}
+	filter(t, e.client(writeKey), "default", "late", client.FilterRequest{Candidates: []string{"a", "b"}})
+	erase("late", "true", "a user recorded after a look-up found none")
+	erase("late", "false", "a user erased already")
 }

@@ -290,6 +290,11 @@ func (s *Server) getUser(c *fiber.Ctx) error {
 	return c.JSON(&st)
 }
 
+// HeaderDataErased is set on the answer of an erase (DELETE
+// .../users/{user}): "true" when there was anything of the user to erase,
+// "false" when there was nothing.
+const HeaderDataErased = "Data-Erased"
+
 func (s *Server) forgetUser(c *fiber.Ctx) error {
 	ns, user, err := s.nsUser(c)
 	if err != nil {
@@ -301,10 +306,14 @@ func (s *Server) forgetUser(c *fiber.Ctx) error {
 	}
 	// The answers go while the user is erased and not yet loaded afresh:
 	// a keyed call in flight then knows which user it made its call on.
-	if err := s.hot.ForgetThen(ns, user, func() { s.replays.erase(ns, user) }); err != nil {
+	had, err := s.hot.ForgetThen(ns, user, func() { s.replays.erase(ns, user) })
+	if err != nil {
 		return err
 	}
-	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user)
+	s.audit(c, "seenapi: user erased", "namespace", ns, "user", user, "had_data", had)
+	// Said by the erase itself: a look before it (GET) may be out of date
+	// by then, the user recorded meanwhile.
+	c.Set(HeaderDataErased, strconv.FormatBool(had))
 	return c.SendStatus(fiber.StatusNoContent)
 }
 

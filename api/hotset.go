@@ -30,8 +30,9 @@ type HotSet interface {
 	// Peek is User without bringing a cold user into memory.
 	Peek(ns, user string) (eviction.UserStats, error)
 	// ForgetThen erases the user everywhere, calling then before a call
-	// can load the user afresh (see eviction.HotSet.ForgetThen).
-	ForgetThen(ns, user string, then func()) error
+	// can load the user afresh, and reports whether there was anything of
+	// the user to erase (see eviction.HotSet.ForgetThen).
+	ForgetThen(ns, user string, then func()) (bool, error)
 	// ForgetItems makes items unseen again, in namespaces whose filter kind can.
 	ForgetItems(ns, user string, items []string) (int, error)
 	// Export returns the user's encoded filter.

@@ -4529,6 +4529,11 @@ func (r ListUsersResponse) ContentType() string {
 	return ""
 }
 
+// ForgetUserResponse204Headers the declared response headers of an HTTP 204 response for ForgetUser
+type ForgetUserResponse204Headers struct {
+	DataErased string
+}
+
 // ForgetUserResponse401Headers the declared response headers of an HTTP 401 response for ForgetUser
 type ForgetUserResponse401Headers struct {
 	WWWAuthenticate *string
@@ -4571,6 +4576,8 @@ type ForgetUserResponse struct {
 	ApplicationproblemJSON507 *StorageFull
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Default
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *ForgetUserResponse204Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ForgetUserResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -7742,6 +7749,16 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 204:
+		var headers ForgetUserResponse204Headers
+		if values := rsp.Header.Values("Data-Erased"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Data-Erased", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.DataErased = value
+		}
+		response.Headers204 = &headers
 	case rsp.StatusCode == 401:
 		var headers ForgetUserResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

@@ -1578,16 +1578,23 @@ func (h *HotSet) userStats(f *userfilter.Filter, hot, dirty bool, now time.Time)
 
 // Forget erases the user from the hot set, the journal and the store. A
 // write-back running concurrently cannot bring it back.
-func (h *HotSet) Forget(ns, user string) error { return h.ForgetThen(ns, user, nil) }
+func (h *HotSet) Forget(ns, user string) error {
+	_, err := h.ForgetThen(ns, user, nil)
+	return err
+}
 
 // ForgetThen is Forget calling then (if not nil) once the user is erased,
 // before any call can load it afresh: every keyed call that held the
 // erased user has set its CallKey.Began by then, and one that has not
-// makes its call on the user the erase leaves.
-func (h *HotSet) ForgetThen(ns, user string, then func()) error {
+// makes its call on the user the erase leaves. It reports whether there
+// was anything of the user to erase, as the erase found it (a look before
+// it may be out of date by then): items in memory or changes not yet
+// written back, or a filter or journal records stored, those of items
+// that have all left a window, or that cannot be read, included.
+func (h *HotSet) ForgetThen(ns, user string, then func()) (had bool, err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer h.lockForChange()()
 	k0 := h.key(info, user, 0)
@@ -1597,7 +1604,7 @@ func (h *HotSet) ForgetThen(ns, user string, then func()) error {
 		s.mu.Lock()
 		if sl, err = h.slotLocked(s, info, user, k0); err != nil {
 			s.mu.Unlock()
-			return err
+			return false, err
 		}
 		if sl.lc == nil {
 			break
@@ -1618,11 +1625,18 @@ func (h *HotSet) ForgetThen(ns, user string, then func()) error {
 	}
 	lc := h.claimLocked(s, slot{k: sl.k, probe: sl.probe}, info, user)
 	s.mu.Unlock()
+	now := h.opts.Now()
 	for _, e := range victims {
 		// Unreachable now: a call holding it looks the user up again.
 		e.mu.Lock()
+		had = had || e.dirty() || !e.f.Empty(now)
 		h.markClean(e) // a queued entry that is clean is skipped by write-back
 		e.mu.Unlock()
+	}
+	if !had {
+		// What a load would read; with the load slot held, no call adds
+		// to it meanwhile.
+		had = h.storedAny(info, user)
 	}
 	err = h.deleteStored(info, user)
 	if err != nil {
@@ -1645,7 +1659,20 @@ func (h *HotSet) ForgetThen(ns, user string, then func()) error {
 	}
 	s.mu.Unlock()
 	close(lc.done)
-	return err
+	return had, err
+}
+
+// storedAny reports whether the store holds a filter or journal records
+// of the user, or may: a read that fails counts as something there.
+func (h *HotSet) storedAny(info *nsInfo, user string) bool {
+	var err error
+	var stored bool
+	func() {
+		defer h.recovered(&err, "erasing", info.Name, user)
+		raw, journal, lerr := h.store.Load(info.Name, user)
+		stored, err = raw != nil || len(journal) > 0, lerr
+	}()
+	return stored || err != nil
 }
 
 // deleteStored deletes the user from the store. A panic in it fails the

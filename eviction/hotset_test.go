@@ -368,6 +368,60 @@ func TestForgetErasesEverywhere(t *testing.T) {
 	}
 }
 
+// ForgetThen says whether there was anything of the user to erase, as the
+// erase found it: a user never seen, or erased already, had nothing; one
+// with items in memory only (no journal, not yet written back), in the
+// journal only (a crash before its write-back), written back and not in
+// memory, or written back whose items have all left the window (gone, but
+// still stored), had something.
+func TestForgetSaysWhetherThereWasAnything(t *testing.T) {
+	forget := func(t *testing.T, h *HotSet, ns, user string, want bool, when string) {
+		t.Helper()
+		had, err := h.ForgetThen(ns, user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if had != want {
+			t.Errorf("%s: ForgetThen says it had something to erase: %v, want %v", when, had, want)
+		}
+	}
+	t.Run("journal", func(t *testing.T) {
+		clock, advance := newTestClock(time.Now())
+		fx := newFixture(t, Options{Now: clock})
+		forget(t, fx.h, "default", "never", false, "never seen")
+		record(t, fx.h, "default", "hot", "a")
+		forget(t, fx.h, "default", "hot", true, "recorded, in memory")
+		forget(t, fx.h, "default", "hot", false, "erased already")
+
+		record(t, fx.h, "default", "cold", "a")
+		record(t, fx.h, "push", "past", "a")
+		if err := fx.h.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		record(t, fx.h, "default", "journalled", "a") // after the write-back: in the journal only
+		fx.restart(false, Options{Now: clock})        // a crash: none of them in memory
+		if raw, journal, err := fx.st.Load("default", "journalled"); err != nil || raw != nil || len(journal) != 1 {
+			t.Fatalf("the store holds %d bytes and %d journal records of journalled (%v), want a record only", len(raw), len(journal), err)
+		}
+		forget(t, fx.h, "default", "cold", true, "written back, not in memory")
+		advance(9 * 24 * time.Hour) // past push's window of 7 days
+		if _, err := fx.h.User("push", "past"); !errors.Is(err, ErrUserNotFound) {
+			t.Fatalf("a user past its window: %v, want ErrUserNotFound", err)
+		}
+		forget(t, fx.h, "push", "past", true, "gone past its window, still stored")
+		forget(t, fx.h, "default", "journalled", true, "in the journal only")
+	})
+	t.Run("no journal", func(t *testing.T) {
+		fx := newFixture(t, Options{NoJournal: true})
+		record(t, fx.h, "default", "u", "a")
+		if raw, journal, err := fx.st.Load("default", "u"); err != nil || raw != nil || len(journal) != 0 {
+			t.Fatalf("the store holds u before its write-back: %d bytes, %d journal records, %v", len(raw), len(journal), err)
+		}
+		forget(t, fx.h, "default", "u", true, "in memory only")
+		forget(t, fx.h, "default", "u", false, "erased already")
+	})
+}
+
 // Forget erases a user that was evicted while dirty and is waiting for a
 // write-back that keeps failing: once write-back works again, it does not
 // bring the user back.

@@ -1020,9 +1020,9 @@ func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	}
 }
 
-// The erase answers 204 whether or not the user had a history: the page
-// says that a user with none had nothing to erase, so that a mistyped id
-// does not read as erased.
+// The erase answers 204 whether or not the user had a history, and says
+// which in Data-Erased: the page says that a user with none had nothing to
+// erase, so that a mistyped id does not read as erased.
 func TestErasingAUserWithNoHistorySaysThereWasNothingToErase(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
@@ -1035,6 +1035,40 @@ func TestErasingAUserWithNoHistorySaysThereWasNothingToErase(t *testing.T) {
 	want := user + " had no history in default: nothing to erase."
 	if got := tb.text("#erase-result .done"); got != want {
 		t.Errorf("erasing a user with no history reads %q, want %q", got, want)
+	}
+}
+
+// A user recorded after the page last looked (a recommender's call while
+// the confirmation was open) had something to erase: the page says what
+// the erase itself found, not what an earlier look-up did.
+func TestErasingAUserRecordedSinceTheLookUpSaysItWasErased(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	tb := s.keyTab(t, s.keys.admin, fragment("default", user))
+	tb.waitText("#user-missing", "No history")
+	// The recommender's call lands just before the erase does.
+	path := "/v1/namespaces/default/users/" + url.PathEscape(user)
+	eval[bool](tb, fmt.Sprintf(`(() => {
+		const fetch = window.fetch;
+		window.fetch = async (input, init) => {
+			if (init && init.method === 'DELETE' && String(input) === %q) {
+				const r = await fetch(%q, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: %q },
+					body: JSON.stringify({ items: ['late'] }) });
+				if (!r.ok) throw new Error('the recommender call failed: ' + r.status);
+			}
+			return fetch(input, init);
+		};
+		return true;
+	})()`, path, path+"/seen", "Bearer "+s.keys.write))
+	tb.click("#erase-open")
+	tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation dialog")
+	tb.click("#erase-confirm")
+	tb.waitJS(`!!document.querySelector('#erase-result .done')`, "the erase's outcome")
+	if want, got := "User "+user+" was erased from default.", tb.text("#erase-result .done"); got != want {
+		t.Errorf("erasing a user recorded since the look-up reads %q, want %q", got, want)
+	}
+	if n := userItems(t, s, "default", user); n != -1 {
+		t.Errorf("after the erase the API has the user (%d items), want none", n)
 	}
 }
 

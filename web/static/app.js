@@ -54,6 +54,7 @@ class Problem extends Error {
  * Calls the operation named opId of openapi.yaml with params and an optional JSON body. Params
  * named in the path fill it; the others, unless undefined or empty, make the query string.
  * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON;
+ * with opts.headers, it answers { body, headers } (an erase says in a header what it found);
  * opts.answerMs gives a call that takes long by design more than ANSWER_MS to answer.
  */
 async function call(opId, params = {}, body, opts = {}) {
@@ -119,6 +120,7 @@ async function call(opId, params = {}, body, opts = {}) {
     throw p;
   }
   learnRole(op, key, null);
+  if (opts.headers) return { body: opts.blob ? blob : doc, headers: res.headers };
   return opts.blob ? blob : doc;
 }
 
@@ -1244,14 +1246,12 @@ function erasePanel(ns, user, reload) {
     ['User ', h('code', {}, user), ' in ', h('code', {}, ns), ' will be erased from memory, the journal and disk. Every item becomes unseen again. This cannot be undone.'],
     () => whileBusy(open, async () => {
       try {
-        // The erase answers 204 whether or not the user had a history, so the page looks first:
-        // a mistyped id would otherwise read as erased. It is erased all the same (with any
-        // answers kept for its keyed calls); a lookup that fails says nothing either way.
-        const had = await call('getUser', { ns, user }).then(() => true,
-          (e) => (e.kind === 'user-not-found' ? false : e.kind === 'corrupt-filter' ? true : null));
-        await call('forgetUser', { ns, user });
+        // The erase says whether it found anything of the user (Data-Erased), so that a
+        // mistyped id does not read as erased: the page's own look-up may be out of date by
+        // then, the user recorded since.
+        const r = await call('forgetUser', { ns, user }, undefined, { headers: true });
         await reload(); // draws the page again, this panel with it
-        showDone(document.getElementById('erase-result') || result, had === false
+        showDone(document.getElementById('erase-result') || result, r.headers.get('Data-Erased') === 'false'
           ? [h('bdi', {}, user), ` had no history in ${ns}: nothing to erase.`]
           : ['User ', h('bdi', {}, user), ` was erased from ${ns}.`]);
       } catch (e) {
