@@ -763,7 +763,8 @@ func TestItemsOverTheBodyLimitAreRefusedBeforeTheyAreSent(t *testing.T) {
 
 // A service whose body limit was lowered since the page asked it (a restart
 // with another --max-body-bytes) refuses the items the page sent, 413
-// body-too-large: the page says so, learns the new limit, and refuses the
+// body-too-large: the page shows the refusal, learns the new limit and
+// says, beside the refusal, what it makes of the items; and it refuses the
 // next list over it before sending it.
 func TestTheBodyLimitIsLearntAgainAfterA413(t *testing.T) {
 	s := setup(t)
@@ -797,12 +798,15 @@ func TestTheBodyLimitIsLearntAgainAfterA413(t *testing.T) {
 	if got := tb.text("#check-result .problem .detail"); got != detail {
 		t.Errorf("the refusal reads %q, the API's detail is %q", got, detail)
 	}
+	const want = "The 4 items entered make a request body of 143 bytes; the service takes at most 100 bytes " +
+		"in one call (its --max-body-bytes): 43 bytes over. Send them in 2 parts or more."
+	if got := tb.text("#check-result .problem .hint"); got != "The service's limits changed since the page learnt them. "+want {
+		t.Errorf("the refusal's hint reads %q, want the limit learnt again: %q", got, want)
+	}
 
 	sent := tb.apiCalls(http.MethodPost, checks)
 	tb.click("#check-run")
 	tb.waitJS(`!document.querySelector('#check-result').textContent.includes('Working')`, "the second check's outcome")
-	const want = "The 4 items entered make a request body of 143 bytes; the service takes at most 100 bytes " +
-		"in one call (its --max-body-bytes): 43 bytes over. Send them in 2 parts or more."
 	if got := tb.text("#check-result"); got != want {
 		t.Errorf("after the 413, the check reads %q, want %q", got, want)
 	}

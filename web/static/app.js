@@ -1117,7 +1117,14 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
         // The outcome says what was not sent, once, with the rest of it (announce).
         const done = dropped && (document.getElementById(result.id) || result).querySelector('.done');
         if (done) { done.append(` ${skipped(dropped)}`); announce(done.textContent); }
-      } catch (e) { put(result, problemBox(nameItems(e, items), buttonText)); }
+      } catch (e) {
+        const box = problemBox(nameItems(e, items), buttonText);
+        // A 413 made the page learn the service's limits again (see call): what they say of
+        // these items, in the page's words, beside the service's.
+        const why = e.status === 413 ? overLimit(items) : '';
+        if (why) box.append(h('div', { class: 'hint' }, `The service's limits changed since the page learnt them. ${why}`));
+        put(result, box);
+      }
     });
   });
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
