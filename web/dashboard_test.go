@@ -322,6 +322,9 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 			t.Errorf("%s = %q, want a time and how long ago", sel, got)
 		} else if regexp.MustCompile(`\d:\d\d:\d\d`).MatchString(got) {
 			t.Errorf("%s = %q shows seconds; the service keeps it to the minute", sel, got)
+		} else if !regexp.MustCompile(`\(under (a minute|2 min) ago\)$`).MatchString(got) {
+			// Recorded moments ago, in a minute that began up to a minute before.
+			t.Errorf("%s = %q, want it recorded under a minute (or 2 min) ago, not a count of seconds since the minute began", sel, got)
 		}
 	}
 	if got := tb.text("#user-hot"); got != "hot" {

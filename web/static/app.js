@@ -351,6 +351,9 @@ function when(iso, opts) {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime()) || d.getTime() <= 0) return '–';
   const ago = (Date.now() - d.getTime()) / 1000;
+  // A time kept to the minute is the start of the minute it fell in, up to a minute before it:
+  // seconds since then would claim a precision it does not have (and overstate how long ago).
+  if (opts === toMinute && ago >= 0 && ago < 120) return `${d.toLocaleString(undefined, opts)} (under ${ago < 60 ? 'a minute' : '2 min'} ago)`;
   return `${d.toLocaleString(undefined, opts)} (${ago >= 0 ? duration(ago) + ' ago' : 'in ' + duration(-ago)})`;
 }
 
