@@ -119,8 +119,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(parsedString{&o.gcPercent, func(s string) error { _, err := parseGCPercent(s); return err }}, "gc-percent", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
-		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true}, "shutdown-timeout", "how long shutdown waits for requests in flight (0: it does not wait, and requests still in flight may fail)")
-		fs.Var(durationFlag{p: &o.drainDelay, zeroOK: true}, "drain-delay", "on SIGTERM or SIGINT, how long /readyz answers 503 while requests are still taken, before the listener closes: time for a load balancer to stop sending new ones (0: it closes at once)")
+		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true, min: minTimeout, eg: "30s", zero: "no wait"}, "shutdown-timeout", "how long shutdown waits for requests in flight, at least 100ms (0: it does not wait, and requests still in flight may fail)")
+		fs.Var(durationFlag{p: &o.drainDelay, zeroOK: true, min: minDrainDelay, eg: "10s", zero: "no drain"}, "drain-delay", "on SIGTERM or SIGINT, how long /readyz answers 503 while requests are still taken, before the listener closes: time for a load balancer to stop sending new ones, at least 1s (0: it closes at once)")
 		sizeVar(fs, &o.limits.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "largest JSON request body, e.g. 2MiB")
 		sizeVar(fs, &o.limits.MaxImportBytes, "max-import-bytes", api.DefaultMaxImportBytes, "largest imported filter: its body, and its bits once decoded, e.g. 256MiB")
 		sizeVar(fs, &o.limits.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, "most bytes of request bodies read at once (each allocated whole from its Content-Length when its header is read); a body of a stated length over 16KiB past it is not read and is answered 503 overloaded; at least the larger of --max-body-bytes and --max-import-bytes (default 256MiB, or that if larger)")
@@ -239,7 +239,8 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 		fmt.Fprint(w, `
 --cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout, --idempotency-bytes
 and the --max-* limits must be positive (0 is refused, not read as the default); --flush-interval
-is at least 1ms, the timeouts at least 100ms.
+is at least 1ms, the timeouts at least 100ms. --shutdown-timeout and --drain-delay take 0 for
+none, else at least 100ms and 1s.
 
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 
@@ -561,13 +562,15 @@ func (p positiveBytes) Set(s string) error {
 	return nil
 }
 
-// durationFlag is a duration flag with a floor: it must be positive, or
-// with zeroOK may also be 0; a negative value is refused either way.
+// durationFlag is a duration flag with a floor: it must be at least min
+// (at least 1ns without one), or with zeroOK may also be 0, which stands
+// for none; a negative value is refused either way.
 type durationFlag struct {
 	p      *time.Duration
 	zeroOK bool
 	min    time.Duration // the least it takes, when over zero
 	eg     string        // a value it takes, for the error of one under min
+	zero   string        // with zeroOK, what 0 stands for, for the error
 }
 
 // The floors of the flags whose smaller values the service cannot honour:
@@ -575,10 +578,15 @@ type durationFlag struct {
 // shorter interval is 0, every filter written at once, round after
 // round); a timeout of a few milliseconds cuts off every request that
 // is not in a single packet, and the cut-off of a backup's stream is
-// checked every 20ms.
+// checked every 20ms. Shutdown looks at the requests still in flight
+// every 100ms (fasthttp's Server.ShutdownWithContext): a shorter
+// --shutdown-timeout ends before its first look, as 0 does. A drain
+// shorter than a second ends before a load balancer polling /readyz once
+// a second (a Kubernetes readiness probe's shortest period) has looked.
 const (
 	minFlushInterval = time.Millisecond
 	minTimeout       = 100 * time.Millisecond
+	minDrainDelay    = time.Second
 )
 
 func (d durationFlag) String() string {
@@ -604,8 +612,9 @@ func shortDuration(d time.Duration) string {
 func (d durationFlag) Set(s string) error {
 	v, err := time.ParseDuration(strings.TrimSpace(s))
 	switch {
-	case d.zeroOK && (err != nil || v < 0):
-		return errors.New("want a duration of 0 or more such as 30s or 2m")
+	case d.zeroOK && err == nil && v == 0:
+	case d.zeroOK && (err != nil || v < d.min):
+		return fmt.Errorf("want 0 (%s) or a duration of at least %v such as %s", d.zero, shortDuration(d.min), d.eg)
 	case d.min > 0 && (err != nil || v < d.min):
 		eg := cmp.Or(d.eg, "5s")
 		return fmt.Errorf("want a duration of at least %v such as %s", shortDuration(d.min), eg)

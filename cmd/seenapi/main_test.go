@@ -277,10 +277,24 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{env: map[string]string{"SEENAPI_READ_TIMEOUT": "1us"}, want: `SEENAPI_READ_TIMEOUT="1us": want a duration of at least 100ms`},
 		{args: []string{"--read-timeout", "100ms", "--write-timeout", "100ms", "--idle-timeout", "100ms"}},
 		{env: map[string]string{"SEENAPI_SYNC": "yes"}, want: `SEENAPI_SYNC="yes": want true or false`},
-		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "soon"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="soon": want a duration`},
-		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want a duration of 0 or more"},
-		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "-1m"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="-1m": want a duration of 0 or more`},
+		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "soon"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="soon": want 0 (no wait) or a duration`},
+		{args: []string{"--shutdown-timeout", "-5s"}, want: "-shutdown-timeout: want 0 (no wait) or a duration of at least 100ms such as 30s"},
+		{env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "-1m"}, want: `SEENAPI_SHUTDOWN_TIMEOUT="-1m": want 0 (no wait) or a duration of at least 100ms`},
 		{args: []string{"--shutdown-timeout", "0"}}, // no wait, as the help says
+		{args: []string{"--shutdown-timeout", "100ms", "--drain-delay", "1s"}},
+		{args: []string{"--drain-delay", "0"}, env: map[string]string{"SEENAPI_SHUTDOWN_TIMEOUT": "0s"}},
+		// Over 0, yet too short to mean anything: shutdown looks at the
+		// requests in flight every 100ms, and a load balancer at /readyz
+		// once a second at the most often.
+		{args: []string{"--shutdown-timeout", "1ns"}, want: "--shutdown-timeout: want 0 (no wait) or a duration of at least 100ms such as 30s"},
+		{args: []string{"--shutdown-timeout", "99ms"}, want: "--shutdown-timeout: want 0 (no wait) or a duration of at least 100ms"},
+		{args: []string{"--drain-delay", "1ns"}, want: "--drain-delay: want 0 (no drain) or a duration of at least 1s such as 10s"},
+		{args: []string{"--drain-delay", "999ms"}, want: "--drain-delay: want 0 (no drain) or a duration of at least 1s"},
+		{args: []string{"--drain-delay", "-1s"}, want: "--drain-delay: want 0 (no drain) or a duration of at least 1s"},
+		{env: map[string]string{"SEENAPI_DRAIN_DELAY": "500ms"}, want: `SEENAPI_DRAIN_DELAY="500ms": want 0 (no drain) or a duration of at least 1s`},
+		{env: map[string]string{"SEENAPI_DRAIN_DELAY": "soon"}, want: `SEENAPI_DRAIN_DELAY="soon": want 0 (no drain) or a duration of at least 1s`},
+		// The flag wins: its variable, however bad, is not read.
+		{args: []string{"--drain-delay", "2s"}, env: map[string]string{"SEENAPI_DRAIN_DELAY": "1ns"}},
 		{args: []string{"--idempotency-ttl", "500ms"}, want: "-idempotency-ttl: want a duration of at least 1s"},
 		{env: map[string]string{"SEENAPI_IDEMPOTENCY_TTL": "0"}, want: `SEENAPI_IDEMPOTENCY_TTL="0": want a duration of at least 1s`},
 		{args: []string{"--idempotency-ttl", "1s"}},
@@ -323,7 +337,7 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	// service starts, rather than read as 0.
 	out.Reset()
 	if code := run(ctx, []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "-5s", "--data-dir", dir}, noEnv, io.Discard, &out, func(string) { stop() }); code != 2 ||
-		out.String() != "seenapi serve: invalid value \"-5s\" for flag --shutdown-timeout: want a duration of 0 or more such as 30s or 2m\n"+
+		out.String() != "seenapi serve: invalid value \"-5s\" for flag --shutdown-timeout: want 0 (no wait) or a duration of at least 100ms such as 30s\n"+
 			"Run 'seenapi help serve' for its flags.\n" {
 		t.Errorf("--shutdown-timeout -5s: exit %d, want 2: %q", code, out.String())
 	}
@@ -420,6 +434,8 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{args: []string{"--addr", ":99999"}, want: `--addr ":99999": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
 		{args: []string{"--debug-addr", "6060"}, want: `--debug-addr "6060": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
 		{args: []string{"--rate-burst", "10"}, want: `--rate-burst needs --rate-limit: with no rate there is nothing to burst over`},
+		{args: []string{"--shutdown-timeout", "1ns"}, want: `invalid value "1ns" for flag --shutdown-timeout: want 0 (no wait) or a duration of at least 100ms such as 30s`},
+		{env: map[string]string{"SEENAPI_DRAIN_DELAY": "1ns"}, want: `SEENAPI_DRAIN_DELAY="1ns": want 0 (no drain) or a duration of at least 1s such as 10s`},
 		{args: []string{"--max-import-bytes", "2MiB"}, env: map[string]string{"SEENAPI_MAX_BODY_BYTES_IN_FLIGHT": "1MiB"},
 			want: `--max-body-bytes-in-flight 1MiB is less than the largest body a route takes (2MiB, of --max-body-bytes and --max-import-bytes): such a body could never be read`},
 	} {
