@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -423,6 +424,7 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{args: []string{"--memory-limit", "lots"}, want: `invalid value "lots" for flag --memory-limit: want a size such as 2GiB, auto or off`},
 		{args: []string{"--memory-limit", "-1GiB"}, want: `invalid value "-1GiB" for flag --memory-limit: want a size such as 2GiB, auto or off`},
 		{args: []string{"--gc-percent", "-3"}, want: `invalid value "-3" for flag --gc-percent: want a positive percentage, auto or off`},
+		{args: []string{"--gc-percent", "4294967396"}, want: `invalid value "4294967396" for flag --gc-percent: want a percentage of at most 2147483647 (Go's collector takes no more), auto or off`},
 		{env: map[string]string{"SEENAPI_GC_PERCENT": "lots"}, want: `SEENAPI_GC_PERCENT="lots": want a positive percentage, auto or off`},
 		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
 		// Only with --cache-bytes can the limit be judged: after every flag.
@@ -1699,6 +1701,11 @@ func TestGCPercent(t *testing.T) {
 		{args: []string{"--gc-percent", "0"}, bad: true},
 		{args: []string{"--gc-percent", "lots"}, bad: true},
 		{args: []string{"--gc-percent", "-3"}, env: map[string]string{"GOGC": "200"}, bad: true}, // a typo is refused all the same
+		// The most the Go runtime takes, and past it, what it would wrap
+		// to a negative (no collection) or to 100.
+		{args: []string{"--gc-percent", "2147483647"}, want: gcPolicy{fixed: math.MaxInt32, set: true}},
+		{args: []string{"--gc-percent", "2147483648"}, bad: true},
+		{env: map[string]string{"SEENAPI_GC_PERCENT": "4294967396"}, bad: true},
 	} {
 		o := &options{}
 		env := mapEnv(tc.env)

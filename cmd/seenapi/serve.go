@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -665,6 +666,11 @@ func parseGCPercent(s string) (gcPolicy, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n <= 0 {
 		return gcPolicy{}, errors.New("want a positive percentage, auto or off")
+	}
+	// debug.SetGCPercent takes it as an int32: past that it would wrap,
+	// 2147483648 to a negative (no collection), 4294967396 to 100.
+	if n > math.MaxInt32 {
+		return gcPolicy{}, fmt.Errorf("want a percentage of at most %d (Go's collector takes no more), auto or off", math.MaxInt32)
 	}
 	return gcPolicy{fixed: n, set: true}, nil
 }
