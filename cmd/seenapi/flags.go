@@ -126,7 +126,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		sizeVar(fs, &o.limits.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, "most bytes of request bodies read at once (each allocated whole from its Content-Length when its header is read); a body of a stated length over 16KiB past it is not read and is answered 503 overloaded; at least the larger of --max-body-bytes and --max-import-bytes (default 256MiB, or that if larger)")
 		countVar(fs, &o.limits.MaxCandidates, "max-candidates", api.DefaultMaxCandidates, "most candidates (or items) in one call")
 		sizeVar(fs, &o.limits.MaxItemBytes, "max-item-bytes", api.DefaultMaxItemBytes, "longest item id in bytes")
-		sizeVar(fs, &o.limits.MaxUserBytes, "max-user-bytes", api.DefaultMaxUserBytes, "longest user id in bytes")
+		o.limits.MaxUserBytes = api.DefaultMaxUserBytes
+		fs.Var(sizeAtMost{(*size)(&o.limits.MaxUserBytes), storage.MaxUserLen, "the longest user id the store keeps"}, "max-user-bytes", "longest user id in bytes, at most "+formatBytes(storage.MaxUserLen)+" (the store's limit)")
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
 		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes and /metrics aside; beyond, 503 overloaded")
 		countVar(fs, &o.limits.MaxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; one past it is answered 503 overloaded and closed")
@@ -487,6 +488,23 @@ func (z *size) Set(s string) error {
 		return errors.New("want a size of at least 1 byte such as 1MiB or 1048576")
 	}
 	*z = size(n)
+	return nil
+}
+
+// sizeAtMost is a size flag with a ceiling, past which the service could
+// not honour it: why says what sets it.
+type sizeAtMost struct {
+	*size
+	most int
+	why  string
+}
+
+func (z sizeAtMost) Set(s string) error {
+	var n size
+	if err := n.Set(s); err != nil || int(n) > z.most {
+		return fmt.Errorf("want a size from 1 byte to %s (%s) such as 256 or 1KiB", formatBytes(int64(z.most)), z.why)
+	}
+	*z.size = n
 	return nil
 }
 

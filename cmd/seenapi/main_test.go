@@ -318,6 +318,12 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		{args: []string{"--rate-limit", "off"}, env: map[string]string{"SEENAPI_RATE_LIMIT": "100"}},
 		{args: []string{"--max-body-bytes", "0"}, want: "-max-body-bytes: want a size of at least 1 byte such as 1MiB or 1048576"},
 		{env: map[string]string{"SEENAPI_MAX_ITEM_BYTES": "big"}, want: `SEENAPI_MAX_ITEM_BYTES="big": want a size of at least 1 byte`},
+		// A longer user id than the store keeps would be taken, then
+		// answered 503 as a storage failure at every call.
+		{args: []string{"--max-user-bytes", "1MiB"}, want: "--max-user-bytes: want a size from 1 byte to 4KiB (the longest user id the store keeps) such as 256 or 1KiB"},
+		{env: map[string]string{"SEENAPI_MAX_USER_BYTES": "4097"}, want: `SEENAPI_MAX_USER_BYTES="4097": want a size from 1 byte to 4KiB`},
+		{args: []string{"--max-user-bytes", "0"}, want: "--max-user-bytes: want a size from 1 byte to 4KiB"},
+		{args: []string{"--max-user-bytes", "4KiB"}},
 	} {
 		var o options
 		fs := newFlagSet("serve", &o, io.Discard)
@@ -351,6 +357,26 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("a refused flag made the data directory (%v)", err)
+	}
+}
+
+// The longest user id --max-user-bytes takes is one the store keeps: a
+// batch of a user of that many bytes is served and recorded, not answered
+// as a storage failure.
+func TestLongestUserIDTheFlagTakesIsStored(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--max-user-bytes", strconv.Itoa(storage.MaxUserLen), "--max-body-bytes", "64KiB")
+	user := strings.Repeat("u", storage.MaxUserLen)
+	for _, want := range []string{`"unseen":["a"]`, `"unseen":[]`} {
+		resp, err := http.Post(s.url+"/v1/namespaces/default/filter", "application/json",
+			strings.NewReader(`{"requests":[{"user":"`+user+`","candidates":["a"]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("a batch of a user of %d bytes: %d %.300s; want 200 and %s", len(user), resp.StatusCode, body, want)
+		}
 	}
 }
 
