@@ -86,7 +86,13 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		dataDir[cmd] = "directory of the Badger store the service serves, read (never written) for the namespaces it holds users of that are not served"
 	}
 	if usage, ok := dataDir[cmd]; ok {
-		fs.StringVar(&o.dataDir, "data-dir", "./data", usage)
+		o.dataDir = "./data"
+		fs.Var(parsedString{&o.dataDir, func(s string) error {
+			if s == "" {
+				return errors.New("want a directory's path; for ./data, give no --data-dir")
+			}
+			return nil
+		}}, "data-dir", usage)
 	}
 	if usage, ok := minFree[flagsOf]; ok {
 		o.minFreeBytes = storage.DefaultMinFreeBytes
@@ -274,6 +280,13 @@ func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if given[f.Name] || err != nil {
+			return
+		}
+		// Set but empty, it is most likely a value that did not render:
+		// read as unset, the store of ./data would be served (or backed
+		// up, or restored into) in place of the one meant.
+		if v, set := env(envName(f.Name)); set && v == "" && f.Name == "data-dir" {
+			err = fmt.Errorf("%s is set but empty; for ./data, leave it unset", envName(f.Name))
 			return
 		}
 		if v := env.get(envName(f.Name)); v != "" {

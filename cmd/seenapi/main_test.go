@@ -380,6 +380,45 @@ func TestLongestUserIDTheFlagTakesIsStored(t *testing.T) {
 	}
 }
 
+// An empty --data-dir, or SEENAPI_DATA_DIR set but empty (a value that did
+// not render), is a usage error of every command that takes the flag,
+// refused before anything is read or made: read as ./data it would serve,
+// back up or restore into another store than the one meant, and the store
+// refused it only once serve had bound its port, with exit 1.
+func TestEmptyDataDirIsRefusedByEveryCommand(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd) // where ./data would be made
+	backupFile := filepath.Join(t.TempDir(), "backup")
+	for _, cmd := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"check"}, {"backup", "--out", backupFile}, {"restore", "--in", backupFile}} {
+		for _, tc := range []struct {
+			args []string
+			env  map[string]string
+			want string
+		}{
+			{args: []string{"--data-dir", ""}, want: `invalid value "" for flag --data-dir: want a directory's path; for ./data, give no --data-dir`},
+			{env: map[string]string{"SEENAPI_DATA_DIR": ""}, want: `SEENAPI_DATA_DIR is set but empty; for ./data, leave it unset`},
+		} {
+			ctx, stop := context.WithCancel(context.Background())
+			var stdout, stderr bytes.Buffer
+			listened := false
+			code := run(ctx, append(slices.Clone(cmd), tc.args...), mapEnv(tc.env), &stdout, &stderr, func(string) { listened = true; stop() })
+			stop()
+			want := "seenapi " + cmd[0] + ": " + tc.want + "\nRun 'seenapi help " + cmd[0] + "' for its flags.\n"
+			if code != 2 || stderr.String() != want || stdout.Len() != 0 || listened {
+				t.Errorf("%s %q %v: exit %d, listened %v, stdout %q, stderr %q; want exit 2 and %q", cmd[0], tc.args, tc.env, code, listened, stdout.String(), stderr.String(), want)
+			}
+		}
+	}
+	if entries, err := os.ReadDir(wd); err != nil || len(entries) != 0 {
+		t.Errorf("the refused commands left %v in the working directory (%v)", entries, err)
+	}
+	// The flag wins over its variable, however set.
+	var o options
+	if err := parseFlags(newFlagSet("serve", &o, io.Discard), []string{"--data-dir", "d"}, mapEnv(map[string]string{"SEENAPI_DATA_DIR": ""})); err != nil || o.dataDir != "d" {
+		t.Errorf("--data-dir d with SEENAPI_DATA_DIR set but empty: %q, %v", o.dataDir, err)
+	}
+}
+
 // import-redis's --workers and --batch are counts like the limits: 0 is
 // a usage error (exit 2) refused before Redis or the service is asked.
 func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
