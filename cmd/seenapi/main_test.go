@@ -40,7 +40,7 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("%q: %v %v, want %v", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"30", "d", "-1d", "thirty days", "1w"} {
+	for _, s := range []string{"30", "d", "-1d", "thirty days", "1w", "NaNd", "nand", "+Infd", "36501d"} {
 		if _, err := parseDuration(s); err == nil {
 			t.Errorf("%q: no error", s)
 		}
@@ -117,6 +117,7 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		{"feed:\n  windw: 30d\n", `namespace feed: line 2: unknown field "windw" (known: kind, fp_rate, initial_capacity, growth, tightening, window, granularity, max_items)`},
 		{"feed:\n  window: 30x\n", `namespace feed: line 2: window: bad duration "30x" (want e.g. 30d or 720h)`},
 		{"feed:\n  window: -1d\n", `namespace feed: line 2: window: bad duration "-1d"`},
+		{"feed:\n  window: NaNd\n", `namespace feed: line 2: window: bad duration "NaNd" (want e.g. 30d or 720h)`},
 		{"feed:\n  max_items: -5\n", `namespace feed: line 2: max_items: "-5": want a whole number from 0 to 18446744073709551615`},
 		{"feed:\n  max_items: 1.5\n", `namespace feed: line 2: max_items: "1.5": want a whole number`},
 		{"feed:\n  initial_capacity: 5000000000\n", `namespace feed: line 2: initial_capacity: "5000000000": want a whole number from 0 to 4294967295`},

@@ -161,7 +161,9 @@ func parseDuration(s string) (time.Duration, error) {
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		f, err := strconv.ParseFloat(days, 64)
-		if err != nil || f < 0 || f > 100*365 {
+		// NaN fails every comparison: refused with the days out of range,
+		// not converted to a duration (a negative one, on amd64).
+		if err != nil || !(f >= 0 && f <= 100*365) {
 			return 0, fmt.Errorf("bad duration %q (want e.g. 30d or 720h)", s)
 		}
 		return time.Duration(f * float64(24*time.Hour)), nil
