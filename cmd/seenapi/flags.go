@@ -164,7 +164,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.imp.key, "key", "", "API key of a write or admin role, when the service has keys (better given as SEENAPI_KEY)")
 		fs.StringVar(&o.imp.caCert, "ca-cert", "", caCertUsage)
 		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
-		countVar(fs, &o.imp.workers, "workers", 8, "users imported at once")
+		o.imp.workers = 8
+		fs.Var(countAtMost{(*count)(&o.imp.workers), maxImportWorkers}, "workers", "users imported at once, at most "+strconv.Itoa(maxImportWorkers))
 		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
 	case "new-key":
 		fs.StringVar(&o.newKey.role, "role", "write", "role of the key: read, write or admin")
@@ -482,6 +483,29 @@ func (c *count) Set(s string) error {
 	*c = count(n)
 	return nil
 }
+
+// countAtMost is a count flag with a ceiling.
+type countAtMost struct {
+	*count
+	most int
+}
+
+func (c countAtMost) Set(s string) error {
+	var n count
+	if err := n.Set(s); err != nil || int(n) > c.most {
+		return fmt.Errorf("want a whole number from 1 to %d", c.most)
+	}
+	*c.count = n
+	return nil
+}
+
+// maxImportWorkers bounds import-redis's --workers: each is a goroutine
+// with a connection to the service, and the channel of keys holds four a
+// worker, so a mistyped count (--workers 100000000 took 24GB before
+// importing a key) would take the machine's memory; the service serves
+// --max-in-flight requests at once (4096 by default), and answers the
+// rest 503.
+const maxImportWorkers = 1024
 
 func sizeVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
 	*p = value

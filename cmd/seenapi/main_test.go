@@ -421,17 +421,28 @@ func TestEmptyDataDirIsRefusedByEveryCommand(t *testing.T) {
 }
 
 // import-redis's --workers and --batch are counts like the limits: 0 is
-// a usage error (exit 2) refused before Redis or the service is asked.
+// a usage error (exit 2) refused before Redis or the service is asked, as
+// is more workers than it takes (each a goroutine, and room for four keys).
 func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
-	for _, flag := range []string{"--workers", "--batch"} {
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--workers", "0", "want a whole number from 1 to 1024"},
+		{"--batch", "0", "want a whole number of at least 1"},
+		{"--workers", "1025", "want a whole number from 1 to 1024"},
+	} {
 		var out bytes.Buffer
-		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", flag, "0"}
+		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", tc.flag, tc.value}
 		code := run(context.Background(), args, noEnv, io.Discard, &out, nil)
-		want := "seenapi import-redis: invalid value \"0\" for flag " + flag + ": want a whole number of at least 1\n" +
+		want := "seenapi import-redis: invalid value \"" + tc.value + "\" for flag " + tc.flag + ": " + tc.want + "\n" +
 			"Run 'seenapi help import-redis' for its flags.\n"
 		if code != 2 || out.String() != want {
-			t.Errorf("%s 0: exit %d, want 2: %q", flag, code, out.String())
+			t.Errorf("%s %s: exit %d, want 2: %q", tc.flag, tc.value, code, out.String())
 		}
+	}
+	var out bytes.Buffer
+	args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1"}
+	if code := run(context.Background(), args, mapEnv(map[string]string{"SEENAPI_WORKERS": "100000000"}), io.Discard, &out, nil); code != 2 ||
+		!strings.HasPrefix(out.String(), `seenapi import-redis: SEENAPI_WORKERS="100000000": want a whole number from 1 to 1024`) {
+		t.Errorf("SEENAPI_WORKERS=100000000: exit %d, want 2: %q", code, out.String())
 	}
 }
 
@@ -675,7 +686,10 @@ func TestFlagErrorsNameTheFlagWithTwoDashes(t *testing.T) {
 		{args: []string{"backup", "--out"}, name: "out", want: "flag needs an argument: --out"},
 		{args: []string{"restore", "--merge=2"}, name: "merge", want: `invalid boolean value "2" for --merge: parse error`},
 		{args: []string{"restore", "--in"}, name: "in", want: "flag needs an argument: --in"},
-		{args: []string{"import-redis", "--workers", "x"}, name: "workers", want: `invalid value "x" for flag --workers: want a whole number of at least 1`},
+		{args: []string{"import-redis", "--workers", "x"}, name: "workers", want: `invalid value "x" for flag --workers: want a whole number from 1 to 1024`},
+		// Each worker takes a goroutine and room for four keys: a count
+		// past what any service serves at once would take the memory.
+		{args: []string{"import-redis", "--workers", "100000000"}, name: "workers", want: `invalid value "100000000" for flag --workers: want a whole number from 1 to 1024`},
 		{args: []string{"import-redis", "--cache-bytes", "1"}, name: "cache-bytes", want: "flag provided but not defined: --cache-bytes"},
 		// What the flag most likely meant, when something does.
 		{args: []string{"--port", "8080"}, name: "port", want: "flag provided but not defined: --port (the address to listen on is --addr HOST:PORT, e.g. --addr 127.0.0.1:8080)"},
