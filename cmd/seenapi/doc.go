@@ -9,7 +9,9 @@
 //	seenapi backup --out FILE [flags] write a backup of the running service (--url) or of --data-dir (service stopped)
 //	seenapi restore --in FILE [flags] restore a backup into --data-dir (service stopped)
 //	seenapi import-redis [flags]      record the items of Redis sets, one a user, in a running service
+//	seenapi new-key [flags]           make a random API key, as a line of a keys file
 //	seenapi version                   which build this is (also --version)
+//	seenapi help [COMMAND]            what a command does and its flags
 //
 // Every flag has an environment variable: --cache-bytes is
 // SEENAPI_CACHE_BYTES, and so on; a flag given on the command line wins.
