@@ -104,7 +104,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.cacheBytes = byteSize(512 << 20)
 		fs.Var(positiveBytes{&o.cacheBytes}, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
 		o.flushInterval = eviction.DefaultFlushInterval
-		fs.Var(durationFlag{p: &o.flushInterval, min: minFlushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile), at least 1ms")
+		fs.Var(durationFlag{p: &o.flushInterval, min: minFlushInterval, max: maxFlushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile), at least 1ms, at most 288h")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
 		// Given empty (--keys-file "$KEYS_FILE", the variable unset), it
 		// would serve open: as likely a provisioning failure as
@@ -247,8 +247,8 @@ Flags of serve (each also read from the environment variable shown; a flag wins)
 		fmt.Fprint(w, `
 --cache-bytes, --flush-interval, the --read-, --write- and --idle-timeout, --idempotency-bytes
 and the --max-* limits must be positive (0 is refused, not read as the default); --flush-interval
-is at least 1ms, the timeouts at least 100ms. --shutdown-timeout and --drain-delay take 0 for
-none, else at least 100ms and 1s.
+is at least 1ms and at most 288h, the timeouts at least 100ms. --shutdown-timeout and
+--drain-delay take 0 for none, else at least 100ms and 1s.
 
 API keys: SEENAPI_KEYS="write:KEY1,read:KEY2" adds keys to those of --keys-file.
 
@@ -626,6 +626,7 @@ type durationFlag struct {
 	min    time.Duration // the least it takes, when over zero
 	eg     string        // a value it takes, for the error of one under min
 	zero   string        // with zeroOK, what 0 stands for, for the error
+	max    time.Duration // the most it takes (0: no most)
 }
 
 // The floors of the flags whose smaller values the service cannot honour:
@@ -643,6 +644,12 @@ const (
 	minTimeout       = 100 * time.Millisecond
 	minDrainDelay    = time.Second
 )
+
+// maxFlushInterval is the longest --flush-interval: the write-back loop
+// counts a filter's wait in milliseconds up to 2^30 (12.4 days), so a
+// longer interval was cut to that without a word. 12 days, in hours as
+// Go durations are written.
+const maxFlushInterval = 288 * time.Hour
 
 func (d durationFlag) String() string {
 	if d.p == nil { // the flag package's zero value, for its default check
@@ -675,6 +682,8 @@ func (d durationFlag) Set(s string) error {
 		return fmt.Errorf("want a duration of at least %v such as %s", shortDuration(d.min), eg)
 	case !d.zeroOK && (err != nil || v <= 0):
 		return errors.New("want a positive duration such as 5s or 1m")
+	case d.max > 0 && v > d.max:
+		return fmt.Errorf("want a duration of at most %v such as %s", shortDuration(d.max), cmp.Or(d.eg, "5s"))
 	}
 	*d.p = v
 	return nil

@@ -273,6 +273,11 @@ func TestFlagsRefuseValuesThatCannotWork(t *testing.T) {
 		// Positive, yet under what the service can honour.
 		{args: []string{"--flush-interval", "1ns"}, want: "--flush-interval: want a duration of at least 1ms such as 5s"},
 		{args: []string{"--flush-interval", "999us"}, want: "--flush-interval: want a duration of at least 1ms"},
+		// Longer than the write-back loop counts (2^30 ms), cut short
+		// without a word.
+		{args: []string{"--flush-interval", "1000000h"}, want: "--flush-interval: want a duration of at most 288h such as 5s"},
+		{env: map[string]string{"SEENAPI_FLUSH_INTERVAL": "289h"}, want: `SEENAPI_FLUSH_INTERVAL="289h": want a duration of at most 288h`},
+		{args: []string{"--flush-interval", "288h"}},
 		{args: []string{"--read-timeout", "1ns"}, want: "--read-timeout: want a duration of at least 100ms such as 5s"},
 		{args: []string{"--write-timeout", "1ms"}, want: "--write-timeout: want a duration of at least 100ms"},
 		{args: []string{"--idle-timeout", "99ms"}, want: "--idle-timeout: want a duration of at least 100ms"},
