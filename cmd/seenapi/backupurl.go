@@ -46,12 +46,12 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	traced, handshakeFailed := watchHandshake(ctx)
 	resp, err := api.GetBackup(traced)
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", url, schemeHint(trustHint(err), url, handshakeFailed()))
+		return fmt.Errorf("seenapi at %s: %w", shownURL(url), schemeHint(trustHint(err), url, handshakeFailed()))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("seenapi at %s: %w", url, keyHint(problemOf(resp.StatusCode, body), "admin"))
+		return fmt.Errorf("seenapi at %s: %w", shownURL(url), keyHint(problemOf(resp.StatusCode, body), "admin"))
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
 	if err != nil {
@@ -69,7 +69,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted: %w", ctx.Err())
 		}
-		return fmt.Errorf("the backup from %s is not whole (%w); nothing was kept", url, err)
+		return fmt.Errorf("the backup from %s is not whole (%w); nothing was kept", shownURL(url), err)
 	}
 	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
 		return err
@@ -85,7 +85,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		size = fi.Size()
 	}
 	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters,
-		"journal_records", held.JournalRecords, "from", url)
+		"journal_records", held.JournalRecords, "from", shownURL(url))
 	return nil
 }
 

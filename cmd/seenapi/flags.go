@@ -424,7 +424,11 @@ func (o *options) check(cmd string, env environ) error {
 		}
 		if strings.Contains(o.imp.redis, "://") {
 			if _, err := redis.ParseURL(o.imp.redis); err != nil {
-				return fmt.Errorf("--redis %q: %w", o.imp.redis, err)
+				// url.Parse's error quotes the URL whole, password and all.
+				if ue := (*url.Error)(nil); errors.As(err, &ue) {
+					err = ue.Err
+				}
+				return fmt.Errorf("--redis %q: %w", shownURL(o.imp.redis), err)
 			}
 		}
 		return checkServiceURL(o.imp.url)
@@ -457,9 +461,27 @@ func checkListenAddr(flag, addr string) error {
 func checkServiceURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080", s)
+		return fmt.Errorf("--url %q: want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080", shownURL(s))
 	}
 	return nil
+}
+
+// shownURL is the URL s (--redis, --url) as the output shows it: without
+// the password it may carry (xxxxx in its place, as Go shows a URL's), and
+// when s does not parse as a URL, without anything before its host, where
+// the password would be.
+func shownURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		if _, has := u.User.Password(); !has {
+			return s // as given: Redacted would rewrite "http://" as "http:"
+		}
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if i := strings.LastIndexByte(rest, '@'); ok && i >= 0 {
+		return scheme + "://xxxxx" + rest[i:]
+	}
+	return s
 }
 
 // countVar defines a flag of a limit: a whole number of at least 1.

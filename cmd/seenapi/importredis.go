@@ -79,7 +79,7 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	}
 	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: o.batch,
 		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
-	logger.Info("seenapi: importing from redis", "redis", rdb.Options().Addr, "match", o.match, "url", o.url, "ns", o.namespace)
+	logger.Info("seenapi: importing from redis", "redis", rdb.Options().Addr, "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
 
 	keys := make(chan string, 4*o.workers)
 	var wg sync.WaitGroup
@@ -155,10 +155,10 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", o.url, schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
+		return fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
-		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", o.url, role)
+		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
 	}
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetNamespaceWithResponse(ctx, o.namespace)

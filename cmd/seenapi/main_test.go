@@ -470,6 +470,27 @@ func TestImportRedisRefusesABadMatchOrRedisURLAsAUsageError(t *testing.T) {
 	}
 }
 
+// The password a --redis URL carries never reaches the output, however
+// the URL fails: shown as Go shows a URL's (xxxxx), or, when the URL does
+// not parse, everything before its host. A --url with a password is shown
+// so too.
+func TestClientCommandsNeverShowAURLsPassword(t *testing.T) {
+	const secret = "s3cretPassw0rd"
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--redis", "redis://:" + secret + "@127.0.0.1:1/x", `--redis "redis://:xxxxx@127.0.0.1:1/x": redis: invalid database number: "x"`},
+		{"--redis", "redis://u:" + secret + "%zz@127.0.0.1:1/0", `--redis "redis://xxxxx@127.0.0.1:1/0": invalid URL escape "%zz"`},
+		{"--redis", "redis://u:" + secret + "@127.0.0.1:1/0?bad_option=1", `--redis "redis://u:xxxxx@127.0.0.1:1/0?bad_option=1": redis: unexpected option: bad_option`},
+		{"--url", "ftp://u:" + secret + "@127.0.0.1:1", `--url "ftp://u:xxxxx@127.0.0.1:1": want the service's URL`},
+	} {
+		var stderr bytes.Buffer
+		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", tc.flag, tc.value}
+		code := run(context.Background(), args, noEnv, io.Discard, &stderr, nil)
+		if code != 2 || strings.Contains(stderr.String(), secret) || !strings.HasPrefix(stderr.String(), "seenapi import-redis: "+tc.want) {
+			t.Errorf("%s %s: exit %d, want 2 and %q, without the password:\n%s", tc.flag, tc.value, code, tc.want, stderr.String())
+		}
+	}
+}
+
 // A --url that names no service (host:port alone, as --redis takes it) is
 // a usage error of backup and import-redis, refused before anything is
 // read, saying what a URL looks like.

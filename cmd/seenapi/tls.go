@@ -196,10 +196,10 @@ func schemeHint(err error, rawURL string, handshakeFailed bool) error {
 	u.Scheme = "http"
 	switch {
 	case errors.Is(err, http.ErrSchemeMismatch):
-		return fmt.Errorf("the service answered plain HTTP, not HTTPS: give --url %s (%w)", u, err)
+		return fmt.Errorf("the service answered plain HTTP, not HTTPS: give --url %s (%w)", u.Redacted(), err)
 	case handshakeFailed && !errors.As(err, new(*tls.CertificateVerificationError)):
 		// A certificate refused is TLS spoken: trustHint's to say.
-		return fmt.Errorf("%w; TLS failed: if the service serves plain HTTP, give --url %s", err, u)
+		return fmt.Errorf("%w; TLS failed: if the service serves plain HTTP, give --url %s", err, u.Redacted())
 	}
 	return err
 }
