@@ -97,10 +97,10 @@ func (k Key) Validate() error {
 	}
 	for i, ns := range k.Namespaces {
 		if !validNamespaceName(ns) {
-			return fmt.Errorf("namespaces=: %q is not a namespace name ([a-z0-9_-]{1,64})", ns)
+			return fmt.Errorf("namespaces=: %s is not a namespace name ([a-z0-9_-]{1,64})", ShownScope(ns))
 		}
 		if i > 0 && k.Namespaces[i-1] == ns {
-			return fmt.Errorf("namespaces=: %q is given twice", ns)
+			return fmt.Errorf("namespaces=: %s is given twice", ShownScope(ns))
 		}
 	}
 	if len(k.Secret) < MinKeyLength {
@@ -112,6 +112,18 @@ func (k Key) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ShownScope is how a name of a key's namespaces= is shown where keys are
+// described (errors, the log, seenapi check): quoted, unless it is as long
+// as an API key may be. In SEENAPI_KEYS a piece without a colon after
+// namespaces= continues the list, so a second key given without its role
+// reads as a namespace name, which would show it in the clear.
+func ShownScope(ns string) string {
+	if len(ns) < MinKeyLength {
+		return strconv.Quote(ns)
+	}
+	return fmt.Sprintf("a name of %d characters, not shown (as long as an API key: a key given without its role after namespaces= reads as one)", len(ns))
 }
 
 // ParseKeys parses a keys file: one "ROLE:KEY" a line, optionally followed

@@ -58,10 +58,10 @@ func checkConfig(o *options, env environ, w io.Writer, now time.Time) error {
 	}
 	fmt.Fprintln(w, keysLine(ks, o.addr))
 	for _, k := range ks {
-		fmt.Fprintf(w, "  key %s\n", keyLine(k))
+		fmt.Fprintf(w, "  key %s\n", keyLine(k, nss))
 	}
 	for _, u := range unservedScopes(ks, nss) {
-		fmt.Fprintf(w, "warning: key %s is limited to the namespace %q, which is not served\n", u.key, u.ns)
+		fmt.Fprintf(w, "warning: key %s is limited to the namespace %s, which is not served\n", u.key, api.ShownScope(u.ns))
 	}
 	notServedLine(w, o.dataDir, nss)
 	if conf.cert != nil {
@@ -210,8 +210,9 @@ func keysLine(ks []api.Key, addr string) string {
 }
 
 // keyLine says a key in a line without the key: its id (as the log of
-// admin actions names it), role, own rate and namespaces.
-func keyLine(k api.Key) string {
+// admin actions names it), role, own rate and namespaces (those not served
+// as api.ShownScope shows them).
+func keyLine(k api.Key, served []eviction.Namespace) string {
 	line := k.ID() + ": " + k.Role.String()
 	switch {
 	case math.IsInf(k.Rate, 1):
@@ -223,7 +224,14 @@ func keyLine(k api.Key) string {
 		}
 	}
 	if k.Namespaces != nil {
-		line += ", namespaces " + strings.Join(k.Namespaces, ", ") + " only"
+		names := make([]string, len(k.Namespaces))
+		for i, ns := range k.Namespaces {
+			names[i] = ns
+			if len(ns) >= api.MinKeyLength && !slices.ContainsFunc(served, func(n eviction.Namespace) bool { return n.Name == ns }) {
+				names[i] = "(" + api.ShownScope(ns) + ")"
+			}
+		}
+		line += ", namespaces " + strings.Join(names, ", ") + " only"
 	}
 	return line
 }

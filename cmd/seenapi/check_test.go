@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 )
 
@@ -78,6 +79,39 @@ func TestCheckSaysWhatTheServiceWouldLoad(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Errorf("check touched the data directory: %v", err)
+	}
+}
+
+// In SEENAPI_KEYS a piece without a colon after namespaces= continues the
+// list, so a second key whose role was left out reads as a namespace: a
+// name as long as a key may be is never shown, neither when it is no
+// namespace name (a key of new-key, in capitals) nor when it is one that
+// is not served (a key in lowercase hex), in check's output or in the
+// service's log; a served namespace is shown, however long.
+func TestAKeyReadAsANamespaceIsNotShown(t *testing.T) {
+	dir := t.TempDir()
+	ns := writeFile(t, dir, "ns.yaml", "recommendations_feed: {}\n")
+	const upper, lower = "KQ3VZB7XWPLM2RT4HNE6YCJD5A", "9f2c0e6d1a7b4c38a1e5"
+	code, out, logged := runCheck(t, map[string]string{"SEENAPI_KEYS": "write:w-0123456789abcdef namespaces=default," + upper},
+		"--namespaces", ns)
+	if code != 1 || strings.Contains(out+logged, upper) || !strings.Contains(out+logged, "not shown") {
+		t.Errorf("a key in capitals after namespaces=: exit %d, want 1, the name not shown:\n%s%s", code, out, logged)
+	}
+	code, out, logged = runCheck(t, map[string]string{"SEENAPI_KEYS": "write:w-0123456789abcdef namespaces=recommendations_feed,fed," + lower},
+		"--namespaces", ns)
+	if code != 0 || strings.Contains(out+logged, lower) || !strings.Contains(out, ", fed, recommendations_feed only") ||
+		!strings.Contains(out, `limited to the namespace "fed", which is not served`) || !strings.Contains(out, "of 20 characters") {
+		t.Errorf("a key in lowercase hex after namespaces=: exit %d, want 0, the name not shown:\n%s%s", code, out, logged)
+	}
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	k, err := api.ParseKeysList("write:w-0123456789abcdef namespaces=default," + lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnUnservedScopes(k, []eviction.Namespace{{Name: "default"}}, "seenapi: ", logger)
+	if strings.Contains(log.String(), lower) || !strings.Contains(log.String(), "not served") {
+		t.Errorf("the service's log shows the name:\n%s", log.String())
 	}
 }
 

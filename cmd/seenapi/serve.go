@@ -186,7 +186,11 @@ func keyChanges(prev, next []api.Key) []any {
 // that nss does not serve.
 func warnUnservedScopes(ks []api.Key, nss []eviction.Namespace, prefix string, logger *slog.Logger) {
 	for _, u := range unservedScopes(ks, nss) {
-		logger.Warn(prefix+"an API key is limited to a namespace that is not served", "key", u.key, "namespace", u.ns)
+		ns := u.ns
+		if len(ns) >= api.MinKeyLength {
+			ns = api.ShownScope(ns) // maybe a key (see api.ShownScope)
+		}
+		logger.Warn(prefix+"an API key is limited to a namespace that is not served", "key", u.key, "namespace", ns)
 	}
 }
 
