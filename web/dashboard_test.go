@@ -1810,6 +1810,79 @@ func TestAUserIDCannotTurnTheTextAroundIt(t *testing.T) {
 	}
 }
 
+// User ids and items are the service's data, which anyone with a write key
+// sets: markup in them (a script, an image's onerror, a javascript: URL, a
+// quote that would end an attribute) is shown as text wherever the page
+// shows them (the user list, a user's page and title, the erase dialog,
+// the answer of a check, a refused item's problem), never parsed: no
+// element of theirs appears, nothing of theirs runs, and each link stays
+// a link within the page. The policy would block an inline handler, and
+// the tab reports its violations; this holds without it.
+func TestMarkupInIDsAndItemsIsShownAsText(t *testing.T) {
+	s := setup(t)
+	suffix := " " + userID(t)
+	users := []string{ // '!' sorts them before the other tests' users of small
+		`!<img src=x onerror="window.pwned='img'">` + suffix,
+		`!<script>window.pwned='script'</script>` + suffix,
+		`!javascript:window.pwned='href'//` + suffix,
+		`!" onmouseover="window.pwned='attr'` + suffix,
+	}
+	items := []string{`<img src=x onerror="window.pwned='item'">`, `</code><b id="injected">b</b>`, `javascript:window.pwned='item-href'`}
+	for _, u := range users {
+		s.svc.record(t, s.keys.write, "small", u, items...)
+	}
+	// What the page would hold if any of it were parsed as markup.
+	const injected = `document.querySelectorAll('#view img, #view script, #view b, body > img, body > script:not([src]), [onerror], [onmouseover]').length + ` +
+		`(window.pwned === undefined ? 0 : 100)`
+
+	tb := s.keyTab(t, s.keys.admin, "#/ns/small")
+	for _, u := range users {
+		tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(u)+`)`, "the user "+u+" in the list")
+	}
+	hrefs := eval[[]string](tb, `[...document.querySelectorAll('#user-list a')].map((a) => a.getAttribute('href'))`)
+	for _, h := range hrefs {
+		if !strings.HasPrefix(h, "#/ns/small/users/") {
+			t.Errorf("a user's link leads to %q, out of the page", h)
+		}
+	}
+	if n := eval[int](tb, injected); n != 0 {
+		t.Fatalf("the user list parsed markup of a user id (%d)", n)
+	}
+
+	for _, u := range users {
+		tb.open(fragment("small", u))
+		tb.waitText("#user-items", strconv.Itoa(len(items)))
+		if got := tb.text("#user-title code:first-of-type"); got != u {
+			t.Errorf("the title shows the user as %q, want %q", got, u)
+		}
+		if got := eval[string](tb, `document.title`); !strings.Contains(got, u) {
+			t.Errorf("the page's title %q does not show the user id as text", got)
+		}
+		tb.fill("#check-items", strings.Join(items, "\n"))
+		tb.click(`#check-form button[type="submit"]`)
+		tb.waitText("#check-result .done", "of 3 seen")
+		if got := eval[[]string](tb, `[...document.querySelectorAll('#check-result li code')].map((c) => c.textContent)`); !slices.Equal(got, items) {
+			t.Errorf("the check shows the items %q, want %q", got, items)
+		}
+		// A refused item's problem quotes it.
+		tb.do("enter the items", chromedp.Evaluate[chromedp.Void](`document.querySelector('#check-items').value = `+strconv.Quote("ok\n</code><b>b</b>\tx")))
+		tb.click(`#check-form button[type="submit"]`)
+		tb.waitJS(`!!document.querySelector('#check-result .problem')`, "the refusal")
+		if got := tb.text("#check-result .problem .detail"); !strings.Contains(got, `"</code><b>b</b>\tx"`) {
+			t.Errorf("the refusal reads %q, without the item as text", got)
+		}
+		tb.click("#erase-open")
+		tb.waitJS(`document.querySelector('#erase-dialog').open`, "the confirmation")
+		if got := tb.text("#erase-dd code"); got != u {
+			t.Errorf("the erase dialog shows the user as %q, want %q", got, u)
+		}
+		tb.click("#erase-cancel")
+		if n := eval[int](tb, injected); n != 0 {
+			t.Fatalf("the page of %q parsed markup of its id or items (%d)", u, n)
+		}
+	}
+}
+
 func TestUnknownAddressSaysSo(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)
