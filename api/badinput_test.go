@@ -444,6 +444,11 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 		{"two lengths", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)+len(smuggled)) + body},
 		{"a coding other than chunked", head + "Transfer-Encoding: gzip\r\n\r\n" + chunked},
 		{"chunked twice", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
+		// A bare CR ends a line for some proxies: for them chunked is a
+		// header of its own.
+		{"a bare CR before chunked", head + "X-Note: a\rTransfer-Encoding: chunked\r\nContent-Length: " + strconv.Itoa(len(chunked)) + "\r\n\r\n" + chunked},
+		// HTTP/1.0 has no chunked coding (RFC 9112, 6.1).
+		{"chunked in HTTP/1.0", strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)

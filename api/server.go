@@ -137,7 +137,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			h.SetConnectionClose()
 			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
 		}
-		if framingProblem(h.RawHeaders()) != "" {
+		if framingProblem(h.RawHeaders(), h.IsHTTP11()) != "" {
 			// Read no body and close the connection after the answer
 			// (400, see the first handler): the bytes that follow may be
 			// this body or another request, and which one a proxy in
@@ -243,16 +243,19 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 }
 
 // framingProblem says why the header block raw (a request's, without its
-// request line) leaves the length of its body ambiguous, or "" when it
-// does not: Transfer-Encoding given with Content-Length, or more than once,
-// or other than chunked; or Content-Length given twice with different
-// values. fasthttp would take the chunked coding over Content-Length (and
-// any coding for chunked), or the last of two lengths, and keep the
-// connection; a proxy in front that read the same bytes otherwise would
-// pass on what it took for a body as a request of its own (request
-// smuggling). RFC 9112, 6.1 and 6.3: such a request is answered 400 and
-// its connection closed.
-func framingProblem(raw []byte) string {
+// request line; http11 unless the request is HTTP/1.0) leaves the length of
+// its body ambiguous, or "" when it does not: Transfer-Encoding given with
+// Content-Length, or more than once, or other than chunked, or in an
+// HTTP/1.0 request, which has no chunked coding; Content-Length given twice
+// with different values; or a bare CR, which ends a line for some proxies,
+// while fasthttp keeps it in the header's value (a Transfer-Encoding after
+// one is a header of its own to them, and none to the service). fasthttp
+// would take the chunked coding over Content-Length (and any coding for
+// chunked), or the last of two lengths, and keep the connection; a proxy
+// in front that read the same bytes otherwise would pass on what it took
+// for a body as a request of its own (request smuggling). RFC 9112, 2.2,
+// 6.1 and 6.3: such a request is answered 400 and its connection closed.
+func framingProblem(raw []byte, http11 bool) string {
 	var length, coding []byte
 	lengths, codings := 0, 0
 	for len(raw) > 0 {
@@ -261,6 +264,9 @@ func framingProblem(raw []byte) string {
 			line, raw = raw[:i], raw[i+1:]
 		} else {
 			raw = nil
+		}
+		if i := bytes.IndexByte(line, '\r'); i >= 0 && i < len(line)-1 {
+			return "a header holds a bare CR (a CR not followed by LF)"
 		}
 		if len(line) == 0 || (line[0]|0x20 != 'c' && line[0]|0x20 != 't') {
 			continue // the common case, at one byte's cost
@@ -283,6 +289,8 @@ func framingProblem(raw []byte) string {
 	switch {
 	case codings == 0:
 		return ""
+	case !http11:
+		return "Transfer-Encoding is given in an HTTP/1.0 request, which has no chunked coding"
 	case codings > 1:
 		return "Transfer-Encoding is given more than once"
 	case !bytes.EqualFold(coding, []byte("chunked")):
@@ -393,7 +401,7 @@ func (s *Server) routes() {
 		// A request of ambiguous framing is refused (HeaderReceived read
 		// none of its body and marked its connection to close).
 		if h.ConnectionClose() {
-			if p := framingProblem(h.RawHeaders()); p != "" {
+			if p := framingProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
 				return newError(pBadRequest, "the length of the request's body is ambiguous: %s; the connection is closed", p)
 			}
 		}
