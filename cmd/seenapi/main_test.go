@@ -1974,6 +1974,12 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 	if code, _ := post(t, s.url+"/v1/namespaces/other/users/u/seen", `{"items":["a"]}`, "Authorization", "Bearer "+newKey); code != 403 {
 		t.Fatalf("the key limited to default, in another namespace: %d", code)
 	}
+	// A keys file others can read, as an editor or a copy may leave it, is
+	// warned of at a reload as at the start.
+	if err := os.Chmod(keys, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hup(`level=WARN msg="seenapi: SIGHUP: the keys file can be read by other users of this machine; chmod 600 it" file=` + keys + " mode=-rw-r--r--\n")
 }
 
 // SIGHUP reloads the namespaces file: a namespace added to it is served at

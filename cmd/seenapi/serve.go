@@ -143,6 +143,7 @@ func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger
 		return nil
 	}
 	logger.Info("seenapi: SIGHUP: API keys reloaded", append([]any{"keys", len(ks)}, keyChanges(prev, ks)...)...)
+	warnKeysFileMode(o.keysFile, "seenapi: SIGHUP: ", logger)
 	return ks
 }
 
@@ -916,10 +917,19 @@ func warnSettings(o *options, addr string, keyed, https bool, logger *slog.Logge
 			"raise ulimit -n or lower --max-connections", "max_connections", o.limits.MaxConnections,
 			"descriptors", fds, "store_needs", storeDescriptors)
 	}
-	if o.keysFile != "" {
-		if fi, err := os.Stat(o.keysFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			logger.Warn("seenapi: the keys file can be read by other users of this machine; chmod 600 it",
-				"file", o.keysFile, "mode", fi.Mode().Perm().String())
-		}
+	warnKeysFileMode(o.keysFile, "seenapi: ", logger)
+}
+
+// warnKeysFileMode logs, after prefix, that the keys file at path (none
+// when "") can be read by other users of the machine, if it can: at the
+// start, and at each SIGHUP, since an editor or a copy that replaced the
+// file may have left it so.
+func warnKeysFileMode(path, prefix string, logger *slog.Logger) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn(prefix+"the keys file can be read by other users of this machine; chmod 600 it",
+			"file", path, "mode", fi.Mode().Perm().String())
 	}
 }
