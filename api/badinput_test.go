@@ -137,6 +137,10 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		{"limit with an exponent", "POST", vFilter, `{"candidates":["a"],"limit":1e2}`, nil, 400, "bad-request"},
 		{"limit hugely negative", "POST", vFilter, `{"candidates":["a"],"limit":-1e30}`, nil, 400, "bad-request"},
 		{"limit just past its range", "POST", vFilter, `{"candidates":["a"],"limit":9223372036854775808}`, nil, 400, "bad-request"},
+		// A problem quotes the start of what it names, not all of it: a
+		// body of 100,000 digits is not sent back twice.
+		{"limit of 100,000 digits", "POST", vFilter, `{"candidates":["a"],"limit":1` + strings.Repeat("0", 99999) + `}`, nil, 400, "bad-request"},
+		{"an unknown field of 100,000 bytes", "POST", vFilter, `{"candidates":["a"],"` + strings.Repeat("x", 100000) + `":1}`, nil, 400, "bad-request"},
 		{"bad record mode", "POST", vFilter, `{"candidates":["a"],"record":"some"}`, nil, 400, "bad-request"},
 		{"record not a string", "POST", vFilter, `{"candidates":["a"],"record":1}`, nil, 400, "bad-request"},
 		{"bad on_error", "POST", vFilter, `{"candidates":["a"],"on_error":"ignore"}`, nil, 400, "bad-request"},
@@ -229,10 +233,12 @@ func TestBadInputIsRejectedAndChangesNothing(t *testing.T) {
 		// A whole number in range, written with a point or an exponent (as
 		// Python's json.dumps writes a float), is not too large: it is
 		// refused for how it is written.
-		"limit with a point":        "/limit is a JSON number 2.0; want an integer, written without a point or an exponent",
-		"limit with an exponent":    "/limit is a JSON number 1e2; want an integer, written without a point or an exponent",
-		"limit hugely negative":     "/limit is a JSON number -1e30; want an integer; this one is too small",
-		"limit just past its range": "/limit is a JSON number 9223372036854775808; want an integer; this one is too large",
+		"limit with a point":                "/limit is a JSON number 2.0; want an integer, written without a point or an exponent",
+		"limit with an exponent":            "/limit is a JSON number 1e2; want an integer, written without a point or an exponent",
+		"limit hugely negative":             "/limit is a JSON number -1e30; want an integer; this one is too small",
+		"limit just past its range":         "/limit is a JSON number 9223372036854775808; want an integer; this one is too large",
+		"limit of 100,000 digits":           "/limit is a JSON number 1" + strings.Repeat("0", 39) + "… (100000 characters); want an integer; this one is too large",
+		"an unknown field of 100,000 bytes": "/" + strings.Repeat("x", 39) + "… (100001 characters) is an unknown field",
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -173,12 +173,12 @@ func shapeError(body []byte, v any, cause error) error {
 	}
 	ptr := string(se.JSONPointer)
 	if se.Err == jsonv2.ErrUnknownName {
-		return &apiError{kind: pBadRequest, detail: ptr + " is an unknown field", cause: cause,
+		return &apiError{kind: pBadRequest, detail: shortened(ptr) + " is an unknown field", cause: cause,
 			fields: []FieldError{{Pointer: ptr, Detail: "unknown field"}}}
 	}
 	what := jsonKindName(se.JSONKind)
 	if se.JSONKind == '0' && len(se.JSONValue) > 0 {
-		what += " " + string(se.JSONValue) // a number out of range, or not an integer
+		what += " " + shortened(string(se.JSONValue)) // a number out of range, or not an integer
 	}
 	if ptr == "" {
 		return &apiError{kind: pBadRequest, detail: "the body is a JSON " + what + "; want an object", cause: cause}
@@ -213,6 +213,18 @@ func intRange(t reflect.Type) (lo, end float64) {
 		return 0, math.Ldexp(1, bits)
 	}
 	return -math.Ldexp(1, bits-1), math.Ldexp(1, bits-1)
+}
+
+// shortened is s as a problem's detail quotes what the body holds: whole
+// up to 40 bytes, else its first 40 and its length, so that a body of a
+// number or a name of a megabyte is not sent back in the detail (and again
+// in its errors).
+func shortened(s string) string {
+	const keep = 40
+	if len(s) <= keep {
+		return s
+	}
+	return strings.ToValidUTF8(s[:keep], "") + "… (" + strconv.Itoa(len(s)) + " characters)"
 }
 
 // jsonKindName names a JSON kind the way the API's details do.
