@@ -280,6 +280,9 @@ func TestRunStopsAtTheMemoryLimit(t *testing.T) {
 	if !strings.Contains(res.Stopped, ErrMemoryLimit.Error()) {
 		t.Errorf("stopped %q, want the memory limit", res.Stopped)
 	}
+	if res.Err != "" {
+		t.Errorf("error %q: the calls the stop cancelled are no error of the system's", res.Err)
+	}
 	if res.Ran() {
 		t.Error("a stopped run reports it ran")
 	}

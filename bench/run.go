@@ -515,14 +515,16 @@ func (r *runner) ranks(ctx context.Context, name string, ranks []int, n int) (Ph
 	})
 }
 
-// settleTimeout bounds the wait for a system's backlog after the fill.
+// settleTimeout bounds the wait for a system's backlog after the fill or
+// the saturation phase.
 const settleTimeout = 10 * time.Minute
 
 // settle waits until st's backlog is gone (polling every 100ms), at most
-// settleTimeout, and returns how long it took.
-func (r *runner) settle(ctx context.Context, st Settler) (time.Duration, error) {
+// settleTimeout, and returns how long it took; after names the phase it
+// follows, for the progress line.
+func (r *runner) settle(ctx context.Context, st Settler, after string) (time.Duration, error) {
 	start := time.Now()
-	r.o.Progress.Phase(r.label, "settling after the fill (write-back)", 0, start.Add(settleTimeout))
+	r.o.Progress.Phase(r.label, "settling after the "+after+" (write-back)", 0, start.Add(settleTimeout))
 	for {
 		n, err := st.Backlog(ctx)
 		if err != nil {
@@ -591,23 +593,34 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	}
 	defer func() {
 		res.Correctness = r.tr.Result()
-		if r.first != nil && res.Err == "" {
+		// A run stopped at the memory limit cancels the calls in flight:
+		// their errors are the stop's, not the system's.
+		if r.first != nil && res.Err == "" && !(res.Stopped != "" && errors.Is(r.first, context.Canceled)) {
 			res.Err = r.first.Error()
 		}
 		if err != nil && res.Err == "" {
 			res.Err = err.Error()
 		}
 	}()
+	// An interrupted run is no measurement: its phases end early without
+	// an error of their own, so say so rather than return cut figures.
+	defer func() {
+		if err == nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+	}()
 
-	if err := sys.Setup(ctx); err != nil {
-		return res, fmt.Errorf("%s: setup: %w", sys.Name(), err)
-	}
 	closed := false
 	defer func() {
+		// Also after a failed Setup: it may have made a data directory or
+		// started a process before failing.
 		if !closed {
 			_ = sys.Close()
 		}
 	}()
+	if err := sys.Setup(ctx); err != nil {
+		return res, fmt.Errorf("%s: setup: %w", sys.Name(), err)
+	}
 	if res.MemoryBase, err = sys.Memory(ctx); err != nil {
 		return res, fmt.Errorf("%s: memory: %w", sys.Name(), err)
 	}
@@ -633,7 +646,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		}
 	}
 	if st, ok := sys.(Settler); ok {
-		if res.Settle, err = r.settle(mctx, st); err != nil {
+		if res.Settle, err = r.settle(mctx, st, "fill"); err != nil {
 			return res, fmt.Errorf("%s: settle: %w", sys.Name(), err)
 		}
 	}
@@ -643,6 +656,13 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 	res.MemPerUser = float64(res.MemoryFilled.Bytes-res.MemoryBase.Bytes) / users
 	if res.MemoryFilled.Anon > 0 {
 		res.AnonPerUser = float64(res.MemoryFilled.Anon-res.MemoryBase.Anon) / users
+	}
+	// The watch polls every half second: a fill shorter than that can pass
+	// the limit unseen.
+	if res.MemoryFilled.Bytes > o.MemoryLimit {
+		res.Stopped = fmt.Sprintf("%v: %s %d bytes > %d at %d users", ErrMemoryLimit, res.MemoryFilled.Kind,
+			res.MemoryFilled.Bytes, o.MemoryLimit, o.Workload.Users)
+		return res, nil
 	}
 	// The hit ratio covers the phases after the fill (whose users are all new).
 	var hits0, misses0 uint64
@@ -715,7 +735,7 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		// latency at a sustainable rate, so it starts once the overload's
 		// backlog (seenapi's write-back) is worked off.
 		if st, ok := sys.(Settler); ok {
-			if res.SettleSaturation, err = r.settle(mctx, st); err != nil {
+			if res.SettleSaturation, err = r.settle(mctx, st, "saturation phase"); err != nil {
 				return res, fmt.Errorf("%s: settle: %w", sys.Name(), err)
 			}
 		}
@@ -767,6 +787,9 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 		}
 	}
 	mcancel(nil)
+	if ctx.Err() != nil {
+		return res, context.Cause(ctx)
+	}
 
 	if hasCache {
 		hits, misses, err := cs.CacheStats(ctx)

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"net"
+	"os"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -318,6 +322,136 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		buf = buf[:0]
 		for _, it := range items {
 			buf = appendJSONString(buf, it)
+		}
+	}
+}
+
+// A server that cannot start (its port is another's) fails the run with
+// the reason from its log, and leaves no data directory behind.
+func TestRunOfAServerThatCannotStartLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server")
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	parent := t.TempDir()
+	s := NewSeenapiHTTP(HTTPOptions{Bin: seenapiBin(t), DataParent: parent, Conns: 4,
+		Args: []string{"--addr", held.Addr().String()}})
+	_, err = Run(context.Background(), s, RunOptions{Workload: DefaultWorkload(10), Concurrency: 1})
+	if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("err = %v, want the server's own reason", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("left behind in the data parent: %v", left)
+	}
+}
+
+// cancelAfter is a system whose context is cancelled after its calls
+// number n: an interrupt (Ctrl-C) in the middle of a measured phase.
+type cancelAfter struct {
+	System
+	n      int64
+	calls  atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	if c.calls.Add(1) == c.n {
+		c.cancel()
+	}
+	return c.System.Call(ctx, user, candidates, limit)
+}
+
+// An interrupted run returns the interruption, not the cut phases as if
+// they were measurements, and stops its server.
+func TestRunInterruptedReturnsTheInterruption(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t), Conns: 8})
+	sys := &cancelAfter{System: s, n: 400, cancel: cancel} // the fill is 100 calls
+	res, err := Run(ctx, sys, RunOptions{Workload: DefaultWorkload(100), Concurrency: 2,
+		Warm: 200 * time.Millisecond, Duration: 5 * time.Second, Sample: 10})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want the interruption", err)
+	}
+	if res.Ran() {
+		t.Error("an interrupted run reports it ran")
+	}
+	if s.srv != nil {
+		t.Error("redis-server was not stopped")
+	}
+}
+
+// A fill shorter than the memory watch's half second that passes the limit
+// stops the run all the same, and the calls the stop cancels are no error
+// of the system's.
+func TestRunStopsAtTheMemoryLimitAfterAShortFill(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t), Conns: 8})
+	// 1,000 users of 200 items take about 15 MB of used_memory.
+	res, err := Run(context.Background(), s, RunOptions{Workload: DefaultWorkload(1000), Concurrency: 4,
+		Sample: 10, MemoryLimit: 4 << 20, MemoryOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stopped, ErrMemoryLimit.Error()) || res.Err != "" {
+		t.Errorf("stopped %q, error %q: want the memory limit and no error", res.Stopped, res.Err)
+	}
+}
+
+// slowCalls is a system whose calls each wait d first.
+type slowCalls struct {
+	System
+	d time.Duration
+}
+
+func (s slowCalls) Call(ctx context.Context, user string, candidates []string, limit int) ([]string, error) {
+	time.Sleep(s.d)
+	return s.System.Call(ctx, user, candidates, limit)
+}
+
+// A fill the memory watch stops midway cancels the calls in flight: their
+// errors are the stop's, not the system's.
+func TestRunStoppedMidFillReportsNoError(t *testing.T) {
+	s := NewRedisSet(RedisOptions{Bin: redisBin(t), Conns: 8})
+	// The fill's 1,000 calls take at least 1.25 s; by the watch's first
+	// look, at 0.5 s, about 400 users hold some 6 MB.
+	res, err := Run(context.Background(), slowCalls{s, 5 * time.Millisecond}, RunOptions{Workload: DefaultWorkload(1000),
+		Concurrency: 4, Sample: 10, MemoryLimit: 4 << 20, MemoryOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stopped, ErrMemoryLimit.Error()) || res.FillPhase.Calls >= 1000 {
+		t.Errorf("stopped %q after %d calls, want the memory limit within the fill", res.Stopped, res.FillPhase.Calls)
+	}
+	if res.Err != "" {
+		t.Errorf("error %q: the calls the stop cancelled are no error of the system's", res.Err)
+	}
+}
+
+// settledSet is a Settler whose backlog is always worked off.
+type settledSet struct{ slowSet }
+
+func (*settledSet) Backlog(context.Context) (int64, error) { return 0, nil }
+
+// The progress line names the phase a settle follows: the one after the
+// saturation phase said "after the fill" too.
+func TestSettleNamesThePhaseItFollows(t *testing.T) {
+	var out strings.Builder
+	p := NewProgress(&out)
+	defer p.Close()
+	r := &runner{o: RunOptions{Progress: p}, label: "x"}
+	for _, after := range []string{"fill", "saturation phase"} {
+		if _, err := r.settle(context.Background(), &settledSet{}, after); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		phase := p.phase
+		p.mu.Unlock()
+		if phase != "settling after the "+after+" (write-back)" {
+			t.Errorf("phase %q after the %s", phase, after)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,11 +194,12 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	pw.Close()
 	addr := make(chan string, 1)
 	logged := make(chan struct{})
+	tail := &logTail{}
 	go func() {
 		defer close(logged)
 		defer logTo.Close()
 		defer pr.Close()
-		scanLog(pr, logTo, addr)
+		scanLog(pr, io.MultiWriter(logTo, tail), addr)
 	}()
 	s.cmd, s.done = cmd, make(chan error, 1)
 	go func() {
@@ -210,7 +212,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 	case s.addr = <-addr:
 	case werr := <-s.done:
 		s.cmd = nil
-		return fmt.Errorf("%w: seenapi exited before serving: %v (log: %s)", ErrServer, werr, logPath)
+		return fmt.Errorf("%w: seenapi exited before serving: %v: %s (log: %s)", ErrServer, werr, tail, logPath)
 	case <-ctx.Done():
 		s.stop()
 		return ctx.Err()
@@ -227,7 +229,7 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 		select {
 		case werr := <-s.done:
 			s.cmd = nil
-			return fmt.Errorf("%w: seenapi exited before ready: %v (log: %s)", ErrServer, werr, logPath)
+			return fmt.Errorf("%w: seenapi exited before ready: %v: %s (log: %s)", ErrServer, werr, tail, logPath)
 		case <-ctx.Done():
 			s.stop()
 			return ctx.Err()
@@ -238,6 +240,39 @@ func (s *SeenapiHTTP) start(ctx context.Context) error {
 			return fmt.Errorf("%w: seenapi on %s not ready after 60s (last: %v; log: %s)", ErrServer, s.addr, err, logPath)
 		}
 	}
+}
+
+// logTail keeps the last lines written to it: why a server that exited at
+// start did, in the error itself (its log file may be discarded or far).
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// logTailLines is how many lines a logTail keeps.
+const logTailLines = 3
+
+func (t *logTail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); line != "" {
+			t.lines = append(t.lines, line)
+		}
+	}
+	if n := len(t.lines); n > logTailLines {
+		t.lines = slices.Delete(t.lines, 0, n-logTailLines)
+	}
+	return len(b), nil
+}
+
+func (t *logTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return "no output"
+	}
+	return strings.Join(t.lines, " | ")
 }
 
 type nopCloser struct{ io.Writer }

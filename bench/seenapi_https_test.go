@@ -7,9 +7,41 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+var seenapiBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if seenapiBuild.dir != "" {
+		os.RemoveAll(seenapiBuild.dir)
+	}
+	os.Exit(code)
+}
+
+// seenapiBin builds the module's server once for the package's tests.
+func seenapiBin(t *testing.T) string {
+	t.Helper()
+	seenapiBuild.once.Do(func() {
+		if seenapiBuild.dir, seenapiBuild.err = os.MkdirTemp("", "seenbench-test-bin-"); seenapiBuild.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		seenapiBuild.err = BuildSeenapi(ctx, "..", filepath.Join(seenapiBuild.dir, "seenapi"))
+	})
+	if seenapiBuild.err != nil {
+		t.Fatal(seenapiBuild.err)
+	}
+	return filepath.Join(seenapiBuild.dir, "seenapi")
+}
 
 // seenapi-https starts the real server with a certificate of the
 // harness's own and makes the one call, the stats and the metrics reads
@@ -20,10 +52,7 @@ func TestSeenapiHTTPSServesOverTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "seenapi")
-	if err := BuildSeenapi(ctx, "..", bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := seenapiBin(t)
 	logDir := t.TempDir()
 	s := NewSeenapiHTTP(HTTPOptions{Bin: bin, DataParent: t.TempDir(), TLS: true, Conns: 4, LogDir: logDir})
 	if s.Name() != "seenapi-https" {
