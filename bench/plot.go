@@ -22,7 +22,8 @@ const (
 // WritePlots writes the report's PNG plots into dir: calls/s at saturation,
 // p99 at the open-loop rate and memory per user, each against users, one
 // line per system. It returns the files written, leaving out a plot no
-// result has values for.
+// result has values for: none, and no error, when every system failed or
+// stopped (the run's failures say why).
 func (r *Report) WritePlots(dir string) ([]string, error) {
 	specs := []struct {
 		file, title, ylabel string
@@ -46,9 +47,6 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 			return files, fmt.Errorf("%s: %w", s.file, err)
 		}
 		files = append(files, path)
-	}
-	if len(files) == 0 {
-		return nil, errNothingToPlot
 	}
 	return files, nil
 }

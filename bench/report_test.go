@@ -199,3 +199,15 @@ func TestTailNoteSaysWhoHadTheCoresWhileTheWorstCallsQueued(t *testing.T) {
 		t.Errorf("note without cores: %s", n)
 	}
 }
+
+// A run whose every system stopped at the memory limit has nothing to plot,
+// which is not an error of its own: the results say where each stopped.
+func TestWritePlotsOfStoppedSystemsWritesNoneWithoutError(t *testing.T) {
+	r := sampleReport()
+	for i := range r.Results {
+		r.Results[i] = Result{System: r.Results[i].System, Users: r.Results[i].Users, Stopped: "memory limit"}
+	}
+	if files, err := r.WritePlots(t.TempDir()); err != nil || len(files) != 0 {
+		t.Errorf("wrote %v, %v; want none and no error", files, err)
+	}
+}

@@ -39,6 +39,17 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal stops the servers and removes their data, which
+		// can take a while (seenapi writes back on SIGTERM); a second one
+		// quits at once (the servers die with the harness, their data stays).
+		<-ctx.Done()
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			return // the run's end, not a signal
+		}
+		stop()
+		fmt.Fprintln(os.Stderr, "seenbench: stopping the servers; interrupt again to quit at once")
+	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -144,6 +155,22 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.users, err = parseUsers(*users); err != nil {
 		return nil, err
 	}
+	// Out-of-range values would otherwise fall back to a default unseen
+	// (RunOptions' zero values) or run something no one asked for.
+	switch {
+	case c.duration <= 0:
+		return nil, fmt.Errorf("--duration %v: want a positive duration", c.duration)
+	case c.warm < 0:
+		return nil, fmt.Errorf("--warm %v: want a duration of at least 0", c.warm)
+	case !(c.openFrac > 0 && c.openFrac <= 1):
+		return nil, fmt.Errorf("--open-fraction %v: want a fraction of the saturation in (0, 1]", c.openFrac)
+	case c.sample < 1:
+		return nil, fmt.Errorf("--sample %d: want at least 1 user checked", c.sample)
+	case c.fill < 0:
+		return nil, fmt.Errorf("--fill %d: want at least 0 items (0: no fill)", c.fill)
+	case c.clientProcs < 0:
+		return nil, fmt.Errorf("--client-procs %d: want at least 0 (0: all cores)", c.clientProcs)
+	}
 	for _, s := range strings.Split(*systems, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -160,11 +187,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.memLimit, err = parseBytes(*memLimit); err != nil {
 		return nil, fmt.Errorf("--memory-limit: %w", err)
 	}
+	if c.memLimit <= 0 {
+		return nil, fmt.Errorf("--memory-limit %s: want a positive size", *memLimit)
+	}
 	if c.cacheBytes, err = parseBytes(*cacheBytes); err != nil {
 		return nil, fmt.Errorf("--cache-bytes: %w", err)
 	}
 	if c.uniform {
 		c.zipf = 0
+	}
+	w := bench.DefaultWorkload(c.users[0])
+	w.Zipf = c.zipf
+	if err := w.Validate(); err != nil {
+		return nil, fmt.Errorf("--zipf: %w", err)
 	}
 	for _, d := range []struct {
 		flag string
@@ -177,6 +212,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if *d.out, err = parseDays(d.in); err != nil {
 			return nil, fmt.Errorf("--%s: %w", d.flag, err)
 		}
+	}
+	if c.windowSpeed <= 0 {
+		return nil, fmt.Errorf("--window-speed %s: want a positive duration", *windowSpeed)
 	}
 	if c.window > 0 {
 		if c.granularity == 0 {
@@ -377,10 +415,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	last := map[string]seen{}
 	var failures []string
+	// interrupted is the error of a run a signal ended: what measured before
+	// it stays in --out.
+	interrupted := func() error {
+		return fmt.Errorf("interrupted (%v); the results of the systems that completed are in %s", context.Cause(ctx), c.out)
+	}
 	for _, users := range c.users {
 		for _, name := range c.systems {
-			if err := ctx.Err(); err != nil {
-				return err
+			if ctx.Err() != nil {
+				return interrupted()
 			}
 			wl := w
 			wl.Users = users
@@ -420,7 +463,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				Sample: c.sample, MemoryLimit: c.memLimit, MemoryOnly: c.memoryOnly, Progress: progress})
 			if err != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return interrupted()
 				}
 				logf("%s U=%s failed: %v", name, bench.FormatUsers(users), err)
 				failures = append(failures, fmt.Sprintf("%s U=%s: %v", name, bench.FormatUsers(users), err))
@@ -443,6 +486,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if files, err := rep.WritePlots(c.out); err != nil {
 		fmt.Fprintf(stderr, "seenbench: plots: %v\n", err)
 		failures = append(failures, "plots: "+err.Error())
+	} else if len(files) == 0 {
+		fmt.Fprintln(stderr, "seenbench: no plots: no system has figures to plot")
 	} else {
 		fmt.Fprintf(stderr, "seenbench: wrote %s\n", strings.Join(files, ", "))
 	}
@@ -470,6 +515,10 @@ func summary(r bench.Result) string {
 	if r.Stopped != "" {
 		return "stopped: " + r.Stopped
 	}
+	if r.Saturation.Calls == 0 { // --memory-only: the fill's figures
+		return fmt.Sprintf("fill %.0f calls/s, %.0f B/user, fp %.4f%%, fn %d",
+			r.FillPhase.Rate, r.MemPerUser, 100*r.Correctness.FPRate, r.Correctness.FalseNegatives)
+	}
 	return fmt.Sprintf("%.0f calls/s, p99 %v at %.0f calls/s (%v outside the host's slowdowns, which took %.0f%% of the time; steal %.2f cores), cpu %v/call, %.0f B/user, fp %.4f%%, fn %d",
 		r.Saturation.Rate, r.Open.Latency.P99, r.OpenTarget, r.Open.Calm.P99, 100*r.Open.Speed.Slowed, r.Open.Steal, r.CPUPerCall, r.MemPerUser,
 		100*r.Correctness.FPRate, r.Correctness.FalseNegatives)
@@ -481,6 +530,10 @@ func formatBytes(n int64) string {
 		return fmt.Sprintf("%d GiB", n>>30)
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1e9:
+		return fmt.Sprintf("%.3g GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3g MB", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%d B", n)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,5 +119,53 @@ func TestQuickRejectsAnUnknownSystem(t *testing.T) {
 	err := run(context.Background(), []string{"--quick", "--systems", "memcached", "--out", t.TempDir()}, &bytes.Buffer{}, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "unknown system") {
 		t.Errorf("err = %v, want unknown system", err)
+	}
+}
+
+// A flag value out of range is refused before anything runs, naming the
+// flag, rather than replaced by a default (--duration 0 ran 20 s) or run
+// as given (--open-fraction 2, beyond saturation).
+func TestParseFlagsRejectsOutOfRangeValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--duration", "0s"}, {"--duration", "-1s"}, {"--warm", "-2s"},
+		{"--open-fraction", "0"}, {"--open-fraction", "2"}, {"--open-fraction", "-1"},
+		{"--sample", "0"}, {"--sample", "-5"}, {"--fill", "-3"}, {"--client-procs", "-1"},
+		{"--zipf", "0.5"}, {"--memory-limit", "0"}, {"--window-speed", "0"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: err = %v, want one naming %s", args, err, args[0])
+		}
+	}
+	if _, err := parseFlags([]string{"--uniform", "--fill", "0", "--warm", "0s", "--open-fraction", "1"}, io.Discard); err != nil {
+		t.Errorf("valid flags refused: %v", err)
+	}
+}
+
+// A run a signal ends says so, and where the systems measured before it are.
+func TestRunInterruptedSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	out := t.TempDir()
+	err := run(ctx, []string{"--quick", "--systems", "seenapi-inproc", "--out", out, "--data-dir", t.TempDir()}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "interrupted (interrupt signal received)") || !strings.Contains(err.Error(), out) {
+		t.Errorf("err = %v, want the interruption and %s", err, out)
+	}
+}
+
+func TestFormatBytesIsReadable(t *testing.T) {
+	for n, want := range map[int64]string{16 << 30: "16 GiB", 512 << 20: "512 MiB", 20e6: "20 MB", 1.5e9: "1.5 GB", 1000: "1000 B"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A memory-only run's line gives the fill's figures, not a saturation of
+// 0 calls/s.
+func TestSummaryOfAMemoryOnlyRunGivesTheFill(t *testing.T) {
+	r := bench.Result{FillPhase: bench.Phase{Calls: 2000, Rate: 5000}, MemPerUser: 667}
+	if got := summary(r); !strings.HasPrefix(got, "fill 5000 calls/s, 667 B/user") {
+		t.Errorf("summary = %q", got)
 	}
 }
