@@ -211,7 +211,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\nLatency is measured in the open-loop phase from each call's intended send time (no coordinated omission). " +
 		"Server CPU/call is user+system time of the server process (/proc/<pid>/stat) over the saturation phase divided by its calls. " +
 		"Memory/user is (memory after the fill - memory right after start) / users: RSS of the seenapi process (anon: its anonymous part, without mapped files), " +
-		"used_memory of redis-server, the hot set's accounted bytes in-process. Disk/user is the data directory's allocated bytes after write-back. " +
+		"used_memory of redis-server, the hot set's accounted bytes in-process. Disk/user is the data directory's allocated bytes after write-back, with the store closed. " +
 		"Hit ratio: over the phases after the fill. Cold latency: one call per checked user right after a restart (every user cold). " +
 		"Client CPU/call is the harness's own CPU per call; other load is the CPU that other processes on the machine took during the saturation phase " +
 		"(from /proc/stat), which disturbs every figure but CPU/call. " +

@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,5 +50,53 @@ func TestWindowRunExpiresItems(t *testing.T) {
 	c := res.Correctness
 	if !res.Ran() || c.FalseNegatives != 0 || c.Expired == 0 {
 		t.Errorf("ran %v, correctness %+v: want expired items tested and no false negative", res.Ran(), c)
+	}
+}
+
+// Disk a user is the data directory after a flush, as seenapi-http gives
+// it after its server's shutdown: the store closed, not its open memtable
+// log and journal besides what was written back.
+func TestFlushDiskMeasuresTheClosedStore(t *testing.T) {
+	ctx := context.Background()
+	s := New(Options{DataParent: t.TempDir()})
+	if err := s.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src, err := bench.NewSource(bench.DefaultWorkload(500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := src.Gen(1)
+	var c, seven bench.Call
+	for rank := range 500 {
+		g.Fill(&c, rank, 200, 200)
+		if _, err := s.Call(ctx, c.User, c.Candidates, c.Limit); err != nil {
+			t.Fatal(err)
+		}
+		if rank == 7 {
+			seven = bench.Call{User: c.User, Candidates: slices.Clone(c.Candidates), Limit: c.Limit}
+		}
+	}
+	got, err := s.FlushDisk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.shut(); err != nil {
+		t.Fatal(err)
+	}
+	closed, err := bench.DiskUsage(s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != closed {
+		t.Errorf("FlushDisk gave %d bytes, the closed store takes %d", got, closed)
+	}
+	// And the cold phase after it finds every user.
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if unseen, err := s.Call(ctx, seven.User, seven.Candidates, seven.Limit); err != nil || len(unseen) != 0 {
+		t.Errorf("after the restart, %d of user 7's 200 recorded items unseen (%v)", len(unseen), err)
 	}
 }
