@@ -44,11 +44,11 @@ func main() {
 		// can take a while (seenapi writes back on SIGTERM); a second one
 		// quits at once (the servers die with the harness, their data stays).
 		<-ctx.Done()
-		if errors.Is(context.Cause(ctx), context.Canceled) {
+		if context.Cause(ctx) == context.Canceled { // a signal's cause only wraps it
 			return // the run's end, not a signal
 		}
-		stop()
 		fmt.Fprintln(os.Stderr, "seenbench: stopping the servers; interrupt again to quit at once")
+		stop()
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
