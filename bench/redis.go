@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,11 @@ func EnsureRedis(ctx context.Context, logf func(format string, a ...any)) (strin
 		cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%w: %s: %v: %s", ErrRedisMissing, strings.Join(full, " "), err, lastLines(out, 5))
+			why := err.Error()
+			if len(bytes.TrimSpace(out)) > 0 {
+				why += ": " + lastLines(out, 5)
+			}
+			return "", fmt.Errorf("%w (install Debian's redis-server): %s: %s", ErrRedisMissing, strings.Join(full, " "), why)
 		}
 	}
 	p, err := exec.LookPath("redis-server")

@@ -379,3 +379,14 @@ func TestStartRedisUsesItsOwnServerWhenItsPortIsTaken(t *testing.T) {
 			r.PID(), r.Addr, pid, err, other.PID(), other.Addr)
 	}
 }
+
+// Where apt-get cannot run, the error says redis-server is missing and how
+// to get it, and ends on the reason, not on an empty output.
+func TestEnsureRedisWithoutAptGetSaysWhatIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // neither redis-server nor apt-get nor sudo
+	_, err := EnsureRedis(context.Background(), func(string, ...any) {})
+	if !errors.Is(err, ErrRedisMissing) || !strings.Contains(err.Error(), "install Debian's redis-server") ||
+		!strings.HasSuffix(err.Error(), "executable file not found in $PATH") {
+		t.Errorf("err = %v", err)
+	}
+}
