@@ -26,6 +26,13 @@
 //	c, err := client.NewClientWithResponses("http://127.0.0.1:8080",
 //		client.WithRetries(client.Retry{}))
 //
+// The user ids "." and ".." are not taken by the service (400 bad-request
+// from a client that sends them as they are), and this client cannot send
+// them: it resolves each route's path as a URL, which takes them for the
+// path's "this" and "parent" segments, so a call for one reaches another
+// route (a 405, a 404 or a 400 that does not name the id). Refuse them
+// before calling.
+//
 // A Client is safe for concurrent use when its HTTP client is (the default is).
 package client
 
