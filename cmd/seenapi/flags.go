@@ -264,6 +264,35 @@ Namespaces file (YAML; omitted fields take the defaults; durations like 30d or 7
 	}
 }
 
+// switchHint is the hint for a switch (a bool flag) given its value as the
+// next argument, "--insecure true": Go's flags take that value for the
+// first argument that is no flag, and the switch for on.
+func switchHint(fs *flag.FlagSet, args []string) string {
+	i := len(args) - fs.NArg() - 1
+	if i < 0 {
+		return ""
+	}
+	name := strings.TrimLeft(args[i], "-")
+	f := fs.Lookup(name)
+	if f == nil || !strings.HasPrefix(args[i], "-") || strings.Contains(name, "=") {
+		return ""
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+		return ""
+	}
+	v := strings.ToLower(args[i+1])
+	switch v {
+	case "true", "false", "yes", "no", "on", "off", "1", "0", "t", "f":
+	default:
+		return ""
+	}
+	want := "true"
+	if v == "false" || v == "no" || v == "off" || v == "0" || v == "f" {
+		want = "false"
+	}
+	return fmt.Sprintf("; --%s is a switch: give its value after =, as --%s=%s", name, name, want)
+}
+
 // parseFlags sets o from args, then from the environment for the flags
 // args leave out: a flag on the command line wins, so the environment
 // variable of a flag it gives is not read, and a bad value there (a stale
@@ -274,7 +303,7 @@ func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 		return flagHint(fs, dashDash(err))
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return fmt.Errorf("unexpected arguments: %q%s", fs.Args(), switchHint(fs, args))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

@@ -672,6 +672,10 @@ func TestHelpAskedForGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 		{args: []string{"version", "--help"}, stdout: "Usage: seenapi version"},
 		{args: []string{"version", "--short"}, code: 2, stderr: "seenapi version: unexpected arguments: [\"--short\"]\nRun 'seenapi help version' for its flags.\n"},
 		{args: []string{"--version", "now"}, code: 2, stderr: "seenapi version: unexpected arguments: [\"now\"]\nRun 'seenapi help version' for its flags.\n"},
+		// A switch given its value as the next argument says how to give it.
+		{args: []string{"--insecure", "yes"}, code: 2, stderr: "seenapi serve: unexpected arguments: [\"yes\"]; --insecure is a switch: give its value after =, as --insecure=true\nRun 'seenapi help serve'"},
+		{args: []string{"restore", "-merge", "false", "--in", "x"}, code: 2, stderr: "unexpected arguments: [\"false\" \"--in\" \"x\"]; --merge is a switch: give its value after =, as --merge=false\nRun 'seenapi help restore'"},
+		{args: []string{"--data-dir", "d", "extra"}, code: 2, stderr: "seenapi serve: unexpected arguments: [\"extra\"]\nRun 'seenapi help serve'"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, noEnv, &stdout, &stderr, nil)
