@@ -18,9 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/seenapi/seenapi/eviction"
-	"github.com/seenapi/seenapi/storage"
 )
 
 // backupCmd runs seenapi backup with args and returns its exit code and output.
@@ -240,17 +237,8 @@ func TestFirstStartAfterARestoreSaysWhatItFoldsIn(t *testing.T) {
 // backup) in a store in dir, which no service has open.
 func filledDir(t *testing.T, dir string, users int) {
 	t.Helper()
-	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	nss, _ := loadNamespaces("")
-	hot, err := eviction.New(store, nss, eviction.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hot.Close()
+	hot, done := openHotSet(t, dir)
+	defer done()
 	items := make([]string, 20000)
 	for i := range items {
 		items[i] = fmt.Sprintf("item-%d", i)

@@ -982,21 +982,29 @@ func postHeaders(t *testing.T, url, body string, header ...string) (int, http.He
 	return resp.StatusCode, resp.Header, m
 }
 
-// seenAfterRestart opens the data directory with a fresh store and hot set
-// and returns whether the user has seen each item.
-func seenAfterRestart(t *testing.T, dir, ns, user string, items ...string) []bool {
+// openHotSet opens the data directory dir, which no service has open, with
+// a fresh store and hot set of the default namespace; done closes both.
+func openHotSet(t *testing.T, dir string) (hot *eviction.HotSet, done func()) {
 	t.Helper()
 	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
 	nss, _ := loadNamespaces("")
-	hot, err := eviction.New(store, nss, eviction.Options{})
+	hot, err = eviction.New(store, nss, eviction.Options{})
 	if err != nil {
+		store.Close()
 		t.Fatal(err)
 	}
-	defer hot.Close()
+	return hot, func() { hot.Close(); store.Close() }
+}
+
+// seenAfterRestart opens the data directory with a fresh store and hot set
+// and returns whether the user has seen each item.
+func seenAfterRestart(t *testing.T, dir, ns, user string, items ...string) []bool {
+	t.Helper()
+	hot, done := openHotSet(t, dir)
+	defer done()
 	seen, err := hot.Check(ns, user, items, nil)
 	if err != nil {
 		t.Fatal(err)
