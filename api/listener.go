@@ -303,7 +303,7 @@ func (c *heardConn) NetConn() net.Conn { return c.Conn }
 
 func (c *heardConn) heardNothing() bool { return !c.heard }
 
-func (c *heardConn) lingerOnClose() { c.linger.Store(true) }
+func (c *heardConn) lingerOnClose(on bool) { c.linger.Store(on) }
 
 func (c *heardConn) Close() error {
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
@@ -336,11 +336,11 @@ func heard(c net.Conn) net.Conn {
 	return h
 }
 
-// lingerOnClose makes the server's close of conn read what its client
-// still sends for a while (see heardConn).
-func lingerOnClose(conn net.Conn) {
-	if h, ok := conn.(interface{ lingerOnClose() }); ok {
-		h.lingerOnClose()
+// lingerOnClose sets whether the server's close of conn reads what its
+// client still sends for a while (see heardConn).
+func lingerOnClose(conn net.Conn, on bool) {
+	if h, ok := conn.(interface{ lingerOnClose(bool) }); ok {
+		h.lingerOnClose(on)
 	}
 }
 

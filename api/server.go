@@ -389,11 +389,11 @@ func (s *Server) routes() {
 	s.app.Use(func(c *fiber.Ctx) error {
 		noSniff(c)
 		h := &c.Request().Header
-		if h.ConnectionClose() {
-			// HeaderReceived's refusals leave the body unread, and their
-			// answer closes the connection.
-			lingerOnClose(c.Context().Conn())
-		}
+		// HeaderReceived's refusals leave the body unread, and their
+		// answer closes the connection. Set for each request, so that an
+		// error answer on a connection kept alive (errorHandler) leaves
+		// no mark on the next request's close.
+		lingerOnClose(c.Context().Conn(), h.ConnectionClose())
 		// The body has been read: its share of the budget is given back.
 		if s.bodies.release(h) {
 			return newError(pOverloaded, "more than %d bytes of request bodies are being read; retry shortly", s.cfg.MaxBodyBytesInFlight)
@@ -856,7 +856,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	// fasthttp refused the request while reading it and closes the
 	// connection after this answer, the rest of the request unread.
-	lingerOnClose(c.Context().Conn())
+	lingerOnClose(c.Context().Conn(), true)
 	if fe != nil && fe.Code == fiber.StatusRequestEntityTooLarge {
 		err = s.bodyOverLimit(c)
 	}
