@@ -411,7 +411,8 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	kept := read[:0]
 	for _, a := range read {
 		if !marks.add(a) {
-			a.users = answerUsers(a.Key, a.Body)
+			a.users, a.failed = answerUsers(a.Key, a.Body)
+			a.read = true
 			kept = append(kept, a)
 		}
 	}

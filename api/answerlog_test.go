@@ -348,7 +348,7 @@ func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
 	for i := range n {
 		a := testAnswer(i, now, body)
 		p, _ := r.begin(a.Key, a.Request)
-		r.finish(a.Key, p, 200, a.Body)
+		r.finish(a.Key, p, 200, a.Body, false)
 		l.append(a)
 		l.flush(now, false)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bytedance/sonic"
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
@@ -588,23 +590,51 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	// batch's answer is kept whole, not find none after a crash and be
 	// served anew.
 	keys := make([]eviction.CallKey, len(req.Requests))
-	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
-		users := make([]string, len(req.Requests))
+	// The results of a kept answer whose retry serves its failed users
+	// anew (see beginCall), nil for a failed user's.
+	var given []json.RawMessage
+	scope, keyed := c.Locals(callScopeLocal).(*callScope)
+	if keyed {
+		if prior := scope.p.prior; prior != nil {
+			if given = keptResults(prior.body, len(req.Requests)); given == nil {
+				// Not a batch's answer of this request after all: given
+				// again as it is, as any kept answer.
+				c.Set(HeaderReplayed, "true")
+				c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+				return c.Send(prior.body)
+			}
+		}
+		users := make([]string, 0, len(req.Requests))
+		checked := make([]eviction.CallKey, 0, len(req.Requests))
 		named := make(map[string]int, len(req.Requests))
 		for i, e := range req.Requests {
-			keys[i], users[i] = scope.key(itoa(named[e.User])+"\x00"+e.User), e.User
+			keys[i] = scope.key(itoa(named[e.User]) + "\x00" + e.User)
 			named[e.User]++
+			if given == nil || given[i] == nil {
+				users, checked = append(users, e.User), append(checked, keys[i])
+			}
 		}
 		// Before any call: an erase of one of them from now on drops the
 		// answer, which lists the user's items.
 		s.replays.name(scope.scoped, scope.p, users)
-		if err := s.hot.CheckCallKeys(ns, users, keys); err != nil {
+		if err := s.hot.CheckCallKeys(ns, users, checked); err != nil {
 			return err
+		}
+		// With Counted set: their users' hits or misses are counted.
+		for i, j := 0, 0; i < len(keys); i++ {
+			if given == nil || given[i] == nil {
+				keys[i], j = checked[j], j+1
+			}
 		}
 	}
 	out := batchResponse{Results: make([]any, len(req.Requests))}
 	replayed := 0
 	for i, e := range req.Requests {
+		if given != nil && given[i] != nil {
+			out.Results[i] = given[i]
+			replayed++
+			continue
+		}
 		resp, err := s.batchCall(ns, e.User, e.Candidates, args[i], keys[i])
 		if err != nil {
 			// A namespace taken out (SIGHUP) once the batch has served a
@@ -617,6 +647,9 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 			s.k.countBatchError(p.Status)
 			s.logFailure("seenapi: a batch's user failed", p, err, "path", c.Path(), "user", e.User)
 			out.Results[i] = &batchFailure{User: e.User, Error: p}
+			if keyed {
+				scope.failed = true
+			}
 			continue
 		}
 		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
@@ -630,6 +663,30 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		c.Set(HeaderReplayed, "true")
 	}
 	return c.JSON(&out)
+}
+
+// keptResults returns the results of body, a kept batch answer of n
+// results, each as it was encoded, nil for a user's failure; or nil if
+// body is not such an answer.
+func keptResults(body []byte, n int) []json.RawMessage {
+	var b struct {
+		Results []json.RawMessage `json:"results"`
+	}
+	if err := sonic.Unmarshal(body, &b); err != nil || len(b.Results) != n {
+		return nil
+	}
+	for i, r := range b.Results {
+		var res struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if err := sonic.Unmarshal(r, &res); err != nil {
+			return nil
+		}
+		if res.Error != nil {
+			b.Results[i] = nil
+		}
+	}
+	return b.Results
 }
 
 // batchArgs reads and validates a batch into req: its namespace, and

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/gob"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -66,6 +67,13 @@ type replay struct {
 	// whose body did not read back), which any erase in its namespace
 	// drops. Unused for the one call, whose path names its user.
 	users []uint64
+	// failed says that the batch's answer holds a user's failure: its
+	// retry gives the others' results again and serves that user anew
+	// (a failure changed nothing, as a one call's error answer, which is
+	// not kept). prior is, while such a retry is in flight, the answer it
+	// resumes, kept again if the retry fails.
+	failed bool
+	prior  *replay
 }
 
 // names reports whether p's batch answer may name the user of hash h.
@@ -109,6 +117,7 @@ const (
 	replayDone                        // the answer to give again
 	replayBusy                        // the same call is in flight
 	replayMismatch                    // the key was used for another request
+	replayResume                      // a batch's answer with failed users (prior): the caller serves those, then finish or abandon
 )
 
 // begin looks key up for a request of digest request, registering a new
@@ -128,6 +137,15 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 			r.removeLocked(key, p)
 		case p.request != request:
 			return nil, replayMismatch
+		case p.failed:
+			// In flight again, so that a twin is refused while the
+			// failed users are served; abandon keeps p again.
+			r.removeLocked(key, p)
+			q := &replay{request: request, size: int64(len(key)+8*len(p.users)) + replayOverhead, users: p.users, prior: p}
+			r.inFlight[key] = q
+			r.bytes += q.size
+			r.trimLocked()
+			return q, replayResume
 		default:
 			r.replayed.Add(1)
 			return p, replayDone
@@ -140,8 +158,9 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 	return p, replayNew
 }
 
-// finish keeps the answer of the call begin registered under key.
-func (r *replays) finish(key string, p *replay, status int, body []byte) {
+// finish keeps the answer of the call begin registered under key; failed
+// says that it is a batch's that holds a user's failure.
+func (r *replays) finish(key string, p *replay, status int, body []byte, failed bool) {
 	r.mu.Lock()
 	if r.inFlight[key] != p {
 		r.mu.Unlock()
@@ -150,6 +169,7 @@ func (r *replays) finish(key string, p *replay, status int, body []byte) {
 	defer r.mu.Unlock()
 	delete(r.inFlight, key)
 	r.bytes -= p.size
+	p.prior = nil // a resumed batch's answer: body holds what prior did
 	if p.size+int64(len(body)) > r.budget {
 		// Kept, it would leave the budget last, after every other answer
 		// (it is the most recently used): one answer larger than the
@@ -158,7 +178,7 @@ func (r *replays) finish(key string, p *replay, status int, body []byte) {
 		return
 	}
 	now := r.now()
-	p.done, p.status, p.body, p.at = true, status, bytes.Clone(body), now
+	p.done, p.status, p.body, p.at, p.failed = true, status, bytes.Clone(body), now, failed
 	p.size += int64(len(body))
 	r.lru.Add(key, p)
 	r.bytes += p.size
@@ -181,8 +201,8 @@ func (r *replays) name(key string, p *replay, users []string) {
 	hs = slices.Compact(hs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inFlight[key] != p {
-		return // dropped already (an erase): finish keeps nothing
+	if r.inFlight[key] != p || p.users != nil {
+		return // dropped already (an erase): finish keeps nothing; or a resumed batch's, known
 	}
 	p.users = hs
 	p.size += int64(8 * len(hs))
@@ -251,25 +271,28 @@ func userHash(user string) uint64 { return xxh3.HashString(user) }
 // answerUsers returns the sorted hashes of the users that the batch answer
 // body under scoped names, read back from the body (which lists each user
 // once a request: see batchResponse), or nil if scoped is not a batch's or
-// the body does not read.
-func answerUsers(scoped string, body []byte) []uint64 {
+// the body does not read; and whether one of its results is a user's
+// failure (replay.failed).
+func answerUsers(scoped string, body []byte) (users []uint64, failed bool) {
 	if _, user, ok := answerOwner(scoped); !ok || user != "" {
-		return nil
+		return nil, false
 	}
 	var b struct {
 		Results []struct {
-			User string `json:"user"`
+			User  string          `json:"user"`
+			Error json.RawMessage `json:"error"`
 		} `json:"results"`
 	}
 	if err := sonic.Unmarshal(body, &b); err != nil || len(b.Results) == 0 {
-		return nil
+		return nil, false
 	}
-	users := make([]uint64, len(b.Results))
+	users = make([]uint64, len(b.Results))
 	for i, r := range b.Results {
 		users[i] = userHash(r.User)
+		failed = failed || r.Error != nil
 	}
 	slices.Sort(users)
-	return slices.Compact(users)
+	return slices.Compact(users), failed
 }
 
 // answerOwner returns the namespace and the user of the call whose kept
@@ -382,12 +405,19 @@ func (m erasedMarks) void(scoped string, at time.Time, users []uint64) bool {
 	return false
 }
 
-// abandon forgets a call that failed: a retry makes it anew.
+// abandon forgets a call that failed: a retry makes it anew. A resumed
+// batch's answer (prior) is kept again: its users' results were given.
 func (r *replays) abandon(key string, p *replay) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inFlight[key] == p {
-		r.dropInFlightLocked(key, p)
+	if r.inFlight[key] != p {
+		return
+	}
+	r.dropInFlightLocked(key, p)
+	if q := p.prior; q != nil && r.now().Sub(q.at) < r.ttl {
+		r.lru.Add(key, q)
+		r.bytes += q.size
+		r.trimLocked()
 	}
 }
 
@@ -425,6 +455,8 @@ type keptAnswer struct {
 	Body    []byte
 	At      time.Time
 	users   []uint64 // of a batch, once read (answerUsers); not saved
+	failed  bool     // likewise
+	read    bool     // users and failed are read
 }
 
 // replaysMagic heads what SaveReplays writes, naming its form.
@@ -474,22 +506,28 @@ func (r *replays) answers() []keptAnswer {
 }
 
 // restore adds kept answers (least recently used first) that are still
-// within their time to live and not kept already, and returns how many
-// it kept.
+// within their time to live and not kept already, or kept from before
+// them (the answers log holds a batch's answer again once its retry
+// served its failed users), and returns how many it kept.
 func (r *replays) restore(kept []keptAnswer) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
 	for _, a := range kept {
-		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.lru.Contains(a.Key) || r.inFlight[a.Key] != nil {
+		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.inFlight[a.Key] != nil {
 			continue
 		}
-		users := a.users
-		if users == nil {
-			users = answerUsers(a.Key, a.Body)
+		if old, ok := r.lru.Peek(a.Key); ok {
+			if !a.At.After(old.at) {
+				continue
+			}
+			r.removeLocked(a.Key, old)
+		}
+		if !a.read {
+			a.users, a.failed = answerUsers(a.Key, a.Body)
 		}
 		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At,
-			size: int64(len(a.Key)+len(a.Body)+8*len(users)) + replayOverhead, users: users}
+			size: int64(len(a.Key)+len(a.Body)+8*len(a.users)) + replayOverhead, users: a.users, failed: a.failed}
 		if p.size > r.budget {
 			continue // as finish: it would trim every other answer, then itself
 		}
@@ -543,6 +581,7 @@ type callScope struct {
 	request xxh3.Uint128 // of the body, seeded by the path
 	header  string       // the Idempotency-Key, for the problems' details
 	p       *replay      // its answer, in flight; nil until beginCall registers it
+	failed  bool         // a batch's answer holds a user's failure (replay.failed)
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -603,7 +642,7 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 			return err
 		}
 		if cs.p != nil && c.Response().StatusCode() == fiber.StatusOK {
-			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body())
+			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body(), cs.failed)
 			kept = true
 		}
 		return nil
@@ -614,7 +653,9 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 // idempotent) before the handler makes it: given reports that the kept
 // answer was set as the response, which the handler returns as it is; an
 // error is the key's problem (in use, or reused with another body). A call
-// without a key is begun at once.
+// without a key is begun at once. A batch's answer that holds a user's
+// failure is not given: the call is begun with it as its replay's prior,
+// whose results the batch gives again but for the failed users'.
 func (s *Server) beginCall(c *fiber.Ctx) (given bool, err error) {
 	cs, ok := c.Locals(callScopeLocal).(*callScope)
 	if !ok {

@@ -546,3 +546,84 @@ func TestAnAnswerPastItsTimeToLiveIsNoLongerKept(t *testing.T) {
 		t.Fatalf("%d answers kept in %d bytes, want none: both are past their time to live", st.IdempotencyKept, st.IdempotencyBytes)
 	}
 }
+
+// flakyLoadStore is the real store whose Load of one user fails while
+// armed: a read error that passes, on that user's data only.
+type flakyLoadStore struct {
+	*storage.Store
+	user  string
+	armed atomic.Bool
+}
+
+func (s *flakyLoadStore) Load(ns, user string) ([]byte, []storage.JournalEntry, error) {
+	if user == s.user && s.armed.Load() {
+		return nil, nil, fmt.Errorf("flakyLoadStore: cannot read %s", user)
+	}
+	return s.Store.Load(ns, user)
+}
+
+// A keyed batch whose answer holds a user's failure keeps the others'
+// results for its retries, but not the failure, which changed nothing (an
+// error answer of the one call is not kept either): the retry with the
+// same key and body gives the users that were served their first results
+// again, recording nothing for them, and serves the failed user anew. Once
+// every user is served, the retry is the answer given again whole, across
+// a crash too (the answers log).
+func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
+	fs := &flakyLoadStore{user: "flaky"}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { fs.Store = st; return fs })
+	dir := t.TempDir()
+	if _, err := e.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.srv.CloseAnswerLog(false) })
+	fs.armed.Store(true)
+	const path = "/v1/namespaces/default/filter"
+	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1},` +
+		`{"user":"flaky","candidates":["a","b","c"],"limit":1}]}`)
+	send := func(e *env) (client.BatchFilterResponse, bool) {
+		t.Helper()
+		status, h, b := e.raw(http.MethodPost, path, "application/json", body, api.HeaderIdempotencyKey, "k-flaky")
+		var out client.BatchFilterResponse
+		if status != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.Results) != 2 {
+			t.Fatalf("the keyed batch: %d %s", status, b)
+		}
+		return out, h.Get(api.HeaderReplayed) == "true"
+	}
+	first, _ := send(e)
+	if first.Results[0].Unseen == nil || !slices.Equal(*first.Results[0].Unseen, []string{"a"}) ||
+		first.Results[1].Error == nil || first.Results[1].Error.Type != api.ProblemBase+"storage-unavailable" {
+		t.Fatalf("the first batch: %+v, want a for ok and flaky's storage-unavailable", first.Results)
+	}
+	fs.armed.Store(false) // the store reads flaky's data again
+	retry, replayed := send(e)
+	if retry.Results[0].Unseen == nil || !slices.Equal(*retry.Results[0].Unseen, []string{"a"}) {
+		t.Fatalf("the retry gave ok %+v, want its first answer (a) again", retry.Results[0])
+	}
+	if retry.Results[1].Error != nil || retry.Results[1].Unseen == nil || !slices.Equal(*retry.Results[1].Unseen, []string{"a"}) {
+		t.Fatalf("the retry gave flaky %+v, want it served anew now that its data reads (a)", retry.Results[1])
+	}
+	if replayed {
+		t.Errorf("the retry that served a user anew says Idempotent-Replayed: true")
+	}
+	c := e.client("")
+	if got := unseenNow(t, c, "default", "ok", "a", "b", "c"); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("ok's unseen after the retry: %v, want b c (the retry recorded nothing for ok)", got)
+	}
+	again, replayed := send(e)
+	if !replayed || !reflect.DeepEqual(again, retry) {
+		t.Fatalf("the next retry: %+v (replayed %v), want the retry's answer given again whole", again.Results, replayed)
+	}
+	time.Sleep(100 * time.Millisecond) // the answers are in the log's file
+	// A crash: another server reads the log back.
+	after := newEnv(t)
+	if _, err := after.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { after.srv.CloseAnswerLog(true) })
+	if got, replayed := send(after); !replayed || !reflect.DeepEqual(got, retry) {
+		gotJSON, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(retry)
+		t.Fatalf("after a crash, the retry: %s (replayed %v), want the last answer %s given again whole", gotJSON, replayed, wantJSON)
+	}
+}

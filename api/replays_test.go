@@ -20,7 +20,7 @@ func TestReplaysTTLAndBudget(t *testing.T) {
 		if st != replayNew {
 			t.Fatalf("%s: first begin %v, want new", k, st)
 		}
-		r.finish(k, p, 200, answer)
+		r.finish(k, p, 200, answer, false)
 	}
 	if n, b := r.usage(); n != 3 || b != 3*(replayOverhead+1+10) {
 		t.Fatalf("usage %d answers in %d bytes", n, b)
@@ -64,13 +64,13 @@ func TestReplaysAnswerLargerThanTheBudgetTakesNoOther(t *testing.T) {
 	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
 	for _, k := range []string{"a", "b"} {
 		p, _ := r.begin(k, req(k))
-		r.finish(k, p, 200, []byte("0123456789"))
+		r.finish(k, p, 200, []byte("0123456789"), false)
 	}
 	p, st := r.begin("big", req("big"))
 	if st != replayNew {
 		t.Fatalf("big: %v, want new", st)
 	}
-	r.finish("big", p, 200, make([]byte, budget))
+	r.finish("big", p, 200, make([]byte, budget), false)
 	for _, k := range []string{"a", "b"} {
 		if _, st := r.begin(k, req(k)); st != replayDone {
 			t.Errorf("%s after an answer larger than the budget: %v, want done (still kept)", k, st)
@@ -84,5 +84,54 @@ func TestReplaysAnswerLargerThanTheBudgetTakesNoOther(t *testing.T) {
 	}
 	if _, st := r.begin("a", req("a")); st != replayDone {
 		t.Errorf("a after restoring an answer larger than the budget: %v, want done", st)
+	}
+}
+
+// A batch's answer that holds a user's failure is begun again by its
+// retry (resume), with the answer as the retry's prior: a twin meanwhile is
+// refused (busy), a retry that fails keeps the answer again, and one that
+// is answered replaces it.
+func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	r := newReplays(1<<20, time.Minute, func() time.Time { return now })
+	const key = "\x00/v1/namespaces/default/filter\x00k"
+	req := xxh3.HashString128("batch")
+	failed := []byte(`{"results":[{"user":"a","unseen":["x"]},{"user":"b","error":{}}]}`)
+	p, _ := r.begin(key, req)
+	r.finish(key, p, 200, failed, true)
+	_, bytesKept := r.usage()
+	q, st := r.begin(key, req)
+	if st != replayResume || q.prior == nil || string(q.prior.body) != string(failed) {
+		t.Fatalf("the retry of a batch with a failed user: %v, want resume with the kept answer", st)
+	}
+	if _, st := r.begin(key, req); st != replayBusy {
+		t.Fatalf("its twin: %v, want busy", st)
+	}
+	r.abandon(key, q)
+	if n, b := r.usage(); n != 1 || b != bytesKept {
+		t.Fatalf("after the retry failed: %d answers in %d bytes, want the answer kept again (%d bytes)", n, b, bytesKept)
+	}
+	q, st = r.begin(key, req)
+	if st != replayResume || string(q.prior.body) != string(failed) {
+		t.Fatalf("the retry after a failed retry: %v, want resume with the kept answer", st)
+	}
+	served := []byte(`{"results":[{"user":"a","unseen":["x"]},{"user":"b","unseen":["x"]}]}`)
+	r.finish(key, q, 200, served, false)
+	if p, st := r.begin(key, req); st != replayDone || string(p.body) != string(served) || p.prior != nil {
+		t.Fatalf("the retry once every user was served: %v, want done with the served answer", st)
+	}
+	// Read back, the answer tells the same (restore reads failed from it).
+	r2 := newReplays(1<<20, time.Minute, func() time.Time { return now })
+	if n := r2.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now},
+		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(time.Second)}}); n != 1 {
+		t.Fatalf("restored %d answers, want the later of the key's two", n)
+	}
+	if p, st := r2.begin(key, req); st != replayDone || string(p.body) != string(served) {
+		t.Fatalf("after a restore: %v, want done with the later answer", st)
+	}
+	r3 := newReplays(1<<20, time.Minute, func() time.Time { return now })
+	r3.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now}})
+	if _, st := r3.begin(key, req); st != replayResume {
+		t.Fatalf("a restored answer with a failed user: %v, want resume", st)
 	}
 }

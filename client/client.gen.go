@@ -1061,10 +1061,12 @@ type ClientInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash within 100 ms of the batch, each user's answer that recorded
-	// items, and the others served anew (`Idempotent-Replayed: true` when
-	// every user's was given again).
+	// `Idempotency-Key`, a retry gets the batch's answer again, but for
+	// the users whose result was an `error`, which changed nothing: those
+	// are served anew. After a crash within 100 ms of the batch, each
+	// user's answer that recorded items is given again, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was given
+	// again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
@@ -1081,10 +1083,12 @@ type ClientInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash within 100 ms of the batch, each user's answer that recorded
-	// items, and the others served anew (`Idempotent-Replayed: true` when
-	// every user's was given again).
+	// `Idempotency-Key`, a retry gets the batch's answer again, but for
+	// the users whose result was an `error`, which changed nothing: those
+	// are served anew. After a crash within 100 ms of the batch, each
+	// user's answer that recorded items is given again, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was given
+	// again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1491,10 +1495,12 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash within 100 ms of the batch, each user's answer that recorded
-// items, and the others served anew (`Idempotent-Replayed: true` when
-// every user's was given again).
+// `Idempotency-Key`, a retry gets the batch's answer again, but for
+// the users whose result was an `error`, which changed nothing: those
+// are served anew. After a crash within 100 ms of the batch, each
+// user's answer that recorded items is given again, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was given
+// again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type.
@@ -1521,10 +1527,12 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash within 100 ms of the batch, each user's answer that recorded
-// items, and the others served anew (`Idempotent-Replayed: true` when
-// every user's was given again).
+// `Idempotency-Key`, a retry gets the batch's answer again, but for
+// the users whose result was an `error`, which changed nothing: those
+// are served anew. After a crash within 100 ms of the batch, each
+// user's answer that recorded items is given again, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was given
+// again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type.
@@ -2991,10 +2999,12 @@ type ClientWithResponsesInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash within 100 ms of the batch, each user's answer that recorded
-	// items, and the others served anew (`Idempotent-Replayed: true` when
-	// every user's was given again).
+	// `Idempotency-Key`, a retry gets the batch's answer again, but for
+	// the users whose result was an `error`, which changed nothing: those
+	// are served anew. After a crash within 100 ms of the batch, each
+	// user's answer that recorded items is given again, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was given
+	// again).
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3011,10 +3021,12 @@ type ClientWithResponsesInterface interface {
 	// entry rejects the batch (400 or 413) and nothing is recorded. A
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
-	// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-	// a crash within 100 ms of the batch, each user's answer that recorded
-	// items, and the others served anew (`Idempotent-Replayed: true` when
-	// every user's was given again).
+	// `Idempotency-Key`, a retry gets the batch's answer again, but for
+	// the users whose result was an `error`, which changed nothing: those
+	// are served anew. After a crash within 100 ms of the batch, each
+	// user's answer that recorded items is given again, and the others
+	// served anew (`Idempotent-Replayed: true` when every user's was given
+	// again).
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5976,10 +5988,12 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash within 100 ms of the batch, each user's answer that recorded
-// items, and the others served anew (`Idempotent-Replayed: true` when
-// every user's was given again).
+// `Idempotency-Key`, a retry gets the batch's answer again, but for
+// the users whose result was an `error`, which changed nothing: those
+// are served anew. After a crash within 100 ms of the batch, each
+// user's answer that recorded items is given again, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was given
+// again).
 // Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6002,10 +6016,12 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // entry rejects the batch (400 or 413) and nothing is recorded. A
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
-// `Idempotency-Key`, a retry gets the whole batch's answer again; after
-// a crash within 100 ms of the batch, each user's answer that recorded
-// items, and the others served anew (`Idempotent-Replayed: true` when
-// every user's was given again).
+// `Idempotency-Key`, a retry gets the batch's answer again, but for
+// the users whose result was an `error`, which changed nothing: those
+// are served anew. After a crash within 100 ms of the batch, each
+// user's answer that recorded items is given again, and the others
+// served anew (`Idempotent-Replayed: true` when every user's was given
+// again).
 // Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
