@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -48,6 +49,7 @@ type answerLog struct {
 	pending      []byte
 	pendingMarks []keptAnswer // the erase marks in pending
 	spare        []byte       // the buffer flush wrote last, for pending next
+	stopped      atomic.Bool  // failed, for append: nothing more is written
 
 	fileMu  sync.Mutex // the rest
 	dir     string
@@ -61,6 +63,7 @@ type answerLog struct {
 	budget  int64
 	ttl     time.Duration
 	failed  bool // a write failed: the log stopped (logged once)
+	dropped bool // its files went, once stopped (dropFiles)
 	sync    bool // flushes are synced (OpenAnswerLog's sync)
 	logger  *slog.Logger
 }
@@ -87,7 +90,8 @@ var answerCRC = crc32.MakeTable(crc32.Castagnoli)
 // openAnswerLog reads the answers of dir's files that are within ttl of
 // now (oldest first), begins a new file, and deletes the files retain lets
 // go; its flushes are synced if sync. If it cannot begin a file, it
-// returns no log, the answers it read and the error.
+// returns the log stopped (its files still there: see dropFiles), the
+// answers it read and the error.
 func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, logger *slog.Logger, sync bool) (*answerLog, []keptAnswer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
@@ -131,7 +135,9 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 		l.id = id
 	}
 	if err := l.begin(); err != nil {
-		return nil, kept, err // what was read is still given back
+		l.failed = true
+		l.stopped.Store(true)
+		return l, kept, err // what was read is still given back
 	}
 	l.retain(now)
 	return l, kept, nil
@@ -165,7 +171,7 @@ func (l *answerLog) begin() error {
 // with it. Such an answer (a batch's, under a --max-body-bytes past 64 MiB)
 // is kept in memory only.
 func (l *answerLog) append(a keptAnswer) {
-	if answerPayload(a) > maxAnswerBytes {
+	if answerPayload(a) > maxAnswerBytes || l.stopped.Load() {
 		return
 	}
 	l.mu.Lock()
@@ -215,8 +221,48 @@ func (l *answerLog) flush(now time.Time, sync bool) {
 	}
 }
 
+// writeMark writes what append added, an erase mark last, before it
+// returns. If the log has stopped, the mark cannot be written, and the
+// files would give the erased user's answers written before back to a
+// start after a crash: it deletes them all (dropFiles).
+func (l *answerLog) writeMark(now time.Time) {
+	l.flush(now, l.sync)
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	if l.failed {
+		l.dropFiles()
+	}
+}
+
+// dropFiles deletes the files of a log that has stopped. l.fileMu held.
+func (l *answerLog) dropFiles() {
+	if l.f != nil {
+		l.f.Close()
+		l.closed = append(l.closed, answerFile{id: l.id})
+		l.f = nil
+	}
+	var err error
+	for _, f := range l.closed {
+		if rerr := os.Remove(l.path(f.id)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	l.closed = nil
+	if err != nil {
+		l.logger.Error("seenapi: an erase cannot write its mark in the stopped log of answers kept for retries, nor delete its files; "+
+			"a start after a crash could give the erased user's answers again: delete them before the next start", "dir", l.dir, "err", err)
+		return
+	}
+	if !l.dropped {
+		l.dropped = true
+		l.logger.Warn("seenapi: an erase cannot write its mark in the stopped log of answers kept for retries: its files are deleted, "+
+			"so that no start after a crash gives the erased user's answers again", "dir", l.dir)
+	}
+}
+
 func (l *answerLog) fail(what string, err error) {
 	l.failed = true
+	l.stopped.Store(true)
 	l.logger.Error("seenapi: the log of answers kept for retries stopped at "+what+"; the answers stay in memory only, and a crash would lose them",
 		"dir", l.dir, "err", err)
 }
@@ -301,6 +347,7 @@ func (l *answerLog) close(remove bool) error {
 		l.f = nil
 	}
 	l.failed = true // no more writes
+	l.stopped.Store(true)
 	if remove {
 		for _, f := range l.closed {
 			if rerr := os.Remove(l.path(f.id)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -396,6 +443,12 @@ var errAnswerLogOpen = errors.New("api: the answers log is open already")
 // changed user back (its flush interval), so that the journal holds a
 // keyed call's answer until the file does. It returns how many answers it
 // read back. Call it before serving; CloseAnswerLog stops it.
+//
+// The answers already kept (LoadReplays' of a graceful stop's snapshot)
+// are written to the new file before it returns, synced: from then on the
+// files hold every answer a start after a crash may give, and the snapshot
+// may be deleted. It must be, since only the files can void what an erase
+// drops (their erase marks, or their deletion by a log that has stopped).
 func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (int, error) {
 	if s.replays.log != nil {
 		return 0, errAnswerLogOpen
@@ -403,6 +456,7 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	if interval <= 0 {
 		return 0, fmt.Errorf("%w: the answers log's interval %v is not positive", ErrBadConfig, interval)
 	}
+	loaded := s.replays.answers() // from a snapshot
 	l, read, err := openAnswerLog(dir, s.cfg.IdempotencyBytes, s.cfg.IdempotencyTTL, s.cfg.Now(), s.cfg.Logger, sync)
 	// The erase marks void the answers of erased users given before them,
 	// read back from the log or already kept (from the snapshot of a
@@ -419,12 +473,21 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	kept = slices.DeleteFunc(kept, func(a keptAnswer) bool { return marks.void(a.Key, a.At, a.users) })
 	n := s.replays.restore(kept)
 	s.replays.dropErased(marks)
+	if l != nil {
+		// Stopped if err: an erase then deletes its files.
+		s.replays.mu.Lock()
+		s.replays.log = l
+		s.replays.mu.Unlock()
+	}
 	if err != nil {
 		return n, err
 	}
-	s.replays.mu.Lock()
-	s.replays.log = l
-	s.replays.mu.Unlock()
+	if len(loaded) > 0 {
+		for _, a := range s.replays.keptOf(loaded) {
+			l.append(a)
+		}
+		l.flush(s.cfg.Now(), true)
+	}
 	done, stopped := make(chan struct{}), make(chan struct{})
 	s.logStop = func() { close(done); <-stopped }
 	go func() {

@@ -329,3 +329,77 @@ func loadSnapshot(t *testing.T, srv *Server, snap []byte) {
 		t.Fatal(err)
 	}
 }
+
+// An erase after the answers log stopped on a disk error cannot write its
+// mark, and the log's files still hold the answers given before it
+// stopped: they go, so that no start after a crash gives the erased
+// user's answer again (the log said a crash would lose the answers).
+func TestAnEraseAfterTheAnswersLogStoppedLeavesNoAnswerOfTheUser(t *testing.T) {
+	dir := t.TempDir()
+	const body = `{"candidates":["secret-1","secret-2"],"limit":1}`
+	first := newTestServer(t)
+	if _, err := first.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, first, "u", "k-u", body)
+	time.Sleep(50 * time.Millisecond) // u's answer is in the log's file
+	l := first.replays.log
+	l.fileMu.Lock()
+	l.f.Close() // the next write fails, as on a disk gone bad
+	l.fileMu.Unlock()
+	keyedCall(t, first, "v", "k-v", body)
+	time.Sleep(50 * time.Millisecond)
+	l.fileMu.Lock()
+	stopped := l.failed
+	l.fileMu.Unlock()
+	if !stopped {
+		t.Fatal("the log did not stop")
+	}
+	eraseUser(t, first, "u")
+	// A crash: no close.
+
+	second := newTestServer(t)
+	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseAnswerLog(true)
+	if status, replayed := keyedCall(t, second, "u", "k-u", body); status != 200 || replayed {
+		t.Errorf("after a crash, a retry for a user erased once the answers log had stopped got the answer from before the erase (%d, replayed %v)",
+			status, replayed)
+	}
+	first.CloseAnswerLog(false)
+}
+
+// The answers read back from a graceful stop's snapshot are written to the
+// answers log as it opens: a start after a crash gets them from the log
+// alone, so the snapshot can go, and an erase that finds the log stopped
+// leaves no answer of the user on disk once the log's files go.
+func TestTheAnswersLogTakesOverTheSnapshotsAnswers(t *testing.T) {
+	dir := t.TempDir()
+	const body = `{"candidates":["secret-1","secret-2"],"limit":1}`
+	first := newTestServer(t)
+	keyedCall(t, first, "s", "k-s", body)
+	keyedCall(t, first, "e", "k-e", body)
+	snap := snapshotOf(t, first)
+
+	second := newTestServer(t)
+	loadSnapshot(t, second, snap)
+	if _, err := second.OpenAnswerLog(dir, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eraseUser(t, second, "e")
+	// A crash, the snapshot deleted once the log opened.
+
+	third := newTestServer(t)
+	if n, err := third.OpenAnswerLog(dir, false, time.Hour); err != nil || n != 1 {
+		t.Fatalf("read back %d answers, %v; want s's", n, err)
+	}
+	defer third.CloseAnswerLog(true)
+	if status, replayed := keyedCall(t, third, "s", "k-s", body); status != 200 || !replayed {
+		t.Errorf("after a crash, a retry of a call answered before a graceful restart was served anew (%d): its answer is not in the log", status)
+	}
+	if status, replayed := keyedCall(t, third, "e", "k-e", body); status != 200 || replayed {
+		t.Errorf("after a crash, a retry for a user erased since got its answer from before the erase")
+	}
+	second.CloseAnswerLog(false)
+}

@@ -219,7 +219,8 @@ func (r *replays) name(key string, p *replay, users []string) {
 // writes an erase
 // mark to the answers log, written to its file before erase returns, so
 // that neither a retry nor a start after a crash gives an erased user's
-// answer again: a kept answer lists the user's items.
+// answer again: a kept answer lists the user's items. (A log that has
+// stopped deletes its files instead: see answerLog.writeMark.)
 func (r *replays) erase(ns, user string) {
 	h := userHash(user)
 	r.mu.Lock()
@@ -244,7 +245,7 @@ func (r *replays) erase(ns, user string) {
 	}
 	r.mu.Unlock()
 	if l != nil {
-		l.flush(now, l.sync)
+		l.writeMark(now)
 	}
 }
 
@@ -500,6 +501,20 @@ func (r *replays) answers() []keptAnswer {
 	for _, k := range r.lru.Keys() {
 		if p, ok := r.lru.Peek(k); ok && now.Sub(p.at) < r.ttl {
 			out = append(out, keptAnswer{Key: k, Request: p.request, Status: p.status, Body: p.body, At: p.at})
+		}
+	}
+	return out
+}
+
+// keptOf returns those of answers that are still kept as they were (not
+// dropped by an erase, nor replaced), in their order.
+func (r *replays) keptOf(answers []keptAnswer) []keptAnswer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []keptAnswer
+	for _, a := range answers {
+		if p, ok := r.lru.Peek(a.Key); ok && p.done && p.at.Equal(a.At) && p.request == a.Request {
+			out = append(out, a)
 		}
 	}
 	return out

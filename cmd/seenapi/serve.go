@@ -381,6 +381,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	if lerr != nil {
 		logger.Warn("seenapi: cannot open the log of answers kept for retries; a crash would lose them", "dir", answers, "err", lerr)
 	}
+	dropKeptAnswers(o.dataDir, logger)
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
 	if srv.Open() {
@@ -479,9 +480,10 @@ func (e *writeBackError) Error() string { return "writing back: " + e.err.Error(
 func (e *writeBackError) Unwrap() error { return e.err }
 
 // keptAnswersFile holds, across a graceful restart, the answers kept for
-// retries of calls sent with an Idempotency-Key; answersLogDir holds them
-// across a crash, each written as it is given (api.Server.OpenAnswerLog),
-// until a graceful stop has saved them all in keptAnswersFile.
+// retries of calls sent with an Idempotency-Key, until the next start's
+// log takes them over; answersLogDir holds them across a crash, each
+// written as it is given (api.Server.OpenAnswerLog), until a graceful stop
+// has saved them all in keptAnswersFile.
 const (
 	keptAnswersFile = "kept-answers"
 	answersLogDir   = "answers"
@@ -502,10 +504,7 @@ func saveKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) bool {
 	return true
 }
 
-// loadKeptAnswers reads back what saveKeptAnswers wrote, if anything. The
-// file stays: a crash of this process leaves it to the next start (the
-// answers past their time to live are dropped when read), and the next
-// graceful stop replaces it.
+// loadKeptAnswers reads back what saveKeptAnswers wrote, if anything.
 func loadKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) {
 	path := filepath.Join(dir, keptAnswersFile)
 	f, err := os.Open(path)
@@ -521,6 +520,20 @@ func loadKeptAnswers(srv *api.Server, dir string, logger *slog.Logger) {
 		}
 	}
 	logger.Warn("seenapi: cannot read back the answers kept for retries; retries of calls before the restart are served anew", "file", path, "err", err)
+}
+
+// dropKeptAnswers deletes what saveKeptAnswers wrote, once the log of
+// answers has opened: the log holds its answers from then on, for a start
+// after a crash (api.Server.OpenAnswerLog), and only the log can void the
+// answers of a user erased since. Left in place, the file would give them
+// back after a crash. (A log that did not open holds none: a crash loses
+// them, as the start's warning says.)
+func dropKeptAnswers(dir string, logger *slog.Logger) {
+	path := filepath.Join(dir, keptAnswersFile)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		logger.Error("seenapi: cannot delete the answers kept for retries across the last restart; "+
+			"a start after a crash could give answers of users erased since", "file", path, "err", err)
+	}
 }
 
 // writeFileAtomic writes path through fill in a file beside it, synced
