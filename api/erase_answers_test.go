@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -402,4 +403,52 @@ func TestTheAnswersLogTakesOverTheSnapshotsAnswers(t *testing.T) {
 		t.Errorf("after a crash, a retry for a user erased since got its answer from before the erase")
 	}
 	second.CloseAnswerLog(false)
+}
+
+// A wall clock stepped back (set right by NTP, or across a restart) does
+// not let an erased user's answer outlive a crash: the erase's mark is
+// stamped after every answer kept before it, and voids them after a
+// crash, while an answer given after the erase is kept.
+func TestAnEraseAfterTheClockSteppedBackVoidsTheAnswersBeforeIt(t *testing.T) {
+	dir := t.TempDir()
+	var back atomic.Int64
+	// A wall clock without a monotonic reading, which a step leaves alone.
+	clock := func() time.Time { return time.Now().Round(0).Add(-time.Duration(back.Load())) }
+	const body = `{"candidates":["secret-1","secret-2"],"limit":1}`
+	first := newTestServerOf(t, Config{Now: clock})
+	if _, err := first.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, first, "u", "k-u", body)
+	keyedCall(t, first, "v", "k-v", body)
+	time.Sleep(50 * time.Millisecond)
+	back.Store(int64(time.Minute)) // the clock steps back a minute
+	eraseUser(t, first, "u")
+	keyedCall(t, first, "u", "k-u-after", body)
+	time.Sleep(50 * time.Millisecond)
+	// A crash, and a start whose clock is back a minute more.
+	back.Store(int64(2 * time.Minute))
+	second := newTestServerOf(t, Config{Now: clock})
+	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, replayed := keyedCall(t, second, "u", "k-u", body); replayed {
+		t.Errorf("after a crash, a retry for a user erased once the clock had stepped back got the answer from before the erase")
+	}
+	if _, replayed := keyedCall(t, second, "u", "k-u-after", body); !replayed {
+		t.Errorf("after a crash, the answer given after the erase was lost")
+	}
+	eraseUser(t, second, "v")
+	time.Sleep(50 * time.Millisecond)
+	first.CloseAnswerLog(false)
+	second.CloseAnswerLog(false)
+	// Another crash: v's erase, on a clock behind its answer, voids it.
+	third := newTestServerOf(t, Config{Now: clock})
+	if _, err := third.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer third.CloseAnswerLog(true)
+	if _, replayed := keyedCall(t, third, "v", "k-v", body); replayed {
+		t.Errorf("after a crash, a retry for a user erased after a start on a clock stepped back got the answer from before the erase")
+	}
 }

@@ -99,6 +99,41 @@ type replays struct {
 	now      func() time.Time
 	replayed atomic.Uint64 // answers given again
 	log      *answerLog    // where each answer is written soon after it is given; nil: none
+	// latest is the time of the last answer kept or erase, and lastErase
+	// of the last erase (either read back too): the next are stamped at
+	// or after them (stampLocked).
+	latest, lastErase time.Time
+}
+
+// stampLocked returns the time of an answer kept (erase false) or of an
+// erase now: the clock's, or the latest one's if the wall clock has been
+// stepped back since (set right, across a restart too), and for an answer
+// just after the last erase's. Erase marks void the answers of times up
+// to theirs, read back as wall times: with times in the order of the
+// events, a mark voids, after a crash, every answer of its user given
+// before it, and none given after. The walls are compared, not the
+// monotonic readings, which a step leaves alone. r.mu held.
+func (r *replays) stampLocked(erase bool) time.Time {
+	now := r.now()
+	if latest := r.latest.Round(0); now.Round(0).Before(latest) {
+		now = latest
+	}
+	if last := r.lastErase.Round(0); !erase && !now.Round(0).After(last) {
+		now = last.Add(time.Nanosecond)
+	}
+	r.noteLocked(now, erase)
+	return now
+}
+
+// noteLocked notes the time of an answer or an erase (kept, or read back),
+// for stampLocked. r.mu held.
+func (r *replays) noteLocked(at time.Time, erase bool) {
+	if at.Round(0).After(r.latest.Round(0)) {
+		r.latest = at
+	}
+	if erase && at.Round(0).After(r.lastErase.Round(0)) {
+		r.lastErase = at
+	}
 }
 
 func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays {
@@ -177,7 +212,7 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 		// other caller's with it. Its retry is served anew.
 		return
 	}
-	now := r.now()
+	now := r.stampLocked(false)
 	p.done, p.status, p.body, p.at, p.failed = true, status, bytes.Clone(body), now, failed
 	p.size += int64(len(body))
 	r.lru.Add(key, p)
@@ -239,7 +274,7 @@ func (r *replays) erase(ns, user string) {
 		}
 	}
 	l := r.log
-	now := r.now()
+	now := r.stampLocked(true)
 	if l != nil {
 		l.append(eraseMark(ns, user, now))
 	}
@@ -253,11 +288,14 @@ func (r *replays) erase(ns, user string) {
 // the answers log, void: those read back before the log was opened (the
 // snapshot of a graceful stop, which a crash since left in place).
 func (r *replays) dropErased(marks erasedMarks) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, at := range marks {
+		r.noteLocked(at, true)
+	}
 	if len(marks) == 0 {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, k := range r.lru.Keys() {
 		if p, ok := r.lru.Peek(k); ok && p.done && marks.void(k, p.at, p.users) {
 			r.removeLocked(k, p)
@@ -520,22 +558,23 @@ func (r *replays) keptOf(answers []keptAnswer) []keptAnswer {
 	return out
 }
 
-// restore adds kept answers (least recently used first) that are still
-// within their time to live and not kept already, or kept from before
-// them (the answers log holds a batch's answer again once its retry
-// served its failed users), and returns how many it kept.
+// restore adds kept answers (least recently used first, or in the order
+// they were given) that are still within their time to live, and returns
+// how many it kept. One replaces the answer kept under its key, which was
+// given before it (earlier in kept, or in the snapshot a log follows): the
+// answers log holds a batch's answer again once its retry served its
+// failed users. The order decides, not the times, which a clock stepped
+// back would make lie.
 func (r *replays) restore(kept []keptAnswer) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
 	for _, a := range kept {
+		r.noteLocked(a.At, false)
 		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.inFlight[a.Key] != nil {
 			continue
 		}
 		if old, ok := r.lru.Peek(a.Key); ok {
-			if !a.At.After(old.at) {
-				continue
-			}
 			r.removeLocked(a.Key, old)
 		}
 		if !a.read {

@@ -129,6 +129,14 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 	if p, st := r2.begin(key, req); st != replayDone || string(p.body) != string(served) {
 		t.Fatalf("after a restore: %v, want done with the later answer", st)
 	}
+	// The later in the log wins, whatever a clock stepped back between
+	// the two made its time.
+	r2 = newReplays(1<<20, time.Minute, func() time.Time { return now })
+	r2.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now},
+		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(-time.Second)}})
+	if p, st := r2.begin(key, req); st != replayDone || string(p.body) != string(served) {
+		t.Fatalf("after a restore whose later answer has an earlier time: %v, want done with the later answer", st)
+	}
 	r3 := newReplays(1<<20, time.Minute, func() time.Time { return now })
 	r3.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now}})
 	if _, st := r3.begin(key, req); st != replayResume {
