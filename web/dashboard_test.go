@@ -141,6 +141,36 @@ func TestInspectorOfAKeyLimitedToANamespaceListsItsUsers(t *testing.T) {
 	}
 }
 
+// A user page whose address names a namespace the key may not call says so
+// plainly and does not offer that namespace in the select, nor call it (each
+// call would be refused 403).
+func TestInspectorSaysTheKeyCannotCallTheNamespaceOfTheAddress(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "feed", user, "a")
+	tb := s.keyTab(t, s.keys.limited, "")
+	tb.open(fragment("feed", user)) // a fresh load: the key's check and the page start together
+	got := tb.waitText("#ns-barred", "feed")
+	if want := "This key cannot call namespace feed: it may call namespace default only."; !strings.HasPrefix(got, want) {
+		t.Errorf("the page says %q, want it to begin %q", got, want)
+	}
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
+	if got := eval[[]string](tb, `[...document.querySelectorAll('#lookup-ns option')].map((o) => o.value)`); slices.Contains(got, "feed") {
+		t.Errorf("the select offers %q, feed among them", got)
+	}
+	if got := eval[string](tb, `document.querySelector('#lookup-user').value`); got != user {
+		t.Errorf("the user field holds %q, want the address's %q", got, user)
+	}
+	tb.waitJS(`!document.querySelector('#user-list-note') || !document.querySelector('#user-list-note').textContent.startsWith('Loading')`, "the list of users")
+	tb.mu.Lock()
+	for _, id := range tb.order {
+		if x := tb.exchanges[id]; strings.Contains(x.url, "/v1/namespaces/feed") {
+			t.Errorf("the page called %s %s", x.method, strings.TrimPrefix(x.url, tb.base))
+		}
+	}
+	tb.mu.Unlock()
+}
+
 func TestLookUpFormLinksToTheUser(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

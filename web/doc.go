@@ -23,7 +23,9 @@
 // write, erase admin), saying beside it the role it needs; beside what the
 // role can do, nothing. A 401 or 403 from any later call still shows its
 // detail and updates the role (a 403's detail names the key's role), for
-// keys changed on the service since the check.
+// keys changed on the service since the check. A user page whose address
+// names a namespace the key may not call (GET /v1/auth's namespaces) says
+// so, and leaves it out of the select instead of calling it.
 //
 // The outcome of an action is read out to a screen reader through one status
 // region that stays in the page (#announce), since a user's page is drawn

@@ -21,6 +21,7 @@ const state = {
   // The key's role as GET /v1/auth answered it; see checkRole.
   role: { status: 'checking' },
   roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
+  roleCheck: Promise.resolve(), // the last check, settled once its answer is in
   // What one call may send, as GET /v1/auth says: its items (max_candidates) and its body's
   // bytes (max_body_bytes); 0 until known.
   limits: { items: 0, bodyBytes: 0 },
@@ -131,7 +132,12 @@ async function call(opId, params = {}, body, opts = {}) {
  * entered or forgotten, and again when an answer contradicts what is known.
  * Without a key, an open service answers admin; one with keys answers 401.
  */
-async function checkRole() {
+function checkRole() {
+  state.roleCheck = askRole();
+  return state.roleCheck;
+}
+
+async function askRole() {
   const seq = ++state.roleSeq;
   setRole({ status: 'checking' });
   try {
@@ -829,6 +835,20 @@ async function renderInspector(view, seq, ns, user) {
   userInput.addEventListener('input', () => userInput.setCustomValidity(''));
   const out = h('div', { id: 'user' });
   put(view, h('h2', {}, 'User inspector'), form, out);
+
+  // A key limited to some namespaces (GET /v1/auth's namespaces) is refused the others: one
+  // named by the address is said so, and not offered in the select as if it could be called.
+  if (state.role.status === 'checking') await state.roleCheck;
+  if (seq !== state.seq) return;
+  const r = state.role;
+  const barred = ns && r.status === 'known' && r.namespaces && !r.namespaces.includes(ns) ? ns : '';
+  if (barred) {
+    out.append(h('p', { class: 'problem', id: 'ns-barred', role: 'alert' }, 'This key cannot call namespace ', h('code', {}, barred),
+      `: it may call ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only. ` +
+      'Enter a key for it in the bar at the top, or choose one of those.'));
+    ns = '';
+    user = ''; // not looked up there (a 403); the field keeps the id for another namespace
+  }
 
   const fill = (names) => {
     const all = [...names];
