@@ -75,6 +75,13 @@ async function call(opId, params = {}, body, opts = {}) {
   if (query.size) path += `?${query}`;
   const key = state.key;
   if (keyProblem(key)) throw new Problem(0, { title: 'Unusable key', detail: keyProblem(key) });
+  // Without a key, a service with keys refuses every call but GET /v1/auth's, and counts each
+  // 401 in its errors, which its operators watch: the page asks GET /v1/auth alone until a
+  // key is entered, and answers the others with that 401 itself (an open service takes them).
+  if (!key && op.role !== 'none' && opId !== 'getAuth') {
+    if (state.role.status === 'checking') await state.roleCheck;
+    if (!state.key && state.role.status === 'rejected' && state.role.problem) throw state.role.problem;
+  }
   const headers = { Accept: `${opts.blob ? 'application/octet-stream' : 'application/json'}, application/problem+json` };
   if (key) headers.Authorization = `Bearer ${key}`;
   const init = { method: op.method, headers, cache: 'no-store' };
@@ -146,7 +153,7 @@ async function askRole() {
     setLimits(a); // the service's, whatever the key
   } catch (e) {
     if (seq !== state.roleSeq) return;
-    setRole(e.status === 401 ? { status: 'rejected' } : { status: 'unknown', detail: e.detail || e.message });
+    setRole(e.status === 401 ? { status: 'rejected', problem: e } : { status: 'unknown', detail: e.detail || e.message });
   }
 }
 
@@ -185,7 +192,7 @@ function learnRole(op, key, problem) {
   if (!problem) {
     if (r.status === 'rejected' || r.status === 'unknown' || (r.status === 'known' && level(r.role) < level(op.role))) checkRole();
   } else if (problem.status === 401) {
-    if (r.status !== 'rejected') { state.roleSeq++; setRole({ status: 'rejected' }); }
+    if (r.status !== 'rejected') { state.roleSeq++; setRole({ status: 'rejected', problem }); }
   } else if (problem.status === 403) {
     const said = /has role (read|write|admin)\b/.exec(problem.detail);
     if (!said) checkRole();
