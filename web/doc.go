@@ -41,7 +41,10 @@
 // on a loopback port and drive /usr/bin/chromium (or $SEENAPI_CHROMIUM)
 // headless through chromedp; without chromium they skip, unless CI=true.
 // Every API exchange the page makes is validated against openapi.yaml; an
-// uncaught exception or a Content-Security-Policy violation fails the test.
+// uncaught exception or a Content-Security-Policy violation fails the test,
+// and so does a step in a tab (opening it, a page load, a wait) that the
+// browser has not finished within a minute, saying so, where a stalled
+// browser would otherwise hold the run until go test's timeout.
 // Screenshots of failed pages go to $SEENAPI_ARTIFACTS (or a
 // seenapi-web-artifacts-* directory under the system's temp dir).
 //

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,6 +45,11 @@ var chromiumPath = cmp.Or(os.Getenv("SEENAPI_CHROMIUM"), "/usr/bin/chromium")
 
 // waitFor bounds every wait on the page; the dashboard refreshes every 2 s.
 const waitFor = 15 * time.Second
+
+// stepLimit bounds each step of a test in its tab (opening the tab, a page
+// load, a wait, an evaluation): a browser starved on a loaded machine fails
+// the test saying so, instead of holding it until go test's own timeout.
+const stepLimit = time.Minute
 
 // service is one running seenapi process.
 type service struct {
@@ -318,6 +324,7 @@ type tab struct {
 	base string
 	ctx  context.Context // the tab, with the test's deadline
 	tabc context.Context // the tab, without deadline (screenshots on failure)
+	stop func()          // closes the tab
 
 	mu         sync.Mutex
 	closed     bool // finish has begun: later events are ignored
@@ -338,12 +345,17 @@ func (s *suite) newTab(t *testing.T, svc *service) *tab {
 	}
 	tb := &tab{t: t, s: s, base: svc.base, exchanges: map[network.RequestID]*exchange{}}
 	tabCtx, cancelTab := chromedp.NewContext(s.browser, chromedp.WithListener(tb.onEvent))
-	tb.tabc = tabCtx
-	if err := chromedp.Do(tabCtx); err != nil { // opens the tab, with no deadline
+	tb.tabc, tb.stop = tabCtx, cancelTab
+	// The tab's first run opens it and may not have a deadline (chromedp ties the tab's life
+	// to that context): it is bounded from outside, closing the tab when it is late.
+	if _, err := bounded(tabCtx, cancelTab, stepLimit, func() (struct{}, error) { return struct{}{}, chromedp.Do(tabCtx) }); err != nil {
 		cancelTab()
 		t.Fatalf("open a tab: %v", err)
 	}
-	if err := watchCSP(tabCtx); err != nil {
+	cspCtx, cancelCSP := context.WithTimeout(tabCtx, stepLimit)
+	err := watchCSP(cspCtx)
+	cancelCSP()
+	if err != nil {
 		cancelTab()
 		t.Fatalf("watch for Content-Security-Policy violations: %v", err)
 	}
@@ -586,10 +598,59 @@ func (tb *tab) screenshot() {
 
 // ---------- page actions ----------
 
+// errStuck is the error of a step the browser did not finish in its time.
+var errStuck = errors.New("the browser did not answer")
+
+// bounded runs f, a step in the tab of ctx, and waits for it until ctx's
+// deadline or limit, whichever comes first, and a grace after. A step that
+// is still running then (chromedp can wait on a stalled browser where its
+// context does not reach: a tab being opened, a lock of its event loop)
+// is left, the tab closed with stop, and errStuck answered.
+func bounded[T any](ctx context.Context, stop func(), limit time.Duration, f func() (T, error)) (T, error) {
+	d := limit
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	timer := time.NewTimer(d + 5*time.Second)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil && errors.Is(r.err, context.DeadlineExceeded) {
+			r.err = fmt.Errorf("%w: not done within %s (a stalled or starved browser)", r.err, d.Round(time.Second))
+		}
+		return r.v, r.err
+	case <-timer.C:
+		stop()
+		var zero T
+		return zero, fmt.Errorf("%w: still running %s after its deadline; its tab is closed", errStuck, (d + 5*time.Second).Round(time.Second))
+	}
+}
+
+// run runs a in the tab within stepLimit (and the test's deadline).
+func run[T any](tb *tab, a chromedp.Action[T]) (T, error) {
+	return runWithin(tb, a, stepLimit)
+}
+
+// runWithin runs a in the tab, giving it up after limit (see bounded).
+func runWithin[T any](tb *tab, a chromedp.Action[T], limit time.Duration) (T, error) {
+	ctx, cancel := context.WithTimeout(tb.ctx, limit)
+	defer cancel()
+	return bounded(ctx, tb.stop, limit, func() (T, error) { return chromedp.Run(ctx, a) })
+}
+
 // do runs steps in the tab and fails the test on error.
 func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
-	if err := chromedp.Do(tb.ctx, steps...); err != nil {
+	if _, err := run(tb, chromedp.Steps(steps...)); err != nil {
 		tb.t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -632,7 +693,7 @@ func (tb *tab) apiCalls(method, path string) int {
 // eval returns the value of a JavaScript expression in the page.
 func eval[T any](tb *tab, expr string) T {
 	tb.t.Helper()
-	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[T](expr))
+	v, err := run(tb, chromedp.Evaluate[T](expr))
 	if err != nil {
 		tb.t.Fatalf("evaluate %s: %v", expr, err)
 	}
@@ -648,9 +709,9 @@ func (tb *tab) waitJS(expr, what string) {
 // waitJSWithin waits up to d until the expression is truthy.
 func (tb *tab) waitJSWithin(expr, what string, d time.Duration) {
 	tb.t.Helper()
-	if _, err := chromedp.Run(tb.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d),
-		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		view, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if _, err := runWithin(tb, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(d),
+		chromedp.WithPollingInterval(50*time.Millisecond)), max(stepLimit, d+10*time.Second)); err != nil {
+		view, _ := runWithin(tb, chromedp.Evaluate[string](`document.body.innerText`), 10*time.Second)
 		tb.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, view)
 	}
 }
@@ -710,4 +771,36 @@ func (svc *service) problemDetail(t *testing.T, method, path, key, body string) 
 		t.Fatalf("%s %s: HTTP %d without a problem detail: %s", method, path, resp.StatusCode, raw)
 	}
 	return resp.StatusCode, p.Detail
+}
+
+// A step the browser never finishes, one that does not heed its context as
+// chromedp waiting on a stalled browser may not, fails within its bound,
+// saying so, instead of holding the test until go test's timeout.
+func TestAStuckStepFailsWithinItsBound(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("")
+	stuck := make(chan struct{})
+	defer close(stuck)
+	never := func(context.Context, *chromedp.Target) (chromedp.Void, error) {
+		<-stuck
+		return chromedp.Void{}, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runWithin(tb, chromedp.Action[chromedp.Void](never), time.Second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errStuck) {
+			t.Errorf("the stuck step answered %v, want errStuck", err)
+		}
+		// The tab is closed: a step after it fails at once.
+		if _, err := runWithin(tb, chromedp.Evaluate[int](`1`), 10*time.Second); err == nil {
+			t.Errorf("the tab of the stuck step still runs steps")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a stuck step still held the test after 30 s (its bound: 1 s and a grace of 5 s)")
+	}
 }
