@@ -1,14 +1,17 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
@@ -399,6 +402,23 @@ func TestLocalOnlyRefusesOtherHostNames(t *testing.T) {
 	}
 	if status, _, _ := e.raw("GET", "/healthz", "", nil, "Host", "evil.example"); status != 200 {
 		t.Errorf("GET /healthz by another name: %d, want 200", status)
+	}
+	// A request that names no host (HTTP/1.0 without Host, HTTP/1.1 with
+	// it empty) is refused too: empty is no loopback name.
+	for _, request := range []string{
+		"GET /v1/stats HTTP/1.0\r\n\r\n",
+		"GET /v1/stats HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n",
+	} {
+		conn, _ := e.dial(t)
+		io.WriteString(conn, request)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", request, err)
+		}
+		if p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 403, "forbidden"); !strings.Contains(p.Detail, "DNS rebinding") {
+			t.Errorf("%q: detail %q", request, p.Detail)
+		}
 	}
 	// Every operation but the probes, the document and the dashboard is
 	// refused by another name, with a 403 its operation lists (raw checks

@@ -505,6 +505,68 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 	}
 }
 
+// A request names one host (RFC 9112, 3.2): an HTTP/1.1 request without
+// Host, or any with two, is refused with 400 and its connection closed;
+// fasthttp would serve it under the last Host given, where a proxy in
+// front may have routed or checked the first. HTTP/1.0 may leave Host out.
+func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.T) {
+	e := newEnv(t, withKeys)
+	body := `{"items":["x"]}`
+	seen := func(version, hosts string) string {
+		return "POST /v1/namespaces/default/users/u/seen " + version + "\r\n" + hosts +
+			"Authorization: Bearer " + writeKey + "\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	next := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct{ name, request, detail string }{
+		{"HTTP/1.1 without Host", seen("HTTP/1.1", ""), "must give Host"},
+		{"two Hosts", seen("HTTP/1.1", "Host: localhost\r\nHost: evil.example\r\n"), "Host is given more than once"},
+		{"the same Host twice", seen("HTTP/1.1", "Host: x\r\nhost: x\r\n"), "Host is given more than once"},
+		{"two Hosts in HTTP/1.0", seen("HTTP/1.0", "Host: x\r\nHost: y\r\nConnection: keep-alive\r\n"), "Host is given more than once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, _ := e.dial(t)
+			io.WriteString(conn, tc.request+next)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request"); !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+			}
+			if !resp.Close {
+				t.Errorf("the connection is kept open after the refusal")
+			}
+			if next, err := http.ReadResponse(br, nil); err == nil {
+				t.Errorf("the request after it was served too: %d %s", next.StatusCode, readAll(t, next))
+			}
+		})
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a refused request recorded the user: %v", st)
+	}
+	// Served: HTTP/1.0 without Host, and HTTP/1.1 with one Host, empty
+	// (a target with no authority).
+	for name, request := range map[string]string{
+		"HTTP/1.0 without Host":    seen("HTTP/1.0", ""),
+		"HTTP/1.1 with Host empty": seen("HTTP/1.1", "Host:\r\n"),
+	} {
+		conn, _ := e.dial(t)
+		io.WriteString(conn, request)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if b := readAll(t, resp); resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, b)
+		}
+		conn.Close()
+	}
+}
+
 // The service takes no forms: a body sent as multipart/form-data is not
 // parsed as one before the route and the key are (fasthttp's default,
 // which writes a form's files past 16 MiB to temporary files, for any

@@ -137,7 +137,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			h.SetConnectionClose()
 			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
 		}
-		if framingProblem(h.RawHeaders(), h.IsHTTP11()) != "" {
+		if headerProblem(h.RawHeaders(), h.IsHTTP11()) != "" {
 			// Read no body and close the connection after the answer
 			// (400, see the first handler): the bytes that follow may be
 			// this body or another request, and which one a proxy in
@@ -242,9 +242,13 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 	return nil
 }
 
-// framingProblem says why the header block raw (a request's, without its
-// request line; http11 unless the request is HTTP/1.0) leaves the length of
-// its body ambiguous, or "" when it does not: Transfer-Encoding given with
+// headerProblem says why the header block raw (a request's, without its
+// request line; http11 unless the request is HTTP/1.0) is refused, as the
+// detail of a 400, or "" when it is not. One pass over the lines serves
+// every check, at one byte's cost for most lines: this runs on every
+// request.
+//
+// The length of its body is ambiguous: Transfer-Encoding given with
 // Content-Length, or more than once, or other than chunked, or in an
 // HTTP/1.0 request, which has no chunked coding; Content-Length given twice
 // with different values; or a bare CR, which ends a line for some proxies,
@@ -255,9 +259,16 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // in front that read the same bytes otherwise would pass on what it took
 // for a body as a request of its own (request smuggling). RFC 9112, 2.2,
 // 6.1 and 6.3: such a request is answered 400 and its connection closed.
-func framingProblem(raw []byte, http11 bool) string {
+//
+// Or its Host is missing from an HTTP/1.1 request, or given twice (in any
+// version): fasthttp would take the last of two where a proxy in front may
+// have routed or checked the first, and the loopback-name check of an open
+// service reads it. RFC 9112, 3.2: such a request is answered 400. An
+// HTTP/1.0 request may leave Host out (its Host is then empty, which the
+// loopback-name check refuses).
+func headerProblem(raw []byte, http11 bool) string {
 	var length, coding []byte
-	lengths, codings := 0, 0
+	lengths, codings, hosts := 0, 0, 0
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -266,37 +277,49 @@ func framingProblem(raw []byte, http11 bool) string {
 			raw = nil
 		}
 		if i := bytes.IndexByte(line, '\r'); i >= 0 && i < len(line)-1 {
-			return "a header holds a bare CR (a CR not followed by LF)"
+			return "the length of the request's body is ambiguous: a header holds a bare CR (a CR not followed by LF)"
 		}
-		if len(line) == 0 || (line[0]|0x20 != 'c' && line[0]|0x20 != 't') {
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] | 0x20 {
+		case 'c', 't', 'h':
+		default:
 			continue // the common case, at one byte's cost
 		}
 		name, value, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			continue
 		}
-		value = bytes.TrimSpace(value)
 		switch {
+		case bytes.EqualFold(name, []byte(fiber.HeaderHost)):
+			hosts++
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
+			value = bytes.TrimSpace(value)
 			if lengths > 0 && !bytes.Equal(value, length) {
-				return "Content-Length is given twice, with different values"
+				return "the length of the request's body is ambiguous: Content-Length is given twice, with different values"
 			}
 			length, lengths = value, lengths+1
 		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
-			coding, codings = value, codings+1
+			coding, codings = bytes.TrimSpace(value), codings+1
 		}
 	}
+	const ambiguous = "the length of the request's body is ambiguous: "
 	switch {
+	case hosts > 1:
+		return "Host is given more than once; a request names one host (RFC 9112, 3.2)"
+	case hosts == 0 && http11:
+		return "an HTTP/1.1 request must give Host (RFC 9112, 3.2)"
 	case codings == 0:
 		return ""
 	case !http11:
-		return "Transfer-Encoding is given in an HTTP/1.0 request, which has no chunked coding"
+		return ambiguous + "Transfer-Encoding is given in an HTTP/1.0 request, which has no chunked coding"
 	case codings > 1:
-		return "Transfer-Encoding is given more than once"
+		return ambiguous + "Transfer-Encoding is given more than once"
 	case !bytes.EqualFold(coding, []byte("chunked")):
-		return "Transfer-Encoding is " + strconv.Quote(string(coding)) + "; the service takes chunked only"
+		return ambiguous + "Transfer-Encoding is " + strconv.Quote(string(coding)) + "; the service takes chunked only"
 	case lengths > 0:
-		return "Transfer-Encoding and Content-Length are both given"
+		return ambiguous + "Transfer-Encoding and Content-Length are both given"
 	}
 	return ""
 }
@@ -398,11 +421,12 @@ func (s *Server) routes() {
 		if s.bodies.release(h) {
 			return newError(pOverloaded, "more than %d bytes of request bodies are being read; retry shortly", s.cfg.MaxBodyBytesInFlight)
 		}
-		// A request of ambiguous framing is refused (HeaderReceived read
-		// none of its body and marked its connection to close).
+		// A request of ambiguous framing or Host is refused
+		// (HeaderReceived read none of its body and marked its connection
+		// to close).
 		if h.ConnectionClose() {
-			if p := framingProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
-				return newError(pBadRequest, "the length of the request's body is ambiguous: %s; the connection is closed", p)
+			if p := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
+				return newError(pBadRequest, "%s; the connection is closed", p)
 			}
 		}
 		return c.Next()
@@ -669,14 +693,19 @@ func crossOrigin(c *fiber.Ctx) error {
 
 // LoopbackHost reports whether hostport (a Host header, a port optional) is
 // localhost, a name under .localhost, or a loopback address. An empty Host
-// (HTTP/1.0, no browser sends one) is taken too.
+// is not: it names no host (an HTTP/1.0 request without one, or an
+// HTTP/1.1 one with an empty value, or a target of absolute form with an
+// empty authority), and the check would be one a request could skip.
 func LoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "" || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
