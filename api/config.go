@@ -60,6 +60,12 @@ type Config struct {
 	IdempotencyBytes int64
 	// IdempotencyTTL is how long such an answer is given again. Default 5m.
 	IdempotencyTTL time.Duration
+	// HSTSMaxAge, over zero, sends Strict-Transport-Security with this
+	// max-age (whole seconds) on every answer over TLS, none over plain
+	// HTTP. Zero, the default, sends none: a browser applies it to the
+	// host name on every port, and would refuse plain HTTP to any other
+	// service there (a metrics exporter, another dashboard) for max-age.
+	HSTSMaxAge time.Duration
 	// ReadTimeout bounds reading one request, headers and body. Default 10s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response; a backup's stream may take

@@ -409,8 +409,19 @@ func (s *Server) routes() {
 	// logged with its stack: fasthttp does not recover panics, so without
 	// this one request could take the service down for every user. The hot
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
+	hsts := ""
+	if s.cfg.HSTSMaxAge > 0 {
+		hsts = "max-age=" + strconv.FormatInt(int64(s.cfg.HSTSMaxAge/time.Second), 10)
+	}
 	s.app.Use(func(c *fiber.Ctx) error {
 		noSniff(c)
+		if hsts != "" && c.Context().IsTLS() {
+			// A browser that has met the service over HTTPS once calls
+			// it by HTTPS only: a network between it and the service
+			// cannot serve it a page of its own under the service's
+			// name over plain HTTP, where the dashboard's key is typed.
+			c.Response().Header.Set(fiber.HeaderStrictTransportSecurity, hsts)
+		}
 		h := &c.Request().Header
 		// HeaderReceived's refusals leave the body unread, and their
 		// answer closes the connection. Set for each request, so that an

@@ -117,6 +117,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		}}, "keys-file", `file of API keys, one "ROLE:KEY" a line (roles read, write, admin), optionally followed by the key's own "rate=N burst=N" (or "rate=off") in place of --rate-limit and "namespaces=a,b" to limit it to those; # comments; one without a key is refused; SIGHUP reloads it; SEENAPI_KEYS="role:key,role:key" adds keys`)
 		fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM file of the TLS certificate (with its chain) to serve HTTPS with, together with --tls-key; SIGHUP reloads both; empty: plain HTTP")
 		fs.StringVar(&o.tlsKey, "tls-key", "", "PEM file of the private key of --tls-cert")
+		fs.Var(durationFlag{p: &o.limits.HSTSMaxAge, zeroOK: true, min: time.Second, eg: "8760h", zero: "none sent"}, "hsts-max-age",
+			"with --tls-cert, send Strict-Transport-Security with this max-age on every answer, e.g. 8760h (a year): browsers then call the host name by HTTPS only, on every port; 0: none")
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles, read again on SIGHUP (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
 		o.memoryLimit = "auto"
@@ -431,6 +433,9 @@ func (o *options) check(cmd string, env environ) error {
 		}
 		if (o.tlsCert == "") != (o.tlsKey == "") {
 			return errTLSPair
+		}
+		if o.limits.HSTSMaxAge > 0 && o.tlsCert == "" {
+			return errors.New("--hsts-max-age needs --tls-cert and --tls-key: Strict-Transport-Security is sent over HTTPS only")
 		}
 		if o.limits.RateBurst != 0 && o.limits.RateLimit == 0 {
 			return errors.New("--rate-burst needs --rate-limit: with no rate there is nothing to burst over")

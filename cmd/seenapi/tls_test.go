@@ -114,6 +114,49 @@ func TestTLSServesTheAPI(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// With --hsts-max-age an HTTPS service sends Strict-Transport-Security on
+// every answer (the dashboard's, a probe's, a problem's), and none on the
+// plain HTTP refusal, which a browser would ignore; without the flag it
+// sends none (a browser would apply it to the host name on every port).
+// The flag is refused without TLS.
+func TestHSTSIsSentOverHTTPSWhenAsked(t *testing.T) {
+	certPath, keyPath := certFiles(t)
+	pool := writeCert(t, certPath, keyPath, 1)
+	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	hstsOf := func(url string) string {
+		t.Helper()
+		resp, err := httpc.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Strict-Transport-Security")
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath, "--hsts-max-age", "8760h")
+	for _, path := range []string{"/", "/readyz", "/v1/stats", "/no-such-route"} {
+		if got := hstsOf(httpsOf(s) + path); got != "max-age=31536000" {
+			t.Errorf("GET %s over HTTPS: Strict-Transport-Security %q, want max-age=31536000", path, got)
+		}
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(s.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("Strict-Transport-Security") != "" {
+		t.Errorf("plain HTTP to the HTTPS port: %d with Strict-Transport-Security %q, want 400 and none",
+			resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+
+	s = startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath)
+	if got := hstsOf(httpsOf(s) + "/"); got != "" {
+		t.Errorf("without --hsts-max-age: Strict-Transport-Security %q, want none", got)
+	}
+	if out := failedStart(t, "--hsts-max-age", "8760h"); !strings.Contains(out, "--hsts-max-age needs --tls-cert") {
+		t.Errorf("--hsts-max-age without TLS:\n%s", out)
+	}
+}
+
 // servedSerial connects to addr and returns the serial number of the
 // certificate the service presents, trusting any (the test checks which).
 func servedSerial(t *testing.T, addr string) int64 {
