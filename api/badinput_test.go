@@ -448,11 +448,19 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 		{"chunked and a length", head + "Content-Length: " + strconv.Itoa(len(chunked)) + "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
 		{"a length and chunked", head + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" + chunked},
 		{"two lengths", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)+len(smuggled)) + body},
+		{"the same length twice", head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)) + body},
 		{"a coding other than chunked", head + "Transfer-Encoding: gzip\r\n\r\n" + chunked},
 		{"chunked twice", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
 		// A bare CR ends a line for some proxies: for them chunked is a
 		// header of its own.
 		{"a bare CR before chunked", head + "X-Note: a\rTransfer-Encoding: chunked\r\nContent-Length: " + strconv.Itoa(len(chunked)) + "\r\n\r\n" + chunked},
+		// A chunk's size line ends with CRLF (RFC 9112, 7.1): a proxy
+		// that ends it at a bare LF takes what follows for the chunk's
+		// data, where an extension's bytes were skipped up to the CR.
+		{"a bare LF in a chunk extension", head + "Transfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x;a\n%s\r\n%s\r\n0\r\n\r\n", len(body), strings.Repeat("b", 3), body)},
+		{"a chunk size ended by a bare LF", head + "Transfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\n%s\r\n0\r\n\r\n", len(body), body)},
 		// HTTP/1.0 has no chunked coding (RFC 9112, 6.1).
 		{"chunked in HTTP/1.0", strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
 	} {
@@ -482,11 +490,12 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 		code, h, b := e.raw("GET", userPath("default", user, ""), "", nil, "Authorization", "Bearer "+readKey)
 		wantProblem(t, code, h, b, 404, "user-not-found")
 	}
-	// The unambiguous forms are served: chunked alone, and the same
-	// length given twice.
+	// The unambiguous forms are served: chunked alone, with an extension
+	// (ignored), and a length alone.
 	for name, request := range map[string]string{
 		"chunked":               head + "Transfer-Encoding: chunked\r\n\r\n" + chunked,
-		"the same length twice": head + fmt.Sprintf("Content-Length: %d\r\nContent-Length: %d\r\n\r\n", len(body), len(body)) + body,
+		"chunked, an extension": head + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x;a=b\r\n%s\r\n0\r\n\r\n", len(body), body),
+		"a length":              head + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body,
 	} {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {

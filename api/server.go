@@ -255,7 +255,8 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // while fasthttp keeps it in the header's value (a Transfer-Encoding after
 // one is a header of its own to them, and none to the service). fasthttp
 // would take the chunked coding over Content-Length (and any coding for
-// chunked), or the last of two lengths, and keep the connection; a proxy
+// chunked) and keep the connection (two lengths, and a chunk's size line
+// not ended by CRLF, it refuses itself, closing the connection); a proxy
 // in front that read the same bytes otherwise would pass on what it took
 // for a body as a request of its own (request smuggling). RFC 9112, 2.2,
 // 6.1 and 6.3: such a request is answered 400 and its connection closed.
