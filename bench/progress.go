@@ -22,6 +22,9 @@ type Progress struct {
 	phase    string
 	total    int64 // calls expected in the phase (0: time-bound)
 	deadline time.Time
+	waiting  bool    // a phase without calls, waiting for a Settler's backlog
+	pending  Backlog // the backlog last read, if read is set
+	read     bool
 	start    time.Time
 	calls    atomic.Int64
 	errs     atomic.Int64
@@ -50,8 +53,32 @@ func (p *Progress) Phase(label, phase string, total int64, deadline time.Time) {
 	}
 	p.mu.Lock()
 	p.label, p.phase, p.total, p.deadline, p.start = label, phase, total, deadline, time.Now()
+	p.waiting, p.read = false, false
 	p.calls.Store(0)
 	p.errs.Store(0)
+	p.mu.Unlock()
+}
+
+// Wait starts a phase that makes no calls but waits for a system's
+// backlog (a settle): its line shows the backlog Pending last gave and the
+// time waited, rather than calls and a timeout nobody expects to reach.
+func (p *Progress) Wait(label, phase string) {
+	if p == nil {
+		return
+	}
+	p.Phase(label, phase, 0, time.Time{})
+	p.mu.Lock()
+	p.waiting = true
+	p.mu.Unlock()
+}
+
+// Pending sets the backlog a Wait phase shows.
+func (p *Progress) Pending(b Backlog) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.pending, p.read = b, true
 	p.mu.Unlock()
 }
 
@@ -120,6 +147,28 @@ func (p *Progress) print() {
 	if p.label == "" {
 		return
 	}
+	line := p.line()
+	if p.tty {
+		pad := ""
+		if n := p.lastLen - len(line); n > 0 {
+			pad = strings.Repeat(" ", n)
+		}
+		fmt.Fprintf(p.w, "\r%s%s", line, pad)
+		p.lastLen = len(line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// line is the status line of the current phase; p.mu is held.
+func (p *Progress) line() string {
+	if p.waiting {
+		what := "reading the backlog"
+		if p.read {
+			what = fmt.Sprintf("%d dirty users, oldest change %s old", p.pending.Users, roundLag(p.pending.Lag))
+		}
+		return fmt.Sprintf("[%s] %s: %s, waited %s", p.label, p.phase, what, time.Since(p.start).Round(time.Second))
+	}
 	calls, errs := p.calls.Load(), p.errs.Load()
 	el := time.Since(p.start).Seconds()
 	rate := 0.0
@@ -136,15 +185,14 @@ func (p *Progress) print() {
 	default:
 		where = fmt.Sprintf("%d calls", calls)
 	}
-	line := fmt.Sprintf("[%s] %s: %s, %.0f calls/s, %d errors", p.label, p.phase, where, rate, errs)
-	if p.tty {
-		pad := ""
-		if n := p.lastLen - len(line); n > 0 {
-			pad = strings.Repeat(" ", n)
-		}
-		fmt.Fprintf(p.w, "\r%s%s", line, pad)
-		p.lastLen = len(line)
-	} else {
-		fmt.Fprintln(p.w, line)
+	return fmt.Sprintf("[%s] %s: %s, %.0f calls/s, %d errors", p.label, p.phase, where, rate, errs)
+}
+
+// roundLag rounds a flush lag for reading: to the millisecond under a
+// second (a healthy write-back's lag), to a tenth of a second above.
+func roundLag(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
 	}
+	return d.Round(100 * time.Millisecond)
 }

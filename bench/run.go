@@ -524,13 +524,14 @@ const settleTimeout = 10 * time.Minute
 // follows, for the progress line.
 func (r *runner) settle(ctx context.Context, st Settler, after string) (time.Duration, error) {
 	start := time.Now()
-	r.o.Progress.Phase(r.label, "settling after the "+after+" (write-back)", 0, start.Add(settleTimeout))
+	r.o.Progress.Wait(r.label, "settling after the "+after+" (write-back)")
 	for {
-		n, err := st.Backlog(ctx)
+		b, err := st.Backlog(ctx)
 		if err != nil {
 			return time.Since(start), err
 		}
-		if n == 0 || time.Since(start) > settleTimeout {
+		r.o.Progress.Pending(b)
+		if b.Users == 0 || time.Since(start) > settleTimeout {
 			return time.Since(start), nil
 		}
 		select {

@@ -434,7 +434,7 @@ func TestRunStoppedMidFillReportsNoError(t *testing.T) {
 // settledSet is a Settler whose backlog is always worked off.
 type settledSet struct{ slowSet }
 
-func (*settledSet) Backlog(context.Context) (int64, error) { return 0, nil }
+func (*settledSet) Backlog(context.Context) (Backlog, error) { return Backlog{}, nil }
 
 // The progress line names the phase a settle follows: the one after the
 // saturation phase said "after the fill" too.
@@ -453,5 +453,45 @@ func TestSettleNamesThePhaseItFollows(t *testing.T) {
 		if phase != "settling after the "+after+" (write-back)" {
 			t.Errorf("phase %q after the %s", phase, after)
 		}
+	}
+}
+
+// drainingSet is a Settler whose backlog is 1,234 dirty users, 2.5 s old,
+// at the first look and gone at the second, which first reads the
+// progress line the settle shows.
+type drainingSet struct {
+	slowSet
+	p     *Progress
+	looks int
+	line  string
+}
+
+func (d *drainingSet) Backlog(context.Context) (Backlog, error) {
+	d.looks++
+	if d.looks == 1 {
+		return Backlog{Users: 1234, Lag: 2500 * time.Millisecond}, nil
+	}
+	d.p.mu.Lock()
+	d.line = d.p.line()
+	d.p.mu.Unlock()
+	return Backlog{}, nil
+}
+
+// While a settle waits, the progress line shows what it waits for (the
+// write-back backlog) and how long it has waited: it showed "0 calls,
+// 9m59s left", the calls of a phase that makes none and the settle's
+// timeout.
+func TestSettleProgressShowsTheBacklog(t *testing.T) {
+	var out strings.Builder
+	p := NewProgress(&out)
+	defer p.Close()
+	r := &runner{o: RunOptions{Progress: p}, label: "x"}
+	d := &drainingSet{p: p}
+	if _, err := r.settle(context.Background(), d, "fill"); err != nil {
+		t.Fatal(err)
+	}
+	want := "[x] settling after the fill (write-back): 1234 dirty users, oldest change 2.5s old, waited "
+	if !strings.HasPrefix(d.line, want) || strings.Contains(d.line, "calls") || strings.Contains(d.line, "left") {
+		t.Errorf("progress line %q, want %q and the time waited", d.line, want)
 	}
 }

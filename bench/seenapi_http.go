@@ -560,6 +560,7 @@ type serverStats struct {
 	Hits       uint64 `json:"hits"`
 	Misses     uint64 `json:"misses"`
 	DirtyUsers int64  `json:"dirty_users"`
+	FlushLag   int64  `json:"flush_lag_ns"`
 	Collector  struct {
 		Cycles         uint64  `json:"cycles"`
 		CPUSeconds     float64 `json:"cpu_seconds"`
@@ -583,10 +584,10 @@ func (s *HTTPClient) stats() (serverStats, error) {
 	return st, nil
 }
 
-// Backlog returns the server's dirty users (GET /v1/stats).
-func (s *HTTPClient) Backlog(context.Context) (int64, error) {
+// Backlog returns the server's dirty users and flush lag (GET /v1/stats).
+func (s *HTTPClient) Backlog(context.Context) (Backlog, error) {
 	st, err := s.stats()
-	return st.DirtyUsers, err
+	return Backlog{Users: st.DirtyUsers, Lag: time.Duration(st.FlushLag)}, err
 }
 
 // ServerGC reads the collector's cycles and CPU and what the server
@@ -600,8 +601,8 @@ func (s *HTTPClient) ServerGC(context.Context) (Collected, error) {
 // ServerGC reads the server's collector's work.
 func (s *SeenapiHTTP) ServerGC(ctx context.Context) (Collected, error) { return s.client.ServerGC(ctx) }
 
-// Backlog returns the server's dirty users.
-func (s *SeenapiHTTP) Backlog(ctx context.Context) (int64, error) { return s.client.Backlog(ctx) }
+// Backlog returns the server's dirty users and flush lag.
+func (s *SeenapiHTTP) Backlog(ctx context.Context) (Backlog, error) { return s.client.Backlog(ctx) }
 
 // FlushDisk stops the server (it writes every dirty filter back on
 // SIGTERM) and returns the data directory's size.

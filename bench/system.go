@@ -79,6 +79,14 @@ type Recorder interface {
 // after the fill so that the measured phases see the steady state, not the
 // fill's backlog, and reports how long it took.
 type Settler interface {
-	// Backlog returns the work still pending (seenapi: dirty users).
-	Backlog(ctx context.Context) (int64, error)
+	// Backlog returns the work still pending.
+	Backlog(ctx context.Context) (Backlog, error)
+}
+
+// Backlog is a Settler's pending write-back: seenapi's dirty users and the
+// age of its oldest change not yet written back (GET /v1/stats dirty_users
+// and flush_lag_ns).
+type Backlog struct {
+	Users int64
+	Lag   time.Duration
 }

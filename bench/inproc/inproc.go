@@ -153,8 +153,11 @@ func (s *System) CacheStats(context.Context) (hits, misses uint64, err error) {
 	return st.Hits, st.Misses, nil
 }
 
-// Backlog returns the hot set's dirty users.
-func (s *System) Backlog(context.Context) (int64, error) { return s.hs.Stats().DirtyUsers, nil }
+// Backlog returns the hot set's dirty users and flush lag.
+func (s *System) Backlog(context.Context) (bench.Backlog, error) {
+	st := s.hs.Stats()
+	return bench.Backlog{Users: st.DirtyUsers, Lag: st.FlushLag}, nil
+}
 
 // FlushDisk writes every dirty filter back, closes the hot set and the
 // store, and returns the data directory's size: what seenapi-http gives
