@@ -11,8 +11,10 @@ import (
 )
 
 // Progress prints one status line while a run goes on: rewritten in place
-// (\r) on a terminal, a plain line every few seconds otherwise. Its methods
-// are safe for concurrent use; a nil *Progress prints nothing.
+// (\r) on a terminal; otherwise (a log) a plain line when a phase starts,
+// every few seconds while it runs, and when it ends (Done), so that a log
+// shows every phase, even one shorter than the interval. Its methods are
+// safe for concurrent use; a nil *Progress prints nothing.
 type Progress struct {
 	w        io.Writer
 	tty      bool
@@ -22,6 +24,7 @@ type Progress struct {
 	phase    string
 	total    int64 // calls expected in the phase (0: time-bound)
 	deadline time.Time
+	ended    bool    // Done was called for the phase
 	waiting  bool    // a phase without calls, waiting for a Settler's backlog
 	pending  Backlog // the backlog last read, if read is set
 	read     bool
@@ -53,10 +56,37 @@ func (p *Progress) Phase(label, phase string, total int64, deadline time.Time) {
 	}
 	p.mu.Lock()
 	p.label, p.phase, p.total, p.deadline, p.start = label, phase, total, deadline, time.Now()
-	p.waiting, p.read = false, false
+	p.waiting, p.read, p.ended = false, false, false
 	p.calls.Store(0)
 	p.errs.Store(0)
+	if !p.tty {
+		what := "started"
+		switch {
+		case total > 0:
+			what = fmt.Sprintf("started, %d calls to make", total)
+		case !deadline.IsZero():
+			what = fmt.Sprintf("started, for %s", time.Until(deadline).Round(100*time.Millisecond))
+		}
+		fmt.Fprintf(p.w, "[%s] %s: %s\n", label, phase, what)
+	}
 	p.mu.Unlock()
+}
+
+// Done ends the current phase. In a log it prints the phase's last line
+// (its calls, rate and errors, or the backlog a wait ended on, and the time
+// it took) and no more until the next phase starts; on a terminal the next
+// phase's line replaces it.
+func (p *Progress) Done() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty || p.label == "" || p.ended {
+		return
+	}
+	p.ended = true
+	fmt.Fprintln(p.w, p.line())
 }
 
 // Wait starts a phase that makes no calls but waits for a system's
@@ -144,7 +174,11 @@ func (p *Progress) loop() {
 func (p *Progress) print() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.label == "" {
+	if p.label == "" || p.ended {
+		return
+	}
+	// A log has the phase's start line: one a moment later says nothing.
+	if !p.tty && time.Since(p.start) < time.Second {
 		return
 	}
 	line := p.line()
@@ -160,16 +194,31 @@ func (p *Progress) print() {
 	}
 }
 
-// line is the status line of the current phase; p.mu is held.
+// line is the status line of the current phase, or its last if it ended;
+// p.mu is held.
 func (p *Progress) line() string {
 	if p.waiting {
 		what := "reading the backlog"
 		if p.read {
 			what = fmt.Sprintf("%d dirty users, oldest change %s old", p.pending.Users, roundLag(p.pending.Lag))
 		}
+		if p.ended {
+			if p.read && p.pending.Users == 0 {
+				what = "no backlog left"
+			}
+			return fmt.Sprintf("[%s] %s: done, %s, waited %s", p.label, p.phase, what, time.Since(p.start).Round(10*time.Millisecond))
+		}
 		return fmt.Sprintf("[%s] %s: %s, waited %s", p.label, p.phase, what, time.Since(p.start).Round(time.Second))
 	}
 	calls, errs := p.calls.Load(), p.errs.Load()
+	if p.ended {
+		el := time.Since(p.start)
+		rate := 0.0
+		if el > 0 {
+			rate = float64(calls) / el.Seconds()
+		}
+		return fmt.Sprintf("[%s] %s: done, %d calls in %s, %.0f calls/s, %d errors", p.label, p.phase, calls, el.Round(10*time.Millisecond), rate, errs)
+	}
 	el := time.Since(p.start).Seconds()
 	rate := 0.0
 	if el > 0 {

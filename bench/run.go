@@ -323,6 +323,7 @@ func (r *runner) phase(ctx context.Context, name string, n int, total int64, dea
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.o.Progress.Phase(r.label, name, total, deadline)
+	defer r.o.Progress.Done()
 	ws := make([]*worker, n)
 	for i := range ws {
 		ws[i] = &worker{gen: r.src.Gen(r.stream.Add(1)), hist: newHist()}
@@ -525,6 +526,7 @@ const settleTimeout = 10 * time.Minute
 func (r *runner) settle(ctx context.Context, st Settler, after string) (time.Duration, error) {
 	start := time.Now()
 	r.o.Progress.Wait(r.label, "settling after the "+after+" (write-back)")
+	defer r.o.Progress.Done()
 	for {
 		b, err := st.Backlog(ctx)
 		if err != nil {

@@ -495,3 +495,51 @@ func TestSettleProgressShowsTheBacklog(t *testing.T) {
 		t.Errorf("progress line %q, want %q and the time waited", d.line, want)
 	}
 }
+
+// In a log (not a terminal) the progress says when each phase starts and
+// ends, one line each: it printed only every 5 s, so a run of short phases
+// (--quick's take 1 to 3 s) left most of them out of the log.
+func TestProgressLogsEachPhaseStartAndEnd(t *testing.T) {
+	var out strings.Builder
+	p := NewProgress(&out) // not a terminal
+	_, err := Run(context.Background(), &settledSet{}, RunOptions{Workload: DefaultWorkload(200), Concurrency: 4,
+		Warm: 100 * time.Millisecond, Duration: 300 * time.Millisecond, Sample: 20, Progress: p})
+	p.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	started := map[string]int{}
+	done := map[string]int{}
+	for _, l := range lines {
+		head, what, ok := strings.Cut(l, ": ")
+		switch {
+		case !ok:
+			t.Errorf("line %q: want [system] phase: status", l)
+		case strings.HasPrefix(what, "started"):
+			started[head]++
+		case strings.HasPrefix(what, "done, "):
+			done[head]++
+		}
+	}
+	for _, phase := range []string{"fill 200 items/user", "settling after the fill (write-back)", "warm-up (unmeasured)",
+		"saturation (closed loop)", "settling after the saturation phase (write-back)", "check every sampled user"} {
+		head := "[slow-set U=200] " + phase
+		if started[head] != 1 || done[head] != 1 {
+			t.Errorf("%s: started %d times, done %d times, want once each", head, started[head], done[head])
+		}
+	}
+	open := 0
+	for head := range started {
+		if strings.HasPrefix(head, "[slow-set U=200] open loop at ") && done[head] == 1 {
+			open++
+		}
+	}
+	if open != 1 || len(started) != 7 || len(done) != 7 {
+		t.Errorf("%d open loops started and done, %d phases started, %d done, want 1, 7 and 7; log:\n%s", open, len(started), len(done), out.String())
+	}
+	// Start and end of each phase, and a line every 5 s at most between.
+	if len(lines) > 2*7+2 {
+		t.Errorf("%d lines for 7 phases of under a second each; log:\n%s", len(lines), out.String())
+	}
+}
