@@ -415,9 +415,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	last := map[string]seen{}
 	var failures []string
+	// wrote is whether results.md and results.json were written: after
+	// each system that finished.
+	wrote := false
 	// interrupted is the error of a run a signal ended: what measured before
 	// it stays in --out.
 	interrupted := func() error {
+		if !wrote {
+			return fmt.Errorf("interrupted (%v) before any system finished: no results were written", context.Cause(ctx))
+		}
 		return fmt.Errorf("interrupted (%v); the results of the systems that completed are in %s", context.Cause(ctx), c.out)
 	}
 	for _, users := range c.users {
@@ -477,6 +483,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err := writeOutputs(rep, c.out); err != nil { // after every system: a long run keeps what it measured
 				return err
 			}
+			wrote = true
 		}
 	}
 	progress.Close()

@@ -142,14 +142,55 @@ func TestParseFlagsRejectsOutOfRangeValues(t *testing.T) {
 	}
 }
 
-// A run a signal ends says so, and where the systems measured before it are.
-func TestRunInterruptedSaysSo(t *testing.T) {
+// A run a signal ends before any system finished says so, and that it
+// wrote no results: it said they were in --out, where there were none.
+func TestRunInterruptedBeforeAnySystemSaysNothingWasWritten(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("interrupt signal received"))
 	out := t.TempDir()
 	err := run(ctx, []string{"--quick", "--systems", "seenapi-inproc", "--out", out, "--data-dir", t.TempDir()}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "interrupted (interrupt signal received)") || !strings.Contains(err.Error(), out) {
-		t.Errorf("err = %v, want the interruption and %s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "interrupted (interrupt signal received) before any system finished: no results were written") {
+		t.Errorf("err = %v, want the interruption and that no results were written", err)
+	}
+	if _, serr := os.Stat(filepath.Join(out, "results.md")); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("results.md: %v, want none", serr)
+	}
+}
+
+// cancelOn is a log that cancels a run once a line holding what appears.
+type cancelOn struct {
+	what   string
+	cancel context.CancelCauseFunc
+	log    bytes.Buffer
+}
+
+func (c *cancelOn) Write(b []byte) (int, error) {
+	c.log.Write(b)
+	if bytes.Contains(c.log.Bytes(), []byte(c.what)) {
+		c.cancel(errors.New("interrupt signal received"))
+	}
+	return len(b), nil
+}
+
+// A run a signal ends after a system finished says so, and where the
+// results of the systems it finished are.
+func TestRunInterruptedAfterASystemSaysWhereItsResultsAre(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	out := t.TempDir()
+	log := &cancelOn{what: "seenbench: seenapi-inproc U=2e2: ", cancel: cancel}
+	err := run(ctx, []string{"--systems", "seenapi-inproc", "--users", "200,300", "--concurrency", "4", "--sample", "20",
+		"--warm", "200ms", "--duration", "300ms", "--out", out, "--data-dir", t.TempDir()}, io.Discard, log)
+	if err == nil || !strings.Contains(err.Error(), "interrupted (interrupt signal received); the results of the systems that completed are in "+out) {
+		t.Errorf("err = %v, want the interruption and %s; log:\n%s", err, out, log.log.String())
+	}
+	var rep bench.Report
+	b, rerr := os.ReadFile(filepath.Join(out, "results.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &rep)
+	}
+	if rerr != nil || len(rep.Results) != 1 || rep.Results[0].Users != 200 {
+		t.Errorf("results.json: %v, %d results, want the one at U=200", rerr, len(rep.Results))
 	}
 }
 
