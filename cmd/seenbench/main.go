@@ -127,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	windowSpeed := fs.String("window-speed", "10d", "simulated time per real second of the window run's clock")
 	fs.BoolVar(&c.noJournal, "inproc-no-journal", false, "run the in-process hot set without its journal (to measure what the journal costs; not the product's durability)")
 	fs.BoolVar(&c.cpuProfile, "cpuprofile", false, "write a CPU profile of the harness (client, and the hot set for seenapi-inproc) during each saturation phase to --out, and one of each open loop beside it (-open.pprof)")
-	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories (default: the temp dir)")
+	fs.StringVar(&c.dataParent, "data-dir", "", "parent of the systems' fresh data directories, made if missing (default: the temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -330,6 +330,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logDir := filepath.Join(c.out, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
+	}
+	// Like --out, a --data-dir that is not there yet is made: the systems'
+	// setup failed on it one after the other, after the build.
+	if c.dataParent != "" {
+		if err := os.MkdirAll(c.dataParent, 0o755); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
 	}
 	progress := bench.NewProgress(stderr)
 	defer progress.Close()

@@ -194,6 +194,18 @@ func TestRunInterruptedAfterASystemSaysWhereItsResultsAre(t *testing.T) {
 	}
 }
 
+// A --data-dir not there yet is made, as --out is: every seenapi system
+// failed its setup on it ("stat DIR: no such file or directory").
+func TestDataDirIsMadeWhenMissing(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "not", "yet")
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"--systems", "seenapi-inproc", "--users", "200", "--concurrency", "4", "--sample", "20",
+		"--memory-only", "--out", t.TempDir(), "--data-dir", data}, io.Discard, &stderr)
+	if err != nil {
+		t.Errorf("seenbench --data-dir %s: %v\nstderr:\n%s", data, err, stderr.String())
+	}
+}
+
 func TestFormatBytesIsReadable(t *testing.T) {
 	for n, want := range map[int64]string{16 << 30: "16 GiB", 512 << 20: "512 MiB", 20e6: "20 MB", 1.5e9: "1.5 GB", 1000: "1000 B"} {
 		if got := formatBytes(n); got != want {
