@@ -497,20 +497,27 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 		"chunked, an extension": head + "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x;a=b\r\n%s\r\n0\r\n\r\n", len(body), body),
 		"a length":              head + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body,
 	} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(conn, request)
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if b := readAll(t, resp); resp.StatusCode != 200 {
-			t.Errorf("%s: %d %s", name, resp.StatusCode, b)
-		}
-		conn.Close()
+		wantServed(t, addr, name, request)
+	}
+}
+
+// wantServed sends request, a hand-made one named name, on a connection of
+// its own to addr and wants it answered 200.
+func wantServed(t *testing.T, addr, name, request string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, request)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if b := readAll(t, resp); resp.StatusCode != 200 {
+		t.Errorf("%s: %d %s", name, resp.StatusCode, b)
 	}
 }
 
@@ -562,17 +569,7 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		"HTTP/1.0 without Host":    seen("HTTP/1.0", ""),
 		"HTTP/1.1 with Host empty": seen("HTTP/1.1", "Host:\r\n"),
 	} {
-		conn, _ := e.dial(t)
-		io.WriteString(conn, request)
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if b := readAll(t, resp); resp.StatusCode != 200 {
-			t.Errorf("%s: %d %s", name, resp.StatusCode, b)
-		}
-		conn.Close()
+		wantServed(t, strings.TrimPrefix(e.base, "http://"), name, request)
 	}
 }
 

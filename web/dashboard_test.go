@@ -682,6 +682,33 @@ func TestTooManyItemsAreRefusedBeforeTheyAreSent(t *testing.T) {
 		func(box string) { tb.fill("#"+box+"-items", "a\nb\nc\nd") })
 }
 
+// limitLowered starts a service with flags first, records one item of a
+// new user, opens the user's page with the read key, and then restarts
+// the service on the same address and data with then: a limit lowered
+// since the page asked for it. It returns the restarted service, the user
+// and the page's tab.
+func (s *suite) limitLowered(t *testing.T, first []string, then string) (*service, string, *tab) {
+	t.Helper()
+	data := "data-" + userID(t)
+	svc, err := s.startServiceWith(data, s.keysArg, "", first...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "m:0")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", user))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-items", "1")
+	svc.stop()
+	if svc, err = s.startServiceWith(data, s.keysArg, strings.TrimPrefix(svc.base, "http://"), then); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	return svc, user, tb
+}
+
 // refusedBeforeSending enters items into each of the check, record and
 // forget boxes of user's page (of the namespace small) with enter, and
 // runs it: each must read want (which contains has) and read it out, and
@@ -717,23 +744,7 @@ func (tb *tab) refusedBeforeSending(user, has, want string, enter func(box strin
 // sending it.
 func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	s := setup(t)
-	data := "data-" + userID(t)
-	svc, err := s.startServiceWith(data, s.keysArg, "", "--max-candidates=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	user := userID(t)
-	svc.record(t, s.keys.write, "default", user, "m:0")
-	tb := s.newTab(t, svc)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.read)
-	tb.waitText("#user-items", "1")
-	svc.stop()
-	if svc, err = s.startServiceWith(data, s.keysArg, strings.TrimPrefix(svc.base, "http://"), "--max-candidates=3"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
+	svc, user, tb := s.limitLowered(t, []string{"--max-candidates=4"}, "--max-candidates=3")
 	status, detail := svc.problemDetail(t, http.MethodPost, "/v1/namespaces/default/users/"+user+"/check", s.keys.read, `{"items":["a","b","c","d"]}`)
 	if status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("4 items of at most 3: HTTP %d, want 413", status)
@@ -796,23 +807,7 @@ func TestItemsOverTheBodyLimitAreRefusedBeforeTheyAreSent(t *testing.T) {
 // next list over it before sending it.
 func TestTheBodyLimitIsLearntAgainAfterA413(t *testing.T) {
 	s := setup(t)
-	data := "data-" + userID(t)
-	svc, err := s.startServiceWith(data, s.keysArg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	user := userID(t)
-	svc.record(t, s.keys.write, "default", user, "m:0")
-	tb := s.newTab(t, svc)
-	tb.open(fragment("default", user))
-	tb.useKey(s.keys.read)
-	tb.waitText("#user-items", "1")
-	svc.stop()
-	if svc, err = s.startServiceWith(data, s.keysArg, strings.TrimPrefix(svc.base, "http://"), "--max-body-bytes=100"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
+	svc, user, tb := s.limitLowered(t, nil, "--max-body-bytes=100")
 	checks := "/v1/namespaces/default/users/" + user + "/check"
 	items := strings.TrimSuffix(strings.Repeat(strings.Repeat("y", 30)+"\n", 4), "\n")
 	status, detail := svc.problemDetail(t, http.MethodPost, checks, s.keys.read,
