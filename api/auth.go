@@ -371,6 +371,37 @@ func (m keyMatch) allows(ns string) bool {
 }
 
 // scopeError is the problem of a key limited to namespaces other than ns.
-func (m keyMatch) scopeError(ns string) error {
-	return newError(pForbidden, "this API key is limited to the namespaces %s, not %q", strings.Join(m.scope, ", "), ns)
+func (s *Server) scopeError(m keyMatch, ns string) error {
+	return newError(pForbidden, "this API key is limited to the namespaces %s, not %q", s.scopeWords(m), ns)
+}
+
+// shownScope is what the holder of a key limited to namespaces is shown of
+// them (a 403's detail, GET /v1/auth): the served ones, and those too short
+// to be a key. A name as long as a key that no namespace is served under may
+// be a second key given without its role after namespaces= in SEENAPI_KEYS
+// (see ShownScope), which the first key's holder must not read: it is only
+// counted. The key could not call such a namespace anyway.
+func (s *Server) shownScope(m keyMatch) (shown []string, hidden int) {
+	shown = make([]string, 0, len(m.scope))
+	for _, ns := range m.scope {
+		if _, served := s.hot.Namespace(ns); served || len(ns) < MinKeyLength {
+			shown = append(shown, ns)
+		} else {
+			hidden++
+		}
+	}
+	return shown, hidden
+}
+
+// scopeWords lists a key's namespaces as its holder is shown them.
+func (s *Server) scopeWords(m keyMatch) string {
+	shown, hidden := s.shownScope(m)
+	words := strings.Join(shown, ", ")
+	if hidden > 0 {
+		if words != "" {
+			words += " and "
+		}
+		words += fmt.Sprintf("%d more not served (not shown)", hidden)
+	}
+	return words
 }

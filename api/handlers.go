@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -355,7 +354,7 @@ func (s *Server) backup(c *fiber.Ctx) error {
 	by, m := s.caller(c)
 	if m.scope != nil {
 		return newError(pForbidden, "this API key is limited to the namespaces %s; a backup holds every namespace",
-			strings.Join(m.scope, ", "))
+			s.scopeWords(m))
 	}
 	head := c.Method() == fiber.MethodHead
 	// One backup at a time. Each holds a snapshot of the store, the
@@ -933,9 +932,9 @@ type authJSON struct {
 	RateLimit     *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
 	RateBurst     *int     `json:"rate_burst,omitempty"`
 	KeyID         string   `json:"key_id,omitempty"` // names the key in the log of admin actions
-	// Namespaces are the only ones the key may call the routes of; absent:
-	// every one.
-	Namespaces []string `json:"namespaces,omitempty"`
+	// Namespaces are the only ones the key may call the routes of, as
+	// shownScope shows them (empty: none is served); absent: every one.
+	Namespaces *[]string `json:"namespaces,omitempty"`
 }
 
 // withRate returns a with r's limit and burst when r limits anything.
@@ -963,7 +962,12 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 		return c.JSON(s.authLimits(authJSON{Role: RoleAdmin.String(), Open: true}).withRate(serverRate(s.cfg)))
 	}
 	m := admitted(c)
-	return c.JSON(s.authLimits(authJSON{Role: m.role.String(), KeyID: keyID(m.id), Namespaces: m.scope}).withRate(m.rate))
+	a := authJSON{Role: m.role.String(), KeyID: keyID(m.id)}
+	if m.scope != nil {
+		shown, _ := s.shownScope(m)
+		a.Namespaces = &shown
+	}
+	return c.JSON(s.authLimits(a).withRate(m.rate))
 }
 
 func (s *Server) health(c *fiber.Ctx) error {

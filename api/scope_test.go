@@ -262,3 +262,40 @@ func TestAKeyLimitedToNamespacesStaysLimitedWhileTheKeysAreReloaded(t *testing.T
 		t.Fatal("no request was served with the key")
 	}
 }
+
+// A second key given without its role after namespaces= in SEENAPI_KEYS
+// reads as a namespace name of the first key. Its holder is not shown that
+// name, in a 403's detail nor in GET /v1/auth, unless a namespace is served
+// under it; a short name not served (misspelt, most likely) is shown.
+func TestAKeyIsNotShownANameAsLongAsAKeyThatIsNoServedNamespace(t *testing.T) {
+	const swallowed = "second0key0given0without0its0role"
+	keys, err := api.ParseKeysList("write:" + feedWriteKey + " namespaces=default,emial," + swallowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *api.Config) { c.Keys = append(slices.Clone(testKeys), keys...) })
+	feed := e.client(feedWriteKey)
+
+	a, err := feed.GetAuthWithResponse(ctx)
+	if err != nil || a.JSON200 == nil {
+		t.Fatalf("GET /v1/auth: %v, %d %s", err, a.StatusCode(), a.Body)
+	}
+	if got := a.JSON200.Namespaces; got == nil || !slices.Equal(*got, []string{"default", "emial"}) {
+		t.Errorf("GET /v1/auth's namespaces %v, want [default emial]", got)
+	}
+	if strings.Contains(string(a.Body), swallowed) {
+		t.Errorf("GET /v1/auth shows the swallowed key: %s", a.Body)
+	}
+
+	r, err := feed.FilterUserWithResponse(ctx, "compact", "u1", nil, client.FilterRequest{Candidates: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wantProblem(t, r.StatusCode(), r.HTTPResponse.Header, r.Body, http.StatusForbidden, "forbidden")
+	if want := `limited to the namespaces default, emial and 1 more not served (not shown), not "compact"`; !strings.Contains(p.Detail, want) {
+		t.Errorf("detail %q, want %q", p.Detail, want)
+	}
+	if strings.Contains(string(r.Body), swallowed) {
+		t.Errorf("the 403 shows the swallowed key: %s", r.Body)
+	}
+}

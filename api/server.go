@@ -236,7 +236,7 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 	}
 	if m.scope != nil {
 		if sub := importPath.FindSubmatch(h.RequestURI()); sub != nil && !m.allows(string(sub[1])) {
-			return m.scopeError(string(sub[1]))
+			return s.scopeError(*m, string(sub[1]))
 		}
 	}
 	return nil
@@ -784,7 +784,7 @@ func (s *Server) admit(c *fiber.Ctx, role Role, rated bool) error {
 	// namespaces, its own role) but the backup (see backup).
 	if m.scope != nil {
 		if ns := c.Params("ns"); ns != "" && !m.allows(ns) {
-			return m.scopeError(ns)
+			return s.scopeError(*m, ns)
 		}
 	}
 	if !m.rate.limited() || !rated {

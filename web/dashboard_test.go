@@ -141,6 +141,38 @@ func TestInspectorOfAKeyLimitedToANamespaceListsItsUsers(t *testing.T) {
 	}
 }
 
+// A key whose namespaces= names only what no namespace is served under, a
+// name as long as a key among them (a second key given without its role,
+// which GET /v1/auth leaves out), is shown as calling no served namespace,
+// and the name is nowhere on the page.
+func TestAKeyLimitedToNoServedNamespaceSaysSo(t *testing.T) {
+	s := setup(t)
+	const swallowed = "second0key0given0without0its0role"
+	read := newKey()
+	keys := filepath.Join(s.dir, "keys-"+userID(t))
+	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces="+swallowed+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+
+	tb := s.newTab(t, svc)
+	tb.open("")
+	tb.useKey(read)
+	tb.waitText("#role", "role: read · no served namespace")
+	tb.open(fragment("default", userID(t)))
+	got := tb.waitText("#ns-barred", "default")
+	if want := "This key cannot call namespace default: it may call no served namespace. "; !strings.HasPrefix(got, want) {
+		t.Errorf("the page says %q, want it to begin %q", got, want)
+	}
+	if html := eval[string](tb, `document.documentElement.outerHTML`); strings.Contains(html, swallowed) {
+		t.Errorf("the page shows the name %s", swallowed)
+	}
+}
+
 // A user page whose address names a namespace the key may not call says so
 // plainly and does not offer that namespace in the select, nor call it (each
 // call would be refused 403).

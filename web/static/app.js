@@ -200,6 +200,14 @@ function learnRole(op, key, problem) {
   }
 }
 
+// scopeWords names the namespaces a limited key may call, as GET /v1/auth
+// lists them: empty when none of them is served (a name that may be another
+// key is not shown).
+function scopeWords(list) {
+  if (list.length === 0) return 'no served namespace';
+  return `${list.length === 1 ? 'namespace' : 'namespaces'} ${list.join(', ')} only`;
+}
+
 function roleText() {
   const r = state.role;
   switch (r.status) {
@@ -207,7 +215,7 @@ function roleText() {
     case 'rejected': return state.key ? 'key rejected' : 'role: no key (the service needs one)';
     case 'known': return (r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`) +
       (r.rate ? ` · at most ${rate(r.rate)} requests/s` : '') +
-      (r.namespaces ? ` · ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only` : '');
+      (r.namespaces ? ` · ${scopeWords(r.namespaces)}` : '');
     default: return 'role: unknown';
   }
 }
@@ -574,7 +582,7 @@ function drawOverview() {
   // service's whole totals (GET /v1/stats): its cards are not its namespaces' sums.
   const r = state.role;
   const scope = r.status === 'known' && r.namespaces ? h('p', { class: 'muted', id: 'overview-scope' },
-    `This key may call ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only: the table by namespace shows ` +
+    `This key may call ${scopeWords(r.namespaces)}: the table by namespace shows ` +
     `${r.namespaces.length === 1 ? 'its' : 'their'} figures, the cards and the other tables the whole service's.`) : null;
 
   redraw(box, scope, cards, wide('By namespace', nsTable),
@@ -851,7 +859,7 @@ async function renderInspector(view, seq, ns, user) {
   const barred = ns && r.status === 'known' && r.namespaces && !r.namespaces.includes(ns) ? ns : '';
   if (barred) {
     out.append(h('p', { class: 'problem', id: 'ns-barred', role: 'alert' }, 'This key cannot call namespace ', h('code', {}, barred),
-      `: it may call ${r.namespaces.length === 1 ? 'namespace' : 'namespaces'} ${r.namespaces.join(', ')} only. ` +
+      `: it may call ${scopeWords(r.namespaces)}. ` +
       'Enter a key for it in the bar at the top, or choose one of those.'));
     ns = '';
     user = ''; // not looked up there (a 403); the field keeps the id for another namespace
