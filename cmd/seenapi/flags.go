@@ -100,7 +100,10 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	}
 	switch flagsOf {
 	case "serve":
-		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on; a non-loopback address needs API keys or --insecure")
+		// Checked as it is set, so that an error names where the value
+		// came from: --addr, or SEENAPI_ADDR in a unit file.
+		o.addr = "127.0.0.1:8080"
+		fs.Var(parsedString{&o.addr, checkListenAddr}, "addr", "address to listen on; a non-loopback address needs API keys or --insecure")
 		o.cacheBytes = byteSize(512 << 20)
 		fs.Var(positiveBytes{&o.cacheBytes}, "cache-bytes", "memory budget of hot user filters, e.g. 512MiB or 4GiB")
 		o.flushInterval = eviction.DefaultFlushInterval
@@ -125,7 +128,20 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(parsedString{&o.memoryLimit, func(s string) error { _, _, err := parseMemoryLimit(s); return err }}, "memory-limit", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 48MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
 		o.gcPercent = "auto"
 		fs.Var(parsedString{&o.gcPercent, func(s string) error { _, err := parseGCPercent(s); return err }}, "gc-percent", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
-		fs.StringVar(&o.debugAddr, "debug-addr", "", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
+		fs.Var(parsedString{&o.debugAddr, func(s string) error {
+			if s == "" {
+				return nil // off
+			}
+			if err := checkListenAddr(s); err != nil {
+				return err
+			}
+			// A usage error like any other value that cannot work,
+			// refused before anything starts.
+			if !isLoopback(s) {
+				return errors.New("the profiler listens on loopback addresses only, e.g. 127.0.0.1:6060")
+			}
+			return nil
+		}}, "debug-addr", "loopback address serving Go's profiler (/debug/pprof/) for diagnosing the service; empty: off")
 		o.shutdownTimeout = 30 * time.Second
 		fs.Var(durationFlag{p: &o.shutdownTimeout, zeroOK: true, min: minTimeout, eg: "30s", zero: "no wait"}, "shutdown-timeout", "how long shutdown waits for requests in flight, at least 100ms (0: it does not wait, and requests still in flight may fail)")
 		fs.Var(durationFlag{p: &o.drainDelay, zeroOK: true, min: minDrainDelay, eg: "10s", zero: "no drain"}, "drain-delay", "on SIGTERM or SIGINT, how long /readyz answers 503 while requests are still taken, before the listener closes: time for a load balancer to stop sending new ones, at least 1s (0: it closes at once)")
@@ -416,21 +432,9 @@ func (o *options) check(cmd string, env environ) error {
 		if o.gc, err = gcPercent(o, env); err != nil {
 			return err
 		}
-		// Checked before whether it is loopback: "8080" is no address, not
-		// a public one to be refused for want of keys.
-		if err := checkListenAddr("--addr", o.addr); err != nil {
-			return err
-		}
-		if o.debugAddr != "" {
-			if err := checkListenAddr("--debug-addr", o.debugAddr); err != nil {
-				return err
-			}
-		}
-		// A usage error like any other value that cannot work, refused
-		// before anything starts.
-		if o.debugAddr != "" && !isLoopback(o.debugAddr) {
-			return fmt.Errorf("--debug-addr %s: the profiler listens on loopback addresses only", o.debugAddr)
-		}
+		// --addr and --debug-addr were checked as they were set
+		// (checkListenAddr): "8080" is refused as no address, not as a
+		// public one wanting keys.
 		if (o.tlsCert == "") != (o.tlsKey == "") {
 			return errTLSPair
 		}
@@ -478,13 +482,13 @@ func (o *options) check(cmd string, env environ) error {
 
 // checkListenAddr refuses an address to listen on that is not HOST:PORT
 // (an empty host is every address), such as a port alone.
-func checkListenAddr(flag, addr string) error {
+func checkListenAddr(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		_, err = net.LookupPort("tcp", port)
 	}
 	if err != nil {
-		return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)", flag, addr)
+		return errors.New("want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)")
 	}
 	return nil
 }

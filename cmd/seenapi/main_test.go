@@ -514,7 +514,7 @@ func TestClientCommandsRefuseAURLWithoutScheme(t *testing.T) {
 	}
 }
 
-// Bad values of --memory-limit, --gc-percent and --debug-addr are usage
+// Bad values of --memory-limit, --gc-percent, --addr and --debug-addr are usage
 // errors like those of the other flags: one line naming the flag and what it
 // takes, the pointer to the help, exit 2, and nothing started: no profiler
 // or service listening, no data directory made.
@@ -532,12 +532,17 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{env: map[string]string{"SEENAPI_MEMORY_LIMIT": "much"}, want: `SEENAPI_MEMORY_LIMIT="much": want a size such as 2GiB, auto or off`},
 		// Only with --cache-bytes can the limit be judged: after every flag.
 		{args: []string{"--memory-limit", "1GiB", "--cache-bytes", "1GiB"}, want: `--memory-limit "1GiB": want at least --cache-bytes + 48MiB (1072MiB), or auto or off`},
-		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `--debug-addr 0.0.0.0:0: the profiler listens on loopback addresses only`},
+		{args: []string{"--debug-addr", "0.0.0.0:0"}, want: `invalid value "0.0.0.0:0" for flag --debug-addr: the profiler listens on loopback addresses only, e.g. 127.0.0.1:6060`},
 		// A port alone is no address, rather than a public one that needs keys.
-		{args: []string{"--addr", "8080"}, want: `--addr "8080": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
-		{args: []string{"--addr", "localhost"}, want: `--addr "localhost": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
-		{args: []string{"--addr", ":99999"}, want: `--addr ":99999": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
-		{args: []string{"--debug-addr", "6060"}, want: `--debug-addr "6060": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--addr", "8080"}, want: `invalid value "8080" for flag --addr: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--addr", "localhost"}, want: `invalid value "localhost" for flag --addr: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--addr", ":99999"}, want: `invalid value ":99999" for flag --addr: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{args: []string{"--debug-addr", "6060"}, want: `invalid value "6060" for flag --debug-addr: want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		// From the environment (a unit file's), the error names the
+		// variable, not a flag the command line does not hold.
+		{env: map[string]string{"SEENAPI_ADDR": "8080"}, want: `SEENAPI_ADDR="8080": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{env: map[string]string{"SEENAPI_DEBUG_ADDR": "6060"}, want: `SEENAPI_DEBUG_ADDR="6060": want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)`},
+		{env: map[string]string{"SEENAPI_DEBUG_ADDR": "0.0.0.0:6060"}, want: `SEENAPI_DEBUG_ADDR="0.0.0.0:6060": the profiler listens on loopback addresses only, e.g. 127.0.0.1:6060`},
 		{args: []string{"--rate-burst", "10"}, want: `--rate-burst needs --rate-limit: with no rate there is nothing to burst over`},
 		{args: []string{"--shutdown-timeout", "1ns"}, want: `invalid value "1ns" for flag --shutdown-timeout: want 0 (no wait) or a duration of at least 100ms such as 30s`},
 		{env: map[string]string{"SEENAPI_DRAIN_DELAY": "1ns"}, want: `SEENAPI_DRAIN_DELAY="1ns": want 0 (no drain) or a duration of at least 1s such as 10s`},
@@ -547,7 +552,15 @@ func TestBadServeFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "data")
 		var stdout, stderr bytes.Buffer
 		listened := false
-		args := append([]string{"--addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0", "--data-dir", dir, "--min-free-bytes", "-1"}, tc.args...)
+		args := []string{"--data-dir", dir, "--min-free-bytes", "-1"}
+		// Free ports, but for an address the case gives in the
+		// environment, which a flag would override.
+		for _, name := range []string{"addr", "debug-addr"} {
+			if _, set := tc.env[envName(name)]; !set {
+				args = append(args, "--"+name, "127.0.0.1:0")
+			}
+		}
+		args = append(args, tc.args...)
 		ctx, stop := context.WithCancel(context.Background())
 		code := run(ctx, args, mapEnv(tc.env), &stdout, &stderr, func(string) { listened = true; stop() })
 		stop()
