@@ -184,7 +184,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.imp.namespace, "namespace", "default", "namespace the users' items are recorded in")
 		o.imp.workers = 8
 		fs.Var(countAtMost{(*count)(&o.imp.workers), maxImportWorkers}, "workers", "users imported at once, at most "+strconv.Itoa(maxImportWorkers))
-		countVar(fs, &o.imp.batch, "batch", 1000, "items a call (at most the service's --max-candidates)")
+		countVar(fs, &o.imp.batch, "batch", 1000, "items a call, at most the service's --max-candidates (a larger value is lowered to it)")
 	case "new-key":
 		fs.StringVar(&o.newKey.role, "role", "write", "role of the key: read, write or admin")
 		fs.StringVar(&o.newKey.namespaces, "limit-namespaces", "", "the only namespaces the key may call, comma-separated (namespaces= in the keys file); empty: every one")

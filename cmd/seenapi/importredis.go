@@ -74,10 +74,19 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("--url: %w", err)
 	}
-	if err := checkService(ctx, api, o); err != nil {
+	maxItems, err := checkService(ctx, api, o)
+	if err != nil {
 		return err
 	}
-	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: o.batch,
+	// The service says how many items it takes a call: a larger --batch
+	// (the default 1000 against a lowered --max-candidates) would fail
+	// every user of more items than that.
+	batch := o.batch
+	if maxItems > 0 && batch > maxItems {
+		batch = maxItems
+		logger.Info("seenapi: --batch lowered to the most items the service takes a call (its --max-candidates)", "batch", batch)
+	}
+	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: batch,
 		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
 	logger.Info("seenapi: importing from redis", "redis", rdb.Options().Addr, "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
 
@@ -142,11 +151,13 @@ func redisClient(addr string) (*redis.Client, error) {
 }
 
 // checkService fails early on what would fail every user: a service that
-// does not answer, a key that may not record, an unknown namespace.
-func checkService(ctx context.Context, api *client.ClientWithResponses, o *importOptions) error {
+// does not answer, a key that may not record, an unknown namespace. It
+// returns the most items the service takes in one call (GET /v1/auth's
+// max_candidates).
+func checkService(ctx context.Context, api *client.ClientWithResponses, o *importOptions) (maxItems int, err error) {
 	var auth *client.GetAuthResponse
 	traced, handshakeFailed := watchHandshake(ctx)
-	err := retrying(ctx, nil, false, func() (int, http.Header, error) {
+	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetAuthWithResponse(traced)
 		if err != nil {
 			return outcome(nil, nil, err)
@@ -155,10 +166,10 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
+		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
-		return fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
+		return 0, fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
 	}
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetNamespaceWithResponse(ctx, o.namespace)
@@ -168,9 +179,9 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("namespace %q: %w", o.namespace, err)
+		return 0, fmt.Errorf("namespace %q: %w", o.namespace, err)
 	}
-	return nil
+	return auth.JSON200.MaxCandidates, nil
 }
 
 // outcome returns the status and headers of a generated client's answer
@@ -334,8 +345,9 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 		}
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
-	// The service takes fewer items, or fewer bytes, a call than --batch
-	// makes: say what to change.
+	// The service takes fewer bytes a call than --batch makes (long items),
+	// or fewer items than it took at the start (restarted with a lower
+	// --max-candidates meanwhile): say what to change.
 	if pe := (*problemError)(nil); errors.As(err, &pe) {
 		switch pe.typ {
 		case "too-many-candidates":
