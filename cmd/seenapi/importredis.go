@@ -53,7 +53,7 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	}
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis at %s: %w", rdb.Options().Addr, err)
+		return fmt.Errorf("redis at %s: %w", shownURL(o.redis), err)
 	}
 	// One keep-alive connection a worker (Go's default keeps two idle), a
 	// bound on a call that hangs, and no connections left behind.
@@ -88,7 +88,8 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	}
 	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: batch,
 		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
-	logger.Info("seenapi: importing from redis", "redis", rdb.Options().Addr, "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
+	// As given (a redis:// URL's database included), but for a password.
+	logger.Info("seenapi: importing from redis", "redis", shownURL(o.redis), "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
 
 	keys := make(chan string, 4*o.workers)
 	var wg sync.WaitGroup

@@ -178,6 +178,42 @@ func TestImportRedisSaysToLowerABatchOverTheBodyLimit(t *testing.T) {
 	}
 }
 
+// The log names the Redis imported from as --redis gives it, a redis://
+// URL's database included (the address alone would not say which of its
+// databases was read), with xxxxx for its password.
+func TestImportRedisLogsItsURLWithoutThePassword(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	const secret = "s3cret-of-redis"
+	if err := rdb.ConfigSet(ctx, "requirepass", secret).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addr := rdb.Options().Addr
+	db2 := redis.NewClient(&redis.Options{Addr: addr, Password: secret, DB: 2})
+	defer db2.Close()
+	if err := db2.SAdd(ctx, "seen:u1", "a", "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", "redis://:" + secret + "@" + addr + "/2", "--url", s.url}, noEnv, &out, &out, nil)
+	if want := "redis=redis://:xxxxx@" + addr + "/2 "; code != 0 || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d, want 0 and %q in the log:\n%s", code, want, out.String())
+	}
+	if strings.Contains(out.String(), secret) {
+		t.Errorf("the log shows the password:\n%s", out.String())
+	}
+	if n := unseenOf(t, s, "u1", []string{"a", "b"}); n != 0 {
+		t.Errorf("%d items unseen after the import", n)
+	}
+	// Redis refusing the password: the error names the URL the same way.
+	out.Reset()
+	code = run(ctx, []string{"import-redis", "--redis", "redis://:wrong-" + secret + "@" + addr + "/2", "--url", s.url}, noEnv, &out, &out, nil)
+	if want := "redis at redis://:xxxxx@" + addr + "/2: WRONGPASS"; code != 1 || !strings.Contains(out.String(), want) || strings.Contains(out.String(), secret) {
+		t.Errorf("a wrong password: exit %d, want 1 and %q, without the password:\n%s", code, want, out.String())
+	}
+}
+
 // --batch is lowered to the most items the service takes in a call (GET
 // /v1/auth's max_candidates): at the default 1000, a service started with a
 // lower --max-candidates would refuse every user of more items than that.
