@@ -149,6 +149,12 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
+	if store.OpenedAfterCrash() && !o.merge {
+		// What the README says of it, where an operator restoring after a
+		// crash may not look.
+		logger.Warn("seenapi: restoring into a data directory a crash left: its calls not yet written back, if any, stay in its journal, and the next start replays them onto the restored users' filters; "+
+			"to have the backup replace them too, start the service on the directory once and stop it, then restore", "data_dir", o.dataDir)
+	}
 	var (
 		merge storage.MergeFunc
 		fold  storage.FoldFunc

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +102,57 @@ func TestRestoreMergeAfterACrashKeepsWhatTheLastCallsFoundSeen(t *testing.T) {
 	}
 	if len(lost) > 0 {
 		t.Errorf("after restore --merge %d of the %d items the user saw test unseen: %v", len(lost), len(seen), lost)
+	}
+}
+
+// A plain restore into a data directory a crash left says that the
+// directory's calls not yet written back will be replayed onto the
+// restored filters, and they are: the user the backup replaces keeps the
+// items of those calls besides the backup's (after a graceful stop they
+// would have been written back, and replaced).
+func TestRestoreIntoADirectoryACrashLeftSaysItsCallsStay(t *testing.T) {
+	nss, _ := loadNamespaces("")
+	dir := t.TempDir()
+	from, into := filepath.Join(dir, "from"), filepath.Join(dir, "into")
+	for _, side := range []struct {
+		dir, item string
+		crash     bool
+	}{{from, "backed-up", false}, {into, "left-by-the-crash", true}} {
+		live := side.dir
+		if side.crash {
+			live += ".live"
+		}
+		store, err := storage.Open(storage.DefaultOptions(live).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := eviction.New(store, nss, eviction.Options{FlushInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hot.Filter("default", "u", []string{side.item}, 0, userfilter.RecordAll); err != nil {
+			t.Fatal(err)
+		}
+		if side.crash {
+			copyDir(t, live, side.dir, "LOCK") // what a crash leaves: the call in the journal alone
+		}
+		if err := errors.Join(hot.Close(), store.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "backup")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", from, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"restore", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("restore exit %d: %s", code, out.String())
+	}
+	if want := "the next start replays them onto the restored users"; !strings.Contains(out.String(), want) {
+		t.Errorf("the restore's log does not say %q:\n%s", want, out.String())
+	}
+	if seen := seenAfterRestart(t, into, "default", "u", "backed-up", "left-by-the-crash"); !seen[0] || !seen[1] {
+		t.Errorf("after the restore and a start, the user has seen [backed-up left-by-the-crash]: %v, want both", seen)
 	}
 }
