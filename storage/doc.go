@@ -16,7 +16,9 @@
 //     journal sequence numbers (numbers keep increasing across restarts).
 //   - A marker file, <dir>/seenapi-in-use, made by Open and removed by
 //     Close: found by Open, it means the last process that had the store
-//     open crashed (OpenedAfterCrash).
+//     open crashed (OpenedAfterCrash). A process that leaves the records a
+//     crash left as it found them (an offline backup or restore) keeps it
+//     (KeepCrashMark).
 //
 // # Key layout
 //

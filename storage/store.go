@@ -60,7 +60,8 @@ type Store struct {
 
 	wal *wal // the journal (see wal.go)
 
-	crashed bool // see OpenedAfterCrash
+	crashed   bool        // see OpenedAfterCrash
+	keepCrash atomic.Bool // see KeepCrashMark
 
 	// The writers of filters (Attach). writersMu is held for reading by a
 	// write-back from its check of the token through its commit, and for
@@ -396,7 +397,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.loops.Wait()
 	werr := s.wal.close()
-	if werr == nil {
+	if werr == nil && !(s.crashed && s.keepCrash.Load()) {
 		// Still under Badger's directory lock: no other process has the
 		// store open yet. A marker that stays says a crash at the next Open.
 		_ = os.Remove(filepath.Join(s.opts.Dir, inUseFile))
@@ -437,6 +438,13 @@ func markInUse(dir string) (crashed bool, err error) {
 // after a Close, whatever the journal holds, and for a store last used by
 // a seenapi older than this check.
 func (s *Store) OpenedAfterCrash() bool { return s.crashed }
+
+// KeepCrashMark makes Close of a store opened after a crash leave it as
+// the crash did, so that the next Open reports the crash again: for a
+// process that does not fold the journal's records into their users (an
+// offline backup or restore), which are as unwritten after it as before.
+// A store not opened after a crash is unaffected.
+func (s *Store) KeepCrashMark() { s.keepCrash.Store(true) }
 
 // enter starts a call: it fails with ErrClosed once Close has begun.
 // A nil return must be paired with leave.

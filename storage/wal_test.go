@@ -134,6 +134,39 @@ func TestOpenedAfterCrashTellsACrashFromAClose(t *testing.T) {
 	}
 }
 
+// A store opened after a crash and closed with KeepCrashMark (an offline
+// backup or restore, which folds nothing) is opened after a crash again,
+// until a plain Close; KeepCrashMark on a store not opened after a crash
+// changes nothing.
+func TestKeepCrashMarkLeavesTheCrashToTheNextOpen(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	mustAppend(t, s, "feed", "u1", "one")
+	r := crashCopy(t, s)
+	opts := r.opts
+	for i, tc := range []struct{ want, keep bool }{
+		{want: true, keep: true},   // the crash copy
+		{want: true, keep: false},  // after a close with KeepCrashMark
+		{want: false, keep: true},  // after a plain close
+		{want: false, keep: false}, // after KeepCrashMark of a store not crashed
+	} {
+		if i > 0 {
+			var err error
+			if r, err = Open(opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r.OpenedAfterCrash() != tc.want {
+			t.Errorf("open %d: opened after a crash %v, want %v", i+1, r.OpenedAfterCrash(), tc.want)
+		}
+		if tc.keep {
+			r.KeepCrashMark()
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func fmtEntry(seq uint64, v string) string {
 	return journalValues([]JournalEntry{{Seq: seq, Value: []byte(v)}})[0]
 }

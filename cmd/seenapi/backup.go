@@ -60,8 +60,14 @@ func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Log
 		return nil, fmt.Errorf("--data-dir %s is in use, probably by a seenapi serving it%s: %s (%w)", o.dataDir, servingAt(o.dataDir), inUseHint(servingURL(o.dataDir)), err)
 	case errors.Is(err, storage.ErrNoStore):
 		return nil, fmt.Errorf("--data-dir %s holds no seenapi store, so nothing was backed up; give the directory the service serves (its --data-dir, ./data by default)", o.dataDir)
+	case err != nil:
+		return nil, err
 	}
-	return store, err
+	// Neither command folds in the calls a crash left unwritten: the
+	// service's next start still finds the crash (and says so), as does a
+	// restore after a backup.
+	store.KeepCrashMark()
+	return store, nil
 }
 
 // backup writes a backup of --data-dir to --out, until ctx ends (SIGINT,
