@@ -51,7 +51,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("seenapi at %s: %w", shownURL(url), keyHint(problemOf(resp.StatusCode, body), "admin"))
+		return fmt.Errorf("seenapi at %s: %w", shownURL(url), keyHint(problemOf(resp.StatusCode, body), "admin", "not limited to some namespaces (namespaces=)"))
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
 	if err != nil {

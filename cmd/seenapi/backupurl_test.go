@@ -50,8 +50,8 @@ func wholeBackup(t *testing.T, s *service, users ...string) []byte {
 // A backup of a running service, through its API, restores into a data
 // directory of its own with every answered call; the key must be admin.
 func TestBackupFromARunningService(t *testing.T) {
-	const writeKey, adminKey = "w-0123456789abcdef", "a-0123456789abcdef"
-	s := startService(t, map[string]string{"SEENAPI_KEYS": "write:" + writeKey + ",admin:" + adminKey},
+	const writeKey, adminKey, scopedKey = "w-0123456789abcdef", "a-0123456789abcdef", "s-0123456789abcdef"
+	s := startService(t, map[string]string{"SEENAPI_KEYS": "write:" + writeKey + ",admin:" + adminKey + ",admin:" + scopedKey + " namespaces=default"},
 		"--data-dir", t.TempDir(), "--flush-interval", "1h")
 	for _, u := range []string{"u1", "u2"} {
 		if code, m := post(t, s.url+"/v1/namespaces/default/users/"+u+"/seen", `{"items":["a","b"]}`,
@@ -64,11 +64,16 @@ func TestBackupFromARunningService(t *testing.T) {
 	if code, log := backupCmd(nil, "--url", s.url, "--key", writeKey, "--out", out); code == 0 || !strings.Contains(log, "HTTP 403 forbidden") {
 		t.Fatalf("a write key: exit %d\n%s", code, log)
 	}
-	// The service speaks of a request header; the command says how it takes a key.
-	for _, key := range []string{writeKey, ""} {
-		if code, log := backupCmd(nil, "--url", s.url, "--key", key, "--out", out); code == 0 ||
-			!strings.Contains(log, "give a key of the admin role with --key or SEENAPI_KEY") {
-			t.Fatalf("key %q: exit %d, want a hint of --key and SEENAPI_KEY\n%s", key, code, log)
+	// The service speaks of a request header; the command says how it takes
+	// a key, and a refused key's holder what key it takes: an admin key
+	// limited to some namespaces is refused too.
+	for key, hint := range map[string]string{
+		"":        "give a key of the admin role with --key or SEENAPI_KEY",
+		writeKey:  "give a key of the admin role, not limited to some namespaces (namespaces=), with --key or SEENAPI_KEY",
+		scopedKey: "give a key of the admin role, not limited to some namespaces (namespaces=), with --key or SEENAPI_KEY",
+	} {
+		if code, log := backupCmd(nil, "--url", s.url, "--key", key, "--out", out); code == 0 || !strings.Contains(log, hint) {
+			t.Fatalf("key %q: exit %d, want the hint %q\n%s", key, code, hint, log)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {

@@ -167,7 +167,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, nil)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write")), o.url, handshakeFailed()))
+		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write", "")), o.url, handshakeFailed()))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return 0, fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
@@ -433,10 +433,19 @@ func problemOf(status int, body []byte) error {
 
 // keyHint adds to a refusal of the key (401, 403) how a command gives one:
 // the service's own words speak of a request header.
-func keyHint(err error, role string) error {
+//
+// forbidden, when not empty, qualifies the key a 403 asks for beyond its
+// role: an admin key limited to some namespaces is refused a backup, and
+// "give a key of the admin role" alone would puzzle its holder.
+func keyHint(err error, role, forbidden string) error {
 	var pe *problemError
 	if errors.As(err, &pe) && (pe.status == http.StatusUnauthorized || pe.status == http.StatusForbidden) {
-		return fmt.Errorf("%w; give a key of the %s role with --key or SEENAPI_KEY", err, role)
+		if pe.status == http.StatusForbidden && forbidden != "" {
+			role += " role, " + forbidden + ","
+		} else {
+			role += " role"
+		}
+		return fmt.Errorf("%w; give a key of the %s with --key or SEENAPI_KEY", err, role)
 	}
 	return err
 }
