@@ -54,6 +54,8 @@ type options struct {
 	imp importOptions // import-redis
 
 	newKey newKeyOptions // new-key
+
+	fromEnv map[string]bool // the flags the environment set (see named)
 }
 
 // envName is the environment variable of a flag: SEENAPI_ and the flag's
@@ -317,15 +319,23 @@ func switchHint(fs *flag.FlagSet, args []string) string {
 // SEENAPI_CACHE_BYTES in a unit file) cannot stop a command whose flag
 // replaces it.
 func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
+	_, err := parseFlagsFrom(fs, args, env)
+	return err
+}
+
+// parseFlagsFrom is parseFlags, also returning the names of the flags whose
+// value came from the environment, for the errors of o.check to name the
+// variable that set a bad value (see options.named).
+func parseFlagsFrom(fs *flag.FlagSet, args []string, env environ) (fromEnv map[string]bool, err error) {
 	if err := fs.Parse(args); err != nil {
-		return flagHint(fs, dashDash(err))
+		return nil, flagHint(fs, dashDash(err))
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q%s", fs.Args(), switchHint(fs, args))
+		return nil, fmt.Errorf("unexpected arguments: %q%s", fs.Args(), switchHint(fs, args))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
+	fromEnv = map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if given[f.Name] || err != nil {
 			return
@@ -341,9 +351,21 @@ func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, wants(f.Value, serr))
 			}
+			fromEnv[f.Name] = true
 		}
 	})
-	return err
+	return fromEnv, err
+}
+
+// named is how an error of check names the flag name and its value shown
+// (already quoted, and without a password): as given on the command line
+// (--url "x") or, when the environment set it, as the variable that did
+// (SEENAPI_URL="x"), which a user then looks for in the right place.
+func (o *options) named(name, shown string) string {
+	if o.fromEnv[name] {
+		return envName(name) + "=" + shown
+	}
+	return "--" + name + " " + shown
 }
 
 // listenFlags are the names other servers give what --addr is: a new user
@@ -453,7 +475,7 @@ func (o *options) check(cmd string, env environ) error {
 			return errors.New("--out FILE is required")
 		}
 		if o.url != "" {
-			return checkServiceURL(o.url)
+			return o.checkServiceURL(o.url)
 		}
 	case "import-redis":
 		// Usage errors like the others (exit 2), before Redis is asked.
@@ -466,10 +488,10 @@ func (o *options) check(cmd string, env environ) error {
 				if ue := (*url.Error)(nil); errors.As(err, &ue) {
 					err = ue.Err
 				}
-				return fmt.Errorf("--redis %q: %w", shownURL(o.imp.redis), err)
+				return fmt.Errorf("%s: %w", o.named("redis", strconv.Quote(shownURL(o.imp.redis))), err)
 			}
 		}
-		return checkServiceURL(o.imp.url)
+		return o.checkServiceURL(o.imp.url)
 	case "restore":
 		if o.in == "" {
 			return errors.New("--in FILE is required")
@@ -496,10 +518,10 @@ func checkListenAddr(addr string) error {
 // checkServiceURL refuses a --url that names no service: host:port alone,
 // as --redis takes it, would otherwise fail at the first call with Go's
 // "first path segment in URL cannot contain colon".
-func checkServiceURL(s string) error {
+func (o *options) checkServiceURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080", shownURL(s))
+		return fmt.Errorf("%s: want the service's URL, http:// or https:// and its address, e.g. http://127.0.0.1:8080", o.named("url", strconv.Quote(shownURL(s))))
 	}
 	return nil
 }

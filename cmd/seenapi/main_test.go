@@ -491,6 +491,35 @@ func TestClientCommandsNeverShowAURLsPassword(t *testing.T) {
 	}
 }
 
+// A bad --redis or --url set by SEENAPI_REDIS or SEENAPI_URL is named as
+// that variable, where the user will look for it, and still without its
+// password.
+func TestClientCommandsNameTheVariableOfABadURL(t *testing.T) {
+	const secret = "s3cretPassw0rd"
+	out := filepath.Join(t.TempDir(), "b")
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"import-redis", "--url", "http://127.0.0.1:1"}, map[string]string{"SEENAPI_REDIS": "redis://:" + secret + "@127.0.0.1:1/x"},
+			`SEENAPI_REDIS="redis://:xxxxx@127.0.0.1:1/x": redis: invalid database number: "x"`},
+		{[]string{"import-redis", "--redis", "127.0.0.1:1"}, map[string]string{"SEENAPI_URL": "ftp://u:" + secret + "@127.0.0.1:1"},
+			`SEENAPI_URL="ftp://u:xxxxx@127.0.0.1:1": want the service's URL`},
+		{[]string{"backup", "--out", out}, map[string]string{"SEENAPI_URL": "127.0.0.1:8080"},
+			`SEENAPI_URL="127.0.0.1:8080": want the service's URL`},
+		// The command line wins, and is named so.
+		{[]string{"backup", "--out", out, "--url", "127.0.0.1:8081"}, map[string]string{"SEENAPI_URL": "http://127.0.0.1:8080"},
+			`--url "127.0.0.1:8081": want the service's URL`},
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), tc.args, mapEnv(tc.env), io.Discard, &stderr, nil)
+		if code != 2 || strings.Contains(stderr.String(), secret) || !strings.HasPrefix(stderr.String(), "seenapi "+tc.args[0]+": "+tc.want) {
+			t.Errorf("%v %v: exit %d, want 2 and %q, without the password:\n%s", tc.args, tc.env, code, tc.want, stderr.String())
+		}
+	}
+}
+
 // A --url that names no service (host:port alone, as --redis takes it) is
 // a usage error of backup and import-redis, refused before anything is
 // read, saying what a URL looks like.
