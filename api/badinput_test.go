@@ -522,9 +522,11 @@ func wantServed(t *testing.T, addr, name, request string) {
 }
 
 // A request names one host (RFC 9112, 3.2): an HTTP/1.1 request without
-// Host, or any with two, is refused with 400 and its connection closed;
-// fasthttp would serve it under the last Host given, where a proxy in
-// front may have routed or checked the first. HTTP/1.0 may leave Host out.
+// Host, or any with two, or with one that is no host (RFC 9110, 7.2), is
+// refused with 400 naming Host and its connection closed; fasthttp would
+// serve it under the last Host given, where a proxy in front may have
+// routed or checked the first, and took any bytes for a host (routing a
+// path after "Host: a b" as no route). HTTP/1.0 may leave Host out.
 func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.T) {
 	e := newEnv(t, withKeys)
 	body := `{"items":["x"]}`
@@ -539,6 +541,18 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"two Hosts", seen("HTTP/1.1", "Host: localhost\r\nHost: evil.example\r\n"), "Host is given more than once"},
 		{"the same Host twice", seen("HTTP/1.1", "Host: x\r\nhost: x\r\n"), "Host is given more than once"},
 		{"two Hosts in HTTP/1.0", seen("HTTP/1.0", "Host: x\r\nHost: y\r\nConnection: keep-alive\r\n"), "Host is given more than once"},
+		{"a space in Host", seen("HTTP/1.1", "Host: a b\r\n"), `Host "a b" is not a host`},
+		{"a tab in Host", seen("HTTP/1.1", "Host: a\tb\r\n"), "is not a host"},
+		{"a path in Host", seen("HTTP/1.1", "Host: a/b\r\n"), `Host "a/b" is not a host`},
+		{"user info in Host", seen("HTTP/1.1", "Host: u@a\r\n"), "is not a host"},
+		{"an unclosed bracket", seen("HTTP/1.1", "Host: [::1\r\n"), "is not a host"},
+		{"bytes after the bracket", seen("HTTP/1.1", "Host: [::1]x\r\n"), "is not a host"},
+		{"an IPv4 address in brackets", seen("HTTP/1.1", "Host: [127.0.0.1]\r\n"), "is not a host"},
+		{"two ports", seen("HTTP/1.1", "Host: x:80:90\r\n"), "is not a host"},
+		{"a port not a number", seen("HTTP/1.1", "Host: x:http\r\n"), "is not a host"},
+		{"a bad escape", seen("HTTP/1.1", "Host: a%zz\r\n"), "is not a host"},
+		{"UTF-8 unescaped", seen("HTTP/1.1", "Host: b\u00fccher.example\r\n"), "is not a host"},
+		{"no host in HTTP/1.0", seen("HTTP/1.0", "Host: a b\r\n"), "is not a host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, _ := e.dial(t)
@@ -549,8 +563,12 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request"); !strings.Contains(p.Detail, tc.detail) {
+			p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+			if !strings.Contains(p.Detail, tc.detail) {
 				t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+			}
+			if len(p.Errors) != 1 || p.Errors[0].Parameter != "Host" {
+				t.Errorf("errors %+v, want one naming the parameter Host", p.Errors)
 			}
 			if !resp.Close {
 				t.Errorf("the connection is kept open after the refusal")
@@ -563,12 +581,22 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 	if st := e.stateOf("default", "u"); st != nil {
 		t.Fatalf("a refused request recorded the user: %v", st)
 	}
-	// Served: HTTP/1.0 without Host, and HTTP/1.1 with one Host, empty
-	// (a target with no authority).
-	for name, request := range map[string]string{
+	// Served: HTTP/1.0 without Host, HTTP/1.1 with one Host, empty (a
+	// target with no authority), and each form of host, with a port or
+	// without, and a target of absolute form.
+	served := map[string]string{
 		"HTTP/1.0 without Host":    seen("HTTP/1.0", ""),
 		"HTTP/1.1 with Host empty": seen("HTTP/1.1", "Host:\r\n"),
-	} {
+		"absolute form": strings.Replace(seen("HTTP/1.1", "Host: seen.example:8080\r\n"),
+			" /v1/", " http://seen.example:8080/v1/", 1),
+		"Host between spaces": seen("HTTP/1.1", "Host: \t localhost:8080 \t\r\n"),
+	}
+	for _, host := range []string{"localhost", "seen.example.", "Seen-API_1.example", "xn--bcher-kva.example", "b%C3%BCcher.example",
+		"a!$&'()*+,;=~", "127.0.0.1", "[::1]", "[2001:db8::7]", "[::ffff:127.0.0.1]", "[v1.fe:80]"} {
+		served["Host "+host] = seen("HTTP/1.1", "Host: "+host+"\r\n")
+		served["Host "+host+" with a port"] = seen("HTTP/1.1", "Host: "+host+":8080\r\n")
+	}
+	for name, request := range served {
 		wantServed(t, strings.TrimPrefix(e.base, "http://"), name, request)
 	}
 }

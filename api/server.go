@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -137,7 +138,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			h.SetConnectionClose()
 			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
 		}
-		if headerProblem(h.RawHeaders(), h.IsHTTP11()) != "" {
+		if p, _ := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
 			// Read no body and close the connection after the answer
 			// (400, see the first handler): the bytes that follow may be
 			// this body or another request, and which one a proxy in
@@ -244,7 +245,8 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 
 // headerProblem says why the header block raw (a request's, without its
 // request line; http11 unless the request is HTTP/1.0) is refused, as the
-// detail of a 400, or "" when it is not. One pass over the lines serves
+// detail of a 400, with the header to name in the problem (Host), or ""
+// when it is not. One pass over the lines serves
 // every check, at one byte's cost for most lines: this runs on every
 // request.
 //
@@ -262,13 +264,15 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // 6.1 and 6.3: such a request is answered 400 and its connection closed.
 //
 // Or its Host is missing from an HTTP/1.1 request, or given twice (in any
-// version): fasthttp would take the last of two where a proxy in front may
-// have routed or checked the first, and the loopback-name check of an open
-// service reads it. RFC 9112, 3.2: such a request is answered 400. An
-// HTTP/1.0 request may leave Host out (its Host is then empty, which the
-// loopback-name check refuses).
-func headerProblem(raw []byte, http11 bool) string {
-	var length, coding []byte
+// version), or is no host (validHost): fasthttp would take the last of two
+// where a proxy in front may have routed or checked the first, and would
+// serve any bytes as a host, which the loopback-name check of an open
+// service reads and a proxy may have read otherwise. RFC 9112, 3.2, and
+// RFC 9110, 7.2: such a request is answered 400. An HTTP/1.0 request may
+// leave Host out (its Host is then empty, which the loopback-name check
+// refuses).
+func headerProblem(raw []byte, http11 bool) (detail, header string) {
+	var length, coding, badHost []byte
 	lengths, codings, hosts := 0, 0, 0
 	for len(raw) > 0 {
 		line := raw
@@ -278,7 +282,7 @@ func headerProblem(raw []byte, http11 bool) string {
 			raw = nil
 		}
 		if i := bytes.IndexByte(line, '\r'); i >= 0 && i < len(line)-1 {
-			return "the length of the request's body is ambiguous: a header holds a bare CR (a CR not followed by LF)"
+			return "the length of the request's body is ambiguous: a header holds a bare CR (a CR not followed by LF)", ""
 		}
 		if len(line) == 0 {
 			continue
@@ -295,10 +299,13 @@ func headerProblem(raw []byte, http11 bool) string {
 		switch {
 		case bytes.EqualFold(name, []byte(fiber.HeaderHost)):
 			hosts++
+			if value = bytes.Trim(value, " \t\r"); badHost == nil && !validHost(value) {
+				badHost = value
+			}
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
 			value = bytes.TrimSpace(value)
 			if lengths > 0 && !bytes.Equal(value, length) {
-				return "the length of the request's body is ambiguous: Content-Length is given twice, with different values"
+				return "the length of the request's body is ambiguous: Content-Length is given twice, with different values", ""
 			}
 			length, lengths = value, lengths+1
 		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
@@ -308,22 +315,99 @@ func headerProblem(raw []byte, http11 bool) string {
 	const ambiguous = "the length of the request's body is ambiguous: "
 	switch {
 	case hosts > 1:
-		return "Host is given more than once; a request names one host (RFC 9112, 3.2)"
+		return "Host is given more than once; a request names one host (RFC 9112, 3.2)", fiber.HeaderHost
+	case badHost != nil:
+		return "Host " + strconv.Quote(string(badHost)) + " is not a host: a name, an IPv4 address or an IPv6 address in brackets, " +
+			"optionally with a colon and a port (RFC 9110, 7.2)", fiber.HeaderHost
 	case hosts == 0 && http11:
-		return "an HTTP/1.1 request must give Host (RFC 9112, 3.2)"
+		return "an HTTP/1.1 request must give Host (RFC 9112, 3.2)", fiber.HeaderHost
 	case codings == 0:
-		return ""
+		return "", ""
 	case !http11:
-		return ambiguous + "Transfer-Encoding is given in an HTTP/1.0 request, which has no chunked coding"
+		return ambiguous + "Transfer-Encoding is given in an HTTP/1.0 request, which has no chunked coding", ""
 	case codings > 1:
-		return ambiguous + "Transfer-Encoding is given more than once"
+		return ambiguous + "Transfer-Encoding is given more than once", ""
 	case !bytes.EqualFold(coding, []byte("chunked")):
-		return ambiguous + "Transfer-Encoding is " + strconv.Quote(string(coding)) + "; the service takes chunked only"
+		return ambiguous + "Transfer-Encoding is " + strconv.Quote(string(coding)) + "; the service takes chunked only", ""
 	case lengths > 0:
-		return ambiguous + "Transfer-Encoding and Content-Length are both given"
+		return ambiguous + "Transfer-Encoding and Content-Length are both given", ""
 	}
-	return ""
+	return "", ""
 }
+
+// validHost reports whether v, a Host header's value, is uri-host
+// [":" port] (RFC 9110, 7.2; RFC 3986, 3.2.2): a registered name (letters,
+// digits, -._~!$&'()*+,;= and %XX escapes; an IPv4 address is one too) or
+// an IP literal in brackets (an IPv6 address, or the IPvFuture form), then
+// a colon and the port's digits, or neither. An empty Host is one: that of
+// a target without an authority (RFC 9112, 3.2).
+func validHost(v []byte) bool {
+	host, port := v, []byte(nil)
+	if len(v) > 0 && v[0] == '[' {
+		end := bytes.IndexByte(v, ']')
+		if end < 0 || !validIPLiteral(v[1:end]) {
+			return false
+		}
+		host, port = nil, v[end+1:]
+		if len(port) > 0 {
+			if port[0] != ':' {
+				return false
+			}
+			port = port[1:]
+		}
+	} else {
+		host, port, _ = bytes.Cut(v, []byte{':'})
+	}
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c == '%' && i+2 < len(host) && isHex(host[i+1]) && isHex(host[i+2]):
+			i += 2
+		case !hostByte(c):
+			return false
+		}
+	}
+	for _, c := range port {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// validIPLiteral reports whether b, what a Host holds in brackets, is an
+// IPv6 address or an IPvFuture ("v", hex digits, ".", then name bytes or
+// colons).
+func validIPLiteral(b []byte) bool {
+	if a, err := netip.ParseAddr(string(b)); err == nil {
+		return a.Is6()
+	}
+	if len(b) < 4 || b[0]|0x20 != 'v' {
+		return false
+	}
+	ver, rest, ok := bytes.Cut(b[1:], []byte{'.'})
+	if !ok || len(ver) == 0 || len(rest) == 0 {
+		return false
+	}
+	for _, c := range ver {
+		if !isHex(c) {
+			return false
+		}
+	}
+	for _, c := range rest {
+		if c != ':' && !hostByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostByte reports whether c may stand unescaped in a registered name:
+// unreserved or a sub-delimiter (RFC 3986, 3.2.2).
+func hostByte(c byte) bool {
+	return 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=", c) >= 0
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f' }
 
 // importPath is the import's path: no other takes its limit.
 var importPath = regexp.MustCompile(`^/v1/namespaces/([^/?]+)/users/[^/?]+/export(?:$|\?)`)
@@ -437,8 +521,12 @@ func (s *Server) routes() {
 		// (HeaderReceived read none of its body and marked its connection
 		// to close).
 		if h.ConnectionClose() {
-			if p := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
-				return newError(pBadRequest, "%s; the connection is closed", p)
+			if p, header := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
+				err := newError(pBadRequest, "%s; the connection is closed", p)
+				if header != "" {
+					err.fields = []FieldError{{Parameter: header, Detail: p}}
+				}
+				return err
 			}
 		}
 		return c.Next()
