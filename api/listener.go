@@ -9,11 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gofiber/fiber/v2"
 )
 
 // acceptRetrying is the listener Serve accepts from: when an accept fails
@@ -49,6 +53,9 @@ type acceptRetrying struct {
 	// whose path it is given) on a connection past the cap: the whole
 	// response, or nil for a request that is none (see Server.probe).
 	probe func(head bool, path string) []byte
+	// hsts is the Strict-Transport-Security these answers carry over
+	// TLS, as the service's do (Server.everyAnswer), or "" for none.
+	hsts string
 }
 
 // Waits between accepts that fail for want of a resource: doubling from
@@ -130,6 +137,14 @@ func (l *acceptRetrying) refuse(c net.Conn) {
 			answer = connectionsFull
 			l.countRefused()
 		}
+		// The headers the service's own answers carry besides (fasthttp's
+		// and Server.everyAnswer's): Date, which an origin server with a
+		// clock sends (RFC 9110, 6.6.1), and Strict-Transport-Security.
+		lines := "Date: " + time.Now().UTC().Format(http.TimeFormat)
+		if _, ok := c.(*tls.Conn); ok && l.hsts != "" {
+			lines += "\r\n" + fiber.HeaderStrictTransportSecurity + ": " + l.hsts
+		}
+		answer = withHeader(answer, lines)
 		if _, err := c.Write(answer); err != nil {
 			return
 		}
@@ -252,6 +267,13 @@ var connectionsFull = func() []byte {
 	return append([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
 		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
 }()
+
+// withHeader returns a copy of answer, a whole HTTP answer, with the
+// header lines (CRLF between them) added after its status line.
+func withHeader(answer []byte, lines string) []byte {
+	status, rest, _ := bytes.Cut(answer, []byte("\r\n"))
+	return slices.Concat(status, []byte("\r\n"+lines+"\r\n"), rest)
+}
 
 // logPace spaces the lines of one kind: due says whether one may be
 // logged now, at most one every period, whichever goroutine asks.

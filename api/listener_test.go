@@ -138,9 +138,12 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 	if h.Get("Retry-After") == "" || !strings.Contains(string(body), "--max-connections") {
 		t.Fatalf("the connection past the cap: Retry-After %q, %s", h.Get("Retry-After"), body)
 	}
-	// Every answer of the service says so, this one too.
+	// Every answer of the service says so, this one too, and when.
 	if h.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("the connection past the cap: X-Content-Type-Options %q, want nosniff", h.Get("X-Content-Type-Options"))
+	}
+	if d, err := http.ParseTime(h.Get("Date")); err != nil || time.Since(d).Abs() > time.Minute {
+		t.Errorf("the connection past the cap: Date %q (%v), want now, as every answer", h.Get("Date"), err)
 	}
 	if n, err := past.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("the connection past the cap stayed open (read %d bytes)", n)
@@ -155,8 +158,8 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 		}
 		status, h, body := getOn(t, conn, path)
 		want := map[bool]string{true: `{"status":"ok"}`, false: `{"status":"ready"}`}[path == "/healthz"]
-		if status != http.StatusOK || string(body) != want || h.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("GET %s past the cap: %d %q %v, want 200 %s", path, status, body, h, want)
+		if status != http.StatusOK || string(body) != want || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Date") == "" {
+			t.Errorf("GET %s past the cap: %d %q %v, want 200 %s with Date", path, status, body, h, want)
 		}
 		if n, err := conn.Read(make([]byte, 1)); err == nil {
 			t.Errorf("GET %s past the cap: the connection stayed open (read %d bytes)", path, n)

@@ -65,6 +65,9 @@ type Server struct {
 	failLog lineRate
 	// conns counts the client connections open (connState).
 	conns atomic.Int64
+	// hsts is the Strict-Transport-Security of every answer over TLS
+	// (Config.HSTSMaxAge), or "" for none.
+	hsts string
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -79,6 +82,9 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s := &Server{hot: hot, cfg: cfg, started: cfg.Now(),
 		k: counters{duration: newDurationHistogram()}}
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
+	if cfg.HSTSMaxAge > 0 {
+		s.hsts = "max-age=" + strconv.FormatInt(int64(cfg.HSTSMaxAge/time.Second), 10)
+	}
 	s.rate = newRateLimiter(cfg.Now)
 	s.guesses = newKeyGuesses(cfg.Now)
 	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
@@ -421,7 +427,7 @@ func (s *Server) App() *fiber.App { return s.app }
 func (s *Server) Serve(ln net.Listener) error {
 	return s.app.Listener(&acceptRetrying{Listener: ln, logger: s.cfg.Logger,
 		max: int64(s.cfg.MaxConnections), open: &s.conns,
-		refused: func() { s.k.countError(fiber.StatusServiceUnavailable) }, probe: s.probe})
+		refused: func() { s.k.countError(fiber.StatusServiceUnavailable) }, probe: s.probe, hsts: s.hsts})
 }
 
 // connState counts the connections being served, for the cap of
@@ -494,19 +500,8 @@ func (s *Server) routes() {
 	// logged with its stack: fasthttp does not recover panics, so without
 	// this one request could take the service down for every user. The hot
 	// set releases a user's lock on the way out (eviction.HotSet.FilterAppend).
-	hsts := ""
-	if s.cfg.HSTSMaxAge > 0 {
-		hsts = "max-age=" + strconv.FormatInt(int64(s.cfg.HSTSMaxAge/time.Second), 10)
-	}
 	s.app.Use(func(c *fiber.Ctx) error {
-		noSniff(c)
-		if hsts != "" && c.Context().IsTLS() {
-			// A browser that has met the service over HTTPS once calls
-			// it by HTTPS only: a network between it and the service
-			// cannot serve it a page of its own under the service's
-			// name over plain HTTP, where the dashboard's key is typed.
-			c.Response().Header.Set(fiber.HeaderStrictTransportSecurity, hsts)
-		}
+		s.everyAnswer(c)
 		h := &c.Request().Header
 		// HeaderReceived's refusals leave the body unread, and their
 		// answer closes the connection. Set for each request, so that an
@@ -592,6 +587,19 @@ func (s *Server) routes() {
 		dashboardHeaders(c)
 		return c.Next()
 	}, filesystem.New(filesystem.Config{Root: dashboard}))
+}
+
+// everyAnswer sets the headers every answer carries, those of fasthttp's
+// own refusals (errorHandler) included: X-Content-Type-Options (noSniff)
+// and, over TLS, Strict-Transport-Security when asked for. A browser that
+// has met the service over HTTPS once calls it by HTTPS only: a network
+// between it and the service cannot serve it a page of its own under the
+// service's name over plain HTTP, where the dashboard's key is typed.
+func (s *Server) everyAnswer(c *fiber.Ctx) {
+	noSniff(c)
+	if s.hsts != "" && c.Context().IsTLS() {
+		c.Response().Header.Set(fiber.HeaderStrictTransportSecurity, s.hsts)
+	}
 }
 
 // noSniff tells browsers to take every answer for the type it names: a
@@ -1001,7 +1009,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if merr != nil {
 		return merr
 	}
-	noSniff(c) // fasthttp's own refusals come here without the middleware
+	s.everyAnswer(c) // fasthttp's own refusals come here without the middleware
 	c.Status(p.Status)
 	c.Set(fiber.HeaderContentType, "application/problem+json")
 	if ra := retryAfter(err, p); ra != "" {

@@ -146,11 +146,12 @@ func looksLikeHTTP(b []byte) bool {
 
 // wrongSchemeAnswer is the 400 problem saying detail to a client that
 // spoke the other protocol, the type the API gives other malformed
-// requests.
+// requests, with the Date every answer carries (RFC 9110, 6.6.1).
 func wrongSchemeAnswer(detail string) []byte {
 	body := `{"type":"` + api.ProblemBase + `bad-request","title":"Bad request","status":400,` +
 		`"detail":"` + detail + `"}`
-	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n" +
+	return []byte("HTTP/1.1 400 Bad Request\r\nDate: " + time.Now().UTC().Format(http.TimeFormat) +
+		"\r\nContent-Type: application/problem+json\r\n" +
 		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -89,9 +90,9 @@ func TestTLSServesTheAPI(t *testing.T) {
 			t.Fatalf("plain HTTP %s to the HTTPS port answered %d %s %q, want a 400 problem naming %s",
 				method, resp.StatusCode, resp.Header.Get("Content-Type"), b, httpsOf(s))
 		}
-		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, want nosniff, as every answer",
-				method, resp.Header.Get("X-Content-Type-Options"))
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Date") == "" {
+			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, Date %q, want nosniff and a date, as every answer",
+				method, resp.Header.Get("X-Content-Type-Options"), resp.Header.Get("Date"))
 		}
 	}
 	if r, err := c.CheckSeenWithResponse(context.Background(), "default", "u1", client.ItemsRequest{Items: []string{"d"}}); err != nil ||
@@ -115,10 +116,11 @@ func TestTLSServesTheAPI(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // With --hsts-max-age an HTTPS service sends Strict-Transport-Security on
-// every answer (the dashboard's, a probe's, a problem's), and none on the
-// plain HTTP refusal, which a browser would ignore; without the flag it
-// sends none (a browser would apply it to the host name on every port).
-// The flag is refused without TLS.
+// every answer (the dashboard's, a probe's, a problem's, fasthttp's own
+// 408 and 431, and those of a connection past --max-connections), and none
+// on the plain HTTP refusal, which a browser would ignore; without the
+// flag it sends none (a browser would apply it to the host name on every
+// port). The flag is refused without TLS.
 func TestHSTSIsSentOverHTTPSWhenAsked(t *testing.T) {
 	certPath, keyPath := certFiles(t)
 	pool := writeCert(t, certPath, keyPath, 1)
@@ -132,10 +134,41 @@ func TestHSTSIsSentOverHTTPSWhenAsked(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header.Get("Strict-Transport-Security")
 	}
-	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath, "--hsts-max-age", "8760h")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath, "--hsts-max-age", "8760h",
+		"--read-timeout", "1s")
 	for _, path := range []string{"/", "/readyz", "/v1/stats", "/no-such-route"} {
 		if got := hstsOf(httpsOf(s) + path); got != "max-age=31536000" {
 			t.Errorf("GET %s over HTTPS: Strict-Transport-Security %q, want max-age=31536000", path, got)
+		}
+	}
+	// fasthttp's own refusals, before any route.
+	for _, tc := range []struct {
+		name, request string
+		status        int
+	}{
+		{"headers that never end", "GET /healthz HTTP/1.1\r\nHost: x\r\n", 408},
+		{"headers past the buffer", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 8<<10) + "\r\n\r\n", 431},
+	} {
+		resp := tlsAnswer(t, s, pool, tc.request)
+		if resp.StatusCode != tc.status || resp.Header.Get("Strict-Transport-Security") != "max-age=31536000" ||
+			resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s over HTTPS: %d %v, want %d with Strict-Transport-Security max-age=31536000 as every answer",
+				tc.name, resp.StatusCode, resp.Header, tc.status)
+		}
+	}
+	// Past --max-connections: the refusal and a probe's answer.
+	full := startService(t, nil, "--data-dir", t.TempDir(), "--tls-cert", certPath, "--tls-key", keyPath, "--hsts-max-age", "8760h",
+		"--max-connections", "1")
+	held := tlsConn(t, full, pool)
+	io.WriteString(held, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the connection under the cap: %v %v", resp, err)
+	}
+	for request, status := range map[string]int{"GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n": 503, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n": 200} {
+		resp := tlsAnswer(t, full, pool, request)
+		if resp.StatusCode != status || resp.Header.Get("Strict-Transport-Security") != "max-age=31536000" {
+			t.Errorf("%q past --max-connections over HTTPS: %d %v, want %d with Strict-Transport-Security max-age=31536000",
+				request, resp.StatusCode, resp.Header, status)
 		}
 	}
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(s.url + "/readyz")
@@ -155,6 +188,33 @@ func TestHSTSIsSentOverHTTPSWhenAsked(t *testing.T) {
 	if out := failedStart(t, "--hsts-max-age", "8760h"); !strings.Contains(out, "--hsts-max-age needs --tls-cert") {
 		t.Errorf("--hsts-max-age without TLS:\n%s", out)
 	}
+}
+
+// tlsConn is a new TLS connection to s, a service started with TLS whose
+// certificate pool trusts, closed at the test's end.
+func tlsConn(t *testing.T, s *service, pool *x509.CertPool) *tls.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(s.url, "http://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
+// tlsAnswer sends request, hand-made, on a new TLS connection to s and
+// returns its answer, the body read.
+func tlsAnswer(t *testing.T, s *service, pool *x509.CertPool, request string) *http.Response {
+	t.Helper()
+	conn := tlsConn(t, s, pool)
+	io.WriteString(conn, request)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", request, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp
 }
 
 // servedSerial connects to addr and returns the serial number of the
