@@ -138,6 +138,38 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 	}
 }
 
+// The error counters have their series from the start, at 0: one that
+// appears at its first error has no rate before, and an alert on its
+// increase misses that first error. seenapi_http_errors_total has one for
+// each status the service answers, seenapi_batch_user_errors_total for
+// each a batch's user can meet alone.
+func TestErrorCountersHaveTheirSeriesFromTheStart(t *testing.T) {
+	e := newEnv(t)
+	status, _, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("/metrics: %d", status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, statuses := range map[string][]string{
+		"seenapi_http_errors_total":       {"400", "401", "403", "404", "405", "408", "409", "413", "415", "422", "429", "431", "500", "503", "507"},
+		"seenapi_batch_user_errors_total": {"404", "500", "503", "507"},
+	} {
+		got := map[string]float64{}
+		for _, m := range mfs[name].GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+		for _, code := range statuses {
+			if n, ok := got[code]; !ok || n != 0 {
+				t.Errorf("%s{status=%q} at the start: %v (present %v), want 0", name, code, n, ok)
+			}
+		}
+	}
+}
+
 // Each user of a batch counts one hit or miss, a batch sent with an
 // Idempotency-Key (as client.WithRetries sends every batch) too: it looks
 // at its users before it calls them, and counted each twice.

@@ -256,10 +256,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for r, n := range st.Calls {
 		ch <- prometheus.MustNewConstMetric(c.descs["calls"], prometheus.CounterValue, float64(n), r)
 	}
-	for code, n := range st.Errors {
+	for code, n := range withZeros(st.Errors, errorStatuses) {
 		ch <- prometheus.MustNewConstMetric(c.descs["errors"], prometheus.CounterValue, float64(n), code)
 	}
-	for code, n := range st.BatchUserErrors {
+	for code, n := range withZeros(st.BatchUserErrors, batchUserStatuses) {
 		ch <- prometheus.MustNewConstMetric(c.descs["batch_errors"], prometheus.CounterValue, float64(n), code)
 	}
 	for _, l := range st.StorageLevels {
@@ -267,6 +267,41 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs["level_tables"], prometheus.GaugeValue, float64(l.Tables), level)
 		ch <- prometheus.MustNewConstMetric(c.descs["level_bytes"], prometheus.GaugeValue, float64(l.Bytes), level)
 	}
+}
+
+// The statuses the error counters of /metrics have a series for from the
+// start, at 0 until one is counted: a counter whose series appears only at
+// its first error has no rate until then, and an alert on its increase
+// misses that first one. errorStatuses are those of every problem the
+// service answers (problemKinds); batchUserStatuses those a batch's user
+// can meet while being served, alone (the rest refuse the whole batch):
+// its namespace taken out meanwhile, a corrupt filter or a bug, the store
+// failing or the service stopping, the disk full.
+var (
+	errorStatuses     = statusesOf(problemKinds...)
+	batchUserStatuses = statusesOf(pUnknownNamespace, pCorruptFilter, pInternal, pStorageUnavailable, pUnavailable, pStorageFull)
+)
+
+// statusesOf returns the distinct statuses of kinds, as labels.
+func statusesOf(kinds ...problemKind) []string {
+	var out []string
+	for _, k := range kinds {
+		if code := strconv.Itoa(k.status); !slices.Contains(out, code) {
+			out = append(out, code)
+		}
+	}
+	return out
+}
+
+// withZeros adds to counts, by status, each of statuses it lacks, at 0,
+// and returns it.
+func withZeros(counts map[string]uint64, statuses []string) map[string]uint64 {
+	for _, code := range statuses {
+		if _, ok := counts[code]; !ok {
+			counts[code] = 0
+		}
+	}
+	return counts
 }
 
 // namespaceGatherer is g with the series labelled with a namespace that m
