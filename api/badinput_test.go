@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -721,6 +722,49 @@ func TestASilentConnectionIsClosedWithoutAnAnswer(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Fatalf("the silent connection was answered:\n%s", got)
+	}
+}
+
+// A client that resets its connection while sending its request (a
+// timeout of its own, its process killed) is gone: there is no one to
+// answer, and nothing failed in the service. fiber takes the failed read
+// for a 502, which was answered as a 500 internal error, counted with the
+// server's errors, where an alert on 5xx looks, and logged as one.
+func TestAClientThatResetsItsRequestIsNoServerError(t *testing.T) {
+	logs := &logLines{}
+	e := newEnv(t, withLog(logs))
+	stats := func() (st struct {
+		Connections int64             `json:"connections"`
+		Errors      map[string]uint64 `json:"errors"`
+	}) {
+		t.Helper()
+		status, _, body := e.raw(http.MethodGet, "/v1/stats", "", nil)
+		if err := json.Unmarshal(body, &st); status != http.StatusOK || err != nil {
+			t.Fatalf("stats: %d %v %s", status, err, body)
+		}
+		return st
+	}
+	before := stats().Connections
+	for _, request := range []string{
+		"POST /v1/namespaces/default/users/u/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"candidates\"",
+		"GET /v1/stats HTTP/1.1\r\nHost: x\r\nX-Half",
+	} {
+		conn, _ := e.dial(t)
+		io.WriteString(conn, request)
+		time.Sleep(100 * time.Millisecond) // for the server to be reading it
+		conn.(*net.TCPConn).SetLinger(0)   // close with a reset
+		conn.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); stats().Connections > before; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connections reset were not closed within 10s")
+		}
+	}
+	if st := stats(); len(st.Errors) > 0 {
+		t.Errorf("errors %v after two clients reset their requests, want none: no answer was given", st.Errors)
+	}
+	if failed := logs.find(t, "seenapi: request failed"); len(failed) > 0 {
+		t.Errorf("the resets were logged as failures: %v", failed)
 	}
 }
 

@@ -991,6 +991,16 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		_ = c.Context().Conn().Close()
 		return nil
 	}
+	if fe != nil && fe.Code == fiber.StatusBadGateway {
+		// fiber's name for a read of the request that failed on the
+		// connection itself (no route answers 502): its client reset it,
+		// and is gone. Nothing failed in the service, and no one is
+		// there to read an answer: it is neither answered (a 500, for
+		// want of a problem of its own) nor counted or logged as a
+		// server's error, where an alert on 5xx looks.
+		_ = c.Context().Conn().Close()
+		return nil
+	}
 	// fasthttp refused the request while reading it and closes the
 	// connection after this answer, the rest of the request unread.
 	lingerOnClose(c.Context().Conn(), true)
