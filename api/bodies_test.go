@@ -190,6 +190,26 @@ func TestContinueAfterAnIdleSpellIsAnswered(t *testing.T) {
 	}
 }
 
+// An HTTP/1.0 request that expects "100 Continue" is served without one:
+// HTTP/1.0 has no 1xx answers, and a server MUST ignore the expectation
+// in such a request (RFC 9110, 10.1.1). Its client, sending the body with
+// the header, would read the "HTTP/1.1 100 Continue" as its answer.
+func TestAnHTTP10RequestIsNotAnswered100Continue(t *testing.T) {
+	e := newEnv(t)
+	conn, addr := e.dial(t)
+	body := `{"items":["a"]}`
+	fmt.Fprintf(conn, "POST /v1/namespaces/default/users/u/seen HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("an HTTP/1.0 request expecting 100-continue: %d %s, want 200", resp.StatusCode, truncate(got))
+	}
+}
+
 // A body's share of the budget comes back even when its request meets
 // neither the first middleware nor the error handler: a client that resets
 // its connection after a header expecting "100 Continue" fails fasthttp's

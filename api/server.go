@@ -124,6 +124,13 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		// What the connection's last request held, should no answer have
 		// given it back.
 		s.bodies.release(h)
+		if !h.IsHTTP11() {
+			// HTTP/1.0 has no 1xx answers: a server MUST ignore its
+			// "Expect: 100-continue" (RFC 9110, 10.1.1), where fasthttp
+			// would answer "100 Continue", which its client reads as the
+			// answer to its request, and wait for the body.
+			h.Del(fiber.HeaderExpect)
+		}
 		if s.draining.Load() {
 			// Each answer closes its connection from the drain on: a
 			// client on a kept-alive one dials again, while the listener
