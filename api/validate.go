@@ -175,10 +175,16 @@ func unsupportedMediaType(ct []byte) error {
 }
 
 // checkEncoding refuses compressed bodies: decompressing them would let a
-// small body bypass the size limit.
+// small body bypass the size limit. The refusal is the one RFC 9110 asks
+// for a content coding the server does not take: 415, with
+// Accept-Encoding naming the one it takes (15.5.16 and 12.5.3), which
+// tells a client that can send the body uncompressed to do so (a 400 told
+// it its request was wrong, not how).
 func checkEncoding(c *fiber.Ctx) error {
 	if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-		return fieldError(pBadRequest, "", "Content-Encoding", "compressed request bodies are not accepted")
+		c.Set(fiber.HeaderAcceptEncoding, "identity")
+		return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentEncoding, "the body was sent with Content-Encoding "+
+			strconv.Quote(strings.ToValidUTF8(ce, "\uFFFD"))+"; the service takes request bodies uncompressed: send them without Content-Encoding")
 	}
 	return nil
 }

@@ -268,7 +268,7 @@ type CollectorStats struct {
 type FieldError struct {
 	Detail string `json:"detail"`
 
-	// Parameter Name of the offending path, query or header parameter: a parameter of the route (such as `user`, `limit` or `Idempotency-Key`), one the route does not take, or the request's `Content-Type` (415 `unsupported-media-type`) or `Content-Encoding` (a compressed body, refused).
+	// Parameter Name of the offending path, query or header parameter: a parameter of the route (such as `user`, `limit` or `Idempotency-Key`), one the route does not take, or the request's `Content-Type` or `Content-Encoding` (a compressed body; both 415 `unsupported-media-type`).
 	//
 	// Example: user
 	Parameter *string `json:"parameter,omitempty"`
@@ -4262,6 +4262,11 @@ type FilterBatchResponse409Headers struct {
 	RetryAfter *string
 }
 
+// FilterBatchResponse415Headers the declared response headers of an HTTP 415 response for FilterBatch
+type FilterBatchResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // FilterBatchResponse429Headers the declared response headers of an HTTP 429 response for FilterBatch
 type FilterBatchResponse429Headers struct {
 	RetryAfter *string
@@ -4313,6 +4318,8 @@ type FilterBatchResponse struct {
 	Headers401 *FilterBatchResponse401Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *FilterBatchResponse409Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *FilterBatchResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FilterBatchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -4805,6 +4812,11 @@ type CheckSeenResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CheckSeenResponse415Headers the declared response headers of an HTTP 415 response for CheckSeen
+type CheckSeenResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // CheckSeenResponse429Headers the declared response headers of an HTTP 429 response for CheckSeen
 type CheckSeenResponse429Headers struct {
 	RetryAfter *string
@@ -4848,6 +4860,8 @@ type CheckSeenResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CheckSeenResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CheckSeenResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CheckSeenResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -5064,6 +5078,11 @@ type ImportUserResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// ImportUserResponse415Headers the declared response headers of an HTTP 415 response for ImportUser
+type ImportUserResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // ImportUserResponse429Headers the declared response headers of an HTTP 429 response for ImportUser
 type ImportUserResponse429Headers struct {
 	RetryAfter *string
@@ -5093,6 +5112,8 @@ type ImportUserResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5105,6 +5126,8 @@ type ImportUserResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ImportUserResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ImportUserResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ImportUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -5136,6 +5159,11 @@ func (r ImportUserResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ImportUserResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ImportUserResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5207,6 +5235,11 @@ type FilterUserResponse409Headers struct {
 	RetryAfter *string
 }
 
+// FilterUserResponse415Headers the declared response headers of an HTTP 415 response for FilterUser
+type FilterUserResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // FilterUserResponse429Headers the declared response headers of an HTTP 429 response for FilterUser
 type FilterUserResponse429Headers struct {
 	RetryAfter *string
@@ -5260,6 +5293,8 @@ type FilterUserResponse struct {
 	Headers401 *FilterUserResponse401Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *FilterUserResponse409Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *FilterUserResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FilterUserResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -5372,6 +5407,11 @@ type ForgetItemsResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// ForgetItemsResponse415Headers the declared response headers of an HTTP 415 response for ForgetItems
+type ForgetItemsResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // ForgetItemsResponse429Headers the declared response headers of an HTTP 429 response for ForgetItems
 type ForgetItemsResponse429Headers struct {
 	RetryAfter *string
@@ -5419,6 +5459,8 @@ type ForgetItemsResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ForgetItemsResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ForgetItemsResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ForgetItemsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -5526,6 +5568,11 @@ type RecordSeenResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RecordSeenResponse415Headers the declared response headers of an HTTP 415 response for RecordSeen
+type RecordSeenResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RecordSeenResponse429Headers the declared response headers of an HTTP 429 response for RecordSeen
 type RecordSeenResponse429Headers struct {
 	RetryAfter *string
@@ -5571,6 +5618,8 @@ type RecordSeenResponse struct {
 	ApplicationproblemJSONDefault *Default
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RecordSeenResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RecordSeenResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RecordSeenResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -7508,6 +7557,16 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 415:
+		var headers FilterBatchResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers FilterBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8063,6 +8122,16 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CheckSeenResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CheckSeenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8282,6 +8351,13 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8330,6 +8406,16 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers ImportUserResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers ImportUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8517,6 +8603,16 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 415:
+		var headers FilterUserResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers FilterUserResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8677,6 +8773,16 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers ForgetItemsResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers ForgetItemsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8830,6 +8936,16 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RecordSeenResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RecordSeenResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

@@ -105,7 +105,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} FieldError
  * @property {string} detail
- * @property {string} [parameter] Name of the offending path, query or header parameter: a parameter of the route (such as `user`, `limit` or `Idempotency-Key`), one the route does not take, or the request's `Content-Type` (415 `unsupported-media-type`) or `Content-Encoding` (a compressed body, refused).
+ * @property {string} [parameter] Name of the offending path, query or header parameter: a parameter of the route (such as `user`, `limit` or `Idempotency-Key`), one the route does not take, or the request's `Content-Type` or `Content-Encoding` (a compressed body; both 415 `unsupported-media-type`).
  * @property {string} [pointer] JSON pointer to the offending member of the request body.
  */
 
