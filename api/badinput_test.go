@@ -620,19 +620,23 @@ func TestMultipartBodyIsNotParsedAsAForm(t *testing.T) {
 	}
 }
 
-// A request the server cannot parse is answered without the bytes it
+// A request the server cannot parse is answered 400 without the bytes it
 // read: they hold its own Authorization header and those of the requests
 // pipelined after it on the connection, another client's behind a proxy
-// that shares its connections to the service.
+// that shares its connections to the service. A malformed header whose
+// name says "timeout" is no timeout either (fiber took any error whose
+// words held one for a 408).
 func TestUnparsableRequestIsAnsweredWithoutTheBytesItRead(t *testing.T) {
 	e := newEnv(t, withKeys)
 	addr := strings.TrimPrefix(e.base, "http://")
 	next := "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + adminKey + "\r\n\r\n"
 	for name, bad := range map[string]string{
-		"a folded header":  "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nX-A: 1\r\n folded: yes\r\n\r\n",
-		"no method":        " /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\n\r\n",
-		"a bad length":     "POST /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nContent-Length: x1\r\n\r\n",
-		"a space in a key": "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nBad Key: 1\r\n\r\n",
+		"a folded header":                    "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nX-A: 1\r\n folded: yes\r\n\r\n",
+		"no method":                          " /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\n\r\n",
+		"a bad length":                       "POST /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nContent-Length: x1\r\n\r\n",
+		"a space in a key":                   "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\r\nBad Key: 1\r\n\r\n",
+		"a control byte in the key's header": "GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey + "\x01\r\n\r\n",
+		"a header named timeout":             "GET /v1/auth HTTP/1.1\r\nHost: x\r\nSession timeout: 1\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)

@@ -119,6 +119,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	// it on the connection (another client's, behind a proxy that shares
 	// connections).
 	s.app.Server().SecureErrorLogMessage = true
+	s.app.Server().ErrorHandler = s.unreadable
 	s.app.Server().ConnState = s.connState
 	s.app.Server().HeaderReceived = func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		// What the connection's last request held, should no answer have
@@ -983,6 +984,48 @@ func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
 		s.cfg.MaxBodyBytes, s.cfg.MaxImportBytes)
 }
 
+// unreadable answers a request fasthttp could not read (fasthttp's
+// Server.ErrorHandler), through errorHandler as fiber would, but telling
+// the errors apart by their kind alone. fiber's own mapping also took any
+// error whose words hold "timeout" for one: fasthttp's words quote the
+// bytes at fault, so a malformed header named "Session timeout" was
+// answered 408 request-timeout at once. And it took a connection reset by
+// its client for a 502 Bad Gateway, answered as a 500 internal error:
+// counted and logged with the server's errors, where an alert on 5xx
+// looks, though nothing failed in the service and no one was left to
+// read the answer; such a connection is closed, unanswered and uncounted.
+// A malformed request's 400 says what fasthttp found wrong without the
+// bytes it quotes (SecureErrorLogMessage keeps out the rest of what it
+// read, not these): a bad Authorization value would be sent back.
+func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
+	var (
+		netErr net.Error
+		fe     *fiber.Error
+	)
+	switch {
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		fe = fiber.ErrRequestHeaderFieldsTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		fe = fiber.ErrRequestTimeout
+	case netErr != nil:
+		s.bodies.release(&ctx.Request.Header)
+		_ = ctx.Conn().Close()
+		return
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		fe = fiber.ErrRequestEntityTooLarge
+	default:
+		fe = fiber.NewError(fiber.StatusBadRequest, quoted.ReplaceAllLiteralString(err.Error(), "(bytes left out)"))
+	}
+	c := s.app.AcquireCtx(ctx)
+	defer s.app.ReleaseCtx(c)
+	if s.errorHandler(c, fe) != nil {
+		_ = c.SendStatus(fiber.StatusInternalServerError)
+	}
+}
+
+// quoted matches what fasthttp's errors quote (Go's %q) of a request.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
 // errorHandler answers every error as problem+json; fiber calls it for
 // errors returned by handlers and for its own (no route, body too large).
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
@@ -995,16 +1038,6 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		// to answer, and a 408 written to it could be read as the
 		// answer to the client's first request on it. fasthttp's write
 		// of what follows fails on the closed connection, unseen.
-		_ = c.Context().Conn().Close()
-		return nil
-	}
-	if fe != nil && fe.Code == fiber.StatusBadGateway {
-		// fiber's name for a read of the request that failed on the
-		// connection itself (no route answers 502): its client reset it,
-		// and is gone. Nothing failed in the service, and no one is
-		// there to read an answer: it is neither answered (a 500, for
-		// want of a problem of its own) nor counted or logged as a
-		// server's error, where an alert on 5xx looks.
 		_ = c.Context().Conn().Close()
 		return nil
 	}
