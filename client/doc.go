@@ -18,6 +18,15 @@
 //		return p // any error answer, as an error (problem.go)
 //	}
 //
+// A call that got an answer returns it, with its status, headers and body,
+// whatever its body: an error answer whose body is not the documented
+// problem (a proxy's page, even one labelled JSON; a HEAD's empty body)
+// leaves its typed field nil and is no error, ProblemOf reading it as any
+// other; a success without its documented JSON is a *BodyError, returned
+// with the answer. So a call with no error and no problem has its JSON200
+// (answer.go; the parse functions come from client-with-responses.tmpl,
+// oapi-codegen's own template but for them).
+//
 // WithRetries sends a call again when it gets no answer or an answer that
 // asks to retry, and gives each one call and batch call an Idempotency-Key
 // so that a retry after a lost answer gets that answer instead of

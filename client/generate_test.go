@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,53 @@ func TestCommittedClientIsCurrent(t *testing.T) {
 	if !bytes.Equal(fresh, committed) {
 		t.Fatalf("client.gen.go is stale (%d bytes committed, %d generated): run `go generate ./client` and commit it",
 			len(committed), len(fresh))
+	}
+}
+
+// parseFunctions starts the part of client-with-responses.tmpl that this
+// package's copy changes (answer.go).
+const parseFunctions = "{{/* Generate parse functions for responses*/}}"
+
+// TestTemplateIsTheGeneratorsButForItsParseFunctions holds the copy of
+// client-with-responses.tmpl to the pinned oapi-codegen's own, but for its
+// parse functions: a new version of the generator must have its template
+// copied again.
+func TestTemplateIsTheGeneratorsButForItsParseFunctions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("downloads the code generator")
+	}
+	gen := generator(t)
+	cmdPath, version, _ := strings.Cut(gen, "@")
+	module, _, ok := strings.Cut(cmdPath, "/cmd/")
+	if !ok {
+		t.Fatalf("the generator %s is not a command of a module", gen)
+	}
+	ours, err := os.ReadFile("client-with-responses.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, body, ok := bytes.Cut(ours, []byte("*/ -}}\n"))
+	if !ok || !bytes.Contains(header, []byte("oapi-codegen "+version+"'s client-with-responses.tmpl")) {
+		t.Fatalf("client-with-responses.tmpl does not open with a comment naming oapi-codegen %s's template as its source", version)
+	}
+	out, err := exec.Command("go", "mod", "download", "-json", module+"@"+version).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s@%s: %v", module, version, err)
+	}
+	var dl struct{ Dir string }
+	if err := json.Unmarshal(out, &dl); err != nil || dl.Dir == "" {
+		t.Fatalf("go mod download gave no directory: %v\n%s", err, out)
+	}
+	theirs, err := os.ReadFile(filepath.Join(dl.Dir, "pkg", "codegen", "templates", "client-with-responses.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := bytes.Index(body, []byte(parseFunctions)), bytes.Index(theirs, []byte(parseFunctions))
+	if i < 0 || j < 0 {
+		t.Fatalf("%q is missing from one of the templates (ours at %d, theirs at %d)", parseFunctions, i, j)
+	}
+	if !bytes.Equal(body[:i], theirs[:j]) {
+		t.Errorf("client-with-responses.tmpl differs from oapi-codegen %s's before its parse functions: copy the new one and keep our parse functions", version)
 	}
 }
 

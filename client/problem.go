@@ -26,14 +26,19 @@ func ProblemOf(resp *http.Response, body []byte) *Problem {
 		}
 	}
 	p := &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Type: "about:blank"}
-	if d := strings.TrimSpace(strings.ToValidUTF8(string(body[:min(len(body), maxForeignDetail)]), "")); d != "" {
+	if d := bodyStart(body); d != "" {
 		p.Detail = &d
 	}
 	return p
 }
 
-// maxForeignDetail bounds the bytes of a foreign error body ProblemOf keeps
-// as a detail.
+// bodyStart is the start of a foreign body, as text, that ProblemOf keeps
+// as a detail and a BodyError shows.
+func bodyStart(body []byte) string {
+	return strings.TrimSpace(strings.ToValidUTF8(string(body[:min(len(body), maxForeignDetail)]), ""))
+}
+
+// maxForeignDetail bounds the bytes of a foreign body bodyStart keeps.
 const maxForeignDetail = 200
 
 // Error gives the problem as an error's text: status, title, detail and
