@@ -13,10 +13,13 @@
 //		}))
 //	resp, err := c.FilterUserWithResponse(ctx, "default", "u:1001", nil,
 //		client.FilterRequest{Candidates: []string{"i:1", "i:2"}})
-//	// resp.JSON200.Unseen, or resp.ApplicationproblemJSON400 etc. for errors
+//	if err != nil {
+//		return err // no answer, or a success without its JSON (below)
+//	}
 //	if p := client.ProblemOf(resp.HTTPResponse, resp.Body); p != nil {
 //		return p // any error answer, as an error (problem.go)
 //	}
+//	// resp.JSON200.Unseen; resp.ApplicationproblemJSON400 etc. hold the problems
 //
 // A call that got an answer returns it, with its status, headers and body,
 // whatever its body: an error answer whose body is not the documented
@@ -26,6 +29,11 @@
 // with the answer. So a call with no error and no problem has its JSON200
 // (answer.go; the parse functions come from client-with-responses.tmpl,
 // oapi-codegen's own template but for them).
+//
+// A ...WithResponse call reads the whole body into Body. A backup is the
+// size of the store: stream it with GetBackup (of the embedded
+// ClientInterface), whose *http.Response body is read as it comes, as
+// `seenapi backup --url` does.
 //
 // WithRetries sends a call again when it gets no answer or an answer that
 // asks to retry, and gives each one call and batch call an Idempotency-Key
