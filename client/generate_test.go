@@ -3,6 +3,9 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,15 +65,11 @@ func TestCommittedClientIsCurrent(t *testing.T) {
 	}
 }
 
-// parseFunctions starts the part of client-with-responses.tmpl that this
-// package's copy changes (answer.go).
-const parseFunctions = "{{/* Generate parse functions for responses*/}}"
-
-// TestTemplateIsTheGeneratorsButForItsParseFunctions holds the copy of
-// client-with-responses.tmpl to the pinned oapi-codegen's own, but for its
-// parse functions: a new version of the generator must have its template
-// copied again.
-func TestTemplateIsTheGeneratorsButForItsParseFunctions(t *testing.T) {
+// TestTemplatesAreTheGeneratorsButForTheirChanges holds the templates of
+// this package that oapi-codegen.yaml puts in place of oapi-codegen's own
+// to the pinned oapi-codegen's text, but for the part each changes: a new
+// version of the generator must have them copied again.
+func TestTemplatesAreTheGeneratorsButForTheirChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads the code generator")
 	}
@@ -80,14 +79,6 @@ func TestTemplateIsTheGeneratorsButForItsParseFunctions(t *testing.T) {
 	if !ok {
 		t.Fatalf("the generator %s is not a command of a module", gen)
 	}
-	ours, err := os.ReadFile("client-with-responses.tmpl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, body, ok := bytes.Cut(ours, []byte("*/ -}}\n"))
-	if !ok || !bytes.Contains(header, []byte("oapi-codegen "+version+"'s client-with-responses.tmpl")) {
-		t.Fatalf("client-with-responses.tmpl does not open with a comment naming oapi-codegen %s's template as its source", version)
-	}
 	out, err := exec.Command("go", "mod", "download", "-json", module+"@"+version).Output()
 	if err != nil {
 		t.Fatalf("go mod download %s@%s: %v", module, version, err)
@@ -96,16 +87,82 @@ func TestTemplateIsTheGeneratorsButForItsParseFunctions(t *testing.T) {
 	if err := json.Unmarshal(out, &dl); err != nil || dl.Dir == "" {
 		t.Fatalf("go mod download gave no directory: %v\n%s", err, out)
 	}
-	theirs, err := os.ReadFile(filepath.Join(dl.Dir, "pkg", "codegen", "templates", "client-with-responses.tmpl"))
+	cfg, err := os.ReadFile("oapi-codegen.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, j := bytes.Index(body, []byte(parseFunctions)), bytes.Index(theirs, []byte(parseFunctions))
-	if i < 0 || j < 0 {
-		t.Fatalf("%q is missing from one of the templates (ours at %d, theirs at %d)", parseFunctions, i, j)
+	for _, tc := range []struct {
+		name string
+		// same gives the part of a template that must be the generator's.
+		same func(tmpl []byte) []byte
+	}{
+		// The parse functions give the answer whatever its body (answer.go).
+		{"client-with-responses.tmpl", func(tmpl []byte) []byte {
+			before, _, ok := bytes.Cut(tmpl, []byte("{{/* Generate parse functions for responses*/}}"))
+			if !ok {
+				return nil
+			}
+			return before
+		}},
+		// The comment above the package clause is no package doc comment.
+		{"imports.tmpl", func(tmpl []byte) []byte {
+			i := bytes.Index(tmpl, []byte("\npackage {{.PackageName}}\n"))
+			if i < 0 {
+				return nil
+			}
+			return tmpl[i:]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Contains(cfg, []byte("    "+tc.name+": "+tc.name+"\n")) {
+				t.Errorf("oapi-codegen.yaml does not put %s in place of the generator's", tc.name)
+			}
+			ours, err := os.ReadFile(tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			header, body, ok := bytes.Cut(ours, []byte("*/ -}}\n"))
+			if !ok || !bytes.Contains(header, []byte("oapi-codegen "+version+"'s "+tc.name)) {
+				t.Fatalf("%s does not open with a comment naming oapi-codegen %s's as its source", tc.name, version)
+			}
+			theirs, err := os.ReadFile(filepath.Join(dl.Dir, "pkg", "codegen", "templates", tc.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, g := tc.same(body), tc.same(theirs)
+			if o == nil || g == nil || !bytes.Equal(o, g) {
+				t.Errorf("%s differs from oapi-codegen %s's beyond its change: copy the new one and make the change again", tc.name, version)
+			}
+		})
 	}
-	if !bytes.Equal(body[:i], theirs[:j]) {
-		t.Errorf("client-with-responses.tmpl differs from oapi-codegen %s's before its parse functions: copy the new one and keep our parse functions", version)
+}
+
+// The package's doc is doc.go's, what `go doc` and pkg.go.dev show first,
+// not a generator's line above the generated file's package clause; that
+// file still says it is generated, for the tools that leave such files be.
+func TestThePackageDocIsDocGosAlone(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (f.Doc != nil) != (name == "doc.go") {
+			t.Errorf("%s has a package doc comment: %v; want doc.go alone to have one", name, f.Doc != nil)
+		}
+		if name == "doc.go" && !strings.HasPrefix(f.Doc.Text(), "Package client is the Go client of the seenapi REST API") {
+			t.Errorf("doc.go's package doc reads %q", f.Doc.Text())
+		}
+		if name == "client.gen.go" && !ast.IsGenerated(f) {
+			t.Errorf("client.gen.go does not say it is generated")
+		}
 	}
 }
 
