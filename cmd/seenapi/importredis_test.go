@@ -265,6 +265,27 @@ func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
 	}
 }
 
+// A page in place of the service's answer (a captive portal's, a proxy's
+// sign-in page, answered 200) is an error naming it, not a crash on a
+// success without its JSON.
+func TestImportRedisSaysWhatAPageInPlaceOfTheServiceIs(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	portal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>sign in to the network</html>"))
+	}))
+	defer portal.Close()
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", portal.URL}, noEnv, &out, &out, nil)
+	if want := "200 answer's body is not the documented JSON (Content-Type text/html): <html>sign in to the network</html>"; code != 1 || !strings.Contains(out.String(), want) {
+		t.Errorf("exit %d, want 1 and %q:\n%s", code, want, out.String())
+	}
+}
+
 // TestImportRedisRidesOutAServiceRestart restarts the service on the same
 // address and data while an import runs: the calls that meet the shutdown
 // or the closed port are retried until the new service answers.
