@@ -54,11 +54,14 @@ func (e *BodyError) Error() string {
 func (e *BodyError) Unwrap() error { return e.Err }
 
 // answerError is the error a parse function returns with its response:
-// nil for an error answer (ProblemOf reads it) and for a success whose
-// documented body was decoded; else a *BodyError. decodeErr is the
-// decoding's, missing says the success has no documented body decoded.
+// nil for an error answer (ProblemOf reads it), for a success whose
+// documented body was decoded and for an answer to HEAD, which has no body
+// (a GET route's, sent as HEAD by a request editor); else a *BodyError.
+// decodeErr is the decoding's, missing says the success has no documented
+// body decoded.
 func answerError(rsp *http.Response, body []byte, decodeErr error, missing bool) error {
-	if rsp.StatusCode < 200 || rsp.StatusCode > 299 || decodeErr == nil && !missing {
+	if rsp.StatusCode < 200 || rsp.StatusCode > 299 || decodeErr == nil && !missing ||
+		rsp.Request != nil && rsp.Request.Method == http.MethodHead {
 		return nil
 	}
 	return &BodyError{Status: rsp.StatusCode, ContentType: rsp.Header.Get("Content-Type"), Err: decodeErr, Start: bodyStart(body)}

@@ -134,4 +134,15 @@ func TestASuccessWithoutItsDocumentedBodyIsAnErrorWithTheAnswer(t *testing.T) {
 	if r, err := c.ForgetUserWithResponse(ctx, "default", "u1"); err != nil || r.StatusCode() != http.StatusNoContent {
 		t.Errorf("a 204: %v, %v", r, err)
 	}
+
+	// Nor is a GET route's 200 to HEAD, which has no body whatever its
+	// Content-Type.
+	c, err = client.NewClientWithResponses(proxyAnswering(t, http.StatusOK, "application/json", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func(_ context.Context, r *http.Request) error { r.Method = http.MethodHead; return nil }
+	if r, err := c.GetStatsWithResponse(ctx, head); err != nil || r.StatusCode() != http.StatusOK || r.JSON200 != nil {
+		t.Errorf("a HEAD's 200: %+v, %v; want the 200 and no error", r, err)
+	}
 }
