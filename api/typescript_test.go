@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +34,24 @@ func TestTypeScriptClientGeneratedFromTheDocument(t *testing.T) {
 	inDir(t, dir, npm, "run", "--silent", "build")
 
 	e := newEnv(t, withKeys)
-	out := inDir(t, dir, node, filepath.Join("dist", "main.js"), e.base, adminKey, readKey)
+	// A proxy's page in place of the service's answers, as the README says
+	// such a client meets it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusBadGateway)
+			w.Write([]byte("<html>bad gateway</html>"))
+			return
+		}
+		w.Write([]byte("<html>sign in to the network</html>"))
+	})}
+	go page.Serve(ln)
+	t.Cleanup(func() { page.Close() })
+	out := inDir(t, dir, node, filepath.Join("dist", "main.js"), e.base, adminKey, readKey, "http://"+ln.Addr().String())
 	var report struct {
 		Checks   int      `json:"checks"`
 		Failures []string `json:"failures"`
@@ -40,8 +59,8 @@ func TestTypeScriptClientGeneratedFromTheDocument(t *testing.T) {
 	if err := json.Unmarshal([]byte(lastLine(out)), &report); err != nil {
 		t.Fatalf("the program's report: %v\n%s", err, out)
 	}
-	if report.Checks != 22 || len(report.Failures) > 0 {
-		t.Fatalf("the TypeScript client made %d checks (want 22), failed %q", report.Checks, report.Failures)
+	if report.Checks != 24 || len(report.Failures) > 0 {
+		t.Fatalf("the TypeScript client made %d checks (want 24), failed %q", report.Checks, report.Failures)
 	}
 	// What it did is what the server holds.
 	if st := e.stateOf("default", "ts:1"); st == nil || st["items"] != float64(5) {
