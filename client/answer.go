@@ -28,7 +28,8 @@ type BodyError struct {
 	Status      int
 	ContentType string
 	// Err is the decoding's error; nil when the body was not decoded, its
-	// Content-Type not being JSON.
+	// Content-Type not being the documented one (JSON; YAML for
+	// GetOpenAPI).
 	Err error
 	// Start is the start of the body, as ProblemOf keeps a foreign one's.
 	Start string
