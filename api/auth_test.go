@@ -126,6 +126,35 @@ func TestOpenServerNeedsNoKey(t *testing.T) {
 	}
 }
 
+// A client without a key (the dashboard, at its load) learns from GET
+// /healthz whether it needs one, and that answer is no error of the
+// service's: a keyless GET /v1/auth, its 401 counted in errors, would add
+// one for every such load. It says nothing else of the keys.
+func TestHealthSaysWhetherAKeyIsNeeded(t *testing.T) {
+	for name, c := range map[string]struct {
+		opts []envOption
+		want bool
+	}{"keys": {[]envOption{withKeys}, true}, "open": {nil, false}} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, c.opts...)
+			for _, path := range []string{"/healthz", "/readyz"} {
+				status, _, body := e.raw("GET", path, "", nil)
+				var got map[string]any
+				if err := json.Unmarshal(body, &got); status != http.StatusOK || err != nil || got["key_required"] != c.want || len(got) != 2 {
+					t.Errorf("GET %s without a key: %d %s, want 200 with key_required %v beside its status alone", path, status, body, c.want)
+				}
+			}
+			st, err := e.client(adminKey).GetStatsWithResponse(ctx)
+			if err != nil || st.JSON200 == nil {
+				t.Fatalf("stats: %v", err)
+			}
+			if len(st.JSON200.Errors) != 0 {
+				t.Errorf("the service counts errors %v", st.JSON200.Errors)
+			}
+		})
+	}
+}
+
 func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 	e := newEnv(t, withKeys)
 	for _, k := range []struct {

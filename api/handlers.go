@@ -83,6 +83,12 @@ type namespaceJSON struct {
 
 type healthJSON struct {
 	Status string `json:"status"`
+	// KeyRequired is whether the service has API keys, fixed for its life
+	// (SetKeys): a client without a key (the dashboard) learns from it that
+	// it needs one, where a keyless GET /v1/auth would be one more 401 in
+	// the service's errors. A keyless caller learns nothing more from it
+	// than from any 401.
+	KeyRequired bool `json:"key_required"`
 }
 
 func toNamespaceJSON(n eviction.Namespace) namespaceJSON {
@@ -971,14 +977,19 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 }
 
 func (s *Server) health(c *fiber.Ctx) error {
-	return c.JSON(&healthJSON{Status: "ok"})
+	return c.JSON(s.healthAnswer("ok"))
+}
+
+// healthAnswer is the body of a health probe's 200 with status.
+func (s *Server) healthAnswer(status string) *healthJSON {
+	return &healthJSON{Status: status, KeyRequired: !s.Open()}
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {
 	if err := s.readiness(); err != nil {
 		return err
 	}
-	return c.JSON(&healthJSON{Status: "ready"})
+	return c.JSON(s.healthAnswer("ready"))
 }
 
 // readiness is why the service is not ready (/readyz answers 503), or nil.
@@ -1001,14 +1012,14 @@ func (s *Server) probe(head bool, path string) []byte {
 	var body []byte
 	var err error
 	if path == "/healthz" {
-		body, err = encode(&healthJSON{Status: "ok"})
+		body, err = encode(s.healthAnswer("ok"))
 	} else if rerr := s.readiness(); rerr != nil {
 		p := problemFor(rerr)
 		p.Instance = path
 		status, ctype = p.Status, "application/problem+json"
 		body, err = encode(&p)
 	} else {
-		body, err = encode(&healthJSON{Status: "ready"})
+		body, err = encode(s.healthAnswer("ready"))
 	}
 	if err != nil {
 		return nil

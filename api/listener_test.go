@@ -157,7 +157,7 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 			t.Fatal(err)
 		}
 		status, h, body := getOn(t, conn, path)
-		want := map[bool]string{true: `{"status":"ok"}`, false: `{"status":"ready"}`}[path == "/healthz"]
+		want := map[bool]string{true: `{"status":"ok","key_required":false}`, false: `{"status":"ready","key_required":false}`}[path == "/healthz"]
 		if status != http.StatusOK || string(body) != want || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Date") == "" {
 			t.Errorf("GET %s past the cap: %d %q %v, want 200 %s with Date", path, status, body, h, want)
 		}
@@ -174,7 +174,7 @@ func TestConnectionsPastTheCapAreOverloaded(t *testing.T) {
 	_ = head.SetDeadline(time.Now().Add(5 * time.Second))
 	io.WriteString(head, "HEAD /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if got, err := io.ReadAll(head); err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(string(got), "\r\n\r\n") ||
-		!strings.Contains(string(got), "Content-Length: 18\r\n") {
+		!strings.Contains(string(got), "Content-Length: 39\r\n") {
 		t.Errorf("HEAD /readyz past the cap: %q %v, want 200, GET's length and no body", got, err)
 	}
 	status, _, body = getOn(t, open[0], "/v1/stats")

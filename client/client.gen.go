@@ -343,7 +343,9 @@ type GenerationStats struct {
 
 // Health defines model for Health.
 type Health struct {
-	Status string `json:"status"`
+	// KeyRequired The service has API keys, so that every route but these probes, `/openapi.yaml` and the dashboard's files needs one; false on an open service. It is fixed for the life of the process, and tells a client without a key (the dashboard) that it needs one without a call answered 401, which the service would count in its `errors`.
+	KeyRequired bool   `json:"key_required"`
+	Status      string `json:"status"`
 }
 
 // ImportMode defines model for ImportMode.
@@ -959,6 +961,8 @@ type ClientInterface interface {
 
 	// GetHealth The process is alive
 	//
+	// Answers while the process serves, with no key, and says whether the service needs one (`key_required`): a client without a key learns so here without an answer counted in the service's `errors`.
+	//
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1282,6 +1286,8 @@ func (c *Client) GetDashboard(ctx context.Context, reqEditors ...RequestEditorFn
 }
 
 // GetHealth The process is alive
+//
+// Answers while the process serves, with no key, and says whether the service needs one (`key_required`): a client without a key learns so here without an answer counted in the service's `errors`.
 //
 // Corresponds with GET /healthz (the `GetHealth` operationId).
 func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2874,6 +2880,8 @@ type ClientWithResponsesInterface interface {
 	GetDashboardWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDashboardResponse, error)
 
 	// GetHealthWithResponse The process is alive
+	//
+	// Answers while the process serves, with no key, and says whether the service needs one (`key_required`): a client without a key learns so here without an answer counted in the service's `errors`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5846,6 +5854,8 @@ func (c *ClientWithResponses) GetDashboardWithResponse(ctx context.Context, reqE
 }
 
 // GetHealthWithResponse The process is alive
+//
+// Answers while the process serves, with no key, and says whether the service needs one (`key_required`): a client without a key learns so here without an answer counted in the service's `errors`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -142,6 +142,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} Health
+ * @property {boolean} key_required The service has API keys, so that every route but these probes, `/openapi.yaml` and the dashboard's files needs one; false on an open service. It is fixed for the life of the process, and tells a client without a key (the dashboard) that it needs one without a call answered 401, which the service would count in its `errors`.
  * @property {string} status
  */
 
