@@ -1243,8 +1243,8 @@ func TestEachKeyShowsItsExactRole(t *testing.T) {
 			if got := eval[actionState](tb, actions); got != c.want {
 				t.Errorf("the page offers %+v, want %+v", got, c.want)
 			}
-			if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 2 {
-				t.Errorf("the page asked GET /v1/auth %d times, want twice (at load without a key, then for the key)", n)
+			if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 1 {
+				t.Errorf("the page asked GET /v1/auth %d times, want once, for the key (without one, GET /healthz says a key is needed)", n)
 			}
 		})
 	}
@@ -1755,10 +1755,11 @@ func TestDismissingTheBannerKeepsTheFocusInThePage(t *testing.T) {
 	}
 }
 
-// A page without a key the service takes asks GET /v1/auth alone, once per
-// load, and none of the routes needing a key: each would be one more 401 in
-// the service's errors, which its operators watch. The pages still say a key
-// is needed; a key entered starts the refresh of the figures.
+// A page without a key, on a service with keys, learns so from GET /healthz
+// and sends none of the API's calls, GET /v1/auth included: each would be
+// one more 401 in the service's errors, which its operators watch, at every
+// load of the page. The pages still say a key is needed; a key entered
+// starts the refresh of the figures.
 func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 	s := setup(t)
 	svc, err := s.startService("data-" + userID(t)) // its own counters of errors
@@ -1769,20 +1770,25 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 	tb := s.newTab(t, svc)
 	tb.open("#/")
 	tb.waitText("#updated", "Figures not refreshed")
-	tb.waitText("#overview-error .problem", "401")
+	tb.waitText("#overview-error .problem .hint", "Enter an API key")
+	tb.waitText("#role", "role: no key (the service needs one)")
 	time.Sleep(3 * time.Second) // a refresh and a half
 	if got := tb.text("#updated"); !strings.HasSuffix(got, "(asked again once a key is entered)") {
 		t.Errorf("the footer reads %q, not saying when the figures are asked again", got)
 	}
+	// What the page says, the service not asked: its own words, not a 401's.
+	want := "Refreshing the figures failed. API key needed: the service has API keys and none was entered; nothing was sent"
+	if got := eval[string](tb, `document.querySelector('#overview-error .problem').innerText.split('\n')[0]`); got != want {
+		t.Errorf("the overview's problem reads %q, want %q", got, want)
+	}
 	tb.open(fragment("default", userID(t)))
-	tb.waitText("#user .problem", "401")
 	tb.waitText("#user .problem .hint", "Enter an API key")
 	tb.open("#/ns")
-	tb.waitText("#view .problem", "401")
+	tb.waitText("#view .problem .hint", "Enter an API key")
 	tb.mu.Lock()
 	var sent []string
 	for _, id := range tb.order {
-		if x := tb.exchanges[id]; !strings.HasSuffix(x.url, "/v1/auth") {
+		if x := tb.exchanges[id]; !strings.HasSuffix(x.url, "/healthz") {
 			sent = append(sent, x.method+" "+strings.TrimPrefix(x.url, svc.base))
 		}
 	}
@@ -1790,16 +1796,15 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 	if len(sent) > 0 {
 		t.Errorf("without a key the page called %q", sent)
 	}
-	auth := tb.apiCalls(http.MethodGet, "/v1/auth")
-	if auth != 3 {
-		t.Errorf("the page asked GET /v1/auth %d times in 3 loads, want 3", auth)
+	if n := tb.apiCalls(http.MethodGet, "/healthz"); n != 3 {
+		t.Errorf("the page asked GET /healthz %d times in 3 loads, want 3", n)
 	}
 	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)
 	}
-	if n := r.JSON200.Errors["401"]; n != int64(auth) {
-		t.Errorf("the service counts %d 401 answers; the page's GET /v1/auth were %d", n, auth)
+	if len(r.JSON200.Errors) != 0 {
+		t.Errorf("the service counts the error answers %v after 3 loads of the page without a key, want none", r.JSON200.Errors)
 	}
 	tb.useKey(s.keys.read)
 	tb.waitText("#updated", "Figures updated")

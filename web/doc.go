@@ -19,9 +19,10 @@
 // answered within 10 s is given up and said so (a stalled service would
 // otherwise leave its last figures standing as current). It asks
 // GET /v1/auth for the key's role at load and whenever a key is entered or
-// forgotten, shows it (without a key, on a service with keys, it calls
-// nothing else until one is entered: each call would be one more 401 in the
-// service's errors), and disables what the role cannot do (record needs
+// forgotten, shows it (without a key, it asks GET /healthz instead, whose
+// key_required says whether the service needs one; on a service with keys it
+// then calls none of the API's routes until one is entered: each call would
+// be one more 401 in the service's errors), and disables what the role cannot do (record needs
 // write, erase admin), saying beside it the role it needs; beside what the
 // role can do, nothing. A 401 or 403 from any later call still shows its
 // detail and updates the role (a 403's detail names the key's role), for

@@ -437,7 +437,7 @@ func (tb *tab) onEvent(ev any) {
 		if !strings.HasPrefix(u, tb.base+"/") && u != tb.base && !strings.HasPrefix(u, "data:") && u != "about:blank" {
 			tb.foreign = append(tb.foreign, u)
 		}
-		if p, err := url.Parse(u); err == nil && strings.HasPrefix(u, tb.base) && strings.HasPrefix(p.Path, "/v1/") {
+		if p, err := url.Parse(u); err == nil && strings.HasPrefix(u, tb.base) && (strings.HasPrefix(p.Path, "/v1/") || p.Path == "/healthz") {
 			var body []byte
 			for _, d := range e.Request.PostDataEntries {
 				body = append(body, d.Bytes...)

@@ -49,6 +49,19 @@ class Problem extends Error {
   }
   /** The problem type's last path segment, e.g. "user-not-found". */
   get kind() { return this.type.split('/').pop(); }
+  /** The call needs a key the service takes: its 401, or the page's own keyNeeded. */
+  get needsKey() { return this.status === 401 || this.kind === KEY_NEEDED; }
+}
+
+const KEY_NEEDED = 'key-needed';
+/**
+ * The page's own problem for a call it does not send without a key, on a service with keys
+ * (GET /healthz's key_required): the 401 the service would answer says no more, and is
+ * counted in its errors.
+ */
+function keyNeeded() {
+  return new Problem(0, { type: KEY_NEEDED, title: 'API key needed',
+    detail: 'the service has API keys and none was entered; nothing was sent' });
 }
 
 /**
@@ -75,9 +88,10 @@ async function call(opId, params = {}, body, opts = {}) {
   if (query.size) path += `?${query}`;
   const key = state.key;
   if (keyProblem(key)) throw new Problem(0, { title: 'Unusable key', detail: keyProblem(key) });
-  // Without a key, a service with keys refuses every call but GET /v1/auth's, and counts each
-  // 401 in its errors, which its operators watch: the page asks GET /v1/auth alone until a
-  // key is entered, and answers the others with that 401 itself (an open service takes them).
+  // Without a key, a service with keys refuses every call needing one, and counts each 401 in
+  // its errors, which its operators watch: once GET /healthz (or, unanswered, GET /v1/auth)
+  // has said the service has keys, the page answers those calls itself until a key is
+  // entered (an open service takes them).
   if (!key && op.role !== 'none' && opId !== 'getAuth') {
     if (state.role.status === 'checking') await state.roleCheck;
     if (!state.key && state.role.status === 'rejected' && state.role.problem) throw state.role.problem;
@@ -137,7 +151,7 @@ async function call(opId, params = {}, body, opts = {}) {
 /**
  * Asks the service the key's role (GET /v1/auth): at load and whenever the key is
  * entered or forgotten, and again when an answer contradicts what is known.
- * Without a key, an open service answers admin; one with keys answers 401.
+ * Without a key, an open service answers admin; one with keys is not asked (see askRole).
  */
 function checkRole() {
   state.roleCheck = askRole();
@@ -148,6 +162,15 @@ async function askRole() {
   const seq = ++state.roleSeq;
   setRole({ status: 'checking' });
   try {
+    // Without a key, GET /healthz says whether the service needs one: GET /v1/auth would be
+    // answered 401 on a service with keys, one more in the errors its operators watch, at
+    // every load of the page. Unanswered (a proxy passing / and /v1/ alone), GET /v1/auth
+    // says it, by its 401.
+    if (!state.key) {
+      const health = await call('getHealth').catch(() => null);
+      if (seq !== state.roleSeq) return;
+      if (health && health.key_required) { setRole({ status: 'rejected', problem: keyNeeded() }); return; }
+    }
     const a = await call('getAuth');
     if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id, namespaces: a.namespaces });
     setLimits(a); // the service's, whatever the key
@@ -301,7 +324,7 @@ function problemBox(p, what) {
     ' ', // in the text, not a margin: the problem is read aloud and copied into tickets
     h('span', { class: 'detail' }, p.detail || p.message));
   if (what) box.prepend(h('span', {}, what, ' failed. '));
-  if (p.status === 401) {
+  if (p.needsKey) {
     box.append(h('div', { class: 'hint' }, state.key
       ? 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'
       : 'Enter an API key in the bar at the top (a read key is enough to look).'));
@@ -617,10 +640,10 @@ async function poll() {
       // The figures still shown are those of the last answer: say how old they are.
       const last = state.samples[state.samples.length - 1];
       showUpdated((last ? `Figures of ${new Date(last.t).toLocaleTimeString()}, not refreshed since: ` : 'Figures not refreshed: ') +
-        (e.detail || e.message) + (e.status === 401 ? ' (asked again once a key is entered)' : ''));
+        (e.detail || e.message) + (e.needsKey ? ' (asked again once a key is entered)' : ''));
       // Without a key the service takes, asking again every 2 s would only add to its count
       // of 401 answers, which its operators may watch: the figures wait for a key (resetRole).
-      if (e.status === 401) {
+      if (e.needsKey) {
         if (state.view === 'overview') drawOverview();
         return;
       }
