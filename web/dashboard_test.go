@@ -203,6 +203,58 @@ func TestInspectorSaysTheKeyCannotCallTheNamespaceOfTheAddress(t *testing.T) {
 	tb.mu.Unlock()
 }
 
+// The page of a namespace the key may not call, opened without a user, says
+// so and lists the users of a namespace the key may call, one of its own:
+// not default's, which it may not call either, each call refused 403 and
+// counted in the service's errors.
+func TestANamespacePageTheKeyCannotCallListsOneItCan(t *testing.T) {
+	s := setup(t)
+	read, write := newKey(), newKey()
+	keys := filepath.Join(s.dir, "keys-"+userID(t))
+	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces=classic\nwrite:"+write+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	user := userID(t)
+	svc.record(t, write, "classic", user, "a")
+
+	tb := s.newTab(t, svc)
+	tb.open("")
+	tb.useKey(read)
+	tb.open("#/ns/feed") // a fresh load: the key's check and the page start together
+	got := tb.waitText("#ns-barred", "feed")
+	if want := "This key cannot call namespace feed: it may call namespace classic only."; !strings.HasPrefix(got, want) {
+		t.Errorf("the page says %q, want it to begin %q", got, want)
+	}
+	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(user)+`)`,
+		"classic's user in the list")
+	if got := tb.text("#user-list-title"); got != "Users in classic" {
+		t.Errorf("the list is titled %q", got)
+	}
+	if got := eval[[]string](tb, `[...document.querySelectorAll('#lookup-ns option')].map((o) => o.value)`); !slices.Equal(got, []string{"classic"}) {
+		t.Errorf("the select offers %q, want classic alone", got)
+	}
+	tb.mu.Lock()
+	for _, id := range tb.order {
+		x := tb.exchanges[id]
+		if p := strings.TrimPrefix(x.url, tb.base); strings.HasPrefix(p, "/v1/namespaces/") && !strings.HasPrefix(p, "/v1/namespaces/classic") {
+			t.Errorf("the page called %s %s, a namespace the key may not call", x.method, p)
+		}
+	}
+	tb.mu.Unlock()
+	r, err := svc.api(t, write).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if n := r.JSON200.Errors["403"]; n != 0 {
+		t.Errorf("the service counts %d 403 answers", n)
+	}
+}
+
 func TestLookUpFormLinksToTheUser(t *testing.T) {
 	s := setup(t)
 	user := userID(t)

@@ -28,7 +28,9 @@
 // detail and updates the role (a 403's detail names the key's role), for
 // keys changed on the service since the check. A user page whose address
 // names a namespace the key may not call (GET /v1/auth's namespaces) says
-// so, and leaves it out of the select instead of calling it.
+// so, and leaves it out of the select instead of calling it; the users it
+// lists then, or on the inspector's page before the namespaces are listed,
+// are those of a namespace the key may call.
 //
 // The outcome of an action is read out to a screen reader through one status
 // region that stays in the page (#announce), since a user's page is drawn

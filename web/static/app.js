@@ -894,15 +894,17 @@ async function renderInspector(view, seq, ns, user) {
     const chosen = nsSelect.value || ns || 'default'; // a refill keeps what the user chose meanwhile
     put(nsSelect, ...all.map((n) => h('option', { value: n, selected: n === chosen }, n)));
   };
-  fill(state.namespaces ? state.namespaces.map((n) => n.name) : ns ? [ns] : ['default']);
+  // Before the listing answers, a guess: the address's namespace, else the key's own (one
+  // limited to others is refused default's users, each refusal a 403 in the service's errors).
+  fill(state.namespaces ? state.namespaces.map((n) => n.name) : ns ? [ns] : (r.status === 'known' && r.namespaces) || ['default']);
   // Asked again each time: a SIGHUP may have added a namespace since the page loaded.
   loadNamespaces()
     .then((list) => {
       if (seq !== state.seq) return;
       const before = nsSelect.value;
       fill(list.map((n) => n.name));
-      // A namespace guessed before the list came (default) and not in it, as for a key limited
-      // to others: the select now shows another, whose users the list below must follow.
+      // A namespace guessed before the list came and not in it (one a SIGHUP took out): the
+      // select now shows another, whose users the list below must follow.
       if (nsSelect.value !== before) nsSelect.dispatchEvent(new Event('change'));
     })
     .catch(() => { /* the list is a convenience; the lookup itself reports errors */ });
