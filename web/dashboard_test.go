@@ -2217,6 +2217,7 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 	for _, p := range []struct{ name, frag, ready, table string }{
 		{"overview", "#/", `!!document.querySelector('#ns-stats tbody tr')`, "#ns-stats"},
 		{"namespaces", "#/ns", `!!document.querySelector('#namespaces tbody tr')`, "#namespaces"},
+		{"users", "#/ns/default", `!!document.querySelector('#user-list tbody tr')`, "#user-list"},
 		{"user", fragment("default", user), `!!document.querySelector('#layers .bar')`, ""},
 		{"check", "", `!!document.querySelector('#check-result li')`, ""},
 	} {
@@ -2237,6 +2238,24 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 		if got := eval[[]int](tb, fmt.Sprintf(`(() => { const b = document.querySelector(%q).parentElement; return [b.scrollWidth, b.clientWidth]; })()`, p.table)); got[0] <= got[1] {
 			t.Errorf("%s: %s is %d px wide in a box of %d: the test needs a table wider than the window", p.name, p.table, got[0], got[1])
 		}
+		// A user's id in the list breaks where it must, not into a column of a few letters
+		// each line: the table scrolls first.
+		if p.name == "users" {
+			if got := eval[float64](tb, `document.querySelector('#user-list td').getBoundingClientRect().width`); got < 100 {
+				t.Errorf("users: the list's column of users is %.0f px wide", got)
+			}
+		}
+	}
+	// The narrowest phones' 320 px: the top bar's links go onto a second line rather than
+	// past the window's edge.
+	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: 320, Height: 640, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("#/users")
+	tb.waitJS(`!!document.querySelector('#user-list tbody tr')`, "the users page")
+	if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
+		t.Errorf("the users page is %d px wide in a window of %d", got[0], got[1])
 	}
 }
 

@@ -957,8 +957,10 @@ function userList(seq, ns) {
       h('th', { scope: 'col' }, 'In memory'))), rows);
   const note = h('p', { class: 'muted', id: 'user-list-note', 'aria-live': 'polite' }, 'Loading…');
   const more = h('button', { type: 'button', id: 'user-list-more', hidden: true }, 'More users');
+  // Its dates and figures are wider than a phone's window: the table scrolls in a box of its own.
+  const scroller = wide(`Users in ${ns}`, list);
   const box = h('section', { class: 'panel', 'aria-labelledby': 'user-list-title' },
-    h('h3', { id: 'user-list-title' }, 'Users in ', h('code', {}, ns)), note, list, more);
+    h('h3', { id: 'user-list-title' }, 'Users in ', h('code', {}, ns)), note, scroller, more);
   let after = '';
   const load = async () => {
     more.disabled = true;
@@ -969,7 +971,7 @@ function userList(seq, ns) {
       if (seq !== state.seq || !box.isConnected) return;
       note.replaceWith(problemBox(e, `Listing the users of ${ns}`));
       more.hidden = true;
-      list.hidden = rows.children.length === 0; // no empty table under the problem
+      scroller.hidden = list.hidden = rows.children.length === 0; // no empty table under the problem
       return;
     }
     if (seq !== state.seq || !box.isConnected) return;
@@ -979,7 +981,7 @@ function userList(seq, ns) {
     more.hidden = !page.next;
     more.disabled = false;
     const n = rows.children.length;
-    list.hidden = n === 0;
+    scroller.hidden = list.hidden = n === 0;
     note.textContent = n ? `${count(n, 'user')} in id order${page.next ? ', more after these' : ''}.`
       : `No user has a history in ${ns} yet: a user appears with its first recorded item.`;
   };
