@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -1861,6 +1863,44 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 	tb.useKey(s.keys.read)
 	tb.waitText("#updated", "Figures updated")
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the namespaces, read with the key")
+}
+
+// Behind a proxy that passes the dashboard and /v1/ alone, GET /healthz is
+// not answered: a page without a key then learns that the service needs
+// one from GET /v1/auth's 401, says so, and calls nothing else until a key
+// is entered.
+func TestAPageWithoutAKeyAsksAuthWhenHealthzIsNotAnswered(t *testing.T) {
+	s := setup(t)
+	up, err := url.Parse(s.svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := httputil.NewSingleHostReverseProxy(up)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			r.URL.Path = "/not-passed" // the service's own 404, as a proxy's would be
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	tb := s.newTab(t, &service{base: proxy.URL})
+	tb.open("#/")
+	tb.waitText("#role", "role: no key (the service needs one)")
+	tb.waitText("#overview-error .problem", "401 Unauthorized")
+	tb.waitText("#overview-error .problem .hint", "Enter an API key")
+	tb.mu.Lock()
+	var sent []string
+	for _, id := range tb.order {
+		x := tb.exchanges[id]
+		sent = append(sent, fmt.Sprintf("%s %s %d", x.method, strings.TrimPrefix(x.url, proxy.URL), x.status))
+	}
+	tb.mu.Unlock()
+	if want := []string{"GET /healthz 404", "GET /v1/auth 401"}; !slices.Equal(sent, want) {
+		t.Errorf("without a key the page called %q, want %q", sent, want)
+	}
+	tb.useKey(s.keys.read)
+	tb.waitText("#role", "role: read")
+	tb.waitText("#updated", "Figures updated")
 }
 
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
