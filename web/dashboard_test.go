@@ -1773,6 +1773,41 @@ func TestWrongKeyShowsTheUnauthorizedDetail(t *testing.T) {
 	}
 }
 
+// A key pasted as a line of a keys file (seenapi new-key writes "write:KEY")
+// is sent as entered, a key may hold a colon, and the service's 401 then
+// says what it begins with and that the key follows the colon; one pasted
+// with the scheme of its header ("Bearer KEY") is refused at its entry,
+// saying so, not as a key holding a space.
+func TestAKeyPastedWithItsRoleOrSchemeSaysSo(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("#/")
+	tb.waitText("#role", "no key")
+	tb.useKey("read:" + s.keys.read)
+	tb.waitText("#role", "key rejected")
+	want := `The service does not take the key entered, which begins with "read:" as a line of a keys file does (seenapi new-key writes one): the key is what follows the colon. Enter it alone in the bar at the top.`
+	if got := tb.waitText("#overview-error .problem .hint", "begins with"); got != want {
+		t.Errorf("the hint under the 401 reads %q, want %q", got, want)
+	}
+	tb.useKey(s.keys.read)
+	tb.waitText("#role", "role: read")
+	for _, c := range []struct{ entered, scheme string }{
+		{"Bearer " + s.keys.admin, "Bearer"},
+		{"Authorization: Bearer " + s.keys.admin, "Authorization: Bearer"},
+	} {
+		tb.do("enter the key", chromedp.Evaluate[chromedp.Void](`document.querySelector('#key-input').value = `+strconv.Quote(c.entered)),
+			chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)))
+		want := fmt.Sprintf(`the key begins with "%s", which the page puts before it itself: paste the key alone.`, c.scheme)
+		if got := tb.waitText("#banner .detail", "begins with"); got != want {
+			t.Errorf("entered %q: the banner reads %q, want %q", c.scheme+" KEY", got, want)
+		}
+		if got := tb.text("#role"); got != "role: read" {
+			t.Errorf("entered %q: the role reads %q, want the read key's still", c.scheme+" KEY", got)
+		}
+		tb.click("#banner button")
+	}
+}
+
 // A key pasted with a character no request header of the page can carry
 // (here a zero-width space) is refused at its entry, saying which and
 // where, instead of every call failing as if the service did not answer;

@@ -325,9 +325,11 @@ function problemBox(p, what) {
     h('span', { class: 'detail' }, p.detail || p.message));
   if (what) box.prepend(h('span', {}, what, ' failed. '));
   if (p.needsKey) {
-    box.append(h('div', { class: 'hint' }, state.key
-      ? 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'
-      : 'Enter an API key in the bar at the top (a read key is enough to look).'));
+    const role = keyRole(state.key);
+    box.append(h('div', { class: 'hint' }, !state.key ? 'Enter an API key in the bar at the top (a read key is enough to look).'
+      : role ? `The service does not take the key entered, which begins with "${role}" as a line of a keys file does (seenapi new-key ` +
+        'writes one): the key is what follows the colon. Enter it alone in the bar at the top.'
+        : 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'));
   }
   if (p.kind === 'unknown-namespace') {
     // The detail names the API's listing; the dashboard has a page of it.
@@ -1382,11 +1384,23 @@ async function route() {
  * otherwise fail every call as if the service did not answer.
  */
 function keyProblem(key) {
+  // What a header, or a command line, puts before the key, pasted with it.
+  const scheme = /^(?:Authorization:\s*)?Bearer\s+/i.exec(key);
+  if (scheme) return `the key begins with "${scheme[0].trim()}", which the page puts before it itself: paste the key alone.`;
   const chars = [...key];
   const i = chars.findIndex((c) => c < '!' || c > '~');
   if (i < 0) return '';
   const c = chars[i] === ' ' ? 'a space' : `U+${chars[i].codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
   return `the key holds ${c} (its character ${i + 1}), which the page cannot send: a key is printable ASCII without spaces. Paste it again without it.`;
+}
+
+/**
+ * The role a key entered begins with, as a line of a keys file ("write:KEY"), or ''. Such a key
+ * is sent as entered (a key may hold a colon), and a 401 then says what it begins with.
+ */
+function keyRole(key) {
+  const m = /^(read|write|admin):/i.exec(key);
+  return m ? m[0] : '';
 }
 
 function setupKey() {
