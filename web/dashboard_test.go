@@ -2334,6 +2334,57 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 	}
 }
 
+// A namespace's name may be 64 characters, one word: in a phone's window
+// the inspector's select of namespaces, and the table of those stored and
+// no longer served, keep to its width.
+func TestALongNamespaceNameKeepsToANarrowWindow(t *testing.T) {
+	s := setup(t)
+	ns := strings.Repeat("n", 20) + "-" + strings.Repeat("x", 43)
+	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
+	if err := os.WriteFile(file, []byte(ns+":\n  kind: bloom\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), "", "", "--namespaces", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	svc.record(t, "", ns, "u1", "a")
+	tb := s.newTab(t, svc)
+	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	fits := func(page string) {
+		t.Helper()
+		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
+			t.Errorf("%s: the page is %d px wide in a window of %d", page, got[0], got[1])
+		}
+	}
+	tb.open(fragment(ns, "u1"))
+	tb.waitText("#user-items", "1")
+	tb.waitJS(`!!document.querySelector('#lookup-ns option[value="default"]')`, "the namespace list")
+	fits("the user's page")
+	if err := os.WriteFile(file, []byte("classic:\n  kind: bloom\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitFor); ; {
+		tb.open("#/ns")
+		tb.waitJS(`!!document.querySelector('#namespaces')`, "the namespaces")
+		if eval[bool](tb, `!!document.querySelector('#not-served')`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not listed as stored and not served after the SIGHUP", ns)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fits("the namespaces page")
+}
+
 // A user id of one long word (up to the 256 bytes the service takes, or
 // past them) wraps in the notes and problems that name it, as in the
 // page's title, instead of stretching the page sideways.
