@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -275,6 +277,42 @@ func TestANamespacePageTheKeyCannotCallListsOneItCan(t *testing.T) {
 	if n := r.JSON200.Errors["403"]; n != 0 {
 		t.Errorf("the service counts %d 403 answers", n)
 	}
+}
+
+// On a slow service, the user inspector says it is loading while the key's
+// role is asked (the page waits for it, to know which namespaces the key may
+// call), instead of an empty page under the form.
+func TestTheInspectorSaysItIsLoadingWhileTheKeyIsChecked(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "a")
+	up, err := url.Parse(s.svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := httputil.NewSingleHostReverseProxy(up)
+	var hold atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	answer := func() { once.Do(func() { close(release) }) }
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/auth" && hold.Load() {
+			<-release
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	t.Cleanup(answer) // before the proxy closes, which waits for the requests it holds
+	tb := s.newTab(t, &service{base: proxy.URL})
+	tb.open("")
+	tb.useKey(s.keys.read)
+	hold.Store(true)
+	tb.open(fragment("default", user))
+	tb.waitText("#role", "checking")
+	// Well before the page gives the check up (ANSWER_MS, 10 s) and goes on without it.
+	tb.waitJSWithin(`document.querySelector('#user').textContent.includes('Loading')`, "the inspector to say it is loading", 5*time.Second)
+	answer()
+	tb.waitText("#user-items", "1")
 }
 
 func TestLookUpFormLinksToTheUser(t *testing.T) {

@@ -878,7 +878,12 @@ async function renderInspector(view, seq, ns, user) {
 
   // A key limited to some namespaces (GET /v1/auth's namespaces) is refused the others: one
   // named by the address is said so, and not offered in the select as if it could be called.
-  if (state.role.status === 'checking') await state.roleCheck;
+  // The check may take a while on a slow service: the page says it is loading meanwhile.
+  if (state.role.status === 'checking') {
+    put(out, h('p', { class: 'muted' }, 'Loading…'));
+    await state.roleCheck;
+    put(out);
+  }
   if (seq !== state.seq) return;
   const r = state.role;
   const barred = ns && r.status === 'known' && r.namespaces && !r.namespaces.includes(ns) ? ns : '';
