@@ -2156,6 +2156,19 @@ func TestMarkupInIDsAndItemsIsShownAsText(t *testing.T) {
 	}
 }
 
+// A user's address with its id deleted, as one would in the address bar,
+// is its namespace's page of users, not an unknown page.
+func TestAUsersAddressWithoutItsIDListsTheNamespacesUsers(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.read, "")
+	for _, frag := range []string{"#/ns/classic/users/", "#/ns/classic/users"} {
+		tb.open(frag)
+		if got := tb.waitText("#user-list-title", "Users in"); got != "Users in classic" {
+			t.Errorf("%s: the list is titled %q", frag, got)
+		}
+	}
+}
+
 func TestUnknownAddressSaysSo(t *testing.T) {
 	s := setup(t)
 	tb := s.newTab(t, nil)

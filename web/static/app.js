@@ -1349,7 +1349,8 @@ function parseHash() {
   try { parts = raw.split('/').filter(Boolean).map(decodeURIComponent); } catch { return { view: 'bad' }; }
   if (parts.length === 0) return { view: 'overview' };
   if (parts[0] === 'ns' && parts.length === 1) return { view: 'namespaces' };
-  if (parts[0] === 'ns' && parts.length === 2) return { view: 'users', ns: parts[1] };
+  // A user's address without its id (#/ns/default/users/, the id deleted) is its namespace's.
+  if (parts[0] === 'ns' && (parts.length === 2 || (parts.length === 3 && parts[2] === 'users'))) return { view: 'users', ns: parts[1] };
   if (parts[0] === 'ns' && parts.length === 4 && parts[2] === 'users') return { view: 'users', ns: parts[1], user: parts[3] };
   if (parts[0] === 'users' && parts.length === 1) return { view: 'users' };
   return { view: 'bad' };
