@@ -181,6 +181,29 @@ func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 // long items before the service refuses it whole: the defaults, and those
 // configured, keyed or open. A body at the limit it says is taken, one a
 // byte over it refused.
+// GET /v1/auth says the longest user id the service takes, so that a client
+// (the dashboard's look-up) refuses a longer one before it is sent: an id of
+// that many bytes is taken, one more byte is refused.
+func TestAuthSaysTheLongestUserID(t *testing.T) {
+	e := newEnv(t, withKeys, func(c *api.Config) { c.MaxUserBytes = 20 })
+	r, err := e.client(readKey).GetAuthWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("auth: %v %s", err, r.Body)
+	}
+	n := r.JSON200.MaxUserBytes
+	if n != 20 {
+		t.Fatalf("auth says max_user_bytes %d, want 20", n)
+	}
+	for _, c := range []struct {
+		user string
+		want int
+	}{{strings.Repeat("é", n/2), http.StatusNotFound}, {strings.Repeat("é", n/2) + "x", http.StatusBadRequest}} {
+		if status, _, body := e.raw("GET", userPath("default", c.user, ""), "", nil, "Authorization", "Bearer "+readKey); status != c.want {
+			t.Errorf("a user id of %d bytes: %d %s, want %d", len(c.user), status, body, c.want)
+		}
+	}
+}
+
 func TestAuthSaysTheBodyAndItemLimits(t *testing.T) {
 	for _, c := range []struct {
 		name           string

@@ -160,6 +160,11 @@ type Auth struct {
 	// Example: 256
 	MaxItemBytes int `json:"max_item_bytes"`
 
+	// MaxUserBytes The longest user id, in bytes of UTF-8 (`--max-user-bytes`); a longer one is refused with 400 `bad-request`.
+	//
+	// Example: 256
+	MaxUserBytes int `json:"max_user_bytes"`
+
 	// Namespaces The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's. A name as long as an API key (16 characters or more) under which no namespace is served is left out (it may be a second key given without its role after `namespaces=`), so the list can be empty.
 	//
 	// Example: ["email","feed"]

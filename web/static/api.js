@@ -47,6 +47,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} max_body_bytes The largest JSON request body, in bytes (`--max-body-bytes`); a longer one is refused with 413 `body-too-large`. Many long items, each within `max_item_bytes`, can pass it. An import's body has its own limit, `--max-import-bytes`.
  * @property {number} max_candidates The most candidates (or items) one call may send, and each user of a batch (`--max-candidates`); more are refused with 413 `too-many-candidates`.
  * @property {number} max_item_bytes The longest item (or candidate) id, in bytes of UTF-8 (`--max-item-bytes`); a longer one is refused with 400 `item-too-long`.
+ * @property {number} max_user_bytes The longest user id, in bytes of UTF-8 (`--max-user-bytes`); a longer one is refused with 400 `bad-request`.
  * @property {Array<string>} [namespaces] The only namespaces whose routes the key may call (`namespaces=` in the keys file), sorted; absent when it may call every namespace's. A name as long as an API key (16 characters or more) under which no namespace is served is left out (it may be a second key given without its role after `namespaces=`), so the list can be empty.
  * @property {boolean} open No keys are configured; every caller has every role.
  * @property {number} [rate_burst] The requests it may make at once before `rate_limit` applies; absent when it is not limited.
