@@ -2474,6 +2474,40 @@ func TestALongUserIDKeepsToThePage(t *testing.T) {
 	}
 }
 
+// A user id longer than the service takes (GET /v1/auth's max_user_bytes)
+// is refused by the page, in the look-up's field or on the page of its
+// address, and not sent: the service would refuse it, one more 400 in its
+// errors. One as long as it takes is looked up.
+func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.read, "")
+	long := strings.Repeat("é", 128) + "x" // 257 bytes
+	tb.open(fragment("default", long))
+	want := "The user id is 257 bytes; the service takes at most 256 bytes (its --max-user-bytes)."
+	if got := tb.waitText("#user-too-long", "257"); got != want {
+		t.Errorf("the page says %q, want %q", got, want)
+	}
+	tb.open("#/users")
+	tb.fill("#lookup-user", long)
+	tb.click(`#lookup button[type="submit"]`)
+	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != want {
+		t.Errorf("the look-up's field says %q, want %q", got, want)
+	}
+	if got := eval[string](tb, "location.hash"); got != "#/users" {
+		t.Errorf("the look-up went to %q", got)
+	}
+	tb.fill("#lookup-user", long[:len(long)-1]) // 256 bytes
+	tb.click(`#lookup button[type="submit"]`)
+	tb.waitJS(`!!document.querySelector('#user-missing')`, "the page of the id of 256 bytes")
+	tb.mu.Lock()
+	for _, id := range tb.order {
+		if x := tb.exchanges[id]; strings.Contains(x.url, "/users/"+url.PathEscape(long)) {
+			t.Errorf("the page sent %s %s", x.method, strings.TrimPrefix(x.url, tb.base))
+		}
+	}
+	tb.mu.Unlock()
+}
+
 // A problem quoting a long item keeps to its panel: its words break
 // rather than run out of its box over the next panel.
 func TestARefusedLongItemKeepsToItsPanel(t *testing.T) {

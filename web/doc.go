@@ -15,7 +15,7 @@
 // (GET /v1/auth's max_candidates), or items whose request body would be
 // over its max_body_bytes, are refused before they are sent (both asked
 // again after a 413 too-many-candidates or body-too-large: the service's
-// limit was lowered). A call not
+// limit was lowered), and so is a user id longer than max_user_bytes. A call not
 // answered within 10 s is given up and said so (a stalled service would
 // otherwise leave its last figures standing as current). It asks
 // GET /v1/auth for the key's role at load and whenever a key is entered or

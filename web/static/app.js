@@ -22,9 +22,9 @@ const state = {
   role: { status: 'checking' },
   roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
   roleCheck: Promise.resolve(), // the last check, settled once its answer is in
-  // What one call may send, as GET /v1/auth says: its items (max_candidates) and its body's
-  // bytes (max_body_bytes); 0 until known.
-  limits: { items: 0, bodyBytes: 0 },
+  // What one call may send, as GET /v1/auth says: its items (max_candidates), its body's
+  // bytes (max_body_bytes) and a user id's (max_user_bytes); 0 until known.
+  limits: { items: 0, bodyBytes: 0, userBytes: 0 },
   samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
   statsError: null,
   namespaces: null,
@@ -192,7 +192,18 @@ async function learnLimits() {
 }
 
 function setLimits(a) {
-  state.limits = { items: a.max_candidates, bodyBytes: a.max_body_bytes };
+  state.limits = { items: a.max_candidates, bodyBytes: a.max_body_bytes, userBytes: a.max_user_bytes };
+}
+
+/**
+ * Why the service would refuse user id u for its length, or '' when it would not (or its limit
+ * is not known yet: the service then says it). Refused by the page, the id is not sent, and adds
+ * no 400 to the service's errors.
+ */
+function userTooLong(u) {
+  const max = state.limits.userBytes;
+  const n = new TextEncoder().encode(u).length;
+  return max && n > max ? `The user id is ${count(n, 'byte')}; the service takes at most ${count(max, 'byte')} (its --max-user-bytes).` : '';
 }
 
 function setRole(r) {
@@ -865,6 +876,11 @@ async function renderInspector(view, seq, ns, user) {
       userInput.reportValidity();
       return;
     }
+    if (userTooLong(u)) {
+      userInput.setCustomValidity(userTooLong(u));
+      userInput.reportValidity();
+      return;
+    }
     const target = userHash(nsSelect.value, u);
     if (location.hash !== target) { location.hash = target; return; }
     // The same user again: no hashchange gives the focus to the page drawn anew, which takes the
@@ -926,6 +942,10 @@ async function renderInspector(view, seq, ns, user) {
     return;
   }
   document.title = `${isolated(user)} in ${ns} · seenapi`;
+  if (userTooLong(user)) {
+    out.append(h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user)));
+    return;
+  }
   await drawUser(out, seq, ns, user);
 }
 
