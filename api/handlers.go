@@ -187,6 +187,9 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 		return err
 	}
 	req.unseen = req.resp.Unseen
+	if scope, ok := c.Locals(callScopeLocal).(*callScope); ok && req.resp.Degraded {
+		scope.failed = true // not kept: the retry is served anew
+	}
 	if req.resp.replayed {
 		s.replays.replayed.Add(1)
 		c.Set(HeaderReplayed, "true")
@@ -600,6 +603,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	var given []json.RawMessage
 	scope, keyed := c.Locals(callScopeLocal).(*callScope)
 	if keyed {
+		scope.batch = true
 		if prior := scope.p.prior; prior != nil {
 			if given = keptResults(prior.body, len(req.Requests)); given == nil {
 				// Not a batch's answer of this request after all: given
@@ -658,6 +662,9 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 			continue
 		}
 		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
+		if keyed && resp.Degraded {
+			scope.failed = true // served anew by a retry, as a failure
+		}
 		replayed += boolInt(resp.replayed)
 	}
 	// Counted once a request, as an answer kept in memory is.
@@ -671,8 +678,8 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 }
 
 // keptResults returns the results of body, a kept batch answer of n
-// results, each as it was encoded, nil for a user's failure; or nil if
-// body is not such an answer.
+// results, each as it was encoded, nil for a user's failure or a degraded
+// answer (see replay.failed); or nil if body is not such an answer.
 func keptResults(body []byte, n int) []json.RawMessage {
 	var b struct {
 		Results []json.RawMessage `json:"results"`
@@ -682,12 +689,13 @@ func keptResults(body []byte, n int) []json.RawMessage {
 	}
 	for i, r := range b.Results {
 		var res struct {
-			Error json.RawMessage `json:"error"`
+			Error    json.RawMessage `json:"error"`
+			Degraded bool            `json:"degraded"`
 		}
 		if err := sonic.Unmarshal(r, &res); err != nil {
 			return nil
 		}
-		if res.Error != nil {
+		if res.Error != nil || res.Degraded {
 			b.Results[i] = nil
 		}
 	}

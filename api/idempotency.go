@@ -67,11 +67,14 @@ type replay struct {
 	// whose body did not read back), which any erase in its namespace
 	// drops. Unused for the one call, whose path names its user.
 	users []uint64
-	// failed says that the batch's answer holds a user's failure: its
-	// retry gives the others' results again and serves that user anew
-	// (a failure changed nothing, as a one call's error answer, which is
-	// not kept). prior is, while such a retry is in flight, the answer it
-	// resumes, kept again if the retry fails.
+	// failed says that the batch's answer holds a result that changed
+	// nothing: a user's failure, or an answer degraded by on_error open
+	// (the store failed: nothing was tested or recorded). Its retry gives
+	// the others' results again and serves that user anew (a store that
+	// failed it once may serve it now), as for a one call whose answer is
+	// an error or degraded, which is not kept. prior is, while such a
+	// retry is in flight, the answer it resumes, kept again if the retry
+	// fails.
 	failed bool
 	prior  *replay
 }
@@ -310,16 +313,17 @@ func userHash(user string) uint64 { return xxh3.HashString(user) }
 // answerUsers returns the sorted hashes of the users that the batch answer
 // body under scoped names, read back from the body (which lists each user
 // once a request: see batchResponse), or nil if scoped is not a batch's or
-// the body does not read; and whether one of its results is a user's
-// failure (replay.failed).
+// the body does not read; and whether one of its results changed nothing,
+// a user's failure or a degraded answer (replay.failed).
 func answerUsers(scoped string, body []byte) (users []uint64, failed bool) {
 	if _, user, ok := answerOwner(scoped); !ok || user != "" {
 		return nil, false
 	}
 	var b struct {
 		Results []struct {
-			User  string          `json:"user"`
-			Error json.RawMessage `json:"error"`
+			User     string          `json:"user"`
+			Error    json.RawMessage `json:"error"`
+			Degraded bool            `json:"degraded"`
 		} `json:"results"`
 	}
 	if err := sonic.Unmarshal(body, &b); err != nil || len(b.Results) == 0 {
@@ -328,7 +332,7 @@ func answerUsers(scoped string, body []byte) (users []uint64, failed bool) {
 	users = make([]uint64, len(b.Results))
 	for i, r := range b.Results {
 		users[i] = userHash(r.User)
-		failed = failed || r.Error != nil
+		failed = failed || r.Error != nil || r.Degraded
 	}
 	slices.Sort(users)
 	return slices.Compact(users), failed
@@ -635,7 +639,12 @@ type callScope struct {
 	request xxh3.Uint128 // of the body, seeded by the path
 	header  string       // the Idempotency-Key, for the problems' details
 	p       *replay      // its answer, in flight; nil until beginCall registers it
-	failed  bool         // a batch's answer holds a user's failure (replay.failed)
+	// failed says that the answer holds a result that changed nothing (a
+	// batch user's failure, or an answer degraded by on_error open: see
+	// replay.failed). A batch's answer is kept so, for its retry to serve
+	// those users anew; a one call's is not kept, as an error answer.
+	failed bool
+	batch  bool // a batch's call
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -695,7 +704,7 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		if err := h(c); err != nil {
 			return err
 		}
-		if cs.p != nil && c.Response().StatusCode() == fiber.StatusOK {
+		if cs.p != nil && c.Response().StatusCode() == fiber.StatusOK && (cs.batch || !cs.failed) {
 			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body(), cs.failed)
 			kept = true
 		}

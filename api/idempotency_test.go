@@ -629,3 +629,80 @@ func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
 		t.Fatalf("after a crash, the retry: %s (replayed %v), want the last answer %s given again whole", gotJSON, replayed, wantJSON)
 	}
 }
+
+// An answer degraded by on_error open changed nothing (the store failed:
+// nothing was tested or recorded), so it is not what a retry should get
+// once the store recovers: the one call's is not kept, as an error answer
+// is not, and a batch's degraded user is served anew by its retry, as a
+// failed one, in memory and after a crash (the answers log).
+func TestIdempotencyKeyOfADegradedAnswerIsServedAnew(t *testing.T) {
+	// flakyEnv is a server whose store cannot read the user flaky while
+	// armed, with its answers log in dir.
+	flakyEnv := func(dir string) (*env, *flakyLoadStore) {
+		fs := &flakyLoadStore{user: "flaky"}
+		e := newEnvOver(t, func(st *storage.Store) eviction.Store { fs.Store = st; return fs })
+		if _, err := e.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.srv.CloseAnswerLog(false) })
+		return e, fs
+	}
+
+	// The one call.
+	e, fs := flakyEnv(t.TempDir())
+	const one = "/v1/namespaces/default/users/flaky/filter"
+	oneBody := []byte(`{"candidates":["a","b","c"],"limit":1,"on_error":"open"}`)
+	fs.armed.Store(true)
+	status, _, b := e.raw(http.MethodPost, one, "application/json", oneBody, api.HeaderIdempotencyKey, "k-one")
+	if status != http.StatusOK || !strings.Contains(string(b), `"degraded":true`) {
+		t.Fatalf("the first call: %d %s, want a degraded answer", status, b)
+	}
+	fs.armed.Store(false)
+	status, h, b := e.raw(http.MethodPost, one, "application/json", oneBody, api.HeaderIdempotencyKey, "k-one")
+	if status != http.StatusOK || h.Get(api.HeaderReplayed) == "true" || strings.Contains(string(b), "degraded") ||
+		!strings.Contains(string(b), `"recorded":1`) {
+		t.Fatalf("the retry once the store reads: %d %s (replayed %q), want the call served anew, recording a", status, b, h.Get(api.HeaderReplayed))
+	}
+	if got := unseenNow(t, e.client(""), "default", "flaky", "a", "b", "c"); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("flaky's unseen after the retry: %v, want b c", got)
+	}
+
+	// The batch, in memory and after a crash.
+	const path = "/v1/namespaces/default/filter"
+	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1,"on_error":"open"},` +
+		`{"user":"flaky","candidates":["x","y","z"],"limit":1,"on_error":"open"}]}`)
+	send := func(e *env) (client.BatchFilterResponse, bool) {
+		t.Helper()
+		status, h, b := e.raw(http.MethodPost, path, "application/json", body, api.HeaderIdempotencyKey, "k-batch")
+		var out client.BatchFilterResponse
+		if status != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.Results) != 2 {
+			t.Fatalf("the keyed batch: %d %s", status, b)
+		}
+		return out, h.Get(api.HeaderReplayed) == "true"
+	}
+	degraded := func(r client.BatchFilterResult) bool { return r.Degraded != nil && *r.Degraded }
+	for _, crash := range []bool{false, true} {
+		dir := t.TempDir()
+		e, fs := flakyEnv(dir)
+		fs.armed.Store(true)
+		first, _ := send(e)
+		if degraded(first.Results[0]) || !degraded(first.Results[1]) {
+			t.Fatalf("the first batch: %+v, want ok served and flaky degraded", first.Results)
+		}
+		fs.armed.Store(false)
+		if crash {
+			time.Sleep(100 * time.Millisecond) // the answer is in the log's file
+			e, _ = flakyEnv(dir)
+		}
+		retry, replayed := send(e)
+		if !reflect.DeepEqual(retry.Results[0], first.Results[0]) {
+			t.Errorf("crash %v: the retry gave ok %+v, want its first result again", crash, retry.Results[0])
+		}
+		if degraded(retry.Results[1]) || retry.Results[1].Recorded == nil || *retry.Results[1].Recorded != 1 {
+			t.Errorf("crash %v: the retry gave flaky %+v, want it served anew now that its data reads", crash, retry.Results[1])
+		}
+		if replayed {
+			t.Errorf("crash %v: the retry that served a user anew says Idempotent-Replayed: true", crash)
+		}
+	}
+}

@@ -796,7 +796,8 @@ type FilterBatchParams struct {
 	// `Retry-After: 1`. The request is validated before its key is looked
 	// up: a bad one gets its own problem (400, 404 or 413) whatever key it
 	// carries, and the answer kept under the key stays. An answer that is not 200 is not kept: the retry
-	// is served anew; nor is one larger than the whole
+	// is served anew; nor is a `degraded` one (on_error open: the store
+	// failed, nothing was recorded), nor one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
@@ -840,7 +841,8 @@ type FilterUserParams struct {
 	// `Retry-After: 1`. The request is validated before its key is looked
 	// up: a bad one gets its own problem (400, 404 or 413) whatever key it
 	// carries, and the answer kept under the key stays. An answer that is not 200 is not kept: the retry
-	// is served anew; nor is one larger than the whole
+	// is served anew; nor is a `degraded` one (on_error open: the store
+	// failed, nothing was recorded), nor one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
 	// `--idempotency-bytes` (32 MiB, least recently used out first); a
@@ -1070,8 +1072,8 @@ type ClientInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
-	// the users whose result was an `error`, which changed nothing: those
-	// are served anew. After a crash within 100 ms of the batch, each
+	// the users whose result was an `error` or `degraded` (on_error
+	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1092,8 +1094,8 @@ type ClientInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
-	// the users whose result was an `error`, which changed nothing: those
-	// are served anew. After a crash within 100 ms of the batch, each
+	// the users whose result was an `error` or `degraded` (on_error
+	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1506,8 +1508,8 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
-// the users whose result was an `error`, which changed nothing: those
-// are served anew. After a crash within 100 ms of the batch, each
+// the users whose result was an `error` or `degraded` (on_error
+// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -1538,8 +1540,8 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
-// the users whose result was an `error`, which changed nothing: those
-// are served anew. After a crash within 100 ms of the batch, each
+// the users whose result was an `error` or `degraded` (on_error
+// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -3012,8 +3014,8 @@ type ClientWithResponsesInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
-	// the users whose result was an `error`, which changed nothing: those
-	// are served anew. After a crash within 100 ms of the batch, each
+	// the users whose result was an `error` or `degraded` (on_error
+	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -3034,8 +3036,8 @@ type ClientWithResponsesInterface interface {
 	// failure while serving one user (storage, corrupt filter) is that
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
-	// the users whose result was an `error`, which changed nothing: those
-	// are served anew. After a crash within 100 ms of the batch, each
+	// the users whose result was an `error` or `degraded` (on_error
+	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -6052,8 +6054,8 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
-// the users whose result was an `error`, which changed nothing: those
-// are served anew. After a crash within 100 ms of the batch, each
+// the users whose result was an `error` or `degraded` (on_error
+// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -6080,8 +6082,8 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // failure while serving one user (storage, corrupt filter) is that
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
-// the users whose result was an `error`, which changed nothing: those
-// are served anew. After a crash within 100 ms of the batch, each
+// the users whose result was an `error` or `degraded` (on_error
+// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
