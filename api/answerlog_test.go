@@ -391,3 +391,31 @@ func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
 		t.Errorf("no warning: %s", logged.String())
 	}
 }
+
+// After a crash, an answer stamped ahead of the clock (which has stepped
+// back since) is given for its time to live from the start that read it
+// back, not for that and the step.
+func TestAnAnswerReadBackAheadOfTheClockLivesItsTimeToLive(t *testing.T) {
+	dir := t.TempDir()
+	const body = `{"candidates":["a","b"],"limit":1}`
+	first := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if _, err := first.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, first, "u", "k-u", body)
+	time.Sleep(50 * time.Millisecond) // the answer is in its file
+	first.CloseAnswerLog(false)       // as a crash: the files stay
+
+	second := newTestServerOf(t, Config{IdempotencyTTL: 2 * time.Second})
+	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseAnswerLog(true)
+	if _, replayed := keyedCall(t, second, "u", "k-u", body); !replayed {
+		t.Fatal("after a crash, the retry was served anew; want the answer read back")
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, replayed := keyedCall(t, second, "u", "k-u", body); replayed {
+		t.Errorf("past its time to live from the read, the answer read back was given again (stamped an hour ahead, it lived the hour too)")
+	}
+}

@@ -46,7 +46,7 @@ const (
 	inUseRetry = time.Second
 	// replayOverhead is what a kept answer costs besides its body and key:
 	// the struct, the LRU's element and map entry.
-	replayOverhead = 160
+	replayOverhead = 184
 )
 
 // replay is one keyed call: in flight until done, then its answer.
@@ -55,8 +55,11 @@ type replay struct {
 	done    bool
 	status  int
 	body    []byte
-	at      time.Time
-	size    int64
+	// at stamps the answer in the order of answers and erase marks, as a
+	// wall time that outlives the process (stampLocked); born is the
+	// clock's reading it ages from (see expired).
+	at, born time.Time
+	size     int64
 	// began is set by the hot set once the one call holds its user
 	// (eviction.CallKey.Began): an erase of the user drops a call in
 	// flight only if it did, before the erase (the call then worked on
@@ -108,16 +111,36 @@ type replays struct {
 	latest, lastErase time.Time
 }
 
+// expired reports whether p is past its time to live at now, a reading
+// of the clock: its age is counted from born, one reading to another, on
+// Go's monotonic clock, which a step of the wall clock (NTP, an operator)
+// leaves alone; not from its stamp, which a step moves (stampLocked holds
+// it at the latest one's), and which an answer read back from before a
+// restart has as a wall time only (see readBack).
+func (r *replays) expired(p *replay, now time.Time) bool { return now.Sub(p.born) >= r.ttl }
+
+// readBack returns the reading of the clock, now, from which an answer or
+// an erase mark read back from before a restart (the snapshot of a graceful
+// stop, the answers log), stamped at, ages, and whether it is still within
+// ttl. Across a restart the wall clock is the only measure: its age is
+// now's wall less its stamp, but one stamped ahead of the clock (which
+// has stepped back since) is as old as the read, so that it lives ttl from
+// then, never longer. From then on it ages on the monotonic clock, as an
+// answer given since.
+func readBack(now, at time.Time, ttl time.Duration) (born time.Time, live bool) {
+	age := max(now.Round(0).Sub(at.Round(0)), 0)
+	return now.Add(-age), age < ttl
+}
+
 // stampLocked returns the time of an answer kept (erase false) or of an
-// erase now: the clock's, or the latest one's if the wall clock has been
+// erase at now, a reading of the clock: its own, or the latest one's if the wall clock has been
 // stepped back since (set right, across a restart too), and for an answer
 // just after the last erase's. Erase marks void the answers of times up
 // to theirs, read back as wall times: with times in the order of the
 // events, a mark voids, after a crash, every answer of its user given
 // before it, and none given after. The walls are compared, not the
 // monotonic readings, which a step leaves alone. r.mu held.
-func (r *replays) stampLocked(erase bool) time.Time {
-	now := r.now()
+func (r *replays) stampLocked(now time.Time, erase bool) time.Time {
 	if latest := r.latest.Round(0); now.Round(0).Before(latest) {
 		now = latest
 	}
@@ -171,7 +194,7 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 	}
 	if p, ok := r.lru.Get(key); ok {
 		switch {
-		case r.now().Sub(p.at) >= r.ttl:
+		case r.expired(p, r.now()):
 			r.removeLocked(key, p)
 		case p.request != request:
 			return nil, replayMismatch
@@ -215,8 +238,9 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 		// other caller's with it. Its retry is served anew.
 		return
 	}
-	now := r.stampLocked(false)
-	p.done, p.status, p.body, p.at, p.failed = true, status, bytes.Clone(body), now, failed
+	born := r.now()
+	now := r.stampLocked(born, false)
+	p.done, p.status, p.body, p.at, p.born, p.failed = true, status, bytes.Clone(body), now, born, failed
 	p.size += int64(len(body))
 	r.lru.Add(key, p)
 	r.bytes += p.size
@@ -277,9 +301,10 @@ func (r *replays) erase(ns, user string) {
 		}
 	}
 	l := r.log
-	now := r.stampLocked(true)
+	born := r.now()
+	now := r.stampLocked(born, true)
 	if l != nil {
-		l.append(eraseMark(ns, user, now))
+		l.append(eraseMark(ns, user, now, born))
 	}
 	r.mu.Unlock()
 	if l != nil {
@@ -384,9 +409,10 @@ func answerOwner(scoped string) (ns, user string, ok bool) {
 const eraseStatus = 0
 
 // eraseMark is the answers log's record that an erase of user in ns (""
-// for all of ns) at happened: the answers before it of its calls are void.
-func eraseMark(ns, user string, at time.Time) keptAnswer {
-	return keptAnswer{Key: ns + "\x00" + user, Status: eraseStatus, At: at}
+// for all of ns) at happened, born the clock's reading then: the answers
+// before it of its calls are void.
+func eraseMark(ns, user string, at, born time.Time) keptAnswer {
+	return keptAnswer{Key: ns + "\x00" + user, Status: eraseStatus, At: at, born: born}
 }
 
 // erasedMarks are the erase marks read back from the answers log: the
@@ -457,7 +483,7 @@ func (r *replays) abandon(key string, p *replay) {
 		return
 	}
 	r.dropInFlightLocked(key, p)
-	if q := p.prior; q != nil && r.now().Sub(q.at) < r.ttl {
+	if q := p.prior; q != nil && !r.expired(q, r.now()) {
 		r.lru.Add(key, q)
 		r.bytes += q.size
 		r.trimLocked()
@@ -483,7 +509,7 @@ func (r *replays) trimLocked() {
 	now := r.now()
 	for {
 		k, p, ok := r.lru.GetOldest()
-		if !ok || (r.bytes <= r.budget && now.Sub(p.at) < r.ttl) {
+		if !ok || (r.bytes <= r.budget && !r.expired(p, now)) {
 			return
 		}
 		r.removeLocked(k, p)
@@ -497,9 +523,10 @@ type keptAnswer struct {
 	Status  int
 	Body    []byte
 	At      time.Time
-	users   []uint64 // of a batch, once read (answerUsers); not saved
-	failed  bool     // likewise
-	read    bool     // users and failed are read
+	born    time.Time // the reading it ages from (replay.born); not saved
+	users   []uint64  // of a batch, once read (answerUsers); not saved
+	failed  bool      // likewise
+	read    bool      // users and failed are read
 }
 
 // replaysMagic heads what SaveReplays writes, naming its form.
@@ -541,7 +568,7 @@ func (r *replays) answers() []keptAnswer {
 	now := r.now()
 	var out []keptAnswer
 	for _, k := range r.lru.Keys() {
-		if p, ok := r.lru.Peek(k); ok && now.Sub(p.at) < r.ttl {
+		if p, ok := r.lru.Peek(k); ok && !r.expired(p, now) {
 			out = append(out, keptAnswer{Key: k, Request: p.request, Status: p.status, Body: p.body, At: p.at})
 		}
 	}
@@ -575,7 +602,8 @@ func (r *replays) restore(kept []keptAnswer) int {
 	now := r.now()
 	for _, a := range kept {
 		r.noteLocked(a.At, false)
-		if a.Status != fiber.StatusOK || now.Sub(a.At) >= r.ttl || a.Key == "" || r.inFlight[a.Key] != nil {
+		born, live := readBack(now, a.At, r.ttl)
+		if a.Status != fiber.StatusOK || !live || a.Key == "" || r.inFlight[a.Key] != nil {
 			continue
 		}
 		if old, ok := r.lru.Peek(a.Key); ok {
@@ -584,7 +612,7 @@ func (r *replays) restore(kept []keptAnswer) int {
 		if !a.read {
 			a.users, a.failed = answerUsers(a.Key, a.Body)
 		}
-		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At,
+		p := &replay{request: a.Request, done: true, status: a.Status, body: a.Body, at: a.At, born: born,
 			size: int64(len(a.Key)+len(a.Body)+8*len(a.users)) + replayOverhead, users: a.users, failed: a.failed}
 		if p.size > r.budget {
 			continue // as finish: it would trim every other answer, then itself

@@ -143,3 +143,36 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 		t.Fatalf("a restored answer with a failed user: %v, want resume", st)
 	}
 }
+
+// A kept answer ages from the clock's reading when it was given, not from
+// its stamp: once the wall clock has stepped back, an answer is stamped at
+// the latest one's time (stampLocked), and aged from that stamp it lived
+// as much longer (or shorter) than its time to live as the step. One read
+// back from before a restart whose stamp is ahead of the clock (stepped
+// back since) lives its time to live from the read, not that plus the
+// step.
+func TestReplaysAgeFromTheirReadingNotTheirStamp(t *testing.T) {
+	base := time.Now()
+	now := base.Add(time.Hour)
+	r := newReplays(1<<20, time.Minute, func() time.Time { return now })
+	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
+	p, _ := r.begin("before", req("before"))
+	r.finish("before", p, 200, []byte("{}"), false)
+	now = base // the clock steps back an hour
+	p, _ = r.begin("after", req("after"))
+	r.finish("after", p, 200, []byte("{}"), false)
+	r.restore([]keptAnswer{{Key: "read", Request: req("read"), Status: 200, Body: []byte("{}"),
+		At: base.Add(time.Hour).Round(0)}}) // a wall time, as read back
+	now = base.Add(59 * time.Second)
+	for _, k := range []string{"after", "read"} {
+		if _, st := r.begin(k, req(k)); st != replayDone {
+			t.Fatalf("%s 59 s after it was given: %v, want done", k, st)
+		}
+	}
+	now = base.Add(time.Minute)
+	for _, k := range []string{"after", "read"} {
+		if _, st := r.begin(k, req(k)); st != replayNew {
+			t.Errorf("%s a minute after it was given (read back): %v, want new (past its time to live)", k, st)
+		}
+	}
+}

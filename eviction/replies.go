@@ -37,10 +37,13 @@ func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh
 type reply struct {
 	id, request xxh3.Uint128
 	at          time.Time // the call's, to the second
-	seen        int32
-	recorded    int32
-	saturated   bool
-	unseen      []int32 // indexes of the candidates answered unseen
+	// born is the clock's reading it ages from (see keep): on Go's
+	// monotonic clock, which a step of the wall clock leaves alone.
+	born      time.Time
+	seen      int32
+	recorded  int32
+	saturated bool
+	unseen    []int32 // indexes of the candidates answered unseen
 	// ns and user name the user whose journal held it (set as it is read
 	// back), so that erasing the user drops it (see replies.erase).
 	ns   uint8
@@ -49,7 +52,7 @@ type reply struct {
 
 // replyOverhead is what a kept reply costs besides its indexes: the
 // struct, the LRU's element and map entry.
-const replyOverhead = 176
+const replyOverhead = 200
 
 func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) + int64(len(r.user)) }
 
@@ -72,15 +75,26 @@ func newReplies(budget int64, ttl time.Duration) *replies {
 	return &replies{lru: l, budget: budget, ttl: ttl}
 }
 
-// keep adds r unless it is past its time to live at now; a reply of the
-// same ID read before is replaced (the later record is the later call).
+// keep adds r unless it is past its time to live at now, a reading of
+// the clock; a reply of the same ID read before is replaced (the later
+// record is the later call). Its stamp is a wall time, read back: its age
+// is now's wall less it, but one stamped ahead of the clock (which has
+// stepped back since) is as old as the read, so that it lives ttl from
+// then, never longer; from then on it ages on the monotonic clock, from
+// the first read of the same record (a user evicted and loaded again
+// reads it again).
 func (rs *replies) keep(r *reply, now time.Time) {
-	if rs.budget <= 0 || now.Sub(r.at) >= rs.ttl {
+	age := max(now.Round(0).Sub(r.at), 0)
+	if rs.budget <= 0 || age >= rs.ttl {
 		return
 	}
+	r.born = now.Add(-age)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if old, ok := rs.lru.Peek(r.id); ok {
+		if old.request == r.request && old.at.Equal(r.at) {
+			r.born = old.born
+		}
 		rs.lru.Remove(r.id)
 		rs.bytes -= old.size()
 	}
@@ -101,7 +115,8 @@ func (rs *replies) keep(r *reply, now time.Time) {
 	}
 }
 
-// find returns the reply kept for id, or nil: none, or past its time.
+// find returns the reply kept for id, or nil: none, or past its time at
+// now, a reading of the clock.
 func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -109,7 +124,7 @@ func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
 	if !ok {
 		return nil
 	}
-	if now.Sub(r.at) >= rs.ttl {
+	if now.Sub(r.born) >= rs.ttl {
 		rs.lru.Remove(id)
 		rs.bytes -= r.size()
 		return nil

@@ -512,3 +512,34 @@ func waitRounds(t *testing.T, h *HotSet, n uint64) {
 		}
 	}
 }
+
+// An answer read back from the journal ages from the read, on the clock's
+// readings, not from its record's stamp, a wall time: one stamped ahead of
+// the clock (which has stepped back since the call) is given for its time
+// to live from the read, not for that and the step.
+func TestKeyedAnswerReadBackAgesFromTheRead(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	offset.Store(int64(time.Hour))
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	fx := newFixture(t, Options{Now: clock, ReplyTTL: time.Minute})
+	cands := candidates(30)
+	k := callKey("key", "body")
+	if _, err := fx.h.FilterKeyed(nil, "default", "u", cands, 10, userfilter.RecordReturned, k); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(0) // the clock steps back an hour
+	fx.restart(false, Options{Now: clock, ReplyTTL: time.Minute})
+	if _, err := fx.h.User("default", "u"); err != nil { // loads u, reading its answer back
+		t.Fatal(err)
+	}
+	offset.Store(int64(59 * time.Second))
+	if res, err := fx.h.FilterKeyed(nil, "default", "u", cands, 10, userfilter.RecordReturned, k); err != nil || !res.Replayed {
+		t.Fatalf("the retry 59 s after the read: %+v, %v; want the answer read back", res, err)
+	}
+	offset.Store(int64(time.Minute))
+	res, err := fx.h.FilterKeyed(nil, "default", "u", cands, 10, userfilter.RecordReturned, k)
+	if err != nil || res.Replayed {
+		t.Fatalf("the retry a minute after the read: %+v, %v; want a new call (stamped an hour ahead, the answer lived the hour too)", res, err)
+	}
+}
