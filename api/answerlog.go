@@ -56,7 +56,7 @@ type answerLog struct {
 	f       *os.File
 	id      uint64       // the open file's number
 	size    int64        // its bytes
-	newest  time.Time    // its latest answer
+	newest  time.Time    // the clock's reading at its latest write (see answerFile)
 	marks   []keptAnswer // its erase marks
 	closed  []answerFile // oldest first
 	segment int64        // bytes after which a new file is begun
@@ -69,8 +69,12 @@ type answerLog struct {
 }
 
 type answerFile struct {
-	id     uint64
-	size   int64
+	id   uint64
+	size int64
+	// newest is the clock's reading at the file's latest write, from
+	// which it ages on the monotonic clock, which a step of the wall
+	// clock leaves alone; for a file read back from before a restart,
+	// the reading its latest answer's stamp ages from (readBack).
 	newest time.Time
 	// marks are its erase marks within their time to live when it was
 	// read or written: retain writes them again before it deletes the
@@ -122,15 +126,18 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 			logger.Warn("seenapi: a file of answers kept for retries ends in a damaged record; the answers before it are read",
 				"file", l.path(id), "answers", len(answers))
 		}
+		var newest time.Time
 		for _, a := range answers {
-			file.newest = later(file.newest, a.At)
-			if now.Sub(a.At) < ttl {
-				kept = append(kept, a)
+			newest = later(newest, a.At)
+			if born, live := readBack(now, a.At, ttl); live {
+				kept = append(kept, a) // restore reads its age back
 				if a.Status == eraseStatus {
+					a.born = born
 					file.marks = append(file.marks, a)
 				}
 			}
 		}
+		file.newest, _ = readBack(now, newest, ttl)
 		l.closed = append(l.closed, file)
 		l.id = id
 	}
@@ -308,7 +315,7 @@ func (l *answerLog) carry(marks []keptAnswer, now time.Time) bool {
 	var buf []byte
 	var live []keptAnswer
 	for _, m := range marks {
-		if now.Sub(m.At) < l.ttl {
+		if now.Sub(m.born) < l.ttl {
 			buf = appendAnswer(buf, m)
 			live = append(live, m)
 		}

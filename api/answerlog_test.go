@@ -392,6 +392,44 @@ func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
 	}
 }
 
+// A file read back ages from the read, on the monotonic clock, not from
+// its latest stamp, a wall time: one whose stamps are ahead of the clock
+// (stepped back since) goes once its answers are past their time to live
+// from the read, not after that and the step, and its answers are not
+// read back again by the start after the next crash.
+func TestAnswerLogFileReadBackAgesFromTheRead(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	ahead := time.Now().Add(time.Hour)
+	first, _, err := openAnswerLog(dir, 1<<20, time.Minute, ahead, logger, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.append(testAnswer(1, ahead, 10))
+	first.flush(ahead, false)
+	first.close(false) // a crash, once the answer was written
+	old := first.path(first.id)
+
+	now := time.Now() // the clock stepped back an hour
+	second, read, err := openAnswerLog(dir, 1<<20, time.Minute, now, logger, false)
+	if err != nil || len(read) != 1 {
+		t.Fatalf("read back %d answers, %v; want 1", len(read), err)
+	}
+	defer second.close(true)
+	second.fileMu.Lock()
+	second.retain(now.Add(59 * time.Second))
+	second.fileMu.Unlock()
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the file read back went within its answers' time to live: %v", err)
+	}
+	second.fileMu.Lock()
+	second.retain(now.Add(time.Minute))
+	second.fileMu.Unlock()
+	if _, err := os.Stat(old); err == nil {
+		t.Errorf("a minute after it was read back, the file is still there: a crash would give its answers again")
+	}
+}
+
 // After a crash, an answer stamped ahead of the clock (which has stepped
 // back since) is given for its time to live from the start that read it
 // back, not for that and the step.
