@@ -102,7 +102,7 @@ const (
 	DefaultReadTimeout    = 10 * time.Second
 	DefaultWriteTimeout   = 10 * time.Second
 	DefaultIdleTimeout    = 2 * time.Minute
-	// DefaultIdempotencyBytes keeps about 55,000 answers of 20 items (605 B
+	// DefaultIdempotencyBytes keeps about 52,000 answers of 20 items (645 B
 	// each with 12-byte items and a UUID for a key, in /v1/stats).
 	DefaultIdempotencyBytes = 32 << 20
 	DefaultIdempotencyTTL   = 5 * time.Minute

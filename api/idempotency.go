@@ -27,7 +27,8 @@ import (
 // With an Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header)
 // the service keeps the answer of the first call and answers a retry with
 // it, recording nothing again. The answers live in memory, under a byte
-// budget (least recently used first out) and for a time to live; a
+// budget (least recently used first out, of the caller holding the most:
+// see trimLocked) and for a time to live; a
 // graceful stop saves them for the next start (SaveReplays, LoadReplays).
 // Against a crash they are written to files every interval (answerLog,
 // OpenAnswerLog), and until then the hot set's journal holds each keyed
@@ -46,7 +47,7 @@ const (
 	inUseRetry = time.Second
 	// replayOverhead is what a kept answer costs besides its body and key:
 	// the struct, the LRU's element and map entry.
-	replayOverhead = 184
+	replayOverhead = 224
 )
 
 // replay is one keyed call: in flight until done, then its answer.
@@ -80,6 +81,30 @@ type replay struct {
 	// fails.
 	failed bool
 	prior  *replay
+	// key is its key in replays.lru, and by the caller whose answers
+	// include it, as the prev-next list of their recency (see trimLocked);
+	// set while it is kept.
+	key        string
+	by         *answerer
+	prev, next *replay
+}
+
+// answerer is the answers kept of one caller (an API key; everyone on an
+// open server), least recently used first, and their bytes with those of
+// its calls in flight.
+type answerer struct {
+	caller      string
+	bytes       int64
+	first, last *replay
+}
+
+// callerOf returns the caller part of scoped (see idempotent).
+func callerOf(scoped string) string {
+	i := strings.LastIndexByte(scoped, 0)
+	if i < 0 {
+		return ""
+	}
+	return scoped[:max(strings.LastIndexByte(scoped[:i], 0), 0)]
 }
 
 // names reports whether p's batch answer may name the user of hash h.
@@ -95,6 +120,8 @@ func (p *replay) names(h uint64) bool {
 type replays struct {
 	mu  sync.Mutex
 	lru *simplelru.LRU[string, *replay] // the answers given
+	// by are the answers given by caller, for the budget's share.
+	by map[string]*answerer
 	// inFlight are the calls begun and not yet answered. They take room
 	// in bytes but are never trimmed: trimmed, a call's twin sent while it
 	// is in flight would be served anew, and both would record.
@@ -167,7 +194,7 @@ func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays 
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
-	return &replays{lru: l, inFlight: map[string]*replay{}, budget: budget, ttl: ttl, now: now}
+	return &replays{lru: l, by: map[string]*answerer{}, inFlight: map[string]*replay{}, budget: budget, ttl: ttl, now: now}
 }
 
 // What begin found.
@@ -193,6 +220,7 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 		return nil, replayBusy
 	}
 	if p, ok := r.lru.Get(key); ok {
+		r.touchLocked(p)
 		switch {
 		case r.expired(p, r.now()):
 			r.removeLocked(key, p)
@@ -204,7 +232,7 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 			r.removeLocked(key, p)
 			q := &replay{request: request, size: int64(len(key)+8*len(p.users)) + replayOverhead, users: p.users, prior: p}
 			r.inFlight[key] = q
-			r.bytes += q.size
+			r.chargeLocked(key, q.size)
 			r.trimLocked()
 			return q, replayResume
 		default:
@@ -214,7 +242,7 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 	}
 	p := &replay{request: request, size: int64(len(key)) + replayOverhead}
 	r.inFlight[key] = p
-	r.bytes += p.size
+	r.chargeLocked(key, p.size)
 	r.trimLocked()
 	return p, replayNew
 }
@@ -229,7 +257,7 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	}
 	defer r.mu.Unlock()
 	delete(r.inFlight, key)
-	r.bytes -= p.size
+	r.chargeLocked(key, -p.size)
 	p.prior = nil // a resumed batch's answer: body holds what prior did
 	if p.size+int64(len(body)) > r.budget {
 		// Kept, it would leave the budget last, after every other answer
@@ -242,8 +270,7 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	now := r.stampLocked(born, false)
 	p.done, p.status, p.body, p.at, p.born, p.failed = true, status, bytes.Clone(body), now, born, failed
 	p.size += int64(len(body))
-	r.lru.Add(key, p)
-	r.bytes += p.size
+	r.addLocked(key, p)
 	r.trimLocked()
 	if r.log != nil {
 		// Under r.mu: an erase (see erase) that drops this answer writes
@@ -268,7 +295,7 @@ func (r *replays) name(key string, p *replay, users []string) {
 	}
 	p.users = hs
 	p.size += int64(8 * len(hs))
-	r.bytes += int64(8 * len(hs))
+	r.chargeLocked(key, int64(8*len(hs)))
 	r.trimLocked()
 }
 
@@ -484,35 +511,113 @@ func (r *replays) abandon(key string, p *replay) {
 	}
 	r.dropInFlightLocked(key, p)
 	if q := p.prior; q != nil && !r.expired(q, r.now()) {
-		r.lru.Add(key, q)
-		r.bytes += q.size
+		r.addLocked(key, q)
 		r.trimLocked()
 	}
 }
 
+// addLocked keeps p, an answer given, under key, as its caller's most
+// recently used.
+func (r *replays) addLocked(key string, p *replay) {
+	r.lru.Add(key, p)
+	o := r.chargeLocked(key, p.size)
+	p.key, p.by, p.prev, p.next = key, o, o.last, nil
+	if o.last != nil {
+		o.last.next = p
+	} else {
+		o.first = p
+	}
+	o.last = p
+}
+
 func (r *replays) removeLocked(key string, p *replay) {
 	r.lru.Remove(key)
-	r.bytes -= p.size
+	if p.by != nil {
+		r.unlinkLocked(p)
+		p.by = nil
+	}
+	r.chargeLocked(key, -p.size)
+}
+
+// chargeLocked adds n bytes, an answer's or a call's in flight under key,
+// to the budget's count and its caller's, and returns the caller's.
+func (r *replays) chargeLocked(key string, n int64) *answerer {
+	r.bytes += n
+	caller := callerOf(key)
+	o := r.by[caller]
+	if o == nil {
+		o = &answerer{caller: caller}
+		r.by[caller] = o
+	}
+	o.bytes += n
+	if o.bytes == 0 && o.first == nil {
+		delete(r.by, caller)
+	}
+	return o
+}
+
+func (r *replays) unlinkLocked(p *replay) {
+	o := p.by
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		o.first = p.next
+	}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		o.last = p.prev
+	}
+	p.prev, p.next = nil, nil
+}
+
+// touchLocked makes p, kept, its caller's most recently used answer.
+func (r *replays) touchLocked(p *replay) {
+	o := p.by
+	if o == nil || o.last == p {
+		return
+	}
+	r.unlinkLocked(p)
+	p.prev = o.last
+	o.last.next = p
+	o.last = p
 }
 
 func (r *replays) dropInFlightLocked(key string, p *replay) {
 	delete(r.inFlight, key)
-	r.bytes -= p.size
+	r.chargeLocked(key, -p.size)
 }
 
-// trimLocked drops the least recently used answers given while over
-// budget (the calls in flight stay), and those past their time to live
-// from the least recently used on: no retry gets them, and kept they held
-// their memory and counted in the figures until the budget pushed them
-// out.
+// trimLocked drops the answers past their time to live from the least
+// recently used on (no retry gets them, and kept they held their memory
+// and counted in the figures until the budget pushed them out), then,
+// while over budget, the least recently used answer of the caller whose
+// answers and calls in flight take the most bytes (the calls in flight
+// stay). So the budget is
+// shared between callers: one client's burst of keyed calls pushes out
+// its own older answers, not another's, as long as the other holds less
+// than it; callers that both keep calling end with even shares. Callers
+// are API keys, few: each answer trimmed looks at every one.
 func (r *replays) trimLocked() {
 	now := r.now()
 	for {
 		k, p, ok := r.lru.GetOldest()
-		if !ok || (r.bytes <= r.budget && !r.expired(p, now)) {
-			return
+		if !ok || !r.expired(p, now) {
+			break
 		}
 		r.removeLocked(k, p)
+	}
+	for r.bytes > r.budget {
+		var top *answerer
+		for _, o := range r.by {
+			if o.first != nil && (top == nil || o.bytes > top.bytes) {
+				top = o
+			}
+		}
+		if top == nil {
+			return
+		}
+		r.removeLocked(top.first.key, top.first)
 	}
 }
 
@@ -617,8 +722,7 @@ func (r *replays) restore(kept []keptAnswer) int {
 		if p.size > r.budget {
 			continue // as finish: it would trim every other answer, then itself
 		}
-		r.lru.Add(a.Key, p)
-		r.bytes += p.size
+		r.addLocked(a.Key, p)
 		r.trimLocked()
 	}
 	n := 0

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,5 +176,60 @@ func TestReplaysAgeFromTheirReadingNotTheirStamp(t *testing.T) {
 		if _, st := r.begin(k, req(k)); st != replayNew {
 			t.Errorf("%s a minute after it was given (read back): %v, want new (past its time to live)", k, st)
 		}
+	}
+}
+
+// The budget is shared between callers: past it, the answer that goes is
+// the least recently used of the caller whose answers take the most, so
+// one caller's burst of keyed calls pushes out its own older answers, not
+// another's; two callers that keep calling end with even shares.
+func TestReplaysBudgetIsSharedBetweenCallers(t *testing.T) {
+	now := time.Now()
+	key := func(caller string, i int) string {
+		return fmt.Sprintf("%s\x00/v1/namespaces/default/users/u/filter\x00k-%03d", caller, i)
+	}
+	size := int64(replayOverhead + len(key("A", 0)) + 10)
+	r := newReplays(10*size, time.Minute, func() time.Time { return now })
+	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
+	give := func(caller string, from, to int) {
+		for i := from; i < to; i++ {
+			k := key(caller, i)
+			p, st := r.begin(k, req(k))
+			if st != replayNew {
+				t.Fatalf("%q: first begin %v, want new", k, st)
+			}
+			r.finish(k, p, 200, []byte("0123456789"), false)
+		}
+	}
+	kept := func(caller string, n int) (out []int) {
+		for i := range n {
+			if p, ok := r.lru.Peek(key(caller, i)); ok && p.done {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	give("B", 0, 3)
+	give("A", 0, 100) // a burst: A's own older answers go
+	if got := kept("B", 3); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("after A's burst, B's answers kept: %v, want all three", got)
+	}
+	if got := kept("A", 100); !slices.Equal(got, []int{93, 94, 95, 96, 97, 98, 99}) {
+		t.Fatalf("after A's burst, A's answers kept: %v, want its last 7", got)
+	}
+	give("B", 3, 100) // B keeps calling too: even shares
+	if a, b := len(kept("A", 100)), len(kept("B", 100)); a != 5 || b != 5 {
+		t.Fatalf("after both bursts, A keeps %d answers and B %d; want 5 each", a, b)
+	}
+	// An answer given again is its caller's most recently used.
+	if _, st := r.begin(key("A", 95), req(key("A", 95))); st != replayDone {
+		t.Fatalf("A's answer 95: %v, want done", st)
+	}
+	give("A", 100, 101)
+	if got := kept("A", 101); !slices.Equal(got, []int{95, 97, 98, 99, 100}) {
+		t.Fatalf("A's answers kept: %v, want 95 (given again) and its last 4", got)
+	}
+	if n, b := r.usage(); n != 10 || b != 10*size {
+		t.Fatalf("usage %d answers in %d bytes, want 10 in %d", n, b, 10*size)
 	}
 }

@@ -800,7 +800,8 @@ type FilterBatchParams struct {
 	// failed, nothing was recorded), nor one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first); a
+	// `--idempotency-bytes` (32 MiB, least recently used out first, of
+	// the API key whose answers take the most); a
 	// graceful stop saves them and the next start reads them back. Against
 	// a crash they are written to the data directory every 100 ms, and
 	// until then the answer of a call that recorded items is journaled
@@ -845,7 +846,8 @@ type FilterUserParams struct {
 	// failed, nothing was recorded), nor one larger than the whole
 	// `--idempotency-bytes`, which would take every other from it. Answers are
 	// kept in memory for `--idempotency-ttl` (5 minutes) within
-	// `--idempotency-bytes` (32 MiB, least recently used out first); a
+	// `--idempotency-bytes` (32 MiB, least recently used out first, of
+	// the API key whose answers take the most); a
 	// graceful stop saves them and the next start reads them back. Against
 	// a crash they are written to the data directory every 100 ms, and
 	// until then the answer of a call that recorded items is journaled
