@@ -99,3 +99,69 @@ func TestAKeyedBatchReorderedAfterACrashIsRefused(t *testing.T) {
 		t.Errorf("the batch sent again after the crash: %d replayed=%q %s; want the first answer %s", status, replayed, again, answer)
 	}
 }
+
+// Answers kept for retries are the caller's own after a crash too: another
+// API key sending the same Idempotency-Key for the same user and body gets
+// a call of its own, neither the answer the journal holds nor the one the
+// answers log holds, while the first key's retry gets its answer.
+func TestAnotherAPIKeysRetryAfterACrashIsNotGivenTheAnswer(t *testing.T) {
+	dir, answers := t.TempDir(), t.TempDir()
+	keys := []Key{{Role: RoleWrite, Secret: "secret-of-key-a-0123456789"}, {Role: RoleWrite, Secret: "secret-of-key-b-0123456789"}}
+	var store *storage.Store
+	open := func() *Server {
+		var err error
+		store, err = storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+			eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := New(hot, Config{Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	post := func(srv *Server, user, secret string) (string, bool) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter",
+			strings.NewReader(`{"candidates":["a","b","c"],"limit":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set(HeaderIdempotencyKey, "the-same-key")
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s by %s: %d %s", user, secret, resp.StatusCode, b)
+		}
+		return string(b), resp.Header.Get(HeaderReplayed) == "true"
+	}
+	first := open()
+	logged, _ := post(first, "logged", keys[0].Secret)
+	time.Sleep(50 * time.Millisecond) // in the answers log's file
+	journaled, _ := post(first, "journaled", keys[0].Secret)
+	// A crash at once: the second answer is in the journal only.
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	defer func() { second.CloseAnswerLog(true); store.Close() }()
+	for user, answer := range map[string]string{"logged": logged, "journaled": journaled} {
+		if got, replayed := post(second, user, keys[1].Secret); replayed || got == answer {
+			t.Errorf("%s: the other API key's retry got %s (replayed %v): the first key's answer", user, got, replayed)
+		}
+		if got, replayed := post(second, user, keys[0].Secret); !replayed || got != answer {
+			t.Errorf("%s: the first key's retry got %s (replayed %v), want %s again", user, got, replayed, answer)
+		}
+	}
+}
