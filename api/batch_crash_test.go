@@ -23,23 +23,7 @@ import (
 // the next items.
 func TestAKeyedBatchReorderedAfterACrashIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Server, *eviction.HotSet, *storage.Store) {
-		store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// An hour between write-backs: the calls are in the journal only.
-		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-			eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := New(hot, Config{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv, hot, store
-	}
+	open := func() (*Server, *eviction.HotSet, *storage.Store) { return openJournaled(t, dir, Config{}) }
 	post := func(srv *Server, path, body string, key string) (int, string, string) {
 		t.Helper()
 		req := httptest.NewRequest("POST", path, strings.NewReader(body))
@@ -109,20 +93,8 @@ func TestAnotherAPIKeysRetryAfterACrashIsNotGivenTheAnswer(t *testing.T) {
 	keys := []Key{{Role: RoleWrite, Secret: "secret-of-key-a-0123456789"}, {Role: RoleWrite, Secret: "secret-of-key-b-0123456789"}}
 	var store *storage.Store
 	open := func() *Server {
-		var err error
-		store, err = storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-			eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := New(hot, Config{Keys: keys, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var srv *Server
+		srv, _, store = openJournaled(t, dir, Config{Keys: keys})
 		if _, err := srv.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -164,4 +136,26 @@ func TestAnotherAPIKeysRetryAfterACrashIsNotGivenTheAnswer(t *testing.T) {
 			t.Errorf("%s: the first key's retry got %s (replayed %v), want %s again", user, got, replayed, answer)
 		}
 	}
+}
+
+// openJournaled opens a server of cfg over the store in dir whose calls
+// stay in the journal (an hour between write-backs), for a crash: the
+// caller closes the store without closing the hot set.
+func openJournaled(t *testing.T, dir string, cfg Config) (*Server, *eviction.HotSet, *storage.Store) {
+	t.Helper()
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
+		eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv, err := New(hot, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, hot, store
 }

@@ -580,17 +580,11 @@ func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
 	}
 	t.Cleanup(func() { e.srv.CloseAnswerLog(false) })
 	fs.armed.Store(true)
-	const path = "/v1/namespaces/default/filter"
 	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1},` +
 		`{"user":"flaky","candidates":["a","b","c"],"limit":1}]}`)
 	send := func(e *env) (client.BatchFilterResponse, bool) {
 		t.Helper()
-		status, h, b := e.raw(http.MethodPost, path, "application/json", body, api.HeaderIdempotencyKey, "k-flaky")
-		var out client.BatchFilterResponse
-		if status != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.Results) != 2 {
-			t.Fatalf("the keyed batch: %d %s", status, b)
-		}
-		return out, h.Get(api.HeaderReplayed) == "true"
+		return sendKeyedBatch(t, e, body, "k-flaky")
 	}
 	first, _ := send(e)
 	if first.Results[0].Unseen == nil || !slices.Equal(*first.Results[0].Unseen, []string{"a"}) ||
@@ -668,17 +662,11 @@ func TestIdempotencyKeyOfADegradedAnswerIsServedAnew(t *testing.T) {
 	}
 
 	// The batch, in memory and after a crash.
-	const path = "/v1/namespaces/default/filter"
 	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1,"on_error":"open"},` +
 		`{"user":"flaky","candidates":["x","y","z"],"limit":1,"on_error":"open"}]}`)
 	send := func(e *env) (client.BatchFilterResponse, bool) {
 		t.Helper()
-		status, h, b := e.raw(http.MethodPost, path, "application/json", body, api.HeaderIdempotencyKey, "k-batch")
-		var out client.BatchFilterResponse
-		if status != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.Results) != 2 {
-			t.Fatalf("the keyed batch: %d %s", status, b)
-		}
-		return out, h.Get(api.HeaderReplayed) == "true"
+		return sendKeyedBatch(t, e, body, "k-batch")
 	}
 	degraded := func(r client.BatchFilterResult) bool { return r.Degraded != nil && *r.Degraded }
 	for _, crash := range []bool{false, true} {
@@ -705,4 +693,17 @@ func TestIdempotencyKeyOfADegradedAnswerIsServedAnew(t *testing.T) {
 			t.Errorf("crash %v: the retry that served a user anew says Idempotent-Replayed: true", crash)
 		}
 	}
+}
+
+// sendKeyedBatch sends body, a batch of two users, to e's namespace
+// default with the Idempotency-Key key, and returns its answer and whether
+// it was given again.
+func sendKeyedBatch(t *testing.T, e *env, body []byte, key string) (client.BatchFilterResponse, bool) {
+	t.Helper()
+	status, h, b := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json", body, api.HeaderIdempotencyKey, key)
+	var out client.BatchFilterResponse
+	if status != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.Results) != 2 {
+		t.Fatalf("the keyed batch: %d %s", status, b)
+	}
+	return out, h.Get(api.HeaderReplayed) == "true"
 }
