@@ -17,8 +17,8 @@ type SlotCores struct {
 	Client float64 `json:"client"`
 }
 
-// coreSampler reads a system's and the harness's CPU time at every
-// timelineSlot boundary from start.
+// coreSampler reads a system's and the harness's CPU time at the
+// timelineSlot boundaries from start.
 type coreSampler struct {
 	stop  chan struct{}
 	done  chan struct{}
@@ -33,6 +33,14 @@ func startCoreSampler(start time.Time, sys System) *coreSampler {
 	return s
 }
 
+// run reads at each slot boundary until Stop, and once more at the stop.
+// A reading closes every slot that ended since the one before, each at the
+// cores over the time that really passed between the two readings: a late
+// one (a starved harness) closes several with their mean, so that slot i
+// stays the 100 ms from start + i*timelineSlot, as in the latency timeline.
+// Readings are at least half a slot apart: a slot closed by a reading just
+// after a late one would be a sliver of time, and its cores (CPU times
+// counted in 10 ms ticks over a sliver) noise.
 func (s *coreSampler) run(start time.Time, sys System) {
 	defer close(s.done)
 	select {
@@ -41,30 +49,35 @@ func (s *coreSampler) run(start time.Time, sys System) {
 		return
 	}
 	prev, err := takeUsage(sys)
-	at0 := time.Now()
-	for i := 1; ; i++ {
+	for stopped := false; !stopped; {
+		next := max(len(s.slots)+1, int(prev.at.Add(timelineSlot/2).Sub(start)/timelineSlot)+1)
 		select {
-		case <-time.After(time.Until(start.Add(time.Duration(i) * timelineSlot))):
+		case <-time.After(time.Until(start.Add(time.Duration(next) * timelineSlot))):
 		case <-s.stop:
-			return
+			stopped = true
 		}
 		now, errNow := takeUsage(sys)
-		at := time.Now()
+		ended := int(now.at.Sub(start) / timelineSlot)
+		if ended <= len(s.slots) || now.at.Sub(prev.at) < timelineSlot/2 {
+			continue // a stop before another slot ended, or just after a reading
+		}
 		var c SlotCores
 		if err == nil && errNow == nil {
-			// A late tick (a starved harness) makes a longer slot, not a
-			// busier one: divide by the time that really passed.
-			c.Server = cores(now.server.Time-prev.server.Time, at.Sub(at0))
+			c.Server = cores(now.server.Time-prev.server.Time, now.at.Sub(prev.at))
 			if !now.server.InclClient {
-				c.Client = cores(now.client-prev.client, at.Sub(at0))
+				c.Client = cores(now.client-prev.client, now.at.Sub(prev.at))
 			}
 		}
-		s.slots = append(s.slots, c)
-		prev, err, at0 = now, errNow, at
+		for len(s.slots) < ended {
+			s.slots = append(s.slots, c)
+		}
+		prev, err = now, errNow
 	}
 }
 
-// Stop ends the sampling and returns the cores of each completed slot.
+// Stop ends the sampling and returns the cores of each slot a reading
+// closed: every slot that ended by the stop, but for one that ended less
+// than half a slot after the reading before.
 func (s *coreSampler) Stop() []SlotCores {
 	close(s.stop)
 	<-s.done

@@ -833,7 +833,11 @@ func Run(ctx context.Context, sys System, opts RunOptions) (res Result, err erro
 // usage is what the server, the harness and the whole machine had spent at
 // one moment; a phase's figures are differences of two.
 type usage struct {
-	server        CPU
+	server CPU
+	// at is when server was read, next to the reading: reading the rest
+	// takes a harness starved of cores long enough to skew the server's
+	// cores over a 100 ms slot (coreSampler).
+	at            time.Time
 	client        time.Duration // the harness's CPU
 	clientWaited  time.Duration // its threads' wait for a core (ProcWaited)
 	busy, stealed time.Duration // the machine's (MachineBusy)
@@ -846,6 +850,7 @@ func takeUsage(sys System) (usage, error) {
 	if u.server, err = sys.CPU(); err != nil {
 		return u, fmt.Errorf("%s: cpu: %w", sys.Name(), err)
 	}
+	u.at = time.Now()
 	self := os.Getpid()
 	if u.client, err = ProcCPU(self); err != nil {
 		return u, fmt.Errorf("bench: own cpu: %w", err)
