@@ -295,7 +295,7 @@ func TestAnswerLogOfAServerAnswersRetriesAfterACrash(t *testing.T) {
 	if _, err := first.OpenAnswerLog(dir, false, time.Second); err == nil {
 		t.Errorf("a second log opened on the same server")
 	}
-	time.Sleep(200 * time.Millisecond) // past the interval; no close
+	AnswersLogged(t, first) // no close
 
 	second := serve()
 	n, err := second.OpenAnswerLog(dir, false, 10*time.Millisecond)

@@ -63,7 +63,7 @@ func TestEraseForgetsTheUsersKeptAnswers(t *testing.T) {
 	for _, u := range []string{"u", "v", "w"} {
 		do(second, "POST", u, "k-"+u)
 	}
-	time.Sleep(100 * time.Millisecond) // the answers are in the log's file
+	AnswersLogged(t, second)
 	for _, u := range []string{"u", "w", "s"} {
 		if status, _ := do(second, "DELETE", u, ""); status != 204 {
 			t.Fatalf("erase %s: %d", u, status)
@@ -149,7 +149,7 @@ func TestEraseForgetsTheBatchAnswersThatNameTheUser(t *testing.T) {
 	for _, u := range []string{"u", "v", "w"} {
 		batch(second, u)
 	}
-	time.Sleep(100 * time.Millisecond) // the answers are in the log's file
+	AnswersLogged(t, second)
 	for _, u := range []string{"u", "w", "s", "g"} {
 		erase(second, u)
 	}
@@ -343,13 +343,13 @@ func TestAnEraseAfterTheAnswersLogStoppedLeavesNoAnswerOfTheUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyedCall(t, first, "u", "k-u", body)
-	time.Sleep(50 * time.Millisecond) // u's answer is in the log's file
+	AnswersLogged(t, first)
 	l := first.replays.log
 	l.fileMu.Lock()
 	l.f.Close() // the next write fails, as on a disk gone bad
 	l.fileMu.Unlock()
 	keyedCall(t, first, "v", "k-v", body)
-	time.Sleep(50 * time.Millisecond)
+	AnswersLogged(t, first) // its write failed
 	l.fileMu.Lock()
 	stopped := l.failed
 	l.fileMu.Unlock()
@@ -421,11 +421,11 @@ func TestAnEraseAfterTheClockSteppedBackVoidsTheAnswersBeforeIt(t *testing.T) {
 	}
 	keyedCall(t, first, "u", "k-u", body)
 	keyedCall(t, first, "v", "k-v", body)
-	time.Sleep(50 * time.Millisecond)
+	AnswersLogged(t, first)
 	back.Store(int64(time.Minute)) // the clock steps back a minute
 	eraseUser(t, first, "u")
 	keyedCall(t, first, "u", "k-u-after", body)
-	time.Sleep(50 * time.Millisecond)
+	AnswersLogged(t, first)
 	// A crash, and a start whose clock is back a minute more.
 	back.Store(int64(2 * time.Minute))
 	second := newTestServerOf(t, Config{Now: clock})
@@ -439,7 +439,7 @@ func TestAnEraseAfterTheClockSteppedBackVoidsTheAnswersBeforeIt(t *testing.T) {
 		t.Errorf("after a crash, the answer given after the erase was lost")
 	}
 	eraseUser(t, second, "v")
-	time.Sleep(50 * time.Millisecond)
+	AnswersLogged(t, second)
 	first.CloseAnswerLog(false)
 	second.CloseAnswerLog(false)
 	// Another crash: v's erase, on a clock behind its answer, voids it.

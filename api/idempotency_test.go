@@ -610,7 +610,7 @@ func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
 	if !replayed || !reflect.DeepEqual(again, retry) {
 		t.Fatalf("the next retry: %+v (replayed %v), want the retry's answer given again whole", again.Results, replayed)
 	}
-	time.Sleep(100 * time.Millisecond) // the answers are in the log's file
+	api.AnswersLogged(t, e.srv)
 	// A crash: another server reads the log back.
 	after := newEnv(t)
 	if _, err := after.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
