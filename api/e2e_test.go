@@ -756,6 +756,20 @@ func rawHEAD(t *testing.T, e *env, path string, header ...string) (int, http.Hea
 func TestHEADAnswersAsGETDoes(t *testing.T) {
 	e := newEnv(t, withKeys)
 	filter(t, e.client(writeKey), "default", "u1", client.FilterRequest{Candidates: []string{"a", "b"}})
+	// The user's stats say whether it is written back ("dirty"), which
+	// would change its length between the GET and the HEAD: wait for it.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		u, err := e.client(readKey).GetUserWithResponse(ctx, "default", "u1")
+		if err != nil || u.JSON200 == nil {
+			t.Fatalf("GET u1: %v", err)
+		}
+		if !u.JSON200.Dirty {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("u1 not written back within a minute")
+		}
+	}
 	params := strings.NewReplacer("{ns}", "default", "{user}", "u1")
 	// Bodies that change from one call to the next (figures, a backup's
 	// stream), whose lengths are not compared.
