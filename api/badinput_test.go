@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -601,6 +602,78 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 	for name, request := range served {
 		wantServed(t, strings.TrimPrefix(e.base, "http://"), name, request)
 	}
+}
+
+// A header line the service cannot read as one header is refused with 400
+// and its connection closed, at once: a line without a colon (which
+// fasthttp waited on until the read timeout, then answered 408), a name
+// that is no token ("Bad Key", a space before the colon), and a line
+// folded onto the one before it (obs-fold), which fasthttp would take for
+// a header named "Bad Key", or join to the value before it, where a proxy
+// in front may have read them otherwise (RFC 9112, 5.1 and 5.2). Those
+// the service's own pass refuses name the header at fault.
+func TestMalformedHeaderLineIsRefusedAtOnceAndItsConnectionClosed(t *testing.T) {
+	// A read timeout far longer than the client waits: an answer only
+	// once it is over fails the test.
+	e := newEnv(t, withKeys, func(c *api.Config) { c.ReadTimeout = time.Minute })
+	addr := strings.TrimPrefix(e.base, "http://")
+	body := `{"items":["x"]}`
+	seen := func(headers string) string {
+		return "POST /v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey +
+			"\r\nContent-Type: application/json\r\n" + headers + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	next := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct{ name, request, header, detail string }{
+		// Alone on its connection: fasthttp 1.58 waited for a colon,
+		// which the next request's "Host:" would have given it.
+		{"a line without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nBad\r\n\r\n", "", ""},
+		{"a line without a colon in a request with a body", seen("Bad\r\n"), "", ""},
+		// Nor is a request line of more than three parts (RFC 9112, 3):
+		// fasthttp 1.65 served "/healthz /x" as the path, which a cache
+		// in front may have keyed as "/healthz".
+		{"a space in the request target", "GET /healthz /x HTTP/1.1\r\nHost: x\r\n\r\n", "", ""},
+		{"a space in a name", seen("Bad Key: 1\r\n"), "Bad Key", `the header name "Bad Key" holds ' '`},
+		{"a space before the colon", seen("X-Seen : 1\r\n"), "X-Seen ", `the header name "X-Seen " holds ' '`},
+		{"a space before the colon of Transfer-Encoding", seen("Transfer-Encoding : chunked\r\n"), "Transfer-Encoding ", "holds ' '"},
+		{"a folded header", seen("X-A: 1\r\n folded: yes\r\n"), "X-A", `a line of header "X-A" continues on the next`},
+		{"a header folded with a tab", seen("X-A: 1\r\n\tTransfer-Encoding: chunked\r\n"), "X-A", "(obs-fold)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, _ := e.dial(t)
+			if tc.header == "" {
+				io.WriteString(conn, tc.request)
+			} else {
+				io.WriteString(conn, tc.request+next)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer within 10s (read timeout 1m): %v", err)
+			}
+			p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+			if tc.header != "" {
+				if !strings.Contains(p.Detail, tc.detail) {
+					t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+				}
+				if len(p.Errors) != 1 || p.Errors[0].Parameter != tc.header {
+					t.Errorf("errors %+v, want one naming the parameter %q", p.Errors, tc.header)
+				}
+			}
+			if !resp.Close {
+				t.Errorf("the connection is kept open after the refusal")
+			}
+			if next, err := http.ReadResponse(br, nil); err == nil {
+				t.Errorf("the request after it was served too: %d %s", next.StatusCode, readAll(t, next))
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("the connection is still open 10s after the refusal")
+			}
+		})
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a refused request recorded the user: %v", st)
+	}
+	wantServed(t, addr, "a well-formed header", seen("X-Seen: 1\r\n"))
 }
 
 // The service takes no forms: a body sent as multipart/form-data is not

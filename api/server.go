@@ -285,8 +285,18 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // RFC 9110, 7.2: such a request is answered 400. An HTTP/1.0 request may
 // leave Host out (its Host is then empty, which the loopback-name check
 // refuses).
+//
+// Or a header's name is no token (RFC 9110, 5.1: a space, as in
+// "Bad Key: 1", or any other byte outside tchar), or a line continues the
+// one before it (obs-fold: it begins with a space or tab, RFC 9112, 5.2):
+// fasthttp takes "Bad Key" for a header of that name and joins a folded
+// line to the value before it, where a proxy in front may have dropped
+// either line, or taken it for a header of its own ("Transfer-Encoding
+// : chunked" or " Transfer-Encoding: chunked" read as one, by a proxy or
+// by the service, is request smuggling). RFC 9112, 5.1 and 5.2: such a
+// request is answered 400. These name the header at fault.
 func headerProblem(raw []byte, http11 bool) (detail, header string) {
-	var length, coding, badHost []byte
+	var length, coding, badHost, last []byte
 	lengths, codings, hosts := 0, 0, 0
 	for len(raw) > 0 {
 		line := raw
@@ -298,17 +308,31 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 		if i := bytes.IndexByte(line, '\r'); i >= 0 && i < len(line)-1 {
 			return "the length of the request's body is ambiguous: a header holds a bare CR (a CR not followed by LF)", ""
 		}
-		if len(line) == 0 {
+		if len(line) == 0 || line[0] == '\r' {
 			continue
 		}
-		switch line[0] | 0x20 {
-		case 'c', 't', 'h':
-		default:
-			continue // the common case, at one byte's cost
+		if line[0] == ' ' || line[0] == '\t' {
+			if last == nil {
+				return "the header block begins with a space or tab, which would continue a header before it (obs-fold, RFC 9112, 5.2)", ""
+			}
+			return "a line of header " + strconv.Quote(string(last)) + " continues on the next, which begins with a space or tab " +
+				"(obs-fold); send each header on one line (RFC 9112, 5.2)", string(last)
 		}
 		name, value, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
-			continue
+			continue // fasthttp refuses a line without a colon itself
+		}
+		for _, c := range name {
+			if !tchar[c] {
+				return "the header name " + strconv.Quote(string(name)) + " holds " + strconv.QuoteRune(rune(c)) +
+					", which a header name may not (a token: letters, digits and !#$%&'*+-.^_`|~; RFC 9110, 5.1)", string(name)
+			}
+		}
+		last = name
+		switch line[0] | 0x20 {
+		case 'c', 't', 'h':
+		default:
+			continue // the common case
 		}
 		switch {
 		case bytes.EqualFold(name, []byte(fiber.HeaderHost)):
@@ -348,6 +372,14 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	}
 	return "", ""
 }
+
+// tchar holds the bytes a header's name may hold (RFC 9110, 5.6.2).
+var tchar = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
 
 // validHost reports whether v, a Host header's value, is uri-host
 // [":" port] (RFC 9110, 7.2; RFC 3986, 3.2.2): a registered name (letters,
@@ -672,7 +704,7 @@ func unknownQuery(c *fiber.Ctx, taken []string) error {
 	}
 	var unknown []string
 	var twice []string
-	args.VisitAll(func(key, _ []byte) {
+	for key := range args.All() {
 		name := string(key)
 		switch {
 		case !slices.Contains(taken, name):
@@ -682,7 +714,7 @@ func unknownQuery(c *fiber.Ctx, taken []string) error {
 		case len(args.PeekMulti(name)) > 1 && !slices.Contains(twice, name):
 			twice = append(twice, name)
 		}
-	})
+	}
 	if len(unknown) == 0 && len(twice) > 0 {
 		// ?limit=1&limit=2 would be served with one of them, silently.
 		fields := make([]FieldError, len(twice))
