@@ -124,27 +124,29 @@ func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	}
 }
 
+// classicTab records an item for a user in the namespace classic, on a
+// service of the test's own, and opens a tab of it on the dashboard with a
+// read key limited to classic; it returns the tab, the service, its write
+// key and the user.
+func (s *suite) classicTab(t *testing.T) (tb *tab, svc *service, write, user string) {
+	t.Helper()
+	read := newKey()
+	write = newKey()
+	svc = s.keyedService(t, "read:"+read+" namespaces=classic\nwrite:"+write+"\n")
+	user = userID(t)
+	svc.record(t, write, "classic", user, "a")
+	tb = s.newTab(t, svc)
+	tb.open("")
+	tb.useKey(read)
+	return tb, svc, write, user
+}
+
 // The user inspector of a key limited to a namespace other than default
 // lists the users of the namespace its select shows, one the key may call,
 // not default's (which the key is refused).
 func TestInspectorOfAKeyLimitedToANamespaceListsItsUsers(t *testing.T) {
 	s := setup(t)
-	read, write := newKey(), newKey()
-	keys := filepath.Join(s.dir, "keys-"+userID(t))
-	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces=classic\nwrite:"+write+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	user := userID(t)
-	svc.record(t, write, "classic", user, "a")
-
-	tb := s.newTab(t, svc)
-	tb.open("")
-	tb.useKey(read)
+	tb, _, _, user := s.classicTab(t)
 	tb.open("#/users")
 	tb.waitJS(`[...document.querySelectorAll('#user-list a')].some((a) => a.textContent === `+strconv.Quote(user)+`)`,
 		"classic's user in the list")
@@ -192,15 +194,7 @@ func TestAKeyLimitedToNoServedNamespaceSaysSo(t *testing.T) {
 	s := setup(t)
 	const swallowed = "second0key0given0without0its0role"
 	read := newKey()
-	keys := filepath.Join(s.dir, "keys-"+userID(t))
-	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces="+swallowed+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
+	svc := s.keyedService(t, "read:"+read+" namespaces="+swallowed+"\n")
 
 	tb := s.newTab(t, svc)
 	tb.open("")
@@ -252,22 +246,7 @@ func TestInspectorSaysTheKeyCannotCallTheNamespaceOfTheAddress(t *testing.T) {
 // counted in the service's errors.
 func TestANamespacePageTheKeyCannotCallListsOneItCan(t *testing.T) {
 	s := setup(t)
-	read, write := newKey(), newKey()
-	keys := filepath.Join(s.dir, "keys-"+userID(t))
-	if err := os.WriteFile(keys, []byte("read:"+read+" namespaces=classic\nwrite:"+write+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := s.startServiceWith("data-"+userID(t), keys, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.stop)
-	user := userID(t)
-	svc.record(t, write, "classic", user, "a")
-
-	tb := s.newTab(t, svc)
-	tb.open("")
-	tb.useKey(read)
+	tb, svc, write, user := s.classicTab(t)
 	tb.open("#/ns/feed") // a fresh load: the key's check and the page start together
 	got := tb.waitText("#ns-barred", "feed")
 	if want := "This key cannot call namespace feed: it may call namespace classic only."; !strings.HasPrefix(got, want) {

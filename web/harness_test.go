@@ -196,6 +196,22 @@ func newKey() string {
 	return hex.EncodeToString(b)
 }
 
+// keyedService starts a service of the test's own, with the keys file
+// keys and a data directory of its own, stopped when the test ends.
+func (s *suite) keyedService(t *testing.T, keys string) *service {
+	t.Helper()
+	file := filepath.Join(s.dir, "keys-"+userID(t))
+	if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.startServiceWith("data-"+userID(t), file, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.stop)
+	return svc
+}
+
 // startService runs the binary with the suite's keys and its own data
 // directory under s.dir on a free loopback port and waits for /readyz.
 func (s *suite) startService(data string) (*service, error) {
