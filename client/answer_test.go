@@ -146,3 +146,86 @@ func TestASuccessWithoutItsDocumentedBodyIsAnErrorWithTheAnswer(t *testing.T) {
 		t.Errorf("a HEAD's 200: %+v, %v; want the 200 and no error", r, err)
 	}
 }
+
+// A success of another media type than the document gives it (a captive
+// portal's or a proxy's sign-in page, answered 200 text/html) is a
+// *BodyError on the routes whose body is not JSON too, where no typed field
+// stays nil to tell: an export's bytes, a backup, the metrics and the
+// document itself. The answer comes with it, for the caller to look at.
+func TestASuccessOfAnotherMediaTypeIsABodyErrorOnEveryRoute(t *testing.T) {
+	ctx := context.Background()
+	const page = "<html>sign in to the network</html>"
+	c, err := client.NewClientWithResponses(proxyAnswering(t, http.StatusOK, "text/html; charset=utf-8", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer interface {
+		StatusCode() int
+		GetBody() []byte
+	}
+	for _, tc := range []struct {
+		route, documented string
+		call              func() (answer, error)
+	}{
+		{"export", "application/octet-stream", func() (answer, error) { return c.ExportUserWithResponse(ctx, "default", "u1") }},
+		{"backup", "application/octet-stream", func() (answer, error) { return c.GetBackupWithResponse(ctx) }},
+		{"metrics", "text/plain", func() (answer, error) { return c.GetMetricsWithResponse(ctx) }},
+		{"openapi.yaml", "application/yaml", func() (answer, error) { return c.GetOpenAPIWithResponse(ctx) }},
+	} {
+		t.Run(tc.route, func(t *testing.T) {
+			r, err := tc.call()
+			var be *client.BodyError
+			if !errors.As(err, &be) {
+				t.Fatalf("error %v; want a *client.BodyError", err)
+			}
+			if r.StatusCode() != http.StatusOK || string(r.GetBody()) != page {
+				t.Errorf("the answer with the error is %d %q; want the 200 and its page", r.StatusCode(), r.GetBody())
+			}
+			want := "200 answer's body is text/html; charset=utf-8, not the documented " + tc.documented + ": " + page
+			if be.Err != nil || be.ContentType != "text/html; charset=utf-8" || err.Error() != want {
+				t.Errorf("the error %+v reads %q; want %q", be, err, want)
+			}
+		})
+	}
+
+	// The dashboard's page is HTML, whatever its parameters.
+	if r, err := c.GetDashboardWithResponse(ctx); err != nil || string(r.Body) != page {
+		t.Errorf("the dashboard: %v, %v", r, err)
+	}
+
+	// A backup read as it comes is held to its type by MediaTypeError.
+	resp, err := c.GetBackup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	err = client.MediaTypeError(resp, "application/octet-stream")
+	if want := "200 answer's body is text/html; charset=utf-8, not the documented application/octet-stream: " + page; err == nil || err.Error() != want {
+		t.Errorf("MediaTypeError: %v; want %q", err, want)
+	}
+}
+
+// The documented media type is taken with any parameters and in any case,
+// and an answer with no Content-Type is not taken for one.
+func TestASuccessOfItsDocumentedMediaTypeIsNoError(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		ct      string
+		noError bool
+	}{
+		{"application/octet-stream", true},
+		{"Application/Octet-Stream; foo=bar", true},
+		{"application/octet-streams", false},
+		{"", false},
+		{"application/json", false},
+	} {
+		c, err := client.NewClientWithResponses(proxyAnswering(t, http.StatusOK, tc.ct, "\x00\x01"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.ExportUserWithResponse(ctx, "default", "u1")
+		if (err == nil) != tc.noError || r == nil || string(r.Body) != "\x00\x01" {
+			t.Errorf("an export of Content-Type %q: %v, %v; want an error: %v", tc.ct, r, err, !tc.noError)
+		}
+	}
+}

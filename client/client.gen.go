@@ -6417,7 +6417,12 @@ func ParseGetDashboardResponse(rsp *http.Response) (*GetDashboardResponse, error
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"text/html"}
+	}
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call.
@@ -6472,11 +6477,12 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseHeadHealthResponse parses an HTTP response from a HeadHealthWithResponse call.
@@ -6527,7 +6533,7 @@ func ParseHeadHealthResponse(rsp *http.Response) (*HeadHealthResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	return response, answerError(rsp, bodyBytes, err, nil)
 }
 
 // ParseGetMetricsResponse parses an HTTP response from a GetMetricsWithResponse call.
@@ -6633,7 +6639,12 @@ func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"text/plain"}
+	}
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetOpenAPIResponse parses an HTTP response from a GetOpenAPIWithResponse call.
@@ -6688,11 +6699,12 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.YAML200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/yaml"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetReadyResponse parses an HTTP response from a GetReadyWithResponse call.
@@ -6764,11 +6776,12 @@ func ParseGetReadyResponse(rsp *http.Response) (*GetReadyResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseHeadReadyResponse parses an HTTP response from a HeadReadyWithResponse call.
@@ -6832,7 +6845,7 @@ func ParseHeadReadyResponse(rsp *http.Response) (*HeadReadyResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	return response, answerError(rsp, bodyBytes, err, nil)
 }
 
 // ParseGetAuthResponse parses an HTTP response from a GetAuthWithResponse call.
@@ -6952,11 +6965,12 @@ func ParseGetAuthResponse(rsp *http.Response) (*GetAuthResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetBackupResponse parses an HTTP response from a GetBackupWithResponse call.
@@ -7086,7 +7100,12 @@ func ParseGetBackupResponse(rsp *http.Response) (*GetBackupResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/octet-stream"}
+	}
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseListNamespacesResponse parses an HTTP response from a ListNamespacesWithResponse call.
@@ -7206,11 +7225,12 @@ func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, e
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParsePurgeNamespaceResponse parses an HTTP response from a PurgeNamespaceWithResponse call.
@@ -7351,11 +7371,12 @@ func ParsePurgeNamespaceResponse(rsp *http.Response) (*PurgeNamespaceResponse, e
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetNamespaceResponse parses an HTTP response from a GetNamespaceWithResponse call.
@@ -7482,11 +7503,12 @@ func ParseGetNamespaceResponse(rsp *http.Response) (*GetNamespaceResponse, error
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseFilterBatchResponse parses an HTTP response from a FilterBatchWithResponse call.
@@ -7678,11 +7700,12 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseListUsersResponse parses an HTTP response from a ListUsersWithResponse call.
@@ -7816,11 +7839,12 @@ func ParseListUsersResponse(rsp *http.Response) (*ListUsersResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseForgetUserResponse parses an HTTP response from a ForgetUserWithResponse call.
@@ -7967,7 +7991,7 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	return response, answerError(rsp, bodyBytes, err, nil)
 }
 
 // ParseGetUserResponse parses an HTTP response from a GetUserWithResponse call.
@@ -8101,11 +8125,12 @@ func ParseGetUserResponse(rsp *http.Response) (*GetUserResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseCheckSeenResponse parses an HTTP response from a CheckSeenWithResponse call.
@@ -8263,11 +8288,12 @@ func ParseCheckSeenResponse(rsp *http.Response) (*CheckSeenResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseExportUserResponse parses an HTTP response from a ExportUserWithResponse call.
@@ -8394,7 +8420,12 @@ func ParseExportUserResponse(rsp *http.Response) (*ExportUserResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/octet-stream"}
+	}
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseImportUserResponse parses an HTTP response from a ImportUserWithResponse call.
@@ -8555,7 +8586,7 @@ func ParseImportUserResponse(rsp *http.Response) (*ImportUserResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	return response, answerError(rsp, bodyBytes, err, false)
+	return response, answerError(rsp, bodyBytes, err, nil)
 }
 
 // ParseFilterUserResponse parses an HTTP response from a FilterUserWithResponse call.
@@ -8754,11 +8785,12 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseForgetItemsResponse parses an HTTP response from a ForgetItemsWithResponse call.
@@ -8930,11 +8962,12 @@ func ParseForgetItemsResponse(rsp *http.Response) (*ForgetItemsResponse, error) 
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseRecordSeenResponse parses an HTTP response from a RecordSeenWithResponse call.
@@ -9099,11 +9132,12 @@ func ParseRecordSeenResponse(rsp *http.Response) (*RecordSeenResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }
 
 // ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call.
@@ -9223,9 +9257,10 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 		}
 		response.HeadersDefault = &headers
 	}
-	documented, decoded := false, false
-	if rsp.StatusCode == 200 {
-		documented, decoded = true, decoded || response.JSON200 != nil
+	var documented []string
+	switch {
+	case rsp.StatusCode == 200:
+		documented = []string{"application/json"}
 	}
-	return response, answerError(rsp, bodyBytes, err, documented && !decoded)
+	return response, answerError(rsp, bodyBytes, err, documented)
 }

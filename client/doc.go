@@ -25,15 +25,19 @@
 // whatever its body: an error answer whose body is not the documented
 // problem (a proxy's page, even one labelled JSON; a HEAD's empty body)
 // leaves its typed field nil and is no error, ProblemOf reading it as any
-// other; a success without its documented JSON is a *BodyError, returned
-// with the answer. So a call with no error and no problem has its JSON200
-// (answer.go; the parse functions come from client-with-responses.tmpl,
-// oapi-codegen's own template but for them).
+// other; a success of another media type than the documented one (a
+// captive portal's page in place of an export's application/octet-stream)
+// or without its documented JSON is a *BodyError, returned with the
+// answer. So a call with no error and no problem has its JSON200, or the
+// bytes the document gives it in Body (answer.go; the parse functions come
+// from client-with-responses.tmpl, oapi-codegen's own template but for
+// them).
 //
 // A ...WithResponse call reads the whole body into Body. A backup is the
 // size of the store: stream it with GetBackup (of the embedded
 // ClientInterface), whose *http.Response body is read as it comes, as
-// `seenapi backup --url` does.
+// `seenapi backup --url` does; MediaTypeError(resp,
+// "application/octet-stream") holds its type as the parse functions would.
 //
 // WithRetries sends a call again when it gets no answer or an answer that
 // asks to retry, and gives each one call and batch call an Idempotency-Key

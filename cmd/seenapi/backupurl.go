@@ -53,6 +53,11 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return fmt.Errorf("seenapi at %s: %w", shownURL(url), keyHint(problemOf(resp.StatusCode, body), "admin", "not limited to some namespaces (namespaces=)"))
 	}
+	// A captive portal's or a proxy's page, answered 200, is not a backup
+	// cut short: say what came instead.
+	if err := client.MediaTypeError(resp, "application/octet-stream"); err != nil {
+		return fmt.Errorf("seenapi at %s: %w; nothing was kept", shownURL(url), err)
+	}
 	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
 	if err != nil {
 		return fmt.Errorf("--out %s: %w", out, err)

@@ -119,6 +119,25 @@ func TestBackupCutShortIsNotKept(t *testing.T) {
 	}
 }
 
+// A page in place of the backup (a captive portal's, answered 200) is
+// named as what it is, not taken for a backup cut short, and not kept.
+func TestBackupSaysWhatAPageInPlaceOfTheBackupIs(t *testing.T) {
+	portal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>sign in to the network</html>"))
+	}))
+	defer portal.Close()
+	dir := t.TempDir()
+	want := "seenapi at " + portal.URL + ": 200 answer's body is text/html, not the documented application/octet-stream: " +
+		"<html>sign in to the network</html>; nothing was kept"
+	if code, log := backupCmd(nil, "--url", portal.URL, "--out", filepath.Join(dir, "portal.backup")); code != 1 || !strings.Contains(log, want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, log)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("a page in place of a backup left %v", left)
+	}
+}
+
 // A damaged backup file is refused before anything is written: a restore
 // is not atomic, so a cut file used to leave most of itself behind.
 func TestRestoreOfACutBackupWritesNothing(t *testing.T) {

@@ -281,7 +281,7 @@ func TestImportRedisSaysWhatAPageInPlaceOfTheServiceIs(t *testing.T) {
 	defer portal.Close()
 	var out bytes.Buffer
 	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", portal.URL}, noEnv, &out, &out, nil)
-	if want := "200 answer's body is not the documented JSON (Content-Type text/html): <html>sign in to the network</html>"; code != 1 || !strings.Contains(out.String(), want) {
+	if want := "200 answer's body is text/html, not the documented application/json: <html>sign in to the network</html>"; code != 1 || !strings.Contains(out.String(), want) {
 		t.Errorf("exit %d, want 1 and %q:\n%s", code, want, out.String())
 	}
 }
