@@ -61,7 +61,7 @@ func TestBackupFromARunningService(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "seenapi.backup")
 
-	if code, log := backupCmd(nil, "--url", s.url, "--key", writeKey, "--out", out); code == 0 || !strings.Contains(log, "HTTP 403 forbidden") {
+	if code, log := backupCmd(nil, "--url", s.url, "--key", writeKey, "--out", out); code == 0 || !strings.Contains(log, "403 Forbidden: ") {
 		t.Fatalf("a write key: exit %d\n%s", code, log)
 	}
 	// The service speaks of a request header; the command says how it takes

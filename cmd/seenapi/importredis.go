@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 )
 
@@ -160,11 +160,11 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	traced, handshakeFailed := watchHandshake(ctx)
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetAuthWithResponse(traced)
-		if err != nil {
+		if r == nil {
 			return outcome(nil, nil, err)
 		}
 		auth = r
-		return outcome(r.HTTPResponse, r.Body, nil)
+		return outcome(r.HTTPResponse, r.Body, err)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write", "")), o.url, handshakeFailed()))
@@ -174,10 +174,10 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	}
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
 		r, err := api.GetNamespaceWithResponse(ctx, o.namespace)
-		if err != nil {
+		if r == nil {
 			return outcome(nil, nil, err)
 		}
-		return outcome(r.HTTPResponse, r.Body, nil)
+		return outcome(r.HTTPResponse, r.Body, err)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("namespace %q: %w", o.namespace, err)
@@ -186,16 +186,18 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 }
 
 // outcome returns the status and headers of a generated client's answer
-// (resp, body) and, unless it is 200, its problem as an error; status 0:
-// the service did not answer (err).
+// (resp, body, and the call's err) and, unless it is a success, its problem
+// (client.ProblemOf) as an error; status 0: the service did not answer
+// (err). A success of a body other than the documented one gives its err
+// (a *client.BodyError) with its status: an answer, not a call to retry.
 func outcome(resp *http.Response, body []byte, err error) (int, http.Header, error) {
-	if err != nil {
+	if resp == nil {
 		return 0, nil, err
 	}
-	if resp.StatusCode == http.StatusOK {
-		return http.StatusOK, resp.Header, nil
+	if p := client.ProblemOf(resp, body); p != nil {
+		return resp.StatusCode, resp.Header, p
 	}
-	return resp.StatusCode, resp.Header, problemOf(resp.StatusCode, body)
+	return resp.StatusCode, resp.Header, err
 }
 
 // retrying runs call until it succeeds or fails for good. While the
@@ -337,23 +339,23 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 	bulk := true
 	err := retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
 		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, &client.RecordSeenParams{Bulk: &bulk}, client.ItemsRequest{Items: items})
-		if err != nil {
+		if r == nil {
 			return outcome(nil, nil, err)
 		}
 		if r.JSON200 != nil {
 			im.items.Add(int64(len(items)))
 			im.recorded.Add(int64(r.JSON200.Recorded))
 		}
-		return outcome(r.HTTPResponse, r.Body, nil)
+		return outcome(r.HTTPResponse, r.Body, err)
 	})
 	// The service takes fewer bytes a call than --batch makes (long items),
 	// or fewer items than it took at the start (restarted with a lower
 	// --max-candidates meanwhile): say what to change.
-	if pe := (*problemError)(nil); errors.As(err, &pe) {
-		switch pe.typ {
-		case "too-many-candidates":
+	if p := (*client.Problem)(nil); errors.As(err, &p) {
+		switch p.Type {
+		case api.ProblemBase + "too-many-candidates":
 			return fmt.Errorf("%w; import again with --batch at most the service's --max-candidates", err)
-		case "body-too-large":
+		case api.ProblemBase + "body-too-large":
 			return fmt.Errorf("%w; import again with a smaller --batch (the user's items are long), or raise the service's --max-body-bytes", err)
 		}
 	}
@@ -407,30 +409,6 @@ func usersPerSecond(users int64, elapsed time.Duration) float64 {
 	return math.Round(r)
 }
 
-// problemError is an answer of the service other than 200: its status, and
-// what it says.
-type problemError struct {
-	status int
-	typ    string // the problem's type after https://seenapi.dev/problems/; "" when not one
-	msg    string
-}
-
-func (e *problemError) Error() string { return e.msg }
-
-// problemOf turns a problem+json answer into an error.
-func problemOf(status int, body []byte) error {
-	var p client.Problem
-	if json.Unmarshal(body, &p) != nil || p.Type == "" {
-		return &problemError{status, "", fmt.Sprintf("HTTP %d: %.200s", status, body)}
-	}
-	detail := p.Title
-	if p.Detail != nil {
-		detail = *p.Detail
-	}
-	typ := strings.TrimPrefix(p.Type, "https://seenapi.dev/problems/")
-	return &problemError{status, typ, fmt.Sprintf("HTTP %d %s: %s", status, typ, detail)}
-}
-
 // keyHint adds to a refusal of the key (401, 403) how a command gives one:
 // the service's own words speak of a request header.
 //
@@ -438,9 +416,9 @@ func problemOf(status int, body []byte) error {
 // role: an admin key limited to some namespaces is refused a backup, and
 // "give a key of the admin role" alone would puzzle its holder.
 func keyHint(err error, role, forbidden string) error {
-	var pe *problemError
-	if errors.As(err, &pe) && (pe.status == http.StatusUnauthorized || pe.status == http.StatusForbidden) {
-		if pe.status == http.StatusForbidden && forbidden != "" {
+	var p *client.Problem
+	if errors.As(err, &p) && (p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden) {
+		if p.Status == http.StatusForbidden && forbidden != "" {
 			role += " role, " + forbidden + ","
 		} else {
 			role += " role"

@@ -54,6 +54,27 @@ func importFrom(rdb *redis.Client, s *service, env map[string]string, args ...st
 	return code, out.String()
 }
 
+// frontOf starts a proxy in front of the service s, as a load balancer or
+// a captive portal may be, and returns its URL. Each recording call (POST
+// .../seen) goes to seen first, which answers it itself (true) or passes it
+// on to s (false, having written nothing).
+func frontOf(t *testing.T, s *service, seen func(w http.ResponseWriter) bool) string {
+	t.Helper()
+	target, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/seen") && seen(w) {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL
+}
+
 // unseenOf returns how many of items user has not seen.
 func unseenOf(t *testing.T, s *service, user string, items []string, header ...string) int {
 	t.Helper()
@@ -241,8 +262,8 @@ func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
 	}
 	const readKey, writeKey = "r-0123456789abcdef", "w-0123456789abcdef"
 	s := startService(t, map[string]string{"SEENAPI_KEYS": "read:" + readKey + ",write:" + writeKey}, "--data-dir", t.TempDir())
-	for key, want := range map[string]string{"": "HTTP 401 unauthorized", readKey: "the key's role is read",
-		"x-0123456789abcdef": "the API key is not known; give a key of the write role with --key or SEENAPI_KEY"} {
+	for key, want := range map[string]string{"": "401 Unauthorized: send an API key", readKey: "the key's role is read",
+		"x-0123456789abcdef": "the API key is not known (https://seenapi.dev/problems/unauthorized); give a key of the write role with --key or SEENAPI_KEY"} {
 		code, out := importFrom(rdb, s, nil, "--key", key)
 		if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "SEENAPI_KEY") {
 			t.Errorf("key %q: exit %d, want 1 and %q, naming SEENAPI_KEY:\n%s", key, code, want, out)
@@ -283,6 +304,29 @@ func TestImportRedisSaysWhatAPageInPlaceOfTheServiceIs(t *testing.T) {
 	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", portal.URL}, noEnv, &out, &out, nil)
 	if want := "200 answer's body is text/html, not the documented application/json: <html>sign in to the network</html>"; code != 1 || !strings.Contains(out.String(), want) {
 		t.Errorf("exit %d, want 1 and %q:\n%s", code, want, out.String())
+	}
+}
+
+// A page answered 200 in place of a recording (a proxy's, a captive
+// portal's) is an answer, not a call that got none: the user is reported at
+// once with what came, not retried for a minute.
+func TestImportRedisDoesNotRetryAPageInPlaceOfARecording(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	front := frontOf(t, startService(t, nil, "--data-dir", t.TempDir()), func(w http.ResponseWriter) bool {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>sign in to the network</html>"))
+		return true
+	})
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
+	want := "200 answer's body is text/html, not the documented application/json: <html>sign in to the network</html>"
+	if code != 1 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "retries=0 ") ||
+		!strings.Contains(out.String(), "1 user was not imported") {
+		t.Fatalf("exit %d, want 1, no retry and %q:\n%s", code, want, out.String())
 	}
 }
 
@@ -375,48 +419,40 @@ func TestImportRedisRetriesAnOverloadedService(t *testing.T) {
 		}
 	}
 	s := startService(t, nil, "--data-dir", t.TempDir())
-	target, err := url.Parse(s.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	var (
 		mu        sync.Mutex
 		refused   int
 		refusedAt time.Time
 		waited    time.Duration // from the 429 to the call after it
 	)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/seen") {
-			mu.Lock()
-			n := refused
-			if n == 3 {
-				waited = time.Since(refusedAt)
-			}
-			if n < 3 {
-				refused++
-				refusedAt = time.Now()
-			}
-			mu.Unlock()
-			switch {
-			case n < 2:
-				w.Header().Set("Content-Type", "application/problem+json")
-				w.WriteHeader(http.StatusServiceUnavailable)
-				w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":503}`))
-				return
-			case n == 2:
-				w.Header().Set("Retry-After", "1")
-				w.Header().Set("Content-Type", "application/problem+json")
-				w.WriteHeader(http.StatusTooManyRequests)
-				w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":429}`))
-				return
-			}
+	front := frontOf(t, s, func(w http.ResponseWriter) bool {
+		mu.Lock()
+		n := refused
+		if n == 3 {
+			waited = time.Since(refusedAt)
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
+		if n < 3 {
+			refused++
+			refusedAt = time.Now()
+		}
+		mu.Unlock()
+		switch {
+		case n < 2:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":503}`))
+			return true
+		case n == 2:
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"type":"https://seenapi.dev/problems/overloaded","title":"Overloaded","status":429}`))
+			return true
+		}
+		return false
+	})
 	var out bytes.Buffer
-	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front.URL, "--workers", "1"}, noEnv, &out, &out, nil)
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front, "--workers", "1"}, noEnv, &out, &out, nil)
 	if code != 0 || !strings.Contains(out.String(), "users=3 ") || !strings.Contains(out.String(), "retries=3 ") {
 		t.Fatalf("exit %d, want 0 with 3 users after 3 retries:\n%s", code, out.String())
 	}
