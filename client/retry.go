@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	cryptorand "crypto/rand"
-	"encoding/json"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -130,8 +129,8 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	return false, nil
 }
 
-// problemType returns the type of a problem+json answer ("" for another),
-// leaving resp's body to be read again.
+// problemType returns the type of an error answer's problem (ProblemOf's:
+// about:blank for a foreign one), leaving resp's body to be read again.
 func problemType(resp *http.Response) string {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
 	resp.Body.Close()
@@ -139,13 +138,7 @@ func problemType(resp *http.Response) string {
 	if err != nil {
 		return ""
 	}
-	var p struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(b, &p) != nil {
-		return ""
-	}
-	return p.Type
+	return ProblemOf(resp, b).Type
 }
 
 // retryWait is the wait before retry number n+1: the answer's Retry-After
