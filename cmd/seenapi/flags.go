@@ -482,6 +482,11 @@ func (o *options) check(cmd string, env environ) error {
 		if _, _, err := splitMatch(o.imp.match); err != nil {
 			return err
 		}
+		// An empty name, "." or ".." would reach another route, whose 404
+		// "no such route" would not say why.
+		if !namespaceName.MatchString(o.imp.namespace) {
+			return fmt.Errorf("%s: want a namespace name, [a-z0-9_-]{1,64}", o.named("namespace", strconv.Quote(o.imp.namespace)))
+		}
 		if strings.Contains(o.imp.redis, "://") {
 			if _, err := redis.ParseURL(o.imp.redis); err != nil {
 				// url.Parse's error quotes the URL whole, password and all.

@@ -451,14 +451,17 @@ func TestImportRedisRefusesZeroWorkersOrBatch(t *testing.T) {
 	}
 }
 
-// A --match without its one * or a --redis URL that does not parse is a
-// usage error (exit 2), as a bad value of any flag is, refused before
-// Redis or the service is asked.
+// A --match without its one *, a --redis URL that does not parse or a
+// --namespace that is no namespace name is a usage error (exit 2), as a bad
+// value of any flag is, refused before Redis or the service is asked.
 func TestImportRedisRefusesABadMatchOrRedisURLAsAUsageError(t *testing.T) {
 	for _, tc := range []struct{ flag, value, want string }{
 		{"--match", "seen", `--match "seen": want one * standing for the user id (e.g. seen:* or user:*:seen) and no other ?, [, ] or \`},
 		{"--match", "seen:*:*", `--match "seen:*:*": want one *`},
 		{"--redis", "redis://127.0.0.1:1/x", `--redis "redis://127.0.0.1:1/x": redis: invalid database number: "x"`},
+		{"--namespace", "", `--namespace "": want a namespace name, [a-z0-9_-]{1,64}`},
+		{"--namespace", "..", `--namespace "..": want a namespace name, [a-z0-9_-]{1,64}`},
+		{"--namespace", "Default", `--namespace "Default": want a namespace name, [a-z0-9_-]{1,64}`},
 	} {
 		var stderr bytes.Buffer
 		args := []string{"import-redis", "--redis", "127.0.0.1:1", "--url", "http://127.0.0.1:1", tc.flag, tc.value}
