@@ -51,7 +51,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("seenapi at %s: %w", shownURL(url), keyHint(client.ProblemOf(resp, body), "admin", "not limited to some namespaces (namespaces=)"))
+		return fmt.Errorf("seenapi at %s: %w", shownURL(url), routeHint(keyHint(client.ProblemOf(resp, body), "admin", "not limited to some namespaces (namespaces=)"), url))
 	}
 	// A captive portal's or a proxy's page, answered 200, is not a backup
 	// cut short: say what came instead.

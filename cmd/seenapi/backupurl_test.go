@@ -138,6 +138,25 @@ func TestBackupSaysWhatAPageInPlaceOfTheBackupIs(t *testing.T) {
 	}
 }
 
+// A --url with a path of the API's own (http://host:8080/v1) sends the
+// call to no route: the service's 404 "no such route" comes with where the
+// call went and the root to give. Another server's 404 asks whether --url
+// is seenapi.
+func TestBackupSaysWhereACallToNoRouteWent(t *testing.T) {
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	out := filepath.Join(t.TempDir(), "b")
+	want := "404 Not found: no such route (https://seenapi.dev/problems/not-found); the call went to /v1/v1/backup: give --url the service's root, e.g. " + s.url
+	if code, log := backupCmd(nil, "--url", s.url+"/v1/", "--out", out); code != 1 || !strings.Contains(log, want) {
+		t.Errorf("exit %d, want 1 and %q:\n%s", code, want, log)
+	}
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	want = "seenapi at " + other.URL + ": 404 Not Found: 404 page not found; is --url a seenapi service?"
+	if code, log := backupCmd(nil, "--url", other.URL, "--out", out); code != 1 || !strings.Contains(log, want) {
+		t.Errorf("exit %d, want 1 and %q:\n%s", code, want, log)
+	}
+}
+
 // A damaged backup file is refused before anything is written: a restore
 // is not atomic, so a cut file used to leave most of itself behind.
 func TestRestoreOfACutBackupWritesNothing(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 		return outcome(r.HTTPResponse, r.Body, err)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(keyHint(err, "write", "")), o.url, handshakeFailed()))
+		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(routeHint(keyHint(err, "write", ""), o.url)), o.url, handshakeFailed()))
 	}
 	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
 		return 0, fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
@@ -426,6 +427,25 @@ func keyHint(err error, role, forbidden string) error {
 		return fmt.Errorf("%w; give a key of the %s with --key or SEENAPI_KEY", err, role)
 	}
 	return err
+}
+
+// routeHint adds to a 404 of a route that does not exist (the service's
+// not-found, or another server's page) that --url is the service's root: a
+// --url with a path of the API's own (http://host:8080/v1) sends every
+// call to no route, and the service's "no such route" does not say why.
+func routeHint(err error, serviceURL string) error {
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Type != api.ProblemBase+"not-found" && p.Type != "about:blank" {
+		return err
+	}
+	hint := "is --url a seenapi service?"
+	if u, perr := url.Parse(serviceURL); perr == nil && strings.Trim(u.Path, "/") != "" {
+		hint = "give --url the service's root, e.g. " + shownURL((&url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host}).String())
+	}
+	if p.Instance != nil {
+		return fmt.Errorf("%w; the call went to %s: %s", err, *p.Instance, hint)
+	}
+	return fmt.Errorf("%w; %s", err, hint)
 }
 
 // redisLogger takes go-redis's log lines.

@@ -278,6 +278,12 @@ func TestImportRedisNeedsAKeyThatMayRecord(t *testing.T) {
 	if got := seenBy(t, s, "u1", []string{"a"}, "Authorization", "Bearer "+readKey); !got[0] {
 		t.Fatal("not imported with a write key")
 	}
+	// A --url with the API's own path sends each call to no route.
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", s.url + "/v1", "--key", writeKey}, noEnv, &out, &out, nil)
+	if want := "the call went to /v1/v1/auth: give --url the service's root, e.g. " + s.url; code != 1 || !strings.Contains(out.String(), want) {
+		t.Errorf("--url %s/v1: exit %d, want 1 and %q:\n%s", s.url, code, want, out.String())
+	}
 	if code, out := importFrom(rdb, s, nil, "--key", writeKey, "--namespace", "nope"); code != 1 || !strings.Contains(out, "unknown-namespace") {
 		t.Errorf("unknown namespace: exit %d:\n%s", code, out)
 	}
