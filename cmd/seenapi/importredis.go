@@ -121,6 +121,15 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", err)
 	}
+	if im.keys.Load() == 0 {
+		// Most likely a --match that does not fit the keys, or another
+		// database: how many keys this one holds tells which.
+		n, err := rdb.DBSize(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("redis DBSIZE: %w", err)
+		}
+		logger.Warn("seenapi: no key matched --match; nothing was imported", "match", o.match, "keys_in_database", n)
+	}
 	if n := im.failed.Load(); n > 0 {
 		if n == 1 {
 			return errors.New("1 user was not imported (it is in the log)")

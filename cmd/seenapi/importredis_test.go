@@ -235,6 +235,25 @@ func TestImportRedisLogsItsURLWithoutThePassword(t *testing.T) {
 	}
 }
 
+// An import that finds no key says so, with how many keys the database
+// holds: a --match that does not fit them, or the wrong database, would
+// otherwise pass for an import done.
+func TestImportRedisSaysWhenNoKeyMatches(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "users:u1:seen", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	code, out := importFrom(rdb, s, nil)
+	if want := `level=WARN msg="seenapi: no key matched --match; nothing was imported" match=seen:* keys_in_database=1`; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	if code, out := importFrom(rdb, s, nil, "--match", "users:*:seen"); code != 0 || strings.Contains(out, "no key matched") {
+		t.Errorf("--match users:*:seen: exit %d, want 0 and no warning:\n%s", code, out)
+	}
+}
+
 // --batch is lowered to the most items the service takes in a call (GET
 // /v1/auth's max_candidates): at the default 1000, a service started with a
 // lower --max-candidates would refuse every user of more items than that.
