@@ -134,6 +134,11 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return fmt.Errorf("--in: %w", err) // the error names only the path
 	}
 	defer f.Close()
+	// A directory opens, and its read's error would be taken for a file
+	// without a backup's header.
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fmt.Errorf("--in %s is a directory; give the backup file (backup's --out)", o.in)
+	}
 	// The whole file is checked before anything is written: a restore is
 	// not atomic, and a damaged backup would otherwise leave part of itself
 	// in --data-dir.

@@ -1454,6 +1454,17 @@ func TestBackupAndRestoreStopOnASignal(t *testing.T) {
 	}
 }
 
+// An --in that is a directory (the data directory, say) is named as one,
+// not as a file without a backup's header.
+func TestRestoreOfADirectorySaysSo(t *testing.T) {
+	in := t.TempDir()
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"restore", "--data-dir", filepath.Join(t.TempDir(), "data"), "--in", in}, noEnv, &out, &out, nil)
+	if want := "--in " + in + " is a directory; give the backup file (backup's --out)"; code != 1 || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, out.String())
+	}
+}
+
 // A --data-dir restore cannot make (under a file) is named as the flag.
 func TestRestoreNamesTheDataDirItCannotMake(t *testing.T) {
 	file, _ := backupOf(t, stoppedServiceData(t))
