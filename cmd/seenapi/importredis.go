@@ -54,7 +54,7 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	}
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis at %s: %w", shownURL(o.redis), err)
+		return fmt.Errorf("redis at %s: %w", shownURL(o.redis), passwordHint(err, rdb.Options().Addr))
 	}
 	// One keep-alive connection a worker (Go's default keeps two idle), a
 	// bound on a call that hangs, and no connections left behind.
@@ -146,6 +146,17 @@ func splitMatch(pattern string) (pre, post string, err error) {
 	}
 	pre, post, _ = strings.Cut(pattern, "*")
 	return pre, post, nil
+}
+
+// passwordHint adds to Redis's NOAUTH, which --redis without a password
+// meets, how to give one: a redis:// URL is the only way, and its password
+// is better kept out of the process list.
+func passwordHint(err error, addr string) error {
+	var re redis.Error
+	if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOAUTH") {
+		return err
+	}
+	return fmt.Errorf("%w (give its password in a redis:// URL, --redis redis://:PASSWORD@%s or redis://USER:PASSWORD@..., better set as SEENAPI_REDIS)", err, addr)
 }
 
 // redisClient connects to addr: host:port, or a redis:// or rediss:// URL

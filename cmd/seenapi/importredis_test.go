@@ -227,6 +227,13 @@ func TestImportRedisLogsItsURLWithoutThePassword(t *testing.T) {
 	if n := unseenOf(t, s, "u1", []string{"a", "b"}); n != 0 {
 		t.Errorf("%d items unseen after the import", n)
 	}
+	// Redis wanting a password that --redis does not give: the error says how.
+	out.Reset()
+	code = run(ctx, []string{"import-redis", "--redis", addr, "--url", s.url}, noEnv, &out, &out, nil)
+	if want := "redis at " + addr + ": NOAUTH Authentication required. (give its password in a redis:// URL, --redis redis://:PASSWORD@" + addr +
+		" or redis://USER:PASSWORD@..., better set as SEENAPI_REDIS)"; code != 1 || !strings.Contains(out.String(), want) {
+		t.Errorf("no password: exit %d, want 1 and %q:\n%s", code, want, out.String())
+	}
 	// Redis refusing the password: the error names the URL the same way.
 	out.Reset()
 	code = run(ctx, []string{"import-redis", "--redis", "redis://:wrong-" + secret + "@" + addr + "/2", "--url", s.url}, noEnv, &out, &out, nil)
