@@ -149,7 +149,7 @@ func retryWait(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
 	if resp != nil {
 		switch resp.StatusCode {
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusConflict:
-			if d, ok := retryAfter(resp.Header.Get("Retry-After")); ok {
+			if d, ok := RetryAfter(resp.Header.Get("Retry-After")); ok {
 				return d
 			}
 		}
@@ -158,9 +158,10 @@ func retryWait(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
 	return d - rand.N(d/2+1)
 }
 
-// retryAfter returns the wait a Retry-After header value gives: seconds,
-// or an HTTP date (no wait once past).
-func retryAfter(v string) (time.Duration, bool) {
+// RetryAfter returns the wait a Retry-After header value gives: seconds,
+// or an HTTP date (no wait once past), as a proxy may send it. WithRetries
+// waits it out; it is exported for a caller that retries by itself.
+func RetryAfter(v string) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,8 +236,8 @@ func retrying(ctx context.Context, retried *atomic.Int64, unreachable bool, call
 		}
 		switch {
 		case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
-			if after, perr := strconv.Atoi(header.Get("Retry-After")); perr == nil && after > 0 {
-				backoff = max(backoff, time.Duration(after)*time.Second)
+			if after, ok := client.RetryAfter(header.Get("Retry-After")); ok {
+				backoff = max(backoff, after)
 			}
 		case status == 0 && unreachable:
 		default:

@@ -498,6 +498,45 @@ func TestImportRedisRetriesAnOverloadedService(t *testing.T) {
 	}
 }
 
+// A Retry-After given as an HTTP date, as a proxy in front of the service
+// may send it, is waited out as one in seconds is.
+func TestImportRedisWaitsOutARetryAfterDate(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	var (
+		mu        sync.Mutex
+		refusedAt time.Time
+		waited    time.Duration // from the 503 to the call after it
+	)
+	front := frontOf(t, s, func(w http.ResponseWriter) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !refusedAt.IsZero() {
+			waited = time.Since(refusedAt)
+			return false
+		}
+		refusedAt = time.Now()
+		// Whole seconds: 2 to 3 s from now.
+		w.Header().Set("Retry-After", refusedAt.Add(3*time.Second).UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("<html>back soon</html>"))
+		return true
+	})
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
+	if code != 0 || !strings.Contains(out.String(), "retries=1 ") {
+		t.Fatalf("exit %d, want 0 after 1 retry:\n%s", code, out.String())
+	}
+	if waited < 1500*time.Millisecond {
+		t.Errorf("the call after a 503 with Retry-After 2 to 3 s ahead came %v after it", waited)
+	}
+}
+
 // A service started with --rate-limit answers the importer's calls past its
 // rate 429 with Retry-After; the importer waits them out and imports every
 // user.
