@@ -190,3 +190,46 @@ func TestAKeyedBatchCountsEachUsersHitOrMissOnce(t *testing.T) {
 		t.Fatalf("a one call and a keyed batch of its user and a new one: %d hits, %d misses; want 1 and 2", st.Hits, st.Misses)
 	}
 }
+
+// A 404 user-not-found answers a question about a user with no history (its
+// stats or its export): no fault of the service or of the
+// request, so it is counted in users_not_found, not in errors, which an
+// operator watches for faults (a user looked up in the dashboard would
+// raise them). An unknown namespace is still an error.
+func TestAUserWithNoHistoryIsNoError(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/namespaces/default/users/nobody"},
+		{http.MethodGet, "/v1/namespaces/default/users/nobody-else"},
+		{http.MethodGet, "/v1/namespaces/default/users/nobody/export"},
+		{http.MethodGet, "/v1/namespaces/nope/users/nobody"},
+	} {
+		if status, _, _ := e.raw(r.method, r.path, "", nil); status != http.StatusNotFound {
+			t.Fatalf("%s %s: %d, want 404", r.method, r.path, status)
+		}
+	}
+	r, err := e.client("").GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := r.JSON200.Errors["404"]; got != 1 {
+		t.Errorf("errors[404] = %d after three answers of users with no history and one of an unknown namespace, want 1 (the namespace's)", got)
+	}
+	if got := r.JSON200.UsersNotFound; got != 3 {
+		t.Errorf("users_not_found = %d, want 3", got)
+	}
+	_, _, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mfs["seenapi_users_not_found_total"].GetMetric(); len(got) != 1 || got[0].GetCounter().GetValue() != 3 {
+		t.Errorf("seenapi_users_not_found_total: %v, want 3", got)
+	}
+	for _, m := range mfs["seenapi_http_errors_total"].GetMetric() {
+		if m.GetLabel()[0].GetValue() == "404" && m.GetCounter().GetValue() != 1 {
+			t.Errorf(`seenapi_http_errors_total{status="404"} = %v, want 1`, m.GetCounter().GetValue())
+		}
+	}
+}

@@ -1085,7 +1085,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if len(c.Request().Header.RawHeaders()) > 0 {
 		p.Instance = c.Path()
 	}
-	s.k.countError(p.Status)
+	s.k.countProblem(p)
 	s.logFailure("seenapi: request failed", p, err, "method", c.Method(), "path", c.Path())
 	body, merr := encode(&p)
 	if merr != nil {

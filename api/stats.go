@@ -28,8 +28,15 @@ type ServiceStats struct {
 	IdempotentReplays uint64            `json:"idempotent_replays"`
 	IdempotencyKept   int64             `json:"idempotency_kept"`
 	IdempotencyBytes  int64             `json:"idempotency_bytes"`
-	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status
-	Collector         CollectorStats    `json:"collector"`
+	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status, but UsersNotFound
+	// UsersNotFound are the answers 404 user-not-found: a question about a
+	// user with no history (its stats or its export), which the answer
+	// settles. They are no fault of the service or of the request, so
+	// Errors leaves them out: an operator looking users up in the
+	// dashboard, or a client asking after users it has not recorded yet,
+	// would otherwise raise the figure watched for faults.
+	UsersNotFound uint64         `json:"users_not_found"`
+	Collector     CollectorStats `json:"collector"`
 
 	// BatchUserErrors are the errors of a batch's users, by their status:
 	// the batch is answered 200, and Errors does not count them.
@@ -92,6 +99,7 @@ type counters struct {
 	routes   []string // route names, indexed like calls
 	calls    []*atomic.Uint64
 	errors   [200]atomic.Uint64 // statuses 400..599
+	notFound atomic.Uint64      // 404 user-not-found, not among errors (ServiceStats.UsersNotFound)
 	degraded atomic.Uint64
 	panics   atomic.Uint64 // recovered in handlers
 	duration *prometheus.HistogramVec
@@ -111,6 +119,16 @@ func newDurationHistogram() *prometheus.HistogramVec {
 		Help:    "Time from a request's routing to its handler's return, per route: the server's own share of a call's latency (reading the request and writing the answer excluded).",
 		Buckets: durationBuckets,
 	}, []string{"route"})
+}
+
+// countProblem counts an answer of problem p: in errors by its status,
+// unless it says that the user has no history.
+func (k *counters) countProblem(p Problem) {
+	if p.Type == ProblemBase+pUserNotFound.slug {
+		k.notFound.Add(1)
+		return
+	}
+	k.countError(p.Status)
 }
 
 func (k *counters) countError(status int) {
@@ -138,6 +156,7 @@ func (s *Server) Stats() ServiceStats {
 		Calls:         make(map[string]uint64, len(s.k.routes)),
 		Degraded:      s.k.degraded.Load(),
 		Errors:        map[string]uint64{},
+		UsersNotFound: s.k.notFound.Load(),
 		Collector:     readCollector(),
 	}
 	st.BatchUserErrors = map[string]uint64{}
@@ -190,6 +209,7 @@ var hotSetMetrics = []metric{
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
 	{"seenapi_connections_open", "Client connections open now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.Connections) }},
+	{"seenapi_users_not_found_total", "Answers 404 user-not-found (a user's stats or export asked for a user with no history), which seenapi_http_errors_total leaves out.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.UsersNotFound) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
 	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
 	{"seenapi_idempotency_kept", "Calls with an Idempotency-Key whose answers are kept for retries.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyKept) }},
@@ -227,7 +247,7 @@ func newCollector(s *Server) *collector {
 		c.descs["namespace_"+m.name] = prometheus.NewDesc("seenapi_namespace_"+m.name, m.help+" For the namespace in the label.", []string{"namespace"}, nil)
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
-	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status.", []string{"status"}, nil)
+	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total).", []string{"status"}, nil)
 	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)
 	c.descs["level_bytes"] = prometheus.NewDesc("seenapi_storage_level_bytes", "Bytes in each level of the store's LSM tree.", []string{"level"}, nil)

@@ -556,7 +556,7 @@ type ServiceStats struct {
 	// DirtyUsers Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
 	DirtyUsers int64 `json:"dirty_users"`
 
-	// Errors Error responses by HTTP status.
+	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`.
 	Errors    map[string]int64 `json:"errors"`
 	Evictions int64            `json:"evictions"`
 
@@ -625,6 +625,9 @@ type ServiceStats struct {
 	// `seenapi_storage_level_bytes`.
 	StorageLevels []StorageLevel `json:"storage_levels"`
 	UptimeSeconds float64        `json:"uptime_seconds"`
+
+	// UsersNotFound Answers 404 `user-not-found`: a user's stats or export asked for a user with no history (never recorded, erased, or gone past its window). The answer settles the question, and is no fault of the service or of the request, so `errors` leaves them out: a user looked up in the dashboard, or a client asking after users it has not recorded yet, does not raise the figure watched for faults. `/metrics` has them as `seenapi_users_not_found_total`.
+	UsersNotFound int64 `json:"users_not_found"`
 }
 
 // StorageLevel defines model for StorageLevel.
@@ -1127,7 +1130,7 @@ type ClientInterface interface {
 
 	// GetUser The user's filter stats
 	//
-	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
+	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen (counted in the stats' `users_not_found`, not in their `errors`). Role `read`.
 	//
 	// Corresponds with GET /v1/namespaces/{ns}/users/{user} (the `GetUser` operationId).
 	GetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1603,7 +1606,7 @@ func (c *Client) ForgetUser(ctx context.Context, ns Ns, user User, reqEditors ..
 
 // GetUser The user's filter stats
 //
-// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
+// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen (counted in the stats' `users_not_found`, not in their `errors`). Role `read`.
 //
 // Corresponds with GET /v1/namespaces/{ns}/users/{user} (the `GetUser` operationId).
 func (c *Client) GetUser(ctx context.Context, ns Ns, user User, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3073,7 +3076,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetUserWithResponse The user's filter stats
 	//
-	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
+	// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen (counted in the stats' `users_not_found`, not in their `errors`). Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6137,7 +6140,7 @@ func (c *ClientWithResponses) ForgetUserWithResponse(ctx context.Context, ns Ns,
 
 // GetUserWithResponse The user's filter stats
 //
-// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen. Role `read`.
+// In a namespace with a window, a user whose items have all left the window is gone: 404 `user-not-found`, as for a user never seen (counted in the stats' `users_not_found`, not in their `errors`). Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1184,6 +1184,34 @@ func TestEraseWithAnAdminKeyForgetsTheUser(t *testing.T) {
 	}
 }
 
+// Looking up a user with no history says so, and adds nothing to the
+// errors the service counts (an operator browsing the dashboard would
+// otherwise raise the figure watched for faults): the service counts the
+// answer apart, which the overview's table of errors says below it.
+func TestLookingUpAUserWithNoHistoryIsNoError(t *testing.T) {
+	s := setup(t)
+	svc := s.keyedService(t, "read:"+s.keys.read+"\n")
+	tb := s.newTab(t, svc)
+	tb.open(fragment("default", userID(t)))
+	tb.useKey(s.keys.read)
+	tb.waitText("#user-missing", "No history")
+	r, err := svc.api(t, s.keys.read).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if len(r.JSON200.Errors) != 0 {
+		t.Errorf("after a look-up of a user with no history the service counts the error answers %v, want none", r.JSON200.Errors)
+	}
+	if r.JSON200.UsersNotFound != 1 {
+		t.Errorf("the service counts %d answers of a user with no history, want 1", r.JSON200.UsersNotFound)
+	}
+	tb.open("#/")
+	tb.waitText("#errors #users-not-found", "1 look-up of a user with no history (404 user-not-found), not errors")
+	if got := tb.text("#errors tbody"); got != "None." {
+		t.Errorf("the overview's errors read %q, want None.", got)
+	}
+}
+
 // The erase answers 204 whether or not the user had a history, and says
 // which in Data-Erased: the page says that a user with none had nothing to
 // erase, so that a mistyped id does not read as erased.

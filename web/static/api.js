@@ -257,7 +257,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
- * @property {Object<string, number>} errors Error responses by HTTP status.
+ * @property {Object<string, number>} errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`.
  * @property {number} evictions
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
@@ -284,6 +284,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {boolean} storage_full The store refuses writes for lack of disk space (free space under `--min-free-bytes`, or a write that met a full disk), so calls that record get 507 `storage-full` until space comes back; reads are served. `/metrics` has it as `seenapi_storage_full`.
  * @property {Array<StorageLevel>} storage_levels The store's LSM tree, level 0 first: its tables and bytes per level. Level 0 gains a table at each memtable flush until a compaction merges its tables into the level below; with users spread over the whole key space that rewrites about every user's key and takes CPU while it runs, so a level 0 that empties marks one (to correlate with a latency spike). Also in `/metrics` as `seenapi_storage_level_tables` and `seenapi_storage_level_bytes`.
  * @property {number} uptime_seconds
+ * @property {number} users_not_found Answers 404 `user-not-found`: a user's stats or export asked for a user with no history (never recorded, erased, or gone past its window). The answer settles the question, and is no fault of the service or of the request, so `errors` leaves them out: a user looked up in the dashboard, or a client asking after users it has not recorded yet, does not raise the figure watched for faults. `/metrics` has them as `seenapi_users_not_found_total`.
  */
 
 /**

@@ -612,7 +612,11 @@ function drawOverview() {
       : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.'))),
     h('tfoot', {}, h('tr', { id: 'panics', class: st.panics ? 'bad' : '' },
       h('td', { colspan: 2, class: st.panics ? '' : 'muted' },
-        `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`))));
+        `${count(st.panics, 'panic')} recovered${st.panics ? ' (bugs: the log has each stack)' : ''}`)),
+    // A user with no history answered 404 user-not-found (a look-up here among them): no fault,
+    // so the service counts it apart from the errors above.
+    st.users_not_found ? h('tr', { id: 'users-not-found' }, h('td', { colspan: 2, class: 'muted' },
+      `${count(st.users_not_found, 'look-up')} of a user with no history (404 user-not-found), not errors`)) : null));
 
   // A key limited to some namespaces gets their share of the figures by namespace, and the
   // service's whole totals (GET /v1/stats): its cards are not its namespaces' sums.
