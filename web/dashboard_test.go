@@ -1243,7 +1243,7 @@ func TestErasingAUserRecordedSinceTheLookUpSaysItWasErased(t *testing.T) {
 	eval[bool](tb, fmt.Sprintf(`(() => {
 		const fetch = window.fetch;
 		window.fetch = async (input, init) => {
-			if (init && init.method === 'DELETE' && String(input) === %q) {
+			if (init && init.method === 'DELETE' && new URL(String(input), location.href).pathname === %q) {
 				const r = await fetch(%q, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: %q },
 					body: JSON.stringify({ items: ['late'] }) });
 				if (!r.ok) throw new Error('the recommender call failed: ' + r.status);
@@ -3208,5 +3208,60 @@ func TestAChangeWithoutAnAnswerSaysWhetherItWasDoneIsUnknown(t *testing.T) {
 	tb.click(`#check-form button[type="submit"]`)
 	if msg := tb.waitText("#check-result .problem", "No answer"); strings.Contains(msg, "unknown") {
 		t.Errorf("a check without an answer reads %q", msg)
+	}
+}
+
+// Behind a reverse proxy serving the service under a path prefix (nginx's
+// `location /seen/ { proxy_pass http://127.0.0.1:8080/; }`), the dashboard
+// calls the API under the same prefix, beside its own page, not at the
+// proxy's root, where another site or nothing answers: its figures, the
+// namespaces, a user's page, a check and a record all work. Every request
+// reaching the proxy outside the prefix fails the test.
+func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "p:1", "p:2")
+	up, err := url.Parse(s.svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var outside []string
+	mux := http.NewServeMux()
+	mux.Handle("/seen/", http.StripPrefix("/seen", httputil.NewSingleHostReverseProxy(up)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		outside = append(outside, r.Method+" "+r.URL.RequestURI())
+		mu.Unlock()
+		http.NotFound(w, r) // the proxy's own answer: another site's, or none
+	})
+	proxy := httptest.NewServer(mux)
+	t.Cleanup(proxy.Close)
+
+	tb := s.newTab(t, &service{base: proxy.URL + "/seen"})
+	tb.open("#/")
+	tb.waitText("#role", "role: no key (the service needs one)")
+	tb.useKey(s.keys.write)
+	tb.waitText("#role", "role: write")
+	tb.waitText("#updated", "Figures updated")
+	tb.waitJS(`!!document.querySelector('#ns-stats tr[data-ns="default"]')`, "the figures by namespace")
+	tb.open("#/ns")
+	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="default"]')`, "the namespaces")
+	tb.open(fragment("default", user))
+	tb.waitText("#user-items", "2")
+	tb.fill("#check-items", "p:1\nq:1")
+	tb.click("#check-run")
+	tb.waitText("#check-result .done", "1 of 2 seen.")
+	tb.fill("#record-items", "q:1")
+	tb.click("#record-run")
+	tb.waitText("#record-result .done", "Recorded 1 new")
+	tb.waitText("#user-items", "3")
+	if n := tb.apiCalls(http.MethodPost, "/v1/namespaces/default/users/"+user+"/seen"); n != 1 {
+		t.Errorf("the page recorded through %d calls under the prefix, want 1", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(outside) > 0 {
+		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", outside)
 	}
 }

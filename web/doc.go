@@ -36,6 +36,10 @@
 // region that stays in the page (#announce), since a user's page is drawn
 // anew after a change; a problem is an alert, drawn once while it lasts.
 //
+// The page calls the API beside itself (its paths resolved against the
+// page's own directory, not the server's root), so that it works behind a
+// reverse proxy serving the service under a path prefix.
+//
 // The API serves these files under a Content-Security-Policy allowing only
 // the service's own origin (and data: images): the page has no inline script,
 // no style attribute (widths go through CSSOM), no eval.

@@ -335,12 +335,13 @@ type exchange struct {
 // the service's origin, and every API exchange, validated against
 // openapi.yaml when the test ends. Each of the first three fails the test.
 type tab struct {
-	t    *testing.T
-	s    *suite
-	base string
-	ctx  context.Context // the tab, with the test's deadline
-	tabc context.Context // the tab, without deadline (screenshots on failure)
-	stop func()          // closes the tab
+	t      *testing.T
+	s      *suite
+	base   string
+	prefix string          // base's path: the prefix a proxy serves the service under ("" at its root)
+	ctx    context.Context // the tab, with the test's deadline
+	tabc   context.Context // the tab, without deadline (screenshots on failure)
+	stop   func()          // closes the tab
 
 	mu         sync.Mutex
 	closed     bool // finish has begun: later events are ignored
@@ -353,13 +354,18 @@ type tab struct {
 	bodies     sync.WaitGroup
 }
 
-// newTab opens a tab for svc (the shared service when nil).
+// newTab opens a tab for svc (the shared service when nil). svc's base may
+// have a path: the prefix a proxy serves the service under (e.g.
+// http://127.0.0.1:PORT/seen for one passing /seen/ on as /).
 func (s *suite) newTab(t *testing.T, svc *service) *tab {
 	t.Helper()
 	if svc == nil {
 		svc = s.svc
 	}
 	tb := &tab{t: t, s: s, base: svc.base, exchanges: map[network.RequestID]*exchange{}}
+	if u, err := url.Parse(svc.base); err == nil {
+		tb.prefix = u.Path
+	}
 	tabCtx, cancelTab := chromedp.NewContext(s.browser, chromedp.WithListener(tb.onEvent))
 	tb.tabc, tb.stop = tabCtx, cancelTab
 	// The tab's first run opens it and may not have a deadline (chromedp ties the tab's life
@@ -453,7 +459,7 @@ func (tb *tab) onEvent(ev any) {
 		if !strings.HasPrefix(u, tb.base+"/") && u != tb.base && !strings.HasPrefix(u, "data:") && u != "about:blank" {
 			tb.foreign = append(tb.foreign, u)
 		}
-		if p, err := url.Parse(u); err == nil && strings.HasPrefix(u, tb.base) && (strings.HasPrefix(p.Path, "/v1/") || p.Path == "/healthz") {
+		if p, err := url.Parse(u); err == nil && strings.HasPrefix(u, tb.base) && (strings.HasPrefix(p.Path, tb.prefix+"/v1/") || p.Path == tb.prefix+"/healthz") {
 			var body []byte
 			for _, d := range e.Request.PostDataEntries {
 				body = append(body, d.Bytes...)
@@ -691,15 +697,15 @@ func (tb *tab) useKey(key string) {
 	tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the key to be checked")
 }
 
-// apiCalls counts the requests for method path (without its query) the page
-// has sent so far.
+// apiCalls counts the requests for method path (without its query, nor the
+// prefix a proxy serves the service under) the page has sent so far.
 func (tb *tab) apiCalls(method, path string) int {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	n := 0
 	for _, id := range tb.order {
 		x := tb.exchanges[id]
-		if u, err := url.Parse(x.url); err == nil && x.method == method && u.Path == path {
+		if u, err := url.Parse(x.url); err == nil && x.method == method && u.Path == tb.prefix+path {
 			n++
 		}
 	}

@@ -37,6 +37,14 @@ const state = {
 
 // ---------- API ----------
 
+// Where the API is: beside the page, in its directory. A proxy may serve the service under a
+// path prefix (/seen/ passed on as /), where the contract's paths from the server's root
+// (/v1/stats) would call the proxy's own root instead.
+const API_ROOT = new URL('./', location.href);
+
+/** The address of path, a path of openapi.yaml with its parameters filled, under API_ROOT. */
+function apiURL(path) { return new URL(path.replace(/^\//, ''), API_ROOT); }
+
 /** A failed call: the problem+json document the API answered, or one made up for a network failure. */
 class Problem extends Error {
   constructor(status, doc) {
@@ -113,7 +121,7 @@ async function call(opId, params = {}, body, opts = {}) {
     const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), opts.answerMs || ANSWER_MS);
     init.signal = abort.signal;
     try {
-      res = await fetch(path, init);
+      res = await fetch(apiURL(path), init);
       // An export's bytes take the time their size needs: the limit is on its answer's start.
       if (res.ok && opts.blob) { clearTimeout(timer); blob = await res.blob(); } else text = await res.text();
     } catch (e) {
