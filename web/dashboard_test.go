@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -3263,5 +3264,87 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 	defer mu.Unlock()
 	if len(outside) > 0 {
 		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", outside)
+	}
+}
+
+// A page without a key that loaded while the service was down (behind a
+// proxy answering 502 while it restarts, say) could not learn from GET
+// /healthz whether the service needs a key. When the service is back, the
+// page asks GET /healthz again before any route needing a key, rather than
+// send one without a key: on a service with keys that would be a 401, one
+// more in the errors its operators watch.
+func TestAPageLoadedWhileTheServiceWasDownCallsNoRouteNeedingAKeyWhenItIsBack(t *testing.T) {
+	s := setup(t)
+	data := "data-" + userID(t)
+	svc, err := s.startServiceWith(data, s.keysArg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.stop() })
+	up, err := url.Parse(svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := httputil.NewSingleHostReverseProxy(up)
+	// While the service is down the proxy answers 502, as a problem (as openapi.yaml's default
+	// answer is), the way a proxy configured with an error page of its own does.
+	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the service does not answer"}`)
+	}
+	asked := make(chan struct{})
+	release := make(chan struct{})
+	var once, held sync.Once
+	answer := func() { once.Do(func() { close(release) }) }
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			held.Do(func() { close(asked); <-release }) // the page's first, until the service is stopped
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	t.Cleanup(answer) // before the proxy closes, which waits for the requests it holds
+
+	tb := s.newTab(t, &service{base: proxy.URL})
+	tb.open("#/")
+	select {
+	case <-asked:
+	case <-time.After(waitFor):
+		t.Fatalf("the page did not ask GET /healthz within %v", waitFor)
+	}
+	svc.stop()
+	answer()
+	tb.waitText("#role", "role: unknown")
+	tb.waitText("#overview-error .problem", "502")
+	// A refresh while it is down: the figures asked, or first whether they need a key.
+	sent := func() int { return tb.apiCalls(http.MethodGet, "/healthz") + tb.apiCalls(http.MethodGet, "/v1/stats") }
+	n := sent()
+	for deadline := time.Now().Add(waitFor); sent() == n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page sent nothing in %v while the service was down, want a refresh", waitFor)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if svc, err = s.startServiceWith(data, s.keysArg, up.Host); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitText("#role", "role: no key (the service needs one)")
+	tb.waitText("#overview-error .problem .hint", "Enter an API key")
+	time.Sleep(3 * time.Second) // a refresh and a half
+	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if len(r.JSON200.Errors) != 0 {
+		t.Errorf("the service back counts the error answers %v, want none", r.JSON200.Errors)
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, id := range tb.order {
+		if x := tb.exchanges[id]; x.status == http.StatusUnauthorized {
+			t.Errorf("the page sent %s %s without a key: 401", x.method, strings.TrimPrefix(x.url, proxy.URL))
+		}
 	}
 }

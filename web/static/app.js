@@ -22,6 +22,7 @@ const state = {
   role: { status: 'checking' },
   roleSeq: 0, // bumped on every check; a late answer for an older key is dropped
   roleCheck: Promise.resolve(), // the last check, settled once its answer is in
+  recheck: null, // a check made again before a call without a key (see call), while it runs
   // What one call may send, as GET /v1/auth says: its items (max_candidates), its body's
   // bytes (max_body_bytes) and a user id's (max_user_bytes); 0 until known.
   limits: { items: 0, bodyBytes: 0, userBytes: 0 },
@@ -99,10 +100,21 @@ async function call(opId, params = {}, body, opts = {}) {
   // Without a key, a service with keys refuses every call needing one, and counts each 401 in
   // its errors, which its operators watch: once GET /healthz (or, unanswered, GET /v1/auth)
   // has said the service has keys, the page answers those calls itself until a key is
-  // entered (an open service takes them).
+  // entered (an open service takes them). A check that got no answer (the service down,
+  // stalled or restarting when the page loaded) is made again first, and until one says
+  // whether the service needs a key, nothing is sent: when the service is back, the call
+  // would otherwise be its first request, without a key.
   if (!key && op.role !== 'none' && opId !== 'getAuth') {
+    if (state.role.status === 'unknown' && !state.role.keyless) {
+      state.recheck = state.recheck || checkRole(true).finally(() => { state.recheck = null; });
+      await state.recheck;
+    }
     if (state.role.status === 'checking') await state.roleCheck;
-    if (!state.key && state.role.status === 'rejected' && state.role.problem) throw state.role.problem;
+    const r = state.role;
+    if (!state.key && r.status === 'rejected' && r.problem) throw r.problem;
+    if (!state.key && r.status === 'unknown' && !r.keyless) {
+      throw r.problem || new Problem(0, { title: 'No answer', detail: r.detail });
+    }
   }
   const headers = { Accept: `${opts.blob ? 'application/octet-stream' : 'application/json'}, application/problem+json` };
   if (key) headers.Authorization = `Bearer ${key}`;
@@ -160,15 +172,19 @@ async function call(opId, params = {}, body, opts = {}) {
  * Asks the service the key's role (GET /v1/auth): at load and whenever the key is
  * entered or forgotten, and again when an answer contradicts what is known.
  * Without a key, an open service answers admin; one with keys is not asked (see askRole).
+ * A quiet check, made again while the role is unknown, shows the role as it was until its
+ * answer: its "checking" would be read out at every refresh while the service is down.
  */
-function checkRole() {
-  state.roleCheck = askRole();
+function checkRole(quiet) {
+  state.roleCheck = askRole(quiet);
   return state.roleCheck;
 }
 
-async function askRole() {
+async function askRole(quiet) {
   const seq = ++state.roleSeq;
-  setRole({ status: 'checking' });
+  if (!quiet) setRole({ status: 'checking' });
+  // GET /healthz said the service has no keys: a call without one may be sent.
+  let keyless = false;
   try {
     // Without a key, GET /healthz says whether the service needs one: GET /v1/auth would be
     // answered 401 on a service with keys, one more in the errors its operators watch, at
@@ -178,13 +194,14 @@ async function askRole() {
       const health = await call('getHealth').catch(() => null);
       if (seq !== state.roleSeq) return;
       if (health && health.key_required) { setRole({ status: 'rejected', problem: keyNeeded() }); return; }
+      keyless = !!health && health.key_required === false;
     }
     const a = await call('getAuth');
     if (seq === state.roleSeq) setRole({ status: 'known', role: a.role, open: !!a.open, rate: a.rate_limit, keyId: a.key_id, namespaces: a.namespaces });
     setLimits(a); // the service's, whatever the key
   } catch (e) {
     if (seq !== state.roleSeq) return;
-    setRole(e.status === 401 ? { status: 'rejected', problem: e } : { status: 'unknown', detail: e.detail || e.message });
+    setRole(e.status === 401 ? { status: 'rejected', problem: e } : { status: 'unknown', detail: e.detail || e.message, problem: e, keyless });
   }
 }
 
@@ -264,7 +281,9 @@ function roleText() {
 
 function showRole() {
   const out = document.getElementById('role');
-  out.textContent = roleText();
+  // The same text set again would be read out again (a live region).
+  const text = roleText();
+  if (out.textContent !== text) out.textContent = text;
   const r = state.role;
   out.title = r.status === 'unknown' ? `The role could not be checked: ${r.detail}`
     : r.status === 'known' && r.keyId ? `Key ${r.keyId}: the log names this key so in the admin actions it asks for` : '';
