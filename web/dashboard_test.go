@@ -2982,7 +2982,13 @@ func TestNamespacesTableShowsTheWindow(t *testing.T) {
 // as when it cannot load.
 func (s *suite) blockedTab(t *testing.T, name string) *tab {
 	t.Helper()
-	tb := s.newTab(t, nil)
+	return s.blockedTabOf(t, nil, name)
+}
+
+// blockedTabOf is blockedTab for svc (the shared service when nil).
+func (s *suite) blockedTabOf(t *testing.T, svc *service, name string) *tab {
+	t.Helper()
+	tb := s.newTab(t, svc)
 	if _, err := chromedp.Call(tb.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
 		URLPatterns: []*network.BlockPattern{{URLPattern: tb.base + "/" + name, Block: true}}}); err != nil {
 		t.Fatal(err)
@@ -2997,6 +3003,22 @@ func TestPageExplainsAScriptThatFailedToLoad(t *testing.T) {
 	tb.waitText("#loading.problem", "did not start")
 	if got := tb.text("#view h2"); got != "" {
 		t.Errorf("the dashboard rendered %q without its API module", got)
+	}
+	if got := tb.text("#loading"); !strings.HasSuffix(got, "The API itself answers under /v1/; its contract is /openapi.yaml.") {
+		t.Errorf("the page reads %q, not saying where the API is", got)
+	}
+}
+
+// Under a path prefix, the page whose scripts failed says where the API is:
+// beside it, under the prefix, not at the proxy's root.
+func TestAPageUnderAPathPrefixWhoseScriptFailedSaysWhereTheAPIIs(t *testing.T) {
+	s := setup(t)
+	prefixed, _ := underPrefix(t, s.svc)
+	tb := s.blockedTabOf(t, prefixed, "api.js")
+	tb.open("#/")
+	tb.waitText("#loading.problem", "did not start")
+	if got := tb.text("#loading"); !strings.HasSuffix(got, "The API itself answers under /seen/v1/; its contract is /seen/openapi.yaml.") {
+		t.Errorf("the page, served under /seen/, reads %q", got)
 	}
 }
 
@@ -3222,24 +3244,8 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "p:1", "p:2")
-	up, err := url.Parse(s.svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var outside []string
-	mux := http.NewServeMux()
-	mux.Handle("/seen/", http.StripPrefix("/seen", httputil.NewSingleHostReverseProxy(up)))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		outside = append(outside, r.Method+" "+r.URL.RequestURI())
-		mu.Unlock()
-		http.NotFound(w, r) // the proxy's own answer: another site's, or none
-	})
-	proxy := httptest.NewServer(mux)
-	t.Cleanup(proxy.Close)
-
-	tb := s.newTab(t, &service{base: proxy.URL + "/seen"})
+	prefixed, outside := underPrefix(t, s.svc)
+	tb := s.newTab(t, prefixed)
 	tb.open("#/")
 	tb.waitText("#role", "role: no key (the service needs one)")
 	tb.useKey(s.keys.write)
@@ -3260,10 +3266,37 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 	if n := tb.apiCalls(http.MethodPost, "/v1/namespaces/default/users/"+user+"/seen"); n != 1 {
 		t.Errorf("the page recorded through %d calls under the prefix, want 1", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(outside) > 0 {
-		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", outside)
+	if got := outside(); len(got) > 0 {
+		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", got)
+	}
+}
+
+// underPrefix serves svc behind a reverse proxy under the path prefix /seen/
+// (passed on as /, as nginx's `location /seen/ { proxy_pass ...:8080/; }`
+// does), closed when the test ends. It returns the service as seen through
+// the proxy, and what reached the proxy outside the prefix so far.
+func underPrefix(t *testing.T, svc *service) (*service, func() []string) {
+	t.Helper()
+	up, err := url.Parse(svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var outside []string
+	mux := http.NewServeMux()
+	mux.Handle("/seen/", http.StripPrefix("/seen", httputil.NewSingleHostReverseProxy(up)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		outside = append(outside, r.Method+" "+r.URL.RequestURI())
+		mu.Unlock()
+		http.NotFound(w, r) // the proxy's own answer: another site's, or none
+	})
+	proxy := httptest.NewServer(mux)
+	t.Cleanup(proxy.Close)
+	return &service{base: proxy.URL + "/seen"}, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(outside)
 	}
 }
 
