@@ -464,6 +464,14 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 			fmt.Sprintf("%x;a\n%s\r\n%s\r\n0\r\n\r\n", len(body), strings.Repeat("b", 3), body)},
 		{"a chunk size ended by a bare LF", head + "Transfer-Encoding: chunked\r\n\r\n" +
 			fmt.Sprintf("%x\n%s\r\n0\r\n\r\n", len(body), body)},
+		// Nor is a chunk's size followed by bytes that are no extension
+		// (RFC 9112, 7.1: an extension begins with ";"): a proxy that
+		// reads "fxyz" otherwise (as no size, or a size of its own
+		// digits) frames the chunks otherwise.
+		{"bytes after a chunk's size", head + "Transfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%xxyz\r\n%s\r\n0\r\n\r\n", len(body), body)},
+		{"bytes after the last chunk's size", head + "Transfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0x\r\n\r\n", len(body), body)},
 		// HTTP/1.0 has no chunked coding (RFC 9112, 6.1).
 		{"chunked in HTTP/1.0", strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked},
 	} {
@@ -525,11 +533,10 @@ func wantServed(t *testing.T, addr, name, request string) {
 }
 
 // A request names one host (RFC 9112, 3.2): an HTTP/1.1 request without
-// Host, or any with two, or with one that is no host (RFC 9110, 7.2), is
-// refused with 400 naming Host and its connection closed; fasthttp would
-// serve it under the last Host given, where a proxy in front may have
-// routed or checked the first, and took any bytes for a host (routing a
-// path after "Host: a b" as no route). HTTP/1.0 may leave Host out.
+// Host, or any with two, or with one empty or no host (RFC 9110, 7.2), is
+// refused with 400 naming Host and its connection closed, in the service's
+// words whether the service or fasthttp (which refuses most of these
+// itself, first, in its own) found it. HTTP/1.0 may leave Host out.
 func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.T) {
 	e := newEnv(t, withKeys)
 	body := `{"items":["x"]}`
@@ -541,6 +548,11 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 	next := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, tc := range []struct{ name, request, detail string }{
 		{"HTTP/1.1 without Host", seen("HTTP/1.1", ""), "must give Host"},
+		// The service's targets are http URIs, which always have a host
+		// (RFC 9110, 4.2.1; RFC 9112, 3.3 lets a server refuse it).
+		{"HTTP/1.1 with Host empty", seen("HTTP/1.1", "Host:\r\n"), "must give Host"},
+		{"HTTP/1.1 with Host blank", seen("HTTP/1.1", "Host: \t \r\n"), "must give Host"},
+		{"HTTP/1.0 with Host empty", seen("HTTP/1.0", "Host:\r\n"), "must give Host"},
 		{"two Hosts", seen("HTTP/1.1", "Host: localhost\r\nHost: evil.example\r\n"), "Host is given more than once"},
 		{"the same Host twice", seen("HTTP/1.1", "Host: x\r\nhost: x\r\n"), "Host is given more than once"},
 		{"two Hosts in HTTP/1.0", seen("HTTP/1.0", "Host: x\r\nHost: y\r\nConnection: keep-alive\r\n"), "Host is given more than once"},
@@ -554,6 +566,15 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"two ports", seen("HTTP/1.1", "Host: x:80:90\r\n"), "is not a host"},
 		{"a port not a number", seen("HTTP/1.1", "Host: x:http\r\n"), "is not a host"},
 		{"a bad escape", seen("HTTP/1.1", "Host: a%zz\r\n"), "is not a host"},
+		{"a cut escape", seen("HTTP/1.1", "Host: a%c\r\n"), "is not a host"},
+		// An ASCII byte is sent as itself, not escaped.
+		{"an escaped ASCII letter", seen("HTTP/1.1", "Host: %41.example\r\n"), `Host "%41.example" is not a host`},
+		{"an escaped percent", seen("HTTP/1.1", "Host: a%25b\r\n"), "is not a host"},
+		// No IPvFuture version is defined (RFC 3986, 3.2.2).
+		{"an IPvFuture literal", seen("HTTP/1.1", "Host: [v1.fe:80]\r\n"), `Host "[v1.fe:80]" is not a host`},
+		{"an IPvFuture literal with a port", seen("HTTP/1.1", "Host: [v1.fe]:8080\r\n"), "is not a host"},
+		{"empty brackets", seen("HTTP/1.1", "Host: []\r\n"), "is not a host"},
+		{"an empty IPv6 zone", seen("HTTP/1.1", "Host: [fe80::1%]\r\n"), "is not a host"},
 		{"UTF-8 unescaped", seen("HTTP/1.1", "Host: b\u00fccher.example\r\n"), "is not a host"},
 		{"no host in HTTP/1.0", seen("HTTP/1.0", "Host: a b\r\n"), "is not a host"},
 	} {
@@ -573,6 +594,11 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 			if len(p.Errors) != 1 || p.Errors[0].Parameter != "Host" {
 				t.Errorf("errors %+v, want one naming the parameter Host", p.Errors)
 			}
+			// The headers every answer carries, fasthttp's refusals too.
+			if resp.Header.Get("Date") == "" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("Date %q, X-Content-Type-Options %q: want a date and nosniff, as every answer",
+					resp.Header.Get("Date"), resp.Header.Get("X-Content-Type-Options"))
+			}
 			if !resp.Close {
 				t.Errorf("the connection is kept open after the refusal")
 			}
@@ -584,18 +610,16 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 	if st := e.stateOf("default", "u"); st != nil {
 		t.Fatalf("a refused request recorded the user: %v", st)
 	}
-	// Served: HTTP/1.0 without Host, HTTP/1.1 with one Host, empty (a
-	// target with no authority), and each form of host, with a port or
-	// without, and a target of absolute form.
+	// Served: HTTP/1.0 without Host, HTTP/1.1 with one Host, and each
+	// form of host, with a port or without, and a target of absolute form.
 	served := map[string]string{
-		"HTTP/1.0 without Host":    seen("HTTP/1.0", ""),
-		"HTTP/1.1 with Host empty": seen("HTTP/1.1", "Host:\r\n"),
+		"HTTP/1.0 without Host": seen("HTTP/1.0", ""),
 		"absolute form": strings.Replace(seen("HTTP/1.1", "Host: seen.example:8080\r\n"),
 			" /v1/", " http://seen.example:8080/v1/", 1),
 		"Host between spaces": seen("HTTP/1.1", "Host: \t localhost:8080 \t\r\n"),
 	}
 	for _, host := range []string{"localhost", "seen.example.", "Seen-API_1.example", "xn--bcher-kva.example", "b%C3%BCcher.example",
-		"a!$&'()*+,;=~", "127.0.0.1", "[::1]", "[2001:db8::7]", "[::ffff:127.0.0.1]", "[v1.fe:80]"} {
+		"a!$&'()*+,;=~", "127.0.0.1", "[::1]", "[2001:db8::7]", "[::ffff:127.0.0.1]", "[fe80::1%25eth0]"} {
 		served["Host "+host] = seen("HTTP/1.1", "Host: "+host+"\r\n")
 		served["Host "+host+" with a port"] = seen("HTTP/1.1", "Host: "+host+":8080\r\n")
 	}
@@ -611,7 +635,8 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 // folded onto the one before it (obs-fold), which fasthttp would take for
 // a header named "Bad Key", or join to the value before it, where a proxy
 // in front may have read them otherwise (RFC 9112, 5.1 and 5.2). Those
-// the service's own pass refuses name the header at fault.
+// the service's own pass refuses name the header at fault; fasthttp
+// refuses a space before the colon itself, keeping none of the header.
 func TestMalformedHeaderLineIsRefusedAtOnceAndItsConnectionClosed(t *testing.T) {
 	// A read timeout far longer than the client waits: an answer only
 	// once it is over fails the test.
@@ -633,14 +658,16 @@ func TestMalformedHeaderLineIsRefusedAtOnceAndItsConnectionClosed(t *testing.T) 
 		// in front may have keyed as "/healthz".
 		{"a space in the request target", "GET /healthz /x HTTP/1.1\r\nHost: x\r\n\r\n", "", ""},
 		{"a space in a name", seen("Bad Key: 1\r\n"), "Bad Key", `the header name "Bad Key" holds ' '`},
-		{"a space before the colon", seen("X-Seen : 1\r\n"), "X-Seen ", `the header name "X-Seen " holds ' '`},
-		{"a space before the colon of Transfer-Encoding", seen("Transfer-Encoding : chunked\r\n"), "Transfer-Encoding ", "holds ' '"},
+		// fasthttp refuses a space before the colon itself, as it reads
+		// the header, keeping none of it: in its words, without the name.
+		{"a space before the colon", seen("X-Seen : 1\r\n"), "", "invalid header key (bytes left out)"},
+		{"a space before the colon of Transfer-Encoding", seen("Transfer-Encoding : chunked\r\n"), "", "invalid header key"},
 		{"a folded header", seen("X-A: 1\r\n folded: yes\r\n"), "X-A", `a line of header "X-A" continues on the next`},
 		{"a header folded with a tab", seen("X-A: 1\r\n\tTransfer-Encoding: chunked\r\n"), "X-A", "(obs-fold)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conn, _ := e.dial(t)
-			if tc.header == "" {
+			if tc.detail == "" {
 				io.WriteString(conn, tc.request)
 			} else {
 				io.WriteString(conn, tc.request+next)
@@ -652,13 +679,11 @@ func TestMalformedHeaderLineIsRefusedAtOnceAndItsConnectionClosed(t *testing.T) 
 				t.Fatalf("no answer within 10s (read timeout 1m): %v", err)
 			}
 			p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
-			if tc.header != "" {
-				if !strings.Contains(p.Detail, tc.detail) {
-					t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
-				}
-				if len(p.Errors) != 1 || p.Errors[0].Parameter != tc.header {
-					t.Errorf("errors %+v, want one naming the parameter %q", p.Errors, tc.header)
-				}
+			if !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+			}
+			if tc.header != "" && (len(p.Errors) != 1 || p.Errors[0].Parameter != tc.header) {
+				t.Errorf("errors %+v, want one naming the parameter %q", p.Errors, tc.header)
 			}
 			if !resp.Close {
 				t.Errorf("the connection is kept open after the refusal")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -278,13 +279,14 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // 6.1 and 6.3: such a request is answered 400 and its connection closed.
 //
 // Or its Host is missing from an HTTP/1.1 request, or given twice (in any
-// version), or is no host (validHost): fasthttp would take the last of two
-// where a proxy in front may have routed or checked the first, and would
-// serve any bytes as a host, which the loopback-name check of an open
-// service reads and a proxy may have read otherwise. RFC 9112, 3.2, and
-// RFC 9110, 7.2: such a request is answered 400. An HTTP/1.0 request may
-// leave Host out (its Host is then empty, which the loopback-name check
-// refuses).
+// version), or is empty or no host (validHost): a proxy in front may have
+// routed or checked another host than the one the service reads (the
+// loopback-name check of an open service reads it). RFC 9112, 3.2, and
+// RFC 9110, 7.2: such a request is answered 400. fasthttp refuses most of
+// these itself before the service sees the request, in words of its own;
+// unreadable answers them in these (hostReadErrors). An HTTP/1.0 request
+// may leave Host out (its Host is then empty, which the loopback-name
+// check refuses).
 //
 // Or a header's name is no token (RFC 9110, 5.1: a space, as in
 // "Bad Key: 1", or any other byte outside tchar), or a line continues the
@@ -297,7 +299,7 @@ func (s *Server) keyRefused(h *fasthttp.RequestHeader, imp bool) error {
 // request is answered 400. These name the header at fault.
 func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	var length, coding, badHost, last []byte
-	lengths, codings, hosts := 0, 0, 0
+	lengths, codings, hosts, emptyHost := 0, 0, 0, false
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -337,7 +339,9 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 		switch {
 		case bytes.EqualFold(name, []byte(fiber.HeaderHost)):
 			hosts++
-			if value = bytes.Trim(value, " \t\r"); badHost == nil && !validHost(value) {
+			if value = bytes.Trim(value, " \t\r"); len(value) == 0 {
+				emptyHost = true
+			} else if badHost == nil && !validHost(value) {
 				badHost = value
 			}
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
@@ -353,12 +357,12 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	const ambiguous = "the length of the request's body is ambiguous: "
 	switch {
 	case hosts > 1:
-		return "Host is given more than once; a request names one host (RFC 9112, 3.2)", fiber.HeaderHost
+		return hostTwice, fiber.HeaderHost
 	case badHost != nil:
 		return "Host " + strconv.Quote(string(badHost)) + " is not a host: a name, an IPv4 address or an IPv6 address in brackets, " +
-			"optionally with a colon and a port (RFC 9110, 7.2)", fiber.HeaderHost
-	case hosts == 0 && http11:
-		return "an HTTP/1.1 request must give Host (RFC 9112, 3.2)", fiber.HeaderHost
+			"optionally with a colon and a port; an escape (%XX) stands for a byte beyond ASCII only (RFC 9110, 7.2)", fiber.HeaderHost
+	case emptyHost || hosts == 0 && http11:
+		return hostMissing, fiber.HeaderHost
 	case codings == 0:
 		return "", ""
 	case !http11:
@@ -373,6 +377,56 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	return "", ""
 }
 
+// The details of a request refused for its Host, which fasthttp's own
+// refusals of the same requests are answered with too (hostReadErrors).
+const (
+	hostTwice = "Host is given more than once; a request names one host (RFC 9112, 3.2)"
+	// An empty Host is what a client sends for a target URI without an
+	// authority (RFC 9112, 3.2); the service's are http or https URIs,
+	// which always have a host (RFC 9110, 4.2.1), and RFC 9112, 3.3 lets
+	// a server refuse a request whose Host leaves it empty.
+	hostMissing = "a request must give Host, with the host it is sent to, which an http or https URI always has " +
+		"(RFC 9112, 3.2 and 3.3; RFC 9110, 4.2.1); only an HTTP/1.0 request may leave Host out"
+)
+
+// hostReadErrors maps the words of each error fasthttp refuses a request's
+// header with for its Host (none in HTTP/1.1, or empty; two Host lines) to
+// the detail the service's own check gives the same request. fasthttp
+// refuses these before the service sees the request, and keeps nothing of
+// the header it refused: the error is all that is left, and it is told by
+// what the error wraps. The words are fasthttp's own, learnt here by
+// reading such headers with it: they quote none of the request, and a
+// version of fasthttp that words them otherwise, or refuses other Hosts,
+// is learnt as it is (one that lets them through leaves them to
+// headerProblem).
+var hostReadErrors = func() map[string]string {
+	m := map[string]string{}
+	for header, detail := range map[string]string{
+		"GET / HTTP/1.1\r\n\r\n":                       hostMissing,
+		"GET / HTTP/1.1\r\nHost:\r\n\r\n":              hostMissing,
+		"GET / HTTP/1.0\r\nHost:\r\n\r\n":              hostMissing,
+		"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n": hostTwice,
+		"GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n": hostTwice,
+	} {
+		var h fasthttp.RequestHeader
+		if in := errors.Unwrap(h.Read(bufio.NewReader(strings.NewReader(header)))); in != nil {
+			m[in.Error()] = detail
+		}
+	}
+	return m
+}()
+
+// headerRefusal is the bad-request problem of a request refused for its
+// header (headerProblem's detail p), naming the header at fault if any;
+// its connection is closed after the answer.
+func headerRefusal(p, header string) *apiError {
+	err := newError(pBadRequest, "%s; the connection is closed", p)
+	if header != "" {
+		err.fields = []FieldError{{Parameter: header, Detail: p}}
+	}
+	return err
+}
+
 // tchar holds the bytes a header's name may hold (RFC 9110, 5.6.2).
 var tchar = func() (t [256]bool) {
 	for c := range 256 {
@@ -384,9 +438,13 @@ var tchar = func() (t [256]bool) {
 // validHost reports whether v, a Host header's value, is uri-host
 // [":" port] (RFC 9110, 7.2; RFC 3986, 3.2.2): a registered name (letters,
 // digits, -._~!$&'()*+,;= and %XX escapes; an IPv4 address is one too) or
-// an IP literal in brackets (an IPv6 address, or the IPvFuture form), then
-// a colon and the port's digits, or neither. An empty Host is one: that of
-// a target without an authority (RFC 9112, 3.2).
+// an IPv6 address in brackets, then a colon and the port's digits, or
+// neither. Stricter than RFC 3986 where fasthttp is (it refuses these
+// itself, after the service's check): an escape stands for a byte beyond
+// ASCII only (a name's UTF-8; an ASCII byte is sent as itself), and the
+// IPvFuture form ("[v1.fe]") is no host, as RFC 3986, 3.2.2 has a server
+// that knows no such version answer, and none is defined. An empty Host
+// is for headerProblem to refuse.
 func validHost(v []byte) bool {
 	host, port := v, []byte(nil)
 	if len(v) > 0 && v[0] == '[' {
@@ -406,7 +464,7 @@ func validHost(v []byte) bool {
 	}
 	for i := 0; i < len(host); i++ {
 		switch c := host[i]; {
-		case c == '%' && i+2 < len(host) && isHex(host[i+1]) && isHex(host[i+2]):
+		case c == '%' && i+2 < len(host) && escapesNonASCII(host[i+1], host[i+2]):
 			i += 2
 		case !hostByte(c):
 			return false
@@ -421,30 +479,10 @@ func validHost(v []byte) bool {
 }
 
 // validIPLiteral reports whether b, what a Host holds in brackets, is an
-// IPv6 address or an IPvFuture ("v", hex digits, ".", then name bytes or
-// colons).
+// IPv6 address.
 func validIPLiteral(b []byte) bool {
-	if a, err := netip.ParseAddr(string(b)); err == nil {
-		return a.Is6()
-	}
-	if len(b) < 4 || b[0]|0x20 != 'v' {
-		return false
-	}
-	ver, rest, ok := bytes.Cut(b[1:], []byte{'.'})
-	if !ok || len(ver) == 0 || len(rest) == 0 {
-		return false
-	}
-	for _, c := range ver {
-		if !isHex(c) {
-			return false
-		}
-	}
-	for _, c := range rest {
-		if c != ':' && !hostByte(c) {
-			return false
-		}
-	}
-	return true
+	a, err := netip.ParseAddr(string(b))
+	return err == nil && a.Is6()
 }
 
 // hostByte reports whether c may stand unescaped in a registered name:
@@ -452,6 +490,10 @@ func validIPLiteral(b []byte) bool {
 func hostByte(c byte) bool {
 	return 'a' <= c|0x20 && c|0x20 <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=", c) >= 0
 }
+
+// escapesNonASCII reports whether %hi lo is an escape of a byte beyond
+// ASCII.
+func escapesNonASCII(hi, lo byte) bool { return isHex(hi) && hi > '7' && isHex(lo) }
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'f' }
 
@@ -557,11 +599,7 @@ func (s *Server) routes() {
 		// to close).
 		if h.ConnectionClose() {
 			if p, header := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
-				err := newError(pBadRequest, "%s; the connection is closed", p)
-				if header != "" {
-					err.fields = []FieldError{{Parameter: header, Detail: p}}
-				}
-				return err
+				return headerRefusal(p, header)
 			}
 		}
 		return c.Next()
@@ -1028,13 +1066,18 @@ func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
 // read the answer; such a connection is closed, unanswered and uncounted.
 // A malformed request's 400 says what fasthttp found wrong without the
 // bytes it quotes (SecureErrorLogMessage keeps out the rest of what it
-// read, not these): a bad Authorization value would be sent back.
+// read, not these): a bad Authorization value would be sent back. Unless
+// the service's own header pass refuses it too (fasthttp refuses a bad
+// Host itself, first): that refusal is answered as the service's own
+// (ownRefusal).
 func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
 	var (
 		netErr net.Error
-		fe     *fiber.Error
+		fe     error
 	)
-	switch {
+	switch own := ownRefusal(&ctx.Request.Header, err); {
+	case own != nil:
+		fe = own
 	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
 		fe = fiber.ErrRequestHeaderFieldsTooLarge
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -1053,6 +1096,27 @@ func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
 	if s.errorHandler(c, fe) != nil {
 		_ = c.SendStatus(fiber.StatusInternalServerError)
 	}
+}
+
+// ownRefusal is the service's own refusal of a request that fasthttp
+// refused with err while reading its header h, or nil: what headerProblem
+// finds in a header read whole (fasthttp refused the request's Host once
+// the service had seen it, parsing the URI), or the Host refusal err is
+// (hostReadErrors) when fasthttp refused the header as it read it, keeping
+// none of it.
+func ownRefusal(h *fasthttp.RequestHeader, err error) error {
+	if raw := h.RawHeaders(); len(raw) > 0 {
+		if p, header := headerProblem(raw, h.IsHTTP11()); p != "" {
+			return headerRefusal(p, header)
+		}
+		return nil
+	}
+	if in := errors.Unwrap(err); in != nil {
+		if p, ok := hostReadErrors[in.Error()]; ok {
+			return headerRefusal(p, fiber.HeaderHost)
+		}
+	}
+	return nil
 }
 
 // quoted matches what fasthttp's errors quote (Go's %q) of a request.

@@ -117,7 +117,7 @@ func ptr[T any](v T) *T { return &v }
 
 // With --hsts-max-age an HTTPS service sends Strict-Transport-Security on
 // every answer (the dashboard's, a probe's, a problem's, fasthttp's own
-// 408 and 431, and those of a connection past --max-connections), and none
+// 408, 431 and 400s, and those of a connection past --max-connections), and none
 // on the plain HTTP refusal, which a browser would ignore; without the
 // flag it sends none (a browser would apply it to the host name on every
 // port). The flag is refused without TLS.
@@ -148,6 +148,10 @@ func TestHSTSIsSentOverHTTPSWhenAsked(t *testing.T) {
 	}{
 		{"headers that never end", "GET /healthz HTTP/1.1\r\nHost: x\r\n", 408},
 		{"headers past the buffer", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 8<<10) + "\r\n\r\n", 431},
+		// Hosts fasthttp refuses, answered in the service's words.
+		{"two Hosts", "GET /healthz HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400},
+		{"an empty Host", "GET /healthz HTTP/1.1\r\nHost:\r\n\r\n", 400},
+		{"a Host that is no host", "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", 400},
 	} {
 		resp := tlsAnswer(t, s, pool, tc.request)
 		if resp.StatusCode != tc.status || resp.Header.Get("Strict-Transport-Security") != "max-age=31536000" ||
