@@ -1134,6 +1134,56 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 	}
 }
 
+// "OPTIONS *" asks what the server as a whole supports (RFC 9110, 9.3.7;
+// the asterisk form, RFC 9112, 3.2.4): it is answered 200 with Allow, the
+// methods some route takes, and no content (Content-Length: 0, which a
+// 204 may not carry), whatever the key, where it was a 404 for a path
+// "*". Its connection stays open.
+func TestOptionsAsteriskDescribesTheServer(t *testing.T) {
+	e := newEnv(t, withKeys)
+	conn, _ := e.dial(t)
+	br := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || len(body) != 0 || resp.Header.Get("Content-Length") != "0" {
+		t.Fatalf("OPTIONS *: %d, Content-Length %q, %q; want 200 without content", resp.StatusCode, resp.Header.Get("Content-Length"), truncate(body))
+	}
+	if got := resp.Header.Get("Allow"); got != "GET, HEAD, POST, PUT, DELETE, OPTIONS" {
+		t.Errorf("OPTIONS *: Allow %q, want GET, HEAD, POST, PUT, DELETE, OPTIONS", got)
+	}
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Date") == "" {
+		t.Errorf("OPTIONS *: %v, want nosniff and a Date as every answer", resp.Header)
+	}
+	if resp.Close {
+		t.Errorf("OPTIONS *: the connection is closed")
+	}
+	io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the request after OPTIONS * on its connection: %v %v", resp, err)
+	}
+	// A path is no asterisk: OPTIONS of a route is a method it does not
+	// take, and the asterisk is for OPTIONS only (fasthttp refuses it).
+	req, _ := http.NewRequest("OPTIONS", e.base+"/v1/stats", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if b := readAll(t, resp); resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("OPTIONS /v1/stats: %d Allow %q %s, want 405 with Allow GET, HEAD", resp.StatusCode, resp.Header.Get("Allow"), b)
+	}
+	conn, _ = e.dial(t)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET * HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil {
+		t.Fatal(err)
+	} else {
+		wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+	}
+}
+
 // Every API route refuses a query parameter it does not document, naming
 // it, before any work (TestBadInputIsRejectedAndChangesNothing checks that
 // nothing changed); the probes, the metrics, the contract and the dashboard

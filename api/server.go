@@ -69,6 +69,8 @@ type Server struct {
 	// hsts is the Strict-Transport-Security of every answer over TLS
 	// (Config.HSTSMaxAge), or "" for none.
 	hsts string
+	// allow is the Allow of "OPTIONS *" (serverOptions).
+	allow string
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -602,6 +604,9 @@ func (s *Server) routes() {
 				return headerRefusal(p, header)
 			}
 		}
+		if h.IsOptions() && string(h.RequestURI()) == "*" {
+			return s.serverOptions(c)
+		}
 		return c.Next()
 	})
 	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
@@ -665,6 +670,40 @@ func (s *Server) routes() {
 		dashboardHeaders(c)
 		return c.Next()
 	}, filesystem.New(filesystem.Config{Root: dashboard}))
+	s.allow = serverMethods(s.k.routes)
+}
+
+// serverOptions answers "OPTIONS *", which asks what the server as a whole
+// supports rather than a resource (RFC 9110, 9.3.7; the asterisk form,
+// RFC 9112, 3.2.4): 200 with Allow, the methods some route takes, and no
+// content. Not a 204: an answer to OPTIONS without content must carry
+// Content-Length: 0 (9.3.7), which a 204 may not (8.6). It takes no key
+// and tells nothing of the data, as the probes.
+func (s *Server) serverOptions(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderAllow, s.allow)
+	c.Status(fiber.StatusOK) // not SendStatus, which would send "OK" as the content
+	return nil
+}
+
+// serverMethods is the Allow of "OPTIONS *": the methods of routes
+// ("METHOD /path", as Server.route names them), HEAD with GET, and
+// OPTIONS, in fiber's order of methods.
+func serverMethods(routes []string) string {
+	taken := map[string]bool{fiber.MethodOptions: true}
+	for _, r := range routes {
+		m, _, _ := strings.Cut(r, " ")
+		taken[m] = true
+		if m == fiber.MethodGet {
+			taken[fiber.MethodHead] = true
+		}
+	}
+	var allow []string
+	for _, m := range fiber.DefaultMethods {
+		if taken[m] {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // everyAnswer sets the headers every answer carries, those of fasthttp's
