@@ -1239,6 +1239,92 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	}
 }
 
+// A request that expects "100 Continue" (RFC 9110, 10.1.1) with a body its
+// route refuses for its type (415: not JSON, or compressed) is answered
+// 415 at once: no "100 Continue", so its client never sends the body,
+// which the service does not read, and the connection is closed (the
+// client may send it all the same). fasthttp sent "100 Continue", read the
+// body, and only then did the route refuse it. A JSON body, and an import
+// (which takes any type), still get their "100 Continue".
+func TestARequestExpectingContinueIsRefusedForItsTypeBeforeItsBody(t *testing.T) {
+	e := newEnv(t, withKeys)
+	body := `{"items":["x"]}`
+	head := func(method, path, key, headers string) string {
+		return method + " " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n" + headers +
+			"Expect: 100-continue\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	}
+	seen := userPath("default", "u", "/seen")
+	// first sends header, waits for the first answer to it and returns it.
+	first := func(t *testing.T, header string) (*http.Response, *bufio.Reader, net.Conn) {
+		conn, _ := e.dial(t)
+		io.WriteString(conn, header)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to the header: %v", err)
+		}
+		return resp, br, conn
+	}
+	for _, tc := range []struct{ name, headers, detail string }{
+		{"text", "Content-Type: text/plain\r\n", `Content-Type "text/plain"`},
+		{"a form", "Content-Type: application/x-www-form-urlencoded\r\n", "send Content-Type: application/json"},
+		{"no type", "", "no Content-Type"},
+		{"compressed JSON", "Content-Type: application/json\r\nContent-Encoding: gzip\r\n", `Content-Encoding "gzip"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, br, conn := first(t, head("POST", seen, writeKey, tc.headers))
+			b := readAll(t, resp)
+			if resp.StatusCode == http.StatusContinue {
+				t.Fatalf("the first answer is %q, want the 415 before any body", resp.Status)
+			}
+			p := wantProblem(t, resp.StatusCode, resp.Header, b, 415, "unsupported-media-type")
+			if !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+			}
+			if !resp.Close {
+				t.Errorf("the connection is kept open after a refusal whose body is unread")
+			}
+			// A client that sends the body anyway: it is no request.
+			io.WriteString(conn, body)
+			if next, err := http.ReadResponse(br, nil); err == nil {
+				t.Errorf("another answer after the 415: %d %s", next.StatusCode, readAll(t, next))
+			}
+		})
+	}
+	// Nor does a request whose key is refused, whatever its body's size
+	// (one past 4 KiB was not read already: readsNoBody).
+	resp, _, _ := first(t, head("POST", seen, "unknown-key-0123456789abcdef", "Content-Type: application/json\r\n"))
+	if b := readAll(t, resp); resp.StatusCode != 401 || !resp.Close {
+		t.Errorf("an unknown key expecting 100-continue: the first answer is %d %s (closing: %v), want 401",
+			resp.StatusCode, truncate(b), resp.Close)
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a refused request recorded the user: %v", st)
+	}
+	// A JSON body gets its "100 Continue", and is served.
+	resp, br, conn := first(t, head("POST", seen, writeKey, "Content-Type: application/json\r\n"))
+	if resp.StatusCode != http.StatusContinue {
+		t.Fatalf("a JSON body expecting 100-continue: %d, want 100", resp.StatusCode)
+	}
+	io.WriteString(conn, body)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a JSON body after its 100 Continue: %v %v", resp, err)
+	}
+	// An import takes any type: its body is read (and refused here as no
+	// export, which it is not).
+	resp, br, conn = first(t, head("PUT", userPath("default", "v", "/export"), adminKey, "Content-Type: application/octet-stream\r\n"))
+	if resp.StatusCode != http.StatusContinue {
+		t.Fatalf("an import expecting 100-continue: %d, want 100", resp.StatusCode)
+	}
+	io.WriteString(conn, body)
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-import")
+	}
+}
+
 // TestBatchRefusesUserIDsNoPathReaches holds the batch's user field to the
 // rules of the {user} path parameter: a user the batch stored under "." or
 // ".." could never be read, exported or erased. The whole batch is refused,

@@ -172,6 +172,18 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			h.SetConnectionClose()
 			return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 		}
+		if expectsContinue(h) && typeRefused(h, s.importRequest(h)) {
+			// Its route refuses the body for its type (415) whatever it
+			// holds: the client, waiting for "100 Continue" before it
+			// sends the body, gets the 415 instead, and sends none. The
+			// connection is closed after it, as the client may send the
+			// body all the same (RFC 9110, 10.1.1). A route that reads
+			// no body answers as it would have.
+			h.SetContentLength(0)
+			h.Del(fiber.HeaderExpect)
+			h.SetConnectionClose()
+			return fasthttp.RequestConfig{MaxRequestBodySize: limit}
+		}
 		if h.ContentLength() > limit && len(h.Peek(fiber.HeaderExpect)) > 0 {
 			// fasthttp would answer "100 Continue" and let the client send
 			// the body before refusing it: without the expectation it
@@ -194,6 +206,13 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// expectsContinue reports whether the request of header h waits for
+// "100 Continue" before it sends its body (RFC 9110, 10.1.1), as fasthttp
+// reads it (Request.MayContinue).
+func expectsContinue(h *fasthttp.RequestHeader) bool {
+	return bytes.EqualFold(h.Peek(fiber.HeaderExpect), []byte("100-continue"))
+}
+
 // bodyLimit is the largest body a request may send: --max-import-bytes
 // for an import (PUT /v1/namespaces/{ns}/users/{user}/export),
 // --max-body-bytes for the rest.
@@ -214,9 +233,13 @@ func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
 // an import) until the read timeout, on each of as many connections as a
 // client cared to open. The route then answers the key's problem, and the
 // connection is closed.
+//
+// Nor is the body of any size of such a request that expects "100
+// Continue": its client waits for it before sending the body, and gets
+// the key's problem instead.
 func (s *Server) readsNoBody(h *fasthttp.RequestHeader) bool {
 	n := h.ContentLength()
-	return (n > keylessBodyBytes || n == -1) && s.keyRefused(h, s.importRequest(h)) != nil
+	return (n > keylessBodyBytes || n == -1 || expectsContinue(h)) && s.keyRefused(h, s.importRequest(h)) != nil
 }
 
 // keylessBodyBytes is the largest body read of a request whose key will

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/seenapi/seenapi/userfilter"
 )
@@ -181,12 +182,24 @@ func unsupportedMediaType(ct []byte) error {
 // tells a client that can send the body uncompressed to do so (a 400 told
 // it its request was wrong, not how).
 func checkEncoding(c *fiber.Ctx) error {
-	if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := c.Get(fiber.HeaderContentEncoding); refusedCoding(ce) {
 		c.Set(fiber.HeaderAcceptEncoding, "identity")
 		return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentEncoding, "the body was sent with Content-Encoding "+
 			strconv.Quote(strings.ToValidUTF8(ce, "\uFFFD"))+"; the service takes request bodies uncompressed: send them without Content-Encoding")
 	}
 	return nil
+}
+
+// refusedCoding reports whether a body sent with Content-Encoding ce is
+// refused (checkEncoding): any coding but identity.
+func refusedCoding(ce string) bool { return ce != "" && !strings.EqualFold(ce, "identity") }
+
+// typeRefused reports whether the body of the request of header h is
+// refused for its type (415) by its route, if that route reads one:
+// compressed (checkEncoding), or other than JSON (jsonBody) unless it is
+// an import (imp), which takes any type.
+func typeRefused(h *fasthttp.RequestHeader, imp bool) bool {
+	return refusedCoding(string(h.Peek(fiber.HeaderContentEncoding))) || !imp && !jsonMediaType(h.ContentType())
 }
 
 // decode decodes a JSON body strictly into v and maps failures to problems:
