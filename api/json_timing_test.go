@@ -5,6 +5,7 @@ import (
 	stdjson "encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/bytedance/sonic"
@@ -95,4 +96,47 @@ func BenchmarkEncodeFilterResponse(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkNullMember is the scan every decoded body pays for a member's
+// null (mayHoldNullMember), against a scan for "null" (contains), on the
+// workload's body, whose items are base-36 strings, and on one whose items
+// are full of colons.
+func BenchmarkNullMember(b *testing.B) {
+	for _, body := range []struct {
+		name string
+		b    []byte
+	}{{"workload", workloadBodyForTest(b)}, {"colons", feedRequest(200)}} {
+		b.Run(body.name+"/scan", func(b *testing.B) {
+			b.SetBytes(int64(len(body.b)))
+			for b.Loop() {
+				if mayHoldNullMember(body.b) {
+					b.Fatal("a member null in a body without one")
+				}
+			}
+		})
+		b.Run(body.name+"/contains", func(b *testing.B) {
+			b.SetBytes(int64(len(body.b)))
+			for b.Loop() {
+				if bytes.Contains(body.b, []byte("null")) {
+					b.Fatal("null in a body without one")
+				}
+			}
+		})
+	}
+}
+
+// workloadBodyForTest is a call's body as the workload makes it: 200
+// base-36 items of 8 to 12 bytes.
+func workloadBodyForTest(b *testing.B) []byte {
+	r := rand.New(rand.NewPCG(3, 4))
+	base36 := make([]string, 200)
+	for i := range base36 {
+		base36[i] = strconv.FormatUint(r.Uint64(), 36)[:8+r.IntN(5)]
+	}
+	workload, err := stdjson.Marshal(map[string]any{"candidates": base36, "limit": 20, "record": "returned"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return workload
 }
