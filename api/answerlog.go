@@ -39,11 +39,14 @@ import (
 //	         at (Unix nanoseconds) 8 bytes | body
 //
 // A damaged or cut record ends its file (a torn write at a crash). Old files
-// go when every answer in them is past its time to live, or when the files
-// hold more than the memory budget of answers, which they hold in fewer
-// bytes than memory does: the files always hold what memory would. An
-// erase mark within its time to live is written again to the open file
-// before its file goes.
+// go when every answer in them is past its time to live, or when the newer
+// files hold the memory budget of answers, which they hold in fewer bytes
+// than memory does. Memory shares its budget between callers (see
+// replays.trimLocked), so one API key's flood of keyed calls leaves
+// another key's older answers in memory while their files go: the answers
+// of a file that goes that memory still keeps, and its erase marks within
+// their time to live, are written again to the open file first. So the
+// files always hold what memory does, in at most twice the budget.
 type answerLog struct {
 	mu           sync.Mutex // pending and pendingMarks, which append fills
 	pending      []byte
@@ -66,6 +69,10 @@ type answerLog struct {
 	dropped bool // its files went, once stopped (dropFiles)
 	sync    bool // flushes are synced (OpenAnswerLog's sync)
 	logger  *slog.Logger
+	// kept returns those of its answers that memory keeps as they were
+	// (replays.keptOf), for retain to write again before their file goes
+	// for the budget; nil: none (a log of no server's).
+	kept func([]keptAnswer) []keptAnswer
 }
 
 type answerFile struct {
@@ -92,8 +99,9 @@ const (
 var answerCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // openAnswerLog reads the answers of dir's files that are within ttl of
-// now (oldest first), begins a new file, and deletes the files retain lets
-// go; its flushes are synced if sync. If it cannot begin a file, it
+// now (oldest first), begins a new file, and deletes the files past their
+// time to live (those past the budget go once memory holds what was read:
+// see OpenAnswerLog); its flushes are synced if sync. If it cannot begin a file, it
 // returns the log stopped (its files still there: see dropFiles), the
 // answers it read and the error.
 func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, logger *slog.Logger, sync bool) (*answerLog, []keptAnswer, error) {
@@ -146,7 +154,7 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 		l.stopped.Store(true)
 		return l, kept, err // what was read is still given back
 	}
-	l.retain(now)
+	l.retainFiles(now, false)
 	return l, kept, nil
 }
 
@@ -280,8 +288,14 @@ func (l *answerLog) fail(what string, err error) {
 // time to live are written to the open file first: the answers they void
 // may be older than the file (in the snapshot of a graceful stop), and
 // the newer files may not push them out of the budget (their answers
-// erased too, say). l.fileMu held, l.f open.
-func (l *answerLog) retain(now time.Time) {
+// erased too, say). So are the answers of a file that goes for the budget
+// that memory still keeps (kept): another caller's than the one whose
+// answers filled the budget. l.fileMu held, l.f open.
+func (l *answerLog) retain(now time.Time) { l.retainFiles(now, true) }
+
+// retainFiles is retain, past the budget too if budget. l.fileMu held
+// (or l not yet shared), l.f open.
+func (l *answerLog) retainFiles(now time.Time, budget bool) {
 	var total int64
 	for _, f := range l.closed {
 		total += f.size
@@ -290,9 +304,15 @@ func (l *answerLog) retain(now time.Time) {
 	for i, f := range l.closed {
 		// Past the budget means the newer files hold the budget without
 		// this one: memory, which counts more bytes an answer than a
-		// record takes, cannot hold an answer they do not.
-		if now.Sub(f.newest) >= l.ttl || total-f.size >= l.budget {
-			if !l.carry(f.marks, now) {
+		// record takes, cannot hold more of the answers of the caller
+		// that fills it than they do.
+		expired := now.Sub(f.newest) >= l.ttl
+		if expired || budget && total-f.size >= l.budget {
+			var answers []keptAnswer
+			if !expired {
+				answers = l.keptIn(f)
+			}
+			if !l.carry(f.marks, answers, now) {
 				keep = append(keep, l.closed[i])
 				continue
 			}
@@ -308,10 +328,28 @@ func (l *answerLog) retain(now time.Time) {
 	l.closed = keep
 }
 
-// carry writes the marks within their time to live to the open file
-// (synced if the log is), and reports whether it did (or had none to
-// write). l.fileMu held.
-func (l *answerLog) carry(marks []keptAnswer, now time.Time) bool {
+// keptIn returns the answers of the closed file f that memory keeps as
+// they were. A file that does not read now has none. l.fileMu held.
+func (l *answerLog) keptIn(f answerFile) []keptAnswer {
+	if l.kept == nil {
+		return nil
+	}
+	b, err := os.ReadFile(l.path(f.id))
+	if err != nil {
+		return nil
+	}
+	answers, _ := decodeAnswers(b)
+	answers = slices.DeleteFunc(answers, func(a keptAnswer) bool { return a.Status == eraseStatus })
+	if len(answers) == 0 {
+		return nil
+	}
+	return l.kept(answers)
+}
+
+// carry writes the marks within their time to live and answers to the
+// open file (synced if the log is), and reports whether it did (or had
+// none to write). l.fileMu held.
+func (l *answerLog) carry(marks, answers []keptAnswer, now time.Time) bool {
 	var buf []byte
 	var live []keptAnswer
 	for _, m := range marks {
@@ -319,6 +357,9 @@ func (l *answerLog) carry(marks []keptAnswer, now time.Time) bool {
 			buf = appendAnswer(buf, m)
 			live = append(live, m)
 		}
+	}
+	for _, a := range answers {
+		buf = appendAnswer(buf, a)
 	}
 	if len(buf) == 0 {
 		return true
@@ -489,6 +530,14 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 	if err != nil {
 		return n, err
 	}
+	// Memory holds what was read back, shared between callers: the files
+	// past the budget go now, their answers that memory keeps written again.
+	l.fileMu.Lock()
+	l.kept = s.replays.keptOf
+	if l.f != nil && !l.failed {
+		l.retain(s.cfg.Now())
+	}
+	l.fileMu.Unlock()
 	if len(loaded) > 0 {
 		for _, a := range s.replays.keptOf(loaded) {
 			l.append(a)

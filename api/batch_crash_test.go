@@ -143,12 +143,19 @@ func TestAnotherAPIKeysRetryAfterACrashIsNotGivenTheAnswer(t *testing.T) {
 // caller closes the store without closing the hot set.
 func openJournaled(t *testing.T, dir string, cfg Config) (*Server, *eviction.HotSet, *storage.Store) {
 	t.Helper()
+	return openJournaledWith(t, dir, cfg, eviction.Options{})
+}
+
+// openJournaledWith is openJournaled with the hot set's options opts (its
+// FlushInterval and Logger set).
+func openJournaledWith(t *testing.T, dir string, cfg Config, opts eviction.Options) (*Server, *eviction.HotSet, *storage.Store) {
+	t.Helper()
 	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}},
-		eviction.Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	opts.FlushInterval, opts.Logger = time.Hour, slog.New(slog.DiscardHandler)
+	hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

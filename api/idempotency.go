@@ -776,7 +776,8 @@ type callScope struct {
 	// replay.failed). A batch's answer is kept so, for its retry to serve
 	// those users anew; a one call's is not kept, as an error answer.
 	failed bool
-	batch  bool // a batch's call
+	batch  bool   // a batch's call
+	caller uint64 // a hash of the caller (eviction.CallKey.Caller); 0 on an open server
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -786,7 +787,7 @@ func (cs *callScope) key(part string) eviction.CallKey {
 	if part != "" {
 		id += "\x00" + part
 	}
-	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request}
+	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request, Caller: cs.caller}
 	if part == "" && cs.p != nil {
 		k.Began = &cs.p.began
 	}
@@ -826,6 +827,11 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		scoped := caller + "\x00" + c.Path() + "\x00" + key
 		request := xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(c.Path())) // as sent, never inflated
 		cs := &callScope{scoped: scoped, request: request, header: key}
+		if caller != "" {
+			// The hot set's share of the answers it reads back from the
+			// journal after a crash is the caller's, as in memory here.
+			cs.caller = max(xxh3.HashString(caller), 1)
+		}
 		c.Locals(callScopeLocal, cs)
 		kept := false
 		defer func() {

@@ -178,7 +178,7 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 	if !k.zero() {
 		r = &cs.reply
 		recorded, saturated := e.f.Expect(now, s, h.maxEncoded)
-		*r = reply{id: k.ID, request: k.Request, seen: int32(res.SeenCount), recorded: int32(recorded),
+		*r = reply{id: k.ID, request: k.Request, caller: k.Caller, seen: int32(res.SeenCount), recorded: int32(recorded),
 			saturated: saturated, unseen: s.Unseen}
 	}
 	if full {

@@ -41,8 +41,10 @@ type Options struct {
 	// Idempotency-Key, read back from the journal after a restart, is given
 	// to its retry (FilterKeyed). Default 5m, the API's own.
 	ReplyTTL time.Duration
-	// ReplyBytes is the budget of those answers, least recently used first
-	// out. Default 32 MiB; negative: none kept.
+	// ReplyBytes is the budget of those answers, shared between their
+	// callers (CallKey.Caller): the least recently used of the caller
+	// whose answers take the most goes first. Default 32 MiB; negative:
+	// none kept.
 	ReplyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

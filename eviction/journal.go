@@ -55,10 +55,21 @@ import (
 //
 // Records without it (of builds before store format 5, or of filters
 // without a cap) are replayed with the cap counted as of their call.
+//
+// The answer of a call whose caller is known (an API key: see
+// CallKey.Caller) names it, so that the answers read back share their
+// budget between callers (see replies). Its seconds have callerMark set
+// too, and the caller's 8 bytes (little-endian) follow the Request:
+//
+//	... | ID (Hi, Lo) | Request (Hi, Lo) | caller | uvarint seen | ...
+//
+// The answers of records without it (of builds before store format 6, or
+// of an open server's calls) are caller 0's.
 const (
-	keyedMark = 1 << 41
-	madeMark  = 1 << 42
-	roomMark  = 1 << 43
+	keyedMark  = 1 << 41
+	madeMark   = 1 << 42
+	roomMark   = 1 << 43
+	callerMark = 1 << 44
 )
 
 // journalRecord is a decoded journal record.
@@ -83,10 +94,13 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 	if room >= 0 {
 		sec |= roomMark
 	}
-	if r == nil {
+	switch {
+	case r == nil:
 		b = binary.AppendUvarint(b, sec)
-	} else {
+	case r.caller == 0:
 		b = binary.AppendUvarint(b, sec|keyedMark)
+	default:
+		b = binary.AppendUvarint(b, sec|keyedMark|callerMark)
 	}
 	if made != nil {
 		b = binary.AppendUvarint(b, uint64(len(made)))
@@ -101,6 +115,9 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 		for _, x := range []xxh3.Uint128{r.id, r.request} {
 			b = binary.LittleEndian.AppendUint64(b, x.Hi)
 			b = binary.LittleEndian.AppendUint64(b, x.Lo)
+		}
+		if r.caller != 0 {
+			b = binary.LittleEndian.AppendUint64(b, r.caller)
 		}
 		b = binary.AppendUvarint(b, uint64(r.seen))
 		b = binary.AppendUvarint(b, uint64(r.recorded))
@@ -151,9 +168,10 @@ func decodeJournal(b []byte) (journalRecord, error) {
 		rec.room, b = int(v), b[n:]
 	}
 	if sec&keyedMark != 0 {
-		sec &^= keyedMark
+		caller := sec&callerMark != 0
+		sec &^= keyedMark | callerMark
 		var err error
-		if rec.reply, b, err = decodeReply(b); err != nil {
+		if rec.reply, b, err = decodeReply(b, caller); err != nil {
 			return rec, err
 		}
 	}
@@ -171,8 +189,9 @@ func decodeJournal(b []byte) (journalRecord, error) {
 	return rec, nil
 }
 
-// decodeReply reads a keyed record's answer and returns the rest of b.
-func decodeReply(b []byte) (*reply, []byte, error) {
+// decodeReply reads a keyed record's answer, which names its caller if
+// caller, and returns the rest of b.
+func decodeReply(b []byte, caller bool) (*reply, []byte, error) {
 	if len(b) < 32 {
 		return nil, nil, errBadJournal
 	}
@@ -181,6 +200,12 @@ func decodeReply(b []byte) (*reply, []byte, error) {
 		request: xxh3.Uint128{Hi: binary.LittleEndian.Uint64(b[16:]), Lo: binary.LittleEndian.Uint64(b[24:])},
 	}
 	b = b[32:]
+	if caller {
+		if len(b) < 8 {
+			return nil, nil, errBadJournal
+		}
+		r.caller, b = binary.LittleEndian.Uint64(b), b[8:]
+	}
 	var vs [2]uint64
 	for i := range vs {
 		v, n := binary.Uvarint(b)

@@ -25,6 +25,9 @@ func TestJournalRecordFormat(t *testing.T) {
 	const hashes = "0100000000000000" + "0200000000000000" + "0300000000000000" + "0400000000000000"   // (Lo, Hi) twice
 	const answer = "0500000000000000" + "0600000000000000" + "0700000000000000" + "0800000000000000" + // ID, Request (Hi, Lo)
 		"03" + "01" + "01" + "02" + "0002" // seen, recorded, saturated, 2 unseen: 0 and 2
+	rc := *r
+	rc.caller = 0x0102030405060708
+	callerAnswer := answer[:64] + "0807060504030201" + answer[64:] // the caller after the Request
 	for _, c := range []struct {
 		name     string
 		hex      string
@@ -39,6 +42,8 @@ func TestJournalRecordFormat(t *testing.T) {
 		{"room (format 5)", "c08df6d786800201" + hashes, nil, nil, 1, 1},
 		{"room past the items (format 5)", "c08df6d786800202" + hashes, nil, nil, 500, 2},
 		{"profile, room and answer (format 5)", "c08df6d786c00303aabbcc00" + answer + hashes, made, r, 0, 0},
+		{"answer of a caller (format 6)", "c08df6d786c004" + callerAnswer + hashes, nil, &rc, -1, -1},
+		{"profile, room and answer of a caller (format 6)", "c08df6d786c00703aabbcc00" + callerAnswer + hashes, made, &rc, 0, 0},
 	} {
 		want, err := hex.DecodeString(c.hex)
 		if err != nil {
@@ -55,7 +60,7 @@ func TestJournalRecordFormat(t *testing.T) {
 			(rec.reply == nil) != (c.r == nil) {
 			t.Errorf("%s: read back as %+v", c.name, rec)
 		}
-		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.seen != r.seen ||
+		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.caller != c.r.caller || rp.seen != r.seen ||
 			rp.recorded != r.recorded || rp.saturated != r.saturated || !slices.Equal(rp.unseen, r.unseen)) {
 			t.Errorf("%s: its answer read back as %+v", c.name, rp)
 		}

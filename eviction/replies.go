@@ -24,9 +24,13 @@ import (
 // before it reads or records anything: an erase that finds it unset (see
 // ForgetThen) knows that the call works on the user it leaves, not on the
 // history it erased. Counted says that the call's hit or miss is counted
-// already (CheckCallKeys sets it). A CallKey of zero ID and Request is none.
+// already (CheckCallKeys sets it). Caller names who made the call (a hash
+// of its API key's digest; 0: none known, as on an open server), whose
+// share of the budget its answer takes once read back (see replies). A
+// CallKey of zero ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
+	Caller      uint64
 	Began       *atomic.Bool
 	Counted     bool
 }
@@ -36,6 +40,7 @@ func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh
 // reply is the answer of a keyed call, as its journal record keeps it.
 type reply struct {
 	id, request xxh3.Uint128
+	caller      uint64    // CallKey.Caller; 0 for a record of a build before store format 6
 	at          time.Time // the call's, to the second
 	// born is the clock's reading it ages from (see keep): on Go's
 	// monotonic clock, which a step of the wall clock leaves alone.
@@ -51,28 +56,65 @@ type reply struct {
 }
 
 // replyOverhead is what a kept reply costs besides its indexes: the
-// struct, the LRU's element and map entry.
-const replyOverhead = 200
+// struct, its caller's LRU element and map entry, and its entry in the
+// map by ID.
+const replyOverhead = 240
 
 func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) + int64(len(r.user)) }
 
-// replies holds the answers read back from the journal, least recently
-// used first out past its budget, each for ttl after its call. Safe for
-// concurrent use.
+// replies holds the answers read back from the journal, each for ttl
+// after its call, within a budget shared between callers as the API's is:
+// past it, the least recently used answer of the caller whose answers take
+// the most bytes goes, so that one API key's flood of keyed calls before a
+// crash, read back as its retries load their users, pushes out its own
+// older answers, not those of another key whose retries come later. The
+// records of builds before store format 6, which name no caller, are one
+// caller's. Safe for concurrent use.
 type replies struct {
-	mu     sync.Mutex
-	lru    *simplelru.LRU[xxh3.Uint128, *reply]
-	bytes  int64
-	budget int64
-	ttl    time.Duration
+	mu      sync.Mutex
+	byID    map[xxh3.Uint128]*reply
+	callers map[uint64]*replyCaller
+	bytes   int64
+	budget  int64
+	ttl     time.Duration
+}
+
+// replyCaller is the answers kept of one caller, least recently used first.
+type replyCaller struct {
+	lru   *simplelru.LRU[xxh3.Uint128, *reply]
+	bytes int64
 }
 
 func newReplies(budget int64, ttl time.Duration) *replies {
-	l, err := simplelru.NewLRU[xxh3.Uint128, *reply](math.MaxInt32, nil)
-	if err != nil {
-		panic(err) // only for a size below 1
+	return &replies{byID: map[xxh3.Uint128]*reply{}, callers: map[uint64]*replyCaller{}, budget: budget, ttl: ttl}
+}
+
+// addLocked keeps r as its caller's most recently used. rs.mu held.
+func (rs *replies) addLocked(r *reply) {
+	c := rs.callers[r.caller]
+	if c == nil {
+		l, err := simplelru.NewLRU[xxh3.Uint128, *reply](math.MaxInt32, nil)
+		if err != nil {
+			panic(err) // only for a size below 1
+		}
+		c = &replyCaller{lru: l}
+		rs.callers[r.caller] = c
 	}
-	return &replies{lru: l, budget: budget, ttl: ttl}
+	c.lru.Add(r.id, r)
+	c.bytes += r.size()
+	rs.bytes += r.size()
+	rs.byID[r.id] = r
+}
+
+// removeLocked drops r, kept. rs.mu held.
+func (rs *replies) removeLocked(r *reply) {
+	delete(rs.byID, r.id)
+	rs.bytes -= r.size()
+	c := rs.callers[r.caller]
+	c.lru.Remove(r.id)
+	if c.bytes -= r.size(); c.lru.Len() == 0 {
+		delete(rs.callers, r.caller)
+	}
 }
 
 // keep adds r unless it is past its time to live at now, a reading of
@@ -91,27 +133,32 @@ func (rs *replies) keep(r *reply, now time.Time) {
 	r.born = now.Add(-age)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if old, ok := rs.lru.Peek(r.id); ok {
+	if old, ok := rs.byID[r.id]; ok {
 		if old.request == r.request && old.at.Equal(r.at) {
 			r.born = old.born
 		}
-		rs.lru.Remove(r.id)
-		rs.bytes -= old.size()
+		rs.removeLocked(old)
 	}
 	if r.size() > rs.budget {
 		// Added, it would leave the budget last, after every other reply
-		// (it is the most recently used): one reply larger than the budget
-		// would take every other with it. Its retry is served anew.
+		// of its caller (it is the most recently used): one reply larger
+		// than the budget would take every other with it. Its retry is
+		// served anew.
 		return
 	}
-	rs.lru.Add(r.id, r)
-	rs.bytes += r.size()
+	rs.addLocked(r)
 	for rs.bytes > rs.budget {
-		_, old, ok := rs.lru.RemoveOldest()
+		var top *replyCaller
+		for _, c := range rs.callers {
+			if top == nil || c.bytes > top.bytes {
+				top = c
+			}
+		}
+		_, old, ok := top.lru.GetOldest()
 		if !ok {
 			break
 		}
-		rs.bytes -= old.size()
+		rs.removeLocked(old)
 	}
 }
 
@@ -120,15 +167,15 @@ func (rs *replies) keep(r *reply, now time.Time) {
 func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	r, ok := rs.lru.Get(id)
+	r, ok := rs.byID[id]
 	if !ok {
 		return nil
 	}
 	if now.Sub(r.born) >= rs.ttl {
-		rs.lru.Remove(id)
-		rs.bytes -= r.size()
+		rs.removeLocked(r)
 		return nil
 	}
+	rs.callers[r.caller].lru.Get(id) // its caller's most recently used
 	return r
 }
 
@@ -139,10 +186,9 @@ func (rs *replies) find(id xxh3.Uint128, now time.Time) *reply {
 func (rs *replies) erase(ns uint8, user string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	for _, id := range rs.lru.Keys() {
-		if r, ok := rs.lru.Peek(id); ok && r.ns == ns && (user == "" || r.user == user) {
-			rs.lru.Remove(id)
-			rs.bytes -= r.size()
+	for _, r := range rs.byID {
+		if r.ns == ns && (user == "" || r.user == user) {
+			rs.removeLocked(r)
 		}
 	}
 }
@@ -151,5 +197,5 @@ func (rs *replies) erase(ns uint8, user string) {
 func (rs *replies) usage() (int, int64) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	return rs.lru.Len(), rs.bytes
+	return len(rs.byID), rs.bytes
 }

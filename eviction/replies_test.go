@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -541,5 +542,74 @@ func TestKeyedAnswerReadBackAgesFromTheRead(t *testing.T) {
 	res, err := fx.h.FilterKeyed(nil, "default", "u", cands, 10, userfilter.RecordReturned, k)
 	if err != nil || res.Replayed {
 		t.Fatalf("the retry a minute after the read: %+v, %v; want a new call (stamped an hour ahead, the answer lived the hour too)", res, err)
+	}
+}
+
+// The answers read back from the journal share their budget between
+// callers: one API key's flood of keyed calls before a crash, read back as
+// its retries load its users, pushes out its own older answers, not those
+// of another key, read back before and retried after.
+func TestKeyedAnswersReadBackShareTheBudgetBetweenCallers(t *testing.T) {
+	size := int64(replyOverhead + 40 + len("a0")) // 10 indexes, and the user's id
+	opts := Options{ReplyBytes: 4 * size}
+	fx := newFixture(t, opts)
+	cands := candidates(30)
+	keyOf := func(caller uint64, user string) CallKey {
+		k := callKey(fmt.Sprint(caller, "\x00/", user, "/filter\x00key"), "body")
+		k.Caller = caller
+		return k
+	}
+	const a, b = 1, 2
+	if _, err := fx.h.FilterKeyed(nil, "default", "b0", cands, 10, userfilter.RecordReturned, keyOf(b, "b0")); err != nil {
+		t.Fatal(err)
+	}
+	for u := range 10 {
+		user := fmt.Sprint("a", u)
+		if _, err := fx.h.FilterKeyed(nil, "default", user, cands, 10, userfilter.RecordReturned, keyOf(a, user)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx.restart(false, opts)
+	// B's user is loaded (by another of its calls, say), then A's retries
+	// load each of A's users.
+	if _, err := fx.h.User("default", "b0"); err != nil {
+		t.Fatal(err)
+	}
+	for u := range 10 {
+		user := fmt.Sprint("a", u)
+		if res, err := fx.h.FilterKeyed(nil, "default", user, cands, 10, userfilter.RecordReturned, keyOf(a, user)); err != nil || !res.Replayed {
+			t.Fatalf("A's retry on %s: %+v, %v; want its answer read back", user, res, err)
+		}
+	}
+	res, err := fx.h.FilterKeyed(nil, "default", "b0", cands, 10, userfilter.RecordReturned, keyOf(b, "b0"))
+	if err != nil || !res.Replayed {
+		t.Fatalf("B's retry after A's: %+v, %v; want its answer read back (A's answers pushed it out)", res, err)
+	}
+	if n, bytes := fx.h.replies.usage(); n != 4 || bytes != 4*size {
+		t.Errorf("kept %d answers of %d bytes, want 4 of %d", n, bytes, 4*size)
+	}
+}
+
+// The keyed record of a build before store format 6, which names no
+// caller, is read back after the upgrade as that build wrote it: the
+// retry of its call, now sent with its caller known, gets its answer.
+func TestKeyedRecordOfAnEarlierBuildIsAnsweredAfterTheUpgrade(t *testing.T) {
+	fx := newFixture(t, Options{})
+	cands := candidates(30)
+	k := callKey("caller\x00/u/filter\x00key", "body")
+	old := &reply{id: k.ID, request: k.Request, seen: 0, recorded: 2, unseen: []int32{3, 7}}
+	hs := []userfilter.Hash{userfilter.HashItem(cands[3]), userfilter.HashItem(cands[7])}
+	rec := appendJournal(nil, time.Now(), hs, old, nil, -1)
+	if sec, _ := binary.Uvarint(rec); sec&callerMark != 0 || sec&keyedMark == 0 {
+		t.Fatalf("the record %x is not a keyed record of format 5, which names no caller", rec)
+	}
+	if _, err := fx.st.Append("default", "u", rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(false, Options{})
+	k.Caller = 42
+	res, err := fx.h.FilterKeyed(nil, "default", "u", cands, 10, userfilter.RecordReturned, k)
+	if err != nil || !res.Replayed || !slices.Equal(res.Unseen, []string{cands[3], cands[7]}) || res.Recorded != 2 {
+		t.Fatalf("the retry of a call journaled by the earlier build: %+v, %v; want its answer %v", res, err, []string{cands[3], cands[7]})
 	}
 }

@@ -36,8 +36,9 @@ var (
 // (the hot set's record format), which builds of format 3 read as corrupt,
 // so they refuse the store instead. Format 5 is the same for the journal
 // records that note the room a user's cap left their call, which builds of
-// format 4 read as corrupt.
-const FormatVersion = 5
+// format 4 read as corrupt, and format 6 for the keyed call's records that
+// name its caller, which builds of format 5 read as corrupt.
+const FormatVersion = 6
 
 // metaCoverMark, in a filter entry's UserMeta, says its value ends with
 // the user's cover mark: 8 bytes, big-endian, the journal number below

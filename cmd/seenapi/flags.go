@@ -166,7 +166,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.limits.IdleTimeout = api.DefaultIdleTimeout
 		fs.Var(durationFlag{p: &o.limits.IdleTimeout, min: minTimeout}, "idle-timeout", "how long a keep-alive connection may wait for its next request before it is closed, and how long a backup's client may take no byte before it is cut off, at least 100ms")
 		o.limits.IdempotencyBytes = api.DefaultIdempotencyBytes
-		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most as much in the files that keep them across a crash (<data-dir>/answers)")
+		fs.Var(positiveBytes{(*byteSize)(&o.limits.IdempotencyBytes)}, "idempotency-bytes", "memory for the answers kept so that a call retried with the same Idempotency-Key gets its first answer again (least recently used out first); as much again for those read back from the journal after a crash, and at most twice as much in the files that keep them across a crash (<data-dir>/answers); shared between API keys")
 		o.limits.IdempotencyTTL = api.DefaultIdempotencyTTL
 		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second, eg: "5m"}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/storage"
+)
+
+// callerShareKeys are two API keys: A floods keyed calls, B makes a few.
+var callerShareKeys = []Key{{Role: RoleWrite, Secret: "secret-of-key-a-0123456789"}, {Role: RoleWrite, Secret: "secret-of-key-b-0123456789"}}
+
+// keyedCallBy is a keyed one call of body for user by the API key of
+// secret; it returns the answer and whether it was given again.
+func keyedCallBy(t *testing.T, srv *Server, secret, user, key, body string) (string, bool) {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set(HeaderIdempotencyKey, key)
+	resp, err := srv.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s's call: %d %s", user, resp.StatusCode, b)
+	}
+	return string(b), resp.Header.Get(HeaderReplayed) == "true"
+}
+
+// floodBody is a call of 100 candidates of 40 bytes, answered whole.
+func floodBody(record string) string {
+	c := make([]string, 100)
+	for i := range c {
+		c[i] = fmt.Sprintf("%q", fmt.Sprintf("item-%035d", i))
+	}
+	return `{"candidates":[` + strings.Join(c, ",") + `],"record":"` + record + `"}`
+}
+
+// The answers log's files share their budget between API keys as memory
+// does: one key's flood of keyed calls just before a crash, which pushes
+// the log's older files out of the budget, leaves another key's answers
+// that memory still kept in the files, and the start after the crash
+// gives them to that key's retries. The calls are dry runs, which no
+// journal holds: the files alone keep their answers.
+func TestAnswerLogKeepsAnotherAPIKeysAnswersPastAFlood(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Keys: callerShareKeys, IdempotencyBytes: 256 << 10}
+	a, b := callerShareKeys[0].Secret, callerShareKeys[1].Secret
+	first := newTestServerOf(t, cfg)
+	if _, err := first.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	const small = `{"candidates":["x","y","z"],"record":"none"}`
+	answers := map[string]string{}
+	for i := range 3 {
+		user := fmt.Sprint("b", i)
+		answers[user], _ = keyedCallBy(t, first, b, user, "key-"+user, small)
+	}
+	AnswersLogged(t, first)
+	flood := floodBody("none") // about 4.6 KB an answer: 150 fill the 256 KiB more than twice
+	for i := range 150 {
+		user := fmt.Sprint("a", i)
+		keyedCallBy(t, first, a, user, "key-"+user, flood)
+	}
+	AnswersLogged(t, first)
+	for user, want := range answers { // memory still keeps B's answers
+		if got, replayed := keyedCallBy(t, first, b, user, "key-"+user, small); !replayed || got != want {
+			t.Fatalf("before the crash, B's retry on %s got %s (replayed %v); want %s again", user, got, replayed, want)
+		}
+	}
+	// A crash: the log is never closed.
+	second := newTestServerOf(t, cfg)
+	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseAnswerLog(true)
+	for user, want := range answers {
+		if got, replayed := keyedCallBy(t, second, b, user, "key-"+user, small); !replayed || got != want {
+			t.Errorf("after the crash, B's retry on %s got %s (replayed %v); want %s again: A's flood pushed it out of the files", user, got, replayed, want)
+		}
+	}
+	if _, replayed := keyedCallBy(t, second, a, "a149", "key-a149", flood); !replayed {
+		t.Errorf("after the crash, A's last retry was served anew")
+	}
+	first.CloseAnswerLog(false)
+}
+
+// The answers the hot set reads back from the journal after a crash share
+// their budget between API keys too: A's retries, loading A's users after
+// B's user was loaded, push out A's own answers read back, not B's, and
+// B's retries get theirs. No answers log: the journal alone holds them.
+func TestJournaledAnswersOfAnotherAPIKeyOutliveAFloodAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Keys: callerShareKeys}
+	a, b := callerShareKeys[0].Secret, callerShareKeys[1].Secret
+	opts := eviction.Options{ReplyBytes: 8 << 10} // about 20 answers of 40 indexes
+	var store *storage.Store
+	open := func() *Server {
+		var srv *Server
+		srv, _, store = openJournaledWith(t, dir, cfg, opts)
+		return srv
+	}
+	first := open()
+	body := `{"candidates":["a","b","c"],"limit":2}`
+	answers := map[string]string{}
+	for i := range 3 {
+		user := fmt.Sprint("b", i)
+		answers[user], _ = keyedCallBy(t, first, b, user, "key-"+user, body)
+	}
+	flood := floodBody("returned")
+	for i := range 60 {
+		user := fmt.Sprint("a", i)
+		keyedCallBy(t, first, a, user, "key-"+user, flood)
+	}
+	// A crash: the hot set is never closed, nothing is written back.
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	defer store.Close()
+	for user := range answers { // B's users loaded, by a look at their stats
+		resp, err := second.App().Test(authed(httptest.NewRequest("GET", "/v1/namespaces/default/users/"+user, nil), b), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for i := range 60 {
+		user := fmt.Sprint("a", i)
+		if _, replayed := keyedCallBy(t, second, a, user, "key-"+user, flood); !replayed {
+			t.Fatalf("after the crash, A's retry on %s was served anew", user)
+		}
+	}
+	for user, want := range answers {
+		if got, replayed := keyedCallBy(t, second, b, user, "key-"+user, body); !replayed || got != want {
+			t.Errorf("after the crash, B's retry on %s got %s (replayed %v); want %s again: A's answers pushed it out", user, got, replayed, want)
+		}
+	}
+}
+
+// authed sets the bearer secret on req.
+func authed(req *http.Request, secret string) *http.Request {
+	req.Header.Set("Authorization", "Bearer "+secret)
+	return req
+}
