@@ -38,6 +38,11 @@ import (
 //	payload: uvarint len(key) | key | request 16 bytes | uvarint status |
 //	         at (Unix nanoseconds) 8 bytes | body
 //
+// An erase mark is a record of status 0 (eraseStatus), a clock mark one of
+// status 1 and no key (clockStatus: the time answers are stamped in, noted
+// every clockEvery while one may be live; builds before it skip it as an
+// answer not to keep).
+//
 // A damaged or cut record ends its file (a torn write at a crash). Old files
 // go when every answer in them is past its time to live, or when the newer
 // files hold the memory budget of answers, which they hold in fewer bytes
@@ -69,6 +74,9 @@ type answerLog struct {
 	dropped bool // its files went, once stopped (dropFiles)
 	sync    bool // flushes are synced (OpenAnswerLog's sync)
 	logger  *slog.Logger
+	// floor is the time a start after a crash reads the files back no
+	// earlier than (see lifeLocked): their latest stamp and clockEvery.
+	floor time.Time
 	// kept returns those of its answers that memory keeps as they were
 	// (replays.keptOf), for retain to write again before their file goes
 	// for the budget; nil: none (a log of no server's).
@@ -120,7 +128,12 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 		}
 	}
 	slices.Sort(ids)
-	var kept []keptAnswer
+	type read struct {
+		file    answerFile
+		answers []keptAnswer
+		newest  time.Time
+	}
+	var files []read
 	for _, id := range ids {
 		b, err := os.ReadFile(l.path(id))
 		if err != nil { // one file that does not read costs its answers only
@@ -128,16 +141,30 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 			l.id = max(l.id, id)
 			continue
 		}
-		file := answerFile{id: id, size: int64(len(b))}
 		answers, complete := decodeAnswers(b)
 		if !complete {
 			logger.Warn("seenapi: a file of answers kept for retries ends in a damaged record; the answers before it are read",
 				"file", l.path(id), "answers", len(answers))
 		}
-		var newest time.Time
+		f := read{file: answerFile{id: id, size: int64(len(b))}, answers: answers}
 		for _, a := range answers {
-			newest = later(newest, a.At)
-			if born, live := readBack(now, a.At, ttl); live {
+			f.newest = later(f.newest, a.At)
+		}
+		l.floor = later(l.floor, f.newest)
+		files = append(files, f)
+		l.id = id
+	}
+	if !l.floor.IsZero() {
+		// Files left by a crash: what passed after their last clock mark
+		// is lost, and counts as clockEvery (see lifeLocked).
+		l.floor = l.floor.Add(clockEvery)
+	}
+	life := later(now.Round(0), l.floor)
+	var kept []keptAnswer
+	for _, f := range files {
+		file, newest := f.file, f.newest
+		for _, a := range f.answers {
+			if born, live := readBack(now, life, a.At, ttl); live {
 				kept = append(kept, a) // restore reads its age back
 				if a.Status == eraseStatus {
 					a.born = born
@@ -145,9 +172,8 @@ func openAnswerLog(dir string, budget int64, ttl time.Duration, now time.Time, l
 				}
 			}
 		}
-		file.newest, _ = readBack(now, newest, ttl)
+		file.newest, _ = readBack(now, life, newest, ttl)
 		l.closed = append(l.closed, file)
-		l.id = id
 	}
 	if err := l.begin(); err != nil {
 		l.failed = true
@@ -519,7 +545,11 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 		}
 	}
 	kept = slices.DeleteFunc(kept, func(a keptAnswer) bool { return marks.void(a.Key, a.At, a.users) })
-	n := s.replays.restore(kept)
+	var floor time.Time
+	if l != nil {
+		floor = l.floor
+	}
+	n := s.replays.restore(kept, floor)
 	s.replays.dropErased(marks)
 	if l != nil {
 		// Stopped if err: an erase then deletes its files.
@@ -553,6 +583,7 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 		for {
 			select {
 			case <-t.C:
+				s.replays.noteClock()
 				l.flush(s.cfg.Now(), sync)
 			case <-done:
 				return

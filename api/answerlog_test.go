@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -395,8 +396,9 @@ func TestAnswerLogSkipsAFileThatDoesNotRead(t *testing.T) {
 // A file read back ages from the read, on the monotonic clock, not from
 // its latest stamp, a wall time: one whose stamps are ahead of the clock
 // (stepped back since) goes once its answers are past their time to live
-// from the read, not after that and the step, and its answers are not
-// read back again by the start after the next crash.
+// from the read (less the clockEvery a crash counts), not after that and
+// the step, and its answers are not read back again by the start after
+// the next crash.
 func TestAnswerLogFileReadBackAgesFromTheRead(t *testing.T) {
 	dir := t.TempDir()
 	logger := slog.New(slog.DiscardHandler)
@@ -417,13 +419,13 @@ func TestAnswerLogFileReadBackAgesFromTheRead(t *testing.T) {
 	}
 	defer second.close(true)
 	second.fileMu.Lock()
-	second.retain(now.Add(59 * time.Second))
+	second.retain(now.Add(time.Minute - clockEvery - time.Second))
 	second.fileMu.Unlock()
 	if _, err := os.Stat(old); err != nil {
 		t.Fatalf("the file read back went within its answers' time to live: %v", err)
 	}
 	second.fileMu.Lock()
-	second.retain(now.Add(time.Minute))
+	second.retain(now.Add(time.Minute - clockEvery))
 	second.fileMu.Unlock()
 	if _, err := os.Stat(old); err == nil {
 		t.Errorf("a minute after it was read back, the file is still there: a crash would give its answers again")
@@ -455,5 +457,97 @@ func TestAnAnswerReadBackAheadOfTheClockLivesItsTimeToLive(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if _, replayed := keyedCall(t, second, "u", "k-u", body); replayed {
 		t.Errorf("past its time to live from the read, the answer read back was given again (stamped an hour ahead, it lived the hour too)")
+	}
+}
+
+// An answer lives its time to live from when it was given in total, across
+// restarts, whatever the wall clock does: stamped an hour ahead of a clock
+// set back since, it is read back at a first start (after a crash), given
+// for 40 s, and read back again at a second start, after a crash or a
+// graceful stop, as the 40 s older it is, not as new again: 20 s on it is
+// past its minute.
+func TestAnAnswerLivesItsTimeToLiveInTotalAcrossRestarts(t *testing.T) {
+	const body = `{"candidates":["a","b"],"limit":1}`
+	for _, graceful := range []bool{false, true} {
+		t.Run(fmt.Sprint("graceful=", graceful), func(t *testing.T) {
+			dir := t.TempDir()
+			ahead := func() time.Time { return time.Now().Add(time.Hour) }
+			first := newTestServerOf(t, Config{Now: ahead, IdempotencyTTL: time.Minute})
+			if _, err := first.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			keyedCall(t, first, "u", "k-u", body)
+			AnswersLogged(t, first)
+			first.CloseAnswerLog(false) // as a crash: the files stay
+
+			var offset atomic.Int64 // the clock, set back an hour, moves on by offset
+			clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+			second := newTestServerOf(t, Config{Now: clock, IdempotencyTTL: time.Minute})
+			if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if _, replayed := keyedCall(t, second, "u", "k-u", body); !replayed {
+				t.Fatal("after the first crash, the retry was served anew; want the answer read back")
+			}
+			offset.Store(int64(40 * time.Second))
+			var snapshot bytes.Buffer
+			if graceful {
+				if _, err := second.SaveReplays(&snapshot); err != nil {
+					t.Fatal(err)
+				}
+				second.CloseAnswerLog(true)
+			} else {
+				clockNoted(t, dir, 40*time.Second) // by the log's ticker, every clockEvery
+				second.CloseAnswerLog(false)       // as a crash
+			}
+
+			third := newTestServerOf(t, Config{Now: clock, IdempotencyTTL: time.Minute})
+			if graceful {
+				if _, err := third.LoadReplays(&snapshot); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := third.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			defer third.CloseAnswerLog(true)
+			if _, replayed := keyedCall(t, third, "u", "k-u", body); !replayed {
+				t.Fatal("after the second restart, 40 s into its minute, the retry was served anew; want the answer read back")
+			}
+			offset.Store(int64(60 * time.Second))
+			if _, replayed := keyedCall(t, third, "u", "k-u", body); replayed {
+				t.Errorf("60 s after the first start read it back, the answer was given again: each start gave it its time to live anew")
+			}
+		})
+	}
+}
+
+// clockNoted waits until the answers log in dir holds a clock mark d or
+// more after its first answer.
+func clockNoted(t *testing.T, dir string, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var first, clock time.Time
+		for _, f := range logFiles(t, dir) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers, _ := decodeAnswers(b)
+			for _, a := range answers {
+				switch {
+				case a.Status == 200 && first.IsZero():
+					first = a.At
+				case a.Status == clockStatus:
+					clock = later(clock, a.At)
+				}
+			}
+		}
+		if !first.IsZero() && !clock.Before(first.Add(d)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no clock mark %v after the first answer in a minute (the latest %v, the answer %v)", d, clock, first)
+		}
 	}
 }

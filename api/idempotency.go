@@ -136,6 +136,72 @@ type replays struct {
 	// of the last erase (either read back too): the next are stamped at
 	// or after them (stampLocked).
 	latest, lastErase time.Time
+	// lifeBase, taken at the reading lifeAt, sets the time answers are
+	// stamped and read back in (lifeLocked); clocked is the time of the
+	// last clock mark written to the log (noteClock).
+	lifeBase, lifeAt, clocked time.Time
+}
+
+// Across a restart only a wall time relates an answer read back to now,
+// and the wall clock may have been set back since its stamp: read back
+// as no older than the read, the answer would live its time to live again
+// at each start (a crash, a deploy) while the clock stays behind. So
+// answers are stamped and read back in a time that never goes back, even
+// across restarts: the wall clock, but from a start on never behind the
+// latest time the answers read back (the snapshot of a graceful stop, the
+// log) were stamped or noted in, and from then on at least as fast as the
+// monotonic clock. The log notes that time every clockEvery while answers
+// may be live (a clock mark), and a start after a crash, which loses what
+// passed since the last note, counts clockEvery more: an answer lives its
+// time to live from when it was given, across restarts, in total. What a
+// clock set back while the service was down hides of the downtime is not
+// counted, nor, after a power cut, what a log without --sync had not
+// written yet.
+
+// clockEvery is how often the answers log notes the time (see above).
+const clockEvery = time.Second
+
+// clockStatus is the Status of a clock mark in the answers log and in the
+// snapshot of a graceful stop: no answer is kept with it (restore keeps
+// 200s only, as every build did).
+const clockStatus = 1
+
+// lifeLocked returns the time of reading in the time answers are stamped
+// and read back in (see above): its wall time, but never behind the base
+// a start set (raiseLocked) plus what the clock's readings say passed
+// since, nor behind one it returned before. r.mu held.
+func (r *replays) lifeLocked(reading time.Time) time.Time {
+	w := reading.Round(0)
+	if !r.lifeAt.IsZero() {
+		if life := r.lifeBase.Add(reading.Sub(r.lifeAt)); life.After(w) {
+			return life
+		}
+	}
+	r.lifeBase, r.lifeAt = w, reading
+	return w
+}
+
+// raiseLocked sets the time of reading to at least floor (see lifeLocked),
+// and returns it. r.mu held.
+func (r *replays) raiseLocked(floor, reading time.Time) time.Time {
+	if life := r.lifeLocked(reading); !floor.After(life) {
+		return life
+	}
+	r.lifeBase, r.lifeAt = floor.Round(0), reading
+	return r.lifeBase
+}
+
+// noteClock writes a clock mark to the log once clockEvery has passed
+// since the last, while an answer or erase mark may be live.
+func (r *replays) noteClock() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	life := r.lifeLocked(r.now())
+	if r.log == nil || life.Sub(r.clocked) < clockEvery || life.Sub(r.latest.Round(0)) >= r.ttl+clockEvery {
+		return
+	}
+	r.clocked = life
+	r.log.append(keptAnswer{Status: clockStatus, At: life})
 }
 
 // expired reports whether p is past its time to live at now, a reading
@@ -149,13 +215,11 @@ func (r *replays) expired(p *replay, now time.Time) bool { return now.Sub(p.born
 // readBack returns the reading of the clock, now, from which an answer or
 // an erase mark read back from before a restart (the snapshot of a graceful
 // stop, the answers log), stamped at, ages, and whether it is still within
-// ttl. Across a restart the wall clock is the only measure: its age is
-// now's wall less its stamp, but one stamped ahead of the clock (which
-// has stepped back since) is as old as the read, so that it lives ttl from
-// then, never longer. From then on it ages on the monotonic clock, as an
+// ttl: its age is life, the time of now that stamps are in (lifeLocked),
+// less its stamp. From then on it ages on the monotonic clock, as an
 // answer given since.
-func readBack(now, at time.Time, ttl time.Duration) (born time.Time, live bool) {
-	age := max(now.Round(0).Sub(at.Round(0)), 0)
+func readBack(now, life, at time.Time, ttl time.Duration) (born time.Time, live bool) {
+	age := max(life.Round(0).Sub(at.Round(0)), 0)
 	return now.Add(-age), age < ttl
 }
 
@@ -168,6 +232,7 @@ func readBack(now, at time.Time, ttl time.Duration) (born time.Time, live bool) 
 // before it, and none given after. The walls are compared, not the
 // monotonic readings, which a step leaves alone. r.mu held.
 func (r *replays) stampLocked(now time.Time, erase bool) time.Time {
+	now = r.lifeLocked(now)
 	if latest := r.latest.Round(0); now.Round(0).Before(latest) {
 		now = latest
 	}
@@ -644,10 +709,21 @@ const replaysMagic = "seenapi kept answers, form 1\n"
 // is left out.
 func (s *Server) SaveReplays(w io.Writer) (int, error) {
 	kept := s.replays.answers()
+	n := len(kept)
+	// Last, the time of the stop, which the next start reads back no later
+	// than (see lifeLocked); builds that know no clock mark skip it.
+	kept = append(kept, s.replays.clockMark())
 	if _, err := io.WriteString(w, replaysMagic); err != nil {
 		return 0, err
 	}
-	return len(kept), gob.NewEncoder(w).Encode(kept)
+	return n, gob.NewEncoder(w).Encode(kept)
+}
+
+// clockMark returns a clock mark of now.
+func (r *replays) clockMark() keptAnswer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return keptAnswer{Status: clockStatus, At: r.lifeLocked(r.now())}
 }
 
 // LoadReplays reads what SaveReplays wrote into the answers kept, those
@@ -662,7 +738,12 @@ func (s *Server) LoadReplays(r io.Reader) (int, error) {
 	if err := gob.NewDecoder(r).Decode(&kept); err != nil {
 		return 0, err
 	}
-	return s.replays.restore(kept), nil
+	// A snapshot is written at a stop: nothing passed after its clock mark.
+	var floor time.Time
+	for _, a := range kept {
+		floor = later(floor, a.At)
+	}
+	return s.replays.restore(kept, floor), nil
 }
 
 // answers returns the answers given (not those in flight) and within
@@ -700,14 +781,17 @@ func (r *replays) keptOf(answers []keptAnswer) []keptAnswer {
 // given before it (earlier in kept, or in the snapshot a log follows): the
 // answers log holds a batch's answer again once its retry served its
 // failed users. The order decides, not the times, which a clock stepped
-// back would make lie.
-func (r *replays) restore(kept []keptAnswer) int {
+// back would make lie. The time of the read is at least floor (see
+// lifeLocked), the latest one they were stamped or noted in, and what
+// passed after it.
+func (r *replays) restore(kept []keptAnswer, floor time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	life := r.raiseLocked(floor, now)
 	for _, a := range kept {
 		r.noteLocked(a.At, false)
-		born, live := readBack(now, a.At, r.ttl)
+		born, live := readBack(now, life, a.At, r.ttl)
 		if a.Status != fiber.StatusOK || !live || a.Key == "" || r.inFlight[a.Key] != nil {
 			continue
 		}

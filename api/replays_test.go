@@ -81,7 +81,7 @@ func TestReplaysAnswerLargerThanTheBudgetTakesNoOther(t *testing.T) {
 	if _, st := r.begin("big", req("big")); st != replayNew {
 		t.Errorf("big: %v, want new (not kept)", st)
 	}
-	if n := r.restore([]keptAnswer{{Key: "big2", Request: req("big2"), Status: 200, Body: make([]byte, budget), At: now}}); n != 0 {
+	if n := r.restore([]keptAnswer{{Key: "big2", Request: req("big2"), Status: 200, Body: make([]byte, budget), At: now}}, time.Time{}); n != 0 {
 		t.Errorf("restore kept %d answers larger than the budget, want 0", n)
 	}
 	if _, st := r.begin("a", req("a")); st != replayDone {
@@ -125,7 +125,7 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 	// Read back, the answer tells the same (restore reads failed from it).
 	r2 := newReplays(1<<20, time.Minute, func() time.Time { return now })
 	if n := r2.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now},
-		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(time.Second)}}); n != 1 {
+		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(time.Second)}}, time.Time{}); n != 1 {
 		t.Fatalf("restored %d answers, want the later of the key's two", n)
 	}
 	if p, st := r2.begin(key, req); st != replayDone || string(p.body) != string(served) {
@@ -135,12 +135,12 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 	// the two made its time.
 	r2 = newReplays(1<<20, time.Minute, func() time.Time { return now })
 	r2.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now},
-		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(-time.Second)}})
+		{Key: key, Request: req, Status: 200, Body: served, At: now.Add(-time.Second)}}, time.Time{})
 	if p, st := r2.begin(key, req); st != replayDone || string(p.body) != string(served) {
 		t.Fatalf("after a restore whose later answer has an earlier time: %v, want done with the later answer", st)
 	}
 	r3 := newReplays(1<<20, time.Minute, func() time.Time { return now })
-	r3.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now}})
+	r3.restore([]keptAnswer{{Key: key, Request: req, Status: 200, Body: failed, At: now}}, time.Time{})
 	if _, st := r3.begin(key, req); st != replayResume {
 		t.Fatalf("a restored answer with a failed user: %v, want resume", st)
 	}
@@ -164,7 +164,7 @@ func TestReplaysAgeFromTheirReadingNotTheirStamp(t *testing.T) {
 	p, _ = r.begin("after", req("after"))
 	r.finish("after", p, 200, []byte("{}"), false)
 	r.restore([]keptAnswer{{Key: "read", Request: req("read"), Status: 200, Body: []byte("{}"),
-		At: base.Add(time.Hour).Round(0)}}) // a wall time, as read back
+		At: base.Add(time.Hour).Round(0)}}, time.Time{}) // a wall time, as read back
 	now = base.Add(59 * time.Second)
 	for _, k := range []string{"after", "read"} {
 		if _, st := r.begin(k, req(k)); st != replayDone {
