@@ -331,9 +331,15 @@ func (l *answerLog) retainFiles(now time.Time, budget bool) {
 		// Past the budget means the newer files hold the budget without
 		// this one: memory, which counts more bytes an answer than a
 		// record takes, cannot hold more of the answers of the caller
-		// that fills it than they do.
+		// that fills it than they do. Once a file is kept, the rest are
+		// newer: the files it counts then are older, and a small newest
+		// one (left by a crash) would go before them.
 		expired := now.Sub(f.newest) >= l.ttl
-		if expired || budget && total-f.size >= l.budget {
+		over := budget && total-f.size >= l.budget
+		if !expired && !over {
+			budget = false
+		}
+		if expired || over {
 			var answers []keptAnswer
 			if !expired {
 				answers = l.keptIn(f)

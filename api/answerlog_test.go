@@ -551,3 +551,39 @@ func clockNoted(t *testing.T, dir string, d time.Duration) {
 		}
 	}
 }
+
+// The budget lets the oldest files go, never a newer one before an older:
+// the small file a crash left open, newest of all, stays however much the
+// older files hold, and its answers are read back.
+func TestAnswerLogKeepsTheNewestFileOfACrash(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Unix(1_800_000_000, 0)
+	const budget, body = 512 << 10, 4000 // files of 64 KiB
+	logger := slog.New(slog.DiscardHandler)
+	l, _, err := openAnswerLog(dir, budget, time.Hour, now, logger, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Answers until the first of a file past the budget's worth of them.
+	n := 0
+	for ; int64(l.id) <= budget/l.segment+2 || l.size == 0; n++ {
+		l.append(testAnswer(n, now, body))
+		l.flush(now, false)
+	}
+	l.close(false) // a crash: the open file, of one answer, stays
+	second, _, err := openAnswerLog(dir, budget, time.Hour, now, logger, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.fileMu.Lock()
+	second.retain(now) // as OpenAnswerLog does once memory holds what was read
+	second.fileMu.Unlock()
+	second.close(false)
+	_, kept, err := openAnswerLog(dir, budget, time.Hour, now, logger, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := testAnswer(n-1, now, 0).Key; len(kept) == 0 || kept[len(kept)-1].Key != last {
+		t.Fatalf("after the start, %d answers read back, none the last one %q: the newest file went for the budget", len(kept), last)
+	}
+}
