@@ -349,7 +349,7 @@ func TestAnswerLogHoldsTheBudgetWhenItIsOneFile(t *testing.T) {
 	for i := range n {
 		a := testAnswer(i, now, body)
 		p, _ := r.begin(a.Key, a.Request)
-		r.finish(a.Key, p, 200, a.Body, false)
+		r.finish(a.Key, p, 200, a.Body, false, time.Time{})
 		l.append(a)
 		l.flush(now, false)
 	}
@@ -586,4 +586,74 @@ func TestAnswerLogKeepsTheNewestFileOfACrash(t *testing.T) {
 	if last := testAnswer(n-1, now, 0).Key; len(kept) == 0 || kept[len(kept)-1].Key != last {
 		t.Fatalf("after the start, %d answers read back, none the last one %q: the newest file went for the budget", len(kept), last)
 	}
+}
+
+// The answers the journal alone holds age in the time answers are stamped
+// in, as those of the log do. A start reads back a log stamped an hour
+// ahead of its clock (set back since): its answers are stamped an hour
+// ahead too. One given just before a crash, in the journal only, is read
+// back after it as a second old, not as an hour old (the record's own time
+// is the clock's); given to a retry 30 s on, and kept by the API since,
+// it is past its minute 60 s on.
+func TestAJournaledAnswerAgesInTheTimeOfTheAnswersAcrossAClockSetBack(t *testing.T) {
+	dir, answers := t.TempDir(), t.TempDir()
+	const body = `{"candidates":["a","b"],"limit":1}`
+	ahead := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if _, err := ahead.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, ahead, "logged", "k-logged", body)
+	AnswersLogged(t, ahead)
+	ahead.CloseAnswerLog(false) // as a crash: the files stay
+
+	var offset atomic.Int64 // the clock, set back an hour, moves on by offset
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	cfg := Config{Now: clock, IdempotencyTTL: time.Minute}
+	first, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	// An hour between flushes of the log: the answer stays in the journal only.
+	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := keyedCallBody(t, first, "journaled", "k-journaled", body)
+	if err := store.Close(); err != nil { // a crash: nothing written back, the log not flushed
+		t.Fatal(err)
+	}
+	second, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	defer store.Close()
+	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseAnswerLog(true)
+	resp, err := second.App().Test(httptest.NewRequest("GET", "/v1/namespaces/default/users/journaled", nil), -1)
+	if err != nil { // the user loaded, its journal's answer read back
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	offset.Store(int64(30 * time.Second))
+	if got, replayed := keyedCallBody(t, second, "journaled", "k-journaled", body); !replayed || got != want {
+		t.Fatalf("after the crash, the retry got %s (replayed %v); want %s again (read back as an hour old?)", got, replayed, want)
+	}
+	// Kept by the API since the retry, it still ages from when it was given.
+	offset.Store(int64(time.Minute))
+	if _, replayed := keyedCallBody(t, second, "journaled", "k-journaled", body); replayed {
+		t.Errorf("a minute after the start read it back, the journaled answer was given again")
+	}
+}
+
+// keyedCallBody is keyedCall that returns the answer's body too.
+func keyedCallBody(t *testing.T, srv *Server, user, key, body string) (string, bool) {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, key)
+	resp, err := srv.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", user, resp.StatusCode, b)
+	}
+	return string(b), resp.Header.Get(HeaderReplayed) == "true"
 }

@@ -212,10 +212,10 @@ func TestEraseDropsTheAnswerOfABatchInFlightThatNamesTheUser(t *testing.T) {
 	w, _ := r.begin(waiting, xxh3.Uint128{})
 	r.erase("default", "u")
 	w.began.Store(true)
-	r.finish(scoped, p, 200, []byte(`{"results":[]}`), false)
-	r.finish(other, q, 200, []byte(`{"results":[]}`), false)
-	r.finish(began, b, 200, []byte(`{"unseen":[]}`), false)
-	r.finish(waiting, w, 200, []byte(`{"unseen":[]}`), false)
+	r.finish(scoped, p, 200, []byte(`{"results":[]}`), false, time.Time{})
+	r.finish(other, q, 200, []byte(`{"results":[]}`), false, time.Time{})
+	r.finish(began, b, 200, []byte(`{"unseen":[]}`), false, time.Time{})
+	r.finish(waiting, w, 200, []byte(`{"unseen":[]}`), false, time.Time{})
 	if _, state := r.begin(began, xxh3.Uint128{}); state != replayNew {
 		t.Errorf("a one call in flight that began on the user before its erase kept its answer")
 	}

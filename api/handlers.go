@@ -158,7 +158,7 @@ func (s *Server) call(dst []string, ns, user string, candidates []string, a filt
 		res.Unseen = []string{}
 	}
 	return filterResponse{Unseen: res.Unseen, SeenCount: res.SeenCount, Recorded: res.Recorded,
-		Saturated: res.Saturated, replayed: res.Replayed}, nil
+		Saturated: res.Saturated, replayed: res.Replayed, born: res.Born}, nil
 }
 
 // filterUser is the one call.
@@ -193,6 +193,9 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 	if req.resp.replayed {
 		s.replays.replayed.Add(1)
 		c.Set(HeaderReplayed, "true")
+		if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
+			scope.born = req.resp.born
+		}
 	}
 	return sendJSON(c, &req.resp)
 }
@@ -664,6 +667,9 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		out.Results[i] = &batchAnswer{User: e.User, filterResponse: resp}
 		if keyed && resp.Degraded {
 			scope.failed = true // served anew by a retry, as a failure
+		}
+		if keyed && resp.replayed && (scope.born.IsZero() || resp.born.Before(scope.born)) {
+			scope.born = resp.born // the answer lives no longer than its oldest part
 		}
 		replayed += boolInt(resp.replayed)
 	}

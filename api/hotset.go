@@ -2,6 +2,7 @@ package api
 
 import (
 	"io"
+	"time"
 
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/userfilter"
@@ -56,6 +57,9 @@ type HotSet interface {
 	Stats() eviction.Stats
 	// Backup writes a backup of the store to w while calls go on.
 	Backup(w io.Writer) error
+	// SetReplyClock makes the answers read back from the journal age in
+	// the time answers are stamped in (see replays.lifeLocked).
+	SetReplyClock(life func(time.Time) time.Time)
 }
 
 var _ HotSet = (*eviction.HotSet)(nil)

@@ -181,6 +181,23 @@ func (r *replays) lifeLocked(reading time.Time) time.Time {
 	return w
 }
 
+// lifeOfLocked is lifeLocked of a reading taken before the last, which
+// it leaves as it is. r.mu held.
+func (r *replays) lifeOfLocked(reading time.Time) time.Time {
+	w := reading.Round(0)
+	if r.lifeAt.IsZero() {
+		return w
+	}
+	return later(w, r.lifeBase.Add(reading.Sub(r.lifeAt)))
+}
+
+// life is lifeLocked, r.mu not held.
+func (r *replays) life(reading time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lifeLocked(reading)
+}
+
 // raiseLocked sets the time of reading to at least floor (see lifeLocked),
 // and returns it. r.mu held.
 func (r *replays) raiseLocked(floor, reading time.Time) time.Time {
@@ -313,8 +330,11 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 }
 
 // finish keeps the answer of the call begin registered under key; failed
-// says that it is a batch's that holds a user's failure.
-func (r *replays) finish(key string, p *replay, status int, body []byte, failed bool) {
+// says that it is a batch's that holds a user's failure. given, if not
+// zero, is the clock's reading the answer ages from, given before (the
+// hot set read it back from the journal): kept again, it lives no longer
+// than from then, across restarts too.
+func (r *replays) finish(key string, p *replay, status int, body []byte, failed bool, given time.Time) {
 	r.mu.Lock()
 	if r.inFlight[key] != p {
 		r.mu.Unlock()
@@ -332,7 +352,18 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 		return
 	}
 	born := r.now()
-	now := r.stampLocked(born, false)
+	var now time.Time
+	if !given.IsZero() && given.Before(born) {
+		// Stamped as of then, not after the latest answer's time: an
+		// answer given since is not this one's. An erase of its user since
+		// would have dropped it from the journal; one of another user
+		// still comes before it.
+		born = given
+		now = later(r.lifeOfLocked(born), r.lastErase.Round(0).Add(time.Nanosecond))
+		r.noteLocked(now, false)
+	} else {
+		now = r.stampLocked(born, false)
+	}
 	p.done, p.status, p.body, p.at, p.born, p.failed = true, status, bytes.Clone(body), now, born, failed
 	p.size += int64(len(body))
 	r.addLocked(key, p)
@@ -862,6 +893,12 @@ type callScope struct {
 	failed bool
 	batch  bool   // a batch's call
 	caller uint64 // a hash of the caller (eviction.CallKey.Caller); 0 on an open server
+	// stamp is the time of the call that answers are stamped in, when it
+	// is ahead of the wall clock (eviction.CallKey.Stamp); zero: not.
+	stamp time.Time
+	// born is the clock's reading the answer ages from if (a part of) it
+	// was read back from the journal (eviction.Result.Born); zero: none.
+	born time.Time
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of
@@ -871,7 +908,7 @@ func (cs *callScope) key(part string) eviction.CallKey {
 	if part != "" {
 		id += "\x00" + part
 	}
-	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request, Caller: cs.caller}
+	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request, Caller: cs.caller, Stamp: cs.stamp}
 	if part == "" && cs.p != nil {
 		k.Began = &cs.p.began
 	}
@@ -916,6 +953,13 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 			// journal after a crash is the caller's, as in memory here.
 			cs.caller = max(xxh3.HashString(caller), 1)
 		}
+		// The journal keeps the answer with the call's time: in the time
+		// answers are stamped in when that is ahead of the clock (set back
+		// since earlier answers), so that it is read back as old as it is.
+		reading := s.cfg.Now()
+		if life := s.replays.life(reading); life.After(reading.Round(0)) {
+			cs.stamp = life
+		}
 		c.Locals(callScopeLocal, cs)
 		kept := false
 		defer func() {
@@ -927,7 +971,7 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 			return err
 		}
 		if cs.p != nil && c.Response().StatusCode() == fiber.StatusOK && (cs.batch || !cs.failed) {
-			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body(), cs.failed)
+			s.replays.finish(scoped, cs.p, fiber.StatusOK, c.Response().Body(), cs.failed, cs.born)
 			kept = true
 		}
 		return nil

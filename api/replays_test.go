@@ -22,7 +22,7 @@ func TestReplaysTTLAndBudget(t *testing.T) {
 		if st != replayNew {
 			t.Fatalf("%s: first begin %v, want new", k, st)
 		}
-		r.finish(k, p, 200, answer, false)
+		r.finish(k, p, 200, answer, false, time.Time{})
 	}
 	if n, b := r.usage(); n != 3 || b != 3*(replayOverhead+1+10) {
 		t.Fatalf("usage %d answers in %d bytes", n, b)
@@ -66,13 +66,13 @@ func TestReplaysAnswerLargerThanTheBudgetTakesNoOther(t *testing.T) {
 	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
 	for _, k := range []string{"a", "b"} {
 		p, _ := r.begin(k, req(k))
-		r.finish(k, p, 200, []byte("0123456789"), false)
+		r.finish(k, p, 200, []byte("0123456789"), false, time.Time{})
 	}
 	p, st := r.begin("big", req("big"))
 	if st != replayNew {
 		t.Fatalf("big: %v, want new", st)
 	}
-	r.finish("big", p, 200, make([]byte, budget), false)
+	r.finish("big", p, 200, make([]byte, budget), false, time.Time{})
 	for _, k := range []string{"a", "b"} {
 		if _, st := r.begin(k, req(k)); st != replayDone {
 			t.Errorf("%s after an answer larger than the budget: %v, want done (still kept)", k, st)
@@ -100,7 +100,7 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 	req := xxh3.HashString128("batch")
 	failed := []byte(`{"results":[{"user":"a","unseen":["x"]},{"user":"b","error":{}}]}`)
 	p, _ := r.begin(key, req)
-	r.finish(key, p, 200, failed, true)
+	r.finish(key, p, 200, failed, true, time.Time{})
 	_, bytesKept := r.usage()
 	q, st := r.begin(key, req)
 	if st != replayResume || q.prior == nil || string(q.prior.body) != string(failed) {
@@ -118,7 +118,7 @@ func TestReplaysResumeABatchWithAFailedUser(t *testing.T) {
 		t.Fatalf("the retry after a failed retry: %v, want resume with the kept answer", st)
 	}
 	served := []byte(`{"results":[{"user":"a","unseen":["x"]},{"user":"b","unseen":["x"]}]}`)
-	r.finish(key, q, 200, served, false)
+	r.finish(key, q, 200, served, false, time.Time{})
 	if p, st := r.begin(key, req); st != replayDone || string(p.body) != string(served) || p.prior != nil {
 		t.Fatalf("the retry once every user was served: %v, want done with the served answer", st)
 	}
@@ -159,10 +159,10 @@ func TestReplaysAgeFromTheirReadingNotTheirStamp(t *testing.T) {
 	r := newReplays(1<<20, time.Minute, func() time.Time { return now })
 	req := func(s string) xxh3.Uint128 { return xxh3.HashString128(s) }
 	p, _ := r.begin("before", req("before"))
-	r.finish("before", p, 200, []byte("{}"), false)
+	r.finish("before", p, 200, []byte("{}"), false, time.Time{})
 	now = base // the clock steps back an hour
 	p, _ = r.begin("after", req("after"))
-	r.finish("after", p, 200, []byte("{}"), false)
+	r.finish("after", p, 200, []byte("{}"), false, time.Time{})
 	r.restore([]keptAnswer{{Key: "read", Request: req("read"), Status: 200, Body: []byte("{}"),
 		At: base.Add(time.Hour).Round(0)}}, time.Time{}) // a wall time, as read back
 	now = base.Add(59 * time.Second)
@@ -198,7 +198,7 @@ func TestReplaysBudgetIsSharedBetweenCallers(t *testing.T) {
 			if st != replayNew {
 				t.Fatalf("%q: first begin %v, want new", k, st)
 			}
-			r.finish(k, p, 200, []byte("0123456789"), false)
+			r.finish(k, p, 200, []byte("0123456789"), false, time.Time{})
 		}
 	}
 	kept := func(caller string, n int) (out []int) {

@@ -91,6 +91,11 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	s.rate = newRateLimiter(cfg.Now)
 	s.guesses = newKeyGuesses(cfg.Now)
 	s.replays = newReplays(cfg.IdempotencyBytes, cfg.IdempotencyTTL, cfg.Now)
+	// The journal's answers age as the others do, across restarts too: in
+	// a time that never goes back (a start reads the log's back first).
+	if hot != nil { // none: a server for its spec and problems alone
+		hot.SetReplyClock(s.replays.life)
+	}
 	s.bodies = newBodyBudget(cfg.MaxBodyBytesInFlight, cfg.ReadTimeout)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "seenapi",

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // filterRequest is the body of the one call.
 type filterRequest struct {
 	Candidates []string `json:"candidates"`
@@ -21,4 +23,5 @@ type filterResponse struct {
 	Degraded  bool     `json:"degraded,omitempty"`
 	Saturated bool     `json:"saturated,omitempty"`
 	replayed  bool     // read back from the journal (eviction.Result.Replayed)
+	born      time.Time
 }

@@ -16,6 +16,9 @@ type Result struct {
 	// Replayed says the answer is an earlier call's, read back from the
 	// journal (see HotSet.FilterKeyed): this call recorded nothing.
 	Replayed bool
+	// Born is, for a Replayed answer, the clock's reading it ages from:
+	// kept again for later retries, it lives no longer than from then.
+	Born time.Time
 }
 
 // UserStats is the user's filter stats plus what the hot set knows of it.

@@ -180,6 +180,9 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 		recorded, saturated := e.f.Expect(now, s, h.maxEncoded)
 		*r = reply{id: k.ID, request: k.Request, caller: k.Caller, seen: int32(res.SeenCount), recorded: int32(recorded),
 			saturated: saturated, unseen: s.Unseen}
+		if d := k.Stamp.Sub(time.Unix(now.Unix(), 0)); !k.Stamp.IsZero() && d >= time.Second {
+			r.ahead = uint64(d / time.Second) // whole seconds: read back no younger than it is
+		}
 	}
 	if full {
 		// Nothing would be recorded: no journal record either, which no
@@ -227,7 +230,7 @@ func (r *reply) result(dst, candidates []string, k CallKey) (Result, error) {
 		out = append(out, candidates[i])
 	}
 	return Result{Unseen: out, SeenCount: int(r.seen), Recorded: int(r.recorded), Saturated: r.saturated,
-		Replayed: true}, nil
+		Replayed: true, Born: r.born}, nil
 }
 
 // unseenOf appends to dst[:0] the candidates s selected as unseen.

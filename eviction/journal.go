@@ -65,11 +65,19 @@ import (
 //
 // The answers of records without it (of builds before store format 6, or
 // of an open server's calls) are caller 0's.
+//
+// The answer of a call whose caller stamps answers in a time ahead of the
+// record's (CallKey.Stamp) notes by how many seconds, so that it is read
+// back as old as it is in that time (see SetReplyClock). Its seconds have
+// aheadMark set, and the uvarint seconds follow the caller (if any):
+//
+//	... | Request (Hi, Lo) [| caller] | uvarint ahead | uvarint seen | ...
 const (
 	keyedMark  = 1 << 41
 	madeMark   = 1 << 42
 	roomMark   = 1 << 43
 	callerMark = 1 << 44
+	aheadMark  = 1 << 45
 )
 
 // journalRecord is a decoded journal record.
@@ -94,14 +102,16 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 	if room >= 0 {
 		sec |= roomMark
 	}
-	switch {
-	case r == nil:
-		b = binary.AppendUvarint(b, sec)
-	case r.caller == 0:
-		b = binary.AppendUvarint(b, sec|keyedMark)
-	default:
-		b = binary.AppendUvarint(b, sec|keyedMark|callerMark)
+	if r != nil {
+		sec |= keyedMark
+		if r.caller != 0 {
+			sec |= callerMark
+		}
+		if r.ahead != 0 {
+			sec |= aheadMark
+		}
 	}
+	b = binary.AppendUvarint(b, sec)
 	if made != nil {
 		b = binary.AppendUvarint(b, uint64(len(made)))
 		b = append(b, made...)
@@ -118,6 +128,9 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 		}
 		if r.caller != 0 {
 			b = binary.LittleEndian.AppendUint64(b, r.caller)
+		}
+		if r.ahead != 0 {
+			b = binary.AppendUvarint(b, r.ahead)
 		}
 		b = binary.AppendUvarint(b, uint64(r.seen))
 		b = binary.AppendUvarint(b, uint64(r.recorded))
@@ -168,10 +181,10 @@ func decodeJournal(b []byte) (journalRecord, error) {
 		rec.room, b = int(v), b[n:]
 	}
 	if sec&keyedMark != 0 {
-		caller := sec&callerMark != 0
-		sec &^= keyedMark | callerMark
+		caller, ahead := sec&callerMark != 0, sec&aheadMark != 0
+		sec &^= keyedMark | callerMark | aheadMark
 		var err error
-		if rec.reply, b, err = decodeReply(b, caller); err != nil {
+		if rec.reply, b, err = decodeReply(b, caller, ahead); err != nil {
 			return rec, err
 		}
 	}
@@ -184,14 +197,15 @@ func decodeJournal(b []byte) (journalRecord, error) {
 	}
 	rec.at = time.Unix(int64(sec), 0)
 	if rec.reply != nil {
-		rec.reply.at = rec.at
+		rec.reply.at = rec.at.Add(time.Duration(rec.reply.ahead) * time.Second)
 	}
 	return rec, nil
 }
 
 // decodeReply reads a keyed record's answer, which names its caller if
-// caller, and returns the rest of b.
-func decodeReply(b []byte, caller bool) (*reply, []byte, error) {
+// caller and how far its stamp is ahead if ahead, and returns the rest of
+// b.
+func decodeReply(b []byte, caller, ahead bool) (*reply, []byte, error) {
 	if len(b) < 32 {
 		return nil, nil, errBadJournal
 	}
@@ -205,6 +219,13 @@ func decodeReply(b []byte, caller bool) (*reply, []byte, error) {
 			return nil, nil, errBadJournal
 		}
 		r.caller, b = binary.LittleEndian.Uint64(b), b[8:]
+	}
+	if ahead {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v == 0 || v > 1<<40 {
+			return nil, nil, errBadJournal
+		}
+		r.ahead, b = v, b[n:]
 	}
 	var vs [2]uint64
 	for i := range vs {

@@ -28,6 +28,9 @@ func TestJournalRecordFormat(t *testing.T) {
 	rc := *r
 	rc.caller = 0x0102030405060708
 	callerAnswer := answer[:64] + "0807060504030201" + answer[64:] // the caller after the Request
+	ra := rc
+	ra.ahead = 3600
+	aheadAnswer := answer[:64] + "0807060504030201" + "901c" + answer[64:] // and the seconds ahead
 	for _, c := range []struct {
 		name     string
 		hex      string
@@ -44,6 +47,7 @@ func TestJournalRecordFormat(t *testing.T) {
 		{"profile, room and answer (format 5)", "c08df6d786c00303aabbcc00" + answer + hashes, made, r, 0, 0},
 		{"answer of a caller (format 6)", "c08df6d786c004" + callerAnswer + hashes, nil, &rc, -1, -1},
 		{"profile, room and answer of a caller (format 6)", "c08df6d786c00703aabbcc00" + callerAnswer + hashes, made, &rc, 0, 0},
+		{"answer of a caller stamped an hour ahead (format 6)", "c08df6d786c00c" + aheadAnswer + hashes, nil, &ra, -1, -1},
 	} {
 		want, err := hex.DecodeString(c.hex)
 		if err != nil {
@@ -60,7 +64,7 @@ func TestJournalRecordFormat(t *testing.T) {
 			(rec.reply == nil) != (c.r == nil) {
 			t.Errorf("%s: read back as %+v", c.name, rec)
 		}
-		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.caller != c.r.caller || rp.seen != r.seen ||
+		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.caller != c.r.caller || rp.ahead != c.r.ahead || !rp.at.Equal(at.Add(time.Duration(c.r.ahead)*time.Second)) || rp.seen != r.seen ||
 			rp.recorded != r.recorded || rp.saturated != r.saturated || !slices.Equal(rp.unseen, r.unseen)) {
 			t.Errorf("%s: its answer read back as %+v", c.name, rp)
 		}

@@ -26,11 +26,15 @@ import (
 // history it erased. Counted says that the call's hit or miss is counted
 // already (CheckCallKeys sets it). Caller names who made the call (a hash
 // of its API key's digest; 0: none known, as on an open server), whose
-// share of the budget its answer takes once read back (see replies). A
-// CallKey of zero ID and Request is none.
+// share of the budget its answer takes once read back (see replies).
+// Stamp is the time of the call in the caller's own time of answers, when
+// that runs ahead of the clock's (a wall clock set back since answers
+// were stamped: see SetReplyClock); zero: the clock's. A CallKey of zero
+// ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
 	Caller      uint64
+	Stamp       time.Time
 	Began       *atomic.Bool
 	Counted     bool
 }
@@ -41,7 +45,8 @@ func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh
 type reply struct {
 	id, request xxh3.Uint128
 	caller      uint64    // CallKey.Caller; 0 for a record of a build before store format 6
-	at          time.Time // the call's, to the second
+	at          time.Time // the call's, to the second, in the caller's time of answers
+	ahead       uint64    // the seconds at is ahead of its record's time (CallKey.Stamp)
 	// born is the clock's reading it ages from (see keep): on Go's
 	// monotonic clock, which a step of the wall clock leaves alone.
 	born      time.Time
@@ -71,6 +76,9 @@ func (r *reply) size() int64 { return replyOverhead + 4*int64(len(r.unseen)) + i
 // records of builds before store format 6, which name no caller, are one
 // caller's. Safe for concurrent use.
 type replies struct {
+	// life gives the time an answer read back ages by (SetReplyClock);
+	// nil: the clock's wall time.
+	life    atomic.Pointer[func(time.Time) time.Time]
 	mu      sync.Mutex
 	byID    map[xxh3.Uint128]*reply
 	callers map[uint64]*replyCaller
@@ -126,7 +134,11 @@ func (rs *replies) removeLocked(r *reply) {
 // the first read of the same record (a user evicted and loaded again
 // reads it again).
 func (rs *replies) keep(r *reply, now time.Time) {
-	age := max(now.Round(0).Sub(r.at), 0)
+	life := now.Round(0)
+	if f := rs.life.Load(); f != nil {
+		life = (*f)(now)
+	}
+	age := max(life.Sub(r.at), 0)
 	if rs.budget <= 0 || age >= rs.ttl {
 		return
 	}
@@ -199,3 +211,11 @@ func (rs *replies) usage() (int, int64) {
 	defer rs.mu.Unlock()
 	return len(rs.byID), rs.bytes
 }
+
+// SetReplyClock makes the answers read back from the journal age by life,
+// which gives a reading of the clock in the time the caller stamps its
+// answers in (CallKey.Stamp): a time that never goes back across restarts
+// (the API's: see api.Server), so that an answer stamped ahead of a wall
+// clock set back since is as old as it is, not as new as the read. Call it
+// before the journal is read back (Recover, serving).
+func (h *HotSet) SetReplyClock(life func(time.Time) time.Time) { h.replies.life.Store(&life) }

@@ -37,7 +37,8 @@ var (
 // so they refuse the store instead. Format 5 is the same for the journal
 // records that note the room a user's cap left their call, which builds of
 // format 4 read as corrupt, and format 6 for the keyed call's records that
-// name its caller, which builds of format 5 read as corrupt.
+// name its caller or how far its answer's stamp is ahead, which builds of
+// format 5 read as corrupt.
 const FormatVersion = 6
 
 // metaCoverMark, in a filter entry's UserMeta, says its value ends with

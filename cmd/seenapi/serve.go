@@ -349,7 +349,6 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	closing := make(chan struct{})
 	defer close(closing)
 	journal := journalOf(store.OpenedAfterCrash())
-	go foldJournal(hot.Recover, journal, closing, logger)
 	warnNotServed(hot.StoredNamespaces, logger)
 	warnUnservedScopes(ks, namespaces, "seenapi: ", logger)
 
@@ -382,6 +381,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 		logger.Warn("seenapi: cannot open the log of answers kept for retries; a crash would lose them", "dir", answers, "err", lerr)
 	}
 	dropKeptAnswers(o.dataDir, logger)
+	// Once the answers kept are read back: the journal's answers, which
+	// folding reads back, age in the time those set (api.Server).
+	go foldJournal(hot.Recover, journal, closing, logger)
 	addr := ln.Addr().String()
 	shown := shownAddr(addr, o.addr)
 	if srv.Open() {
