@@ -227,7 +227,8 @@ type restoreKV struct {
 //
 // Restore is not atomic: on error, part of the backup may be restored, and
 // running it again is safe. A stream that is not a backup, or is cut short,
-// fails with ErrBadBackup; one of a newer format with ErrFormatVersion.
+// fails with ErrBadBackup; one of a newer format with ErrFormatVersion; a
+// read of r that fails otherwise, with r's error.
 // Users whose merge failed are named in a *WriteBackError.
 func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 	if err := s.enterWrite(); err != nil {
@@ -333,7 +334,7 @@ type BackupContents struct {
 // VerifyBackup reads a backup stream through without restoring it and says
 // what it holds: a nil error if it is a whole backup this build can
 // restore, else the error Restore would meet (ErrBadBackup,
-// ErrFormatVersion) before writing anything.
+// ErrFormatVersion, or r's own) before writing anything.
 func VerifyBackup(r io.Reader) (BackupContents, error) {
 	now := uint64(time.Now().Unix())
 	var c BackupContents
@@ -382,8 +383,9 @@ func live(kv *pb.KV, now uint64) bool {
 // readBackup reads a backup stream: the header, each list in turn (passed
 // to each, which may keep nothing of it), then the end mark.
 func readBackup(r io.Reader, each func(*pb.KVList) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	version, err := readBackupHeader(br)
+	src := &sourceReader{r: r}
+	br := bufio.NewReaderSize(src, 64<<10)
+	version, err := readBackupHeader(br, src)
 	if err != nil {
 		return err
 	}
@@ -396,6 +398,8 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 	for {
 		if _, err := io.ReadFull(br, head[:]); err != nil {
 			switch {
+			case src.err != nil:
+				return src.failed("a list's length")
 			case errors.Is(err, io.EOF) && version == 0:
 				return nil
 			case errors.Is(err, io.EOF):
@@ -405,7 +409,7 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 		}
 		n := binary.LittleEndian.Uint64(head[:])
 		if n == backupEnd && version > 0 {
-			return readBackupEnd(br, version, read, sum)
+			return readBackupEnd(br, src, version, read, sum)
 		}
 		read += 8 + n
 		sum = crc32.Update(sum, backupCRC, head[:])
@@ -417,6 +421,9 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 		}
 		buf = buf[:n]
 		if _, err := io.ReadFull(br, buf); err != nil {
+			if src.err != nil {
+				return src.failed("a list")
+			}
 			return fmt.Errorf("%w: %w", ErrBadBackup, err)
 		}
 		sum = crc32.Update(sum, backupCRC, buf)
@@ -433,9 +440,17 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 // readBackupHeader reads a backup's header and returns the stream's
 // version: 0 (no end mark), 1 (an end mark without a checksum) or 2 (an
 // end mark with one).
-func readBackupHeader(br *bufio.Reader) (version int, err error) {
+func readBackupHeader(br *bufio.Reader, src *sourceReader) (version int, err error) {
 	magic := make([]byte, len(backupMagic))
-	if _, err := io.ReadFull(br, magic); err != nil {
+	if n, err := io.ReadFull(br, magic); err != nil {
+		switch {
+		case src.err != nil:
+			return 0, src.failed("its header")
+		case n == 0:
+			return 0, fmt.Errorf("%w: no seenapi backup header: the stream is empty", ErrBadBackup)
+		case bytes.HasPrefix(backupMagic, magic[:n]) || bytes.HasPrefix(backupMagicV0, magic[:n]):
+			return 0, fmt.Errorf("%w: the stream ends in its header, after %d bytes", ErrBadBackup, n)
+		}
 		return 0, fmt.Errorf("%w: no seenapi backup header", ErrBadBackup)
 	}
 	switch {
@@ -446,6 +461,8 @@ func readBackupHeader(br *bufio.Reader) (version int, err error) {
 	}
 	ver, err := binary.ReadUvarint(br)
 	switch {
+	case err != nil && src.err != nil:
+		return 0, src.failed("its format version")
 	case err != nil:
 		return 0, fmt.Errorf("%w: format version: %w", ErrBadBackup, err)
 	case ver == 0 || ver > FormatVersion:
@@ -460,9 +477,12 @@ func readBackupHeader(br *bufio.Reader) (version int, err error) {
 // readBackupEnd reads the rest of the end mark, which must count read bytes
 // of lists, in a stream of version 2 give their checksum sum, and end the
 // stream.
-func readBackupEnd(br *bufio.Reader, version int, read uint64, sum uint32) error {
+func readBackupEnd(br *bufio.Reader, src *sourceReader, version int, read uint64, sum uint32) error {
 	var n uint64
 	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+		if src.err != nil {
+			return src.failed("its end mark")
+		}
 		return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
 	}
 	if n != read {
@@ -471,6 +491,9 @@ func readBackupEnd(br *bufio.Reader, version int, read uint64, sum uint32) error
 	if version >= 2 {
 		var want uint64
 		if err := binary.Read(br, binary.LittleEndian, &want); err != nil {
+			if src.err != nil {
+				return src.failed("its end mark")
+			}
 			return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
 		}
 		if want != uint64(sum) {
@@ -478,9 +501,37 @@ func readBackupEnd(br *bufio.Reader, version int, read uint64, sum uint32) error
 		}
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
+		if src.err != nil {
+			return src.failed("its end")
+		}
 		return fmt.Errorf("%w: bytes after the end mark", ErrBadBackup)
 	}
 	return nil
+}
+
+// sourceReader keeps the first error of the reader of a backup stream
+// other than its end (io.EOF, io.ErrUnexpectedEOF): a read that fails so,
+// a disk's I/O error or a connection reset during a download, says nothing
+// of the backup, and is reported as what it is (see failed) rather than as
+// a bad backup, which would send its user to look at a file that may be
+// whole.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && s.err == nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		s.err = err
+	}
+	return n, err
+}
+
+// failed is the error of a read of the stream's what (its header, a list,
+// ...) that met the reader's error.
+func (s *sourceReader) failed(what string) error {
+	return fmt.Errorf("reading the backup, in %s: %w", what, s.err)
 }
 
 func checkBackupKey(key []byte) error {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -297,6 +298,54 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 	}
 	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
 		t.Errorf("VerifyBackup of a whole backup: %v", err)
+	}
+}
+
+// A stream whose reader fails (a disk's I/O error, a connection reset
+// during a download) is not a bad backup: the reader's error is returned
+// as it is, wherever it comes, and ErrBadBackup only for a stream that
+// ends (a file cut short in its header says so).
+func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	populate(t, src)
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	reset := errors.New("read tcp 127.0.0.1:50000->127.0.0.1:8080: read: connection reset by peer")
+	for name, at := range map[string]int{
+		"before the header":   0,
+		"in the header":       5,
+		"in the version":      len(backupMagic),
+		"in a list":           listEnds(t, good)[0] - 3,
+		"at the end mark":     len(good) - 20,
+		"in the end checksum": len(good) - 3,
+	} {
+		failing := func() io.Reader { return io.MultiReader(bytes.NewReader(good[:at]), iotest.ErrReader(reset)) }
+		dst := openTest(t, testOptions(t))
+		for op, err := range map[string]error{
+			"Restore":      dst.Restore(failing(), nil, nil),
+			"VerifyBackup": func() error { _, err := VerifyBackup(failing()); return err }(),
+		} {
+			if !errors.Is(err, reset) || errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "reading the backup, in ") {
+				t.Errorf("%s, %s: %v, want the reader's error, not ErrBadBackup", name, op, err)
+			}
+		}
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"empty":       {nil, "no seenapi backup header: the stream is empty"},
+		"half header": {good[:7], "the stream ends in its header, after 7 bytes"},
+		"other file":  {[]byte("{\"type\":"), "no seenapi backup header"},
+		"no version":  {good[:len(backupMagic)], "format version: EOF"},
+	} {
+		_, err := VerifyBackup(bytes.NewReader(tc.data))
+		if !errors.Is(err, ErrBadBackup) || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("%s: VerifyBackup: %v, want ErrBadBackup ending %q", name, err, tc.want)
+		}
 	}
 }
 
