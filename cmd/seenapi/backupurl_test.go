@@ -100,6 +100,44 @@ func TestBackupFromARunningService(t *testing.T) {
 	}
 }
 
+// --url and --data-dir given together are a usage error, refused before
+// anything is asked: the URL would be backed up and the directory meant left
+// out without a word. SEENAPI_DATA_DIR, which a service's host often sets,
+// gives way to --url.
+func TestBackupOfAURLAndADataDirIsAUsageError(t *testing.T) {
+	var asked atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer front.Close()
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "b")
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--url", front.URL, "--data-dir", dir},
+			fmt.Sprintf(`seenapi backup: --url %q and --data-dir %q: back up either the service running at the URL, through its API, or the data directory of a stopped service, not both`+"\n", front.URL, dir)},
+		{map[string]string{"SEENAPI_URL": front.URL}, []string{"--data-dir", dir},
+			fmt.Sprintf(`seenapi backup: SEENAPI_URL=%q and --data-dir %q: back up either the service running at the URL, through its API, or the data directory of a stopped service, not both (unset SEENAPI_URL for the directory's)`+"\n", front.URL, dir)},
+	} {
+		if code, log := backupCmd(tc.env, append(tc.args, "--out", out)...); code != 2 || !strings.HasPrefix(log, tc.want) {
+			t.Errorf("%v %v: exit %d, want 2 and\n%s\ngot:\n%s", tc.env, tc.args, code, tc.want, log)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the service was asked %d times", n)
+	}
+	// The environment's data directory is the service's; --url backs up
+	// the service.
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	if code, log := backupCmd(map[string]string{"SEENAPI_DATA_DIR": dir}, "--url", s.url, "--out", out); code != 0 ||
+		!strings.Contains(log, "from="+s.url) {
+		t.Fatalf("SEENAPI_DATA_DIR and --url: exit %d, want the service's backup\n%s", code, log)
+	}
+}
+
 // A backup cut short on the way is not kept.
 func TestBackupCutShortIsNotKept(t *testing.T) {
 	b := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir()), "u")

@@ -56,6 +56,7 @@ type options struct {
 	newKey newKeyOptions // new-key
 
 	fromEnv map[string]bool // the flags the environment set (see named)
+	given   map[string]bool // the flags the command line set
 }
 
 // envName is the environment variable of a flag: SEENAPI_ and the flag's
@@ -171,7 +172,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.Var(durationFlag{p: &o.limits.IdempotencyTTL, min: time.Second, eg: "5m"}, "idempotency-ttl", "how long such an answer is given again, at least 1s")
 	case "backup":
 		fs.StringVar(&o.out, "out", "", "file to write the backup to (required; never overwritten)")
-		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, e.g. http://127.0.0.1:8080")
+		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, which it does not take with it, e.g. http://127.0.0.1:8080")
 		fs.StringVar(&o.key, "key", "", "with --url: API key of the admin role, when the service has keys (better given as SEENAPI_KEY)")
 		fs.StringVar(&o.caCert, "ca-cert", "", caCertUsage)
 	case "restore":
@@ -319,21 +320,22 @@ func switchHint(fs *flag.FlagSet, args []string) string {
 // SEENAPI_CACHE_BYTES in a unit file) cannot stop a command whose flag
 // replaces it.
 func parseFlags(fs *flag.FlagSet, args []string, env environ) error {
-	_, err := parseFlagsFrom(fs, args, env)
+	_, _, err := parseFlagsFrom(fs, args, env)
 	return err
 }
 
-// parseFlagsFrom is parseFlags, also returning the names of the flags whose
-// value came from the environment, for the errors of o.check to name the
-// variable that set a bad value (see options.named).
-func parseFlagsFrom(fs *flag.FlagSet, args []string, env environ) (fromEnv map[string]bool, err error) {
+// parseFlagsFrom is parseFlags, also returning the names of the flags the
+// command line set (given), for o.check to tell flags that conflict, and
+// of those whose value came from the environment, for the errors of
+// o.check to name the variable that set a bad value (see options.named).
+func parseFlagsFrom(fs *flag.FlagSet, args []string, env environ) (given, fromEnv map[string]bool, err error) {
 	if err := fs.Parse(args); err != nil {
-		return nil, flagHint(fs, dashDash(err))
+		return nil, nil, flagHint(fs, dashDash(err))
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q%s", fs.Args(), switchHint(fs, args))
+		return nil, nil, fmt.Errorf("unexpected arguments: %q%s", fs.Args(), switchHint(fs, args))
 	}
-	given := map[string]bool{}
+	given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	fromEnv = map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
@@ -354,7 +356,7 @@ func parseFlagsFrom(fs *flag.FlagSet, args []string, env environ) (fromEnv map[s
 			fromEnv[f.Name] = true
 		}
 	})
-	return fromEnv, err
+	return given, fromEnv, err
 }
 
 // named is how an error of check names the flag name and its value shown
@@ -473,6 +475,17 @@ func (o *options) check(cmd string, env environ) error {
 	case "backup":
 		if o.out == "" {
 			return errors.New("--out FILE is required")
+		}
+		if o.url != "" && o.given["data-dir"] {
+			// The URL would be backed up, and the directory meant left
+			// out without a word. SEENAPI_DATA_DIR is not refused: the
+			// environment of the service's host often sets it.
+			var unset string
+			if o.fromEnv["url"] {
+				unset = " (unset SEENAPI_URL for the directory's)"
+			}
+			return fmt.Errorf("%s and --data-dir %q: back up either the service running at the URL, through its API, or the data directory of a stopped service, not both%s",
+				o.named("url", strconv.Quote(shownURL(o.url))), o.dataDir, unset)
 		}
 		if o.url != "" {
 			return o.checkServiceURL(o.url)

@@ -85,8 +85,8 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 	// alone and where the help is: the whole help would scroll it away.
 	var flagOut bytes.Buffer
 	fs := newFlagSet(cmd, &o, &flagOut)
-	fromEnv, err := parseFlagsFrom(fs, args, env)
-	o.fromEnv = fromEnv
+	given, fromEnv, err := parseFlagsFrom(fs, args, env)
+	o.given, o.fromEnv = given, fromEnv
 	if err == nil {
 		err = o.check(cmd, env)
 	}
