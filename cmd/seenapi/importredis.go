@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -189,7 +190,18 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	if err != nil {
 		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(routeHint(keyHint(err, "write", ""), o.url)), o.url, handshakeFailed()))
 	}
-	if role := auth.JSON200.Role; role != client.Write && role != client.Admin {
+	switch role := auth.JSON200.Role; {
+	case role == client.Write || role == client.Admin:
+	case !role.Valid():
+		// seenapi answers every key's role: a JSON answer without one
+		// is another server's, in front of it or in its place.
+		what := "no role"
+		if role != "" {
+			what = "a role seenapi does not have, " + string(role)
+		}
+		return 0, fmt.Errorf("seenapi at %s: GET /v1/auth was answered 200 with %s (%.200s): not by seenapi, most likely, but by a proxy or a load balancer in front of it, or another service at that address; check --url",
+			shownURL(o.url), what, bytes.TrimSpace(auth.Body))
+	default:
 		return 0, fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
 	}
 	err = retrying(ctx, nil, false, func() (int, http.Header, error) {

@@ -362,6 +362,32 @@ func TestImportRedisDoesNotRetryAPageInPlaceOfARecording(t *testing.T) {
 	}
 }
 
+// A JSON answer of GET /v1/auth without a role (a proxy's {} in front of
+// the service, answered 200) is said to be no answer of seenapi's, rather
+// than taken for a key of an empty role.
+func TestImportRedisSaysAnAuthAnswerWithoutARoleIsNotTheService(t *testing.T) {
+	ctx := context.Background()
+	rdb := startRedis(t)
+	if err := rdb.SAdd(ctx, "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		"{}\n":            `GET /v1/auth was answered 200 with no role ({}): not by seenapi, most likely, but by a proxy or a load balancer in front of it, or another service at that address; check --url`,
+		`{"role":"root"}`: `GET /v1/auth was answered 200 with a role seenapi does not have, root ({\"role\":\"root\"}): not by seenapi`,
+	} {
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(body))
+		}))
+		var out bytes.Buffer
+		code := run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", proxy.URL}, noEnv, &out, &out, nil)
+		proxy.Close()
+		if code != 1 || !strings.Contains(out.String(), want) {
+			t.Errorf("%q: exit %d, want 1 and %q:\n%s", body, code, want, out.String())
+		}
+	}
+}
+
 // TestImportRedisRidesOutAServiceRestart restarts the service on the same
 // address and data while an import runs: the calls that meet the shutdown
 // or the closed port are retried until the new service answers.
