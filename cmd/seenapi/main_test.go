@@ -2053,7 +2053,7 @@ func TestSIGHUPReloadsTheKeys(t *testing.T) {
 // SIGHUP reloads the namespaces file: a namespace added to it is served at
 // once and a changed profile is what /v1/namespaces says; a file that no
 // longer loads leaves the namespaces as they were, and a namespace left out
-// is still served, with a warning that says so.
+// is no longer served, with a warning that says so.
 func TestSIGHUPReloadsTheNamespaces(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "namespaces.yaml")
 	write := func(content string) {
@@ -2115,6 +2115,30 @@ func TestSIGHUPReloadsTheNamespaces(t *testing.T) {
 	hup(`msg="seenapi: SIGHUP: namespaces reloaded" namespaces=3 added=email`)
 	if got := call("email"); got != 200 {
 		t.Fatalf("email, back in the file: %d (want 200)", got)
+	}
+}
+
+// A SIGHUP that takes a namespace out warns of the keys limited to it
+// even when the keys file does not load meanwhile: the keys in force are
+// still limited to it.
+func TestSIGHUPWarnsOfKeysLimitedToANamespaceTakenOutWhenTheKeysDoNotLoad(t *testing.T) {
+	dir := t.TempDir()
+	const pushKey = "w-push-0123456789abcdef"
+	keys := writeFile(t, dir, "keys", "write:"+pushKey+" namespaces=push\nadmin:a-0123456789abcdef\n")
+	file := writeFile(t, dir, "namespaces.yaml", "push:\n  window: 7d\n")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys, "--namespaces", file)
+	writeFile(t, dir, "keys", "write:short\n")
+	writeFile(t, dir, "namespaces.yaml", "feed:\n  window: 7d\n")
+	hupUntilLogged(t, s, `msg="seenapi: SIGHUP: namespaces reloaded" namespaces=2 added=feed removed=push`)
+	want := `level=WARN msg="seenapi: SIGHUP: an API key is limited to a namespace that is not served" key=` +
+		api.Key{Secret: pushKey}.ID() + " namespace=push\n"
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.out.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged after SIGHUP:\n%s", want, s.out.String())
+		}
+	}
+	if !strings.Contains(s.out.String(), "the API keys were not reloaded; the old ones stay") {
+		t.Fatalf("the keys file that does not load is not said to:\n%s", s.out.String())
 	}
 }
 

@@ -106,12 +106,13 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 			return
 		case <-hup:
 		}
-		ks := reloadKeys(o, env, srv, keys, logger)
-		if ks != nil {
+		if ks := reloadKeys(o, env, srv, keys, logger); ks != nil {
 			keys = ks
 		}
 		reloadNamespaces(o, hot, logger)
-		warnUnservedScopes(ks, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
+		// The keys in force, reloaded or not: a namespace taken out
+		// leaves a key that did not reload limited to it as well.
+		warnUnservedScopes(keys, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
 		if cert == nil {
 			continue
 		}
