@@ -157,6 +157,29 @@ func TestBackupCutShortIsNotKept(t *testing.T) {
 	}
 }
 
+// --key and --ca-cert given without --url are a usage error: most likely
+// --url was left out, and the backup would be of ./data. SEENAPI_KEY,
+// which an operator's environment may hold for every backup, is not.
+func TestBackupKeyWithoutAURLIsAUsageError(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "b")
+	for _, tc := range []struct {
+		args    []string
+		dataDir string
+	}{
+		{[]string{"--key", "a-0123456789abcdef"}, "./data"},
+		{[]string{"--ca-cert", "ca.pem", "--data-dir", dir}, dir},
+	} {
+		want := fmt.Sprintf("seenapi backup: %s is for a backup of a running service through its API: give its --url too (without --url, backup reads --data-dir %s)\n",
+			tc.args[0], tc.dataDir)
+		if code, log := backupCmd(nil, append(tc.args, "--out", out)...); code != 2 || !strings.HasPrefix(log, want) {
+			t.Errorf("%v: exit %d, want 2 and\n%s\ngot:\n%s", tc.args, code, want, log)
+		}
+	}
+	if code, log := backupCmd(map[string]string{"SEENAPI_KEY": "a-0123456789abcdef"}, "--data-dir", dir, "--out", out); code == 2 {
+		t.Errorf("SEENAPI_KEY and --data-dir: exit 2\n%s", log)
+	}
+}
+
 // A page in place of the backup (a captive portal's, answered 200) is
 // named as what it is, not taken for a backup cut short, and not kept.
 func TestBackupSaysWhatAPageInPlaceOfTheBackupIs(t *testing.T) {

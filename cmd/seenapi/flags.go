@@ -490,6 +490,15 @@ func (o *options) check(cmd string, env environ) error {
 		if o.url != "" {
 			return o.checkServiceURL(o.url)
 		}
+		// Without --url they mean nothing: most likely --url was left
+		// out, and the backup would be of --data-dir (./data by default).
+		// SEENAPI_KEY and SEENAPI_CA_CERT are not refused: an operator's
+		// environment may hold them for every backup.
+		for _, name := range []string{"key", "ca-cert"} {
+			if o.given[name] {
+				return fmt.Errorf("--%s is for a backup of a running service through its API: give its --url too (without --url, backup reads --data-dir %s)", name, o.dataDir)
+			}
+		}
 	case "import-redis":
 		// Usage errors like the others (exit 2), before Redis is asked.
 		if _, _, err := splitMatch(o.imp.match); err != nil {
