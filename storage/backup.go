@@ -405,7 +405,7 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 			case errors.Is(err, io.EOF):
 				return fmt.Errorf("%w: the backup is cut short (no end mark)", ErrBadBackup)
 			}
-			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+			return fmt.Errorf("%w: the backup is cut short (in a list's length)", ErrBadBackup)
 		}
 		n := binary.LittleEndian.Uint64(head[:])
 		if n == backupEnd && version > 0 {
@@ -424,7 +424,7 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 			if src.err != nil {
 				return src.failed("a list")
 			}
-			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+			return fmt.Errorf("%w: the backup is cut short (in a list of %d bytes)", ErrBadBackup, n)
 		}
 		sum = crc32.Update(sum, backupCRC, buf)
 		list := &pb.KVList{}
@@ -483,7 +483,7 @@ func readBackupEnd(br *bufio.Reader, src *sourceReader, version int, read uint64
 		if src.err != nil {
 			return src.failed("its end mark")
 		}
-		return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
+		return fmt.Errorf("%w: the backup is cut short (in its end mark)", ErrBadBackup)
 	}
 	if n != read {
 		return fmt.Errorf("%w: the end mark counts %d bytes of lists, the stream had %d", ErrBadBackup, n, read)
@@ -494,7 +494,7 @@ func readBackupEnd(br *bufio.Reader, src *sourceReader, version int, read uint64
 			if src.err != nil {
 				return src.failed("its end mark")
 			}
-			return fmt.Errorf("%w: end mark: %w", ErrBadBackup, err)
+			return fmt.Errorf("%w: the backup is cut short (in its end mark)", ErrBadBackup)
 		}
 		if want != uint64(sum) {
 			return fmt.Errorf("%w: the backup's checksum does not match its contents (a byte changed since it was written)", ErrBadBackup)

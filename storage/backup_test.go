@@ -304,7 +304,7 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 // A stream whose reader fails (a disk's I/O error, a connection reset
 // during a download) is not a bad backup: the reader's error is returned
 // as it is, wherever it comes, and ErrBadBackup only for a stream that
-// ends (a file cut short in its header says so).
+// ends, saying where (in its header, in a list, in its end mark).
 func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	populate(t, src)
@@ -341,10 +341,13 @@ func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
 		"half header": {good[:7], "the stream ends in its header, after 7 bytes"},
 		"other file":  {[]byte("{\"type\":"), "no seenapi backup header"},
 		"no version":  {good[:len(backupMagic)], "format version: EOF"},
+		"in a list":   {good[:listEnds(t, good)[0]-3], "the backup is cut short (in a list of "},
+		"in a length": {good[:listEnds(t, good)[0]+3], "the backup is cut short (in a list's length)"},
+		"in the mark": {good[:len(good)-3], "the backup is cut short (in its end mark)"},
 	} {
 		_, err := VerifyBackup(bytes.NewReader(tc.data))
-		if !errors.Is(err, ErrBadBackup) || !strings.HasSuffix(err.Error(), tc.want) {
-			t.Errorf("%s: VerifyBackup: %v, want ErrBadBackup ending %q", name, err, tc.want)
+		if !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), ": "+tc.want) {
+			t.Errorf("%s: VerifyBackup: %v, want ErrBadBackup saying %q", name, err, tc.want)
 		}
 	}
 }
