@@ -157,6 +157,34 @@ func TestBackupCutShortIsNotKept(t *testing.T) {
 	}
 }
 
+// A key read from a secret's file ends with a line break, which no key
+// holds and no request header carries: its ends are trimmed. A space or a
+// control character within one is a usage error, which never shows it.
+func TestClientCommandsTrimTheKeysEnds(t *testing.T) {
+	const adminKey = "a-0123456789abcdef"
+	s := startService(t, map[string]string{"SEENAPI_KEYS": "admin:" + adminKey}, "--data-dir", t.TempDir())
+	out := filepath.Join(t.TempDir(), "b")
+	if code, log := backupCmd(map[string]string{"SEENAPI_KEY": adminKey + "\n"}, "--url", s.url, "--out", out); code != 0 {
+		t.Fatalf("SEENAPI_KEY ending with a line break: exit %d\n%s", code, log)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"backup", "--url", s.url, "--out", out + "2", "--key", "a-01234567\r\n89abcdef"}, nil,
+			"seenapi backup: --key holds a space or a control character, which no API key does"},
+		{[]string{"import-redis", "--url", s.url}, map[string]string{"SEENAPI_KEY": "a-01234567 89abcdef"},
+			"seenapi import-redis: SEENAPI_KEY holds a space or a control character, which no API key does"},
+	} {
+		var log bytes.Buffer
+		code := run(context.Background(), tc.args, mapEnv(tc.env), &log, &log, nil)
+		if code != 2 || !strings.HasPrefix(log.String(), tc.want) || strings.Contains(log.String(), "89abcdef") {
+			t.Errorf("%v %v: exit %d, want 2 and %q, without the key:\n%s", tc.args, tc.env, code, tc.want, log.String())
+		}
+	}
+}
+
 // --key and --ca-cert given without --url are a usage error: most likely
 // --url was left out, and the backup would be of ./data. SEENAPI_KEY,
 // which an operator's environment may hold for every backup, is not.

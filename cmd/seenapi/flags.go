@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -488,6 +489,9 @@ func (o *options) check(cmd string, env environ) error {
 				o.named("url", strconv.Quote(shownURL(o.url))), o.dataDir, unset)
 		}
 		if o.url != "" {
+			if err := o.checkKey(&o.key); err != nil {
+				return err
+			}
 			return o.checkServiceURL(o.url)
 		}
 		// Without --url they mean nothing: most likely --url was left
@@ -518,6 +522,9 @@ func (o *options) check(cmd string, env environ) error {
 				return fmt.Errorf("%s: %w", o.named("redis", strconv.Quote(shownURL(o.imp.redis))), err)
 			}
 		}
+		if err := o.checkKey(&o.imp.key); err != nil {
+			return err
+		}
 		return o.checkServiceURL(o.imp.url)
 	case "restore":
 		if o.in == "" {
@@ -538,6 +545,24 @@ func checkListenAddr(addr string) error {
 	}
 	if err != nil {
 		return errors.New("want HOST:PORT, e.g. 127.0.0.1:8080 (:8080 is every address of the machine)")
+	}
+	return nil
+}
+
+// checkKey trims the ends of *key, an API key to send (--key,
+// SEENAPI_KEY): a key read from a secret's file often ends with a line
+// break, which no key holds and a request header cannot carry (Go's client
+// would refuse every request, saying only "invalid header field value").
+// A space or a control character within it is refused, naming where the key
+// came from but never showing it.
+func (o *options) checkKey(key *string) error {
+	*key = strings.TrimSpace(*key)
+	if strings.IndexFunc(*key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		name := "--key"
+		if o.fromEnv["key"] {
+			name = "SEENAPI_KEY"
+		}
+		return fmt.Errorf("%s holds a space or a control character, which no API key does (a value cut or joined wrongly, most likely)", name)
 	}
 	return nil
 }
