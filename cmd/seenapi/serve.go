@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -116,11 +117,18 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 		if cert == nil {
 			continue
 		}
+		prev := cert.cur.Load()
 		if err := cert.reload(); err != nil {
 			logger.Error("seenapi: SIGHUP: the TLS certificate was not reloaded; the old one stays", "err", err)
 			continue
 		}
-		logger.Info("seenapi: SIGHUP: TLS certificate reloaded", "cert", cert.certFile)
+		// Its date tells a renewed certificate from the one before; a
+		// SIGHUP sent before the files were replaced says so.
+		leaf, msg := cert.cur.Load().Leaf, "seenapi: SIGHUP: TLS certificate reloaded"
+		if bytes.Equal(leaf.Raw, prev.Leaf.Raw) {
+			msg += ": the same certificate as before (to renew it, replace the files of --tls-cert and --tls-key, then send SIGHUP)"
+		}
+		logger.Info(msg, "cert", cert.certFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		cert.warnIfExpired(time.Now(), "seenapi: SIGHUP: ", logger)
 	}
 }

@@ -252,10 +252,18 @@ func TestSIGHUPReloadsTheTLSCertificate(t *testing.T) {
 	hup := func(want string) { t.Helper(); hupUntilLogged(t, s, want) }
 
 	pool := writeCert(t, certPath, keyPath, 2)
-	hup("TLS certificate reloaded")
+	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The log gives the date of the certificate served, which tells a
+	// renewed one, and says when a SIGHUP found the same one again.
+	notAfter := " not_after=" + pair.Leaf.NotAfter.UTC().Format(time.RFC3339) + "\n"
+	hup(`msg="seenapi: SIGHUP: TLS certificate reloaded" cert=` + certPath + notAfter)
 	if got := servedSerial(t, addr); got != 2 {
 		t.Fatalf("after the reload, serial %d served, want 2", got)
 	}
+	hup(`msg="seenapi: SIGHUP: TLS certificate reloaded: the same certificate as before (to renew it, replace the files of --tls-cert and --tls-key, then send SIGHUP)" cert=` + certPath + notAfter)
 	if !strings.Contains(s.out.String(), "API keys reloaded") {
 		t.Errorf("the SIGHUP that reloaded the certificate did not reload the keys:\n%s", s.out.String())
 	}
