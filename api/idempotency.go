@@ -333,7 +333,9 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 // says that it is a batch's that holds a user's failure. given, if not
 // zero, is the clock's reading the answer ages from, given before (the
 // hot set read it back from the journal): kept again, it lives no longer
-// than from then, across restarts too.
+// than from then, across restarts too. A resumed batch's answer ages from
+// its prior's: it gives the prior's results again, and lives no longer
+// than they do; the results of the users it served anew go with them.
 func (r *replays) finish(key string, p *replay, status int, body []byte, failed bool, given time.Time) {
 	r.mu.Lock()
 	if r.inFlight[key] != p {
@@ -343,6 +345,9 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	defer r.mu.Unlock()
 	delete(r.inFlight, key)
 	r.chargeLocked(key, -p.size)
+	if q := p.prior; q != nil && (given.IsZero() || q.born.Before(given)) {
+		given = q.born
+	}
 	p.prior = nil // a resumed batch's answer: body holds what prior did
 	if p.size+int64(len(body)) > r.budget {
 		// Kept, it would leave the budget last, after every other answer
@@ -356,8 +361,8 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	if !given.IsZero() && given.Before(born) {
 		// Stamped as of then, not after the latest answer's time: an
 		// answer given since is not this one's. An erase of its user since
-		// would have dropped it from the journal; one of another user
-		// still comes before it.
+		// would have dropped it from the journal (of a resumed batch's
+		// users, its prior); one of another user still comes before it.
 		born = given
 		now = later(r.lifeOfLocked(born), r.lastErase.Round(0).Add(time.Nanosecond))
 		r.noteLocked(now, false)

@@ -624,6 +624,58 @@ func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
 	}
 }
 
+// The answer a batch's retry keeps once it served its failed users anew
+// gives the others' first results again: it lives no longer than the first
+// answer, whose time to live counts from when it was given, in memory and
+// across a crash (the answers log). Kept as a new answer, those results
+// were given again for a whole time to live after the retry: past the
+// first answer's, a retry recorded nothing and got them again.
+func TestABatchsRetryKeepsItsFirstAnswersAge(t *testing.T) {
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	withClock := func(c *api.Config) { c.Now, c.IdempotencyTTL = clock, time.Minute }
+	fs := &flakyLoadStore{user: "flaky"}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { fs.Store = st; return fs }, withClock)
+	dir := t.TempDir()
+	if _, err := e.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.srv.CloseAnswerLog(false) })
+	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1},` +
+		`{"user":"flaky","candidates":["a","b","c"],"limit":1}]}`)
+	const key = "k-age"
+	fs.armed.Store(true)
+	if first, _ := sendKeyedBatch(t, e, body, key); first.Results[1].Error == nil {
+		t.Fatalf("the first batch: %s, want flaky's failure", resultsJSON(first))
+	}
+	fs.armed.Store(false)
+	offset.Store(int64(40 * time.Second))
+	retry, _ := sendKeyedBatch(t, e, body, key)
+	if retry.Results[1].Error != nil {
+		t.Fatalf("the retry 40 s on: %s, want flaky served", resultsJSON(retry))
+	}
+	offset.Store(int64(50 * time.Second))
+	if again, replayed := sendKeyedBatch(t, e, body, key); !replayed || !reflect.DeepEqual(again, retry) {
+		t.Fatalf("50 s on: %s (replayed %v), want the retry's answer %s given again", resultsJSON(again), replayed, resultsJSON(retry))
+	}
+	api.AnswersLogged(t, e.srv)
+
+	// 61 s after the first answer, 21 s after the retry.
+	offset.Store(int64(61 * time.Second))
+	after := newEnv(t, withClock) // a crash: another server reads the log back
+	if _, err := after.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { after.srv.CloseAnswerLog(true) })
+	if got, replayed := sendKeyedBatch(t, after, body, key); replayed {
+		t.Errorf("after a crash, 61 s after the first answer: %s given again, past the first answer's minute", resultsJSON(got))
+	}
+	got, replayed := sendKeyedBatch(t, e, body, key)
+	if replayed || got.Results[0].Unseen == nil || !slices.Equal(*got.Results[0].Unseen, []string{"b"}) {
+		t.Errorf("61 s after the first answer: %s (replayed %v), want the batch served anew (b for ok), past the first answer's minute", resultsJSON(got), replayed)
+	}
+}
+
 // An answer degraded by on_error open changed nothing (the store failed:
 // nothing was tested or recorded), so it is not what a retry should get
 // once the store recovers: the one call's is not kept, as an error answer
@@ -706,4 +758,10 @@ func sendKeyedBatch(t *testing.T, e *env, body []byte, key string) (client.Batch
 		t.Fatalf("the keyed batch: %d %s", status, b)
 	}
 	return out, h.Get(api.HeaderReplayed) == "true"
+}
+
+// resultsJSON is a batch's answer as JSON, for a test's message.
+func resultsJSON(r client.BatchFilterResponse) string {
+	b, _ := json.Marshal(r)
+	return string(b)
 }

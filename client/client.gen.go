@@ -1078,7 +1078,9 @@ type ClientInterface interface {
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
 	// the users whose result was an `error` or `degraded` (on_error
-	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+	// open), which changed nothing: those are served anew, and the answer
+	// kept then lives the rest of the first one's `--idempotency-ttl`,
+	// counted from the first call. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1100,7 +1102,9 @@ type ClientInterface interface {
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
 	// the users whose result was an `error` or `degraded` (on_error
-	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+	// open), which changed nothing: those are served anew, and the answer
+	// kept then lives the rest of the first one's `--idempotency-ttl`,
+	// counted from the first call. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1514,7 +1518,9 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
 // the users whose result was an `error` or `degraded` (on_error
-// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+// open), which changed nothing: those are served anew, and the answer
+// kept then lives the rest of the first one's `--idempotency-ttl`,
+// counted from the first call. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -1546,7 +1552,9 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
 // the users whose result was an `error` or `degraded` (on_error
-// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+// open), which changed nothing: those are served anew, and the answer
+// kept then lives the rest of the first one's `--idempotency-ttl`,
+// counted from the first call. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -3020,7 +3028,9 @@ type ClientWithResponsesInterface interface {
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
 	// the users whose result was an `error` or `degraded` (on_error
-	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+	// open), which changed nothing: those are served anew, and the answer
+	// kept then lives the rest of the first one's `--idempotency-ttl`,
+	// counted from the first call. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -3042,7 +3052,9 @@ type ClientWithResponsesInterface interface {
 	// result's `error` and does not affect the others. With an
 	// `Idempotency-Key`, a retry gets the batch's answer again, but for
 	// the users whose result was an `error` or `degraded` (on_error
-	// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+	// open), which changed nothing: those are served anew, and the answer
+	// kept then lives the rest of the first one's `--idempotency-ttl`,
+	// counted from the first call. After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -6060,7 +6072,9 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
 // the users whose result was an `error` or `degraded` (on_error
-// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+// open), which changed nothing: those are served anew, and the answer
+// kept then lives the rest of the first one's `--idempotency-ttl`,
+// counted from the first call. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -6088,7 +6102,9 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // result's `error` and does not affect the others. With an
 // `Idempotency-Key`, a retry gets the batch's answer again, but for
 // the users whose result was an `error` or `degraded` (on_error
-// open), which changed nothing: those are served anew. After a crash within 100 ms of the batch, each
+// open), which changed nothing: those are served anew, and the answer
+// kept then lives the rest of the first one's `--idempotency-ttl`,
+// counted from the first call. After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
