@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +166,55 @@ func openJournaledWith(t *testing.T, dir string, cfg Config, opts eviction.Optio
 		t.Fatal(err)
 	}
 	return srv, hot, store
+}
+
+// A keyed batch's answer that the journal alone held (a crash before the
+// log of answers wrote it) is given again to a retry after the crash and
+// kept by the API since: it ages from when the batch was first answered
+// (eviction.Result.Born of its users' parts), not from the retry. Kept as
+// a new answer, it was given again a whole time to live after the retry.
+func TestAJournaledBatchAnswerKeptAgainAgesFromTheFirstCall(t *testing.T) {
+	dir := t.TempDir()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	open := func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledWith(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	}
+	post := func(srv *Server) (string, bool) {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/namespaces/default/filter", strings.NewReader(
+			`{"requests":[{"user":"a","candidates":["x","y","z"],"limit":1},{"user":"b","candidates":["x","y","z"],"limit":2}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderIdempotencyKey, "k-batch")
+		resp, err := srv.App().Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("the keyed batch: %d %s", resp.StatusCode, b)
+		}
+		return string(b), resp.Header.Get(HeaderReplayed) == "true"
+	}
+	first, _, store := open()
+	answer, _ := post(first)
+	if err := store.Close(); err != nil { // a crash: the answer is in the journal only
+		t.Fatal(err)
+	}
+	second, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	offset.Store(int64(30 * time.Second))
+	if got, replayed := post(second); !replayed || got != answer {
+		t.Fatalf("30 s on, after the crash: %s (replayed %v), want %s again from the journal", got, replayed, answer)
+	}
+	offset.Store(int64(45 * time.Second))
+	if got, replayed := post(second); !replayed || got != answer {
+		t.Fatalf("45 s on: %s (replayed %v), want %s again, kept since the retry", got, replayed, answer)
+	}
+	offset.Store(int64(61 * time.Second))
+	if got, replayed := post(second); replayed {
+		t.Errorf("61 s after the first call: %s given again, past its minute (aged from the retry 30 s on?)", got)
+	}
 }
