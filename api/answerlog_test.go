@@ -640,6 +640,53 @@ func TestAJournaledAnswerAgesInTheTimeOfTheAnswersAcrossAClockSetBack(t *testing
 	}
 }
 
+// The hot set reads the journal's answers back in the time answers are
+// stamped in (api.New hands it the API's clock: SetReplyClock), not by the
+// wall clock alone. With that time an hour ahead of the clock (set back
+// since a log was stamped), a keyed call is journaled an hour ahead; after
+// a crash, read back 40 s after the call, it is 40 s old. By the wall
+// clock it was stamped in the future, as old as the read, and lived a
+// whole minute from there.
+func TestAJournaledAnswerReadBackLateIsAsOldAsItIsAcrossAClockSetBack(t *testing.T) {
+	dir, answers := t.TempDir(), t.TempDir()
+	const body = `{"candidates":["a","b"],"limit":1}`
+	ahead := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if _, err := ahead.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, ahead, "logged", "k-logged", body)
+	AnswersLogged(t, ahead)
+	ahead.CloseAnswerLog(false) // as a crash: the files stay
+
+	var offset atomic.Int64 // the clock, set back an hour, moves on by offset
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	cfg := Config{Now: clock, IdempotencyTTL: time.Minute}
+	first, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	// An hour between flushes of the log: the answer stays in the journal only.
+	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := keyedCallBody(t, first, "journaled", "k-journaled", body)
+	if err := store.Close(); err != nil { // a crash: nothing written back, the log not flushed
+		t.Fatal(err)
+	}
+	second, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	defer store.Close()
+	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	defer second.CloseAnswerLog(true)
+	offset.Store(int64(40 * time.Second))
+	// The retry loads the user: its journal's answer is read back now.
+	if got, replayed := keyedCallBody(t, second, "journaled", "k-journaled", body); !replayed || got != want {
+		t.Fatalf("40 s after the call, after the crash, the retry got %s (replayed %v); want %s again", got, replayed, want)
+	}
+	offset.Store(int64(70 * time.Second))
+	if got, replayed := keyedCallBody(t, second, "journaled", "k-journaled", body); replayed {
+		t.Errorf("70 s after the call, the journaled answer %s was given again: past its minute (aged from its read back 40 s on?)", got)
+	}
+}
+
 // keyedCallBody is keyedCall that returns the answer's body too.
 func keyedCallBody(t *testing.T, srv *Server, user, key, body string) (string, bool) {
 	t.Helper()
