@@ -13,6 +13,7 @@ import (
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
+	"github.com/zeebo/xxh3"
 )
 
 // A keyed batch's answer outlives a crash in its users' journal records
@@ -183,20 +184,8 @@ func TestAJournaledBatchAnswerKeptAgainAgesFromTheFirstCall(t *testing.T) {
 	}
 	post := func(srv *Server) (string, bool) {
 		t.Helper()
-		req := httptest.NewRequest("POST", "/v1/namespaces/default/filter", strings.NewReader(
-			`{"requests":[{"user":"a","candidates":["x","y","z"],"limit":1},{"user":"b","candidates":["x","y","z"],"limit":2}]}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(HeaderIdempotencyKey, "k-batch")
-		resp, err := srv.App().Test(req, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("the keyed batch: %d %s", resp.StatusCode, b)
-		}
-		return string(b), resp.Header.Get(HeaderReplayed) == "true"
+		return keyedBatch(t, srv, "k-batch",
+			`{"requests":[{"user":"a","candidates":["x","y","z"],"limit":1},{"user":"b","candidates":["x","y","z"],"limit":2}]}`)
 	}
 	first, _, store := open()
 	answer, _ := post(first)
@@ -216,5 +205,53 @@ func TestAJournaledBatchAnswerKeptAgainAgesFromTheFirstCall(t *testing.T) {
 	offset.Store(int64(61 * time.Second))
 	if got, replayed := post(second); replayed {
 		t.Errorf("61 s after the first call: %s given again, past its minute (aged from the retry 30 s on?)", got)
+	}
+}
+
+// keyedBatch sends the batch body to srv's namespace default with the
+// Idempotency-Key key, and returns its answer (a 200) and whether it was
+// given again.
+func keyedBatch(t *testing.T, srv *Server, key, body string) (string, bool) {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/v1/namespaces/default/filter", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, key)
+	resp, err := srv.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("the keyed batch: %d %s", resp.StatusCode, b)
+	}
+	return string(b), resp.Header.Get(HeaderReplayed) == "true"
+}
+
+// A kept answer with a failed user that is not a batch answer of its
+// request (its results do not match the requests: not one this build
+// keeps, but one read back may be) is given again whole to the batch's
+// retry, and kept again as old as it is: it lives no longer than from
+// when it was first given.
+func TestAKeptAnswerGivenAgainWholeToABatchsRetryKeepsItsAge(t *testing.T) {
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	srv := newTestServerOf(t, Config{Now: clock, IdempotencyTTL: time.Minute})
+	const path, key = "/v1/namespaces/default/filter", "k-odd"
+	body := `{"requests":[{"user":"a","candidates":["x"]},{"user":"b","candidates":["x"]}]}`
+	scoped := "\x00" + path + "\x00" + key // on an open server
+	p, state := srv.replays.begin(scoped, xxh3.Hash128Seed([]byte(body), xxh3.HashString(path)))
+	if state != replayNew {
+		t.Fatalf("begin: %v", state)
+	}
+	odd := `{"results":[{"user":"a","error":{"status":503}}]}` // one result for two requests
+	srv.replays.finish(scoped, p, 200, []byte(odd), true, time.Time{})
+	offset.Store(int64(40 * time.Second))
+	if got, replayed := keyedBatch(t, srv, key, body); !replayed || got != odd {
+		t.Fatalf("40 s on: %s (replayed %v), want %s given again whole", got, replayed, odd)
+	}
+	offset.Store(int64(61 * time.Second))
+	if got, replayed := keyedBatch(t, srv, key, body); replayed {
+		t.Errorf("61 s after it was first given: %s given again, past its minute", got)
 	}
 }

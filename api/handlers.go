@@ -194,7 +194,7 @@ func (s *Server) filterUser(c *fiber.Ctx) error {
 		s.replays.replayed.Add(1)
 		c.Set(HeaderReplayed, "true")
 		if scope, ok := c.Locals(callScopeLocal).(*callScope); ok {
-			scope.born = req.resp.born
+			scope.gives(req.resp.born)
 		}
 	}
 	return sendJSON(c, &req.resp)
@@ -604,13 +604,15 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	// The results of a kept answer whose retry serves its failed users
 	// anew (see beginCall), nil for a failed user's.
 	var given []json.RawMessage
+	var priorBorn time.Time // the reading given's answer ages from
 	scope, keyed := c.Locals(callScopeLocal).(*callScope)
 	if keyed {
 		scope.batch = true
 		if prior := scope.p.prior; prior != nil {
-			if given = keptResults(prior.body, len(req.Requests)); given == nil {
+			if given, priorBorn = keptResults(prior.body, len(req.Requests)), prior.born; given == nil {
 				// Not a batch's answer of this request after all: given
-				// again as it is, as any kept answer.
+				// again as it is, as any kept answer, and as old.
+				scope.gives(prior.born)
 				c.Set(HeaderReplayed, "true")
 				c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 				return c.Send(prior.body)
@@ -643,7 +645,11 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	replayed := 0
 	for i, e := range req.Requests {
 		if given != nil && given[i] != nil {
+			// Given again: the answer kept lives no longer than the
+			// first, whose users served anew get theirs again for what
+			// is left of it only.
 			out.Results[i] = given[i]
+			scope.gives(priorBorn)
 			replayed++
 			continue
 		}
@@ -668,8 +674,8 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		if keyed && resp.Degraded {
 			scope.failed = true // served anew by a retry, as a failure
 		}
-		if keyed && resp.replayed && (scope.born.IsZero() || resp.born.Before(scope.born)) {
-			scope.born = resp.born // the answer lives no longer than its oldest part
+		if keyed && resp.replayed {
+			scope.gives(resp.born)
 		}
 		replayed += boolInt(resp.replayed)
 	}

@@ -332,10 +332,9 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 // finish keeps the answer of the call begin registered under key; failed
 // says that it is a batch's that holds a user's failure. given, if not
 // zero, is the clock's reading the answer ages from, given before (the
-// hot set read it back from the journal): kept again, it lives no longer
-// than from then, across restarts too. A resumed batch's answer ages from
-// its prior's: it gives the prior's results again, and lives no longer
-// than they do; the results of the users it served anew go with them.
+// hot set read it back from the journal, or a resumed batch gives its
+// prior's results again): kept again, it lives no longer than from then,
+// across restarts too.
 func (r *replays) finish(key string, p *replay, status int, body []byte, failed bool, given time.Time) {
 	r.mu.Lock()
 	if r.inFlight[key] != p {
@@ -345,9 +344,6 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	defer r.mu.Unlock()
 	delete(r.inFlight, key)
 	r.chargeLocked(key, -p.size)
-	if q := p.prior; q != nil && (given.IsZero() || q.born.Before(given)) {
-		given = q.born
-	}
 	p.prior = nil // a resumed batch's answer: body holds what prior did
 	if p.size+int64(len(body)) > r.budget {
 		// Kept, it would leave the budget last, after every other answer
@@ -902,8 +898,17 @@ type callScope struct {
 	// is ahead of the wall clock (eviction.CallKey.Stamp); zero: not.
 	stamp time.Time
 	// born is the clock's reading the answer ages from if (a part of) it
-	// was read back from the journal (eviction.Result.Born); zero: none.
+	// was given before: read back from the journal (eviction.Result.Born),
+	// or a resumed batch's prior; zero: none (see gives).
 	born time.Time
+}
+
+// gives notes that the answer gives again a part first given at born, a
+// reading of the clock: kept, it lives no longer than its oldest part.
+func (cs *callScope) gives(born time.Time) {
+	if cs.born.IsZero() || born.Before(cs.born) {
+		cs.born = born
+	}
 }
 
 // key is the hot set's key of the call, or with part (a batch's user) of

@@ -629,7 +629,9 @@ func TestIdempotencyKeyOfABatchServesItsFailedUsersAnew(t *testing.T) {
 // answer, whose time to live counts from when it was given, in memory and
 // across a crash (the answers log). Kept as a new answer, those results
 // were given again for a whole time to live after the retry: past the
-// first answer's, a retry recorded nothing and got them again.
+// first answer's, a retry recorded nothing and got them again. A retry
+// that gives no first result again (every user had failed) is a new
+// answer, and lives its whole time to live.
 func TestABatchsRetryKeepsItsFirstAnswersAge(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
@@ -641,12 +643,18 @@ func TestABatchsRetryKeepsItsFirstAnswersAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.srv.CloseAnswerLog(false) })
+	// One user fails (key), or both (allKey).
 	body := []byte(`{"requests":[{"user":"ok","candidates":["a","b","c"],"limit":1},` +
 		`{"user":"flaky","candidates":["a","b","c"],"limit":1}]}`)
-	const key = "k-age"
+	allBody := []byte(`{"requests":[{"user":"flaky","candidates":["p","q","r"],"limit":1},` +
+		`{"user":"flaky","candidates":["p","q","r"],"limit":1}]}`)
+	const key, allKey = "k-age", "k-all-failed"
 	fs.armed.Store(true)
-	if first, _ := sendKeyedBatch(t, e, body, key); first.Results[1].Error == nil {
-		t.Fatalf("the first batch: %s, want flaky's failure", resultsJSON(first))
+	if first, _ := sendKeyedBatch(t, e, body, key); first.Results[0].Error != nil || first.Results[1].Error == nil {
+		t.Fatalf("the first batch: %s, want ok served and flaky's failure", resultsJSON(first))
+	}
+	if first, _ := sendKeyedBatch(t, e, allBody, allKey); first.Results[0].Error == nil || first.Results[1].Error == nil {
+		t.Fatalf("the first batch of flaky alone: %s, want its failures", resultsJSON(first))
 	}
 	fs.armed.Store(false)
 	offset.Store(int64(40 * time.Second))
@@ -654,13 +662,17 @@ func TestABatchsRetryKeepsItsFirstAnswersAge(t *testing.T) {
 	if retry.Results[1].Error != nil {
 		t.Fatalf("the retry 40 s on: %s, want flaky served", resultsJSON(retry))
 	}
+	allRetry, _ := sendKeyedBatch(t, e, allBody, allKey)
+	if allRetry.Results[0].Error != nil || allRetry.Results[1].Error != nil {
+		t.Fatalf("the retry of flaky alone 40 s on: %s, want flaky served", resultsJSON(allRetry))
+	}
 	offset.Store(int64(50 * time.Second))
 	if again, replayed := sendKeyedBatch(t, e, body, key); !replayed || !reflect.DeepEqual(again, retry) {
 		t.Fatalf("50 s on: %s (replayed %v), want the retry's answer %s given again", resultsJSON(again), replayed, resultsJSON(retry))
 	}
 	api.AnswersLogged(t, e.srv)
 
-	// 61 s after the first answer, 21 s after the retry.
+	// 61 s after the first answers, 21 s after the retries.
 	offset.Store(int64(61 * time.Second))
 	after := newEnv(t, withClock) // a crash: another server reads the log back
 	if _, err := after.srv.OpenAnswerLog(dir, false, 10*time.Millisecond); err != nil {
@@ -670,9 +682,17 @@ func TestABatchsRetryKeepsItsFirstAnswersAge(t *testing.T) {
 	if got, replayed := sendKeyedBatch(t, after, body, key); replayed {
 		t.Errorf("after a crash, 61 s after the first answer: %s given again, past the first answer's minute", resultsJSON(got))
 	}
+	if got, replayed := sendKeyedBatch(t, after, allBody, allKey); !replayed || !reflect.DeepEqual(got, allRetry) {
+		t.Errorf("after a crash, 21 s after the retry that served every user anew: %s (replayed %v), want %s given again",
+			resultsJSON(got), replayed, resultsJSON(allRetry))
+	}
 	got, replayed := sendKeyedBatch(t, e, body, key)
 	if replayed || got.Results[0].Unseen == nil || !slices.Equal(*got.Results[0].Unseen, []string{"b"}) {
 		t.Errorf("61 s after the first answer: %s (replayed %v), want the batch served anew (b for ok), past the first answer's minute", resultsJSON(got), replayed)
+	}
+	if got, replayed := sendKeyedBatch(t, e, allBody, allKey); !replayed || !reflect.DeepEqual(got, allRetry) {
+		t.Errorf("21 s after the retry that served every user anew: %s (replayed %v), want %s given again",
+			resultsJSON(got), replayed, resultsJSON(allRetry))
 	}
 }
 

@@ -1080,7 +1080,8 @@ type ClientInterface interface {
 	// the users whose result was an `error` or `degraded` (on_error
 	// open), which changed nothing: those are served anew, and the answer
 	// kept then lives the rest of the first one's `--idempotency-ttl`,
-	// counted from the first call. After a crash within 100 ms of the batch, each
+	// counted from the first call (its own, if every user was served
+	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1104,7 +1105,8 @@ type ClientInterface interface {
 	// the users whose result was an `error` or `degraded` (on_error
 	// open), which changed nothing: those are served anew, and the answer
 	// kept then lives the rest of the first one's `--idempotency-ttl`,
-	// counted from the first call. After a crash within 100 ms of the batch, each
+	// counted from the first call (its own, if every user was served
+	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -1520,7 +1522,8 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // the users whose result was an `error` or `degraded` (on_error
 // open), which changed nothing: those are served anew, and the answer
 // kept then lives the rest of the first one's `--idempotency-ttl`,
-// counted from the first call. After a crash within 100 ms of the batch, each
+// counted from the first call (its own, if every user was served
+// anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -1554,7 +1557,8 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // the users whose result was an `error` or `degraded` (on_error
 // open), which changed nothing: those are served anew, and the answer
 // kept then lives the rest of the first one's `--idempotency-ttl`,
-// counted from the first call. After a crash within 100 ms of the batch, each
+// counted from the first call (its own, if every user was served
+// anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -3030,7 +3034,8 @@ type ClientWithResponsesInterface interface {
 	// the users whose result was an `error` or `degraded` (on_error
 	// open), which changed nothing: those are served anew, and the answer
 	// kept then lives the rest of the first one's `--idempotency-ttl`,
-	// counted from the first call. After a crash within 100 ms of the batch, each
+	// counted from the first call (its own, if every user was served
+	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -3054,7 +3059,8 @@ type ClientWithResponsesInterface interface {
 	// the users whose result was an `error` or `degraded` (on_error
 	// open), which changed nothing: those are served anew, and the answer
 	// kept then lives the rest of the first one's `--idempotency-ttl`,
-	// counted from the first call. After a crash within 100 ms of the batch, each
+	// counted from the first call (its own, if every user was served
+	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
 	// again).
@@ -6074,7 +6080,8 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // the users whose result was an `error` or `degraded` (on_error
 // open), which changed nothing: those are served anew, and the answer
 // kept then lives the rest of the first one's `--idempotency-ttl`,
-// counted from the first call. After a crash within 100 ms of the batch, each
+// counted from the first call (its own, if every user was served
+// anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
@@ -6104,7 +6111,8 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // the users whose result was an `error` or `degraded` (on_error
 // open), which changed nothing: those are served anew, and the answer
 // kept then lives the rest of the first one's `--idempotency-ttl`,
-// counted from the first call. After a crash within 100 ms of the batch, each
+// counted from the first call (its own, if every user was served
+// anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
 // again).
