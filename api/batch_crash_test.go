@@ -152,12 +152,23 @@ func openJournaled(t *testing.T, dir string, cfg Config) (*Server, *eviction.Hot
 // FlushInterval and Logger set).
 func openJournaledWith(t *testing.T, dir string, cfg Config, opts eviction.Options) (*Server, *eviction.HotSet, *storage.Store) {
 	t.Helper()
+	return openJournaledOver(t, dir, cfg, opts, nil)
+}
+
+// openJournaledOver is openJournaledWith over the store wrap makes of the
+// one it opens (nil: that one).
+func openJournaledOver(t *testing.T, dir string, cfg Config, opts eviction.Options, wrap func(*storage.Store) eviction.Store) (*Server, *eviction.HotSet, *storage.Store) {
+	t.Helper()
 	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var hotStore eviction.Store = store
+	if wrap != nil {
+		hotStore = wrap(store)
+	}
 	opts.FlushInterval, opts.Logger = time.Hour, slog.New(slog.DiscardHandler)
-	hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}}, opts)
+	hot, err := eviction.New(hotStore, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +216,74 @@ func TestAJournaledBatchAnswerKeptAgainAgesFromTheFirstCall(t *testing.T) {
 	offset.Store(int64(61 * time.Second))
 	if got, replayed := post(second); replayed {
 		t.Errorf("61 s after the first call: %s given again, past its minute (aged from the retry 30 s on?)", got)
+	}
+}
+
+// failingLoads is a store whose Load of the users named flaky... fails
+// while armed.
+type failingLoads struct {
+	*storage.Store
+	armed *atomic.Bool
+}
+
+func (s failingLoads) Load(ns, user string) ([]byte, []storage.JournalEntry, error) {
+	if s.armed.Load() && strings.HasPrefix(user, "flaky") {
+		return nil, nil, fmt.Errorf("failingLoads: cannot read %s", user)
+	}
+	return s.Store.Load(ns, user)
+}
+
+// A batch whose users' parts the journal gives again after a crash, each
+// given first at another time (a user failed, its retry served it 40 s
+// later), lives no longer than its oldest part, whatever its place in the
+// batch: 61 s after the first answer, past its minute, the retry is served
+// anew.
+func TestABatchGivenAgainFromTheJournalAgesFromItsOldestPart(t *testing.T) {
+	dir := t.TempDir()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	var armed atomic.Bool
+	open := func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute},
+			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
+	}
+	// The failed user last, then first.
+	batches := map[string]string{
+		"k-last":  `{"requests":[{"user":"ok","candidates":["x","y","z"],"limit":1},{"user":"flaky","candidates":["x","y","z"],"limit":1}]}`,
+		"k-first": `{"requests":[{"user":"flaky2","candidates":["x","y","z"],"limit":1},{"user":"ok2","candidates":["x","y","z"],"limit":1}]}`,
+	}
+	first, _, store := open()
+	armed.Store(true)
+	for key, body := range batches {
+		if got, _ := keyedBatch(t, first, key, body); !strings.Contains(got, `"error"`) {
+			t.Fatalf("%s: the first batch %s, want a user's failure", key, got)
+		}
+	}
+	armed.Store(false)
+	offset.Store(int64(40 * time.Second))
+	retries := map[string]string{}
+	for key, body := range batches {
+		if retries[key], _ = keyedBatch(t, first, key, body); strings.Contains(retries[key], `"error"`) {
+			t.Fatalf("%s: the retry 40 s on: %s, want every user served", key, retries[key])
+		}
+	}
+	if err := store.Close(); err != nil { // a crash: no log of answers, the journal alone holds them
+		t.Fatal(err)
+	}
+	second, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	offset.Store(int64(50 * time.Second))
+	for key, body := range batches {
+		if got, replayed := keyedBatch(t, second, key, body); !replayed || got != retries[key] {
+			t.Fatalf("%s: 50 s on, after the crash: %s (replayed %v), want %s again from the journal", key, got, replayed, retries[key])
+		}
+	}
+	offset.Store(int64(61 * time.Second))
+	for key, body := range batches {
+		if got, replayed := keyedBatch(t, second, key, body); replayed {
+			t.Errorf("%s: 61 s after the first answer: %s given again, past its oldest part's minute", key, got)
+		}
 	}
 }
 
