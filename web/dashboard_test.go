@@ -2230,17 +2230,7 @@ func TestOverviewSaysAStalledServiceDoesNotAnswer(t *testing.T) {
 	svc, tb := s.ownOverview(t)
 	tb.waitJS(`!!document.querySelector('[data-k="hot-users"]')`, "the figures")
 
-	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			svc.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume) // before svc.stop, registered earlier
+	resume := svc.pause(t)
 	// 10 s for the answer, after a refresh that may wait 2 s.
 	tb.waitJSWithin(`(document.querySelector('#overview-error .problem')?.textContent || '').includes('did not answer within 10 s')`,
 		"the overview to say the service does not answer", 30*time.Second)
@@ -3102,17 +3092,7 @@ func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
 	tb.click(button)
 	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
 
-	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			svc.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := svc.pause(t)
 	tb.click("#purge-confirm")
 	tb.waitText("#purge-result", "Erasing the data of push…")
 	time.Sleep(13 * time.Second)

@@ -283,6 +283,63 @@ func (svc *service) stop() {
 	}
 }
 
+// pause stops the process (SIGSTOP), standing for a stalled service, and
+// returns the function that resumes it (SIGCONT), called also when the test
+// ends, before the service's stop if that was registered earlier. It returns
+// once every thread of the process is stopped: the kernel stops them only as
+// each next runs, and on a loaded machine a thread not stopped yet answers a
+// request sent after the signal (a purge then answered at once, not held).
+func (svc *service) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	if err := svc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { svc.cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	for deadline := time.Now().Add(waitFor); ; time.Sleep(5 * time.Millisecond) {
+		running, err := svc.runningThreads()
+		if err == nil && running == 0 {
+			return resume
+		}
+		select {
+		case <-svc.done:
+			t.Fatalf("seenapi exited instead of stopping: %v\n%s", svc.cmd.ProcessState, svc.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads of seenapi still not stopped %s after SIGSTOP (%v)", running, waitFor, err)
+		}
+	}
+}
+
+// runningThreads counts the process's threads not stopped, from the state
+// in /proc/PID/task/TID/stat (the field after the command's closing paren).
+func (svc *service) runningThreads() (int, error) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", svc.cmd.Process.Pid))
+	if err != nil || len(stats) == 0 {
+		return -1, cmp.Or(err, errors.New("no threads listed in /proc"))
+	}
+	running := 0
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread has exited
+		}
+		if err != nil {
+			return -1, err
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return -1, fmt.Errorf("%s: unexpected %q", f, b)
+		}
+		if state := b[i+2]; state != 'T' && state != 'Z' && state != 'X' {
+			running++
+		}
+	}
+	return running, nil
+}
+
 // api returns a client of the generated Go client package sending key.
 func (svc *service) api(t *testing.T, key string) *client.ClientWithResponses {
 	t.Helper()
