@@ -596,34 +596,8 @@ func TestAnswerLogKeepsTheNewestFileOfACrash(t *testing.T) {
 // is the clock's); given to a retry 30 s on, and kept by the API since,
 // it is past its minute 60 s on.
 func TestAJournaledAnswerAgesInTheTimeOfTheAnswersAcrossAClockSetBack(t *testing.T) {
-	dir, answers := t.TempDir(), t.TempDir()
-	const body = `{"candidates":["a","b"],"limit":1}`
-	ahead := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	if _, err := ahead.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	keyedCall(t, ahead, "logged", "k-logged", body)
-	AnswersLogged(t, ahead)
-	ahead.CloseAnswerLog(false) // as a crash: the files stay
-
-	var offset atomic.Int64 // the clock, set back an hour, moves on by offset
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	cfg := Config{Now: clock, IdempotencyTTL: time.Minute}
-	first, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
-	// An hour between flushes of the log: the answer stays in the journal only.
-	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	want, _ := keyedCallBody(t, first, "journaled", "k-journaled", body)
-	if err := store.Close(); err != nil { // a crash: nothing written back, the log not flushed
-		t.Fatal(err)
-	}
-	second, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
-	defer store.Close()
-	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	defer second.CloseAnswerLog(true)
+	second, want, offset := journaledAheadThenCrashed(t)
+	const body = journaledBody
 	resp, err := second.App().Test(httptest.NewRequest("GET", "/v1/namespaces/default/users/journaled", nil), -1)
 	if err != nil { // the user loaded, its journal's answer read back
 		t.Fatal(err)
@@ -648,34 +622,8 @@ func TestAJournaledAnswerAgesInTheTimeOfTheAnswersAcrossAClockSetBack(t *testing
 // clock it was stamped in the future, as old as the read, and lived a
 // whole minute from there.
 func TestAJournaledAnswerReadBackLateIsAsOldAsItIsAcrossAClockSetBack(t *testing.T) {
-	dir, answers := t.TempDir(), t.TempDir()
-	const body = `{"candidates":["a","b"],"limit":1}`
-	ahead := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	if _, err := ahead.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	keyedCall(t, ahead, "logged", "k-logged", body)
-	AnswersLogged(t, ahead)
-	ahead.CloseAnswerLog(false) // as a crash: the files stay
-
-	var offset atomic.Int64 // the clock, set back an hour, moves on by offset
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	cfg := Config{Now: clock, IdempotencyTTL: time.Minute}
-	first, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
-	// An hour between flushes of the log: the answer stays in the journal only.
-	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	want, _ := keyedCallBody(t, first, "journaled", "k-journaled", body)
-	if err := store.Close(); err != nil { // a crash: nothing written back, the log not flushed
-		t.Fatal(err)
-	}
-	second, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
-	defer store.Close()
-	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	defer second.CloseAnswerLog(true)
+	second, want, offset := journaledAheadThenCrashed(t)
+	const body = journaledBody
 	offset.Store(int64(40 * time.Second))
 	// The retry loads the user: its journal's answer is read back now.
 	if got, replayed := keyedCallBody(t, second, "journaled", "k-journaled", body); !replayed || got != want {
@@ -687,20 +635,49 @@ func TestAJournaledAnswerReadBackLateIsAsOldAsItIsAcrossAClockSetBack(t *testing
 	}
 }
 
+// journaledBody is the one call journaledAheadThenCrashed makes.
+const journaledBody = `{"candidates":["a","b"],"limit":1}`
+
+// journaledAheadThenCrashed leaves the answers of a server stamped an
+// hour ahead of the clock in a log, then has a server on the clock (set
+// back an hour since) read it back and give user journaled's answer
+// (returned) under k-journaled, which only the journal holds when the
+// server crashes. It returns the server started after the crash, and the
+// offset its clock moves on by.
+func journaledAheadThenCrashed(t *testing.T) (second *Server, want string, offset *atomic.Int64) {
+	t.Helper()
+	dir, answers := t.TempDir(), t.TempDir()
+	ahead := newTestServerOf(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if _, err := ahead.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	keyedCall(t, ahead, "logged", "k-logged", journaledBody)
+	AnswersLogged(t, ahead)
+	ahead.CloseAnswerLog(false) // as a crash: the files stay
+
+	offset = new(atomic.Int64) // the clock, set back an hour, moves on by offset
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	cfg := Config{Now: clock, IdempotencyTTL: time.Minute}
+	first, _, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	// An hour between flushes of the log: the answer stays in the journal only.
+	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	want, _ = keyedCallBody(t, first, "journaled", "k-journaled", journaledBody)
+	if err := store.Close(); err != nil { // a crash: nothing written back, the log not flushed
+		t.Fatal(err)
+	}
+	second, _, store = openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: time.Minute})
+	t.Cleanup(func() { store.Close() })
+	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.CloseAnswerLog(true) })
+	return second, want, offset
+}
+
 // keyedCallBody is keyedCall that returns the answer's body too.
 func keyedCallBody(t *testing.T, srv *Server, user, key, body string) (string, bool) {
 	t.Helper()
-	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderIdempotencyKey, key)
-	resp, err := srv.App().Test(req, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s: %d %s", user, resp.StatusCode, b)
-	}
-	return string(b), resp.Header.Get(HeaderReplayed) == "true"
+	return keyedPostOK(t, srv, user, "/v1/namespaces/default/users/"+user+"/filter", key, body, "")
 }

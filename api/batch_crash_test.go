@@ -292,19 +292,7 @@ func TestABatchGivenAgainFromTheJournalAgesFromItsOldestPart(t *testing.T) {
 // given again.
 func keyedBatch(t *testing.T, srv *Server, key, body string) (string, bool) {
 	t.Helper()
-	req := httptest.NewRequest("POST", "/v1/namespaces/default/filter", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderIdempotencyKey, key)
-	resp, err := srv.App().Test(req, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("the keyed batch: %d %s", resp.StatusCode, b)
-	}
-	return string(b), resp.Header.Get(HeaderReplayed) == "true"
+	return keyedPostOK(t, srv, "the keyed batch", "/v1/namespaces/default/filter", key, body, "")
 }
 
 // A kept answer with a failed user that is not a batch answer of its

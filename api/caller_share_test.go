@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,20 +19,7 @@ var callerShareKeys = []Key{{Role: RoleWrite, Secret: "secret-of-key-a-012345678
 // secret; it returns the answer and whether it was given again.
 func keyedCallBy(t *testing.T, srv *Server, secret, user, key, body string) (string, bool) {
 	t.Helper()
-	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set(HeaderIdempotencyKey, key)
-	resp, err := srv.App().Test(req, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s's call: %d %s", user, resp.StatusCode, b)
-	}
-	return string(b), resp.Header.Get(HeaderReplayed) == "true"
+	return keyedPostOK(t, srv, user+"'s call", "/v1/namespaces/default/users/"+user+"/filter", key, body, secret)
 }
 
 // floodBody is a call of 100 candidates of 40 bytes, answered whole.

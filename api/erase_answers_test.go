@@ -289,15 +289,42 @@ func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 // whether it was given again.
 func keyedCall(t *testing.T, srv *Server, user, key, body string) (int, bool) {
 	t.Helper()
-	req := httptest.NewRequest("POST", "/v1/namespaces/default/users/"+user+"/filter", strings.NewReader(body))
+	status, _, replayed := keyedPost(t, srv, "/v1/namespaces/default/users/"+user+"/filter", key, body, "")
+	return status, replayed
+}
+
+// keyedPost posts the JSON body to path on srv with the Idempotency-Key
+// key, by the API key of secret if not "", and returns the answer's
+// status and body and whether it was given again.
+func keyedPost(t *testing.T, srv *Server, path, key, body, secret string) (int, string, bool) {
+	t.Helper()
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, key)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
 	resp, err := srv.App().Test(req, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get(HeaderReplayed) == "true"
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header.Get(HeaderReplayed) == "true"
+}
+
+// keyedPostOK is keyedPost of an answer that must be a 200 (what names
+// the call in the failure: who).
+func keyedPostOK(t *testing.T, srv *Server, who, path, key, body, secret string) (string, bool) {
+	t.Helper()
+	status, b, replayed := keyedPost(t, srv, path, key, body, secret)
+	if status != 200 {
+		t.Fatalf("%s: %d %s", who, status, b)
+	}
+	return b, replayed
 }
 
 // eraseUser erases u of the namespace default on srv.
