@@ -266,11 +266,7 @@ func TestRestoreNamesUsersWhoseMergeFailed(t *testing.T) {
 func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	populate(t, src)
-	var buf bytes.Buffer
-	if err := src.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := backupBytes(t, src)
 	newer := binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion+1)
 	for name, tc := range map[string]struct {
 		data []byte
@@ -308,11 +304,7 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	populate(t, src)
-	var buf bytes.Buffer
-	if err := src.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := backupBytes(t, src)
 	reset := errors.New("read tcp 127.0.0.1:50000->127.0.0.1:8080: read: connection reset by peer")
 	for name, at := range map[string]int{
 		"before the header":   0,
@@ -376,11 +368,7 @@ func TestRestoreNeedsTheEndMarkOfAVersionOneBackup(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	users := populate(t, src)
 	want := snapshot(t, src, users)
-	var buf bytes.Buffer
-	if err := src.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := backupBytes(t, src)
 	ends := listEnds(t, good)
 	if len(ends) < 2 {
 		t.Fatalf("%d lists, want several to cut between", len(ends))
@@ -431,11 +419,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	src := openTest(t, testOptions(t))
 	users := populate(t, src)
 	want := snapshot(t, src, users)
-	var buf bytes.Buffer
-	if err := src.Backup(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := backupBytes(t, src)
 	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
 		t.Fatalf("the backup as written: %v", err)
 	}
@@ -894,4 +878,14 @@ func TestRestoreOfAFilterTooLargeForTheStoreFailsThatUserAlone(t *testing.T) {
 	if f, _ := mustLoad(t, dst, "feed", "u1"); string(f) != "\x01" {
 		t.Errorf("u1 restored as %x, want 01", f)
 	}
+}
+
+// backupBytes is a backup of s, whole.
+func backupBytes(t *testing.T, s *Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
