@@ -660,7 +660,7 @@ func TestImportRefusesAnotherNamespacesFilter(t *testing.T) {
 				t.Fatalf("replace %v, %s: err = %v, want an ImportError", replace, user, err)
 			}
 			// The reason names what differs, the namespace's value first.
-			if !strings.Contains(ie.Reason, "window 0s against 168h0m0s, granularity 0s against 24h0m0s") {
+			if !strings.Contains(ie.Reason, "window 0 against 7d, granularity 0 against 1d") {
 				t.Errorf("replace %v, %s: reason %q", replace, user, ie.Reason)
 			}
 		}

@@ -102,6 +102,48 @@ func TestMergeRefusesOtherParameters(t *testing.T) {
 	}
 }
 
+// A window or a granularity that differs is written as a namespaces file
+// takes it, so that the operator reads the values of the file they wrote.
+func TestMergeNamesDurationsAsANamespacesFile(t *testing.T) {
+	a := mustNew(t, Profile{Window: 7 * 24 * time.Hour})
+	b := mustNew(t, Profile{Window: 30 * 24 * time.Hour, Granularity: 180 * time.Hour})
+	c := mustNew(t, DefaultProfile())
+	for _, tc := range []struct {
+		into, from *Filter
+		want       string
+	}{
+		{a, b, "window 7d against 30d, granularity 1.75d against 7.5d"},
+		{c, a, "window 0 against 7d, granularity 0 against 1.75d"},
+	} {
+		err := tc.into.Merge(tc.from)
+		if !errors.Is(err, ErrIncompatible) || !strings.HasSuffix(err.Error(), ": "+tc.want) {
+			t.Errorf("err = %v, want ErrIncompatible ending in %q", err, tc.want)
+		}
+	}
+}
+
+func TestFormatDurationReadsAsANamespacesFile(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0"},
+		{24 * time.Hour, "1d"},
+		{30 * 24 * time.Hour, "30d"},
+		{180 * time.Hour, "7.5d"},
+		{42 * time.Hour, "1.75d"},
+		{3001 * 864 * time.Second, "30.01d"},
+		{25 * time.Hour, "25h"},
+		{6 * time.Hour, "6h"},
+		{90 * time.Minute, "90m"},
+		{1500 * time.Millisecond, "1.5s"},
+	} {
+		if got := FormatDuration(tc.d); got != tc.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
 func TestALaterStateCoversAnEarlierOne(t *testing.T) {
 	for name, p := range profiles() {
 		t.Run(name, func(t *testing.T) {

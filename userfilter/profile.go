@@ -3,6 +3,7 @@ package userfilter
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,9 +153,10 @@ func (p Profile) WithDefaults() Profile {
 }
 
 // Differences describes how o's parameters differ from p's, one
-// "name p-value against o-value" a parameter, named as in a namespaces
-// file; "" when they are the same. Errors about filters built with other
-// parameters (a merge, an import) quote it instead of two raw structs.
+// "name p-value against o-value" a parameter, named and written as in a
+// namespaces file (window 7d, not 168h0m0s); "" when they are the same.
+// Errors about filters built with other parameters (a merge, an import)
+// quote it instead of two raw structs.
 func (p Profile) Differences(o Profile) string {
 	var d []string
 	diff := func(name string, a, b any) {
@@ -167,10 +169,31 @@ func (p Profile) Differences(o Profile) string {
 	diff("initial_capacity", p.InitialCapacity, o.InitialCapacity)
 	diff("growth", p.Growth, o.Growth)
 	diff("tightening", p.Tightening, o.Tightening)
-	diff("window", p.Window, o.Window)
-	diff("granularity", p.Granularity, o.Granularity)
+	diff("window", FormatDuration(p.Window), FormatDuration(o.Window))
+	diff("granularity", FormatDuration(p.Granularity), FormatDuration(o.Granularity))
 	diff("max_items", p.MaxItems, o.MaxItems)
 	return strings.Join(d, ", ")
+}
+
+// FormatDuration writes d as a namespaces file takes it, so that what a
+// message or a listing says of a window or a granularity reads as the file
+// the operator wrote: days from a day up when they are whole to two
+// decimals (30d, 7.5d, 1.75d), else whole hours (6h, 25h) or minutes
+// (90m), else Go's form (1.5s); 0 (no window) is "0".
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d >= 24*time.Hour && d%(24*time.Hour/100) == 0:
+		// In hundredths of a day, which a float divides exactly enough
+		// to print as written (30.01d, not 30.009999999999998d).
+		return strconv.FormatFloat(float64(d/(24*time.Hour/100))/100, 'f', -1, 64) + "d"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d.Hours())) + "h"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	}
+	return d.String()
 }
 
 // Validate reports whether p (after WithDefaults) describes a filter that can
@@ -198,11 +221,11 @@ func (p Profile) Validate() error {
 		// early, and come back from the store as another profile. Checked
 		// before the window's division so that a short window's default
 		// (2s/4) is named as the granularity at fault, not the window.
-		return bad("granularity %v of window %v must be a whole number of seconds, at least 1s (give one: the default is window/4)", p.Granularity, p.Window)
+		return bad("granularity %s of window %s must be a whole number of seconds, at least 1s (give one: the default is window/4)", FormatDuration(p.Granularity), FormatDuration(p.Window))
 	case p.Window > 0 && p.Window%p.Granularity != 0:
-		return bad("window %v must be a whole number of granularity %v", p.Window, p.Granularity)
+		return bad("window %s must be a whole number of granularity %s", FormatDuration(p.Window), FormatDuration(p.Granularity))
 	case p.Window > 0 && p.Window/p.Granularity > 366:
-		return bad("window %v has more than 366 buckets of %v", p.Window, p.Granularity)
+		return bad("window %s has more than 366 buckets of %s", FormatDuration(p.Window), FormatDuration(p.Granularity))
 	case p.Window == 0 && p.Granularity != 0:
 		return bad("granularity without a window")
 	}

@@ -151,7 +151,7 @@ func notServedLine(w io.Writer, dataDir string, nss []eviction.Namespace) {
 func profileLine(p userfilter.Profile) string {
 	parts := []string{p.Kind.String(), "fp_rate " + strconv.FormatFloat(p.FPRate, 'g', -1, 64)}
 	if p.Window > 0 {
-		parts = append(parts, "window "+days(p.Window)+" in buckets of "+days(p.Granularity))
+		parts = append(parts, "window "+userfilter.FormatDuration(p.Window)+" in buckets of "+userfilter.FormatDuration(p.Granularity))
 	} else {
 		parts = append(parts, "no window")
 	}
@@ -161,20 +161,6 @@ func profileLine(p userfilter.Profile) string {
 		parts = append(parts, "no cap")
 	}
 	return strings.Join(parts, ", ")
-}
-
-// days writes d as a namespaces file may: days (7.5d) from a day up, else
-// whole hours (6h) or minutes (90m), else Go's form.
-func days(d time.Duration) string {
-	switch {
-	case d >= 24*time.Hour:
-		return strconv.FormatFloat(d.Hours()/24, 'f', -1, 64) + "d"
-	case d%time.Hour == 0:
-		return strconv.Itoa(int(d.Hours())) + "h"
-	case d%time.Minute == 0:
-		return strconv.Itoa(int(d.Minutes())) + "m"
-	}
-	return d.String()
 }
 
 // keysLine counts the keys by role, and those with a rate of their own.

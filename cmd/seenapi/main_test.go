@@ -137,7 +137,7 @@ func TestNamespacesFileErrorsNameLineNamespaceAndField(t *testing.T) {
 		// A window of a few seconds has a default granularity under a
 		// second: the error names the granularity, not the window.
 		{"feed:\n  window: 2s\n", `namespace feed: userfilter: bad profile: granularity 500ms of window 2s must be a whole number of seconds, at least 1s (give one: the default is window/4)`},
-		{"feed:\n  window: 1d\n  granularity: 7h\n", `namespace feed: userfilter: bad profile: window 24h0m0s must be a whole number of granularity 7h0m0s`},
+		{"feed:\n  window: 1d\n  granularity: 7h\n", `namespace feed: userfilter: bad profile: window 1d must be a whole number of granularity 7h`},
 		// A second document would be dropped, and its namespaces with it.
 		{"feed:\n  window: 30d\n---\npush:\n  window: 7d\n", `line 4: a second YAML document (after ---): the file is one map of namespace names to profiles; put every namespace in it`},
 	} {
