@@ -110,6 +110,48 @@ func TestDefaultNamespaceExamplesAreWhatTheServerAnswers(t *testing.T) {
 	}
 }
 
+// TestAuthExamplesAreWhatTheServerAnswers holds the examples of GET
+// /v1/auth to the fields the server answers in each case: a client written
+// from the "key" example must find the key_id a keyed service always sends.
+func TestAuthExamplesAreWhatTheServerAnswers(t *testing.T) {
+	doc := loadSpec(t)
+	examples := doc.Paths.Value("/v1/auth").Get.Responses.Status(200).Value.Content.Get("application/json").Examples
+	for _, c := range []struct {
+		example string
+		opts    []envOption
+		key     string
+	}{
+		{"key", []envOption{withKeys}, writeKey},
+		{"open", nil, ""},
+	} {
+		ex := examples[c.example]
+		if ex == nil {
+			t.Fatalf("GET /v1/auth has no example %q", c.example)
+		}
+		want, _ := ex.Value.Value.(map[string]any)
+		var header []string
+		if c.key != "" {
+			header = []string{"Authorization", "Bearer " + c.key}
+		}
+		status, _, body := newEnv(t, c.opts...).raw(http.MethodGet, "/v1/auth", "", nil, header...)
+		if status != http.StatusOK {
+			t.Fatalf("%s: GET /v1/auth: %d %s", c.example, status, body)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if w, g := slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)); !slices.Equal(w, g) {
+			t.Errorf("the example %q of GET /v1/auth has the fields %q; the server answers %q", c.example, w, g)
+		}
+		for _, f := range []string{"role", "open"} {
+			if want[f] != got[f] {
+				t.Errorf("the example %q of GET /v1/auth says %s %v; the server answers %v", c.example, f, want[f], got[f])
+			}
+		}
+	}
+}
+
 // The server sends Retry-After on every 429 and 503 (retryAfter), and
 // any route may answer 503 (past --max-connections, or beyond the bodies
 // being read at once) whether its operation lists 503 or not: every

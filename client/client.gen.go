@@ -1008,11 +1008,13 @@ type ClientInterface interface {
 	// GetAuth The role of the key sent
 	//
 	// Which role the key in `Authorization` has, so that a client (the
-	// dashboard) can offer only what the key may do. With no keys
+	// dashboard) can offer only what the key may do, and the key's id
+	// (`key_id`, as the log of admin actions names it). With no keys
 	// configured the server is open: every caller may do everything, so
-	// the role is `admin` and `open` is true. It says too how many
-	// candidates or items one call may send (`--max-candidates`), so that
-	// a client can split a longer list before it is refused. Role `read`.
+	// the role is `admin`, `open` is true and there is no `key_id`. It
+	// says too how many candidates or items one call may send
+	// (`--max-candidates`), so that a client can split a longer list
+	// before it is refused. Role `read`.
 	//
 	// Corresponds with GET /v1/auth (the `GetAuth` operationId).
 	GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1400,11 +1402,13 @@ func (c *Client) HeadReady(ctx context.Context, reqEditors ...RequestEditorFn) (
 // GetAuth The role of the key sent
 //
 // Which role the key in `Authorization` has, so that a client (the
-// dashboard) can offer only what the key may do. With no keys
+// dashboard) can offer only what the key may do, and the key's id
+// (`key_id`, as the log of admin actions names it). With no keys
 // configured the server is open: every caller may do everything, so
-// the role is `admin` and `open` is true. It says too how many
-// candidates or items one call may send (`--max-candidates`), so that
-// a client can split a longer list before it is refused. Role `read`.
+// the role is `admin`, `open` is true and there is no `key_id`. It
+// says too how many candidates or items one call may send
+// (`--max-candidates`), so that a client can split a longer list
+// before it is refused. Role `read`.
 //
 // Corresponds with GET /v1/auth (the `GetAuth` operationId).
 func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2952,11 +2956,13 @@ type ClientWithResponsesInterface interface {
 	// GetAuthWithResponse The role of the key sent
 	//
 	// Which role the key in `Authorization` has, so that a client (the
-	// dashboard) can offer only what the key may do. With no keys
+	// dashboard) can offer only what the key may do, and the key's id
+	// (`key_id`, as the log of admin actions names it). With no keys
 	// configured the server is open: every caller may do everything, so
-	// the role is `admin` and `open` is true. It says too how many
-	// candidates or items one call may send (`--max-candidates`), so that
-	// a client can split a longer list before it is refused. Role `read`.
+	// the role is `admin`, `open` is true and there is no `key_id`. It
+	// says too how many candidates or items one call may send
+	// (`--max-candidates`), so that a client can split a longer list
+	// before it is refused. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5968,11 +5974,13 @@ func (c *ClientWithResponses) HeadReadyWithResponse(ctx context.Context, reqEdit
 // GetAuthWithResponse The role of the key sent
 //
 // Which role the key in `Authorization` has, so that a client (the
-// dashboard) can offer only what the key may do. With no keys
+// dashboard) can offer only what the key may do, and the key's id
+// (`key_id`, as the log of admin actions names it). With no keys
 // configured the server is open: every caller may do everything, so
-// the role is `admin` and `open` is true. It says too how many
-// candidates or items one call may send (`--max-candidates`), so that
-// a client can split a longer list before it is refused. Role `read`.
+// the role is `admin`, `open` is true and there is no `key_id`. It
+// says too how many candidates or items one call may send
+// (`--max-candidates`), so that a client can split a longer list
+// before it is refused. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
