@@ -280,6 +280,11 @@ func parseKey(s string) (Key, error) {
 			// Quote none of it: it may be the rest of a key with a space
 			// in it, and a key's own "=" (base64's padding) would make it
 			// look like an option.
+			if strings.HasPrefix(opt, "#") {
+				// "write:KEY # importer", as many files take comments.
+				return Key{}, fmt.Errorf("a comment after the key (its %s word), or a space in the key: a comment takes a line "+
+					"of its own, beginning with # (as the one seenapi new-key writes before its key)", ordinal(i+2))
+			}
 			return Key{}, fmt.Errorf("an unknown option after the key (its %s word), or a space in the key: a key holds no spaces, "+
 				"and options are rate=N, burst=N or namespaces=a,b", ordinal(i+2))
 		}

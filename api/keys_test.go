@@ -326,6 +326,8 @@ func TestParseKeysWithRates(t *testing.T) {
 		"write:w-0123456789 abcdef-secret-part":         "a key holds no spaces",
 		"write:":                                        "the key is empty",
 		"write:w-0123456789abcdef rate=1 burst=2 x=y z": "an unknown option after the key (its 4th word)",
+		"write:w-0123456789abcdef # the importer":       "a comment after the key (its 2nd word), or a space in the key: a comment takes a line of its own",
+		"write:w-0123456789abcdef rate=1 #importer":     "a comment after the key (its 3rd word)",
 		// A key with a space whose rest holds an "=" (base64's padding),
 		// and a key with a colon on a line without its role: the error
 		// quotes no part of either.
