@@ -1696,7 +1696,7 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	const rowJS = `((ns) => { const r = document.querySelector('#ns-stats tr[data-ns="' + ns + '"]'); return r ? [...r.children].map((c) => c.textContent) : null; })`
 	tb.waitJS(rowJS+`("classic") !== null`, "the classic namespace's row")
 	names := eval[[]string](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => r.dataset.ns)`)
-	if want := []string{"classic", "default", "feed", "small"}; !slices.Equal(slices.Sorted(slices.Values(names)), want) {
+	if want := []string{"classic", "default", "feed", "push", "small"}; !slices.Equal(slices.Sorted(slices.Values(names)), want) {
 		t.Fatalf("rows %v, want one for each of %v", names, want)
 	}
 	hotBefore, err := strconv.Atoi(strings.ReplaceAll(eval[[]string](tb, rowJS+`("classic")`)[1], ",", ""))
@@ -2965,6 +2965,11 @@ func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="feed"]').cells].map((c) => c.textContent)`)
 	if len(cells) < 6 || cells[3] != "30 d" || cells[4] != "7.5 d" || cells[5] != "100,000" {
 		t.Errorf("feed namespace row = %q, want window 30 d, granularity 7.5 d, cap 100,000", cells)
+	}
+	// A 7d window's default buckets are 1.75d, as seenapi check says, not 42 h.
+	cells = eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="push"]').cells].map((c) => c.textContent)`)
+	if len(cells) < 5 || cells[3] != "7 d" || cells[4] != "1.75 d" {
+		t.Errorf("push namespace row = %q, want window 7 d, granularity 1.75 d", cells)
 	}
 }
 

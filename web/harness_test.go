@@ -78,8 +78,9 @@ var (
 	shared suite
 )
 
-// namespacesYAML adds a windowed namespace, a compact one and a Bloom one
-// to "default" (staged).
+// namespacesYAML adds windowed namespaces (push with the default
+// granularity, a quarter of its window), a compact one and a Bloom one to
+// "default" (staged).
 const namespacesYAML = `classic:
   kind: bloom
 feed:
@@ -87,6 +88,8 @@ feed:
   window: 30d
   granularity: 7.5d
   max_items: 100000
+push:
+  window: 7d
 small:
   kind: compact
 `

@@ -706,12 +706,17 @@ async function loadNamespaces() {
   return state.namespaces;
 }
 
-/** A configured span in seconds, exact: "30 d", "7.5 d", "90 min"; 0 is "none". */
+/**
+ * A configured span in seconds, exact and in the units of the namespaces file and of seenapi
+ * check (userfilter.FormatDuration): days from a day up when whole to two decimals ("30 d",
+ * "7.5 d", "1.75 d", a 7 d window's default buckets), else whole hours or minutes ("25 h",
+ * "90 min"); 0 is "none".
+ */
 function seconds(sec) {
   if (!sec) return 'none';
-  for (const [unit, n] of [['d', 86400], ['h', 3600], ['min', 60]]) {
-    if (sec >= n && (sec * 10) % n === 0) return `${sec / n} ${unit}`;
-  }
+  if (sec >= 86400 && (sec * 100) % 86400 === 0) return `${sec / 86400} d`;
+  if (sec % 3600 === 0) return `${sec / 3600} h`;
+  if (sec % 60 === 0) return `${sec / 60} min`;
   return `${sec} s`;
 }
 
