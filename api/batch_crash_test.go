@@ -298,8 +298,10 @@ func keyedBatch(t *testing.T, srv *Server, key, body string) (string, bool) {
 // A kept answer with a failed user that is not a batch answer of its
 // request (its results do not match the requests: not one this build
 // keeps, but one read back may be) is given again whole to the batch's
-// retry, and kept again as old as it is: it lives no longer than from
-// when it was first given.
+// retry, counted as an answer given again, and kept again as it was: as
+// old (it lives no longer than from when it was first given), and with
+// its failure, which a restart reads back from its body, so that each
+// retry is answered as the first was.
 func TestAKeptAnswerGivenAgainWholeToABatchsRetryKeepsItsAge(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
@@ -313,9 +315,20 @@ func TestAKeptAnswerGivenAgainWholeToABatchsRetryKeepsItsAge(t *testing.T) {
 	}
 	odd := `{"results":[{"user":"a","error":{"status":503}}]}` // one result for two requests
 	srv.replays.finish(scoped, p, 200, []byte(odd), true, time.Time{})
-	offset.Store(int64(40 * time.Second))
-	if got, replayed := keyedBatch(t, srv, key, body); !replayed || got != odd {
-		t.Fatalf("40 s on: %s (replayed %v), want %s given again whole", got, replayed, odd)
+	for i, at := range []time.Duration{40 * time.Second, 50 * time.Second} {
+		offset.Store(int64(at))
+		if got, replayed := keyedBatch(t, srv, key, body); !replayed || got != odd {
+			t.Fatalf("%v on: %s (replayed %v), want %s given again whole", at, got, replayed, odd)
+		}
+		if n := srv.Stats().IdempotentReplays; n != uint64(i+1) {
+			t.Errorf("%v on: idempotent_replays %d, want %d", at, n, i+1)
+		}
+		srv.replays.mu.Lock()
+		kept, ok := srv.replays.lru.Peek(scoped)
+		srv.replays.mu.Unlock()
+		if !ok || !kept.failed {
+			t.Errorf("%v on: the answer is kept again without its failure (kept %v)", at, ok)
+		}
 	}
 	offset.Store(int64(61 * time.Second))
 	if got, replayed := keyedBatch(t, srv, key, body); replayed {

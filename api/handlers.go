@@ -611,8 +611,14 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		if prior := scope.p.prior; prior != nil {
 			if given, priorBorn = keptResults(prior.body, len(req.Requests)), prior.born; given == nil {
 				// Not a batch's answer of this request after all: given
-				// again as it is, as any kept answer, and as old.
-				scope.gives(prior.born)
+				// again as it is, as any kept answer, counted so, and
+				// kept again as it was: as old, in its place in the
+				// answers log, and with its failure, which a restart
+				// reads back from its body (answerUsers), so that its
+				// next retry comes here again, as after a restart.
+				s.replays.abandon(scope.scoped, scope.p)
+				scope.p = nil
+				s.replays.replayed.Add(1)
 				c.Set(HeaderReplayed, "true")
 				c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 				return c.Send(prior.body)
