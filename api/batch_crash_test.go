@@ -1,10 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -333,5 +335,75 @@ func TestAKeptAnswerGivenAgainWholeToABatchsRetryKeepsItsAge(t *testing.T) {
 	offset.Store(int64(61 * time.Second))
 	if got, replayed := keyedBatch(t, srv, key, body); replayed {
 		t.Errorf("61 s after it was first given: %s given again, past its minute", got)
+	}
+}
+
+// A batch's answer is one answer: its users served anew by its retry,
+// while the others get their first results again, age with them from the
+// first answer, after a crash too, when the journal alone holds their
+// parts (no log of answers). Past the first answer's time to live, the
+// retry after the crash serves every user anew; before, a user served
+// anew by the retry (20 s after the first answer, or 40 s after it, by a
+// retry after a first crash) got its part given again from the journal
+// for a whole time to live from the retry, and the others none.
+func TestABatchsUserServedAnewAgesWithItsFirstAnswerAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	var armed atomic.Bool
+	open := func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute},
+			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
+	}
+	crash := func(store *storage.Store) {
+		t.Helper()
+		if err := store.Close(); err != nil { // the hot set is left as a crash leaves it
+			t.Fatal(err)
+		}
+	}
+	// k-resumed's retry serves flaky in the same process (the answer kept
+	// in memory gives ok's result again), k-crashed's after a crash (the
+	// journal gives ok2's part again).
+	batches := map[string]string{
+		"k-resumed": `{"requests":[{"user":"ok","candidates":["x","y","z"],"limit":1},{"user":"flaky","candidates":["x","y","z"],"limit":1}]}`,
+		"k-crashed": `{"requests":[{"user":"ok2","candidates":["x","y","z"],"limit":1},{"user":"flaky2","candidates":["x","y","z"],"limit":1}]}`,
+	}
+	first, _, store := open()
+	armed.Store(true)
+	for key, body := range batches {
+		if got, _ := keyedBatch(t, first, key, body); !strings.Contains(got, `"error"`) {
+			t.Fatalf("%s: the first batch %s, want flaky's failure", key, got)
+		}
+	}
+	armed.Store(false)
+	retries := map[string]string{}
+	offset.Store(int64(20 * time.Second))
+	retries["k-resumed"], _ = keyedBatch(t, first, "k-resumed", batches["k-resumed"])
+	crash(store)
+	second, _, store := open()
+	offset.Store(int64(40 * time.Second))
+	retries["k-crashed"], _ = keyedBatch(t, second, "k-crashed", batches["k-crashed"])
+	for key, got := range retries {
+		if strings.Contains(got, `"error"`) {
+			t.Fatalf("%s: the retry: %s, want every user served", key, got)
+		}
+	}
+	crash(store)
+	third, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	offset.Store(int64(61 * time.Second))
+	for key, body := range batches {
+		// flaky's only part given before is the retry's, which it
+		// answered x; served anew, it answers y.
+		answer, replayed := keyedBatch(t, third, key, body)
+		var got struct{ Results []struct{ Unseen []string } }
+		if err := json.Unmarshal([]byte(answer), &got); err != nil || len(got.Results) != 2 {
+			t.Fatalf("%s: %s: %v", key, answer, err)
+		}
+		if replayed || !slices.Equal(got.Results[1].Unseen, []string{"y"}) {
+			t.Errorf("%s: 61 s after the first answer, after a crash: %s (replayed %v), want every user served anew, not the retry's part %s given again",
+				key, answer, replayed, retries[key])
+		}
 	}
 }

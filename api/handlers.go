@@ -637,8 +637,23 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		// Before any call: an erase of one of them from now on drops the
 		// answer, which lists the user's items.
 		s.replays.name(scope.scoped, scope.p, users)
-		if err := s.hot.CheckCallKeys(ns, users, checked); err != nil {
+		born, err := s.hot.CheckCallKeys(ns, users, checked)
+		if err != nil {
 			return err
+		}
+		if slices.ContainsFunc(given, func(r json.RawMessage) bool { return r != nil }) && (born.IsZero() || priorBorn.Before(born)) {
+			born = priorBorn
+		}
+		if !born.IsZero() {
+			// The answer gives parts of one first given at born: its
+			// users served anew are parts of it too, whose journal
+			// records are read back as old (a crash before the answer
+			// is in the answers log), not given again on their own once
+			// the others are past their time to live.
+			stamp := s.replays.lifeOf(born)
+			for i := range checked {
+				checked[i].Stamp = stamp
+			}
 		}
 		// With Counted set: their users' hits or misses are counted.
 		for i, j := 0, 0; i < len(keys); i++ {

@@ -18,8 +18,9 @@ type HotSet interface {
 	// eviction.HotSet.FilterKeyed).
 	FilterKeyed(dst []string, ns, user string, candidates []string, limit int, mode userfilter.Mode, k eviction.CallKey) (eviction.Result, error)
 	// CheckCallKeys refuses keys whose answers read back from their users'
-	// journals are other requests'.
-	CheckCallKeys(ns string, users []string, keys []eviction.CallKey) error
+	// journals are other requests', and returns the oldest reading the
+	// others found age from.
+	CheckCallKeys(ns string, users []string, keys []eviction.CallKey) (time.Time, error)
 	// Record marks items seen without filtering.
 	Record(ns, user string, items []string) (eviction.Result, error)
 	// RecordBulk is Record leaving a user who is not in memory out of it.

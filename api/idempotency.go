@@ -191,6 +191,13 @@ func (r *replays) lifeOfLocked(reading time.Time) time.Time {
 	return later(w, r.lifeBase.Add(reading.Sub(r.lifeAt)))
 }
 
+// lifeOf is lifeOfLocked, r.mu not held.
+func (r *replays) lifeOf(reading time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lifeOfLocked(reading)
+}
+
 // life is lifeLocked, r.mu not held.
 func (r *replays) life(reading time.Time) time.Time {
 	r.mu.Lock()

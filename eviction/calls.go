@@ -102,10 +102,14 @@ func (h *HotSet) FilterKeyed(dst []string, ns, user string, candidates []string,
 // answers back), as their calls would; a user that fails to load fails its
 // own call, as a batch's users do, not the batch. Each user's look counts
 // its call's hit or miss, and sets Counted in keys so the call counts none.
-func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) error {
+// given is the oldest reading of the clock that the answers it found age
+// from (Result.Born of the calls that will give them again; zero: none):
+// the batch's answer is as old, and so are its users' calls made anew
+// (CallKey.Stamp).
+func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) (given time.Time, err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	now := h.opts.Now()
 	for i, k := range keys {
@@ -118,11 +122,16 @@ func (h *HotSet) CheckCallKeys(ns string, users []string, keys []CallKey) error 
 			continue // no user, or one that fails its own call: not the batch's
 		}
 		h.release(e, false)
-		if r := h.replies.find(k.ID, now); r != nil && r.request != k.Request {
-			return ErrCallKeyReused
+		r := h.replies.find(k.ID, now)
+		switch {
+		case r == nil:
+		case r.request != k.Request:
+			return time.Time{}, ErrCallKeyReused
+		case given.IsZero() || r.born.Before(given):
+			given = r.born
 		}
 	}
-	return nil
+	return given, nil
 }
 
 // filterAppend is FilterAppend; oneCall says whether it is the one call,
@@ -180,8 +189,13 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 		recorded, saturated := e.f.Expect(now, s, h.maxEncoded)
 		*r = reply{id: k.ID, request: k.Request, caller: k.Caller, seen: int32(res.SeenCount), recorded: int32(recorded),
 			saturated: saturated, unseen: s.Unseen}
-		if d := k.Stamp.Sub(time.Unix(now.Unix(), 0)); !k.Stamp.IsZero() && d >= time.Second {
-			r.ahead = uint64(d / time.Second) // whole seconds: read back no younger than it is
+		// Whole seconds: read back no younger than it is.
+		switch d := k.Stamp.Sub(time.Unix(now.Unix(), 0)); {
+		case k.Stamp.IsZero():
+		case d >= time.Second:
+			r.ahead = uint64(d / time.Second)
+		case d < 0:
+			r.behind = uint64((-d + time.Second - 1) / time.Second)
 		}
 	}
 	if full {

@@ -72,12 +72,23 @@ import (
 // aheadMark set, and the uvarint seconds follow the caller (if any):
 //
 //	... | Request (Hi, Lo) [| caller] | uvarint ahead | uvarint seen | ...
+//
+// The answer of a call that is part of an answer first given before (a
+// batch's user served anew by the batch's retry, whose other users get
+// their first results again: see CallKey.Stamp) notes by how many seconds
+// its stamp is behind the record's, so that it is read back as old as the
+// answer it is part of, and lives no longer. Its seconds have behindMark
+// set, and the uvarint seconds follow the caller (if any), in place of
+// ahead's (a stamp is ahead or behind, never both):
+//
+//	... | Request (Hi, Lo) [| caller] | uvarint behind | uvarint seen | ...
 const (
 	keyedMark  = 1 << 41
 	madeMark   = 1 << 42
 	roomMark   = 1 << 43
 	callerMark = 1 << 44
 	aheadMark  = 1 << 45
+	behindMark = 1 << 46
 )
 
 // journalRecord is a decoded journal record.
@@ -110,6 +121,9 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 		if r.ahead != 0 {
 			sec |= aheadMark
 		}
+		if r.behind != 0 {
+			sec |= behindMark
+		}
 	}
 	b = binary.AppendUvarint(b, sec)
 	if made != nil {
@@ -131,6 +145,9 @@ func appendJournal(dst []byte, at time.Time, hashes []userfilter.Hash, r *reply,
 		}
 		if r.ahead != 0 {
 			b = binary.AppendUvarint(b, r.ahead)
+		}
+		if r.behind != 0 {
+			b = binary.AppendUvarint(b, r.behind)
 		}
 		b = binary.AppendUvarint(b, uint64(r.seen))
 		b = binary.AppendUvarint(b, uint64(r.recorded))
@@ -181,10 +198,10 @@ func decodeJournal(b []byte) (journalRecord, error) {
 		rec.room, b = int(v), b[n:]
 	}
 	if sec&keyedMark != 0 {
-		caller, ahead := sec&callerMark != 0, sec&aheadMark != 0
-		sec &^= keyedMark | callerMark | aheadMark
+		caller, ahead, behind := sec&callerMark != 0, sec&aheadMark != 0, sec&behindMark != 0
+		sec &^= keyedMark | callerMark | aheadMark | behindMark
 		var err error
-		if rec.reply, b, err = decodeReply(b, caller, ahead); err != nil {
+		if rec.reply, b, err = decodeReply(b, caller, ahead, behind); err != nil {
 			return rec, err
 		}
 	}
@@ -197,15 +214,15 @@ func decodeJournal(b []byte) (journalRecord, error) {
 	}
 	rec.at = time.Unix(int64(sec), 0)
 	if rec.reply != nil {
-		rec.reply.at = rec.at.Add(time.Duration(rec.reply.ahead) * time.Second)
+		rec.reply.at = rec.at.Add(time.Duration(rec.reply.ahead)*time.Second - time.Duration(rec.reply.behind)*time.Second)
 	}
 	return rec, nil
 }
 
 // decodeReply reads a keyed record's answer, which names its caller if
-// caller and how far its stamp is ahead if ahead, and returns the rest of
-// b.
-func decodeReply(b []byte, caller, ahead bool) (*reply, []byte, error) {
+// caller and how far its stamp is ahead if ahead, or behind if behind, and
+// returns the rest of b.
+func decodeReply(b []byte, caller, ahead, behind bool) (*reply, []byte, error) {
 	if len(b) < 32 {
 		return nil, nil, errBadJournal
 	}
@@ -220,12 +237,20 @@ func decodeReply(b []byte, caller, ahead bool) (*reply, []byte, error) {
 		}
 		r.caller, b = binary.LittleEndian.Uint64(b), b[8:]
 	}
-	if ahead {
+	if ahead && behind {
+		return nil, nil, errBadJournal
+	}
+	if ahead || behind {
 		v, n := binary.Uvarint(b)
 		if n <= 0 || v == 0 || v > 1<<40 {
 			return nil, nil, errBadJournal
 		}
-		r.ahead, b = v, b[n:]
+		if ahead {
+			r.ahead = v
+		} else {
+			r.behind = v
+		}
+		b = b[n:]
 	}
 	var vs [2]uint64
 	for i := range vs {

@@ -31,6 +31,9 @@ func TestJournalRecordFormat(t *testing.T) {
 	ra := rc
 	ra.ahead = 3600
 	aheadAnswer := answer[:64] + "0807060504030201" + "901c" + answer[64:] // and the seconds ahead
+	rb := rc
+	rb.behind = 40
+	behindAnswer := answer[:64] + "0807060504030201" + "28" + answer[64:] // or behind
 	for _, c := range []struct {
 		name     string
 		hex      string
@@ -48,6 +51,7 @@ func TestJournalRecordFormat(t *testing.T) {
 		{"answer of a caller (format 6)", "c08df6d786c004" + callerAnswer + hashes, nil, &rc, -1, -1},
 		{"profile, room and answer of a caller (format 6)", "c08df6d786c00703aabbcc00" + callerAnswer + hashes, made, &rc, 0, 0},
 		{"answer of a caller stamped an hour ahead (format 6)", "c08df6d786c00c" + aheadAnswer + hashes, nil, &ra, -1, -1},
+		{"answer of a caller stamped 40 s behind (format 7)", "c08df6d786c014" + behindAnswer + hashes, nil, &rb, -1, -1},
 	} {
 		want, err := hex.DecodeString(c.hex)
 		if err != nil {
@@ -64,7 +68,8 @@ func TestJournalRecordFormat(t *testing.T) {
 			(rec.reply == nil) != (c.r == nil) {
 			t.Errorf("%s: read back as %+v", c.name, rec)
 		}
-		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.caller != c.r.caller || rp.ahead != c.r.ahead || !rp.at.Equal(at.Add(time.Duration(c.r.ahead)*time.Second)) || rp.seen != r.seen ||
+		if rp := rec.reply; rp != nil && (rp.id != r.id || rp.request != r.request || rp.caller != c.r.caller || rp.ahead != c.r.ahead || rp.behind != c.r.behind ||
+			!rp.at.Equal(at.Add(time.Duration(c.r.ahead)*time.Second-time.Duration(c.r.behind)*time.Second)) || rp.seen != r.seen ||
 			rp.recorded != r.recorded || rp.saturated != r.saturated || !slices.Equal(rp.unseen, r.unseen)) {
 			t.Errorf("%s: its answer read back as %+v", c.name, rp)
 		}

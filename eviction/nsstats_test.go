@@ -173,7 +173,7 @@ func TestHitsAndMissesCountCallsOnly(t *testing.T) {
 	for i, u := range users {
 		keys[i] = callKey("batch\x00"+u, "body")
 	}
-	if err := fx.h.CheckCallKeys("default", users, keys); err != nil {
+	if _, err := fx.h.CheckCallKeys("default", users, keys); err != nil {
 		t.Fatal(err)
 	}
 	for i, u := range users {

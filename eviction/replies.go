@@ -27,10 +27,13 @@ import (
 // already (CheckCallKeys sets it). Caller names who made the call (a hash
 // of its API key's digest; 0: none known, as on an open server), whose
 // share of the budget its answer takes once read back (see replies).
-// Stamp is the time of the call in the caller's own time of answers, when
-// that runs ahead of the clock's (a wall clock set back since answers
-// were stamped: see SetReplyClock); zero: the clock's. A CallKey of zero
-// ID and Request is none.
+// Stamp is the time of the call's answer in the caller's own time of
+// answers, when that runs ahead of the clock's (a wall clock set back
+// since answers were stamped: see SetReplyClock), or when the answer is
+// part of one first given before, whose time it is then (a batch's user
+// served anew by its retry, which gives the other users their first
+// results again: read back, the part lives no longer than they do); zero:
+// the clock's. A CallKey of zero ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
 	Caller      uint64
@@ -47,6 +50,7 @@ type reply struct {
 	caller      uint64    // CallKey.Caller; 0 for a record of a build before store format 6
 	at          time.Time // the call's, to the second, in the caller's time of answers
 	ahead       uint64    // the seconds at is ahead of its record's time (CallKey.Stamp)
+	behind      uint64    // or behind it (a part of an answer first given before)
 	// born is the clock's reading it ages from (see keep): on Go's
 	// monotonic clock, which a step of the wall clock leaves alone.
 	born      time.Time

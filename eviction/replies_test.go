@@ -47,7 +47,7 @@ func TestKeyedCallIsAnsweredAgainAfterACrash(t *testing.T) {
 	other := k
 	other.Request = xxh3.HashString128("body-2")
 	users := []string{"nobody", "u"}
-	if err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), other}); !errors.Is(err, ErrCallKeyReused) {
+	if _, err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), other}); !errors.Is(err, ErrCallKeyReused) {
 		t.Fatalf("CheckCallKeys with a reused key: %v", err)
 	}
 	again, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, k)
@@ -66,7 +66,7 @@ func TestKeyedCallIsAnsweredAgainAfterACrash(t *testing.T) {
 	if _, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, other); !errors.Is(err, ErrCallKeyReused) {
 		t.Fatalf("same key, another request: %v", err)
 	}
-	if err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), k}); err != nil {
+	if _, err := fx.h.CheckCallKeys("default", users, []CallKey{callKey("x", "y"), k}); err != nil {
 		t.Fatalf("CheckCallKeys: %v", err)
 	}
 	next, err := fx.h.FilterKeyed(nil, "default", "u", cands, 20, userfilter.RecordReturned, callKey("caller\x00/u/filter\x00key-2", "body-1"))

@@ -38,8 +38,10 @@ var (
 // records that note the room a user's cap left their call, which builds of
 // format 4 read as corrupt, and format 6 for the keyed call's records that
 // name its caller or how far its answer's stamp is ahead, which builds of
-// format 5 read as corrupt.
-const FormatVersion = 6
+// format 5 read as corrupt, and format 7 for those that note how far
+// their answer's stamp is behind (a part of an answer first given
+// before), which builds of format 6 read as corrupt.
+const FormatVersion = 7
 
 // metaCoverMark, in a filter entry's UserMeta, says its value ends with
 // the user's cover mark: 8 bytes, big-endian, the journal number below
