@@ -479,3 +479,31 @@ func TestAnEraseAfterTheClockSteppedBackVoidsTheAnswersBeforeIt(t *testing.T) {
 		t.Errorf("after a crash, a retry for a user erased after a start on a clock stepped back got the answer from before the erase")
 	}
 }
+
+// A one call's Idempotency-Key is its user's however the path spells the
+// user id: a retry that percent-encodes it otherwise (as another client
+// library or a proxy may) gets the first answer and records nothing, and
+// erasing the user, by any spelling, drops that answer. Scoped to the path
+// as sent, such a retry was another call, which recorded the next items.
+func TestAKeyedCallsRetryWithItsUserSpelledOtherwiseGetsItsAnswer(t *testing.T) {
+	srv := newTestServer(t)
+	const body = `{"candidates":["a","b","c","d"],"limit":1}`
+	path := func(user string) string { return "/v1/namespaces/default/users/" + user + "/filter" }
+	for _, spellings := range [][]string{
+		{"u:1", "u%3A1", "u%3a1"},
+		{"a!b", "a%21b", "%61%21b"},
+		{"%C3%BC", "%c3%bc"},
+		{"a%2Fb", "a%2fb"},
+	} {
+		first, _ := keyedPostOK(t, srv, "the first call as "+spellings[0], path(spellings[0]), "k", body, "")
+		for _, s := range spellings[1:] {
+			if got, replayed := keyedPostOK(t, srv, "the retry as "+s, path(s), "k", body, ""); !replayed || got != first {
+				t.Errorf("the retry as %s: %s (replayed %v), want %s given again, as to %s", s, got, replayed, first, spellings[0])
+			}
+		}
+		eraseUser(t, srv, spellings[len(spellings)-1])
+		if got, replayed := keyedPostOK(t, srv, "the call after the erase", path(spellings[0]), "k", body, ""); replayed || got != first {
+			t.Errorf("after %s was erased: %s (replayed %v), want the call served anew for a user who starts afresh: %s", spellings[0], got, replayed, first)
+		}
+	}
+}

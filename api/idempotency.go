@@ -962,8 +962,9 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 			m := admitted(c)
 			caller = string(m.id[:])
 		}
-		scoped := caller + "\x00" + c.Path() + "\x00" + key
-		request := xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(c.Path())) // as sent, never inflated
+		path := keyPath(c)
+		scoped := caller + "\x00" + path + "\x00" + key
+		request := xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(path)) // as sent, never inflated
 		cs := &callScope{scoped: scoped, request: request, header: key}
 		if caller != "" {
 			// The hot set's share of the answers it reads back from the
@@ -993,6 +994,31 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		}
 		return nil
 	}
+}
+
+// keyPath is the path a keyed call is scoped to: the request's, but with
+// the one call's user id percent-encoded one way (url.PathEscape, which
+// leaves most ids as they are sent), so that a retry that encodes the
+// same user otherwise (u%3A1, u%3a1 for u:1) is the same call, not
+// another that records the next items. An id that does not decode is
+// left as sent: the handler refuses it.
+func keyPath(c *fiber.Ctx) string {
+	path, raw := c.Path(), c.Params("user")
+	if raw == "" {
+		return path
+	}
+	u := raw
+	if strings.IndexByte(raw, '%') >= 0 {
+		var err error
+		if u, err = url.PathUnescape(raw); err != nil {
+			return path
+		}
+	}
+	end := len(path) - len("/filter")
+	if e := url.PathEscape(u); e != raw && end >= len(raw) && path[end-len(raw):end] == raw {
+		return path[:end-len(raw)] + e + path[end:]
+	}
+	return path
 }
 
 // beginCall looks the keyed call of a validated request up (see
