@@ -792,7 +792,8 @@ type UnsupportedMediaType = Problem
 type FilterBatchParams struct {
 	// IdempotencyKey Makes the call safe to retry (draft-ietf-httpapi-idempotency-key-header):
 	// a call answered 200 is kept, and a retry with the same key, from the
-	// same API key, to the same path with the same body gets that answer
+	// same API key, to the same path (its user id however percent-encoded)
+	// with the same body gets that answer
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with
@@ -838,7 +839,8 @@ type ImportUserParams struct {
 type FilterUserParams struct {
 	// IdempotencyKey Makes the call safe to retry (draft-ietf-httpapi-idempotency-key-header):
 	// a call answered 200 is kept, and a retry with the same key, from the
-	// same API key, to the same path with the same body gets that answer
+	// same API key, to the same path (its user id however percent-encoded)
+	// with the same body gets that answer
 	// again, with `Idempotent-Replayed: true`, recording nothing again. The
 	// same key with another body is 422 `idempotency-key-reused`; while the
 	// first call is in flight, 409 `idempotency-key-in-use` with

@@ -38,7 +38,9 @@ type Retry struct {
 // answered) after their Retry-After, and 502 and 504 from a proxy in front.
 // A batch answered 200 is not sent again, whatever its users' results: a
 // user's error in it (503 storage-unavailable too) is the caller's to send
-// again, in a call of its own (the same key would get the same answer).
+// again, in a call of its own, or with the batch again under the
+// Idempotency-Key the caller set for it, whose retry gives the other users
+// their first results again and serves the failed ones anew.
 //
 // Every route but the one call and its batch is safe to send twice: reads,
 // recording impressions (a set: twice is once), forgetting, imports (a
