@@ -241,28 +241,14 @@ func (s failingLoads) Load(ns, user string) ([]byte, []storage.JournalEntry, err
 // batch: 61 s after the first answer, past its minute, the retry is served
 // anew.
 func TestABatchGivenAgainFromTheJournalAgesFromItsOldestPart(t *testing.T) {
-	dir := t.TempDir()
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	var armed atomic.Bool
-	open := func() (*Server, *eviction.HotSet, *storage.Store) {
-		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
-			eviction.Options{Now: clock, ReplyTTL: time.Minute},
-			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
-	}
+	offset, open, failing := flakyServers(t)
 	// The failed user last, then first.
 	batches := map[string]string{
 		"k-last":  `{"requests":[{"user":"ok","candidates":["x","y","z"],"limit":1},{"user":"flaky","candidates":["x","y","z"],"limit":1}]}`,
 		"k-first": `{"requests":[{"user":"flaky2","candidates":["x","y","z"],"limit":1},{"user":"ok2","candidates":["x","y","z"],"limit":1}]}`,
 	}
 	first, _, store := open()
-	armed.Store(true)
-	for key, body := range batches {
-		if got, _ := keyedBatch(t, first, key, body); !strings.Contains(got, `"error"`) {
-			t.Fatalf("%s: the first batch %s, want a user's failure", key, got)
-		}
-	}
-	armed.Store(false)
+	failing(first, batches)
 	offset.Store(int64(40 * time.Second))
 	retries := map[string]string{}
 	for key, body := range batches {
@@ -287,6 +273,35 @@ func TestABatchGivenAgainFromTheJournalAgesFromItsOldestPart(t *testing.T) {
 			t.Errorf("%s: 61 s after the first answer: %s given again, past its oldest part's minute", key, got)
 		}
 	}
+}
+
+// flakyServers returns a clock's offset and open, which opens a server
+// over one data directory on that clock, with a minute's time to live for
+// answers, and failing, which sends batches (by key) to such a server
+// while its store fails the users named flaky..., and wants each answer
+// to hold a user's failure.
+func flakyServers(t *testing.T) (offset *atomic.Int64, open func() (*Server, *eviction.HotSet, *storage.Store),
+	failing func(*Server, map[string]string)) {
+	dir := t.TempDir()
+	offset = new(atomic.Int64)
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	var armed atomic.Bool
+	open = func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute},
+			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
+	}
+	failing = func(srv *Server, batches map[string]string) {
+		t.Helper()
+		armed.Store(true)
+		defer armed.Store(false)
+		for key, body := range batches {
+			if got, _ := keyedBatch(t, srv, key, body); !strings.Contains(got, `"error"`) {
+				t.Fatalf("%s: the first batch %s, want a user's failure", key, got)
+			}
+		}
+	}
+	return offset, open, failing
 }
 
 // keyedBatch sends the batch body to srv's namespace default with the
@@ -347,15 +362,7 @@ func TestAKeptAnswerGivenAgainWholeToABatchsRetryKeepsItsAge(t *testing.T) {
 // retry after a first crash) got its part given again from the journal
 // for a whole time to live from the retry, and the others none.
 func TestABatchsUserServedAnewAgesWithItsFirstAnswerAfterACrash(t *testing.T) {
-	dir := t.TempDir()
-	var offset atomic.Int64
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	var armed atomic.Bool
-	open := func() (*Server, *eviction.HotSet, *storage.Store) {
-		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
-			eviction.Options{Now: clock, ReplyTTL: time.Minute},
-			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
-	}
+	offset, open, failing := flakyServers(t)
 	crash := func(store *storage.Store) {
 		t.Helper()
 		if err := store.Close(); err != nil { // the hot set is left as a crash leaves it
@@ -370,13 +377,7 @@ func TestABatchsUserServedAnewAgesWithItsFirstAnswerAfterACrash(t *testing.T) {
 		"k-crashed": `{"requests":[{"user":"ok2","candidates":["x","y","z"],"limit":1},{"user":"flaky2","candidates":["x","y","z"],"limit":1}]}`,
 	}
 	first, _, store := open()
-	armed.Store(true)
-	for key, body := range batches {
-		if got, _ := keyedBatch(t, first, key, body); !strings.Contains(got, `"error"`) {
-			t.Fatalf("%s: the first batch %s, want flaky's failure", key, got)
-		}
-	}
-	armed.Store(false)
+	failing(first, batches)
 	retries := map[string]string{}
 	offset.Store(int64(20 * time.Second))
 	retries["k-resumed"], _ = keyedBatch(t, first, "k-resumed", batches["k-resumed"])
