@@ -46,7 +46,10 @@
 // Content-Security-Policy that allows only the service's own origin (and
 // data: images): no inline script or style attribute, no eval, no framing
 // (X-Frame-Options too), no Referer. Every answer carries
-// X-Content-Type-Options: nosniff; those of the routes that take a key,
+// X-Content-Type-Options: nosniff; every other answer, refusals made before
+// any route included, Content-Security-Policy: default-src 'none';
+// frame-ancestors 'none' (nothing of it loads or runs, nor is it framed,
+// should a browser render it); those of the routes that take a key,
 // Cache-Control: no-store.
 //
 // # Concurrency

@@ -1068,7 +1068,7 @@ func (s *Server) probe(head bool, path string) []byte {
 		return nil
 	}
 	b := []byte("HTTP/1.1 " + strconv.Itoa(status) + " " + fasthttp.StatusMessage(status) + "\r\nContent-Type: " + ctype +
-		"\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n")
+		"\r\n" + RawAnswerHeaders + "Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n")
 	if status == fiber.StatusServiceUnavailable {
 		b = append(b, "Retry-After: 1\r\n"...)
 	}

@@ -515,3 +515,19 @@ func readAll(t testing.TB, resp *http.Response) []byte {
 	}
 	return b
 }
+
+// wantNotRendered fails t unless h, the headers of the answer named what,
+// carries once each the headers of every answer but the dashboard's:
+// nosniff, and a Content-Security-Policy under which a browser that
+// renders it anyway loads and runs nothing and frames it nowhere.
+func wantNotRendered(t *testing.T, what string, h http.Header) {
+	t.Helper()
+	for name, want := range map[string]string{
+		"X-Content-Type-Options":  "nosniff",
+		"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+	} {
+		if got := h.Values(name); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %s %q, want %q once", what, name, got, want)
+		}
+	}
+}

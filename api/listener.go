@@ -265,7 +265,7 @@ var connectionsFull = func() []byte {
 		panic(err)
 	}
 	return append([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
-		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
+		RawAnswerHeaders+"Connection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
 }()
 
 // withHeader returns a copy of answer, a whole HTTP answer, with the

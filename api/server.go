@@ -735,25 +735,52 @@ func serverMethods(routes []string) string {
 }
 
 // everyAnswer sets the headers every answer carries, those of fasthttp's
-// own refusals (errorHandler) included: X-Content-Type-Options (noSniff)
-// and, over TLS, Strict-Transport-Security when asked for. A browser that
-// has met the service over HTTPS once calls it by HTTPS only: a network
-// between it and the service cannot serve it a page of its own under the
-// service's name over plain HTTP, where the dashboard's key is typed.
+// own refusals (errorHandler) included: X-Content-Type-Options and the
+// Content-Security-Policy of answers not meant to render (notRendered;
+// the dashboard's files set theirs over it) and, over TLS,
+// Strict-Transport-Security when asked for. A browser that has met the
+// service over HTTPS once calls it by HTTPS only: a network between it
+// and the service cannot serve it a page of its own under the service's
+// name over plain HTTP, where the dashboard's key is typed.
 func (s *Server) everyAnswer(c *fiber.Ctx) {
-	noSniff(c)
+	notRendered(c)
 	if s.hsts != "" && c.Context().IsTLS() {
 		c.Response().Header.Set(fiber.HeaderStrictTransportSecurity, s.hsts)
 	}
 }
 
-// noSniff tells browsers to take every answer for the type it names: a
-// user id or item an answer echoes is never run as a script or a page
-// whatever a browser would guess from its bytes (an export's, a problem's).
-func noSniff(c *fiber.Ctx) { c.Response().Header.Set(fiber.HeaderXContentTypeOptions, "nosniff") }
+// notRendered sets the headers of an answer that is never to be rendered
+// (JSON, a problem, the metrics, the document, an export): browsers take
+// it for the type it names (nosniff), so that a user id or item an answer
+// echoes is never run as a script or a page whatever a browser would guess
+// from its bytes; and should one render it all the same (opened as a
+// document, or in a frame), it may load and run nothing and may not be
+// framed (apiCSP). Constant bytes, set in place: no allocation a call.
+func notRendered(c *fiber.Ctx) {
+	h := &c.Response().Header
+	h.SetCanonical(headerXContentTypeOptions, nosniff)
+	h.SetCanonical(headerCSPBytes, apiCSPBytes)
+}
+
+// RawAnswerHeaders are notRendered's header lines, CRLF-terminated, for
+// the answers written as bytes without fiber: a connection past
+// --max-connections, plain HTTP spoken to the HTTPS port.
+const RawAnswerHeaders = headerCSP + ": " + apiCSP + "\r\n" + fiber.HeaderXContentTypeOptions + ": nosniff\r\n"
+
+// apiCSP is the Content-Security-Policy of every answer but the
+// dashboard's page and files: nothing may be loaded or run, nor the
+// answer framed.
+const apiCSP = "default-src 'none'; frame-ancestors 'none'"
+
+var (
+	headerXContentTypeOptions = []byte(fiber.HeaderXContentTypeOptions)
+	nosniff                   = []byte("nosniff")
+	headerCSPBytes            = []byte(headerCSP)
+	apiCSPBytes               = []byte(apiCSP)
+)
 
 // dashboardHeaders are the headers of the dashboard's page and files: its
-// Content-Security-Policy, X-Frame-Options for browsers that do not know
+// Content-Security-Policy (over apiCSP), X-Frame-Options for browsers that do not know
 // CSP's frame-ancestors (no framing: a page of another site cannot lay the
 // dashboard under its own, clickjacking its buttons that erase), and no
 // Referer sent from it.

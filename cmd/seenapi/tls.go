@@ -152,7 +152,7 @@ func wrongSchemeAnswer(detail string) []byte {
 		`"detail":"` + detail + `"}`
 	return []byte("HTTP/1.1 400 Bad Request\r\nDate: " + time.Now().UTC().Format(http.TimeFormat) +
 		"\r\nContent-Type: application/problem+json\r\n" +
-		"X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+		api.RawAnswerHeaders + "Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }
 
 // errTLSPair refuses one of --tls-cert and --tls-key without the other.

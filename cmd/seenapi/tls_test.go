@@ -90,9 +90,10 @@ func TestTLSServesTheAPI(t *testing.T) {
 			t.Fatalf("plain HTTP %s to the HTTPS port answered %d %s %q, want a 400 problem naming %s",
 				method, resp.StatusCode, resp.Header.Get("Content-Type"), b, httpsOf(s))
 		}
-		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Date") == "" {
-			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, Date %q, want nosniff and a date, as every answer",
-				method, resp.Header.Get("X-Content-Type-Options"), resp.Header.Get("Date"))
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Date") == "" ||
+			resp.Header.Get("Content-Security-Policy") != "default-src 'none'; frame-ancestors 'none'" {
+			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, Date %q, Content-Security-Policy %q, want nosniff, a date and default-src 'none'; frame-ancestors 'none', as every answer",
+				method, resp.Header.Get("X-Content-Type-Options"), resp.Header.Get("Date"), resp.Header.Get("Content-Security-Policy"))
 		}
 	}
 	if r, err := c.CheckSeenWithResponse(context.Background(), "default", "u1", client.ItemsRequest{Items: []string{"d"}}); err != nil ||
