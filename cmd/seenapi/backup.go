@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
@@ -63,10 +65,6 @@ func openStore(o *options, minFreeBytes int64, keepFormat bool, logger *slog.Log
 	case err != nil:
 		return nil, err
 	}
-	// Neither command folds in the calls a crash left unwritten: the
-	// service's next start still finds the crash (and says so), as does a
-	// restore after a backup.
-	store.KeepCrashMark()
 	return store, nil
 }
 
@@ -87,6 +85,9 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
+	// The calls a crash left unwritten go into the backup as they are:
+	// the service's next start still finds the crash (and says so).
+	store.KeepCrashMark()
 	f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -127,7 +128,11 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 
 // restore restores --in into --data-dir (created if missing), until ctx
 // ends (SIGINT, SIGTERM): before the check of the backup is through,
-// nothing is written; after, the users restored so far stay.
+// nothing is written; after, the users restored so far stay. A
+// --data-dir that holds users already is refused unless --merge merges
+// the backup into them or --discard-existing discards them first: a
+// restore otherwise mixes them with the backup's, and the calls a crash
+// left unwritten there would be replayed onto the users it restores.
 func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	f, err := os.Open(o.in)
 	if err != nil {
@@ -160,11 +165,28 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
-	if store.OpenedAfterCrash() && !o.merge {
-		// What the README says of it, where an operator restoring after a
-		// crash may not look.
-		logger.Warn("seenapi: restoring into a data directory a crash left: its calls not yet written back, if any, stay in its journal, and the next start replays them onto the restored users' filters; "+
-			"to have the backup replace them too, start the service on the directory once and stop it, then restore", "data_dir", o.dataDir)
+	// The calls a crash left unwritten stay for the service's next start
+	// to find (and say so), unless they are discarded below.
+	if !o.discardExisting {
+		store.KeepCrashMark()
+	}
+	nss, err := store.Namespaces()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.discardExisting:
+		if err := discardData(ctx, store, nss, logger); err != nil {
+			store.KeepCrashMark() // what is left of the crash's calls
+			return err
+		}
+	case len(nss) > 0 && !o.merge:
+		crash := ""
+		if store.OpenedAfterCrash() {
+			crash = ", with the calls a crash left not yet written back, which the next start would replay onto the users restored"
+		}
+		return fmt.Errorf("--data-dir %s holds users already (namespaces %s)%s; nothing was restored: give --discard-existing to discard them first, "+
+			"so that the directory holds the backup's data alone, or --merge to merge the backup into them", o.dataDir, shortList(nss), crash)
 	}
 	var (
 		merge storage.MergeFunc
@@ -180,11 +202,50 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		if ctx.Err() != nil {
 			// Each user is restored whole or not at all, and restoring a
 			// user again gives the same filter.
-			return fmt.Errorf("restore interrupted: --data-dir %s holds part of the backup; restore it again to finish (%w)", o.dataDir, ctx.Err())
+			return fmt.Errorf("restore interrupted: --data-dir %s holds part of the backup; restore it again with %s to finish (%w)",
+				o.dataDir, map[bool]string{false: "--discard-existing", true: "--merge"}[o.merge], ctx.Err())
 		}
 		return err
 	}
 	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "journal_records", held.JournalRecords,
 		"data_dir", o.dataDir, "merged", o.merge)
 	return nil
+}
+
+// discardData erases every user of store, whose namespaces are nss, and
+// the answers kept for retries beside it, so that a restore into its
+// directory leaves the backup's data alone there. Each namespace goes as
+// a purge takes it (storage.Store.PurgeNamespace): the stored filters,
+// and erase records voiding their journal records, so that no start
+// replays the calls a crash left onto the users restored. The answers
+// kept for Idempotency-Key retries would give a retry of a call whose
+// items are discarded its first answer again, recording nothing.
+func discardData(ctx context.Context, store *storage.Store, nss []string, logger *slog.Logger) error {
+	erased := 0
+	for _, ns := range nss {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore interrupted while discarding --data-dir's users, some of them discarded; nothing was restored: run it again (%w)", err)
+		}
+		n, err := store.PurgeNamespace(ns)
+		erased += n
+		if err != nil {
+			return fmt.Errorf("%w; some of --data-dir's users may be discarded, nothing was restored: run it again", err)
+		}
+	}
+	dir := store.Dir()
+	if err := errors.Join(os.RemoveAll(filepath.Join(dir, keptAnswersFile)), os.RemoveAll(filepath.Join(dir, answersLogDir))); err != nil {
+		return fmt.Errorf("%w; nothing was restored: run it again", err)
+	}
+	logger.Info("seenapi: discarded the data directory's users before restoring", "users_erased", erased,
+		"namespaces", len(nss), "crashed", store.OpenedAfterCrash(), "data_dir", dir)
+	return nil
+}
+
+// shortList names the first few of names, and how many more there are.
+func shortList(names []string) string {
+	const shown = 5
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }

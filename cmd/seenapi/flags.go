@@ -47,10 +47,11 @@ type options struct {
 	logLevel        string
 	limits          api.Config
 
-	out, in  string // backup --out, restore --in
-	merge    bool   // restore --merge
-	url, key string // backup --url, --key: back up a running service
-	caCert   string // backup --ca-cert
+	out, in         string // backup --out, restore --in
+	merge           bool   // restore --merge
+	discardExisting bool   // restore --discard-existing
+	url, key        string // backup --url, --key: back up a running service
+	caCert          string // backup --ca-cert
 
 	imp importOptions // import-redis
 
@@ -179,6 +180,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
 		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
+		fs.BoolVar(&o.discardExisting, "discard-existing", false, "discard what --data-dir holds (every user, the calls a crash left not yet written back, the answers kept for retries) before restoring, so that it holds the backup's data alone; without it or --merge, a --data-dir that holds users is refused")
 	case "import-redis":
 		fs.StringVar(&o.imp.redis, "redis", "127.0.0.1:6379", "Redis to read: host:port, or a redis:// or rediss:// URL (with a password or a database number)")
 		fs.StringVar(&o.imp.match, "match", "seen:*", "pattern of the keys to import (Redis SCAN MATCH) whose one * is the user id, e.g. seen:* or user:*:seen; each key a SET or sorted set of item ids")
@@ -233,8 +235,10 @@ flag it cannot take.`,
 from a running service through its API (--url, with a key of the admin role when it has keys),
 or from --data-dir while no service holds it. An existing file is never overwritten.`,
 	"restore": `Restores a backup file into --data-dir while no service holds it. The whole file is checked
-before anything is written; users not in the backup are kept, and with --merge the backup's
-filters are merged into the stored ones instead of replacing them.`,
+before anything is written. A --data-dir that holds users is refused, unless --discard-existing
+discards them (and the calls a crash left not yet written back) first, so that the directory
+holds the backup's data alone, or --merge merges the backup's filters into the stored ones,
+keeping the users the backup does not hold.`,
 	"new-key": `Makes a random API key (130 bits from the system's random source) and writes it as a
 keys file's line, after a comment naming it by its id as the log does, e.g.
 seenapi new-key --role write >> keys, then a SIGHUP to the service.`,
@@ -529,6 +533,9 @@ func (o *options) check(cmd string, env environ) error {
 	case "restore":
 		if o.in == "" {
 			return errors.New("--in FILE is required")
+		}
+		if o.merge && o.discardExisting {
+			return errors.New("--merge and --discard-existing exclude each other: --merge keeps --data-dir's users, merging the backup into them; --discard-existing discards them first")
 		}
 	case "new-key":
 		return o.newKey.check()

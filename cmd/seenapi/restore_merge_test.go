@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,62 +106,89 @@ func TestRestoreMergeAfterACrashKeepsWhatTheLastCallsFoundSeen(t *testing.T) {
 	}
 }
 
-// A plain restore into a data directory a crash left says that the
-// directory's calls not yet written back will be replayed onto the
-// restored filters, and they are: the user the backup replaces keeps the
-// items of those calls besides the backup's (after a graceful stop they
-// would have been written back, and replaced).
-func TestRestoreIntoADirectoryACrashLeftSaysItsCallsStay(t *testing.T) {
-	nss, _ := loadNamespaces("")
-	dir := t.TempDir()
-	from, into := filepath.Join(dir, "from"), filepath.Join(dir, "into")
-	for _, side := range []struct {
-		dir, item string
-		crash     bool
-	}{{from, "backed-up", false}, {into, "left-by-the-crash", true}} {
-		live := side.dir
-		if side.crash {
-			live += ".live"
+// A plain restore refuses a data directory that holds users, here one a
+// crash left (the service's binary killed -9) with keyed calls in its
+// journal alone, and writes nothing. With --discard-existing the
+// directory holds the backup's data alone: its own users are gone, the
+// calls the crash left are not replayed onto the users restored (those
+// the backup holds are), and a retry of a keyed call the crash left is
+// served anew, not answered from the answers kept before.
+func TestRestoreIntoADirectoryThatHoldsUsersDiscardsThemOnlyWhenTold(t *testing.T) {
+	backed := wholeBackup(t, startService(t, nil, "--data-dir", t.TempDir(), "--flush-interval", "1h"), "u") // u saw "a"
+	file := filepath.Join(t.TempDir(), "seenapi.backup")
+	if err := os.WriteFile(file, backed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	into := t.TempDir()
+	const userURL, keyed = "/v1/namespaces/default/users/u/filter", `{"candidates":["left-by-the-crash","a"],"limit":1}`
+	svc := startBinary(t, bin, "--data-dir", into, "--flush-interval", "1h")
+	if status, again, m := postKeyed(t, svc.url+userURL, "key-1", keyed); status != 200 || again {
+		t.Fatalf("keyed call: %d %v %v", status, again, m)
+	}
+	if status, m := post(t, svc.url+"/v1/namespaces/default/users/v/seen", `{"items":["v-item"]}`); status != 200 {
+		t.Fatalf("seen: %d %v", status, m)
+	}
+	// The answer is in the answers' files too (written every 100 ms), not
+	// only in the journal.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if files, _ := filepath.Glob(filepath.Join(into, answersLogDir, "*")); len(files) > 0 {
+			if fi, err := os.Stat(files[0]); err == nil && fi.Size() > 0 {
+				break
+			}
 		}
-		store, err := storage.Open(storage.DefaultOptions(live).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hot, err := eviction.New(store, nss, eviction.Options{FlushInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := hot.Filter("default", "u", []string{side.item}, 0, userfilter.RecordAll); err != nil {
-			t.Fatal(err)
-		}
-		if side.crash {
-			copyDir(t, live, side.dir, "LOCK") // what a crash leaves: the call in the journal alone
-		}
-		if err := errors.Join(hot.Close(), store.Close()); err != nil {
-			t.Fatal(err)
+		if time.Now().After(deadline) {
+			t.Fatal("no answer written to the answers' files within 10s")
 		}
 	}
-	file := filepath.Join(dir, "backup")
+	svc.kill()
+
+	restore := func(args ...string) (int, string) {
+		t.Helper()
+		var out bytes.Buffer
+		code := run(context.Background(), append([]string{"restore", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, args...), noEnv, &out, &out, nil)
+		return code, out.String()
+	}
+	// A backup of the directory leaves the crash to be found, as before.
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"backup", "--data-dir", from, "--out", file}, noEnv, &out, &out, nil); code != 0 {
-		t.Fatalf("backup exit %d: %s", code, out.String())
-	}
-	// A backup of the directory first, and a restore run twice (to finish
-	// one interrupted, say), each leave its calls as unwritten as they
-	// were: the second restore warns too.
 	if code := run(context.Background(), []string{"backup", "--data-dir", into, "--out", file + ".into"}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("backup exit %d: %s", code, out.String())
 	}
-	for i := range 2 {
-		out.Reset()
-		if code := run(context.Background(), []string{"restore", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
-			t.Fatalf("restore exit %d: %s", code, out.String())
-		}
-		if want := "the next start replays them onto the restored users"; !strings.Contains(out.String(), want) {
-			t.Errorf("restore %d: the log does not say %q:\n%s", i+1, want, out.String())
+	code, log := restore()
+	for _, want := range []string{"--data-dir " + into + " holds users already (namespaces default)", "the calls a crash left not yet written back",
+		"nothing was restored", "--discard-existing", "--merge"} {
+		if code != 1 || !strings.Contains(log, want) {
+			t.Errorf("plain restore: exit %d, want 1 and %q:\n%s", code, want, log)
 		}
 	}
-	if seen := seenAfterRestart(t, into, "default", "u", "backed-up", "left-by-the-crash"); !seen[0] || !seen[1] {
-		t.Errorf("after the restore and a start, the user has seen [backed-up left-by-the-crash]: %v, want both", seen)
+	if strings.Contains(log, "backup restored") {
+		t.Errorf("the refused restore restored:\n%s", log)
+	}
+	if code, log := restore("--merge", "--discard-existing"); code != 2 || !strings.Contains(log, "--merge and --discard-existing exclude each other") {
+		t.Errorf("--merge --discard-existing: exit %d, want 2:\n%s", code, log)
+	}
+	// Twice: the second as to finish one interrupted.
+	for i := range 2 {
+		if code, log := restore("--discard-existing"); code != 0 || !strings.Contains(log, "discarded the data directory's users") ||
+			!strings.Contains(log, "backup restored") {
+			t.Fatalf("restore --discard-existing %d: exit %d:\n%s", i+1, code, log)
+		}
+	}
+
+	svc = startBinary(t, bin, "--data-dir", into, "--flush-interval", "1h")
+	if status, m := post(t, svc.url+"/v1/namespaces/default/users/u/check", `{"items":["a","left-by-the-crash"]}`); status != 200 ||
+		fmt.Sprint(m["seen"]) != "[true false]" {
+		t.Errorf("u after the restore: %d %v, want a (the backup's) seen and left-by-the-crash (the crash's) not", status, m)
+	}
+	if resp, err := http.Get(svc.url + "/v1/namespaces/default/users/v"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("v, whom the backup does not hold, after the restore: %d, want 404", resp.StatusCode)
+	}
+	if status, again, m := postKeyed(t, svc.url+userURL, "key-1", keyed); status != 200 || again || m["recorded"] != 1.0 {
+		t.Errorf("the keyed call again after the restore: %d, given again %v, %v; want it served anew, recording left-by-the-crash", status, again, m)
+	}
+	if log := svc.log.String(); strings.Contains(log, "left by a crash") {
+		t.Errorf("the start after the restore speaks of a crash, whose calls were discarded:\n%s", log)
 	}
 }
