@@ -40,16 +40,7 @@ func TestBodiesBeyondTheirBudgetAreRefusedUnread(t *testing.T) {
 			user, addr, len(body), body[:1<<10])
 		return conn, bufio.NewReader(conn)
 	}
-	reserved := func(want int) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for api.BodyBytesReserved(e.srv) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d bytes of bodies reserved, want %d", api.BodyBytesReserved(e.srv), want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	reserved := func(want int) { t.Helper(); e.waitReserved(t, want) }
 	answer := func(br *bufio.Reader, conn net.Conn) (*http.Response, []byte) {
 		t.Helper()
 		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -257,5 +248,20 @@ func TestBodyOfAResetConnectionGivesItsShareBack(t *testing.T) {
 	}
 	if n := api.BodyBytesReserved(e.srv); n != 0 {
 		t.Fatalf("%d bytes of bodies reserved after the answers", n)
+	}
+}
+
+// waitReserved waits until the bodies being read hold want bytes of the
+// budget: a body of more than 16 KiB and a stated length holds its length
+// from when its header is read until the body has come, so a request is
+// known to be under way, its body being read.
+func (e *env) waitReserved(t testing.TB, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for api.BodyBytesReserved(e.srv) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of bodies reserved, want %d", api.BodyBytesReserved(e.srv), want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
