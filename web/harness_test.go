@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -10,8 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -55,7 +56,7 @@ const stepLimit = time.Minute
 type service struct {
 	base string // http://127.0.0.1:PORT
 	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	logs *logBuffer
 	done chan struct{} // closed when the process exits
 }
 
@@ -216,40 +217,61 @@ func (s *suite) keyedService(t *testing.T, keys string) *service {
 }
 
 // startService runs the binary with the suite's keys and its own data
-// directory under s.dir on a free loopback port and waits for /readyz.
+// directory under s.dir on a loopback port and waits for /readyz.
 func (s *suite) startService(data string) (*service, error) {
 	return s.startServiceWith(data, s.keysArg, "")
 }
 
 // startServiceWith runs the binary with the keys file keys (none, an open
-// service, when "") and the data directory data under s.dir, on addr (a free
-// loopback port when ""), and the flags extra, and waits for /readyz.
+// service, when "") and the data directory data under s.dir, on addr (when
+// "", a loopback port the service picks itself), and the flags extra; it
+// waits for the service to log the URL it serves at, then for /readyz.
+// A port picked here and passed on could be taken by another process
+// meanwhile, which would then answer the readiness probe while the service
+// exited on its bind error; only the service's own word says where it is.
 func (s *suite) startServiceWith(data, keys, addr string, extra ...string) (*service, error) {
-	if addr == "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		addr = ln.Addr().String()
-		ln.Close()
-	}
-
-	svc := &service{base: "http://" + addr, logs: new(bytes.Buffer), done: make(chan struct{})}
-	args := []string{"serve", "--addr", addr, "--data-dir", filepath.Join(s.dir, data),
+	args := []string{"serve", "--addr", cmp.Or(addr, "127.0.0.1:0"), "--data-dir", filepath.Join(s.dir, data),
 		"--namespaces", s.namespacesArg, "--min-free-bytes=-1"}
 	if keys != "" {
 		args = append(args, "--keys-file", keys)
 	}
 	args = append(args, extra...)
+	svc := &service{logs: new(logBuffer), done: make(chan struct{})}
 	svc.cmd = exec.Command(s.bin, args...)
-	svc.cmd.Stdout = svc.logs
-	svc.cmd.Stderr = svc.logs
-	if err := svc.cmd.Start(); err != nil {
+	pr, pw, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
-	go func() { svc.cmd.Wait(); close(svc.done) }()
+	svc.cmd.Stdout, svc.cmd.Stderr = pw, pw
+	err = svc.cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	serving := make(chan string, 1)
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		defer pr.Close()
+		svc.logs.copy(pr, serving)
+	}()
+	go func() {
+		svc.cmd.Wait()
+		<-logged // the whole log read before anyone is told it exited
+		close(svc.done)
+	}()
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.After(30 * time.Second)
+	select {
+	case u := <-serving:
+		svc.base = u
+	case <-svc.done:
+		return nil, fmt.Errorf("seenapi exited before serving: %v\n%s", svc.cmd.ProcessState, svc.logs)
+	case <-deadline:
+		svc.stop()
+		return nil, fmt.Errorf("seenapi did not say where it serves within 30s:\n%s", svc.logs)
+	}
 	for {
 		resp, err := http.Get(svc.base + "/readyz")
 		if err == nil {
@@ -261,13 +283,46 @@ func (s *suite) startServiceWith(data, keys, addr string, extra ...string) (*ser
 		select {
 		case <-svc.done:
 			return nil, fmt.Errorf("seenapi exited before it was ready: %v\n%s", svc.cmd.ProcessState, svc.logs)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			svc.stop()
 			return nil, fmt.Errorf("seenapi not ready after 30s:\n%s", svc.logs)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// logBuffer is a service's log, read while the service writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// servingURL matches the URL of the service's "seenapi: serving" log line.
+var servingURL = regexp.MustCompile(`msg="seenapi: serving" .*\burl=(http://\S+)`)
+
+// copy reads the log from r to its end, and sends on serving the URL the
+// service logs it serves at.
+func (l *logBuffer) copy(r io.Reader, serving chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		l.mu.Lock()
+		l.b.Write(sc.Bytes())
+		l.b.WriteByte('\n')
+		l.mu.Unlock()
+		if m := servingURL.FindSubmatch(sc.Bytes()); m != nil {
+			select {
+			case serving <- string(m[1]):
+			default: // logged once; a second would be no one's to read
+			}
+		}
+	}
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // stop ends the process: SIGTERM, then SIGKILL after 10 s.
@@ -884,5 +939,23 @@ func TestAStuckStepFailsWithinItsBound(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("a stuck step still held the test after 30 s (its bound: 1 s and a grace of 5 s)")
+	}
+}
+
+// A service that cannot take its address, another server's, fails to
+// start saying why: the other server's answer to /readyz is not taken for
+// the service's own (the tests would then call a server that is not
+// seenapi, or another test's).
+func TestAServiceIsReadyOnlyWhereItSaysItServes(t *testing.T) {
+	s := setup(t)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer other.Close()
+	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, other.Listener.Addr().String())
+	if err == nil {
+		svc.stop()
+		t.Fatalf("started on %s, where another server answers", svc.base)
+	}
+	if !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("want the service's own reason: %v", err)
 	}
 }
