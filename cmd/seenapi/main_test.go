@@ -1685,18 +1685,45 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 	}
 }
 
-// buildBinary builds the command into a temp dir (skipping the test under
-// -short) and returns its path.
+// built is the command built once for the tests that run the binary:
+// each building its own took seconds of linking, most of such a test's time.
+var built struct {
+	once sync.Once
+	dir  string // removed by TestMain
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the command into a temp dir, once for all the tests
+// (skipping the test under -short), and returns its path.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "seenapi")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "seenapi-cmd-test-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "seenapi")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 // TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
