@@ -33,6 +33,37 @@ func BuildSeenapi(ctx context.Context, moduleDir, out string) error {
 	return nil
 }
 
+// SharedBuild is a seenapi server built once, on first use, into a
+// temporary directory of its own: for the tests of a package that run the
+// server, where each building its own spent seconds linking. Its zero
+// value is ready; Remove, from TestMain, deletes what it built.
+type SharedBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// Bin builds the server of the module in moduleDir the first time it is
+// called and returns its path, or the error of that build.
+func (b *SharedBuild) Bin(moduleDir string) (string, error) {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "seenapi-test-bin-"); b.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		b.err = BuildSeenapi(ctx, moduleDir, filepath.Join(b.dir, "seenapi"))
+	})
+	return filepath.Join(b.dir, "seenapi"), b.err
+}
+
+// Remove deletes the server built, if any.
+func (b *SharedBuild) Remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
 // HTTPOptions configure the seenapi-over-HTTP system.
 type HTTPOptions struct {
 	// Bin is the seenapi server binary (see BuildSeenapi). Required.

@@ -7,40 +7,26 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-var seenapiBuild struct {
-	once sync.Once
-	dir  string
-	err  error
-}
+var seenapiBuild SharedBuild
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if seenapiBuild.dir != "" {
-		os.RemoveAll(seenapiBuild.dir)
-	}
+	seenapiBuild.Remove()
 	os.Exit(code)
 }
 
 // seenapiBin builds the module's server once for the package's tests.
 func seenapiBin(t *testing.T) string {
 	t.Helper()
-	seenapiBuild.once.Do(func() {
-		if seenapiBuild.dir, seenapiBuild.err = os.MkdirTemp("", "seenbench-test-bin-"); seenapiBuild.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		seenapiBuild.err = BuildSeenapi(ctx, "..", filepath.Join(seenapiBuild.dir, "seenapi"))
-	})
-	if seenapiBuild.err != nil {
-		t.Fatal(seenapiBuild.err)
+	bin, err := seenapiBuild.Bin("..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(seenapiBuild.dir, "seenapi")
+	return bin
 }
 
 // seenapi-https starts the real server with a certificate of the

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/bench"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
@@ -1687,43 +1688,26 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 
 // built is the command built once for the tests that run the binary:
 // each building its own took seconds of linking, most of such a test's time.
-var built struct {
-	once sync.Once
-	dir  string // removed by TestMain
-	bin  string
-	err  error
-}
+var built bench.SharedBuild
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	built.Remove()
 	os.Exit(code)
 }
 
-// buildBinary builds the command into a temp dir, once for all the tests
-// (skipping the test under -short), and returns its path.
+// buildBinary builds the command once for all the tests (skipping the
+// test under -short) and returns its path.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "seenapi-cmd-test-"); built.err != nil {
-			return
-		}
-		bin := filepath.Join(built.dir, "seenapi")
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("build: %v\n%s", err, out)
-			return
-		}
-		built.bin = bin
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
+	bin, err := built.Bin("../..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return built.bin
+	return bin
 }
 
 // TestBinaryShutsDownGracefullyOnSIGTERM builds the command, serves, sends
