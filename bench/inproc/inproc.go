@@ -29,6 +29,9 @@ type Options struct {
 	CacheBytes int64
 	// NoJournal turns the journal off. Default false: journaled, as the server.
 	NoJournal bool
+	// FlushInterval is the hot set's write-back interval (the server's
+	// --flush-interval). Default: the hot set's.
+	FlushInterval time.Duration
 	// Window and Granularity set the default namespace's retention window.
 	// Default none (the default profile).
 	Window, Granularity time.Duration
@@ -88,7 +91,8 @@ func (s *System) open() error {
 	profile := userfilter.DefaultProfile()
 	profile.Window, profile.Granularity = s.opts.Window, s.opts.Granularity
 	hs, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: profile}},
-		eviction.Options{CacheBytes: s.opts.CacheBytes, NoJournal: s.opts.NoJournal, Now: s.opts.Now})
+		eviction.Options{CacheBytes: s.opts.CacheBytes, NoJournal: s.opts.NoJournal, Now: s.opts.Now,
+			FlushInterval: s.opts.FlushInterval})
 	if err != nil {
 		store.Close()
 		return fmt.Errorf("%w: %v", bench.ErrServer, err)

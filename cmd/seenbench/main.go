@@ -88,6 +88,7 @@ type config struct {
 	cacheBytes  int64
 	seenapiBin  string
 	seenapiArgs string
+	flushEvery  time.Duration
 	dataParent  string
 	redisClient string
 	cpuProfile  bool
@@ -121,6 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cacheBytes := fs.String("cache-bytes", "0", "seenapi hot set budget (--cache-bytes of the server and the in-process hot set; 0: their default)")
 	fs.StringVar(&c.seenapiBin, "seenapi-bin", "", "seenapi server binary (default: built from this module with go build)")
 	fs.StringVar(&c.seenapiArgs, "seenapi-args", "", "extra seenapi server flags, space-separated")
+	fs.DurationVar(&c.flushEvery, "flush-interval", 0, "seenapi's write-back interval (--flush-interval of the server and the in-process hot set; 0: their default, 5s); "+
+		"the settle after the fill and after the saturation phase waits about that long for the last changes to be written back")
 	fs.StringVar(&c.redisClient, "redis-client", "go-redis", "client of the Redis systems' load: go-redis, or resp (a minimal pipelining client, to gauge go-redis's own cost)")
 	window := fs.String("window", "", "retention window (e.g. 30d): the window run, seenapi-inproc only, on a clock the harness advances")
 	granularity := fs.String("window-granularity", "", "bucket width of the window (default window/4)")
@@ -150,6 +153,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if !set["sample"] {
 			c.sample = 400
 		}
+		if !set["flush-interval"] {
+			// Each settle waits about one interval for the write-back of
+			// the last changes: 20 s of the run at the default 5 s.
+			c.flushEvery = time.Second
+		}
 	}
 	var err error
 	if c.users, err = parseUsers(*users); err != nil {
@@ -168,6 +176,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--sample %d: want at least 1 user checked", c.sample)
 	case c.fill < 0:
 		return nil, fmt.Errorf("--fill %d: want at least 0 items (0: no fill)", c.fill)
+	case c.flushEvery != 0 && c.flushEvery < time.Millisecond:
+		return nil, fmt.Errorf("--flush-interval %v: want at least 1ms (0: seenapi's default)", c.flushEvery)
 	case c.clientProcs < 0:
 		return nil, fmt.Errorf("--client-procs %d: want at least 0 (0: all cores)", c.clientProcs)
 	}
@@ -371,14 +381,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		switch name {
 		case "seenapi-http", "seenapi-https":
 			var extra []string
-			if c.seenapiArgs != "" {
-				extra = strings.Fields(c.seenapiArgs)
+			if c.flushEvery > 0 { // before --seenapi-args, which may set it again
+				extra = append(extra, "--flush-interval", c.flushEvery.String())
 			}
+			extra = append(extra, strings.Fields(c.seenapiArgs)...)
 			return bench.NewSeenapiHTTP(bench.HTTPOptions{Bin: seenapiBin, DataParent: c.dataParent,
 				CacheBytes: c.cacheBytes, Args: extra, LogDir: logDir, Conns: conns, TLS: name == "seenapi-https"})
 		case "seenapi-inproc", "seenapi-http-inproc":
 			o := inproc.Options{DataParent: c.dataParent, CacheBytes: c.cacheBytes,
-				HTTP: name == "seenapi-http-inproc", Conns: conns, NoJournal: c.noJournal}
+				HTTP: name == "seenapi-http-inproc", Conns: conns, NoJournal: c.noJournal, FlushInterval: c.flushEvery}
 			if c.window > 0 {
 				o.Window, o.Granularity, o.Now = c.window, c.granularity, clock.Now
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seenapi/seenapi/bench"
+	"github.com/seenapi/seenapi/eviction"
 )
 
 // TestQuickRunsEverySystemAndHoldsCorrectness runs `seenbench --quick` end
@@ -131,6 +132,7 @@ func TestParseFlagsRejectsOutOfRangeValues(t *testing.T) {
 		{"--open-fraction", "0"}, {"--open-fraction", "2"}, {"--open-fraction", "-1"},
 		{"--sample", "0"}, {"--sample", "-5"}, {"--fill", "-3"}, {"--client-procs", "-1"},
 		{"--zipf", "0.5"}, {"--memory-limit", "0"}, {"--window-speed", "0"},
+		{"--flush-interval", "-1s"}, {"--flush-interval", "1us"},
 	} {
 		_, err := parseFlags(args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
@@ -139,6 +141,35 @@ func TestParseFlagsRejectsOutOfRangeValues(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--uniform", "--fill", "0", "--warm", "0s", "--open-fraction", "1"}, io.Discard); err != nil {
 		t.Errorf("valid flags refused: %v", err)
+	}
+}
+
+// --flush-interval sets seenapi's write-back interval, about which each
+// settle waits for the last changes to be written back: at 50 ms the
+// settle after the fill takes far less than the default's 5 s. The quick
+// run takes 1 s unless told otherwise.
+func TestFlushIntervalShortensTheSettle(t *testing.T) {
+	out := t.TempDir()
+	err := run(context.Background(), []string{"--systems", "seenapi-inproc", "--users", "200", "--concurrency", "4", "--sample", "20",
+		"--warm", "200ms", "--duration", "300ms", "--flush-interval", "50ms", "--out", out, "--data-dir", t.TempDir()}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil || len(rep.Results) != 1 {
+		t.Fatalf("results.json: %v, %d results", err, len(rep.Results))
+	}
+	if r := rep.Results[0]; r.Settle >= eviction.DefaultFlushInterval/2 || r.SettleSaturation >= eviction.DefaultFlushInterval/2 {
+		t.Errorf("settled in %v after the fill and %v after the saturation phase, at a flush interval of 50ms", r.Settle, r.SettleSaturation)
+	}
+	for args, want := range map[string]time.Duration{"--quick": time.Second, "--quick --flush-interval 3s": 3 * time.Second, "": 0} {
+		if c, err := parseFlags(strings.Fields(args), io.Discard); err != nil || c.flushEvery != want {
+			t.Errorf("%q: %+v (%v), want a flush interval of %v", args, c, err, want)
+		}
 	}
 }
 
@@ -180,7 +211,7 @@ func TestRunInterruptedAfterASystemSaysWhereItsResultsAre(t *testing.T) {
 	out := t.TempDir()
 	log := &cancelOn{what: "seenbench: seenapi-inproc U=2e2: ", cancel: cancel}
 	err := run(ctx, []string{"--systems", "seenapi-inproc", "--users", "200,300", "--concurrency", "4", "--sample", "20",
-		"--warm", "200ms", "--duration", "300ms", "--out", out, "--data-dir", t.TempDir()}, io.Discard, log)
+		"--warm", "200ms", "--duration", "300ms", "--flush-interval", "50ms", "--out", out, "--data-dir", t.TempDir()}, io.Discard, log)
 	if err == nil || !strings.Contains(err.Error(), "interrupted (interrupt signal received); the results of the systems that completed are in "+out) {
 		t.Errorf("err = %v, want the interruption and %s; log:\n%s", err, out, log.log.String())
 	}
