@@ -2219,12 +2219,13 @@ func hupUntilLogged(t *testing.T, s *service, want string) {
 	}
 }
 
-// A SIGHUP to a service started without keys has nothing to reload: one
-// warning says it stays open and how to require keys, and no error.
+// A SIGHUP to a service started without keys, namespaces file or
+// certificate has nothing to reload: one warning says so, that it stays
+// open and how to require keys, and no error.
 func TestSIGHUPToAnOpenServiceWarnsItStaysOpen(t *testing.T) {
 	s := startService(t, nil, "--data-dir", t.TempDir())
-	const want = `level=WARN msg="seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; ` +
-		`to require keys, restart it with --keys-file or SEENAPI_KEYS"`
+	const want = `level=WARN msg="seenapi: SIGHUP: nothing to reload: the service was started without API keys, namespaces file or TLS certificate, ` +
+		`and stays open; to require keys, restart it with --keys-file or SEENAPI_KEYS"`
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -2240,6 +2241,20 @@ func TestSIGHUPToAnOpenServiceWarnsItStaysOpen(t *testing.T) {
 	log := s.out.String()
 	if strings.Count(log, `msg="seenapi: SIGHUP`) != 1 || !strings.Contains(log, want) || strings.Contains(log, "level=ERROR") {
 		t.Errorf("after SIGHUP, want the one line %s and no error:\n%s", want, log)
+	}
+}
+
+// A SIGHUP to an open service with a namespaces file is sent for the
+// namespaces: it reloads them and says nothing of keys, which the service
+// was never given.
+func TestSIGHUPToAnOpenServiceSaysNothingOfKeys(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "namespaces.yaml", "feed:\n  window: 7d\n")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--namespaces", file)
+	hupUntilLogged(t, s, `msg="seenapi: SIGHUP: namespaces reloaded" namespaces=2`)
+	for line := range strings.Lines(s.out.String()) {
+		if strings.Contains(line, `msg="seenapi: SIGHUP`) && (strings.Contains(line, "keys") || !strings.Contains(line, "level=INFO")) {
+			t.Errorf("a SIGHUP for the namespaces of an open service logged %s", line)
+		}
 	}
 }
 
@@ -2290,7 +2305,7 @@ func TestSIGHUPWhileStartingIsHarmless(t *testing.T) {
 			t.Fatal("no url logged")
 		}
 	}
-	cmd.Process.Signal(syscall.SIGHUP) // serving: an open service logs that it stays open
+	cmd.Process.Signal(syscall.SIGHUP) // serving: an open service logs that it has nothing to reload
 	resp, err := http.Get(u + "/healthz")
 	if err != nil {
 		cmd.Process.Kill()

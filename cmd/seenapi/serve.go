@@ -99,13 +99,18 @@ func keys(o *options, env environ) ([]api.Key, error) {
 // certificate again when there is one (cert not nil). Keys, namespaces or
 // a certificate that do not load leave the old ones in place. A service
 // started without keys stays open (see api.Server.SetKeys): it has no keys
-// to reload, and says so.
+// to reload, and says nothing of them, unless a SIGHUP finds nothing at all
+// to reload (see nothingToReload).
 func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ, srv *api.Server, keys []api.Key, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
+		}
+		if srv.Open() && o.namespacesFile == "" && cert == nil {
+			logger.Warn(nothingToReload)
+			continue
 		}
 		if ks := reloadKeys(o, env, srv, keys, logger); ks != nil {
 			keys = ks
@@ -137,10 +142,13 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 // were prev. It returns the keys reloaded, nil if none were, and logs
 // which keys it added, removed and changed (role, rate or namespaces), by
 // their ids, so that the log shows a rotation took.
+//
+// A service started without keys has none to reload: it was given no keys
+// file and no SEENAPI_KEYS (one holding no key is refused at the start), so
+// a SIGHUP sent to it for its namespaces or its certificate is not about
+// keys, and reloadKeys says nothing.
 func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger *slog.Logger) []api.Key {
 	if srv.Open() {
-		logger.Warn("seenapi: SIGHUP: no API keys to reload: the service was started without keys and stays open; " +
-			"to require keys, restart it with --keys-file or SEENAPI_KEYS")
 		return nil
 	}
 	ks, err := keys(o, env)
@@ -155,6 +163,12 @@ func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger
 	warnKeysFileMode(o.keysFile, "seenapi: SIGHUP: ", logger)
 	return ks
 }
+
+// nothingToReload is what a SIGHUP logs to a service started without keys,
+// namespaces file or certificate: it reloads nothing, and whoever sent it
+// most likely meant keys.
+const nothingToReload = "seenapi: SIGHUP: nothing to reload: the service was started without API keys, namespaces file or TLS certificate, " +
+	"and stays open; to require keys, restart it with --keys-file or SEENAPI_KEYS"
 
 // keyChanges says, as log attributes, the ids of the keys in next and not
 // in prev (added), in prev and not in next (removed), and in both with
