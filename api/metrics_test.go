@@ -50,7 +50,7 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	bounded := map[string]bool{"namespace": true, "route": true, "status": true, "level": true}
+	bounded := map[string]bool{"namespace": true, "route": true, "status": true, "level": true, "result": true}
 	for name, mf := range mfs {
 		if mf.GetHelp() == "" {
 			t.Errorf("%s has no HELP", name)
@@ -67,7 +67,7 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 			}
 			for _, l := range m.GetLabel() {
 				if !bounded[l.GetName()] {
-					t.Errorf("%s has the label %s=%q: want only namespace, route, status or level", name, l.GetName(), l.GetValue())
+					t.Errorf("%s has the label %s=%q: want only namespace, route, status, level or result", name, l.GetName(), l.GetValue())
 				}
 			}
 		}

@@ -84,6 +84,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 	}
 	s := &Server{hot: hot, cfg: cfg, started: cfg.Now(),
 		k: counters{duration: newDurationHistogram()}}
+	s.k.lastReloadOK.Store(s.started.UnixNano())
 	s.keys.Store(newKeyring(cfg.Keys, serverRate(cfg)))
 	if cfg.HSTSMaxAge > 0 {
 		s.hsts = "max-age=" + strconv.FormatInt(int64(cfg.HSTSMaxAge/time.Second), 10)

@@ -106,6 +106,32 @@ type counters struct {
 
 	// batchErrors are a batch's users' errors, statuses 400..599.
 	batchErrors [200]atomic.Uint64
+
+	// The reloads of the service's configuration (Server.NoteReload): by
+	// outcome, when the last one that loaded was (Unix nanoseconds; the
+	// start's until one), and whether the last one failed.
+	reloadsOK, reloadsFailed atomic.Uint64
+	lastReloadOK             atomic.Int64
+	lastReloadFailed         atomic.Bool
+}
+
+// NoteReload counts a reload of the service's configuration (the keys,
+// namespaces and certificate that seenapi serve reads again on SIGHUP):
+// ok, or failed in some part, the old one staying. /metrics has them
+// (seenapi_config_reloads_total by result, and, as Prometheus's own, the
+// time of the last that loaded and whether the last one did), so that a
+// failed reload, otherwise only in the log, can raise an alert. The
+// configuration read at the start counts as the first that loaded. Safe
+// for concurrent use.
+func (s *Server) NoteReload(ok bool) {
+	if !ok {
+		s.k.reloadsFailed.Add(1)
+		s.k.lastReloadFailed.Store(true)
+		return
+	}
+	s.k.reloadsOK.Add(1)
+	s.k.lastReloadOK.Store(s.cfg.Now().UnixNano())
+	s.k.lastReloadFailed.Store(false)
 }
 
 // durationBuckets are the upper bounds (seconds) of the request-duration
@@ -250,6 +276,9 @@ func newCollector(s *Server) *collector {
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total).", []string{"status"}, nil)
 	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)
+	c.descs["reloads"] = prometheus.NewDesc("seenapi_config_reloads_total", "Reloads of the configuration (keys, namespaces, TLS certificate) on SIGHUP, by result: ok, or failed (some part did not load and stays as it was; the log says which).", []string{"result"}, nil)
+	c.descs["reload_time"] = prometheus.NewDesc("seenapi_config_last_reload_success_timestamp_seconds", "When the configuration last loaded whole: the last SIGHUP that did, else the start.", nil, nil)
+	c.descs["reload_ok"] = prometheus.NewDesc("seenapi_config_last_reload_successful", "1 if the last reload of the configuration loaded whole (or none was asked since the start), 0 if some part failed.", nil, nil)
 	c.descs["level_bytes"] = prometheus.NewDesc("seenapi_storage_level_bytes", "Bytes in each level of the store's LSM tree.", []string{"level"}, nil)
 	return c
 }
@@ -282,6 +311,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for code, n := range withZeros(st.BatchUserErrors, batchUserStatuses) {
 		ch <- prometheus.MustNewConstMetric(c.descs["batch_errors"], prometheus.CounterValue, float64(n), code)
 	}
+	k := &c.s.k
+	ch <- prometheus.MustNewConstMetric(c.descs["reloads"], prometheus.CounterValue, float64(k.reloadsOK.Load()), "ok")
+	ch <- prometheus.MustNewConstMetric(c.descs["reloads"], prometheus.CounterValue, float64(k.reloadsFailed.Load()), "failed")
+	ch <- prometheus.MustNewConstMetric(c.descs["reload_time"], prometheus.GaugeValue, float64(k.lastReloadOK.Load())/1e9)
+	ok := 1.0
+	if k.lastReloadFailed.Load() {
+		ok = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs["reload_ok"], prometheus.GaugeValue, ok)
 	for _, l := range st.StorageLevels {
 		level := strconv.Itoa(l.Level)
 		ch <- prometheus.MustNewConstMetric(c.descs["level_tables"], prometheus.GaugeValue, float64(l.Tables), level)

@@ -2244,6 +2244,83 @@ func TestSIGHUPToAnOpenServiceWarnsItStaysOpen(t *testing.T) {
 	}
 }
 
+// Each SIGHUP to the binary is counted in /metrics by its outcome, a
+// reload failed by a keys file or a namespaces file that does not load as
+// well, with the time of the last that loaded whole (the start's until
+// one) and whether the last one did, for an alert to find what the log
+// alone says.
+func TestSIGHUPOutcomesAreInTheMetrics(t *testing.T) {
+	dir := t.TempDir()
+	const key = "r-0123456789abcdef"
+	keys := writeFile(t, dir, "keys", "read:"+key+"\n")
+	nss := writeFile(t, dir, "namespaces.yaml", "feed:\n  window: 7d\n")
+	b := startBinary(t, buildBinary(t), "--data-dir", t.TempDir(), "--keys-file", keys, "--namespaces", nss)
+	defer func() { b.cmd.Process.Signal(syscall.SIGTERM); <-b.read; b.cmd.Wait() }()
+	metrics := func() (ok, failed, last, successful float64) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, b.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		values := map[string]float64{}
+		for line := range strings.Lines(string(body)) {
+			if name, v, found := strings.Cut(strings.TrimSpace(line), " "); found && strings.HasPrefix(name, "seenapi_config_") {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				values[name] = f
+			}
+		}
+		if len(values) != 4 {
+			t.Fatalf("/metrics (%d) has %v of the reloads' 4 series:\n%s", resp.StatusCode, values, body)
+		}
+		return values[`seenapi_config_reloads_total{result="ok"}`], values[`seenapi_config_reloads_total{result="failed"}`],
+			values["seenapi_config_last_reload_success_timestamp_seconds"], values["seenapi_config_last_reload_successful"]
+	}
+	// hup sends SIGHUP and returns the figures once the reload is counted.
+	hup := func() (ok, failed, last, successful float64) {
+		t.Helper()
+		ok0, failed0, _, _ := metrics()
+		if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if ok, failed, last, successful = metrics(); ok+failed > ok0+failed0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no reload counted after SIGHUP:\n%s", b.log.String())
+			}
+		}
+	}
+	ok, failed, started, successful := metrics()
+	if now := float64(time.Now().Unix()); ok != 0 || failed != 0 || successful != 1 || started < now-60 || started > now+1 {
+		t.Fatalf("at the start: %v ok, %v failed, last loaded at %v (now %v), successful %v; want 0, 0, the start, 1", ok, failed, started, now, successful)
+	}
+	writeFile(t, dir, "namespaces.yaml", "feed: [\n")
+	if ok, failed, last, successful := hup(); ok != 0 || failed != 1 || last != started || successful != 0 {
+		t.Fatalf("after a namespaces file that does not load: %v ok, %v failed, last loaded at %v, successful %v; want 0, 1, %v, 0", ok, failed, last, successful, started)
+	}
+	writeFile(t, dir, "namespaces.yaml", "feed:\n  window: 1d\n")
+	time.Sleep(10 * time.Millisecond) // the timestamp's resolution is finer: a later one shows
+	ok, failed, reloaded, successful := hup()
+	if ok != 1 || failed != 1 || reloaded <= started || successful != 1 {
+		t.Fatalf("after a reload that loaded: %v ok, %v failed, last loaded at %v, successful %v; want 1, 1, after %v, 1", ok, failed, reloaded, successful, started)
+	}
+	writeFile(t, dir, "keys", "read:short\n")
+	if ok, failed, last, successful := hup(); ok != 1 || failed != 2 || last != reloaded || successful != 0 {
+		t.Fatalf("after a keys file that does not load: %v ok, %v failed, last loaded at %v, successful %v; want 1, 2, %v, 0", ok, failed, last, successful, reloaded)
+	}
+	if !strings.Contains(b.log.String(), "the API keys were not reloaded; the old ones stay") {
+		t.Fatalf("the failed reload of the keys is not logged:\n%s", b.log.String())
+	}
+}
+
 // A SIGHUP to an open service with a namespaces file is sent for the
 // namespaces: it reloads them and says nothing of keys, which the service
 // was never given.
@@ -2499,7 +2576,7 @@ func TestKeysSetButEmptyInEveryCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log syncBuffer
-		if got := reloadKeys(&options{}, mapEnv(env), srv, nil, slog.New(slog.NewTextHandler(&log, nil))); got != nil || srv.Open() ||
+		if got, ok := reloadKeys(&options{}, mapEnv(env), srv, nil, slog.New(slog.NewTextHandler(&log, nil))); got != nil || ok || srv.Open() ||
 			!strings.Contains(log.String(), "the API keys were not reloaded; the old ones stay") || !strings.Contains(log.String(), "set but") {
 			t.Errorf("SIGHUP with %v: reloaded %v, open %v; want the old key kept and the refusal logged:\n%s", env, got, srv.Open(), log.String())
 		}

@@ -100,7 +100,8 @@ func keys(o *options, env environ) ([]api.Key, error) {
 // a certificate that do not load leave the old ones in place. A service
 // started without keys stays open (see api.Server.SetKeys): it has no keys
 // to reload, and says nothing of them, unless a SIGHUP finds nothing at all
-// to reload (see nothingToReload).
+// to reload (see nothingToReload). Each SIGHUP is counted in srv's figures
+// (api.Server.NoteReload), failed when some part did not load.
 func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ, srv *api.Server, keys []api.Key, hot namespaceSetter, cert *certificate, logger *slog.Logger) {
 	for {
 		select {
@@ -110,36 +111,47 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 		}
 		if srv.Open() && o.namespacesFile == "" && cert == nil {
 			logger.Warn(nothingToReload)
+			srv.NoteReload(true)
 			continue
 		}
-		if ks := reloadKeys(o, env, srv, keys, logger); ks != nil {
+		ks, keysOK := reloadKeys(o, env, srv, keys, logger)
+		if ks != nil {
 			keys = ks
 		}
-		reloadNamespaces(o, hot, logger)
+		namespacesOK := reloadNamespaces(o, hot, logger)
 		// The keys in force, reloaded or not: a namespace taken out
 		// leaves a key that did not reload limited to it as well.
 		warnUnservedScopes(keys, hot.Namespaces(), "seenapi: SIGHUP: ", logger)
-		if cert == nil {
-			continue
-		}
-		prev := cert.cur.Load()
-		if err := cert.reload(); err != nil {
-			logger.Error("seenapi: SIGHUP: the TLS certificate was not reloaded; the old one stays", "err", err)
-			continue
-		}
-		// Its date tells a renewed certificate from the one before; a
-		// SIGHUP sent before the files were replaced says so.
-		leaf, msg := cert.cur.Load().Leaf, "seenapi: SIGHUP: TLS certificate reloaded"
-		if bytes.Equal(leaf.Raw, prev.Leaf.Raw) {
-			msg += ": the same certificate as before (to renew it, replace the files of --tls-cert and --tls-key, then send SIGHUP)"
-		}
-		logger.Info(msg, "cert", cert.certFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
-		cert.warnIfExpired(time.Now(), "seenapi: SIGHUP: ", logger)
+		certOK := reloadCertificate(cert, logger)
+		srv.NoteReload(keysOK && namespacesOK && certOK)
 	}
 }
 
+// reloadCertificate is what a SIGHUP does to the TLS certificate, if any
+// (see reloadOn); false: it did not load.
+func reloadCertificate(cert *certificate, logger *slog.Logger) bool {
+	if cert == nil {
+		return true
+	}
+	prev := cert.cur.Load()
+	if err := cert.reload(); err != nil {
+		logger.Error("seenapi: SIGHUP: the TLS certificate was not reloaded; the old one stays", "err", err)
+		return false
+	}
+	// Its date tells a renewed certificate from the one before; a
+	// SIGHUP sent before the files were replaced says so.
+	leaf, msg := cert.cur.Load().Leaf, "seenapi: SIGHUP: TLS certificate reloaded"
+	if bytes.Equal(leaf.Raw, prev.Leaf.Raw) {
+		msg += ": the same certificate as before (to renew it, replace the files of --tls-cert and --tls-key, then send SIGHUP)"
+	}
+	logger.Info(msg, "cert", cert.certFile, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	cert.warnIfExpired(time.Now(), "seenapi: SIGHUP: ", logger)
+	return true
+}
+
 // reloadKeys is what a SIGHUP does to the API keys (see reloadOn), which
-// were prev. It returns the keys reloaded, nil if none were, and logs
+// were prev. It returns the keys reloaded, nil if none were (ok false if
+// they did not load), and logs
 // which keys it added, removed and changed (role, rate or namespaces), by
 // their ids, so that the log shows a rotation took.
 //
@@ -147,9 +159,9 @@ func reloadOn(ctx context.Context, hup <-chan os.Signal, o *options, env environ
 // file and no SEENAPI_KEYS (one holding no key is refused at the start), so
 // a SIGHUP sent to it for its namespaces or its certificate is not about
 // keys, and reloadKeys says nothing.
-func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger *slog.Logger) []api.Key {
+func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger *slog.Logger) (_ []api.Key, ok bool) {
 	if srv.Open() {
-		return nil
+		return nil, true
 	}
 	ks, err := keys(o, env)
 	if err == nil {
@@ -157,11 +169,11 @@ func reloadKeys(o *options, env environ, srv *api.Server, prev []api.Key, logger
 	}
 	if err != nil {
 		logger.Error("seenapi: SIGHUP: the API keys were not reloaded; the old ones stay", "err", err)
-		return nil
+		return nil, false
 	}
 	logger.Info("seenapi: SIGHUP: API keys reloaded", append([]any{"keys", len(ks)}, keyChanges(prev, ks)...)...)
 	warnKeysFileMode(o.keysFile, "seenapi: SIGHUP: ", logger)
-	return ks
+	return ks, true
 }
 
 // nothingToReload is what a SIGHUP logs to a service started without keys,
@@ -227,10 +239,11 @@ type namespaceSetter interface {
 
 // reloadNamespaces is what a SIGHUP does to the namespaces (see reloadOn):
 // with a namespaces file, a namespace added to it is served at once, and a
-// changed profile makes the filters of users who come from now on.
-func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
+// changed profile makes the filters of users who come from now on. False:
+// the file did not load.
+func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) bool {
 	if o.namespacesFile == "" {
-		return
+		return true
 	}
 	nss, err := loadNamespaces(o.namespacesFile)
 	var ch eviction.NamespaceChanges
@@ -241,7 +254,7 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 	}
 	if err != nil {
 		logger.Error("seenapi: SIGHUP: the namespaces were not reloaded; the old ones stay", "err", err)
-		return
+		return false
 	}
 	attrs := []any{"namespaces", len(nss)}
 	for _, a := range []struct {
@@ -259,6 +272,7 @@ func reloadNamespaces(o *options, hot namespaceSetter, logger *slog.Logger) {
 			"or erased (DELETE /v1/namespaces/{ns}, role admin)",
 			"removed", strings.Join(ch.Removed, ","))
 	}
+	return true
 }
 
 // config is what serve reads at its start, besides its flags, and check
