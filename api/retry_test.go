@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -314,5 +315,57 @@ func TestRetriesLeaveABatchsUserErrorsToTheCaller(t *testing.T) {
 		!strings.Contains(string(again), "storage-unavailable") {
 		t.Fatalf("the keyed batch sent again: %d %d %s (replayed %q), want its user served anew, and failed again", first, status, again,
 			h.Get(api.HeaderReplayed))
+	}
+}
+
+// A service that keeps refusing (its store failed: 503
+// storage-unavailable, Retry-After: 1) is retried within Retry.For only,
+// each retry told to OnRetry: the call returns the last refusal, read as
+// any answer, before For is out. OnRetry's false ends the retries: here
+// those of a call that got no answer, which then fails at once.
+func TestRetriesStopAtTheirBoundAndAreTold(t *testing.T) {
+	e := newEnv(t)
+	e.brokenStore()
+	tap := statusTap{next: http.DefaultTransport, status: make(chan int, 16)}
+	var told []int
+	c := retrying(t, e.base, client.Retry{For: 2500 * time.Millisecond, HTTPClient: &http.Client{Transport: tap},
+		OnRetry: func(resp *http.Response, err error) bool {
+			told = append(told, resp.StatusCode)
+			return true
+		}})
+	// Unbounded, the retries would go on; the context ends the test.
+	bounded, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := c.GetUserWithResponse(bounded, "default", "cold")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("a call the service kept refusing: %v after %v (OnRetry told of %d retries), want its 503 storage-unavailable", err, took, len(told))
+	}
+	if r.ApplicationproblemJSON503 == nil || r.ApplicationproblemJSON503.Type != api.ProblemBase+"storage-unavailable" {
+		t.Fatalf("a call the service kept refusing: %v %d %s, want its 503 storage-unavailable", err, r.StatusCode(), r.Body)
+	}
+	// Sent at 0, 1 and 2 s (Retry-After: 1): a fourth would be at 3 s,
+	// past For.
+	if sent := len(tap.status); sent != 3 || !slices.Equal(told, []int{503, 503}) {
+		t.Errorf("%d attempts sent, OnRetry told of %v; want 3, and the 2 retries' 503s", sent, told)
+	}
+	if took < 2*time.Second || took > 2500*time.Millisecond {
+		t.Errorf("the call took %v, want the 2 s of its retries' Retry-After and no more than For (2.5 s)", took)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	var errs []error
+	c = retrying(t, closed, client.Retry{For: time.Minute, OnRetry: func(resp *http.Response, err error) bool {
+		errs = append(errs, err)
+		return resp != nil
+	}})
+	if _, err := c.GetUserWithResponse(ctx, "default", "cold"); err == nil || len(errs) != 1 || errs[0] == nil {
+		t.Fatalf("a call to a closed port, answered ones only retried: %v, OnRetry told of %v; want the error, told once", err, errs)
 	}
 }

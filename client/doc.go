@@ -47,6 +47,11 @@
 //	c, err := client.NewClientWithResponses("http://127.0.0.1:8080",
 //		client.WithRetries(client.Retry{}))
 //
+// Retry bounds the retries by count (Max) or by time (For), and tells
+// OnRetry of each, which may count them or end them: seenapi import-redis
+// retries a recording for up to a minute and counts the retries for its
+// log.
+//
 // The user ids "." and ".." are not taken by the service (400 bad-request
 // from a client that sends them as they are), and this client cannot send
 // them: it resolves each route's path as a URL, which takes them for the

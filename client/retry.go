@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	cryptorand "crypto/rand"
+	"errors"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,14 +19,28 @@ import (
 
 // Retry configures WithRetries. The zero value is the default.
 type Retry struct {
-	// Max is how many times a call is sent again at most: 4 when 0, none
-	// when negative.
+	// Max is how many times a call is sent again at most: none when
+	// negative; when 0, 4, or with For set as many as fit in For.
 	Max int
+	// For bounds the time a call spends retrying: no retry is sent whose
+	// wait would end more than For after the call's first attempt was
+	// sent, and the call returns what its last attempt got. 0: no bound
+	// but Max. An attempt's own time is its HTTP client's to bound
+	// (http.Client.Timeout) and the call's context bounds the whole.
+	For time.Duration
 	// WaitMin and WaitMax bound the wait before a retry (50 ms and 2 s when
 	// 0): it doubles at each retry, less a random part of up to half (so
 	// that clients cut off together do not come back together), unless the
 	// answer's Retry-After gives it. The call's context bounds every wait.
 	WaitMin, WaitMax time.Duration
+	// OnRetry, when set, is called before each retry is waited for, with
+	// what the attempt got: the answer that asks to retry (whose body is
+	// discarded after), or the error when no answer came (resp nil). It
+	// may count or log the retries. Returning false sends no retry: the
+	// call returns that answer or that error; false for a nil resp, say,
+	// retries only the service's answers, so that a call to a service that
+	// is not there fails at once. Called from the call's goroutine.
+	OnRetry func(resp *http.Response, err error) bool
 	// HTTPClient sends each attempt; when nil, a pooled client of its own
 	// (WithHTTPClient would replace the retrying one: set this instead).
 	HTTPClient *http.Client
@@ -41,6 +57,8 @@ type Retry struct {
 // again, in a call of its own, or with the batch again under the
 // Idempotency-Key the caller set for it, whose retry gives the other users
 // their first results again and serves the failed ones anew.
+// When the retries run out (Max, For, OnRetry), the call returns the last
+// answer (its problem, read as any other) or the last error.
 //
 // Every route but the one call and its batch is safe to send twice: reads,
 // recording impressions (a set: twice is once), forgetting, imports (a
@@ -52,42 +70,79 @@ type Retry struct {
 // call the service did answer gets that answer again (with the header
 // Idempotent-Replayed: true) and records nothing. The service keeps such
 // answers for --idempotency-ttl within --idempotency-bytes, across a
-// graceful restart and a crash too (see the README's "The one call"): a
+// graceful restart and a crash too (see the README's "Retries"): a
 // call retried after its answer left them is served anew. A call that sets
 // its own key keeps it.
 func WithRetries(r Retry) ClientOption {
-	rc := retryablehttp.NewClient()
-	rc.Logger = nil
-	if r.HTTPClient != nil {
-		rc.HTTPClient = r.HTTPClient
-	}
 	switch {
 	case r.Max < 0:
-		rc.RetryMax = 0
-	case r.Max > 0:
-		rc.RetryMax = r.Max
-	default:
-		rc.RetryMax = 4
+		r.Max = 0
+	case r.Max == 0 && r.For > 0:
+		r.Max = math.MaxInt
+	case r.Max == 0:
+		r.Max = 4
 	}
-	rc.RetryWaitMin, rc.RetryWaitMax = 50*time.Millisecond, 2*time.Second
-	if r.WaitMin > 0 {
-		rc.RetryWaitMin = r.WaitMin
+	if r.WaitMin <= 0 {
+		r.WaitMin = 50 * time.Millisecond
 	}
-	if r.WaitMax > 0 {
-		rc.RetryWaitMax = r.WaitMax
+	if r.WaitMax <= 0 {
+		r.WaitMax = 2 * time.Second
 	}
-	rc.RetryWaitMax = max(rc.RetryWaitMax, rc.RetryWaitMin)
-	rc.CheckRetry = retryPolicy
-	rc.Backoff = retryWait
-	// When the retries run out, the caller gets the last answer (its
-	// problem) or the last error, not retryablehttp's "giving up" error.
-	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	std := rc.StandardClient()
+	r.WaitMax = max(r.WaitMax, r.WaitMin)
+	if r.HTTPClient == nil {
+		r.HTTPClient = retryablehttp.NewClient().HTTPClient // pooled, as retryablehttp's own
+	}
 	return func(c *Client) error {
-		c.Client = std
+		c.Client = retrier(r)
 		c.RequestEditors = append(c.RequestEditors, keyEachCall)
 		return nil
 	}
+}
+
+// retrier sends a call with its retries (see WithRetries), r's defaults
+// set.
+type retrier Retry
+
+// Do sends req and its retries through retryablehttp, whose loop takes
+// the decisions of each call's own state: its start (For) and retries
+// (Max) so far.
+func (r retrier) Do(req *http.Request) (*http.Response, error) {
+	rreq, err := retryablehttp.FromRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	start, retries, wait := time.Now(), 0, time.Duration(0)
+	rc := &retryablehttp.Client{
+		HTTPClient: r.HTTPClient,
+		RetryMax:   math.MaxInt, // CheckRetry counts
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			if again, perr := retryPolicy(ctx, resp, err); !again || perr != nil {
+				return again, perr
+			}
+			if retries >= r.Max {
+				return false, nil
+			}
+			wait = retryWait(r.WaitMin, r.WaitMax, retries, resp)
+			if r.For > 0 && time.Since(start)+wait > r.For {
+				return false, nil
+			}
+			if r.OnRetry != nil && !r.OnRetry(resp, err) {
+				return false, nil
+			}
+			retries++
+			return true, nil
+		},
+		Backoff: func(time.Duration, time.Duration, int, *http.Response) time.Duration { return wait },
+		// A call that is not retried gets the last answer (its problem)
+		// or the last error, not retryablehttp's "giving up" error.
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	resp, err := rc.Do(rreq)
+	if err != nil && !errors.As(err, new(*url.Error)) {
+		// The context ended in a wait: an error as http.Client gives it.
+		err = &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
+	}
+	return resp, err
 }
 
 // keyEachCall gives a one call or a batch call (POST .../filter) a random

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,17 +64,13 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	transport.MaxIdleConnsPerHost = o.workers
 	httpc := &http.Client{Transport: transport, Timeout: time.Minute}
 	defer httpc.CloseIdleConnections()
-	api, err := client.NewClientWithResponses(strings.TrimRight(o.url, "/"), client.WithHTTPClient(httpc),
-		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			if o.key != "" {
-				r.Header.Set("Authorization", "Bearer "+o.key)
-			}
-			return nil
-		}))
+	// The checks retry the service's answers only: a --url where nothing
+	// answers fails at once rather than after a minute of retries.
+	checks, err := serviceClient(o, httpc, func(resp *http.Response, _ error) bool { return resp != nil })
 	if err != nil {
-		return fmt.Errorf("--url: %w", err)
+		return err
 	}
-	maxItems, err := checkService(ctx, api, o)
+	maxItems, err := checkService(ctx, checks, o)
 	if err != nil {
 		return err
 	}
@@ -87,8 +82,13 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		batch = maxItems
 		logger.Info("seenapi: --batch lowered to the most items the service takes a call (its --max-candidates)", "batch", batch)
 	}
-	im := &importer{rdb: rdb, api: api, ns: o.namespace, pre: pre, post: post, batch: batch,
+	im := &importer{rdb: rdb, ns: o.namespace, pre: pre, post: post, batch: batch,
 		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
+	// A recording rides out a restart of the service too (no answer
+	// while it is down), and each retry is counted for the log.
+	if im.api, err = serviceClient(o, httpc, func(*http.Response, error) bool { im.retries.Add(1); return true }); err != nil {
+		return err
+	}
 	// As given (a redis:// URL's database included), but for a password.
 	logger.Info("seenapi: importing from redis", "redis", shownURL(o.redis), "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
 
@@ -172,21 +172,39 @@ func redisClient(addr string) (*redis.Client, error) {
 	return redis.NewClient(opts), nil
 }
 
+// serviceClient is a client of the service at --url with --key, sending
+// each call again while the service is overloaded (503, 429, after their
+// Retry-After) or, as onRetry allows, does not answer, for up to
+// retryFor, each attempt through httpc (see client.WithRetries).
+func serviceClient(o *importOptions, httpc *http.Client, onRetry func(*http.Response, error) bool) (*client.ClientWithResponses, error) {
+	c, err := client.NewClientWithResponses(strings.TrimRight(o.url, "/"),
+		client.WithRetries(client.Retry{For: retryFor, WaitMin: 100 * time.Millisecond, WaitMax: 5 * time.Second,
+			HTTPClient: httpc, OnRetry: onRetry}),
+		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			if o.key != "" {
+				r.Header.Set("Authorization", "Bearer "+o.key)
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("--url: %w", err)
+	}
+	return c, nil
+}
+
+// retryFor is how long one call is retried before it is given up.
+const retryFor = time.Minute
+
 // checkService fails early on what would fail every user: a service that
 // does not answer, a key that may not record, an unknown namespace. It
 // returns the most items the service takes in one call (GET /v1/auth's
 // max_candidates).
 func checkService(ctx context.Context, api *client.ClientWithResponses, o *importOptions) (maxItems int, err error) {
-	var auth *client.GetAuthResponse
 	traced, handshakeFailed := watchHandshake(ctx)
-	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
-		r, err := api.GetAuthWithResponse(traced)
-		if r == nil {
-			return outcome(nil, nil, err)
-		}
-		auth = r
-		return outcome(r.HTTPResponse, r.Body, err)
-	})
+	auth, err := api.GetAuthWithResponse(traced)
+	if auth != nil {
+		err = outcome(auth.HTTPResponse, auth.Body, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("seenapi at %s: %w", shownURL(o.url), schemeHint(trustHint(routeHint(keyHint(err, "write", ""), o.url)), o.url, handshakeFailed()))
 	}
@@ -204,75 +222,30 @@ func checkService(ctx context.Context, api *client.ClientWithResponses, o *impor
 	default:
 		return 0, fmt.Errorf("seenapi at %s: the key's role is %s; recording needs write (--key or SEENAPI_KEY)", shownURL(o.url), role)
 	}
-	err = retrying(ctx, nil, false, func() (int, http.Header, error) {
-		r, err := api.GetNamespaceWithResponse(ctx, o.namespace)
-		if r == nil {
-			return outcome(nil, nil, err)
-		}
-		return outcome(r.HTTPResponse, r.Body, err)
-	})
+	ns, err := api.GetNamespaceWithResponse(ctx, o.namespace)
+	if ns != nil {
+		err = outcome(ns.HTTPResponse, ns.Body, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("namespace %q: %w", o.namespace, err)
 	}
 	return auth.JSON200.MaxCandidates, nil
 }
 
-// outcome returns the status and headers of a generated client's answer
-// (resp, body, and the call's err) and, unless it is a success, its problem
-// (client.ProblemOf) as an error; status 0: the service did not answer
-// (err). A success of a body other than the documented one gives its err
-// (a *client.BodyError) with its status: an answer, not a call to retry.
-func outcome(resp *http.Response, body []byte, err error) (int, http.Header, error) {
+// outcome returns the error of a generated client's call, whose answer is
+// resp and body (nil when none came) and whose error is err: the answer's
+// problem (client.ProblemOf) unless it is a success, else err (no answer,
+// or a success of a body other than the documented one: a
+// *client.BodyError).
+func outcome(resp *http.Response, body []byte, err error) error {
 	if resp == nil {
-		return 0, nil, err
+		return err
 	}
 	if p := client.ProblemOf(resp, body); p != nil {
-		return resp.StatusCode, resp.Header, p
+		return p
 	}
-	return resp.StatusCode, resp.Header, err
+	return err
 }
-
-// retrying runs call until it succeeds or fails for good. While the
-// service is overloaded (503, 429) or, with unreachable, does not answer, it
-// calls again, for up to retryFor, after the service's Retry-After or a
-// doubling back-off, each stretched by up to half again at random so that
-// workers turned away together do not come back together. retried, if
-// not nil, counts the retries.
-func retrying(ctx context.Context, retried *atomic.Int64, unreachable bool, call func() (int, http.Header, error)) error {
-	deadline := time.Now().Add(retryFor)
-	backoff := 100 * time.Millisecond
-	for {
-		status, header, err := call()
-		if err == nil {
-			return nil
-		}
-		switch {
-		case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
-			if after, ok := client.RetryAfter(header.Get("Retry-After")); ok {
-				backoff = max(backoff, after)
-			}
-		case status == 0 && unreachable:
-		default:
-			return err
-		}
-		wait := backoff + rand.N(backoff/2+1)
-		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			return err
-		}
-		if retried != nil {
-			retried.Add(1)
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return err
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// retryFor is how long one call is retried before it is given up.
-const retryFor = time.Minute
 
 // importer imports keys; its methods are safe for concurrent use.
 type importer struct {
@@ -369,17 +342,14 @@ func (im *importer) importKey(ctx context.Context, key string) {
 // does not push out the users being served.
 func (im *importer) record(ctx context.Context, user string, items []string) error {
 	bulk := true
-	err := retrying(ctx, &im.retries, true, func() (int, http.Header, error) {
-		r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, &client.RecordSeenParams{Bulk: &bulk}, client.ItemsRequest{Items: items})
-		if r == nil {
-			return outcome(nil, nil, err)
-		}
+	r, err := im.api.RecordSeenWithResponse(ctx, im.ns, user, &client.RecordSeenParams{Bulk: &bulk}, client.ItemsRequest{Items: items})
+	if r != nil {
 		if r.JSON200 != nil {
 			im.items.Add(int64(len(items)))
 			im.recorded.Add(int64(r.JSON200.Recorded))
 		}
-		return outcome(r.HTTPResponse, r.Body, err)
-	})
+		err = outcome(r.HTTPResponse, r.Body, err)
+	}
 	// The service takes fewer bytes a call than --batch makes (long items),
 	// or fewer items than it took at the start (restarted with a lower
 	// --max-candidates meanwhile): say what to change.

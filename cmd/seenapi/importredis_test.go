@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -604,5 +605,27 @@ func TestImportRedisLogsASlowRateAsItIs(t *testing.T) {
 	im.log("seenapi: import done")
 	if !regexp.MustCompile(` users_per_s=123[45]\n`).MatchString(out.String()) {
 		t.Errorf("want users_per_s=1234 or so, a whole number, for 12345 users in 10s:\n%s", out.String())
+	}
+}
+
+// A --url where nothing listens (mistyped, or the service not started) is
+// said at once, by the first check, not after a minute of retries as a
+// recording that meets a restart is.
+func TestImportRedisSaysAtOnceThatNothingAnswers(t *testing.T) {
+	rdb := startRedis(t)
+	if err := rdb.SAdd(context.Background(), "seen:u1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	var out bytes.Buffer
+	start := time.Now()
+	code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", closed}, noEnv, &out, &out, nil)
+	if took := time.Since(start); code != 1 || !strings.Contains(out.String(), "connection refused") || took > 10*time.Second {
+		t.Fatalf("exit %d after %v, want 1 at once, saying the connection was refused:\n%s", code, took, out.String())
 	}
 }
