@@ -412,7 +412,19 @@ func TestImportRedisRidesOutAServiceRestart(t *testing.T) {
 		out = o
 		code <- c
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Stop the service once the import is recording, not after a fixed
+	// time: on a loaded machine its first checks could come after the
+	// stop, and an import that nothing answers at its start fails at once.
+	const seenRoute = "POST /v1/namespaces/{ns}/users/{user}/seen"
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		calls, _ := getJSON(t, s.url+"/v1/stats")["calls"].(map[string]any)
+		if n, _ := calls[seenRoute].(float64); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s call within a minute of the import's start", seenRoute)
+		}
+	}
 	if c := s.shutdown(); c != 0 {
 		t.Fatalf("shutdown: exit %d", c)
 	}
