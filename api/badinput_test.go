@@ -575,6 +575,10 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"an IPvFuture literal with a port", seen("HTTP/1.1", "Host: [v1.fe]:8080\r\n"), "is not a host"},
 		{"empty brackets", seen("HTTP/1.1", "Host: []\r\n"), "is not a host"},
 		{"an empty IPv6 zone", seen("HTTP/1.1", "Host: [fe80::1%]\r\n"), "is not a host"},
+		// A zone names an interface of the client's host (RFC 6874, 4:
+		// a client removes it), and Host's grammar has none.
+		{"an IPv6 zone", seen("HTTP/1.1", "Host: [fe80::1%25eth0]:8080\r\n"), `Host "[fe80::1%25eth0]:8080" is not a host`},
+		{"an IPv6 zone unescaped", seen("HTTP/1.1", "Host: [fe80::1%eth0]\r\n"), `Host "[fe80::1%eth0]" is not a host`},
 		{"UTF-8 unescaped", seen("HTTP/1.1", "Host: b\u00fccher.example\r\n"), "is not a host"},
 		{"no host in HTTP/1.0", seen("HTTP/1.0", "Host: a b\r\n"), "is not a host"},
 	} {
@@ -619,7 +623,7 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		"Host between spaces": seen("HTTP/1.1", "Host: \t localhost:8080 \t\r\n"),
 	}
 	for _, host := range []string{"localhost", "seen.example.", "Seen-API_1.example", "xn--bcher-kva.example", "b%C3%BCcher.example",
-		"a!$&'()*+,;=~", "127.0.0.1", "[::1]", "[2001:db8::7]", "[::ffff:127.0.0.1]", "[fe80::1%25eth0]"} {
+		"a!$&'()*+,;=~", "127.0.0.1", "[::1]", "[2001:db8::7]", "[::ffff:127.0.0.1]", "[fe80::1]"} {
 		served["Host "+host] = seen("HTTP/1.1", "Host: "+host+"\r\n")
 		served["Host "+host+" with a port"] = seen("HTTP/1.1", "Host: "+host+":8080\r\n")
 	}

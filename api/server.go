@@ -390,8 +390,8 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	case hosts > 1:
 		return hostTwice, fiber.HeaderHost
 	case badHost != nil:
-		return "Host " + strconv.Quote(string(badHost)) + " is not a host: a name, an IPv4 address or an IPv6 address in brackets, " +
-			"optionally with a colon and a port; an escape (%XX) stands for a byte beyond ASCII only (RFC 9110, 7.2)", fiber.HeaderHost
+		return "Host " + strconv.Quote(string(badHost)) + " is not a host: a name, an IPv4 address or an IPv6 address in brackets " +
+			"(without a zone), optionally with a colon and a port; an escape (%XX) stands for a byte beyond ASCII only (RFC 9110, 7.2)", fiber.HeaderHost
 	case emptyHost || hosts == 0 && http11:
 		return hostMissing, fiber.HeaderHost
 	case codings == 0:
@@ -469,13 +469,13 @@ var tchar = func() (t [256]bool) {
 // validHost reports whether v, a Host header's value, is uri-host
 // [":" port] (RFC 9110, 7.2; RFC 3986, 3.2.2): a registered name (letters,
 // digits, -._~!$&'()*+,;= and %XX escapes; an IPv4 address is one too) or
-// an IPv6 address in brackets, then a colon and the port's digits, or
-// neither. Stricter than RFC 3986 where fasthttp is (it refuses these
-// itself, after the service's check): an escape stands for a byte beyond
-// ASCII only (a name's UTF-8; an ASCII byte is sent as itself), and the
-// IPvFuture form ("[v1.fe]") is no host, as RFC 3986, 3.2.2 has a server
-// that knows no such version answer, and none is defined. An empty Host
-// is for headerProblem to refuse.
+// an IPv6 address in brackets, without a zone (validIPLiteral), then a
+// colon and the port's digits, or neither. Stricter than RFC 3986 where
+// fasthttp is (it refuses these itself, after the service's check): an
+// escape stands for a byte beyond ASCII only (a name's UTF-8; an ASCII
+// byte is sent as itself), and the IPvFuture form ("[v1.fe]") is no host,
+// as RFC 3986, 3.2.2 has a server that knows no such version answer, and
+// none is defined. An empty Host is for headerProblem to refuse.
 func validHost(v []byte) bool {
 	host, port := v, []byte(nil)
 	if len(v) > 0 && v[0] == '[' {
@@ -510,10 +510,14 @@ func validHost(v []byte) bool {
 }
 
 // validIPLiteral reports whether b, what a Host holds in brackets, is an
-// IPv6 address.
+// IPv6 address without a zone. A zone ("fe80::1%25eth0", RFC 6874) names
+// an interface of the client's own host: RFC 6874, 4 has a client remove
+// it from a URI it sends, and Host's grammar (RFC 9110, 7.2, after RFC
+// 3986) has none. fasthttp takes one escaped as %25 and refuses one
+// unescaped, as a bad escape in its own words.
 func validIPLiteral(b []byte) bool {
 	a, err := netip.ParseAddr(string(b))
-	return err == nil && a.Is6()
+	return err == nil && a.Is6() && a.Zone() == ""
 }
 
 // hostByte reports whether c may stand unescaped in a registered name:
