@@ -574,6 +574,8 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"an IPvFuture literal", seen("HTTP/1.1", "Host: [v1.fe:80]\r\n"), `Host "[v1.fe:80]" is not a host`},
 		{"an IPvFuture literal with a port", seen("HTTP/1.1", "Host: [v1.fe]:8080\r\n"), "is not a host"},
 		{"empty brackets", seen("HTTP/1.1", "Host: []\r\n"), "is not a host"},
+		// An http URI's host is never empty (RFC 9110, 4.2.1).
+		{"a port of no host", seen("HTTP/1.1", "Host: :8080\r\n"), `Host ":8080" is not a host`},
 		{"an empty IPv6 zone", seen("HTTP/1.1", "Host: [fe80::1%]\r\n"), "is not a host"},
 		// A zone names an interface of the client's host (RFC 6874, 4:
 		// a client removes it), and Host's grammar has none.

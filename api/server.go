@@ -475,7 +475,9 @@ var tchar = func() (t [256]bool) {
 // escape stands for a byte beyond ASCII only (a name's UTF-8; an ASCII
 // byte is sent as itself), and the IPvFuture form ("[v1.fe]") is no host,
 // as RFC 3986, 3.2.2 has a server that knows no such version answer, and
-// none is defined. An empty Host is for headerProblem to refuse.
+// none is defined, and a port without a host (":8080") is no host either
+// (an http URI's is never empty). An empty Host is for headerProblem to
+// refuse.
 func validHost(v []byte) bool {
 	host, port := v, []byte(nil)
 	if len(v) > 0 && v[0] == '[' {
@@ -490,8 +492,8 @@ func validHost(v []byte) bool {
 			}
 			port = port[1:]
 		}
-	} else {
-		host, port, _ = bytes.Cut(v, []byte{':'})
+	} else if host, port, _ = bytes.Cut(v, []byte{':'}); len(host) == 0 {
+		return false // a port of no host (":8080"): an http URI's host is never empty (RFC 9110, 4.2.1)
 	}
 	for i := 0; i < len(host); i++ {
 		switch c := host[i]; {
