@@ -545,7 +545,6 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 			"Authorization: Bearer " + writeKey + "\r\nContent-Type: application/json\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	}
-	next := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, tc := range []struct{ name, request, detail string }{
 		{"HTTP/1.1 without Host", seen("HTTP/1.1", ""), "must give Host"},
 		// The service's targets are http URIs, which always have a host
@@ -584,34 +583,7 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"UTF-8 unescaped", seen("HTTP/1.1", "Host: b\u00fccher.example\r\n"), "is not a host"},
 		{"no host in HTTP/1.0", seen("HTTP/1.0", "Host: a b\r\n"), "is not a host"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			conn, _ := e.dial(t)
-			io.WriteString(conn, tc.request+next)
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			br := bufio.NewReader(conn)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
-			if !strings.Contains(p.Detail, tc.detail) {
-				t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
-			}
-			if len(p.Errors) != 1 || p.Errors[0].Parameter != "Host" {
-				t.Errorf("errors %+v, want one naming the parameter Host", p.Errors)
-			}
-			// The headers every answer carries, fasthttp's refusals too.
-			if resp.Header.Get("Date") == "" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-				t.Errorf("Date %q, X-Content-Type-Options %q: want a date and nosniff, as every answer",
-					resp.Header.Get("Date"), resp.Header.Get("X-Content-Type-Options"))
-			}
-			if !resp.Close {
-				t.Errorf("the connection is kept open after the refusal")
-			}
-			if next, err := http.ReadResponse(br, nil); err == nil {
-				t.Errorf("the request after it was served too: %d %s", next.StatusCode, readAll(t, next))
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantHeadRefused(t, e, tc.request, tc.detail, "Host") })
 	}
 	if st := e.stateOf("default", "u"); st != nil {
 		t.Fatalf("a refused request recorded the user: %v", st)
@@ -631,6 +603,94 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 	}
 	for name, request := range served {
 		wantServed(t, strings.TrimPrefix(e.base, "http://"), name, request)
+	}
+}
+
+// wantHeadRefused sends request, then a request for /healthz, on a
+// connection of its own, and wants request refused for its head (Host,
+// target): a 400 bad-request whose detail says detail, naming param in its
+// errors (none when param is ""), with the headers every answer carries,
+// and its connection closed, the request after it unserved. It returns
+// the problem.
+func wantHeadRefused(t *testing.T, e *env, request, detail, param string) api.Problem {
+	t.Helper()
+	conn, _ := e.dial(t)
+	io.WriteString(conn, request+"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+	if !strings.Contains(p.Detail, detail) {
+		t.Errorf("detail %q, want it to say %q", p.Detail, detail)
+	}
+	if param == "" && len(p.Errors) > 0 {
+		t.Errorf("errors %+v, want none", p.Errors)
+	} else if param != "" && (len(p.Errors) != 1 || p.Errors[0].Parameter != param) {
+		t.Errorf("errors %+v, want one naming the parameter %s", p.Errors, param)
+	}
+	// The headers every answer carries, fasthttp's refusals too.
+	if resp.Header.Get("Date") == "" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("Date %q, X-Content-Type-Options %q: want a date and nosniff, as every answer",
+			resp.Header.Get("Date"), resp.Header.Get("X-Content-Type-Options"))
+	}
+	if !resp.Close {
+		t.Errorf("the connection is kept open after the refusal")
+	}
+	if next, err := http.ReadResponse(br, nil); err == nil {
+		t.Errorf("the request after it was served too: %d %s", next.StatusCode, readAll(t, next))
+	}
+	return p
+}
+
+// A target of absolute form ("http://host/path", RFC 9112, 3.2.2) names
+// the host the request is for, in place of Host: one whose authority is
+// no host, or holds user information (RFC 9110, 4.2.4), is refused as a
+// bad Host is, with 400 and its connection closed, in the service's words
+// naming the target, whether fasthttp (which refuses some itself, in its
+// own words) or the service found it.
+func TestRequestTargetOfNoHostIsRefusedAndItsConnectionClosed(t *testing.T) {
+	e := newEnv(t, withKeys)
+	body := `{"items":["x"]}`
+	seen := func(origin string) string {
+		return "POST " + origin + "/v1/namespaces/default/users/u/seen HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + writeKey +
+			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	const notAHost = " is not a host"
+	for _, tc := range []struct{ name, request, detail string }{
+		// fasthttp refuses these itself, after the service has seen them.
+		{"an escaped ASCII letter", seen("http://a%41"), `the request target's authority "a%41"` + notAHost},
+		{"a bad escape", seen("http://a%zz"), `the request target's authority "a%zz"` + notAHost},
+		{"a port not a number", seen("http://localhost:x"), `the request target's authority "localhost:x"` + notAHost},
+		{"two ports", seen("http://localhost:80:90"), notAHost},
+		{"an unclosed bracket", seen("http://[::1"), notAHost},
+		{"bytes after the bracket", seen("http://[::1]x"), notAHost},
+		{"an IPv4 address in brackets", seen("http://[127.0.0.1]"), notAHost},
+		// fasthttp takes these.
+		{"a byte no host holds", seen("http://a<b"), `the request target's authority "a<b"` + notAHost},
+		{"an IPv6 zone", seen("https://[fe80::1%25eth0]:8080"), `the request target's authority "[fe80::1%25eth0]:8080"` + notAHost},
+		{"no host", seen("http://"), "the request target has no host"},
+		{"no host before a query", "GET http://?x HTTP/1.1\r\nHost: x\r\n\r\n", "the request target has no host"},
+		{"a port of no host", seen("http://:8080"), `the request target's authority ":8080"` + notAHost},
+		{"user information", seen("http://user:secret@localhost"), "holds user information"},
+		{"user information alone", seen("http://user@"), "holds user information"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// User information may hold a password: not sent back.
+			if p := wantHeadRefused(t, e, tc.request, tc.detail, ""); strings.Contains(p.Detail, "secret") {
+				t.Errorf("detail %q quotes the user information", p.Detail)
+			}
+		})
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a refused request recorded the user: %v", st)
+	}
+	addr := strings.TrimPrefix(e.base, "http://")
+	for _, origin := range []string{"http://localhost", "HTTP://LOCALHOST:8080", "https://seen.example", "http://[::1]:8080",
+		"http://b%C3%BCcher.example", "http://127.0.0.1"} {
+		wantServed(t, addr, origin, seen(origin))
 	}
 }
 

@@ -161,7 +161,7 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			h.SetConnectionClose()
 			return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxBodyBytes}
 		}
-		if p, _ := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
+		if p, _ := requestProblem(h); p != "" {
 			// Read no body and close the connection after the answer
 			// (400, see the first handler): the bytes that follow may be
 			// this body or another request, and which one a proxy in
@@ -390,8 +390,7 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 	case hosts > 1:
 		return hostTwice, fiber.HeaderHost
 	case badHost != nil:
-		return "Host " + strconv.Quote(string(badHost)) + " is not a host: a name, an IPv4 address or an IPv6 address in brackets " +
-			"(without a zone), optionally with a colon and a port; an escape (%XX) stands for a byte beyond ASCII only (RFC 9110, 7.2)", fiber.HeaderHost
+		return "Host " + strconv.Quote(string(badHost)) + notAHost, fiber.HeaderHost
 	case emptyHost || hosts == 0 && http11:
 		return hostMissing, fiber.HeaderHost
 	case codings == 0:
@@ -406,6 +405,57 @@ func headerProblem(raw []byte, http11 bool) (detail, header string) {
 		return ambiguous + "Transfer-Encoding and Content-Length are both given", ""
 	}
 	return "", ""
+}
+
+// notAHost says, after the value quoted, why a Host or the authority of a
+// request's target is refused (validHost).
+const notAHost = " is not a host: a name, an IPv4 address or an IPv6 address in brackets (without a zone), " +
+	"optionally with a colon and a port; an escape (%XX) stands for a byte beyond ASCII only (RFC 9110, 7.2)"
+
+// requestProblem is what the service refuses in the head of a request
+// (h): headerProblem's finding in its header, else targetProblem's in its
+// target.
+func requestProblem(h *fasthttp.RequestHeader) (detail, header string) {
+	if p, header := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
+		return p, header
+	}
+	return targetProblem(h.RequestURI()), ""
+}
+
+// targetProblem says why target, a request's target, is refused, as the
+// detail of a 400, or "" when it is not. A target of absolute form
+// ("http://host:port/path", RFC 9112, 3.2.2, which a client sends to a
+// proxy, and a server takes too) names the host the request is for, and
+// Host is then ignored: its authority is held to what Host is
+// (validHost), and holds no user information ("user:password@", which
+// RFC 9110, 4.2.4 has a recipient treat as an error; the detail does not
+// quote it back). fasthttp parses the authority after this check: it
+// refuses some that are no host in words of its own, which name neither
+// the target nor what is wrong with it ("invalid url escape"), and takes
+// others (an IPv6 zone, "a<b", none at all, or user information, which it
+// drops), where the loopback-name check of an open service reads the host.
+func targetProblem(target []byte) string {
+	if len(target) == 0 || target[0] == '/' {
+		return "" // origin form, the common case
+	}
+	_, rest, ok := bytes.Cut(target, []byte("://"))
+	if !ok {
+		return "" // "*" of OPTIONS; fasthttp refuses other forms itself
+	}
+	authority := rest
+	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	switch {
+	case bytes.IndexByte(authority, '@') >= 0:
+		return "the request target's authority holds user information (before an \"@\"), which an http or https URI may not " +
+			"(RFC 9110, 4.2.4)"
+	case len(authority) == 0:
+		return "the request target has no host, which an http or https URI always has (RFC 9110, 4.2.1)"
+	case !validHost(authority):
+		return "the request target's authority " + strconv.Quote(string(authority)) + notAHost
+	}
+	return ""
 }
 
 // The details of a request refused for its Host, which fasthttp's own
@@ -631,11 +681,11 @@ func (s *Server) routes() {
 		if s.bodies.release(h) {
 			return newError(pOverloaded, "more than %d bytes of request bodies are being read; retry shortly", s.cfg.MaxBodyBytesInFlight)
 		}
-		// A request of ambiguous framing or Host is refused
+		// A request of ambiguous framing, Host or target is refused
 		// (HeaderReceived read none of its body and marked its connection
 		// to close).
 		if h.ConnectionClose() {
-			if p, header := headerProblem(h.RawHeaders(), h.IsHTTP11()); p != "" {
+			if p, header := requestProblem(h); p != "" {
 				return headerRefusal(p, header)
 			}
 		}
@@ -1168,9 +1218,9 @@ func (s *Server) bodyOverLimit(c *fiber.Ctx) error {
 // A malformed request's 400 says what fasthttp found wrong without the
 // bytes it quotes (SecureErrorLogMessage keeps out the rest of what it
 // read, not these): a bad Authorization value would be sent back. Unless
-// the service's own header pass refuses it too (fasthttp refuses a bad
-// Host itself, first): that refusal is answered as the service's own
-// (ownRefusal).
+// the service's own pass over its head refuses it too (fasthttp refuses a
+// bad Host or target itself, first): that refusal is answered as the
+// service's own (ownRefusal).
 func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
 	var (
 		netErr net.Error
@@ -1200,14 +1250,14 @@ func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // ownRefusal is the service's own refusal of a request that fasthttp
-// refused with err while reading its header h, or nil: what headerProblem
-// finds in a header read whole (fasthttp refused the request's Host once
-// the service had seen it, parsing the URI), or the Host refusal err is
-// (hostReadErrors) when fasthttp refused the header as it read it, keeping
-// none of it.
+// refused with err while reading its header h, or nil: what
+// requestProblem finds in a head read whole (fasthttp refused the
+// request's Host or target once the service had seen it, parsing the
+// URI), or the Host refusal err is (hostReadErrors) when fasthttp refused
+// the header as it read it, keeping none of it.
 func ownRefusal(h *fasthttp.RequestHeader, err error) error {
-	if raw := h.RawHeaders(); len(raw) > 0 {
-		if p, header := headerProblem(raw, h.IsHTTP11()); p != "" {
+	if len(h.RawHeaders()) > 0 {
+		if p, header := requestProblem(h); p != "" {
 			return headerRefusal(p, header)
 		}
 		return nil
