@@ -488,7 +488,10 @@ func TestRequestOfAmbiguousLengthIsRefusedAndItsConnectionClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
+			// Refused for its head, whoever found it: no instance.
+			if p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request"); p.Instance != "" {
+				t.Errorf("instance %q, want none", p.Instance)
+			}
 			if !resp.Close {
 				t.Errorf("the connection is kept open after the refusal")
 			}
@@ -558,6 +561,7 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 		{"a space in Host", seen("HTTP/1.1", "Host: a b\r\n"), `Host "a b" is not a host`},
 		{"a tab in Host", seen("HTTP/1.1", "Host: a\tb\r\n"), "is not a host"},
 		{"a path in Host", seen("HTTP/1.1", "Host: a/b\r\n"), `Host "a/b" is not a host`},
+		{"a byte no host holds", seen("HTTP/1.1", "Host: a<b\r\n"), `Host "a<b" is not a host`},
 		{"user info in Host", seen("HTTP/1.1", "Host: u@a\r\n"), "is not a host"},
 		{"an unclosed bracket", seen("HTTP/1.1", "Host: [::1\r\n"), "is not a host"},
 		{"bytes after the bracket", seen("HTTP/1.1", "Host: [::1]x\r\n"), "is not a host"},
@@ -609,9 +613,9 @@ func TestRequestWithoutOrWithTwoHostsIsRefusedAndItsConnectionClosed(t *testing.
 // wantHeadRefused sends request, then a request for /healthz, on a
 // connection of its own, and wants request refused for its head (Host,
 // target): a 400 bad-request whose detail says detail, naming param in its
-// errors (none when param is ""), with the headers every answer carries,
-// and its connection closed, the request after it unserved. It returns
-// the problem.
+// errors (none when param is ""), without an instance, with the headers
+// every answer carries, and its connection closed, the request after it
+// unserved. It returns the problem.
 func wantHeadRefused(t *testing.T, e *env, request, detail, param string) api.Problem {
 	t.Helper()
 	conn, _ := e.dial(t)
@@ -625,6 +629,11 @@ func wantHeadRefused(t *testing.T, e *env, request, detail, param string) api.Pr
 	p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 400, "bad-request")
 	if !strings.Contains(p.Detail, detail) {
 		t.Errorf("detail %q, want it to say %q", p.Detail, detail)
+	}
+	// Refused for its head, the request has no path to be trusted, and
+	// fasthttp's refusals of the same requests keep none.
+	if p.Instance != "" {
+		t.Errorf("instance %q, want none", p.Instance)
 	}
 	if param == "" && len(p.Errors) > 0 {
 		t.Errorf("errors %+v, want none", p.Errors)
@@ -750,6 +759,9 @@ func TestMalformedHeaderLineIsRefusedAtOnceAndItsConnectionClosed(t *testing.T) 
 			}
 			if tc.header != "" && (len(p.Errors) != 1 || p.Errors[0].Parameter != tc.header) {
 				t.Errorf("errors %+v, want one naming the parameter %q", p.Errors, tc.header)
+			}
+			if p.Instance != "" {
+				t.Errorf("instance %q, want none", p.Instance)
 			}
 			if !resp.Close {
 				t.Errorf("the connection is kept open after the refusal")

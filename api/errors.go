@@ -104,6 +104,9 @@ type apiError struct {
 	fields []FieldError
 	cause  error         // the underlying error, if any, for errors.Is and logs
 	retry  time.Duration // when to retry, for Retry-After; 0: by the status
+	// The request is refused for its head (headerRefusal): its path is
+	// no more to be trusted than the rest, and its problem has no instance.
+	unread bool
 }
 
 func (e *apiError) Error() string { return e.kind.slug + ": " + e.detail }

@@ -498,10 +498,11 @@ var hostReadErrors = func() map[string]string {
 }()
 
 // headerRefusal is the bad-request problem of a request refused for its
-// header (headerProblem's detail p), naming the header at fault if any;
-// its connection is closed after the answer.
+// head (requestProblem's detail p), naming the header at fault if any,
+// without an instance; its connection is closed after the answer.
 func headerRefusal(p, header string) *apiError {
 	err := newError(pBadRequest, "%s; the connection is closed", p)
+	err.unread = true
 	if header != "" {
 		err.fields = []FieldError{{Parameter: header, Detail: p}}
 	}
@@ -1296,8 +1297,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	}
 	p := problemFor(err)
 	// A request fasthttp refused while reading it (408, 431, a chunked
-	// 413) has been dropped by now: its path is unknown, not "/".
-	if len(c.Request().Header.RawHeaders()) > 0 {
+	// 413) has been dropped by now: its path is unknown, not "/". One
+	// refused for its head (its framing, Host, target or a header line)
+	// has a path, but one read from a request the service will not read:
+	// none either, as fasthttp's refusals of the same requests have
+	// none, having kept no path or failed to parse it.
+	if ae := (*apiError)(nil); len(c.Request().Header.RawHeaders()) > 0 && !(errors.As(err, &ae) && ae.unread) {
 		p.Instance = c.Path()
 	}
 	s.k.countProblem(p)
