@@ -440,7 +440,7 @@ func targetProblem(target []byte) string {
 	}
 	_, rest, ok := bytes.Cut(target, []byte("://"))
 	if !ok {
-		return "" // "*" of OPTIONS; fasthttp refuses other forms itself
+		return "" // "*" of OPTIONS, or CONNECT's host:port, which no route takes; fasthttp refuses other forms
 	}
 	authority := rest
 	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
@@ -449,7 +449,7 @@ func targetProblem(target []byte) string {
 	switch {
 	case bytes.IndexByte(authority, '@') >= 0:
 		return "the request target's authority holds user information (before an \"@\"), which an http or https URI may not " +
-			"(RFC 9110, 4.2.4)"
+			"hold (RFC 9110, 4.2.4)"
 	case len(authority) == 0:
 		return "the request target has no host, which an http or https URI always has (RFC 9110, 4.2.1)"
 	case !validHost(authority):
