@@ -2,7 +2,10 @@
 
 package storage
 
-import "io/fs"
+import (
+	"io/fs"
+	"os"
+)
 
 // freeBytes is unknown on this platform: report plenty.
 func freeBytes(string) (int64, error) { return 1 << 62, nil }
@@ -13,4 +16,6 @@ func isNoSpace(error) bool { return false }
 
 // lockDir cannot take Badger's lock here: the empty files of a crash are
 // left to Badger.
-func lockDir(string) (func(), bool) { return nil, false }
+func lockDir(string) *os.File { return nil }
+
+func unlockDir(*os.File) {}

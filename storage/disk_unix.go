@@ -34,16 +34,26 @@ func isNoSpace(err error) bool {
 }
 
 // lockDir takes the lock Badger takes on a store's directory (an exclusive
-// flock of the directory itself) and returns its release; ok is false when
-// another process holds it.
-func lockDir(dir string) (release func(), ok bool) {
+// flock of the directory itself) and returns the directory it holds open
+// for it, to give back to unlockDir; nil when another process holds it.
+func lockDir(dir string) *os.File {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, false
+		return nil
 	}
-	return func() { f.Close() }, true // closing the descriptor releases the flock
+	return f
+}
+
+// unlockDir releases the lock lockDir took, then closes the directory.
+// Closing alone releases it only once every copy of the descriptor is
+// closed, and a process forked meanwhile (os/exec, anywhere in this
+// process) holds a copy of each until its exec: Badger, taking its own
+// lock next, found the directory in use.
+func unlockDir(f *os.File) {
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
 }

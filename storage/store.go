@@ -177,11 +177,11 @@ func Open(opts Options) (*Store, error) {
 // running process has just created is never removed; a directory in use
 // is left to Badger, which refuses it.
 func removeEmptyBadgerFiles(dir string) error {
-	release, ok := lockDir(dir)
-	if !ok {
+	lock := lockDir(dir)
+	if lock == nil {
 		return nil
 	}
-	defer release()
+	defer unlockDir(lock)
 	for _, pattern := range []string{"*.mem", "*.vlog"} {
 		names, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
