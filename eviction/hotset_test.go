@@ -460,26 +460,41 @@ func TestForgetErasesAUserEvictedBeforeItsWriteBack(t *testing.T) {
 	}
 }
 
+// An erase among calls and write-backs of its user: what was recorded
+// before it does not come back.
 func TestForgetRacingCallsNeverResurrects(t *testing.T) {
 	fx := newFixture(t, Options{})
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var first sync.WaitGroup // every racer's first call answered
+	first.Add(4)
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
-				fx.h.Filter("default", "racer", []string{fmt.Sprintf("x%d-%d", g, i)}, 0, userfilter.RecordReturned)
+				_, err := fx.h.Filter("default", "racer", []string{fmt.Sprintf("x%d-%d", g, i)}, 0, userfilter.RecordReturned)
 				fx.h.Flush()
+				if i == 0 {
+					if err != nil {
+						t.Error(err)
+					}
+					first.Done()
+				}
 			}
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
-	fx.h.Forget("default", "racer")
+	// The erase waits for the first answers, not for a time: a loaded
+	// machine answered x0-0 after it, which may then stay. The racers go
+	// on calling and writing back throughout.
+	first.Wait()
+	if err := fx.h.Forget("default", "racer"); err != nil {
+		t.Error(err)
+	}
 	stop.Store(true)
 	wg.Wait()
 	// Whatever the racers recorded after the erase may stay; what they
-	// recorded before may not. x0-0 was recorded first, long before.
+	// recorded before may not.
 	if seen(t, fx.h, "default", "racer", "x0-0")[0] {
 		t.Fatal("an item recorded before the erase is seen after it")
 	}
