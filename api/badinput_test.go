@@ -1317,6 +1317,52 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	}
 }
 
+// JSON is UTF-8 (RFC 8259, 8.1): a body sent as JSON in another charset,
+// in any case, quoted or not, is refused with 415 unsupported-media-type
+// naming that charset, and changes nothing: read as UTF-8, the Latin-1
+// bytes of "cafÃ©" are "café", an id its sender never meant, and other
+// Latin-1 bytes are no UTF-8 at all. charset=utf-8, in any case and quoted, is still JSON, and so is
+// a charset=latin1 inside another parameter's quoted value.
+func TestAJSONBodyInACharsetOtherThanUTF8IsRefused(t *testing.T) {
+	e := newEnv(t)
+	seen := userPath("default", "u", "/seen")
+	latin1 := []byte("{\"items\":[\"caf\xc3\xa9\"]}") // "cafÃ©" in Latin-1
+	for _, tc := range []struct{ ct, charset string }{
+		{"application/json; charset=latin1", `"latin1"`},
+		{"application/json;charset=ISO-8859-1", `"ISO-8859-1"`},
+		{`application/json; charset="iso-8859-1"`, `"\"iso-8859-1\""`},
+		{"application/json; charset = utf-16", `"utf-16"`},
+		{"application/json; charset=utf-8; charset=latin1", `"latin1"`},
+		{"application/json; CHARSET=utf-8x", `"utf-8x"`},
+		{`application/json; charset="utf-8`, `"\"utf-8"`},
+		{"application/vnd.seenapi+json; charset=windows-1252", `"windows-1252"`},
+	} {
+		status, h, body := e.raw("POST", seen, tc.ct, latin1)
+		if status != http.StatusUnsupportedMediaType {
+			t.Errorf("a body sent as %q: %d %s, want 415", tc.ct, status, truncate(body))
+			continue
+		}
+		p := wantProblem(t, status, h, body, http.StatusUnsupportedMediaType, "unsupported-media-type")
+		if !strings.Contains(p.Detail, "charset "+tc.charset) || !strings.Contains(p.Detail, "JSON is UTF-8") {
+			t.Errorf("a body sent as %q: detail %q, want it to name charset %s and say JSON is UTF-8", tc.ct, p.Detail, tc.charset)
+		}
+		if len(p.Errors) != 1 || p.Errors[0].Parameter != "Content-Type" {
+			t.Errorf("a body sent as %q: errors %+v, want one naming Content-Type", tc.ct, p.Errors)
+		}
+	}
+	if st := e.stateOf("default", "u"); st != nil {
+		t.Fatalf("a refused body recorded the user: %v", st)
+	}
+	for i, ct := range []string{"application/json; charset=utf-8", "application/json; Charset=UTF-8",
+		`application/json; charset="utf-8"`, `application/json; charset="UTF\-8"`, "application/json ; charset=utf-8 ",
+		`application/json; profile="x;charset=latin1"; charset=utf-8`, "application/json; charset"} {
+		item := fmt.Sprintf(`{"items":["caf\u00e9-%d"]}`, i)
+		if status, _, body := e.raw("POST", seen, ct, []byte(item)); status != http.StatusOK {
+			t.Errorf("a body sent as %q: %d %s, want 200", ct, status, truncate(body))
+		}
+	}
+}
+
 // A request that expects "100 Continue" (RFC 9110, 10.1.1) with a body its
 // route refuses for its type (415: not JSON, or compressed) is answered
 // 415 at once: no "100 Continue", so its client never sends the body,
@@ -1348,6 +1394,7 @@ func TestARequestExpectingContinueIsRefusedForItsTypeBeforeItsBody(t *testing.T)
 		{"text", "Content-Type: text/plain\r\n", `Content-Type "text/plain"`},
 		{"a form", "Content-Type: application/x-www-form-urlencoded\r\n", "send Content-Type: application/json"},
 		{"no type", "", "no Content-Type"},
+		{"JSON in Latin-1", "Content-Type: application/json; charset=latin1\r\n", `charset "latin1"`},
 		{"compressed JSON", "Content-Type: application/json\r\nContent-Encoding: gzip\r\n", `Content-Encoding "gzip"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

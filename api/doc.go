@@ -21,7 +21,7 @@
 // bucket per key or, on an open server, per client address: 429
 // rate-limited), query parameters (strict: one the route does not take,
 // per queryParams, is rejected), namespace name and existence, user id,
-// the body's Content-Type (JSON only, else 415), body size, JSON shape
+// the body's Content-Type (JSON in UTF-8 only, else 415), body size, JSON shape
 // (strict: unknown fields, and members given as null, are rejected), then
 // each field; only then is a call's Idempotency-Key looked up, so that a
 // bad request gets its own problem whatever key it carries. A rejected

@@ -215,6 +215,18 @@ func BenchmarkTextProblem(b *testing.B) {
 	}
 }
 
+// Whether a Content-Type names JSON is asked on every call: it allocates
+// nothing, whatever its parameters.
+func TestJSONMediaTypeAllocatesNothing(t *testing.T) {
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8",
+		`application/json; profile="a;b"; charset="UTF\-8"`, "application/json; charset=latin1", "text/plain"} {
+		b := []byte(ct)
+		if n := testing.AllocsPerRun(100, func() { jsonMediaType(b) }); n != 0 {
+			t.Errorf("jsonMediaType(%q): %v allocations, want none", ct, n)
+		}
+	}
+}
+
 func TestItemsOfAPrintableBodyNeedOnlyTheirLength(t *testing.T) {
 	body := []byte(`{"candidates":["abc","defg"]}`)
 	a, d := string(body[16:19]), string(body[22:26]) // copies: checked in full

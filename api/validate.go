@@ -146,33 +146,126 @@ func (s *Server) jsonBody(c *fiber.Ctx) ([]byte, error) {
 
 // jsonMediaType reports whether the Content-Type ct names JSON:
 // application/json or application/*+json, any case, with any parameters
-// (charset=utf-8). A body without a Content-Type is not taken for JSON
-// (RFC 9110, 8.3: the recipient may take it for application/octet-stream),
-// nor is a form or text: curl sends application/x-www-form-urlencoded
-// unless told otherwise, and a browser's page of any site may send
-// text/plain without asking first. No allocation: it runs on every call.
+// but a charset other than UTF-8 (foreignCharset). A body without a
+// Content-Type is not taken for JSON (RFC 9110, 8.3: the recipient may take
+// it for application/octet-stream), nor is a form or text: curl sends
+// application/x-www-form-urlencoded unless told otherwise, and a browser's
+// page of any site may send text/plain without asking first. No
+// allocation: it runs on every call.
 func jsonMediaType(ct []byte) bool {
+	typ, params := ct, []byte(nil)
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
+		typ, params = ct[:i], ct[i+1:]
 	}
-	ct = bytes.TrimSpace(ct)
+	typ = bytes.TrimSpace(typ)
 	const app, suffix = "application/", "+json"
-	if len(ct) <= len(app) || !bytes.EqualFold(ct[:len(app)], []byte(app)) {
+	if len(typ) <= len(app) || !bytes.EqualFold(typ[:len(app)], []byte(app)) {
 		return false
 	}
-	sub := ct[len(app):]
-	return bytes.EqualFold(sub, []byte("json")) ||
-		len(sub) > len(suffix) && bytes.EqualFold(sub[len(sub)-len(suffix):], []byte(suffix))
+	sub := typ[len(app):]
+	return (bytes.EqualFold(sub, []byte("json")) ||
+		len(sub) > len(suffix) && bytes.EqualFold(sub[len(sub)-len(suffix):], []byte(suffix))) &&
+		foreignCharset(params) == nil
+}
+
+// foreignCharset returns the value, as sent, of the first charset
+// parameter among a media type's parameters (what follows its first ';')
+// that does not name UTF-8, in any case, quoted or not; nil if there is
+// none. JSON is UTF-8 (RFC 8259, 8.1): a body its sender says is in
+// another charset would be read as UTF-8 all the same, and its non-ASCII
+// ids recorded as other ids than the sender meant. Parameters are
+// name=value pairs split by ';' with optional white space around them,
+// a value a token or a quoted string (RFC 9110, 5.6.6), which may hold
+// a ';'. No allocation: it runs on every call.
+func foreignCharset(params []byte) []byte {
+	for len(params) > 0 {
+		params = bytes.TrimLeft(params, " \t;")
+		name := params
+		if i := bytes.IndexAny(params, "=;"); i >= 0 {
+			name, params = params[:i], params[i:]
+		} else {
+			params = nil
+		}
+		if len(params) == 0 || params[0] != '=' {
+			continue // a parameter without a value names no charset
+		}
+		params = bytes.TrimLeft(params[1:], " \t")
+		var value []byte
+		if len(params) > 0 && params[0] == '"' {
+			end := quotedEnd(params)
+			value, params = params[:end], params[end:]
+		} else {
+			end := bytes.IndexByte(params, ';')
+			if end < 0 {
+				end = len(params)
+			}
+			value, params = bytes.TrimRight(params[:end], " \t"), params[end:]
+		}
+		if bytes.EqualFold(bytes.TrimRight(name, " \t"), []byte("charset")) && !isUTF8Name(value) {
+			return value
+		}
+	}
+	return nil
+}
+
+// quotedEnd returns the length of the quoted string that s begins with,
+// its quotes included, or len(s) if it is not closed.
+func quotedEnd(s []byte) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(s)
+}
+
+// isUTF8Name reports whether a charset parameter's value v, a token or a
+// quoted string, is utf-8 in any case.
+func isUTF8Name(v []byte) bool {
+	const utf8Name = "utf-8"
+	if len(v) == 0 || v[0] != '"' {
+		return bytes.EqualFold(v, []byte(utf8Name))
+	}
+	v = v[1:]
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch c {
+		case '"':
+			return n == len(utf8Name) && i == len(v)-1
+		case '\\':
+			if i++; i == len(v) {
+				return false
+			}
+			c = v[i]
+		}
+		if n == len(utf8Name) || c|0x20 != utf8Name[n]|0x20 {
+			return false
+		}
+		n++
+	}
+	return false
 }
 
 // unsupportedMediaType is the problem of a JSON route's body sent as ct.
 func unsupportedMediaType(ct []byte) error {
-	sent := "no Content-Type"
-	if len(ct) > 0 {
-		sent = "Content-Type " + strconv.Quote(strings.ToValidUTF8(string(ct), "\uFFFD"))
+	if len(ct) == 0 {
+		return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentType,
+			"the body was sent with no Content-Type; this route takes JSON: send Content-Type: application/json")
+	}
+	sent := "the body was sent with Content-Type " + strconv.Quote(strings.ToValidUTF8(string(ct), "\uFFFD"))
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		if cs := foreignCharset(ct[i+1:]); cs != nil {
+			return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentType, sent+", in charset "+
+				strconv.Quote(strings.ToValidUTF8(string(cs), "\uFFFD"))+"; JSON is UTF-8 (RFC 8259, 8.1): "+
+				"encode the body in UTF-8 and send Content-Type: application/json (charset=utf-8 or no charset)")
+		}
 	}
 	return fieldError(pUnsupportedMediaType, "", fiber.HeaderContentType,
-		"the body was sent with "+sent+"; this route takes JSON: send Content-Type: application/json")
+		sent+"; this route takes JSON: send Content-Type: application/json")
 }
 
 // checkEncoding refuses compressed bodies: decompressing them would let a
