@@ -99,7 +99,7 @@ func TestInspectorListsTheNamespacesUsers(t *testing.T) {
 	// its filter's memory, in memory.
 	row := eval[[]string](tb, `[...document.querySelector('#user-list tbody tr').children].map((c) => c.textContent)`)
 	if len(row) != 5 || row[0] != ids[0] || row[1] != "1" || !strings.Contains(row[2], " ago)") ||
-		!regexp.MustCompile(`^[0-9.]+ (B|KiB)$`).MatchString(row[3]) || row[4] != "yes" {
+		!regexp.MustCompile(`^[0-9.]+\x{a0}(B|KiB)$`).MatchString(row[3]) || row[4] != "yes" {
 		t.Errorf("the first user's row reads %q", row)
 	}
 	tb.click("#user-list-more")
@@ -490,7 +490,7 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 			t.Errorf("%s = %q, want a time and how long ago", sel, got)
 		} else if regexp.MustCompile(`\d:\d\d:\d\d`).MatchString(got) {
 			t.Errorf("%s = %q shows seconds; the service keeps it to the minute", sel, got)
-		} else if !regexp.MustCompile(`\(under (a minute|2 min) ago\)$`).MatchString(got) {
+		} else if !regexp.MustCompile(`\(under (a minute|2\x{a0}min) ago\)$`).MatchString(got) {
 			// Recorded moments ago, in a minute that began up to a minute before.
 			t.Errorf("%s = %q, want it recorded under a minute (or 2 min) ago, not a count of seconds since the minute began", sel, got)
 		}
@@ -1032,9 +1032,9 @@ func TestExportDownloadsTheUsersFilter(t *testing.T) {
 // decimals under 10 KiB.
 func bytesText(n int) string {
 	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
+		return fmt.Sprintf("%d\u00a0B", n)
 	}
-	return fmt.Sprintf("%.2f KiB", float64(n)/1024)
+	return fmt.Sprintf("%.2f\u00a0KiB", float64(n)/1024)
 }
 
 // Recording many new items at once, some test seen against those the same
@@ -1630,13 +1630,13 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 	// The users' filters are a sliver of the budget, shown as such, not 0%.
 	cache := tb.text(`#card-cache .sub`)
-	if m := regexp.MustCompile(`^of [0-9.]+ [KMG]iB budget \(((< )?[0-9.]+)%\)$`).FindStringSubmatch(cache); m == nil || m[1] == "0" {
+	if m := regexp.MustCompile(`^of [0-9.]+\x{a0}[KMG]iB budget \(((< )?[0-9.]+)%\)$`).FindStringSubmatch(cache); m == nil || m[1] == "0" {
 		t.Errorf("cache card reads %q, want the share of the budget above 0%%", cache)
 	}
 	// The collector's card: its share of the server's CPU, the collections
 	// and the heap (the server has collected at least once by now).
 	gc := tb.text(`#card-collector`)
-	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections? · heap [0-9.]+ [KMG]iB live, next at [0-9.]+ [KMG]iB`, gc); !ok {
+	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections? · heap [0-9.]+\x{a0}[KMG]iB live, next at [0-9.]+\x{a0}[KMG]iB`, gc); !ok {
 		t.Errorf("collector card reads %q", gc)
 	}
 }
@@ -1717,7 +1717,7 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	tb.waitJS(fmt.Sprintf(`Number(%s("classic")[1].replace(/,/g, '')) >= %d`, rowJS, hotBefore+users),
 		fmt.Sprintf("classic's hot users to reach %d", hotBefore+users))
 	row := eval[[]string](tb, rowJS+`("classic")`)
-	if !regexp.MustCompile(`^[0-9.]+ (B|[KMG]iB)$`).MatchString(row[2]) || row[2] == "0 B" {
+	if !regexp.MustCompile(`^[0-9.]+\x{a0}(B|[KMG]iB)$`).MatchString(row[2]) || row[2] == "0\u00a0B" {
 		t.Errorf("classic's cache bytes read %q", row[2])
 	}
 	if !regexp.MustCompile(`^(< )?[0-9.]+%$`).MatchString(row[3]) || !regexp.MustCompile(`^[0-9.]+%$`).MatchString(row[4]) {
@@ -1733,7 +1733,7 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	}
 	// Largest share first.
 	sizes := eval[[]float64](tb, `[...document.querySelectorAll('#ns-stats tbody tr')].map((r) => {
-		const [v, u] = r.children[2].textContent.split(' ');
+		const [v, u] = r.children[2].textContent.split('\u00a0');
 		return Number(v) * ({B: 1, KiB: 1024, MiB: 1 << 20, GiB: 1 << 30})[u];
 	})`)
 	if !slices.IsSortedFunc(sizes, func(a, b float64) int { return cmp.Compare(b, a) }) {
@@ -1796,7 +1796,7 @@ func commas(n int64) string {
 func TestCacheBudgetOfAWholeUnitShowsInIt(t *testing.T) {
 	s := setup(t)
 	_, tb := s.ownOverview(t, "--cache-bytes", "1GiB")
-	if got := tb.waitText("#card-cache .sub", "budget"); !strings.HasPrefix(got, "of 1.00 GiB budget") {
+	if got := tb.waitText("#card-cache .sub", "budget"); !strings.HasPrefix(got, "of 1.00\u00a0GiB budget") {
 		t.Errorf("cache card reads %q, want the budget as 1.00 GiB", got)
 	}
 }
@@ -2232,9 +2232,9 @@ func TestOverviewSaysAStalledServiceDoesNotAnswer(t *testing.T) {
 
 	resume := svc.pause(t)
 	// 10 s for the answer, after a refresh that may wait 2 s.
-	tb.waitJSWithin(`(document.querySelector('#overview-error .problem')?.textContent || '').includes('did not answer within 10 s')`,
+	tb.waitJSWithin(`(document.querySelector('#overview-error .problem')?.textContent || '').includes('did not answer within 10\u00a0s')`,
 		"the overview to say the service does not answer", 30*time.Second)
-	if got := tb.text("#updated"); !regexp.MustCompile(`^Figures of .+, not refreshed since: The service did not answer within 10 s`).MatchString(got) {
+	if got := tb.text("#updated"); !regexp.MustCompile(`^Figures of .+, not refreshed since: The service did not answer within 10\x{a0}s`).MatchString(got) {
 		t.Errorf("the footer reads %q, want the time of the figures shown and why they are not refreshed", got)
 	}
 	if !eval[bool](tb, `!!document.querySelector('[data-k="hot-users"]')`) {
@@ -2745,7 +2745,7 @@ func TestLookingUpTheSameUserAgainKeepsTheFocusInThePage(t *testing.T) {
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1", "f:2", "f:3")
-	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30 d in buckets of 7.5 d") || !strings.Contains(got, "cap 100,000 items") {
+	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30\u00a0d in buckets of 7.5\u00a0d") || !strings.Contains(got, "cap 100,000 items") {
 		t.Errorf("profile line = %q, want the window, its buckets and the cap", got)
 	}
 	if got := tb.text("#layers-h"); got != "Generations and layers" {
@@ -2790,10 +2790,10 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 
 	tb := s.keyTab(t, s.keys.read, fragment("feed", user))
 	tb.waitText("#user-items", "1")
-	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30 d in buckets of 7.5 d · cap 100,000 items") {
+	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30\u00a0d in buckets of 7.5\u00a0d · cap 100,000 items") {
 		t.Errorf("profile line = %q, want the filter's own window (30 d) first", got)
 	}
-	if got := tb.text("#user-profile-ns"); !strings.Contains(got, "new users of feed get") || !strings.Contains(got, "window 10 d in buckets of 2.5 d") {
+	if got := tb.text("#user-profile-ns"); !strings.Contains(got, "new users of feed get") || !strings.Contains(got, "window 10\u00a0d in buckets of 2.5\u00a0d") {
 		t.Errorf("the namespace's profile now = %q, want its 10 d window", got)
 	}
 	// The bucket's items are unseen again 30 days after it ends, not 10.
@@ -2819,7 +2819,7 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 	s.svc.record(t, s.keys.write, "feed", other, "f:1")
 	tb.open(fragment("feed", other))
 	tb.waitText("#user-items", "1")
-	if got := tb.text("#user-profile"); !strings.Contains(got, "window 10 d in buckets of 2.5 d") {
+	if got := tb.text("#user-profile"); !strings.Contains(got, "window 10\u00a0d in buckets of 2.5\u00a0d") {
 		t.Errorf("a new user's profile line = %q, want the 10 d window", got)
 	}
 	if n := eval[int](tb, `document.querySelectorAll('#user-profile-ns').length`); n != 0 {
@@ -2963,12 +2963,12 @@ func TestNamespacesTableShowsTheWindow(t *testing.T) {
 	tb := s.keyTab(t, s.keys.read, "#/ns")
 	tb.waitJS(`!!document.querySelector('#namespaces tr[data-ns="feed"]')`, "the feed namespace's row")
 	cells := eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="feed"]').cells].map((c) => c.textContent)`)
-	if len(cells) < 6 || cells[3] != "30 d" || cells[4] != "7.5 d" || cells[5] != "100,000" {
+	if len(cells) < 6 || cells[3] != "30\u00a0d" || cells[4] != "7.5\u00a0d" || cells[5] != "100,000" {
 		t.Errorf("feed namespace row = %q, want window 30 d, granularity 7.5 d, cap 100,000", cells)
 	}
 	// A 7d window's default buckets are 1.75d, as seenapi check says, not 42 h.
 	cells = eval[[]string](tb, `[...document.querySelector('#namespaces tr[data-ns="push"]').cells].map((c) => c.textContent)`)
-	if len(cells) < 5 || cells[3] != "7 d" || cells[4] != "1.75 d" {
+	if len(cells) < 5 || cells[3] != "7\u00a0d" || cells[4] != "1.75\u00a0d" {
 		t.Errorf("push namespace row = %q, want window 7 d, granularity 1.75 d", cells)
 	}
 }

@@ -394,13 +394,16 @@ function banner(p) {
 // ---------- formatting ----------
 
 const nf = new Intl.NumberFormat('en-US');
+// NBSP joins a figure to its unit ("30 d", "1.00 GiB", "10 s"): a narrow
+// screen would otherwise wrap a line between them and leave "d" alone.
+const NBSP = '\u00a0';
 function num(n) { return n === undefined || n === null ? '–' : nf.format(n); }
 function bytes(n) {
   if (n === undefined || n === null) return '–';
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0; let v = n;
   while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)}${NBSP}${units[i]}`;
 }
 // pct shows a share to digits decimals (by default more, the smaller it is).
 // A nonzero share too small for them gets two significant digits instead:
@@ -420,12 +423,12 @@ function pct(x, digits) {
 function count(n, one, many = `${one}s`) { return `${num(n)} ${n === 1 ? one : many}`; }
 function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
 function duration(sec) {
-  if (!sec) return '0 s';
-  if (sec < 1) return `${Math.round(sec * 1000)} ms`;
-  if (sec < 120) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
-  if (sec < 7200) return `${Math.round(sec / 60)} min`;
-  if (sec < 172800) return `${Math.round(sec / 3600)} h`;
-  return `${Math.round(sec / 86400)} d`;
+  if (!sec) return `0${NBSP}s`;
+  if (sec < 1) return `${Math.round(sec * 1000)}${NBSP}ms`;
+  if (sec < 120) return `${sec.toFixed(sec < 10 ? 1 : 0)}${NBSP}s`;
+  if (sec < 7200) return `${Math.round(sec / 60)}${NBSP}min`;
+  if (sec < 172800) return `${Math.round(sec / 3600)}${NBSP}h`;
+  return `${Math.round(sec / 86400)}${NBSP}d`;
 }
 // toMinute shows no seconds: a user's first and last recordings are kept
 // to the minute, and 6:36:00 PM would claim a precision they do not have.
@@ -437,7 +440,7 @@ function when(iso, opts) {
   const ago = (Date.now() - d.getTime()) / 1000;
   // A time kept to the minute is the start of the minute it fell in, up to a minute before it:
   // seconds since then would claim a precision it does not have (and overstate how long ago).
-  if (opts === toMinute && ago >= 0 && ago < 120) return `${d.toLocaleString(undefined, opts)} (under ${ago < 60 ? 'a minute' : '2 min'} ago)`;
+  if (opts === toMinute && ago >= 0 && ago < 120) return `${d.toLocaleString(undefined, opts)} (under ${ago < 60 ? 'a minute' : `2${NBSP}min`} ago)`;
   return `${d.toLocaleString(undefined, opts)} (${ago >= 0 ? duration(ago) + ' ago' : 'in ' + duration(-ago)})`;
 }
 
@@ -678,7 +681,7 @@ async function poll() {
       state.samples.push({ t: now, s: st });
       while (state.samples.length && state.samples[0].t < now - HISTORY_MS) state.samples.shift();
       state.statsError = null;
-      showUpdated(`Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000} s`);
+      showUpdated(`Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000}${NBSP}s`);
     } catch (e) {
       state.statsError = e;
       // The figures still shown are those of the last answer: say how old they are.
@@ -714,10 +717,10 @@ async function loadNamespaces() {
  */
 function seconds(sec) {
   if (!sec) return 'none';
-  if (sec >= 86400 && (sec * 100) % 86400 === 0) return `${sec / 86400} d`;
-  if (sec % 3600 === 0) return `${sec / 3600} h`;
-  if (sec % 60 === 0) return `${sec / 60} min`;
-  return `${sec} s`;
+  if (sec >= 86400 && (sec * 100) % 86400 === 0) return `${sec / 86400}${NBSP}d`;
+  if (sec % 3600 === 0) return `${sec / 3600}${NBSP}h`;
+  if (sec % 60 === 0) return `${sec / 60}${NBSP}min`;
+  return `${sec}${NBSP}s`;
 }
 
 /**
