@@ -102,6 +102,7 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 		"seenapi_cache_budget_bytes":       st.CacheBudgetBytes,
 		"seenapi_cache_hits_total":         st.Hits,
 		"seenapi_cache_misses_total":       st.Misses,
+		"seenapi_cache_no_history_total":   st.NoHistoryCalls,
 		"seenapi_loads_total":              st.Loads,
 		"seenapi_new_users_total":          st.NewUsers,
 		"seenapi_evictions_total":          st.Evictions,
@@ -170,13 +171,14 @@ func TestErrorCountersHaveTheirSeriesFromTheStart(t *testing.T) {
 	}
 }
 
-// Each user of a batch counts one hit or miss, a batch sent with an
-// Idempotency-Key (as client.WithRetries sends every batch) too: it looks
-// at its users before it calls them, and counted each twice.
+// Each user of a batch counts one hit, miss or call for a user with no
+// history, a batch sent with an Idempotency-Key (as client.WithRetries
+// sends every batch) too: it looks at its users before it calls them, and
+// counted each twice.
 func TestAKeyedBatchCountsEachUsersHitOrMissOnce(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	filter(t, c, "default", "hot", client.FilterRequest{Candidates: []string{"a"}}) // a miss
+	filter(t, c, "default", "hot", client.FilterRequest{Candidates: []string{"a"}}) // a user with no history
 	status, _, body := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json",
 		[]byte(`{"requests":[{"user":"hot","candidates":["b"]},{"user":"new","candidates":["b"]}]}`), "Idempotency-Key", "batch-1")
 	if status != http.StatusOK {
@@ -186,8 +188,9 @@ func TestAKeyedBatchCountsEachUsersHitOrMissOnce(t *testing.T) {
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)
 	}
-	if st := r.JSON200; st.Hits != 1 || st.Misses != 2 {
-		t.Fatalf("a one call and a keyed batch of its user and a new one: %d hits, %d misses; want 1 and 2", st.Hits, st.Misses)
+	if st := r.JSON200; st.Hits != 1 || st.Misses != 0 || st.NoHistoryCalls != 2 {
+		t.Fatalf("a one call and a keyed batch of its user and a new one: %d hits, %d misses, %d calls for users with no history; want 1, 0 and 2",
+			st.Hits, st.Misses, st.NoHistoryCalls)
 	}
 }
 

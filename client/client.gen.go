@@ -438,7 +438,7 @@ type NamespaceStats struct {
 	// Evictions The namespace's users evicted from memory to keep the budget.
 	Evictions int64 `json:"evictions"`
 
-	// HitRatio Hits over hits plus misses; 0 before any call.
+	// HitRatio Hits over hits plus misses (calls for users with no history left out); 0 before any.
 	HitRatio float64 `json:"hit_ratio"`
 
 	// Hits Calls that found the user hot.
@@ -447,14 +447,17 @@ type NamespaceStats struct {
 	// HotUsers The namespace's users whose filter is in memory.
 	HotUsers int64 `json:"hot_users"`
 
-	// Loads Storage reads of the namespace's cold users.
+	// Loads Storage reads of the namespace's cold users, never fewer than `misses` plus `no_history_calls` (each takes one); the rest are reads that are no call.
 	Loads int64 `json:"loads"`
 
-	// Misses Calls that did not find the user hot.
+	// Misses Calls that did not find the user hot and read its history from the store (a call for a user with no history is counted in `no_history_calls` instead).
 	Misses int64 `json:"misses"`
 
 	// NewUsers The users a recording call created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
 	NewUsers int64 `json:"new_users"`
+
+	// NoHistoryCalls Calls for a user with no history, in memory or stored (a new user's first call, a check of a user never recorded), neither hits nor misses.
+	NoHistoryCalls int64 `json:"no_history_calls"`
 
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
 	Recorded int64 `json:"recorded"`
@@ -565,7 +568,9 @@ type ServiceStats struct {
 	FlushedUsers int64 `json:"flushed_users"`
 
 	// Flushes Write-back rounds that had users to write.
-	Flushes  int64   `json:"flushes"`
+	Flushes int64 `json:"flushes"`
+
+	// HitRatio Hits over hits plus misses (calls for users with no history left out); 0 before any.
 	HitRatio float64 `json:"hit_ratio"`
 
 	// Hits Calls that found their user in memory (a batch counts one for each of its users).
@@ -585,10 +590,10 @@ type ServiceStats struct {
 	InFlight       int64 `json:"in_flight"`
 	JournalAppends int64 `json:"journal_appends"`
 
-	// Loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
+	// Loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's summary in a page of users, and each user whose journal the start folds in (a crash's, or a restored backup's).
 	Loads int64 `json:"loads"`
 
-	// Misses Calls that did not find their user in memory, and read it from the store.
+	// Misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
 	Misses int64 `json:"misses"`
 
 	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
@@ -596,6 +601,9 @@ type ServiceStats struct {
 
 	// NewUsers Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
+
+	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users.
+	NoHistoryCalls int64 `json:"no_history_calls"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
 	Panics int64 `json:"panics"`

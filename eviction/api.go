@@ -76,14 +76,23 @@ type Stats struct {
 // NamespaceStats are the hot users and cache figures of one namespace, or
 // of all (Stats), since the start.
 type NamespaceStats struct {
-	HotUsers   int64   `json:"hot_users"`
-	CacheBytes int64   `json:"cache_bytes"` // bytes accounted to the namespace's hot users
-	Hits       uint64  `json:"hits"`
-	Misses     uint64  `json:"misses"`
-	HitRatio   float64 `json:"hit_ratio"`
-	Loads      uint64  `json:"loads"`     // storage reads of cold users
-	NewUsers   uint64  `json:"new_users"` // users a recording call made: nothing stored (among Loads), or gone past its window
-	Evictions  uint64  `json:"evictions"`
+	HotUsers   int64  `json:"hot_users"`
+	CacheBytes int64  `json:"cache_bytes"` // bytes accounted to the namespace's hot users
+	Hits       uint64 `json:"hits"`
+	// Misses are the calls that found their user cold with a history
+	// stored; NoHistory those that found it cold with none (nothing
+	// stored, or all of it past its window: a new user's first call),
+	// which no cache could have held, so neither a hit nor a miss. Each
+	// takes a load.
+	Misses    uint64  `json:"misses"`
+	NoHistory uint64  `json:"no_history_calls"`
+	HitRatio  float64 `json:"hit_ratio"` // Hits over Hits plus Misses
+	// Loads are the storage reads of cold users: Misses plus NoHistory,
+	// and the reads that are no call's (a cold user's stats, an import,
+	// a journal folded in at the start), so never fewer.
+	Loads     uint64 `json:"loads"`
+	NewUsers  uint64 `json:"new_users"` // users a recording call made: nothing stored (among Loads), or gone past its window
+	Evictions uint64 `json:"evictions"`
 	// Candidates are the distinct candidates the one call tested (filter
 	// and batch calls), SeenCandidates those of them that tested seen
 	// (filtered out), and Recorded the items recorded as seen by every
@@ -99,6 +108,7 @@ func (s *NamespaceStats) add(n NamespaceStats) {
 	s.CacheBytes += n.CacheBytes
 	s.Hits += n.Hits
 	s.Misses += n.Misses
+	s.NoHistory += n.NoHistory
 	s.Loads += n.Loads
 	s.NewUsers += n.NewUsers
 	s.Evictions += n.Evictions

@@ -324,8 +324,8 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, gen uint64, info *nsI
 		close(lc.done) // lc.err nil: waiters look again and load what was written
 	}()
 	defer h.recovered(&err, "recording in bulk", info.Name, user)
-	info.c.misses.Add(1)
 	f, lastSeq, err := h.load(info, user)
+	countCold(info.c, f, err, h.opts.Now)
 	if err != nil {
 		return Result{}, err
 	}

@@ -203,7 +203,10 @@ type nsTable struct {
 // atomic additions than counting for the whole service did.
 type nsCounters struct {
 	hits, misses, loads, evictions, newUsers atomic.Uint64
-	hotUsers, hotBytes                       atomic.Int64
+	// noHistory counts the calls that looked for a cold user with no
+	// history (countCold): neither hits nor misses.
+	noHistory          atomic.Uint64
+	hotUsers, hotBytes atomic.Int64
 	// candidates and seen count the one call's distinct candidates, and
 	// those of them that tested seen; recorded the items every recording
 	// route added.
@@ -539,8 +542,10 @@ func (h *HotSet) Stats() Stats {
 	st.Namespaces = make(map[string]NamespaceStats, len(t.byIndex))
 	for _, info := range t.byIndex {
 		c := info.c
+		// Misses and NoHistory are read before Loads, which a cold call
+		// counts first: a snapshot never has more of them than loads.
 		n := NamespaceStats{HotUsers: c.hotUsers.Load(), CacheBytes: c.hotBytes.Load(), Hits: c.hits.Load(),
-			Misses: c.misses.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load(),
+			Misses: c.misses.Load(), NoHistory: c.noHistory.Load(), Loads: c.loads.Load(), NewUsers: c.newUsers.Load(), Evictions: c.evictions.Load(),
 			Candidates: c.candidates.Load(), SeenCandidates: c.seen.Load(), Recorded: c.recorded.Load()}
 		n.HitRatio = hitRatio(n.Hits, n.Misses)
 		st.Namespaces[info.Name] = n
@@ -571,6 +576,20 @@ func (h *HotSet) Stats() Stats {
 		s.mu.Unlock()
 	}
 	return st
+}
+
+// countCold counts the look of a call at a cold user once its load says
+// whether the user had a history: a miss if it had one (or if the load
+// failed: f nil and err set), else a call for a user with no history
+// (nothing stored, or all of it past its window), which no cache could
+// have held: counted as a miss, a brand-new user's first call would make
+// a fresh service's hit ratio read as a cache too small.
+func countCold(c *nsCounters, f *userfilter.Filter, err error, now func() time.Time) {
+	if err == nil && (f == nil || gone(f, now())) {
+		c.noHistory.Add(1)
+		return
+	}
+	c.misses.Add(1)
 }
 
 // hitRatio is hits over hits plus misses; 0 before any call.

@@ -24,8 +24,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 // (nothing stored, or what was is gone). It counts no new user: the
 // caller does once its change is kept, so that a call refused after
 // (a full disk, a key reused, an import that does not fit) counts none.
-// It counts a hit or a miss if call: a hit or a miss is a call's, and the
-// ratio tells whether the budget holds the users called (Recover calls
+// It counts a hit, a miss or a call for a user with no history (countCold)
+// if call: each is a call's, and the ratio tells whether the budget holds
+// the users called (Recover calls
 // nothing, and a keyed batch's call was counted as CheckCallKeys looked).
 func (h *HotSet) acquireNew(info *nsInfo, user string, create, call bool) (e *entry, hot, created bool, err error) {
 	k0 := h.key(info, user, 0)
@@ -73,12 +74,12 @@ func (h *HotSet) acquireNew(info *nsInfo, user string, create, call bool) (e *en
 		lc := h.claimLocked(s, sl, info, user)
 		gen := info.c.purges.Load() // under s.mu: see PurgeNamespace
 		s.mu.Unlock()
-		if call {
-			info.c.misses.Add(1)
-		}
 		h.waitBacklog()
 
 		f, lastSeq, err := h.load(info, user)
+		if call {
+			countCold(info.c, f, err, h.opts.Now)
+		}
 		if err == nil && f != nil && lastSeq == 0 && gone(f, h.opts.Now()) {
 			f = nil // nothing of it to write back either
 		}

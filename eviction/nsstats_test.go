@@ -42,6 +42,10 @@ func checkNamespaceStats(t *testing.T, h *HotSet) Stats {
 		if calls := n.Hits + n.Misses; calls > 0 && n.HitRatio != float64(n.Hits)/float64(calls) {
 			t.Fatalf("%s: hit ratio %v with %d hits and %d misses", name, n.HitRatio, n.Hits, n.Misses)
 		}
+		// Each cold call, a miss or one for a user with no history, loads.
+		if n.Loads < n.Misses+n.NoHistory {
+			t.Fatalf("%s: %d loads, fewer than %d misses and %d calls for users with no history", name, n.Loads, n.Misses, n.NoHistory)
+		}
 		sum.add(n)
 	}
 	sum.HitRatio = st.HitRatio
@@ -70,8 +74,10 @@ func TestStatsByNamespace(t *testing.T) {
 	if d.HotUsers != 3 || p.HotUsers != 2 || d.CacheBytes <= 0 || p.CacheBytes <= 0 {
 		t.Fatalf("hot users or bytes: default %+v, push %+v", d, p)
 	}
-	// Four users came from nothing; "nobody", only read, was looked for.
-	if d.Hits != 1 || d.Misses != 4 || d.Loads != 4 || d.NewUsers != 3 || p.Hits != 0 || p.Misses != 2 || p.NewUsers != 2 {
+	// Four users came from nothing; "nobody", only read, was looked for:
+	// calls for users with no history, which are no misses.
+	if d.Hits != 1 || d.Misses != 0 || d.NoHistory != 4 || d.Loads != 4 || d.NewUsers != 3 ||
+		p.Hits != 0 || p.Misses != 0 || p.NoHistory != 2 || p.NewUsers != 2 {
 		t.Fatalf("calls: default %+v, push %+v", d, p)
 	}
 
@@ -163,11 +169,12 @@ func TestHitsAndMissesCountCallsOnly(t *testing.T) {
 	if _, err := fx.h.Recover(); err != nil {
 		t.Fatal(err)
 	}
-	if st := fx.h.Stats(); st.Hits != 0 || st.Misses != 0 {
-		t.Fatalf("after folding in the journal left by a crash: %d hits, %d misses; want none, no call was made", st.Hits, st.Misses)
+	if st := fx.h.Stats(); st.Hits != 0 || st.Misses != 0 || st.NoHistory != 0 {
+		t.Fatalf("after folding in the journal left by a crash: %d hits, %d misses, %d calls for no history; want none, no call was made",
+			st.Hits, st.Misses, st.NoHistory)
 	}
 
-	record(t, fx.h, "default", "hot", "a") // a miss
+	record(t, fx.h, "default", "hot", "a") // a call for a user with no history
 	users := []string{"hot", "cold", "new"}
 	keys := make([]CallKey, len(users))
 	for i, u := range users {
@@ -181,16 +188,19 @@ func TestHitsAndMissesCountCallsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// hot: a hit; cold and new: a miss each; and the first call's miss.
-	if st := checkNamespaceStats(t, fx.h); st.Hits != 1 || st.Misses != 3 {
-		t.Fatalf("a keyed batch of a hot, a cold and a new user: %d hits, %d misses; want 1 and 3", st.Hits, st.Misses)
+	// hot: a hit; cold: a miss; new: a call for a user with no history,
+	// as was the first call of hot.
+	if st := checkNamespaceStats(t, fx.h); st.Hits != 1 || st.Misses != 1 || st.NoHistory != 2 {
+		t.Fatalf("a keyed batch of a hot, a cold and a new user: %d hits, %d misses, %d calls for no history; want 1, 1 and 2",
+			st.Hits, st.Misses, st.NoHistory)
 	}
 }
 
 // An import is one call, counted once: importing a user with nothing
-// stored is a miss (and a new user), though it reads the store twice,
-// once to find the user absent and once to create it.
-func TestImportCountsOneMiss(t *testing.T) {
+// stored is a call for a user with no history (and a new user), though it
+// reads the store twice, once to find the user absent and once to create
+// it.
+func TestImportCountsOneCall(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "default", "src", "a", "b")
 	data, err := fx.h.Export("default", "src")
@@ -202,10 +212,11 @@ func TestImportCountsOneMiss(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := checkNamespaceStats(t, fx.h)
-	hits, misses := st.Hits-before.Hits, st.Misses-before.Misses
+	hits, misses, none := st.Hits-before.Hits, st.Misses-before.Misses, st.NoHistory-before.NoHistory
 	loads, made := st.Loads-before.Loads, st.NewUsers-before.NewUsers
-	if hits != 0 || misses != 1 || loads != 2 || made != 1 {
-		t.Fatalf("importing a user not stored: %d hits, %d misses, %d loads, %d new users; want 0, 1, 2, 1", hits, misses, loads, made)
+	if hits != 0 || misses != 0 || none != 1 || loads != 2 || made != 1 {
+		t.Fatalf("importing a user not stored: %d hits, %d misses, %d calls for no history, %d loads, %d new users; want 0, 0, 1, 2, 1",
+			hits, misses, none, loads, made)
 	}
 	before = st
 	if err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
@@ -213,5 +224,40 @@ func TestImportCountsOneMiss(t *testing.T) {
 	}
 	if st := checkNamespaceStats(t, fx.h); st.Hits-before.Hits != 1 || st.Misses != before.Misses {
 		t.Fatalf("importing a hot user: %d hits, %d misses; want 1 and 0", st.Hits-before.Hits, st.Misses-before.Misses)
+	}
+}
+
+// The hit ratio is the cache's: a call for a user with no history, in
+// memory or stored (a new user's first call, a check of a user never
+// recorded), is no miss, as no cache could have held the user; it is
+// counted apart (NoHistory). A user with a history that the call finds
+// cold is a miss, and a read that is no call (Peek: a cold user's stats in
+// a page of users) is a load but neither. So a fresh service's first calls for new users leave
+// its hit ratio at what its cache does, not at 0.
+func TestACallForAUserWithNoHistoryIsNoMiss(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "new", "a")
+	seen(t, fx.h, "default", "never", "a")
+	st := checkNamespaceStats(t, fx.h)
+	if st.Hits != 0 || st.Misses != 0 || st.NoHistory != 2 || st.Loads != 2 || st.HitRatio != 0 {
+		t.Fatalf("a new user's first call and a check of a user never recorded: %d hits, %d misses, %d calls for no history, %d loads, hit ratio %v; want 0, 0, 2, 2, 0",
+			st.Hits, st.Misses, st.NoHistory, st.Loads, st.HitRatio)
+	}
+	record(t, fx.h, "default", "new", "b")
+	if st := checkNamespaceStats(t, fx.h); st.Hits != 1 || st.Misses != 0 || st.HitRatio != 1 {
+		t.Fatalf("the new user called again, hot: %d hits, %d misses, hit ratio %v; want 1, 0, 1", st.Hits, st.Misses, st.HitRatio)
+	}
+	// Cold with a history: a miss.
+	fx.restart(true, Options{})
+	if _, err := fx.h.Peek("default", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if st := checkNamespaceStats(t, fx.h); st.Loads != 1 || st.Misses != 0 || st.NoHistory != 0 {
+		t.Fatalf("a cold user peeked at: %d loads, %d misses, %d calls for no history; want a load and no call", st.Loads, st.Misses, st.NoHistory)
+	}
+	seen(t, fx.h, "default", "new", "a")
+	if st := checkNamespaceStats(t, fx.h); st.Misses != 1 || st.NoHistory != 0 || st.Loads != 2 || st.HitRatio != 0 {
+		t.Fatalf("a cold user with a history called: %d misses, %d calls for no history, %d loads, hit ratio %v; want 1, 0, 2, 0",
+			st.Misses, st.NoHistory, st.Loads, st.HitRatio)
 	}
 }

@@ -534,14 +534,21 @@ func TestFalsePositiveRateShowsItsShareOfTheTarget(t *testing.T) {
 }
 
 // A share short of the whole does not read 100%: a hit ratio of one miss
-// in 2,500 calls reads 99.96%.
+// in 2,500 calls reads 99.96%. The miss is a user with a history, stored
+// by a service before this one: a new user's first call is no miss.
 func TestAShareShortOfTheWholeIsNotShownAs100(t *testing.T) {
 	s := setup(t)
-	svc, tb := s.ownOverview(t)
-	user := userID(t)
-	svc.record(t, s.keys.write, "default", user, "a") // a new user: the one miss
+	data, user := "data-"+userID(t), userID(t)
+	before, err := s.startServiceWith(data, s.keysArg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(before.stop)
+	before.record(t, s.keys.write, "default", user, "a")
+	before.stop()
+	svc, tb := s.ownOverviewOf(t, data)
 	c := svc.api(t, s.keys.read)
-	for range 2499 {
+	for range 2500 { // the first finds the user cold: the miss
 		if r, err := c.CheckSeenWithResponse(context.Background(), "default", user, client.ItemsRequest{Items: []string{"a"}}); err != nil || r.JSON200 == nil {
 			t.Fatalf("check: %v", err)
 		}
@@ -1643,9 +1650,12 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 
 // A fresh service has looked up no user and filtered no candidate: its hit
 // ratio and share of candidates already seen read "–", as in the table by
-// namespace, not 0%, which would say every lookup missed; the first call
-// gives them a figure. Idle, it has no call in flight but the page's own
-// request for the figures, which it counts among those it serves: 0.
+// namespace, not 0%, which would say every lookup missed. The first call,
+// for a new user, gives the share of candidates a figure but not the hit
+// ratio: no cache could have held a user with no history, so the call is
+// no miss, and the card says it was left out. Idle, it has no call in
+// flight but the page's own request for the figures, which it counts among
+// those it serves: 0.
 func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	s := setup(t)
 	svc, tb := s.ownOverview(t)
@@ -1663,8 +1673,13 @@ func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("filter: %v %s", err, resp.Body)
 	}
-	tb.waitText("#card-hit-ratio .sub", "0% since start · 0 hits, 1 miss")
 	tb.waitText("#card-seen .sub", "0% since start · 1 candidate")
+	if got := tb.waitText("#card-hit-ratio .sub", "no history"); got != "– since start · 0 hits, 0 misses · 1 call for a user with no history, not counted" {
+		t.Errorf("after a new user's first call the hit ratio card reads %q, want no miss and the call counted apart", got)
+	}
+	if v := tb.text(`[data-k="hit-ratio"]`); v != "–" {
+		t.Errorf("after a new user's first call the hit ratio reads %q, want –", v)
+	}
 }
 
 // An idle service's calls per second read 0: every open dashboard asks
@@ -1707,8 +1722,10 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	w := s.svc.api(t, s.keys.write)
 	base := userID(t)
 	const users = 3
-	for u := range users {
-		resp, err := w.FilterUserWithResponse(context.Background(), "classic", fmt.Sprintf("%s-%d", base, u), nil,
+	// The first user twice: its second call is a hit, so that the row has a
+	// hit ratio whatever ran before (calls for new users are no misses).
+	for u := range users + 1 {
+		resp, err := w.FilterUserWithResponse(context.Background(), "classic", fmt.Sprintf("%s-%d", base, u%users), nil,
 			client.FilterRequest{Candidates: []string{"a", "b"}})
 		if err != nil || resp.JSON200 == nil {
 			t.Fatalf("filter: %v %s", err, resp.Body)
@@ -2250,7 +2267,13 @@ func TestOverviewSaysAStalledServiceDoesNotAnswer(t *testing.T) {
 // stopped when the test ends, and opens its overview with the read key.
 func (s *suite) ownOverview(t *testing.T, extra ...string) (*service, *tab) {
 	t.Helper()
-	svc, err := s.startServiceWith("data-"+userID(t), s.keysArg, "", extra...)
+	return s.ownOverviewOf(t, "data-"+userID(t), extra...)
+}
+
+// ownOverviewOf is ownOverview on the data directory data under s.dir.
+func (s *suite) ownOverviewOf(t *testing.T, data string, extra ...string) (*service, *tab) {
+	t.Helper()
+	svc, err := s.startServiceWith(data, s.keysArg, "", extra...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,12 +197,13 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} cache_bytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {number} evictions The namespace's users evicted from memory to keep the budget.
- * @property {number} hit_ratio Hits over hits plus misses; 0 before any call.
+ * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out); 0 before any.
  * @property {number} hits Calls that found the user hot.
  * @property {number} hot_users The namespace's users whose filter is in memory.
- * @property {number} loads Storage reads of the namespace's cold users.
- * @property {number} misses Calls that did not find the user hot.
+ * @property {number} loads Storage reads of the namespace's cold users, never fewer than `misses` plus `no_history_calls` (each takes one); the rest are reads that are no call.
+ * @property {number} misses Calls that did not find the user hot and read its history from the store (a call for a user with no history is counted in `no_history_calls` instead).
  * @property {number} new_users The users a recording call created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
+ * @property {number} no_history_calls Calls for a user with no history, in memory or stored (a new user's first call, a check of a user never recorded), neither hits nor misses.
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
  * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
  */
@@ -262,7 +263,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
  * @property {number} flushes Write-back rounds that had users to write.
- * @property {number} hit_ratio
+ * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out); 0 before any.
  * @property {number} hits Calls that found their user in memory (a batch counts one for each of its users).
  * @property {number} hot_users
  * @property {number} idempotency_bytes Bytes those take, against --idempotency-bytes.
@@ -270,10 +271,11 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
  * @property {number} journal_appends
- * @property {number} loads Storage reads of cold users. A miss takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each user whose journal the start folds in (a crash's, or a restored backup's), which counts no miss.
- * @property {number} misses Calls that did not find their user in memory, and read it from the store.
+ * @property {number} loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's summary in a page of users, and each user whose journal the start folds in (a crash's, or a restored backup's).
+ * @property {number} misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
+ * @property {number} no_history_calls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
  * @property {Array<string>} removed_namespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.

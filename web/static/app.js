@@ -575,7 +575,9 @@ function drawOverview() {
     card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start, besides ${STATS_ROUTE} (the dashboards' own) · ${num(inFlight)} in flight besides this page's`,
       sparkline(calls, 'Calls per second', rate)),
     card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(hitsSinceStart, 1),
-      `${pct(hitsSinceStart, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}`,
+      `${pct(hitsSinceStart, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}` +
+      // A call for a user with no history (a new user's first) is no miss: no cache could have held it.
+      (st.no_history_calls ? ` · ${count(st.no_history_calls, 'call for a user with no history', 'calls for users with no history')}, not counted` : ''),
       sparkline(hits, 'Hit ratio', (v) => pct(v, 1), 1)),
     card('seen', 'Candidates already seen', seen.length ? pct(lastRate(seen), 1) : pct(seenSinceStart, 1),
       `${pct(seenSinceStart, 1)} since start · ${count(st.candidates, 'candidate')} · ${count(st.recorded, 'item')} recorded`,
