@@ -1355,7 +1355,8 @@ func TestAJSONBodyInACharsetOtherThanUTF8IsRefused(t *testing.T) {
 	}
 	for i, ct := range []string{"application/json; charset=utf-8", "application/json; Charset=UTF-8",
 		`application/json; charset="utf-8"`, `application/json; charset="UTF\-8"`, "application/json ; charset=utf-8 ",
-		`application/json; profile="x;charset=latin1"; charset=utf-8`, "application/json; charset"} {
+		`application/json; profile="x;charset=latin1"; charset=utf-8`, "application/json; charset",
+		"application/json; charset=utf8", `application/json; charset="UTF8"`} {
 		item := fmt.Sprintf(`{"items":["caf\u00e9-%d"]}`, i)
 		if status, _, body := e.raw("POST", seen, ct, []byte(item)); status != http.StatusOK {
 			t.Errorf("a body sent as %q: %d %s, want 200", ct, status, truncate(body))

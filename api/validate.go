@@ -223,31 +223,39 @@ func quotedEnd(s []byte) int {
 }
 
 // isUTF8Name reports whether a charset parameter's value v, a token or a
-// quoted string, is utf-8 in any case.
+// quoted string, names UTF-8 in any case: utf-8, or utf8, which is no
+// registered name but what some client libraries send, and means nothing
+// else.
 func isUTF8Name(v []byte) bool {
-	const utf8Name = "utf-8"
-	if len(v) == 0 || v[0] != '"' {
-		return bytes.EqualFold(v, []byte(utf8Name))
-	}
-	v = v[1:]
-	n := 0
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch c {
-		case '"':
-			return n == len(utf8Name) && i == len(v)-1
-		case '\\':
-			if i++; i == len(v) {
+	if len(v) > 0 && v[0] == '"' {
+		var name [len("utf-8")]byte
+		n := 0
+		for i := 1; ; i++ {
+			if i == len(v) {
+				return false // not closed
+			}
+			c := v[i]
+			if c == '"' {
+				if i != len(v)-1 {
+					return false
+				}
+				break
+			}
+			if c == '\\' {
+				if i++; i == len(v) {
+					return false
+				}
+				c = v[i]
+			}
+			if n == len(name) {
 				return false
 			}
-			c = v[i]
+			name[n] = c
+			n++
 		}
-		if n == len(utf8Name) || c|0x20 != utf8Name[n]|0x20 {
-			return false
-		}
-		n++
+		v = name[:n]
 	}
-	return false
+	return bytes.EqualFold(v, []byte("utf-8")) || bytes.EqualFold(v, []byte("utf8"))
 }
 
 // unsupportedMediaType is the problem of a JSON route's body sent as ct.
