@@ -408,3 +408,113 @@ func TestABatchsUserServedAnewAgesWithItsFirstAnswerAfterACrash(t *testing.T) {
 		}
 	}
 }
+
+// slowAppends is a store whose Append of a user named slow... takes by of
+// the clock offset (a slow disk), while armed.
+type slowAppends struct {
+	*storage.Store
+	offset *atomic.Int64
+	by     time.Duration
+	armed  *atomic.Bool
+}
+
+func (s slowAppends) Append(ns, user string, value []byte, ttl time.Duration) (uint64, error) {
+	seq, err := s.Store.Append(ns, user, value, ttl)
+	if s.armed.Load() && strings.HasPrefix(user, "slow") {
+		s.offset.Add(int64(s.by))
+	}
+	return seq, err
+}
+
+// slowBody is a batch whose first user's record takes 10 s to write (see
+// slowBatch).
+const slowBody = `{"requests":[{"user":"slow","candidates":["x","y","z"],"limit":1},{"user":"late","candidates":["x","y","z"],"limit":1}]}`
+
+// slowBatch returns a clock's offset and open, which opens a server over
+// one data directory on that clock, with a minute's time to live for
+// answers, and answer, which sends slowBody to such a server with the key
+// k-slow, its user late served 10 s after its start (the clock's offset is
+// 10 s then), and returns the answer.
+func slowBatch(t *testing.T) (offset *atomic.Int64, open func() (*Server, *eviction.HotSet, *storage.Store),
+	answer func(*Server) string) {
+	dir := t.TempDir()
+	offset = new(atomic.Int64)
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	var armed atomic.Bool
+	open = func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute},
+			func(st *storage.Store) eviction.Store {
+				return slowAppends{Store: st, offset: offset, by: 10 * time.Second, armed: &armed}
+			})
+	}
+	answer = func(srv *Server) string {
+		t.Helper()
+		armed.Store(true)
+		defer armed.Store(false)
+		got, _ := keyedBatch(t, srv, "k-slow", slowBody)
+		if offset.Load() != int64(10*time.Second) {
+			t.Fatalf("the batch moved the clock %v, want 10s", time.Duration(offset.Load()))
+		}
+		return got
+	}
+	return offset, open, answer
+}
+
+// A keyed batch's answer kept in memory ages from the batch's start, as its
+// parts in the journal do (see below), not from its end: 61 s after the
+// start of a batch that took 10 s, its retry is served anew.
+func TestAKeyedBatchsAnswerAgesFromItsStart(t *testing.T) {
+	offset, open, answer := slowBatch(t)
+	srv, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	answered := answer(srv)
+	offset.Store(int64(55 * time.Second))
+	if got, replayed := keyedBatch(t, srv, "k-slow", slowBody); !replayed || got != answered {
+		t.Fatalf("55 s after the batch's start: %s (replayed %v), want %s again", got, replayed, answered)
+	}
+	offset.Store(int64(61 * time.Second))
+	if got, replayed := keyedBatch(t, srv, "k-slow", slowBody); replayed {
+		t.Errorf("61 s after the batch's start: %s given again, past its minute (aged from its end?)", got)
+	}
+}
+
+// A keyed batch's answer is one answer, as old as the batch's start, however
+// long the batch took: read back from the journal after a crash, its later
+// users' parts age with its first's. Each user's record kept its own call's
+// second, so a retry after a crash, past the time to live of the first
+// user's part but within that of the users the batch served 10 s later,
+// served the first anew and gave the others their parts again.
+func TestAKeyedBatchsPartsAgeFromItsStartAfterACrash(t *testing.T) {
+	offset, open, answer := slowBatch(t)
+	crash := func(store *storage.Store) {
+		t.Helper()
+		if err := store.Close(); err != nil { // no log of answers: the journal alone holds the parts
+			t.Fatal(err)
+		}
+	}
+	first, _, store := open()
+	answered := answer(first)
+	crash(store)
+	// Within the minute of every part: the answer is given again whole.
+	second, _, store := open()
+	offset.Store(int64(55 * time.Second))
+	if got, replayed := keyedBatch(t, second, "k-slow", slowBody); !replayed || got != answered {
+		t.Fatalf("55 s after the batch's start, after a crash: %s (replayed %v), want %s again", got, replayed, answered)
+	}
+	crash(store)
+	third, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	offset.Store(int64(61 * time.Second))
+	got, replayed := keyedBatch(t, third, "k-slow", slowBody)
+	var res struct{ Results []struct{ Unseen []string } }
+	if err := json.Unmarshal([]byte(got), &res); err != nil || len(res.Results) != 2 {
+		t.Fatalf("%s: %v", got, err)
+	}
+	for i, r := range res.Results {
+		if replayed || !slices.Equal(r.Unseen, []string{"y"}) {
+			t.Errorf("user %d, 61 s after the batch's start, after a crash: %s (replayed %v), want every user served anew (y), not a part of %s given again",
+				i, got, replayed, answered)
+		}
+	}
+}

@@ -608,6 +608,7 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 	scope, keyed := c.Locals(callScopeLocal).(*callScope)
 	if keyed {
 		scope.batch = true
+		start := s.cfg.Now() // before any user's call
 		if prior := scope.p.prior; prior != nil {
 			if given, priorBorn = keptResults(prior.body, len(req.Requests)), prior.born; given == nil {
 				// Not a batch's answer of this request after all: given
@@ -644,16 +645,20 @@ func (s *Server) filterBatch(c *fiber.Ctx) error {
 		if slices.ContainsFunc(given, func(r json.RawMessage) bool { return r != nil }) && (born.IsZero() || priorBorn.Before(born)) {
 			born = priorBorn
 		}
-		if !born.IsZero() {
-			// The answer gives parts of one first given at born: its
-			// users served anew are parts of it too, whose journal
-			// records are read back as old (a crash before the answer
-			// is in the answers log), not given again on their own once
-			// the others are past their time to live.
-			stamp := s.replays.lifeOf(born)
-			for i := range checked {
-				checked[i].Stamp = stamp
-			}
+		if born.IsZero() {
+			born = start
+		}
+		// The answer is one, first given at born (the batch's start, or
+		// that of one whose parts it gives again): each of its users'
+		// journal records is read back as old (a crash before the answer
+		// is in the answers log), and the answer kept ages from then
+		// too, so that no part is given again on its own once the
+		// others are past their time to live, not even the later users'
+		// of a batch that took seconds.
+		scope.gives(born)
+		stamp := s.replays.lifeOf(born)
+		for i := range checked {
+			checked[i].Stamp = stamp
 		}
 		// With Counted set: their users' hits or misses are counted.
 		for i, j := 0, 0; i < len(keys); i++ {

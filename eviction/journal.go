@@ -74,8 +74,9 @@ import (
 //	... | Request (Hi, Lo) [| caller] | uvarint ahead | uvarint seen | ...
 //
 // The answer of a call that is part of an answer first given before (a
-// batch's user served anew by the batch's retry, whose other users get
-// their first results again: see CallKey.Stamp) notes by how many seconds
+// keyed batch's user served after the batch's start, or anew by the
+// batch's retry, whose other users get their first results again: see
+// CallKey.Stamp) notes by how many seconds
 // its stamp is behind the record's, so that it is read back as old as the
 // answer it is part of, and lives no longer. Its seconds have behindMark
 // set, and the uvarint seconds follow the caller (if any), in place of

@@ -30,10 +30,10 @@ import (
 // Stamp is the time of the call's answer in the caller's own time of
 // answers, when that runs ahead of the clock's (a wall clock set back
 // since answers were stamped: see SetReplyClock), or when the answer is
-// part of one first given before, whose time it is then (a batch's user
-// served anew by its retry, which gives the other users their first
-// results again: read back, the part lives no longer than they do); zero:
-// the clock's. A CallKey of zero ID and Request is none.
+// part of one first given before, whose time it is then (a keyed batch's
+// user, served after the batch's start, or anew by its retry, which gives
+// the other users their first results again: read back, the part lives
+// no longer than they do); zero: the clock's. A CallKey of zero ID and Request is none.
 type CallKey struct {
 	ID, Request xxh3.Uint128
 	Caller      uint64
