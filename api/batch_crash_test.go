@@ -282,15 +282,9 @@ func TestABatchGivenAgainFromTheJournalAgesFromItsOldestPart(t *testing.T) {
 // to hold a user's failure.
 func flakyServers(t *testing.T) (offset *atomic.Int64, open func() (*Server, *eviction.HotSet, *storage.Store),
 	failing func(*Server, map[string]string)) {
-	dir := t.TempDir()
-	offset = new(atomic.Int64)
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	var armed atomic.Bool
-	open = func() (*Server, *eviction.HotSet, *storage.Store) {
-		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
-			eviction.Options{Now: clock, ReplyTTL: time.Minute},
-			func(st *storage.Store) eviction.Store { return failingLoads{Store: st, armed: &armed} })
-	}
+	offset, armed, open := clockedServers(t, func(st *storage.Store, _ *atomic.Int64, armed *atomic.Bool) eviction.Store {
+		return failingLoads{Store: st, armed: armed}
+	})
 	failing = func(srv *Server, batches map[string]string) {
 		t.Helper()
 		armed.Store(true)
@@ -302,6 +296,23 @@ func flakyServers(t *testing.T) (offset *atomic.Int64, open func() (*Server, *ev
 		}
 	}
 	return offset, open, failing
+}
+
+// clockedServers returns a clock's offset, a switch, and open, which opens
+// a server over one data directory on that clock, with a minute's time to
+// live for answers, over the store wrap makes of the one it opens, given
+// the offset and the switch.
+func clockedServers(t *testing.T, wrap func(*storage.Store, *atomic.Int64, *atomic.Bool) eviction.Store) (offset *atomic.Int64,
+	armed *atomic.Bool, open func() (*Server, *eviction.HotSet, *storage.Store)) {
+	dir := t.TempDir()
+	offset, armed = new(atomic.Int64), new(atomic.Bool)
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	open = func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
+			eviction.Options{Now: clock, ReplyTTL: time.Minute},
+			func(st *storage.Store) eviction.Store { return wrap(st, offset, armed) })
+	}
+	return offset, armed, open
 }
 
 // keyedBatch sends the batch body to srv's namespace default with the
@@ -437,17 +448,9 @@ const slowBody = `{"requests":[{"user":"slow","candidates":["x","y","z"],"limit"
 // 10 s then), and returns the answer.
 func slowBatch(t *testing.T) (offset *atomic.Int64, open func() (*Server, *eviction.HotSet, *storage.Store),
 	answer func(*Server) string) {
-	dir := t.TempDir()
-	offset = new(atomic.Int64)
-	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
-	var armed atomic.Bool
-	open = func() (*Server, *eviction.HotSet, *storage.Store) {
-		return openJournaledOver(t, dir, Config{Now: clock, IdempotencyTTL: time.Minute},
-			eviction.Options{Now: clock, ReplyTTL: time.Minute},
-			func(st *storage.Store) eviction.Store {
-				return slowAppends{Store: st, offset: offset, by: 10 * time.Second, armed: &armed}
-			})
-	}
+	offset, armed, open := clockedServers(t, func(st *storage.Store, offset *atomic.Int64, armed *atomic.Bool) eviction.Store {
+		return slowAppends{Store: st, offset: offset, by: 10 * time.Second, armed: armed}
+	})
 	answer = func(srv *Server) string {
 		t.Helper()
 		armed.Store(true)
