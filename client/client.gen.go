@@ -1034,7 +1034,10 @@ type ClientInterface interface {
 	// Streams a consistent snapshot of the store: every user's filter and
 	// the journal of calls not yet written back, so every call answered
 	// before the backup began is in it. Calls go on meanwhile. Restore it
-	// with `seenapi restore --in FILE` while the service is stopped. The
+	// with `seenapi restore --in FILE` while the service is stopped, into
+	// a new or empty data directory; one that holds users takes
+	// `--discard-existing` (the directory then holds the backup's data
+	// alone) or `--merge` (the backup merged into its users). The
 	// stream ends with an end mark: a backup cut short (a dropped
 	// connection, or a store failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
@@ -1438,7 +1441,10 @@ func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Streams a consistent snapshot of the store: every user's filter and
 // the journal of calls not yet written back, so every call answered
 // before the backup began is in it. Calls go on meanwhile. Restore it
-// with `seenapi restore --in FILE` while the service is stopped. The
+// with `seenapi restore --in FILE` while the service is stopped, into
+// a new or empty data directory; one that holds users takes
+// `--discard-existing` (the directory then holds the backup's data
+// alone) or `--merge` (the backup merged into its users). The
 // stream ends with an end mark: a backup cut short (a dropped
 // connection, or a store failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
@@ -2984,7 +2990,10 @@ type ClientWithResponsesInterface interface {
 	// Streams a consistent snapshot of the store: every user's filter and
 	// the journal of calls not yet written back, so every call answered
 	// before the backup began is in it. Calls go on meanwhile. Restore it
-	// with `seenapi restore --in FILE` while the service is stopped. The
+	// with `seenapi restore --in FILE` while the service is stopped, into
+	// a new or empty data directory; one that holds users takes
+	// `--discard-existing` (the directory then holds the backup's data
+	// alone) or `--merge` (the backup merged into its users). The
 	// stream ends with an end mark: a backup cut short (a dropped
 	// connection, or a store failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
@@ -6008,7 +6017,10 @@ func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditor
 // Streams a consistent snapshot of the store: every user's filter and
 // the journal of calls not yet written back, so every call answered
 // before the backup began is in it. Calls go on meanwhile. Restore it
-// with `seenapi restore --in FILE` while the service is stopped. The
+// with `seenapi restore --in FILE` while the service is stopped, into
+// a new or empty data directory; one that holds users takes
+// `--discard-existing` (the directory then holds the backup's data
+// alone) or `--merge` (the backup merged into its users). The
 // stream ends with an end mark: a backup cut short (a dropped
 // connection, or a store failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
