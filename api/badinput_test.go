@@ -656,7 +656,8 @@ func wantHeadRefused(t *testing.T, e *env, request, detail, param string) api.Pr
 
 // A target of absolute form ("http://host/path", RFC 9112, 3.2.2) names
 // the host the request is for, in place of Host: one whose authority is
-// no host, or holds user information (RFC 9110, 4.2.4), is refused as a
+// no host, or holds user information (RFC 9110, 4.2.4), or whose scheme is
+// not http or https (on either port), is refused as a
 // bad Host is, with 400 and its connection closed, in the service's words
 // naming the target, whether fasthttp (which refuses some itself, in its
 // own words) or the service found it.
@@ -685,6 +686,9 @@ func TestRequestTargetOfNoHostIsRefusedAndItsConnectionClosed(t *testing.T) {
 		{"a port of no host", seen("http://:8080"), `the request target's authority ":8080"` + notAHost},
 		{"user information", seen("http://user:secret@localhost"), "holds user information"},
 		{"user information alone", seen("http://user@"), "holds user information"},
+		// fasthttp served these as http.
+		{"an ftp scheme", seen("ftp://localhost"), `the request target's scheme "ftp" is not http or https`},
+		{"a proxy's scheme", seen("socks5://localhost"), `the request target's scheme "socks5" is not http or https`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// User information may hold a password: not sent back.

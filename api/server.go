@@ -426,10 +426,15 @@ func requestProblem(h *fasthttp.RequestHeader) (detail, header string) {
 // detail of a 400, or "" when it is not. A target of absolute form
 // ("http://host:port/path", RFC 9112, 3.2.2, which a client sends to a
 // proxy, and a server takes too) names the host the request is for, and
-// Host is then ignored: its authority is held to what Host is
-// (validHost), and holds no user information ("user:password@", which
-// RFC 9110, 4.2.4 has a recipient treat as an error; the detail does not
-// quote it back). fasthttp parses the authority after this check: it
+// Host is then ignored. Its scheme is http or https, on either port: a
+// proxy in front that ends TLS may pass an https target on as it is, and
+// a client may send an http one over TLS (curl -x https://...). Any other
+// (ftp://) names a resource no HTTP server has: fasthttp would serve its
+// path as if it were http's. 400, not 421 (RFC 9110, 15.5.20), which has
+// a client retry on another connection: none would answer it. Its
+// authority is held to what Host is (validHost), and holds no user
+// information ("user:password@", which RFC 9110, 4.2.4 has a recipient
+// treat as an error; the detail does not quote it back). fasthttp parses the authority after this check: it
 // refuses some that are no host in words of its own, which name neither
 // the target nor what is wrong with it ("invalid url escape"), and takes
 // others (an IPv6 zone, "a<b", none at all, or user information, which it
@@ -438,9 +443,13 @@ func targetProblem(target []byte) string {
 	if len(target) == 0 || target[0] == '/' {
 		return "" // origin form, the common case
 	}
-	_, rest, ok := bytes.Cut(target, []byte("://"))
+	scheme, rest, ok := bytes.Cut(target, []byte("://"))
 	if !ok {
 		return "" // "*" of OPTIONS, or CONNECT's host:port, which no route takes; fasthttp refuses other forms
+	}
+	if !bytes.EqualFold(scheme, []byte("http")) && !bytes.EqualFold(scheme, []byte("https")) {
+		return "the request target's scheme " + strconv.Quote(string(scheme)) + " is not http or https, " +
+			"the only ones the service serves (RFC 9112, 3.2.2)"
 	}
 	authority := rest
 	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
