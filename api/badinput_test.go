@@ -1216,6 +1216,39 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 	}
 }
 
+// CONNECT asks for a tunnel to the host:port its target names (RFC 9110,
+// 9.3.6), which the service, no proxy, opens to none: it is a method no
+// route takes, 405 with the server's Allow (that of "OPTIONS *"), where it
+// was a 404 whose instance was its target taken for a path. Its problem
+// has no instance, and its connection is closed (what its client sends
+// next is meant for the tunnel), whatever the key.
+func TestConnectIsAMethodNoRouteTakes(t *testing.T) {
+	e := newEnv(t, withKeys)
+	for _, target := range []string{"localhost:443", "seen.example:80", "[::1]:8080"} {
+		conn, _ := e.dial(t)
+		io.WriteString(conn, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wantProblem(t, resp.StatusCode, resp.Header, readAll(t, resp), 405, "method-not-allowed")
+		if p.Instance != "" {
+			t.Errorf("CONNECT %s: instance %q, want none: the target is no path", target, p.Instance)
+		}
+		if got := resp.Header.Get("Allow"); got != "GET, HEAD, POST, PUT, DELETE, OPTIONS" {
+			t.Errorf("CONNECT %s: Allow %q, want the server's, GET, HEAD, POST, PUT, DELETE, OPTIONS", target, got)
+		}
+		if !resp.Close {
+			t.Errorf("CONNECT %s: the connection is kept open after the refusal", target)
+		}
+		if next, err := http.ReadResponse(br, nil); err == nil {
+			t.Errorf("CONNECT %s: the request after it was served too: %d %s", target, next.StatusCode, readAll(t, next))
+		}
+	}
+}
+
 // "OPTIONS *" asks what the server as a whole supports (RFC 9110, 9.3.7;
 // the asterisk form, RFC 9112, 3.2.4): it is answered 200 with Allow, the
 // methods some route takes, and no content (Content-Length: 0, which a

@@ -149,13 +149,18 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 			// connection that the shutdown closes unanswered.
 			h.SetConnectionClose()
 		}
-		if !knownMethod(h.Method()) {
+		if connect := h.IsConnect(); connect || !knownMethod(h.Method()) {
 			// fiber answers a method it does not know with a text/plain
 			// 400 before any handler runs, and after reading its body.
 			// As TRACE, which no route takes, it is answered 405 as
 			// problem+json like any other method a route does not take;
 			// its body is not read, and the connection is closed.
-			h.SetMethod(fiber.MethodTrace)
+			// CONNECT, whose target is no path, is answered 405 by the
+			// first handler (noTunnel); what its client sends after the
+			// head is for the tunnel it asked for, not a request.
+			if !connect {
+				h.SetMethod(fiber.MethodTrace)
+			}
 			h.SetContentLength(0)
 			h.Del(fiber.HeaderExpect)
 			h.SetConnectionClose()
@@ -702,6 +707,9 @@ func (s *Server) routes() {
 		if h.IsOptions() && string(h.RequestURI()) == "*" {
 			return s.serverOptions(c)
 		}
+		if h.IsConnect() {
+			return s.noTunnel(c)
+		}
 		return c.Next()
 	})
 	s.app.Use(fiberrecover.New(fiberrecover.Config{EnableStackTrace: true,
@@ -778,6 +786,19 @@ func (s *Server) serverOptions(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderAllow, s.allow)
 	c.Status(fiber.StatusOK) // not SendStatus, which would send "OK" as the content
 	return nil
+}
+
+// noTunnel answers CONNECT, which asks for a tunnel to the host:port its
+// target names (RFC 9110, 9.3.6): the service is no proxy, and takes
+// CONNECT for no target, so it is a method no route takes, 405 with the
+// server's Allow as any other such method gets, rather than a 404 of
+// the target taken for a path. Its problem has no instance: the target is
+// no path of the service.
+func (s *Server) noTunnel(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderAllow, s.allow)
+	err := newError(pMethodNotAllowed, "the service is no proxy and opens no tunnel (CONNECT); its routes take %s", s.allow)
+	err.unread = true
+	return err
 }
 
 // serverMethods is the Allow of "OPTIONS *": the methods of routes

@@ -218,7 +218,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @typedef {Object} Problem
  * @property {string} [detail]
  * @property {Array<FieldError>} [errors]
- * @property {string} [instance] The request path; absent when the server refused the request while reading it (408, 431, a chunked body over its limit or malformed, a request line or header it cannot read), which leaves its path unknown, and when it refused the request for its head (a 400 that closes the connection, for a body of ambiguous length, a Host or request target that names no host, a target of a scheme other than http or https, a malformed header line), whose path is no more to be trusted than the rest of it.
+ * @property {string} [instance] The request path; absent when the server refused the request while reading it (408, 431, a chunked body over its limit or malformed, a request line or header it cannot read), which leaves its path unknown, and when it refused the request for its head (a 400 that closes the connection, for a body of ambiguous length, a Host or request target that names no host, a target of a scheme other than http or https, a malformed header line), whose path is no more to be trusted than the rest of it, and for a CONNECT (405), whose target is no path.
  * @property {number} status
  * @property {string} title
  * @property {string} type
