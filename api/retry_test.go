@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -367,5 +369,68 @@ func TestRetriesStopAtTheirBoundAndAreTold(t *testing.T) {
 	}})
 	if _, err := c.GetUserWithResponse(ctx, "default", "cold"); err == nil || len(errs) != 1 || errs[0] == nil {
 		t.Fatalf("a call to a closed port, answered ones only retried: %v, OnRetry told of %v; want the error, told once", err, errs)
+	}
+}
+
+// A call whose context ends while it waits to be retried returns the
+// context's error and the answer that asked for the retry, not the
+// context's error alone: a service whose store failed (503
+// storage-unavailable) or a caller past its rate (429 rate-limited), each
+// with a Retry-After of 1 s, longer than the context.
+func TestRetriesCutByTheContextNameTheLastAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []envOption
+		refuse func(*testing.T, *env, *client.ClientWithResponses) // so that the call is answered so
+		want   string                                              // the answer's status, title and detail
+		typ    string
+	}{
+		{"503", nil, func(_ *testing.T, e *env, _ *client.ClientWithResponses) { e.brokenStore() },
+			"503 Storage unavailable: the store failed to read or write", api.ProblemBase + "storage-unavailable"},
+		{"429", []envOption{func(c *api.Config) { c.RateLimit, c.RateBurst = 0.5, 1 }},
+			func(t *testing.T, _ *env, c *client.ClientWithResponses) {
+				if r, err := c.GetUserWithResponse(ctx, "default", "cold"); err != nil || r.StatusCode() != http.StatusNotFound {
+					t.Fatalf("the call that takes the one token: %v %d %s", err, r.StatusCode(), r.Body)
+				}
+			},
+			"429 Too many requests: ", api.ProblemBase + "rate-limited"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opts...)
+			c := retrying(t, e.base, client.Retry{})
+			tc.refuse(t, e, c)
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			_, err := c.GetUserWithResponse(short, "default", "cold")
+			var cut *client.RetryCutError
+			var p *client.Problem
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &cut) || !errors.As(err, &p) || p.Type != tc.typ ||
+				!strings.Contains(err.Error(), "context deadline exceeded, while retrying after "+tc.want) ||
+				!strings.Contains(err.Error(), "("+tc.typ+")") {
+				t.Fatalf("a call cut by its context while retrying a %s: %v\nwant the context's error and the answer: %s... (%s)", tc.name, err, tc.want, tc.typ)
+			}
+			if ue := (*url.Error)(nil); !errors.As(err, &ue) || !ue.Timeout() {
+				t.Errorf("%v: not a *url.Error that says it timed out", err)
+			}
+		})
+	}
+}
+
+// So does one whose attempts got no answer: its error names the last
+// attempt's.
+func TestRetriesCutByTheContextNameTheLastError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = retrying(t, closed, client.Retry{For: time.Minute}).GetUserWithResponse(short, "default", "cold")
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, new(*client.RetryCutError)) ||
+		!strings.Contains(err.Error(), "context deadline exceeded, while retrying after no answer: dial tcp") ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("a call to a closed port cut by its context: %v\nwant the context's error and the last attempt's, connection refused", err)
 	}
 }

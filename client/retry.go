@@ -58,7 +58,10 @@ type Retry struct {
 // Idempotency-Key the caller set for it, whose retry gives the other users
 // their first results again and serves the failed ones anew.
 // When the retries run out (Max, For, OnRetry), the call returns the last
-// answer (its problem, read as any other) or the last error.
+// answer (its problem, read as any other) or the last error. When the
+// call's context ends first, its error holds the context's and what the
+// attempt before got, its answer's problem or its error (a
+// *RetryCutError): a call cut short after a minute of 503s says so.
 //
 // Every route but the one call and its batch is safe to send twice: reads,
 // recording impressions (a set: twice is once), forgetting, imports (a
@@ -112,6 +115,7 @@ func (r retrier) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	start, retries, wait := time.Now(), 0, time.Duration(0)
+	var last error // what the attempt before the last retry got
 	rc := &retryablehttp.Client{
 		HTTPClient: r.HTTPClient,
 		RetryMax:   math.MaxInt, // CheckRetry counts
@@ -126,10 +130,18 @@ func (r retrier) Do(req *http.Request) (*http.Response, error) {
 			if r.For > 0 && time.Since(start)+wait > r.For {
 				return false, nil
 			}
+			// Read now: retryablehttp discards the body before the wait.
+			var got error = err
+			if resp != nil {
+				got = peekProblem(resp)
+			} else if ue, ok := err.(*url.Error); ok {
+				got = ue.Err // the call's own error names its method and URL
+			}
 			if r.OnRetry != nil && !r.OnRetry(resp, err) {
 				return false, nil
 			}
 			retries++
+			last = got
 			return true, nil
 		},
 		Backoff: func(time.Duration, time.Duration, int, *http.Response) time.Duration { return wait },
@@ -139,11 +151,46 @@ func (r retrier) Do(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := rc.Do(rreq)
 	if err != nil && !errors.As(err, new(*url.Error)) {
-		// The context ended in a wait: an error as http.Client gives it.
+		// The context ended in a wait or in the attempt after it, and
+		// retryablehttp gives its error alone: an error as http.Client
+		// gives it, naming what asked for the retry.
+		if last != nil {
+			err = &RetryCutError{Err: err, Last: last}
+		}
 		err = &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
 	}
 	return resp, err
 }
+
+// A RetryCutError is the error of a call of WithRetries whose context ended
+// while it was being retried, in a wait or in the attempt after it (as
+// the Err of the call's *url.Error): the context's error, and what the
+// attempt before got, so that the caller sees why the call had not been
+// answered yet (a service that kept answering 503, say). errors.Is finds
+// the context's error in it, errors.As the last answer's *Problem.
+type RetryCutError struct {
+	// Err is the context's error: context.Canceled or
+	// context.DeadlineExceeded.
+	Err error
+	// Last is what the attempt whose retry was cut got: its answer's
+	// problem (a *Problem, as ProblemOf reads it), or, when it got no
+	// answer, its error.
+	Last error
+}
+
+func (e *RetryCutError) Error() string {
+	if _, ok := e.Last.(*Problem); ok {
+		return e.Err.Error() + ", while retrying after " + e.Last.Error()
+	}
+	return e.Err.Error() + ", while retrying after no answer: " + e.Last.Error()
+}
+
+// Unwrap gives the context's error and the last attempt's.
+func (e *RetryCutError) Unwrap() []error { return []error{e.Err, e.Last} }
+
+// Timeout says whether the context's deadline ended the call, as
+// (*url.Error).Timeout reads the error it holds.
+func (e *RetryCutError) Timeout() bool { return errors.Is(e.Err, context.DeadlineExceeded) }
 
 // keyEachCall gives a one call or a batch call (POST .../filter) a random
 // Idempotency-Key unless it has one. Request editors run once a call,
@@ -161,7 +208,7 @@ const (
 	idempotencyHeader = "Idempotency-Key"
 	// inUseType is the problem type of 409 idempotency-key-in-use.
 	inUseType = "https://seenapi.dev/problems/idempotency-key-in-use"
-	// maxProblemBytes bounds what retryPolicy reads of a 409's body.
+	// maxProblemBytes bounds what peekProblem reads of an answer's body.
 	maxProblemBytes = 64 << 10
 )
 
@@ -181,21 +228,22 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true, nil
 	case http.StatusConflict:
-		return problemType(resp) == inUseType, nil
+		return peekProblem(resp).Type == inUseType, nil
 	}
 	return false, nil
 }
 
-// problemType returns the type of an error answer's problem (ProblemOf's:
-// about:blank for a foreign one), leaving resp's body to be read again.
-func problemType(resp *http.Response) string {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
+// peekProblem returns the problem of an error answer (ProblemOf's: one of
+// type about:blank for a foreign one, or a body it could not read whole),
+// leaving resp's body to be read again; nil for no answer.
+func peekProblem(resp *http.Response) *Problem {
+	if resp == nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(b))
-	if err != nil {
-		return ""
-	}
-	return ProblemOf(resp, b).Type
+	return ProblemOf(resp, b)
 }
 
 // retryWait is the wait before retry number n+1: the answer's Retry-After

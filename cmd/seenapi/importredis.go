@@ -116,6 +116,11 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		im.log("seenapi: import done")
 	}
 	if err := ctx.Err(); err != nil {
+		if cut := im.retryCut(); cut != nil {
+			// Say why calls were still waiting: a service that kept
+			// refusing them, or that did not answer.
+			err = cut
+		}
 		return fmt.Errorf("import interrupted (run it again to finish it): %w", err)
 	}
 	if err := it.Err(); err != nil {
@@ -261,6 +266,7 @@ type importer struct {
 
 	mu           sync.Mutex
 	skippedTypes map[string]bool // types already logged as skipped
+	cut          error           // the first call interrupted while it was retried
 }
 
 // importKey records every member of key as seen by the user the key names.
@@ -366,10 +372,26 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 
 func (im *importer) fail(ctx context.Context, key, user string, err error) {
 	if ctx.Err() != nil { // interrupted: not the user's fault
+		if errors.As(err, new(*client.RetryCutError)) {
+			im.mu.Lock()
+			if im.cut == nil {
+				im.cut = err
+			}
+			im.mu.Unlock()
+		}
 		return
 	}
 	im.failed.Add(1)
 	im.logger.Error("seenapi: user not imported", "key", key, "user", user, "err", err)
+}
+
+// retryCut returns the error of the first call interrupted while it was
+// retried (a *client.RetryCutError's, which names the answer that asked
+// for the retry), or nil.
+func (im *importer) retryCut() error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return im.cut
 }
 
 // logProgress logs the counts every period until the returned func is called.

@@ -641,3 +641,58 @@ func TestImportRedisSaysAtOnceThatNothingAnswers(t *testing.T) {
 		t.Fatalf("exit %d after %v, want 1 at once, saying the connection was refused:\n%s", code, took, out.String())
 	}
 }
+
+// An import stopped (Ctrl-C) while a call waits out the service's refusal
+// says what the service answered, not the interruption alone: here a 429
+// of a key past its rate, whose Retry-After (10 s) the call waits for.
+func TestImportRedisStoppedWhileRetryingSaysWhy(t *testing.T) {
+	rdb := startRedis(t)
+	for u := range 5 {
+		if err := rdb.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const writeKey, readKey = "w-0123456789abcdef", "r-0123456789abcdef"
+	// A burst of 3: the two checks and the first user's recording.
+	keys := writeFile(t, t.TempDir(), "keys", "write:"+writeKey+" rate=0.1 burst=3\nread:"+readKey+"\n")
+	s := startService(t, nil, "--data-dir", t.TempDir(), "--keys-file", keys)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var out syncBuffer
+	code := make(chan int)
+	go func() {
+		code <- run(ctx, []string{"import-redis", "--redis", rdb.Options().Addr, "--url", s.url, "--key", writeKey, "--workers", "1"},
+			noEnv, &out, &out, nil)
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/stats", nil)
+		req.Header.Set("Authorization", "Bearer "+readKey)
+		var stats struct{ Errors map[string]int }
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&stats)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Errors["429"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 429 within a minute of the import's start:\n%s", out.String())
+		}
+	}
+	stop()
+	select {
+	case c := <-code:
+		want := regexp.MustCompile(`import interrupted \(run it again to finish it\): Post \\"[^"]*/users/u\d/seen\?bulk=true\\": ` +
+			`context canceled, while retrying after 429 Too many requests: this API key is past its rate limit .*\(https://seenapi.dev/problems/rate-limited\)`)
+		if c != 1 || !want.MatchString(out.String()) {
+			t.Fatalf("exit %d, want 1 naming the 429 the stopped call waited out:\n%s", c, out.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the import did not stop within 5 s of its interruption:\n%s", out.String())
+	}
+}
