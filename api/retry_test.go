@@ -26,12 +26,13 @@ import (
 // back: the service has answered (and recorded) a call whose caller gets
 // no answer, as when a load balancer or a network drops it.
 type cutProxy struct {
-	ln   net.Listener
-	cut  atomic.Int32 // connections still to cut
-	cuts atomic.Int32 // connections cut
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open map[net.Conn]bool // to close at the end: clients keep theirs idle
+	ln       net.Listener
+	cut      atomic.Int32 // connections still to cut
+	cuts     atomic.Int32 // connections cut
+	accepted atomic.Int32 // connections accepted
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	open     map[net.Conn]bool // to close at the end: clients keep theirs idle
 }
 
 func newCutProxy(t *testing.T, target string, cut int32) *cutProxy {
@@ -50,6 +51,7 @@ func newCutProxy(t *testing.T, target string, cut int32) *cutProxy {
 			if err != nil {
 				return
 			}
+			p.accepted.Add(1)
 			p.wg.Add(1)
 			go func() { defer p.wg.Done(); p.serve(c, target) }()
 		}
@@ -433,4 +435,39 @@ func TestRetriesCutByTheContextNameTheLastError(t *testing.T) {
 		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("a call to a closed port cut by its context: %v\nwant the context's error and the last attempt's, connection refused", err)
 	}
+}
+
+// A call that ends in an error (its context ended before it was sent, or
+// while it waited to be retried) leaves the client's other connections
+// open: a client shared by many callers, each with its own deadline, would
+// otherwise dial again after every call whose deadline passed.
+func TestRetriesEndedByTheContextKeepTheIdleConnections(t *testing.T) {
+	e := newEnv(t)
+	p := newCutProxy(t, e.base[len("http://"):], 0)
+	c := retrying(t, p.url(), client.Retry{})
+	answered := func(when string) {
+		t.Helper()
+		if r, err := c.GetAuthWithResponse(ctx); err != nil || r.JSON200 == nil {
+			t.Fatalf("%s: %v %d %s", when, err, r.StatusCode(), r.Body)
+		}
+		if n := p.accepted.Load(); n != 1 {
+			t.Fatalf("%s: %d connections made, want the first one only, kept idle", when, n)
+		}
+	}
+	answered("the first call")
+
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.GetAuthWithResponse(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a call whose context had ended: %v", err)
+	}
+	answered("a call after one whose context had ended")
+
+	e.brokenStore()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.GetUserWithResponse(short, "default", "cold"); !errors.As(err, new(*client.RetryCutError)) {
+		t.Fatalf("a call cut in the wait after its 503: %v", err)
+	}
+	answered("a call after one cut while it waited to be retried")
 }

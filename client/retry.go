@@ -43,6 +43,7 @@ type Retry struct {
 	OnRetry func(resp *http.Response, err error) bool
 	// HTTPClient sends each attempt; when nil, a pooled client of its own
 	// (WithHTTPClient would replace the retrying one: set this instead).
+	// A call that fails leaves its idle connections to the other calls.
 	HTTPClient *http.Client
 }
 
@@ -95,6 +96,18 @@ func WithRetries(r Retry) ClientOption {
 	if r.HTTPClient == nil {
 		r.HTTPClient = retryablehttp.NewClient().HTTPClient // pooled, as retryablehttp's own
 	}
+	// retryablehttp closes its HTTP client's idle connections whenever a
+	// call ends in an error (its context ended, no answer), made for a
+	// client of a call's own: this one is every call's, and a caller's
+	// (import-redis's workers), and each would dial again. The copy it
+	// gets has a transport without CloseIdleConnections; the caller's own
+	// still closes them.
+	hc := *r.HTTPClient
+	if hc.Transport == nil {
+		hc.Transport = http.DefaultTransport
+	}
+	hc.Transport = idleKept{hc.Transport}
+	r.HTTPClient = &hc
 	return func(c *Client) error {
 		c.Client = retrier(r)
 		c.RequestEditors = append(c.RequestEditors, keyEachCall)
@@ -191,6 +204,10 @@ func (e *RetryCutError) Unwrap() []error { return []error{e.Err, e.Last} }
 // Timeout says whether the context's deadline ended the call, as
 // (*url.Error).Timeout reads the error it holds.
 func (e *RetryCutError) Timeout() bool { return errors.Is(e.Err, context.DeadlineExceeded) }
+
+// idleKept sends a request through its RoundTripper, and has no
+// CloseIdleConnections for an http.Client to call.
+type idleKept struct{ http.RoundTripper }
 
 // keyEachCall gives a one call or a batch call (POST .../filter) a random
 // Idempotency-Key unless it has one. Request editors run once a call,
