@@ -92,25 +92,29 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	// As given (a redis:// URL's database included), but for a password.
 	logger.Info("seenapi: importing from redis", "redis", shownURL(o.redis), "match", o.match, "url", shownURL(o.url), "ns", o.namespace)
 
+	// Work ends on an interruption, or when Redis stops answering.
+	work, stopWork := context.WithCancelCause(ctx)
+	defer stopWork(nil)
+	im.stop = stopWork
 	keys := make(chan string, 4*o.workers)
 	var wg sync.WaitGroup
 	for range o.workers {
 		wg.Go(func() {
 			for k := range keys {
-				im.importKey(ctx, k)
+				im.importKey(work, k)
 			}
 		})
 	}
 	stopProgress := im.logProgress(5 * time.Second)
-	it := rdb.Scan(ctx, 0, o.match, 1000).Iterator()
-	for it.Next(ctx) {
+	it := rdb.Scan(work, 0, o.match, 1000).Iterator()
+	for work.Err() == nil && it.Next(work) {
 		im.keys.Add(1)
 		keys <- it.Val()
 	}
 	close(keys)
 	wg.Wait()
 	stopProgress()
-	if ctx.Err() != nil {
+	if work.Err() != nil || it.Err() != nil {
 		im.log("seenapi: import stopped")
 	} else {
 		im.log("seenapi: import done")
@@ -122,6 +126,9 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 			err = cut
 		}
 		return fmt.Errorf("import interrupted (run it again to finish it): %w", err)
+	}
+	if work.Err() != nil {
+		return fmt.Errorf("redis at %s: %w; the import stopped (run it again to finish it)", shownURL(o.redis), context.Cause(work))
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", err)
@@ -261,6 +268,7 @@ type importer struct {
 	batch     int
 	logger    *slog.Logger
 	start     time.Time
+	stop      context.CancelCauseFunc // ends the import: Redis went away
 
 	keys, users, items, recorded, skipped, failed, retries atomic.Int64
 
@@ -277,7 +285,7 @@ func (im *importer) importKey(ctx context.Context, key string) {
 	user := key[len(im.pre) : len(key)-len(im.post)]
 	typ, err := im.rdb.Type(ctx, key).Result()
 	if err != nil {
-		im.fail(ctx, key, user, fmt.Errorf("redis TYPE: %w", err))
+		im.redisFailed(ctx, key, user, "TYPE", err)
 		return
 	}
 	// Each scan returns a page of members and the next cursor (0: done).
@@ -324,7 +332,7 @@ func (im *importer) importKey(ctx context.Context, key string) {
 	for cursor := uint64(0); ; {
 		page, next, err := scan(cursor)
 		if err != nil {
-			im.fail(ctx, key, user, fmt.Errorf("redis scan of %s: %w", typ, err))
+			im.redisFailed(ctx, key, user, "scan of "+typ, err)
 			return
 		}
 		pending = append(pending, page...)
@@ -383,6 +391,19 @@ func (im *importer) fail(ctx context.Context, key, user string, err error) {
 	}
 	im.failed.Add(1)
 	im.logger.Error("seenapi: user not imported", "key", key, "user", user, "err", err)
+}
+
+// redisFailed takes the error of a Redis command (cmd) on key. Redis's
+// answer (WRONGTYPE, OOM, ...) fails that user alone; no answer (Redis
+// went away, or the network) would fail every key left, each after
+// go-redis's own retries, one line of log a key: it stops the import,
+// whose error says so once.
+func (im *importer) redisFailed(ctx context.Context, key, user, cmd string, err error) {
+	if errors.As(err, new(redis.Error)) {
+		im.fail(ctx, key, user, fmt.Errorf("redis %s: %w", cmd, err))
+		return
+	}
+	im.stop(fmt.Errorf("%s %s: %w", cmd, key, err))
 }
 
 // retryCut returns the error of the first call interrupted while it was

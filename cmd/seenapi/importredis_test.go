@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +30,13 @@ import (
 // returns a client of it. Without redis-server the test is skipped, unless
 // CI=true, where that fails it.
 func startRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	rdb, _ := startRedisServer(t)
+	return rdb
+}
+
+// startRedisServer is startRedis that returns the server too.
+func startRedisServer(t *testing.T) (*redis.Client, *bench.RedisServer) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -43,7 +52,7 @@ func startRedis(t *testing.T) *redis.Client {
 	t.Cleanup(func() { srv.Stop() })
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
-	return rdb
+	return rdb, srv
 }
 
 // importFrom runs seenapi import-redis with args and returns its exit code
@@ -694,5 +703,37 @@ func TestImportRedisStoppedWhileRetryingSaysWhy(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the import did not stop within 5 s of its interruption:\n%s", out.String())
+	}
+}
+
+// A Redis that goes away in the middle of an import (killed here after the
+// 20th recording) stops it, with one error naming Redis, rather than
+// failing each key left of SCAN's page in turn, each after go-redis's
+// retries and with a line of log, and then logging "import done".
+func TestImportRedisStopsWhenRedisGoesAway(t *testing.T) {
+	rdb, srv := startRedisServer(t)
+	pipe := rdb.Pipeline()
+	for u := range 3000 {
+		pipe.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a", "b")
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	var calls atomic.Int32
+	front := frontOf(t, s, func(http.ResponseWriter) bool {
+		if calls.Add(1) == 20 {
+			if err := syscall.Kill(srv.PID(), syscall.SIGKILL); err != nil {
+				t.Error(err)
+			}
+		}
+		return false
+	})
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
+	failed := strings.Count(out.String(), "user not imported")
+	if code != 1 || failed > 0 || !strings.Contains(out.String(), "import stopped") || strings.Contains(out.String(), "import done") ||
+		!regexp.MustCompile(`redis at 127\.0\.0\.1:\d+: (TYPE|scan of set) seen:u\d+: .*; the import stopped \(run it again to finish it\)`).MatchString(out.String()) {
+		t.Fatalf("exit %d with %d users logged as not imported, want 1, none, the import stopped and Redis named:\n%.3000s", code, failed, out.String())
 	}
 }
