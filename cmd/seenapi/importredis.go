@@ -394,12 +394,15 @@ func (im *importer) fail(ctx context.Context, key, user string, err error) {
 }
 
 // redisFailed takes the error of a Redis command (cmd) on key. Redis's
-// answer (WRONGTYPE, OOM, ...) fails that user alone; no answer (Redis
-// went away, or the network) would fail every key left, each after
-// go-redis's own retries, one line of log a key: it stops the import,
+// refusal of that key (WRONGTYPE: it changed type since TYPE; NOPERM: an
+// ACL) fails that user alone. Anything else would fail every key left in
+// turn, one line of log a key, each after go-redis's own retries: no
+// answer (Redis went away, or the network) or one of the whole server's
+// (BUSY running a script, LOADING, MASTERDOWN, ...). It stops the import,
 // whose error says so once.
 func (im *importer) redisFailed(ctx context.Context, key, user, cmd string, err error) {
-	if errors.As(err, new(redis.Error)) {
+	var re redis.Error
+	if errors.As(err, &re) && (strings.HasPrefix(re.Error(), "WRONGTYPE") || strings.HasPrefix(re.Error(), "NOPERM")) {
 		im.fail(ctx, key, user, fmt.Errorf("redis %s: %w", cmd, err))
 		return
 	}

@@ -707,33 +707,56 @@ func TestImportRedisStoppedWhileRetryingSaysWhy(t *testing.T) {
 }
 
 // A Redis that goes away in the middle of an import (killed here after the
-// 20th recording) stops it, with one error naming Redis, rather than
-// failing each key left of SCAN's page in turn, each after go-redis's
-// retries and with a line of log, and then logging "import done".
+// 20th recording), or that answers every command with an error of the
+// whole server's (BUSY running a script), stops it, with one error naming
+// Redis, rather than failing each key left of SCAN's page in turn (each
+// after go-redis's retries, when it is gone) with a line of log, and then
+// logging "import done".
 func TestImportRedisStopsWhenRedisGoesAway(t *testing.T) {
-	rdb, srv := startRedisServer(t)
-	pipe := rdb.Pipeline()
-	for u := range 3000 {
-		pipe.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a", "b")
-	}
-	if _, err := pipe.Exec(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := startService(t, nil, "--data-dir", t.TempDir())
-	var calls atomic.Int32
-	front := frontOf(t, s, func(http.ResponseWriter) bool {
-		if calls.Add(1) == 20 {
-			if err := syscall.Kill(srv.PID(), syscall.SIGKILL); err != nil {
-				t.Error(err)
+	for _, tc := range []struct {
+		name  string
+		fault func(*redis.Client, *bench.RedisServer) error
+		want  string
+	}{
+		{"killed", func(_ *redis.Client, srv *bench.RedisServer) error { return syscall.Kill(srv.PID(), syscall.SIGKILL) }, ""},
+		{"busy", func(rdb *redis.Client, _ *bench.RedisServer) error {
+			// A script that runs until SCRIPT KILL: past the threshold
+			// (100 ms), Redis answers every other command BUSY.
+			go rdb.Eval(context.Background(), "while true do end", nil)
+			time.Sleep(500 * time.Millisecond)
+			return nil
+		}, "BUSY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, srv := startRedisServer(t)
+			if err := rdb.ConfigSet(context.Background(), "busy-reply-threshold", "100").Err(); err != nil {
+				t.Fatal(err)
 			}
-		}
-		return false
-	})
-	var out bytes.Buffer
-	code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
-	failed := strings.Count(out.String(), "user not imported")
-	if code != 1 || failed > 0 || !strings.Contains(out.String(), "import stopped") || strings.Contains(out.String(), "import done") ||
-		!regexp.MustCompile(`redis at 127\.0\.0\.1:\d+: (TYPE|scan of set) seen:u\d+: .*; the import stopped \(run it again to finish it\)`).MatchString(out.String()) {
-		t.Fatalf("exit %d with %d users logged as not imported, want 1, none, the import stopped and Redis named:\n%.3000s", code, failed, out.String())
+			pipe := rdb.Pipeline()
+			for u := range 3000 {
+				pipe.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a", "b")
+			}
+			if _, err := pipe.Exec(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			s := startService(t, nil, "--data-dir", t.TempDir())
+			var calls atomic.Int32
+			front := frontOf(t, s, func(http.ResponseWriter) bool {
+				if calls.Add(1) == 20 {
+					if err := tc.fault(rdb, srv); err != nil {
+						t.Error(err)
+					}
+				}
+				return false
+			})
+			var out bytes.Buffer
+			code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
+			rdb.ScriptKill(context.Background()) // for the busy one's server to stop
+			failed := strings.Count(out.String(), "user not imported")
+			if code != 1 || failed > 0 || !strings.Contains(out.String(), "import stopped") || strings.Contains(out.String(), "import done") ||
+				!regexp.MustCompile(`redis (at 127\.0\.0\.1:\d+: (TYPE|scan of set) seen:u\d+|SCAN): .*`+tc.want+`.*(run it again|run the import again) to finish it`).MatchString(out.String()) {
+				t.Fatalf("exit %d with %d users logged as not imported, want 1, none, the import stopped and Redis named:\n%.3000s", code, failed, out.String())
+			}
+		})
 	}
 }
