@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/storage"
 )
 
 // /metrics is read as Prometheus reads it: its own text parser takes every
@@ -34,15 +35,7 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 		t.Fatalf("stats: %v", err)
 	}
 	st := r.JSON200
-	status, h, body := e.raw(http.MethodGet, "/metrics", "", nil)
-	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/plain; version=0.0.4") {
-		t.Fatalf("/metrics: %d %q", status, h.Get("Content-Type"))
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
+	mfs, body := scrapeMetrics(t, e)
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
 	if err != nil {
 		t.Fatal(err)
@@ -72,30 +65,7 @@ func TestMetricsParseAndLintAndAgreeWithStats(t *testing.T) {
 			}
 		}
 	}
-	value := func(name string, labels ...string) float64 {
-		t.Helper()
-		mf, ok := mfs[name]
-		if !ok {
-			t.Fatalf("/metrics lacks %s", name)
-		}
-		for _, m := range mf.GetMetric() {
-			var got []string
-			for _, l := range m.GetLabel() {
-				got = append(got, l.GetName(), l.GetValue())
-			}
-			if fmt.Sprint(got) != fmt.Sprint(labels) {
-				continue
-			}
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				return m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				return m.GetGauge().GetValue()
-			}
-		}
-		t.Fatalf("/metrics lacks %s%v", name, labels)
-		return 0
-	}
+	value := func(name string, labels ...string) float64 { return metricValue(t, mfs, name, labels...) }
 	for name, want := range map[string]int64{
 		"seenapi_hot_users":                st.HotUsers,
 		"seenapi_cache_bytes":              st.CacheBytes,
@@ -234,5 +204,120 @@ func TestAUserWithNoHistoryIsNoError(t *testing.T) {
 		if m.GetLabel()[0].GetValue() == "404" && m.GetCounter().GetValue() != 1 {
 			t.Errorf(`seenapi_http_errors_total{status="404"} = %v, want 1`, m.GetCounter().GetValue())
 		}
+	}
+}
+
+// scrapeMetrics reads /metrics as Prometheus does: its families, and the
+// text they were parsed from.
+func scrapeMetrics(t *testing.T, e *env) (map[string]*dto.MetricFamily, []byte) {
+	t.Helper()
+	status, h, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("/metrics: %d %q", status, h.Get("Content-Type"))
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return mfs, body
+}
+
+// metricValue is the value of the counter or gauge name whose labels are
+// the name, value pairs labels, in order; a series /metrics lacks fails t.
+func metricValue(t *testing.T, mfs map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	t.Helper()
+	mf, ok := mfs[name]
+	if !ok {
+		t.Fatalf("/metrics lacks %s", name)
+	}
+	for _, m := range mf.GetMetric() {
+		var got []string
+		for _, l := range m.GetLabel() {
+			got = append(got, l.GetName(), l.GetValue())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(labels) {
+			continue
+		}
+		switch mf.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue()
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("/metrics lacks %s%v", name, labels)
+	return 0
+}
+
+// The hit ratio tells whether the cache budget holds the users the
+// recommender calls: it counts the calls of the filter, seen and check
+// routes and of batches (and the imports and forgotten items that change a
+// user), not a person or a tool reading a user (its stats, as the
+// dashboard's user look-up asks, or its export), so that looking users up
+// moves neither /v1/stats nor /metrics. Such a read still brings a cold
+// user into memory (a storage read, among loads), so the user's next call
+// is a hit.
+func TestReadingAUserCountsNoHitOrMiss(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	filter(t, c, "default", "hot", client.FilterRequest{Candidates: []string{"a", "b"}}) // a user with no history
+	raw, err := e.hot.Export("default", "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.WriteBack([]storage.Write{{NS: "default", User: "cold", Value: raw}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.GetStatsWithResponse(ctx)
+	if err != nil || before.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	for _, r := range []struct {
+		path string
+		want int
+	}{
+		{"/v1/namespaces/default/users/hot", http.StatusOK},
+		{"/v1/namespaces/default/users/cold", http.StatusOK},
+		{"/v1/namespaces/default/users/nobody", http.StatusNotFound},
+		{"/v1/namespaces/default/users/hot/export", http.StatusOK},
+		{"/v1/namespaces/default/users/nobody/export", http.StatusNotFound},
+	} {
+		if status, _, body := e.raw(http.MethodGet, r.path, "", nil); status != r.want {
+			t.Fatalf("GET %s: %d %s, want %d", r.path, status, body, r.want)
+		}
+	}
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	b, st, d := before.JSON200, r.JSON200, r.JSON200.Namespaces["default"]
+	if st.Hits != b.Hits || st.Misses != b.Misses || st.NoHistoryCalls != b.NoHistoryCalls || st.HitRatio != b.HitRatio ||
+		d.Hits != st.Hits || d.Misses != st.Misses || d.NoHistoryCalls != st.NoHistoryCalls {
+		t.Fatalf("after reading users: %d hits, %d misses, %d calls for no history, hit ratio %v (default: %d, %d, %d); want %d, %d, %d, %v as before",
+			st.Hits, st.Misses, st.NoHistoryCalls, st.HitRatio, d.Hits, d.Misses, d.NoHistoryCalls, b.Hits, b.Misses, b.NoHistoryCalls, b.HitRatio)
+	}
+	if st.Loads <= b.Loads || st.HotUsers != 2 {
+		t.Errorf("the cold user read: %d loads (%d before), %d hot users; want it read from the store into memory", st.Loads, b.Loads, st.HotUsers)
+	}
+	mfs, _ := scrapeMetrics(t, e)
+	for name, want := range map[string]float64{
+		"seenapi_cache_hits_total":       float64(st.Hits),
+		"seenapi_cache_misses_total":     float64(st.Misses),
+		"seenapi_cache_no_history_total": float64(st.NoHistoryCalls),
+		"seenapi_cache_hit_ratio":        st.HitRatio,
+	} {
+		if got := metricValue(t, mfs, name); got != want {
+			t.Errorf("%s %v, /v1/stats %v", name, got, want)
+		}
+	}
+	if got := metricValue(t, mfs, "seenapi_namespace_cache_hits_total", "namespace", "default"); got != float64(d.Hits) {
+		t.Errorf(`seenapi_namespace_cache_hits_total{namespace="default"} %v, /v1/stats %d`, got, d.Hits)
+	}
+
+	// The cold user read is in memory now: its next call is a hit.
+	filter(t, c, "default", "cold", client.FilterRequest{Candidates: []string{"a", "c"}})
+	if r, err := c.GetStatsWithResponse(ctx); err != nil || r.JSON200 == nil || r.JSON200.Hits != st.Hits+1 || r.JSON200.Misses != st.Misses {
+		t.Fatalf("a call for the user read: %v %s; want one hit more and no miss", err, r.Body)
 	}
 }

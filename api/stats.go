@@ -217,7 +217,7 @@ type metric struct {
 
 var hotSetMetrics = []metric{
 	{"seenapi_cache_budget_bytes", "The hot set's byte budget.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.CacheBudgetBytes) }},
-	{"seenapi_cache_hit_ratio", "Hits over hits plus misses (calls for users with no history left out).", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
+	{"seenapi_cache_hit_ratio", "Hits over hits plus misses (calls for users with no history left out). Calls are those that filter, check, record or forget a user's items, or import a filter; reading a user's stats or export is none.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.HitRatio }},
 	{"seenapi_dirty_users", "Users with changes not yet written back, evicted ones waiting for their write-back included.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.DirtyUsers) }},
 	{"seenapi_flush_lag_seconds", "Age of the oldest change not yet written back.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.FlushLag.Seconds() }},
 	{"seenapi_flushes_total", "Write-back rounds that had users to write.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Flushes) }},
@@ -253,7 +253,7 @@ var userMetrics = []struct {
 }{
 	{"hot_users", "Users whose filter is in memory.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.HotUsers) }},
 	{"cache_bytes", "Bytes accounted to hot users.", prometheus.GaugeValue, func(n eviction.NamespaceStats) float64 { return float64(n.CacheBytes) }},
-	{"cache_hits_total", "Calls that found the user hot.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Hits) }},
+	{"cache_hits_total", "Calls that found the user hot (calls that filter, check, record or forget items, or import a filter; reading a user's stats or export is none).", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Hits) }},
 	{"cache_misses_total", "Calls that did not find the user hot and read its history from the store.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Misses) }},
 	{"cache_no_history_total", "Calls for a user with no history, in memory or stored (a new user's first call): neither hits nor misses.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NoHistory) }},
 	{"loads_total", "Storage reads of cold users: a miss or a call for a user with no history takes one, and so do reads that are no call.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},

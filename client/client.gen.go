@@ -441,7 +441,7 @@ type NamespaceStats struct {
 	// HitRatio Hits over hits plus misses (calls for users with no history left out); 0 before any.
 	HitRatio float64 `json:"hit_ratio"`
 
-	// Hits Calls that found the user hot.
+	// Hits Calls that found the user hot (the calls of `hits` in Stats; a user's stats or export read is none).
 	Hits int64 `json:"hits"`
 
 	// HotUsers The namespace's users whose filter is in memory.
@@ -570,10 +570,10 @@ type ServiceStats struct {
 	// Flushes Write-back rounds that had users to write.
 	Flushes int64 `json:"flushes"`
 
-	// HitRatio Hits over hits plus misses (calls for users with no history left out); 0 before any.
+	// HitRatio Hits over hits plus misses (calls for users with no history left out; a user's stats or export read is no call, see `hits`); 0 before any.
 	HitRatio float64 `json:"hit_ratio"`
 
-	// Hits Calls that found their user in memory (a batch counts one for each of its users).
+	// Hits Calls that found their user in memory (a batch counts one for each of its users). The calls counted here, in `misses`, `no_history_calls` and so in `hit_ratio`, are those that filter, check, record or forget a user's items (one user's or a batch's), or import a filter. Reading a user, its stats (the dashboard's user look-up) or its export, is no call and counts in none of them, so that looking users up does not move the ratio the cache budget is judged by; it still brings a cold user into memory (a storage read, in `loads`).
 	Hits     int64 `json:"hits"`
 	HotUsers int64 `json:"hot_users"`
 
@@ -590,7 +590,7 @@ type ServiceStats struct {
 	InFlight       int64 `json:"in_flight"`
 	JournalAppends int64 `json:"journal_appends"`
 
-	// Loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's summary in a page of users, and each user whose journal the start folds in (a crash's, or a restored backup's).
+	// Loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's stats or export (which bring it into memory), a cold user's summary in a page of users (which does not), and each user whose journal the start folds in (a crash's, or a restored backup's).
 	Loads int64 `json:"loads"`
 
 	// Misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).

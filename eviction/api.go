@@ -76,9 +76,12 @@ type Stats struct {
 // NamespaceStats are the hot users and cache figures of one namespace, or
 // of all (Stats), since the start.
 type NamespaceStats struct {
-	HotUsers   int64  `json:"hot_users"`
-	CacheBytes int64  `json:"cache_bytes"` // bytes accounted to the namespace's hot users
-	Hits       uint64 `json:"hits"`
+	HotUsers   int64 `json:"hot_users"`
+	CacheBytes int64 `json:"cache_bytes"` // bytes accounted to the namespace's hot users
+	// Hits, Misses and NoHistory count calls: those that filter, check,
+	// record or forget a user's items, or import a filter; not the reads
+	// of a user (User, Export), which load a cold user but are no call.
+	Hits uint64 `json:"hits"`
 	// Misses are the calls that found their user cold with a history
 	// stored; NoHistory those that found it cold with none (nothing
 	// stored, or all of it past its window: a new user's first call),

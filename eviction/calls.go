@@ -382,13 +382,16 @@ func (h *HotSet) Check(ns, user string, items []string, seen []bool) ([]bool, er
 	return e.f.CheckWith(items, h.opts.Now(), seen, &cs.Scratch), nil
 }
 
-// User returns the user's stats, or ErrUserNotFound.
+// User returns the user's stats, or ErrUserNotFound. It brings a cold user
+// into memory, but counts no hit, miss or call for a user with no history:
+// a person or a tool reading a user (the dashboard's look-up) is no call of
+// the recommender's, whose users the hit ratio says the budget holds.
 func (h *HotSet) User(ns, user string) (UserStats, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return UserStats{}, err
 	}
-	e, hot, err := h.acquire(info, user, false)
+	e, hot, _, err := h.acquireNew(info, user, false, false)
 	if err != nil {
 		return UserStats{}, err
 	}

@@ -26,8 +26,9 @@ func (h *HotSet) acquire(info *nsInfo, user string, create bool) (e *entry, hot 
 // (a full disk, a key reused, an import that does not fit) counts none.
 // It counts a hit, a miss or a call for a user with no history (countCold)
 // if call: each is a call's, and the ratio tells whether the budget holds
-// the users called (Recover calls
-// nothing, and a keyed batch's call was counted as CheckCallKeys looked).
+// the users called (Recover calls nothing, a keyed batch's call was
+// counted as CheckCallKeys looked, and reading a user, User or Export, is
+// no call).
 func (h *HotSet) acquireNew(info *nsInfo, user string, create, call bool) (e *entry, hot, created bool, err error) {
 	k0 := h.key(info, user, 0)
 	s := h.shardOf(k0)

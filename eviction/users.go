@@ -117,13 +117,14 @@ func (h *HotSet) deleteStored(info *nsInfo, user string) (err error) {
 }
 
 // Export returns the user's encoded filter (including unflushed changes), or
-// ErrUserNotFound (also for a gone user, see gone).
+// ErrUserNotFound (also for a gone user, see gone). Like User, it counts no
+// hit, miss or call for a user with no history.
 func (h *HotSet) Export(ns, user string) ([]byte, error) {
 	info, err := h.namespace(ns)
 	if err != nil {
 		return nil, err
 	}
-	e, _, err := h.acquire(info, user, false)
+	e, _, _, err := h.acquireNew(info, user, false, false)
 	if err != nil {
 		return nil, err
 	}

@@ -198,7 +198,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
  * @property {number} evictions The namespace's users evicted from memory to keep the budget.
  * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out); 0 before any.
- * @property {number} hits Calls that found the user hot.
+ * @property {number} hits Calls that found the user hot (the calls of `hits` in Stats; a user's stats or export read is none).
  * @property {number} hot_users The namespace's users whose filter is in memory.
  * @property {number} loads Storage reads of the namespace's cold users, never fewer than `misses` plus `no_history_calls` (each takes one); the rest are reads that are no call.
  * @property {number} misses Calls that did not find the user hot and read its history from the store (a call for a user with no history is counted in `no_history_calls` instead).
@@ -263,15 +263,15 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
  * @property {number} flushes Write-back rounds that had users to write.
- * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out); 0 before any.
- * @property {number} hits Calls that found their user in memory (a batch counts one for each of its users).
+ * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out; a user's stats or export read is no call, see `hits`); 0 before any.
+ * @property {number} hits Calls that found their user in memory (a batch counts one for each of its users). The calls counted here, in `misses`, `no_history_calls` and so in `hit_ratio`, are those that filter, check, record or forget a user's items (one user's or a batch's), or import a filter. Reading a user, its stats (the dashboard's user look-up) or its export, is no call and counts in none of them, so that looking users up does not move the ratio the cache budget is judged by; it still brings a cold user into memory (a storage read, in `loads`).
  * @property {number} hot_users
  * @property {number} idempotency_bytes Bytes those take, against --idempotency-bytes.
  * @property {number} idempotency_kept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
  * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
  * @property {number} journal_appends
- * @property {number} loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's summary in a page of users, and each user whose journal the start folds in (a crash's, or a restored backup's).
+ * @property {number} loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's stats or export (which bring it into memory), a cold user's summary in a page of users (which does not), and each user whose journal the start folds in (a crash's, or a restored backup's).
  * @property {number} misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
