@@ -476,7 +476,7 @@ func TestDeepLinkShowsTheUsersFilter(t *testing.T) {
 	// The sealed layer is a Bloom layer of several hashes, the staged one a
 	// set of fingerprints.
 	details := eval[[]string](tb, `[...document.querySelectorAll('#layers .layer-detail')].map((d) => d.textContent)`)
-	if len(details) != 2 || !strings.Contains(details[0], "512 of 512 items") || !strings.Contains(details[0], " hashes · ") || !strings.Contains(details[1], "a fingerprint an item") {
+	if len(details) != 2 || !strings.Contains(details[0], "512 of 512\u00a0items") || !strings.Contains(details[0], "\u00a0hashes · ") || !strings.Contains(details[1], "a fingerprint an item") {
 		t.Errorf("layer details %q, want a full Bloom layer of hashes then one of fingerprints", details)
 	}
 	if got := tb.text("#user-fp-target"); got != "1%" {
@@ -553,7 +553,7 @@ func TestAShareShortOfTheWholeIsNotShownAs100(t *testing.T) {
 			t.Fatalf("check: %v", err)
 		}
 	}
-	if got := tb.waitText("#card-hit-ratio .sub", "2,499 hits"); got != "99.96% since start · 2,499 hits, 1 miss" {
+	if got := tb.waitText("#card-hit-ratio .sub", "2,499\u00a0hits"); got != "99.96% since start · 2,499\u00a0hits, 1\u00a0miss" {
 		t.Errorf("the hit ratio card reads %q, want 99.96%% since start · 2,499 hits, 1 miss", got)
 	}
 }
@@ -567,13 +567,41 @@ func TestRatesBesideTheBarsKeepToOneLine(t *testing.T) {
 	user := userID(t)
 	s.recordItems(t, "classic", user, 3) // a Bloom filter: of a staged one, 3 items read 0.0011%
 	tb.showUser("classic", user, 3)
-	if got := tb.text("#user-fp"); got != "< 0.0001%" {
+	if got := tb.text("#user-fp"); got != "<\u00a00.0001%" {
 		t.Fatalf("a 3-item user's rate reads %q; the test wants the longest text, < 0.0001%%", got)
 	}
 	lines := `(() => { const r = document.createRange(); r.selectNodeContents(document.querySelector('#user-fp'));
 		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })()`
 	if n := eval[int](tb, lines); n != 1 {
 		t.Errorf("the rate %q takes %d lines, want 1", tb.text("#user-fp"), n)
+	}
+}
+
+// A figure keeps to its word or unit in a phone's window: "cap 100,000
+// items", "< 0.0001%", the overview's "3,099 evicted" and "Last 5 min" are
+// joined by a no-break space, as "30 d" and "1.00 GiB" are, so that a line
+// does not end in the figure and leave its word alone on the next.
+func TestAFigureKeepsToItsWordOnAPhone(t *testing.T) {
+	s := setup(t)
+	tb := s.phoneTab(t)
+	tb.waitText("#card-hit-ratio .sub", "since start")
+	split := eval[[]string](tb, `[...document.querySelectorAll('.card .sub, #routes th')].map(e => e.textContent).filter(t => /[0-9] [a-z]/.test(t))`)
+	if len(split) > 0 {
+		t.Errorf("the overview has a figure and its word an ordinary space apart, which a line may break: %q", split)
+	}
+	if got := tb.text("#card-hit-ratio .sub"); !regexp.MustCompile(`[0-9]\x{a0}hits?, [0-9,]+\x{a0}miss`).MatchString(got) {
+		t.Errorf("the hit ratio card reads %q, want each figure joined to its word by a no-break space", got)
+	}
+	windowed, fresh := userID(t), userID(t)
+	s.svc.record(t, s.keys.write, "feed", windowed, "f:1")
+	tb.showUser("feed", windowed, 1)
+	if got, want := tb.text("#user-profile"), "cap 100,000\u00a0items"; !strings.Contains(got, want) {
+		t.Errorf("profile line = %q, want the cap joined to its word: %q", got, want)
+	}
+	s.recordItems(t, "classic", fresh, 3)
+	tb.showUser("classic", fresh, 3)
+	if got, want := tb.text("#user-fp"), "<\u00a00.0001%"; got != want {
+		t.Errorf("a 3-item user's rate reads %q, want %q", got, want)
 	}
 }
 
@@ -650,7 +678,7 @@ func TestALineOfSpacesIsAnItem(t *testing.T) {
 		t.Errorf("the check says %q, want 1 of 3 seen.", got)
 	}
 	got := eval[[][]string](tb, `[...document.querySelectorAll('#check-result li')].map((li) => [li.querySelector('code').textContent, li.firstElementChild.textContent, li.querySelector('.tag').textContent])`)
-	want := [][]string{{"   ", "    (3 spaces)", "seen"}, {" ", "  (1 space)", "not seen"}, {"sp", "sp", "not seen"}}
+	want := [][]string{{"   ", "    (3\u00a0spaces)", "seen"}, {" ", "  (1\u00a0space)", "not seen"}, {"sp", "sp", "not seen"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("the check shows %q, want %q", got, want)
 	}
@@ -675,9 +703,9 @@ func TestLinesOfSpacesAfterTheLastItemAreNotSent(t *testing.T) {
 	s := setup(t)
 	tb, user := s.userTab(t, s.keys.write, "small", "r:0")
 	for _, c := range []struct{ box, items, done string }{
-		{"record", "r:1\nr:2\n   \n", "Recorded 2 new, 0 already seen. 1 line of spaces alone after the last item was not sent."},
-		{"check", "r:1\n \n\n  ", "1 of 1 seen. 2 lines of spaces alone after the last item were not sent."},
-		{"forget", "r:2\n ", "Forgot 1 item. 1 line of spaces alone after the last item was not sent."},
+		{"record", "r:1\nr:2\n   \n", "Recorded 2 new, 0 already seen. 1\u00a0line of spaces alone after the last item was not sent."},
+		{"check", "r:1\n \n\n  ", "1 of 1 seen. 2\u00a0lines of spaces alone after the last item were not sent."},
+		{"forget", "r:2\n ", "Forgot 1\u00a0item. 1\u00a0line of spaces alone after the last item was not sent."},
 	} {
 		tb.fill("#"+c.box+"-items", c.items)
 		tb.click("#" + c.box + "-run")
@@ -713,7 +741,7 @@ func TestAUserIDOfSpacesCanBeLookedUp(t *testing.T) {
 	s := setup(t)
 	user := "       " // no other test's: the ids of the other tests hold their names
 	s.svc.record(t, s.keys.write, "small", user, "i:1", "i:2")
-	lookUpSpacedID(t, s.keyTab(t, s.keys.read, "#/users"), "small", user, "2", "(the id is 7 spaces alone)")
+	lookUpSpacedID(t, s.keyTab(t, s.keys.read, "#/users"), "small", user, "2", "(the id is 7\u00a0spaces alone)")
 }
 
 // In the list of a namespace's users, an id's spaces at its ends are said
@@ -733,7 +761,7 @@ func TestTheUserListSaysTheSpacesOfAnID(t *testing.T) {
 		tb.waitJS(fmt.Sprintf(`!!document.querySelector('#user-list a[href="#%s"]')`, href), "the user's link")
 		links[u] = eval[string](tb, fmt.Sprintf(`document.querySelector('#user-list a[href="#%s"]').textContent`, href))
 	}
-	if got, want := links[spaces], spaces+" (the id is 5 spaces alone)"; got != want {
+	if got, want := links[spaces], spaces+" (the id is 5\u00a0spaces alone)"; got != want {
 		t.Errorf("the link of an id of 5 spaces reads %q, want %q", got, want)
 	}
 	if got, want := links[begins], begins+" (the id begins with a space)"; got != want {
@@ -822,8 +850,8 @@ func TestTooManyItemsAreRefusedBeforeTheyAreSent(t *testing.T) {
 	tb.open(fragment("small", user))
 	tb.useKey(s.keys.write)
 	tb.waitText("#user-items", "1")
-	tb.refusedBeforeSending(user, "4 items",
-		"4 items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer.",
+	tb.refusedBeforeSending(user, "4\u00a0items",
+		"4\u00a0items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer.",
 		func(box string) { tb.fill("#"+box+"-items", "a\nb\nc\nd") })
 }
 
@@ -900,13 +928,13 @@ func TestTooManyItemsAreSaidOfTheItemsEntered(t *testing.T) {
 	if got := tb.text("#check-result .problem .detail"); got != detail {
 		t.Errorf("the refusal reads %q, the API's detail is %q", got, detail)
 	}
-	if got := tb.text("#check-result .problem li"); !strings.HasPrefix(got, "the 4 items entered: ") {
+	if got := tb.text("#check-result .problem li"); !strings.HasPrefix(got, "the 4\u00a0items entered: ") {
 		t.Errorf("the refusal's line reads %q, want it to begin with the 4 items entered", got)
 	}
 
 	checks := "/v1/namespaces/default/users/" + user + "/check"
 	tb.fill("#check-items", "e\nf\ng\nh")
-	tb.checkRefusedUnsent(checks, "4 items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer.")
+	tb.checkRefusedUnsent(checks, "4\u00a0items entered; the service takes at most 3 in one call. Send them in parts of 3 or fewer.")
 }
 
 // checkRefusedUnsent runs the check box as it is, after a 413 for the
@@ -946,9 +974,9 @@ func TestItemsOverTheBodyLimitAreRefusedBeforeTheyAreSent(t *testing.T) {
 	// {"items":["x…é",…]}: 12 bytes, and for each item its 31 bytes of UTF-8, its quotes and
 	// a comma but the first's.
 	items := strings.TrimSuffix(strings.Repeat(strings.Repeat("x", 29)+"é\n", 5), "\n")
-	const want = "The 5 items entered make a request body of 181 bytes; the service takes at most 120 bytes " +
-		"in one call (its --max-body-bytes): 61 bytes over. Send them in 2 parts or more."
-	tb.refusedBeforeSending(user, "5 items", want, func(box string) {
+	const want = "The 5\u00a0items entered make a request body of 181\u00a0bytes; the service takes at most 120\u00a0bytes " +
+		"in one call (its --max-body-bytes): 61\u00a0bytes over. Send them in 2 parts or more."
+	tb.refusedBeforeSending(user, "5\u00a0items", want, func(box string) {
 		tb.do("enter the items", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector('#%s-items').value = %q`, box, items)))
 	})
 }
@@ -974,8 +1002,8 @@ func TestTheBodyLimitIsLearntAgainAfterA413(t *testing.T) {
 	if got := tb.text("#check-result .problem .detail"); got != detail {
 		t.Errorf("the refusal reads %q, the API's detail is %q", got, detail)
 	}
-	const want = "The 4 items entered make a request body of 143 bytes; the service takes at most 100 bytes " +
-		"in one call (its --max-body-bytes): 43 bytes over. Send them in 2 parts or more."
+	const want = "The 4\u00a0items entered make a request body of 143\u00a0bytes; the service takes at most 100\u00a0bytes " +
+		"in one call (its --max-body-bytes): 43\u00a0bytes over. Send them in 2 parts or more."
 	if got := tb.text("#check-result .problem .hint"); got != "The service's limits changed since the page learnt them. "+want {
 		t.Errorf("the refusal's hint reads %q, want the limit learnt again: %q", got, want)
 	}
@@ -1214,7 +1242,7 @@ func TestLookingUpAUserWithNoHistoryIsNoError(t *testing.T) {
 		t.Errorf("the service counts %d answers of a user with no history, want 1", r.JSON200.UsersNotFound)
 	}
 	tb.open("#/")
-	tb.waitText("#errors #users-not-found", "1 look-up of a user with no history (404 user-not-found), not errors")
+	tb.waitText("#errors #users-not-found", "1\u00a0look-up of a user with no history (404 user-not-found), not errors")
 	if got := tb.text("#errors tbody"); got != "None." {
 		t.Errorf("the overview's errors read %q, want None.", got)
 	}
@@ -1296,7 +1324,7 @@ const actions = `(() => {
 func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.limited, "")
-	tb.waitText("#role", "role: read · at most 1,000 requests/s · namespace default only")
+	tb.waitText("#role", "role: read · at most 1,000\u00a0requests/s · namespace default only")
 	tb.useKey(s.keys.read)
 	tb.waitJS(`document.querySelector('#role').textContent === 'role: read'`, "a key without a rate: its role alone")
 	// Its tooltip names the key as the log of admin actions does.
@@ -1346,7 +1374,7 @@ func TestAKeyOfOneRequestASecondOpensAUsersPage(t *testing.T) {
 	tb.click("#check-form button")
 	tb.waitText("#check-result", "1 of 2 seen.")
 	// The key's look-up may be waiting for its own Retry-After still.
-	if got := tb.waitText("#role", "requests/s"); got != "role: read · at most 1.0 requests/s" {
+	if got := tb.waitText("#role", "requests/s"); got != "role: read · at most 1.0\u00a0requests/s" {
 		t.Errorf("the role reads %q", got)
 	}
 	// The page did meet the key's rate (the admin key has a rate of its own).
@@ -1558,7 +1586,7 @@ const routeCalls = `((route) => {
 // ("N storage reads (M new users) · E evicted", in the singular for one);
 // -1 when it does not read so.
 const newUsersJS = `(line) => {
-	const m = /^[0-9,]+ storage reads? \(([0-9,]+) new users?\) · [0-9,]+ evicted$/.exec(line);
+	const m = /^[0-9,]+\u00a0storage reads? \(([0-9,]+)\u00a0new users?\) · [0-9,]+\u00a0evicted$/.exec(line);
 	return m ? Number(m[1].replace(/,/g, '')) : -1;
 }`
 
@@ -1617,19 +1645,19 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	// Each of the users is new: nothing was stored for them.
 	tb.waitJS(fmt.Sprintf(`(%s)(document.querySelector('#card-hot-users .sub').textContent) >= %d`, newUsersJS, newBefore+users),
 		fmt.Sprintf("the hot users card to count %d new users", newBefore+users))
-	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+ written back$`).MatchString(dirty) {
+	if dirty := tb.text(`#card-dirty .sub`); !regexp.MustCompile(`^flush lag .+ · [0-9,]+\x{a0}written back$`).MatchString(dirty) {
 		t.Errorf("dirty users card reads %q", dirty)
 	}
-	if seen := tb.text(`#card-seen .sub`); !regexp.MustCompile(`^[0-9.]+% since start · [1-9][0-9,]* candidates? · [1-9][0-9,]* items? recorded$`).MatchString(seen) {
+	if seen := tb.text(`#card-seen .sub`); !regexp.MustCompile(`^[0-9.]+% since start · [1-9][0-9,]*\x{a0}candidates? · [1-9][0-9,]*\x{a0}items? recorded$`).MatchString(seen) {
 		t.Errorf("candidates card reads %q", seen)
 	}
-	if got := tb.waitText(`#card-degraded .sub`, "answered again"); !regexp.MustCompile(`^fail-open answers · .+/s now · [1-9][0-9,]* retr(y|ies) answered again$`).MatchString(got) {
+	if got := tb.waitText(`#card-degraded .sub`, "answered again"); !regexp.MustCompile(`^fail-open answers · .+/s now · [1-9][0-9,]*\x{a0}retr(y|ies) answered again$`).MatchString(got) {
 		t.Errorf("degraded answers card reads %q, want the retry answered again", got)
 	}
-	if st := tb.text(`#card-storage .sub`); !regexp.MustCompile(`^[0-9,]+ storage errors? · [0-9,]+ journal appends? · [0-9,]+ tables? in level 0$`).MatchString(st) {
+	if st := tb.text(`#card-storage .sub`); !regexp.MustCompile(`^[0-9,]+\x{a0}storage errors? · [0-9,]+\x{a0}journal appends? · [0-9,]+\x{a0}tables? in level 0$`).MatchString(st) {
 		t.Errorf("storage card reads %q", st)
 	}
-	if got := tb.text(`#panics`); got != "0 panics recovered" {
+	if got := tb.text(`#panics`); got != "0\u00a0panics recovered" {
 		t.Errorf("errors table's footer reads %q, want no panics", got)
 	}
 	if got := tb.text(`[data-k="calls"]`); got == "–" || got == "" {
@@ -1637,13 +1665,13 @@ func TestOverviewNumbersMoveAfterCalls(t *testing.T) {
 	}
 	// The users' filters are a sliver of the budget, shown as such, not 0%.
 	cache := tb.text(`#card-cache .sub`)
-	if m := regexp.MustCompile(`^of [0-9.]+\x{a0}[KMG]iB budget \(((< )?[0-9.]+)%\)$`).FindStringSubmatch(cache); m == nil || m[1] == "0" {
+	if m := regexp.MustCompile(`^of [0-9.]+\x{a0}[KMG]iB budget \(((<\x{a0})?[0-9.]+)%\)$`).FindStringSubmatch(cache); m == nil || m[1] == "0" {
 		t.Errorf("cache card reads %q, want the share of the budget above 0%%", cache)
 	}
 	// The collector's card: its share of the server's CPU, the collections
 	// and the heap (the server has collected at least once by now).
 	gc := tb.text(`#card-collector`)
-	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]* collections? · heap [0-9.]+\x{a0}[KMG]iB live, next at [0-9.]+\x{a0}[KMG]iB`, gc); !ok {
+	if ok, _ := regexp.MatchString(`^Collector share of CPU[0-9.]+%[0-9.]+% since start · [1-9][0-9,]*\x{a0}collections? · heap [0-9.]+\x{a0}[KMG]iB live, next at [0-9.]+\x{a0}[KMG]iB`, gc); !ok {
 		t.Errorf("collector card reads %q", gc)
 	}
 }
@@ -1660,11 +1688,11 @@ func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	s := setup(t)
 	svc, tb := s.ownOverview(t)
 	tb.waitJS(`!!document.querySelector('#card-seen .sub')`, "the figures")
-	if got := tb.text("#card-calls .sub"); !strings.HasSuffix(got, " · 0 in flight besides this page's") {
+	if got := tb.text("#card-calls .sub"); !strings.HasSuffix(got, " · 0\u00a0in flight besides this page's") {
 		t.Errorf("an idle service's calls read %q, want 0 in flight", got)
 	}
 	for _, id := range []string{"hit-ratio", "seen"} {
-		if v, sub := tb.text(`[data-k="`+id+`"]`), tb.text(`#card-`+id+` .sub`); v != "–" || !strings.HasPrefix(sub, "– since start · 0 ") {
+		if v, sub := tb.text(`[data-k="`+id+`"]`), tb.text(`#card-`+id+` .sub`); v != "–" || !strings.HasPrefix(sub, "– since start · 0\u00a0") {
 			t.Errorf("a fresh service's %s card reads %q, %q; want – since start", id, v, sub)
 		}
 	}
@@ -1673,8 +1701,8 @@ func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("filter: %v %s", err, resp.Body)
 	}
-	tb.waitText("#card-seen .sub", "0% since start · 1 candidate")
-	if got := tb.waitText("#card-hit-ratio .sub", "no history"); got != "– since start · 0 hits, 0 misses · 1 call for a user with no history, not counted" {
+	tb.waitText("#card-seen .sub", "0% since start · 1\u00a0candidate")
+	if got := tb.waitText("#card-hit-ratio .sub", "no history"); got != "– since start · 0\u00a0hits, 0\u00a0misses · 1\u00a0call for a user with no history, not counted" {
 		t.Errorf("after a new user's first call the hit ratio card reads %q, want no miss and the call counted apart", got)
 	}
 	if v := tb.text(`[data-k="hit-ratio"]`); v != "–" {
@@ -1737,10 +1765,10 @@ func TestOverviewShowsEachNamespacesShare(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9.]+\x{a0}(B|[KMG]iB)$`).MatchString(row[2]) || row[2] == "0\u00a0B" {
 		t.Errorf("classic's cache bytes read %q", row[2])
 	}
-	if !regexp.MustCompile(`^(< )?[0-9.]+%$`).MatchString(row[3]) || !regexp.MustCompile(`^[0-9.]+%$`).MatchString(row[4]) {
+	if !regexp.MustCompile(`^(<\x{a0})?[0-9.]+%$`).MatchString(row[3]) || !regexp.MustCompile(`^[0-9.]+%$`).MatchString(row[4]) {
 		t.Errorf("classic's share of the budget reads %q and its hit ratio %q", row[3], row[4])
 	}
-	if !regexp.MustCompile(`^[0-9,]+ \([0-9,]+ new users?\)$`).MatchString(row[5]) {
+	if !regexp.MustCompile(`^[0-9,]+ \([0-9,]+\x{a0}new users?\)$`).MatchString(row[5]) {
 		t.Errorf("classic's storage reads read %q", row[5])
 	}
 	// The calls offered candidates: the row gives the share of them that
@@ -2518,7 +2546,7 @@ func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 	tb := s.keyTab(t, s.keys.read, "")
 	long := strings.Repeat("é", 128) + "x" // 257 bytes
 	tb.open(fragment("default", long))
-	want := "The user id is 257 bytes; the service takes at most 256 bytes (its --max-user-bytes)."
+	want := "The user id is 257\u00a0bytes; the service takes at most 256\u00a0bytes (its --max-user-bytes)."
 	if got := tb.waitText("#user-too-long", "257"); got != want {
 		t.Errorf("the page says %q, want %q", got, want)
 	}
@@ -2768,14 +2796,14 @@ func TestLookingUpTheSameUserAgainKeepsTheFocusInThePage(t *testing.T) {
 func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1", "f:2", "f:3")
-	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30\u00a0d in buckets of 7.5\u00a0d") || !strings.Contains(got, "cap 100,000 items") {
+	if got := tb.text("#user-profile"); !strings.Contains(got, "window 30\u00a0d in buckets of 7.5\u00a0d") || !strings.Contains(got, "cap 100,000\u00a0items") {
 		t.Errorf("profile line = %q, want the window, its buckets and the cap", got)
 	}
 	if got := tb.text("#layers-h"); got != "Generations and layers" {
 		t.Errorf("layers heading = %q, want Generations and layers", got)
 	}
 	gen := tb.text("#layers h4.gen")
-	if !strings.Contains(gen, "3 items") || !strings.Contains(gen, "unseen again from") {
+	if !strings.Contains(gen, "3\u00a0items") || !strings.Contains(gen, "unseen again from") {
 		t.Errorf("generation heading = %q, want its items and when they expire", gen)
 	}
 }
@@ -2813,7 +2841,7 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 
 	tb := s.keyTab(t, s.keys.read, fragment("feed", user))
 	tb.waitText("#user-items", "1")
-	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30\u00a0d in buckets of 7.5\u00a0d · cap 100,000 items") {
+	if got := tb.text("#user-profile"); !strings.HasPrefix(got, "target 1% · window 30\u00a0d in buckets of 7.5\u00a0d · cap 100,000\u00a0items") {
 		t.Errorf("profile line = %q, want the filter's own window (30 d) first", got)
 	}
 	if got := tb.text("#user-profile-ns"); !strings.Contains(got, "new users of feed get") || !strings.Contains(got, "window 10\u00a0d in buckets of 2.5\u00a0d") {
@@ -2894,11 +2922,11 @@ func TestEachLayerKindIsNamedForWhatItHolds(t *testing.T) {
 		want func(bloomSet, bloomBits, fps, fpBits int64) []row
 	}{
 		{"default", 3, func(_, _, fps, fpBits int64) []row {
-			return []row{{"Fingerprints", fmt.Sprintf("%s in %s bits", comma(fps), comma(fpBits))}}
+			return []row{{"Fingerprints", fmt.Sprintf("%s in %s\u00a0bits", comma(fps), comma(fpBits))}}
 		}},
 		{"default", 600, func(bloomSet, bloomBits, fps, fpBits int64) []row {
-			return []row{{"Bits set", fmt.Sprintf("%s of %s · 1 Bloom layer", comma(bloomSet), comma(bloomBits))},
-				{"Fingerprints", fmt.Sprintf("%s in %s bits · 1 layer of fingerprints", comma(fps), comma(fpBits))}}
+			return []row{{"Bits set", fmt.Sprintf("%s of %s · 1\u00a0Bloom layer", comma(bloomSet), comma(bloomBits))},
+				{"Fingerprints", fmt.Sprintf("%s in %s\u00a0bits · 1\u00a0layer of fingerprints", comma(fps), comma(fpBits))}}
 		}},
 		{"classic", 3, func(bloomSet, bloomBits, _, _ int64) []row {
 			return []row{{"Bits set", fmt.Sprintf("%s of %s", comma(bloomSet), comma(bloomBits))}}
@@ -2961,18 +2989,18 @@ func TestForgetItemsInACompactUsersPage(t *testing.T) {
 	tb.waitText("#user-items", "3")
 	tb.fill("#forget-items", "c:1\nc:9\nc:1")
 	tb.click(`#forget-form button[type="submit"]`)
-	tb.waitText("#forget-result .done", "Forgot 1 item; 1 of those given was not seen.")
+	tb.waitText("#forget-result .done", "Forgot 1\u00a0item; 1 of those given was not seen.")
 	tb.waitText("#user-items", "2")
 	tb.fill("#forget-items", "c:2\nc:8\nc:9")
 	tb.click(`#forget-form button[type="submit"]`)
-	tb.waitText("#forget-result .done", "Forgot 1 item; 2 of those given were not seen.")
+	tb.waitText("#forget-result .done", "Forgot 1\u00a0item; 2 of those given were not seen.")
 	tb.waitText("#user-items", "1")
 	if n := userItems(t, s, "small", user); n != 1 {
 		t.Errorf("the API says %d items, want 1", n)
 	}
 	tb.fill("#forget-items", "c:3")
 	tb.click(`#forget-form button[type="submit"]`)
-	tb.waitJS(`document.querySelector('#forget-result .done')?.textContent === 'Forgot 1 item.'`, "the forget of an item seen to say only so")
+	tb.waitJS(`document.querySelector('#forget-result .done')?.textContent === 'Forgot 1\u00a0item.'`, "the forget of an item seen to say only so")
 
 	tb.open(fragment("default", user))
 	tb.waitText("#user-items", "1")
@@ -3128,7 +3156,7 @@ func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
 		t.Errorf("13 s into the purge the page reads %q, want it still erasing", got)
 	}
 	resume()
-	tb.waitText("#purge-done", "Erased the data of push: 1 user.")
+	tb.waitText("#purge-done", "Erased the data of push: 1\u00a0user.")
 }
 
 func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
@@ -3185,7 +3213,7 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 	tb.waitJS(`document.querySelector('#purge-dialog').open`, "the confirmation dialog")
 	tb.do("mark the live regions", chromedp.Evaluate[chromedp.Void](markRegions))
 	tb.click("#purge-confirm")
-	const outcome = "Erased the data of push: 2 users."
+	const outcome = "Erased the data of push: 2\u00a0users."
 	tb.waitText("#purge-done", outcome)
 	// Read out once, as every action's outcome: by the page's status region,
 	// not by one of its own drawn with the page (which would not be heard).

@@ -273,7 +273,7 @@ function roleText() {
     case 'checking': return 'role: checking…';
     case 'rejected': return state.key ? 'key rejected' : 'role: no key (the service needs one)';
     case 'known': return (r.open ? 'role: admin (open service, no keys configured)' : `role: ${r.role}`) +
-      (r.rate ? ` · at most ${rate(r.rate)} requests/s` : '') +
+      (r.rate ? ` · at most ${rate(r.rate)}${NBSP}requests/s` : '') +
       (r.namespaces ? ` · ${scopeWords(r.namespaces)}` : '');
     default: return 'role: unknown';
   }
@@ -394,8 +394,9 @@ function banner(p) {
 // ---------- formatting ----------
 
 const nf = new Intl.NumberFormat('en-US');
-// NBSP joins a figure to its unit ("30 d", "1.00 GiB", "10 s"): a narrow
-// screen would otherwise wrap a line between them and leave "d" alone.
+// NBSP joins a figure to its unit or word ("30 d", "1.00 GiB", "100,000 items",
+// "< 0.0001%"): a narrow screen would otherwise wrap a line between them and
+// leave "d" alone.
 const NBSP = '\u00a0';
 function num(n) { return n === undefined || n === null ? '–' : nf.format(n); }
 function bytes(n) {
@@ -411,7 +412,7 @@ function bytes(n) {
 function pct(x, digits) {
   if (x === undefined || x === null || Number.isNaN(x)) return '–';
   const v = x * 100;
-  if (v > 0 && v < 0.0001) return '< 0.0001%';
+  if (v > 0 && v < 0.0001) return `<${NBSP}0.0001%`;
   let d = digits ?? (v === 0 ? 0 : v < 0.01 ? 4 : v < 1 ? 3 : v < 10 ? 2 : 1);
   if (v > 0 && Number(v.toFixed(d)) === 0) d = 1 - Math.floor(Math.log10(v));
   // Nor does a share short of the whole read 100% (a hit ratio of 99.96%).
@@ -420,7 +421,7 @@ function pct(x, digits) {
   return `${Number(v.toFixed(d))}%`;
 }
 // count is n with its noun: "1 miss", "2 misses".
-function count(n, one, many = `${one}s`) { return `${num(n)} ${n === 1 ? one : many}`; }
+function count(n, one, many = `${one}s`) { return `${num(n)}${NBSP}${n === 1 ? one : many}`; }
 function rate(x) { return x === null || x === undefined ? '–' : x >= 100 ? nf.format(Math.round(x)) : x.toFixed(1); }
 function duration(sec) {
   if (!sec) return `0${NBSP}s`;
@@ -572,7 +573,7 @@ function drawOverview() {
   const inFlight = Math.max(0, st.in_flight - 1);
 
   const cards = h('div', { class: 'cards' },
-    card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start, besides ${STATS_ROUTE} (the dashboards' own) · ${num(inFlight)} in flight besides this page's`,
+    card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start, besides ${STATS_ROUTE} (the dashboards' own) · ${num(inFlight)}${NBSP}in flight besides this page's`,
       sparkline(calls, 'Calls per second', rate)),
     card('hit-ratio', 'Cache hit ratio', hits.length ? pct(lastRate(hits), 1) : pct(hitsSinceStart, 1),
       `${pct(hitsSinceStart, 1)} since start · ${count(st.hits, 'hit')}, ${count(st.misses, 'miss', 'misses')}` +
@@ -582,11 +583,11 @@ function drawOverview() {
     card('seen', 'Candidates already seen', seen.length ? pct(lastRate(seen), 1) : pct(seenSinceStart, 1),
       `${pct(seenSinceStart, 1)} since start · ${count(st.candidates, 'candidate')} · ${count(st.recorded, 'item')} recorded`,
       sparkline(seen, 'Share of candidates already seen', (v) => pct(v, 1), 1)),
-    card('hot-users', 'Hot users', num(st.hot_users), `${count(st.loads, 'storage read')} (${count(st.new_users, 'new user')}) · ${num(st.evictions)} evicted`),
+    card('hot-users', 'Hot users', num(st.hot_users), `${count(st.loads, 'storage read')} (${count(st.new_users, 'new user')}) · ${num(st.evictions)}${NBSP}evicted`),
     card('cache', 'Cache bytes', bytes(st.cache_bytes), `of ${bytes(st.cache_budget_bytes)} budget (${pct(usedFrac, 1)})`,
       h('div', { class: `bar${usedFrac > 0.9 ? ' warn' : ''}`, role: 'img', 'aria-label': `cache ${pct(usedFrac, 1)} of budget` },
         h('span', { style: `width:${Math.min(100, usedFrac * 100).toFixed(1)}%` }))),
-    card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushed_users)} written back`),
+    card('dirty', 'Dirty users', num(st.dirty_users), `flush lag ${duration(st.flush_lag_ns / 1e9)} · ${num(st.flushed_users)}${NBSP}written back`),
     card('degraded', 'Degraded answers', num(st.degraded), `fail-open answers · ${rate(lastRate(degraded))}/s now · ` +
       // Retries a kept answer served (Idempotency-Key): a client timing out shows here first.
       `${count(st.idempotent_replays, 'retry', 'retries')} answered again`),
@@ -604,7 +605,7 @@ function drawOverview() {
   const routeTable = h('table', { id: 'routes' },
     h('caption', {}, 'Calls per route'),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Route'), h('th', { scope: 'col', class: 'num' }, 'Calls/s'),
-      h('th', { scope: 'col', class: 'num' }, 'Total'), h('th', { scope: 'col' }, 'Last 5 min'))),
+      h('th', { scope: 'col', class: 'num' }, 'Total'), h('th', { scope: 'col' }, `Last 5${NBSP}min`))),
     h('tbody', {}, routes.length ? routes.map((r) => {
       const pts = series(callsRate(r));
       return h('tr', {}, h('td', {}, h('code', {}, r)), h('td', { class: 'num' }, rate(lastRate(pts))),
