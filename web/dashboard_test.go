@@ -1710,6 +1710,25 @@ func TestAFreshServiceShowsNoShareOfNothing(t *testing.T) {
 	}
 }
 
+// Looking users up in the dashboard is no call of the recommender's: the
+// hit ratio the operators watch, and the card that shows it, stay as the
+// calls left them, whether the user looked up was in memory or had no
+// history.
+func TestLookingUpUsersLeavesTheHitRatio(t *testing.T) {
+	s := setup(t)
+	svc, tb := s.ownOverview(t)
+	user := userID(t)
+	svc.record(t, s.keys.write, "default", user, "a") // a call for a user with no history
+	tb.showUser("default", user, 1)
+	tb.open(fragment("default", "nobody-"+user))
+	tb.waitJS(`!!document.querySelector('#user-missing')`, "the page of a user with no history")
+	tb.open("#/")
+	const want = "– since start · 0\u00a0hits, 0\u00a0misses · 1\u00a0call for a user with no history, not counted"
+	if got := tb.waitText("#card-hit-ratio .sub", "no history"); got != want {
+		t.Errorf("after looking up a hot user and one with no history the hit ratio card reads %q, want %q as the one call left it", got, want)
+	}
+}
+
 // An idle service's calls per second read 0: every open dashboard asks
 // GET /v1/stats every 2 s, which the figure leaves out, saying so, while
 // the table of routes still counts it.
