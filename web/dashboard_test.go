@@ -605,6 +605,28 @@ func TestAFigureKeepsToItsWordOnAPhone(t *testing.T) {
 	}
 }
 
+// In a phone's window a check's verdict beside an item too long for one
+// line stays one line, at the item's first: "not seen" broke in two, in a
+// pill stretched as tall as the item.
+func TestAVerdictBesideALongItemKeepsToOneLine(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "a")
+	tb := s.phoneTab(t)
+	tb.showUser("default", user, 1)
+	tb.fill("#check-items", "a\nan-item-with-a-rather-long-name-"+strings.Repeat("0123456789abcdef", 3))
+	tb.click(`#check-form button[type="submit"]`)
+	tb.waitText("#check-result .done", " seen.")
+	got := eval[[]string](tb, `[...document.querySelectorAll('#check-result .tag')].filter((e) => {
+		const r = document.createRange(); r.selectNodeContents(e);
+		const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;
+		return lines > 1 || e.getBoundingClientRect().height > 1.5 * parseFloat(getComputedStyle(e).lineHeight);
+	}).map((e) => e.textContent)`)
+	if len(got) > 0 {
+		t.Errorf("verdicts %q take more than one line beside a long item, want each on one", got)
+	}
+}
+
 func TestCheckSaysWhichItemsWereSeen(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
