@@ -538,7 +538,7 @@ type ServiceStats struct {
 	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
 	Calls map[string]int64 `json:"calls"`
 
-	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
+	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
 	Candidates int64 `json:"candidates"`
 
 	// Collector The Go collector's work since the server started. With millions of
@@ -559,7 +559,7 @@ type ServiceStats struct {
 	// DirtyUsers Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
 	DirtyUsers int64 `json:"dirty_users"`
 
-	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`.
+	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
 	Errors    map[string]int64 `json:"errors"`
 	Evictions int64            `json:"evictions"`
 
@@ -596,25 +596,25 @@ type ServiceStats struct {
 	// Misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
 	Misses int64 `json:"misses"`
 
-	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
+	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users, evictions, candidates, seen candidates and items recorded above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
 	// NewUsers Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
-	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users.
+	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
 	NoHistoryCalls int64 `json:"no_history_calls"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
 	Panics int64 `json:"panics"`
 
-	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again. `/metrics` has them as `seenapi_items_recorded_total`.
 	Recorded int64 `json:"recorded"`
 
 	// RemovedNamespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
 	RemovedNamespaces []string `json:"removed_namespaces"`
 
-	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
+	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen. `/metrics` has them as `seenapi_candidates_seen_total`.
 	SeenCandidates int64     `json:"seen_candidates"`
 	StartedAt      time.Time `json:"started_at"`
 	StorageBytes   int64     `json:"storage_bytes"`
@@ -995,7 +995,7 @@ type ClientInterface interface {
 
 	// GetMetrics Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format (each namespace's as `seenapi_namespace_*{namespace="..."}`), plus `seenapi_http_request_duration_seconds` (a histogram of the server's time per request, per route) and Go's runtime figures, the collector's among them: its cycles (`go_gc_cycles_total_gc_cycles_total`), its CPU (`go_cpu_classes_gc_total_cpu_seconds_total`) and the allocations that pace it (`go_gc_heap_allocs_bytes_total`). The errors by status, `seenapi_http_errors_total{status="..."}`, and those of a batch's users, `seenapi_batch_user_errors_total{status="..."}`, have a series at 0 from the start for each status they can count: every status of the problems, and 404, 500, 503 and 507 for a batch's users. The reloads of the configuration on `SIGHUP` (keys, namespaces file, TLS certificate), which the log alone would tell: `seenapi_config_reloads_total{result="ok"}` and `{result="failed"}` (some part did not load and stays as it was; the log says which), `seenapi_config_last_reload_successful` (0 from a failed reload until one loads: the one to alert on) and `seenapi_config_last_reload_success_timestamp_seconds` (the start's until a reload loads). A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 	//
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1006,6 +1006,8 @@ type ClientInterface interface {
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReady Ready to serve (store open, not shutting down)
+	//
+	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1188,7 +1190,9 @@ type ClientInterface interface {
 
 	// ImportUserWithBody Import an encoded filter, merged into the user's or replacing it
 	//
-	// Takes bytes from the export route. `mode=merge` (default) ORs them
+	// Takes bytes from the export route, read whatever the request's
+	// `Content-Type` says (`application/octet-stream` is the one to
+	// send). `mode=merge` (default) ORs them
 	// into the user's filter, whose parameters they must have;
 	// `mode=replace` replaces it with a filter built with the user's
 	// parameters or the namespace's profile (so an import can bring a
@@ -1352,7 +1356,7 @@ func (c *Client) HeadHealth(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetMetrics Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format (each namespace's as `seenapi_namespace_*{namespace="..."}`), plus `seenapi_http_request_duration_seconds` (a histogram of the server's time per request, per route) and Go's runtime figures, the collector's among them: its cycles (`go_gc_cycles_total_gc_cycles_total`), its CPU (`go_cpu_classes_gc_total_cpu_seconds_total`) and the allocations that pace it (`go_gc_heap_allocs_bytes_total`). The errors by status, `seenapi_http_errors_total{status="..."}`, and those of a batch's users, `seenapi_batch_user_errors_total{status="..."}`, have a series at 0 from the start for each status they can count: every status of the problems, and 404, 500, 503 and 507 for a batch's users. The reloads of the configuration on `SIGHUP` (keys, namespaces file, TLS certificate), which the log alone would tell: `seenapi_config_reloads_total{result="ok"}` and `{result="failed"}` (some part did not load and stays as it was; the log says which), `seenapi_config_last_reload_successful` (0 from a failed reload until one loads: the one to alert on) and `seenapi_config_last_reload_success_timestamp_seconds` (the start's until a reload loads). A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 //
 // Corresponds with GET /metrics (the `GetMetrics` operationId).
 func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1383,6 +1387,8 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // GetReady Ready to serve (store open, not shutting down)
+//
+// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
 //
 // Corresponds with GET /readyz (the `GetReady` operationId).
 func (c *Client) GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1715,7 +1721,9 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 
 // ImportUserWithBody Import an encoded filter, merged into the user's or replacing it
 //
-// Takes bytes from the export route. `mode=merge` (default) ORs them
+// Takes bytes from the export route, read whatever the request's
+// `Content-Type` says (`application/octet-stream` is the one to
+// send). `mode=merge` (default) ORs them
 // into the user's filter, whose parameters they must have;
 // `mode=replace` replaces it with a filter built with the user's
 // parameters or the namespace's profile (so an import can bring a
@@ -2941,7 +2949,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetMetricsWithResponse Prometheus metrics
 	//
-	// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
+	// The same figures as /v1/stats in the Prometheus text format (each namespace's as `seenapi_namespace_*{namespace="..."}`), plus `seenapi_http_request_duration_seconds` (a histogram of the server's time per request, per route) and Go's runtime figures, the collector's among them: its cycles (`go_gc_cycles_total_gc_cycles_total`), its CPU (`go_cpu_classes_gc_total_cpu_seconds_total`) and the allocations that pace it (`go_gc_heap_allocs_bytes_total`). The errors by status, `seenapi_http_errors_total{status="..."}`, and those of a batch's users, `seenapi_batch_user_errors_total{status="..."}`, have a series at 0 from the start for each status they can count: every status of the problems, and 404, 500, 503 and 507 for a batch's users. The reloads of the configuration on `SIGHUP` (keys, namespaces file, TLS certificate), which the log alone would tell: `seenapi_config_reloads_total{result="ok"}` and `{result="failed"}` (some part did not load and stays as it was; the log says which), `seenapi_config_last_reload_successful` (0 from a failed reload until one loads: the one to alert on) and `seenapi_config_last_reload_success_timestamp_seconds` (the start's until a reload loads). A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2956,6 +2964,8 @@ type ClientWithResponsesInterface interface {
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
 	// GetReadyWithResponse Ready to serve (store open, not shutting down)
+	//
+	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3160,7 +3170,9 @@ type ClientWithResponsesInterface interface {
 
 	// ImportUserWithBodyWithResponse Import an encoded filter, merged into the user's or replacing it
 	//
-	// Takes bytes from the export route. `mode=merge` (default) ORs them
+	// Takes bytes from the export route, read whatever the request's
+	// `Content-Type` says (`application/octet-stream` is the one to
+	// send). `mode=merge` (default) ORs them
 	// into the user's filter, whose parameters they must have;
 	// `mode=replace` replaces it with a filter built with the user's
 	// parameters or the namespace's profile (so an import can bring a
@@ -5938,7 +5950,7 @@ func (c *ClientWithResponses) HeadHealthWithResponse(ctx context.Context, reqEdi
 
 // GetMetricsWithResponse Prometheus metrics
 //
-// The same figures as /v1/stats in the Prometheus text format, plus seenapi_http_request_duration_seconds (a histogram of the server's time per request, per route) and Go's runtime figures. A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
+// The same figures as /v1/stats in the Prometheus text format (each namespace's as `seenapi_namespace_*{namespace="..."}`), plus `seenapi_http_request_duration_seconds` (a histogram of the server's time per request, per route) and Go's runtime figures, the collector's among them: its cycles (`go_gc_cycles_total_gc_cycles_total`), its CPU (`go_cpu_classes_gc_total_cpu_seconds_total`) and the allocations that pace it (`go_gc_heap_allocs_bytes_total`). The errors by status, `seenapi_http_errors_total{status="..."}`, and those of a batch's users, `seenapi_batch_user_errors_total{status="..."}`, have a series at 0 from the start for each status they can count: every status of the problems, and 404, 500, 503 and 507 for a batch's users. The reloads of the configuration on `SIGHUP` (keys, namespaces file, TLS certificate), which the log alone would tell: `seenapi_config_reloads_total{result="ok"}` and `{result="failed"}` (some part did not load and stays as it was; the log says which), `seenapi_config_last_reload_successful` (0 from a failed reload until one loads: the one to alert on) and `seenapi_config_last_reload_success_timestamp_seconds` (the start's until a reload loads). A key limited to some namespaces sees the series of those namespaces only (`seenapi_namespace_*`); the service's totals stay whole. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5965,6 +5977,8 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 }
 
 // GetReadyWithResponse Ready to serve (store open, not shutting down)
+//
+// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6259,7 +6273,9 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 
 // ImportUserWithBodyWithResponse Import an encoded filter, merged into the user's or replacing it
 //
-// Takes bytes from the export route. `mode=merge` (default) ORs them
+// Takes bytes from the export route, read whatever the request's
+// `Content-Type` says (`application/octet-stream` is the one to
+// send). `mode=merge` (default) ORs them
 // into the user's filter, whose parameters they must have;
 // `mode=replace` replaces it with a filter built with the user's
 // parameters or the namespace's profile (so an import can bring a

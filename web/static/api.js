@@ -253,12 +253,12 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
- * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
+ * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates, without the marking the collector does on cores that would otherwise be idle: it takes no CPU from calls, and on a quiet server it would make up most of the collector's share.
  * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
- * @property {Object<string, number>} errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`.
+ * @property {Object<string, number>} errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
  * @property {number} evictions
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
  * @property {number} flushed_users
@@ -273,13 +273,13 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} journal_appends
  * @property {number} loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's stats or export (which bring it into memory), a cold user's summary in a page of users (which does not), and each user whose journal the start folds in (a crash's, or a restored backup's).
  * @property {number} misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
- * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users and evictions above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
+ * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users, evictions, candidates, seen candidates and items recorded above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
  * @property {number} new_users Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
- * @property {number} no_history_calls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users.
+ * @property {number} no_history_calls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
  * @property {number} panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
- * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
+ * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again. `/metrics` has them as `seenapi_items_recorded_total`.
  * @property {Array<string>} removed_namespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
- * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen.
+ * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen. `/metrics` has them as `seenapi_candidates_seen_total`.
  * @property {string} started_at
  * @property {number} storage_bytes
  * @property {number} storage_errors
