@@ -2496,7 +2496,10 @@ func TestRiskySettingsAreWarnedOfAtStart(t *testing.T) {
 
 // The README's configuration table and seenapi --help agree: every flag
 // of serve has a row naming it, its environment variable and its default
-// as the help gives it ("none" for an empty one); and every row is a flag.
+// as the help gives it ("none" for an empty one, or, for a default the
+// help words in its usage, the same first words); every row is a flag; and
+// the variables the table names are those the help names, SEENAPI_KEYS,
+// which no flag reads, among them.
 func TestREADMEConfigurationTableMatchesTheFlags(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -2526,11 +2529,48 @@ func TestREADMEConfigurationTableMatchesTheFlags(t *testing.T) {
 			t.Errorf("%s: the README says no default, the help %q", name, f.DefValue)
 		case strings.HasPrefix(d.def, "`") && strings.Trim(d.def, "`") != f.DefValue:
 			t.Errorf("%s: the README's default is %s, the help's %q", name, d.def, f.DefValue)
+		case d.def != "none" && !strings.HasPrefix(d.def, "`"):
+			// A default that depends on other flags is worded in the
+			// usage, "(default 256MiB, or that if larger)": the README's
+			// starts as the help's does.
+			first, _, _ := strings.Cut(d.def, ",")
+			if !regexp.MustCompile(`\(default:? ` + regexp.QuoteMeta(first) + `\b`).MatchString(f.Usage) {
+				t.Errorf("%s: the README's default is %q, the help's usage %q", name, d.def, f.Usage)
+			}
 		}
 	})
 	for name := range rows {
 		if !seen[name] {
 			t.Errorf("the README's configuration table has a row for %s, which is no flag of serve", name)
+		}
+	}
+
+	table := regexp.MustCompile(`(?ms)^## Configuration\n.*?^\| Flag \| Environment \|.*?\n\n`).Find(readme)
+	var help bytes.Buffer
+	usage(&help, newFlagSet("serve", &options{}, io.Discard), "serve")
+	variables := regexp.MustCompile(`(?m)^\| [^|]+ \| ([^|]+) \|`)
+	env := regexp.MustCompile(`SEENAPI_[A-Z_]+`)
+	inTable := map[string]bool{}
+	for _, m := range variables.FindAllSubmatch(table, -1) {
+		for _, v := range env.FindAll(m[1], -1) {
+			inTable[string(v)] = true
+		}
+	}
+	inHelp := map[string]bool{}
+	for _, v := range env.FindAll(help.Bytes(), -1) {
+		inHelp[string(v)] = true
+	}
+	if len(inTable) == 0 {
+		t.Fatal("found no configuration table in the README")
+	}
+	for v := range inHelp {
+		if !inTable[v] {
+			t.Errorf("seenapi --help names %s, which the README's configuration table does not", v)
+		}
+	}
+	for v := range inTable {
+		if !inHelp[v] {
+			t.Errorf("the README's configuration table names %s, which seenapi --help does not", v)
 		}
 	}
 }
