@@ -26,7 +26,7 @@ const state = {
   // What one call may send, as GET /v1/auth says: its items (max_candidates), its body's
   // bytes (max_body_bytes) and a user id's (max_user_bytes); 0 until known.
   limits: { items: 0, bodyBytes: 0, userBytes: 0 },
-  samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats)}
+  samples: [], // successive /v1/stats answers: {t (ms), s (ServiceStats), own (the page's calls it may count)}
   statsError: null,
   namespaces: null,
   notServed: [], // namespaces stored and not served, from the last listing
@@ -34,6 +34,10 @@ const state = {
   seq: 0, // bumped on every render; a late answer for an older view is dropped
   timer: 0,
   updated: '', // the footer's text on the overview (showUpdated)
+  // The page's calls awaiting their answer, and how many it has sent: a call learns how many
+  // of its own may have been in flight beside it at the service (see call's opts.beside).
+  pending: 0,
+  sent: 0,
 };
 
 // ---------- API ----------
@@ -79,6 +83,8 @@ function keyNeeded() {
  * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON;
  * with opts.headers, it answers { body, headers } (an erase says in a header what it found);
  * opts.answerMs gives a call that takes long by design more than ANSWER_MS to answer.
+ * opts.beside, an object, gets in its n how many other calls of the page's were awaiting
+ * their answer at some point while this one was: the service may have been serving them.
  */
 async function call(opId, params = {}, body, opts = {}) {
   const op = operations[opId];
@@ -128,28 +134,37 @@ async function call(opId, params = {}, body, opts = {}) {
   // makes a few calls at once, more than a key of a request or two a second lets through.
   const deadline = Date.now() + RATE_WAIT_MS;
   let res; let text; let blob;
-  for (;;) {
-    const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), opts.answerMs || ANSWER_MS);
-    init.signal = abort.signal;
-    try {
-      res = await fetch(apiURL(path), init);
-      // An export's bytes take the time their size needs: the limit is on its answer's start.
-      if (res.ok && opts.blob) { clearTimeout(timer); blob = await res.blob(); } else text = await res.text();
-    } catch (e) {
-      // A call that changes something may have been done before the answer was lost: a
-      // connection cut after the service did it fails as one refused does.
-      const unknown = op.role !== 'read' && op.role !== 'none' ? ' Whether it was done is unknown: look again before repeating it.' : '';
-      if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?${unknown}` });
-      throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${duration((opts.answerMs || ANSWER_MS) / 1000)}: it may be stopped, stalled or overloaded.${unknown}` });
-    } finally {
-      clearTimeout(timer);
+  const [othersBefore, sentBefore] = [state.pending, state.sent];
+  state.pending++;
+  state.sent++;
+  try {
+    for (;;) {
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(new DOMException('no answer', 'TimeoutError')), opts.answerMs || ANSWER_MS);
+      init.signal = abort.signal;
+      try {
+        res = await fetch(apiURL(path), init);
+        // An export's bytes take the time their size needs: the limit is on its answer's start.
+        if (res.ok && opts.blob) { clearTimeout(timer); blob = await res.blob(); } else text = await res.text();
+      } catch (e) {
+        // A call that changes something may have been done before the answer was lost: a
+        // connection cut after the service did it fails as one refused does.
+        const unknown = op.role !== 'read' && op.role !== 'none' ? ' Whether it was done is unknown: look again before repeating it.' : '';
+        if (e.name !== 'TimeoutError') throw new Problem(0, { title: 'No answer', detail: `The service did not answer (${e.message}). Is it running?${unknown}` });
+        throw new Problem(0, { title: 'No answer', detail: `The service did not answer within ${duration((opts.answerMs || ANSWER_MS) / 1000)}: it may be stopped, stalled or overloaded.${unknown}` });
+      } finally {
+        clearTimeout(timer);
+      }
+      if (res.status !== 429 || key !== state.key) break;
+      // Jitter spreads the page's calls refused together over the next second.
+      const wait = (Number(res.headers.get('Retry-After')) || 1) * 1000 + Math.random() * 500;
+      if (Date.now() + wait > deadline) break;
+      await new Promise((resolve) => { setTimeout(resolve, wait); });
     }
-    if (res.status !== 429 || key !== state.key) break;
-    // Jitter spreads the page's calls refused together over the next second.
-    const wait = (Number(res.headers.get('Retry-After')) || 1) * 1000 + Math.random() * 500;
-    if (Date.now() + wait > deadline) break;
-    await new Promise((resolve) => { setTimeout(resolve, wait); });
+  } finally {
+    state.pending--;
+    // Those awaiting when it was sent, and those sent after it, before its answer.
+    if (opts.beside) opts.beside.n = othersBefore + (state.sent - sentBefore - 1);
   }
   let doc = null;
   try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: keep the text below */ }
@@ -569,8 +584,9 @@ function drawOverview() {
   const lastRate = (pts) => (pts.length ? pts[pts.length - 1].v : null);
   const usedFrac = st.cache_budget_bytes > 0 ? st.cache_bytes / st.cache_budget_bytes : 0;
   const totalCalls = workCalls(st);
-  // The service counts the request asking for the figures among those it is serving.
-  const inFlight = Math.max(0, st.in_flight - 1);
+  // The service counts the request asking for the figures among those it is serving, and
+  // maybe other calls of the page's sent beside it (the page's first calls go together).
+  const inFlight = Math.max(0, st.in_flight - last.own);
 
   const cards = h('div', { class: 'cards' },
     card('calls', 'Calls per second', rate(lastRate(calls)), `${count(totalCalls, 'call')} since start, besides ${STATS_ROUTE} (the dashboards' own) · ${num(inFlight)}${NBSP}in flight besides this page's`,
@@ -676,12 +692,13 @@ async function poll() {
   clearTimeout(state.timer);
   if (!document.hidden) {
     try {
-      const st = await call('getStats');
+      const beside = { n: 0 };
+      const st = await call('getStats', {}, undefined, { beside });
       const now = Date.now();
       const prev = state.samples[state.samples.length - 1];
       // A restarted service starts its counters again: its old history no longer subtracts.
       if (prev && (st.started_at !== prev.s.started_at || sumCalls(st) < sumCalls(prev.s))) state.samples = [];
-      state.samples.push({ t: now, s: st });
+      state.samples.push({ t: now, s: st, own: 1 + beside.n });
       while (state.samples.length && state.samples[0].t < now - HISTORY_MS) state.samples.shift();
       state.statsError = null;
       showUpdated(`Figures updated ${new Date(now).toLocaleTimeString()} · refresh every ${REFRESH_MS / 1000}${NBSP}s`);
