@@ -62,7 +62,9 @@
 // segments skipping what the marks cover. A torn last record (a crash in
 // the middle of a write) is cut off, and so is at once what a write that
 // failed (a full disk) left, whose callers were answered with an error:
-// none of its records is replayed. Delete removes the mark with the
+// none of its records is replayed. A record damaged with intact ones
+// after it (a bad sector, a flipped bit) is skipped alone, and logged:
+// the calls after it, other users' too, are kept. Delete removes the mark with the
 // filter and writes an erase record, so the user's records never come back
 // in a replay. PurgeNamespace does the same for every user of a namespace,
 // a page of users at a time (one batch of deletes, one write of erase

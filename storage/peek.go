@@ -184,7 +184,11 @@ func peekJournal(dir string, skip func(ns string) bool, now int64, users map[[2]
 		for off := len(walMagic); off < len(data); {
 			r, p, ok := readWALRecord(data, off)
 			if !ok {
-				break // a torn tail, or damage: openWAL reads no further either
+				// Damage, looked past as openWAL does, or a torn tail.
+				if off, ok = nextIntact(data, off); !ok {
+					break
+				}
+				continue
 			}
 			off += walHeader + len(p)
 			if skip(r.ns) {

@@ -195,23 +195,59 @@ func (w *wal) replay(id uint64, last bool, now int64) error {
 	off := len(walMagic)
 	for off < len(data) {
 		n, ok := w.replayRecord(seg, data, off, now)
-		if !ok {
-			if last {
-				w.logger.Warn("storage: journal ends in a torn write; truncating it", "file", path,
-					"offset", off, "bytes_dropped", len(data)-off)
-				if err := f.Truncate(int64(off)); err != nil {
-					return opErr(fmt.Sprintf("journal: truncate %s", path), err)
-				}
-			} else {
-				w.logger.Error("storage: journal segment damaged; the records after the damage are lost",
-					"file", path, "offset", off, "bytes", len(data)-off)
-			}
-			seg.size = int64(off)
-			break
+		if ok {
+			off += n
+			continue
 		}
-		off += n
+		if next, ok := nextIntact(data, off); ok {
+			// Damage, not a torn write: the records after it are other
+			// calls, acknowledged, maybe of other users.
+			w.logger.Error("storage: journal record damaged; skipping it, a call's record is lost", "file", path,
+				"offset", off, "bytes_skipped", next-off)
+			off = next
+			continue
+		}
+		if last {
+			w.logger.Warn("storage: journal ends in a torn write; truncating it", "file", path,
+				"offset", off, "bytes_dropped", len(data)-off)
+			if err := f.Truncate(int64(off)); err != nil {
+				return opErr(fmt.Sprintf("journal: truncate %s", path), err)
+			}
+		} else {
+			w.logger.Error("storage: journal segment damaged at its end; the records there are lost",
+				"file", path, "offset", off, "bytes", len(data)-off)
+		}
+		seg.size = int64(off)
+		break
 	}
 	return nil
+}
+
+// nextIntact returns the offset of the first intact record after the
+// damaged one at data[off:], or false if none follows (a torn write, which
+// only ever ends a segment). The damaged record's length is tried first (a
+// byte changed in its payload or checksum), then every offset after it (in
+// its length), taking one only if what follows it reads intact too, so
+// that bytes inside a record that happen to read as one are not replayed.
+func nextIntact(data []byte, off int) (int, bool) {
+	if len(data)-off >= walHeader {
+		next := off + walHeader + int(binary.LittleEndian.Uint32(data[off:]))
+		if next > off+walHeader && next < len(data) {
+			if _, _, ok := readWALRecord(data, next); ok {
+				return next, true
+			}
+		}
+	}
+	for next := off + 1; next < len(data); next++ {
+		if _, p, ok := readWALRecord(data, next); ok {
+			if end := next + walHeader + len(p); end == len(data) {
+				return next, true
+			} else if _, _, ok := readWALRecord(data, end); ok {
+				return next, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // replayRecord indexes the record at data[off:] and returns its length, or
@@ -250,12 +286,14 @@ func readWALRecord(data []byte, off int) (walRecord, []byte, bool) {
 	if n > maxWALPayload || len(data)-off-walHeader < n {
 		return walRecord{}, nil, false
 	}
+	// The checksum last: where a damaged record is looked past (see
+	// nextIntact), most offsets fail the cheap parse first.
 	p := data[off+walHeader : off+walHeader+n]
-	if crc32.Checksum(p, walCRC) != binary.LittleEndian.Uint32(data[off+4:]) {
+	r, ok := parseWALRecord(p)
+	if !ok || crc32.Checksum(p, walCRC) != binary.LittleEndian.Uint32(data[off+4:]) {
 		return walRecord{}, nil, false
 	}
-	r, ok := parseWALRecord(p)
-	return r, p, ok
+	return r, p, true
 }
 
 type walRecord struct {
