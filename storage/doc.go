@@ -96,10 +96,11 @@
 // its bytes; the rest of the write goes on.
 // A value Badger cannot read back intact (its value-log checksum fails)
 // fails that user's calls with ErrCorrupt, and a backup, naming the user;
-// Badger itself would return it as an empty value. One caveat is Badger's: on open it truncates the
-// active value-log file at its first damaged record (as after a torn
-// write), so the large values written after that record in the same file
-// fail with ErrCorrupt too.
+// Badger itself would return it as an empty value. Badger truncates the
+// last value-log file at its first damaged record when it opens (as after
+// a torn write); Open keeps it from cutting that of a store closed cleanly
+// (see sealValueLog), so only after a crash do the large values written
+// after a damaged record in that file fail with ErrCorrupt too.
 //
 // # Backup and restore
 //

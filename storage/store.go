@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, opErr("open "+opts.Dir, ErrNoStore)
 		}
 	}
-	if err := removeEmptyBadgerFiles(opts.Dir); err != nil {
+	if err := prepareBadgerDir(opts.Dir); err != nil {
 		return nil, opErr("open "+opts.Dir, err)
 	}
 	db, err := badger.Open(badgerOptions(opts))
@@ -165,6 +166,24 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
+// prepareBadgerDir readies dir for Badger's open: it removes the empty
+// files a crash left (removeEmptyBadgerFiles) and seals the last value-log
+// file of a store closed cleanly (sealValueLog). It runs under Badger's
+// lock on the directory, so that a file a running process has just
+// created is never removed; a directory in use is left to Badger, which
+// refuses it.
+func prepareBadgerDir(dir string) error {
+	lock := lockDir(dir)
+	if lock == nil {
+		return nil
+	}
+	defer unlockDir(lock)
+	if err := removeEmptyBadgerFiles(dir); err != nil {
+		return err
+	}
+	return sealValueLog(dir)
+}
+
 // removeEmptyBadgerFiles removes the memtable and value-log files a crash
 // left empty: the process was killed between Badger's creation of one and
 // its sizing, or between the truncation to 0 and the removal by which
@@ -173,15 +192,8 @@ func Open(opts Options) (*Store, error) {
 // directory holding one: it takes its own "new file" answer for an error
 // (dgraph-io/badger#2207; "while opening memtables err: while opening fid:
 // 1 err: Create a new file"), so the first start after such a crash would
-// fail. It runs under Badger's lock on the directory, so that a file a
-// running process has just created is never removed; a directory in use
-// is left to Badger, which refuses it.
+// fail.
 func removeEmptyBadgerFiles(dir string) error {
-	lock := lockDir(dir)
-	if lock == nil {
-		return nil
-	}
-	defer unlockDir(lock)
 	for _, pattern := range []string{"*.mem", "*.vlog"} {
 		names, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
@@ -194,6 +206,60 @@ func removeEmptyBadgerFiles(dir string) error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// vlogHeaderBytes is the header Badger starts a value-log file with: the
+// id of its encryption key (8 bytes, 0: none) and a base IV (12 bytes).
+const vlogHeaderBytes = 20
+
+// sealValueLog keeps Badger from cutting the last value-log file of a
+// store closed cleanly. Opening, Badger reads the last file through and
+// truncates it at its first record that fails its checksum, taking that
+// for a torn write: one value damaged on disk (a bad sector) lost every
+// value written after it in the file, other users' (up to a file's 128 MiB
+// of them: the whole store while it is smaller). After a Close the file
+// ends with its last record, so a record that fails there is damage: an
+// empty value-log file after it (a header only, as Badger leaves a file it
+// wrote nothing to, and deletes at its next open) makes it an earlier
+// one, whose values Badger reads one at a time, each checked (ErrCorrupt
+// for the damaged one alone). After a crash (the in-use mark is there)
+// the cut is left to Badger, since the file may end in a torn write.
+func sealValueLog(dir string) error {
+	if _, err := os.Lstat(filepath.Join(dir, inUseFile)); err == nil {
+		return nil
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil {
+		return err
+	}
+	last, lastFid := "", uint64(0)
+	for _, name := range names {
+		fid, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(name), ".vlog"), 10, 32)
+		if err == nil && (last == "" || fid > lastFid) {
+			last, lastFid = name, fid
+		}
+	}
+	if last == "" {
+		return nil
+	}
+	if fi, err := os.Lstat(last); err != nil || fi.Size() <= vlogHeaderBytes {
+		return err // nothing in it to lose
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%06d.vlog", lastFid+1))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, vlogHeaderBytes))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Not sealed (a full disk): Badger opens the store as it would
+		// have without this, rather than over a file cut short.
+		return os.Remove(path)
 	}
 	return nil
 }
