@@ -365,6 +365,65 @@ func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {
 	}
 }
 
+// A user whose stored filter the disk damaged (its value fails Badger's
+// checksum) is answered with the corrupt-filter problem, as one that does
+// not decode: not storage-unavailable, a 503 its clients would retry in
+// vain. The users stored beside it are served, and on_error open answers it
+// unfiltered.
+func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
+	so := storage.DefaultOptions(t.TempDir())
+	e := newEnvIn(t, so, nil)
+	items := make([]string, 2000) // a filter for the value log, not the tree
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	for _, u := range []string{"before", "victim", "after"} {
+		filter(t, e.client(""), "default", u, client.FilterRequest{Candidates: items})
+	}
+	e.close()
+	// Started and stopped once more, so that the users' value-log file is
+	// not the last one, which Badger cuts at its first damaged record when
+	// it opens (see storage's doc).
+	newEnvIn(t, so, nil).close()
+	damageStoredValue(t, so.Dir, "\x07default"+"victim")
+
+	e = newEnvIn(t, so, nil)
+	status, h, body := e.raw(http.MethodPost, userPath("default", "victim", "/filter"), "application/json",
+		[]byte(`{"candidates":["item-1","new"]}`))
+	wantProblem(t, status, h, body, http.StatusInternalServerError, "corrupt-filter")
+	got := filter(t, e.client(""), "default", "victim", client.FilterRequest{Candidates: []string{"item-1", "new"},
+		OnError: ptr(client.Open)})
+	if got.Degraded == nil || !*got.Degraded || !slices.Equal(got.Unseen, []string{"item-1", "new"}) {
+		t.Errorf("the damaged user with on_error open: %+v, want unseen [item-1 new], degraded", got)
+	}
+	for _, u := range []string{"before", "after"} {
+		if got := filter(t, e.client(""), "default", u, client.FilterRequest{Candidates: []string{"item-1", "new"}}); !slices.Equal(got.Unseen, []string{"new"}) {
+			t.Errorf("%s, stored beside the damaged user: %+v, want unseen [new]", u, got)
+		}
+	}
+}
+
+// damageStoredValue flips a byte of the value stored after key (a filter
+// key without its kind byte) in whichever value-log file of dir holds it.
+func damageStoredValue(t *testing.T, dir, key string) {
+	t.Helper()
+	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	for _, path := range vlogs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(data, []byte(key)); i >= 0 {
+			data[i+len(key)+100] ^= 0xff
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%q is in no value-log file of %s", key, dir)
+}
+
 // A corrupt stored filter is one that cannot be read: on_error open
 // answers its user unfiltered, as it does when the store fails.
 func TestOnErrorOpenAnswersACorruptFilterUnfiltered(t *testing.T) {

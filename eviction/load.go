@@ -135,6 +135,12 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	raw, journal, err := h.store.Load(info.Name, user)
 	if err != nil {
 		h.storageErrors.Add(1)
+		if errors.Is(err, storage.ErrCorrupt) {
+			// Damaged on disk (its checksum fails): this user's fault
+			// alone, as a filter that does not decode, and no retry
+			// reads it whole.
+			return nil, 0, fmt.Errorf("%w: %s/%s: %w", ErrCorrupt, info.Name, user, err)
+		}
 		return nil, 0, fmt.Errorf("%w: loading %s/%s: %w", ErrStorage, info.Name, user, err)
 	}
 	now := h.opts.Now()
