@@ -2022,36 +2022,40 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.stop)
-	tb := s.newTab(t, svc)
-	tb.open("#/")
-	tb.waitText("#updated", "Figures not refreshed")
-	tb.waitText("#overview-error .problem .hint", "Enter an API key")
-	tb.waitText("#role", "role: no key (the service needs one)")
-	time.Sleep(3 * time.Second) // a refresh and a half
-	if got := tb.text("#updated"); !strings.HasSuffix(got, "(asked again once a key is entered)") {
+	overview := s.newTab(t, svc)
+	overview.open("#/")
+	overview.waitText("#updated", "Figures not refreshed")
+	overview.waitText("#overview-error .problem .hint", "Enter an API key")
+	overview.waitText("#role", "role: no key (the service needs one)")
+	overview.passTime(3*time.Second, true) // a refresh and a half
+	if got := overview.text("#updated"); !strings.HasSuffix(got, "(asked again once a key is entered)") {
 		t.Errorf("the footer reads %q, not saying when the figures are asked again", got)
 	}
 	// What the page says, the service not asked: its own words, not a 401's.
 	want := "Refreshing the figures failed. API key needed: the service has API keys and none was entered; nothing was sent"
-	if got := eval[string](tb, `document.querySelector('#overview-error .problem').innerText.split('\n')[0]`); got != want {
+	if got := eval[string](overview, `document.querySelector('#overview-error .problem').innerText.split('\n')[0]`); got != want {
 		t.Errorf("the overview's problem reads %q, want %q", got, want)
 	}
+	// The overview's clock stays stopped: the other pages load in a tab of their own.
+	tb := s.newTab(t, svc)
 	tb.open(fragment("default", userID(t)))
 	tb.waitText("#user .problem .hint", "Enter an API key")
 	tb.open("#/ns")
 	tb.waitText("#view .problem .hint", "Enter an API key")
-	tb.mu.Lock()
 	var sent []string
-	for _, id := range tb.order {
-		if x := tb.exchanges[id]; !strings.HasSuffix(x.url, "/healthz") {
-			sent = append(sent, x.method+" "+strings.TrimPrefix(x.url, svc.base))
+	for _, page := range []*tab{overview, tb} {
+		page.mu.Lock()
+		for _, id := range page.order {
+			if x := page.exchanges[id]; !strings.HasSuffix(x.url, "/healthz") {
+				sent = append(sent, x.method+" "+strings.TrimPrefix(x.url, svc.base))
+			}
 		}
+		page.mu.Unlock()
 	}
-	tb.mu.Unlock()
 	if len(sent) > 0 {
 		t.Errorf("without a key the page called %q", sent)
 	}
-	if n := tb.apiCalls(http.MethodGet, "/healthz"); n != 3 {
+	if n := overview.apiCalls(http.MethodGet, "/healthz") + tb.apiCalls(http.MethodGet, "/healthz"); n != 3 {
 		t.Errorf("the page asked GET /healthz %d times in 3 loads, want 3", n)
 	}
 	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
@@ -3154,7 +3158,7 @@ func TestContentSecurityPolicyViolationsAreCaught(t *testing.T) {
 // A namespace's purge takes about 3.5 s a million users inside its call:
 // the page waits for its answer past the 10 s it gives other calls, saying
 // it is erasing, and shows the answer when it comes. The service stopped
-// (SIGSTOP) for 13 s stands for a large namespace.
+// (SIGSTOP) for 13 s of the page's time stands for a large namespace.
 func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
 	s := setup(t)
 	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
@@ -3192,12 +3196,12 @@ func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
 	resume := svc.pause(t)
 	tb.click("#purge-confirm")
 	tb.waitText("#purge-result", "Erasing the data of push…")
-	time.Sleep(13 * time.Second)
+	tb.passTime(13*time.Second, false)
 	if got := tb.text("#purge-result"); got != "Erasing the data of push…" {
 		t.Errorf("13 s into the purge the page reads %q, want it still erasing", got)
 	}
 	resume()
-	tb.waitText("#purge-done", "Erased the data of push: 1\u00a0user.")
+	tb.waitGo(`(document.querySelector('#purge-done')?.textContent || '').includes('Erased the data of push: 1\u00a0user.')`, "the purge's answer")
 }
 
 func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
@@ -3442,7 +3446,7 @@ func TestAPageLoadedWhileTheServiceWasDownCallsNoRouteNeedingAKeyWhenItIsBack(t 
 	}
 	tb.waitText("#role", "role: no key (the service needs one)")
 	tb.waitText("#overview-error .problem .hint", "Enter an API key")
-	time.Sleep(3 * time.Second) // a refresh and a half
+	tb.passTime(3*time.Second, true) // a refresh and a half
 	r, err := svc.api(t, s.keys.admin).GetStatsWithResponse(context.Background())
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)

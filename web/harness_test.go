@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -850,6 +851,60 @@ func (tb *tab) waitJSWithin(expr, what string, d time.Duration) {
 		chromedp.WithPollingInterval(50*time.Millisecond)), max(stepLimit, d+10*time.Second)); err != nil {
 		view, _ := runWithin(tb, chromedp.Evaluate[string](`document.body.innerText`), 10*time.Second)
 		tb.t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, view)
+	}
+}
+
+// passTime moves the tab's clock on by d at once, on the browser's virtual
+// time (CDP Emulation.setVirtualTimePolicy): every timer the page set that
+// falls due within d runs, in order, as in d of real time, so a test of what
+// the page does not do within d needs not wait d. With answered, the clock
+// stands still while a request is in flight, as if the service answered at
+// once: the requests the timers send are answered, and what their answers
+// start runs, within d. Without, it moves on while requests go unanswered,
+// as for a stalled service.
+//
+// The clock then stays stopped: the page's timers no longer fire, nor do the
+// waits polled in the page (waitJS, waitText: use waitGo), and a page load
+// does not finish; only another passTime moves the page on.
+func (tb *tab) passTime(d time.Duration, answered bool) {
+	tb.t.Helper()
+	policy := emulation.VirtualTimePolicyAdvance
+	if answered {
+		policy = emulation.VirtualTimePolicyPauseIfNetworkFetchesPending
+	}
+	expired := make(chan struct{})
+	ctx, cancel := context.WithCancel(tb.ctx)
+	defer cancel()
+	var once sync.Once
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if _, ok := ev.(*emulation.EventVirtualTimeBudgetExpired); ok {
+			once.Do(func() { close(expired) })
+		}
+	}); err != nil {
+		tb.t.Fatalf("listen for the end of %s of the page's time: %v", d, err)
+	}
+	budget := float64(d.Milliseconds())
+	if _, err := bounded(ctx, tb.stop, stepLimit, func() (emulation.SetVirtualTimePolicyResult, error) {
+		return chromedp.Call(ctx, emulation.SetVirtualTimePolicy, emulation.SetVirtualTimePolicyParams{Policy: policy, Budget: &budget})
+	}); err != nil {
+		tb.t.Fatalf("move the page's clock on by %s: %v", d, err)
+	}
+	select {
+	case <-expired:
+	case <-time.After(stepLimit):
+		tb.t.Fatalf("the page's clock not moved on by %s within %s", d, stepLimit)
+	}
+}
+
+// waitGo waits until the expression is truthy, evaluating it from the test
+// (waitJS polls in the page, on the page's clock, which passTime stops).
+func (tb *tab) waitGo(expr, what string) {
+	tb.t.Helper()
+	for deadline := time.Now().Add(waitFor); !eval[bool](tb, expr); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			view, _ := runWithin(tb, chromedp.Evaluate[string](`document.body.innerText`), 10*time.Second)
+			tb.t.Fatalf("waiting for %s: not within %s\npage text:\n%s", what, waitFor, view)
+		}
 	}
 }
 
