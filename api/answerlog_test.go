@@ -443,8 +443,8 @@ func TestAnAnswerReadBackAheadOfTheClockLivesItsTimeToLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyedCall(t, first, "u", "k-u", body)
-	time.Sleep(50 * time.Millisecond) // the answer is in its file
-	first.CloseAnswerLog(false)       // as a crash: the files stay
+	AnswersLogged(t, first)     // the answer is in its file
+	first.CloseAnswerLog(false) // as a crash: the files stay
 
 	second := newTestServerOf(t, Config{IdempotencyTTL: 2 * time.Second})
 	if _, err := second.OpenAnswerLog(dir, false, 5*time.Millisecond); err != nil {

@@ -124,7 +124,7 @@ func TestAnotherAPIKeysRetryAfterACrashIsNotGivenTheAnswer(t *testing.T) {
 	}
 	first := open()
 	logged, _ := post(first, "logged", keys[0].Secret)
-	time.Sleep(50 * time.Millisecond) // in the answers log's file
+	AnswersLogged(t, first) // in the answers log's file
 	journaled, _ := post(first, "journaled", keys[0].Secret)
 	// A crash at once: the second answer is in the journal only.
 	if err := store.Close(); err != nil {

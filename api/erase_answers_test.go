@@ -264,7 +264,7 @@ func TestAnEraseMarkOutlivesItsFileOfAnswers(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond)
+	AnswersLogged(t, second)
 	eraseUser(t, second, "v")
 	if slices.Contains(logFiles(t, dir), files[0]) {
 		t.Fatalf("the file of u's erase mark is still there: %v", logFiles(t, dir))

@@ -751,7 +751,7 @@ func TestIdempotencyKeyOfADegradedAnswerIsServedAnew(t *testing.T) {
 		}
 		fs.armed.Store(false)
 		if crash {
-			time.Sleep(100 * time.Millisecond) // the answer is in the log's file
+			api.AnswersLogged(t, e.srv) // the answer is in the log's file
 			e, _ = flakyEnv(dir)
 		}
 		retry, replayed := send(e)
