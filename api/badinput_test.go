@@ -657,10 +657,11 @@ func wantHeadRefused(t *testing.T, e *env, request, detail, param string) api.Pr
 // A target of absolute form ("http://host/path", RFC 9112, 3.2.2) names
 // the host the request is for, in place of Host: one whose authority is
 // no host, or holds user information (RFC 9110, 4.2.4), or whose scheme is
-// not http or https (on either port), is refused as a
-// bad Host is, with 400 and its connection closed, in the service's words
-// naming the target, whether fasthttp (which refuses some itself, in its
-// own words) or the service found it.
+// not http or https (on either port) or is missing, or a target of no form
+// the service takes, is refused as a bad Host is, with 400 and its
+// connection closed, in the service's words naming the target, whether
+// fasthttp (which refuses some itself, in its own words, some in the
+// request line, keeping nothing of the request) or the service found it.
 func TestRequestTargetOfNoHostIsRefusedAndItsConnectionClosed(t *testing.T) {
 	e := newEnv(t, withKeys)
 	body := `{"items":["x"]}`
@@ -689,6 +690,14 @@ func TestRequestTargetOfNoHostIsRefusedAndItsConnectionClosed(t *testing.T) {
 		// fasthttp served these as http.
 		{"an ftp scheme", seen("ftp://localhost"), `the request target's scheme "ftp" is not http or https`},
 		{"a proxy's scheme", seen("socks5://localhost"), `the request target's scheme "socks5" is not http or https`},
+		// fasthttp refuses these in the request line, in its own words
+		// ("invalid request uri"), keeping nothing of the request.
+		{"no scheme", seen("://localhost"), `the request target has no scheme before "://"`},
+		{"no scheme nor host", seen("://"), `the request target has no scheme before "://"`},
+		{"a scheme of no grammar", seen("1http://localhost"), `the request target's scheme "1http" is not http or https`},
+		{"a target of no form", "GET healthz HTTP/1.1\r\nHost: x\r\n\r\n", "the request target is none of the forms the service takes"},
+		{"the asterisk of GET", "GET * HTTP/1.1\r\nHost: x\r\n\r\n", "the request target is none of the forms the service takes"},
+		{"a control byte", "GET /healthz\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "the request target is none of the forms the service takes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// User information may hold a password: not sent back.

@@ -444,15 +444,22 @@ func requestProblem(h *fasthttp.RequestHeader) (detail, header string) {
 // the target nor what is wrong with it ("invalid url escape"), and takes
 // others (an IPv6 zone, "a<b", none at all, or user information, which it
 // drops), where the loopback-name check of an open service reads the host.
+// It refuses others in the request line, before the service sees the
+// request (no scheme before "://", a scheme not of its grammar, "*" of a
+// method but OPTIONS, a target of no form, a control byte): unreadable
+// answers them with this detail too, or badTargetForm (refusedTarget).
 func targetProblem(target []byte) string {
 	if len(target) == 0 || target[0] == '/' {
 		return "" // origin form, the common case
 	}
 	scheme, rest, ok := bytes.Cut(target, []byte("://"))
-	if !ok {
+	switch {
+	case !ok:
 		return "" // "*" of OPTIONS, or CONNECT's host:port, which no route takes; fasthttp refuses other forms
-	}
-	if !bytes.EqualFold(scheme, []byte("http")) && !bytes.EqualFold(scheme, []byte("https")) {
+	case len(scheme) == 0:
+		return "the request target has no scheme before \"://\"; an absolute-form target is an http or https URI " +
+			"(RFC 9112, 3.2.2)"
+	case !bytes.EqualFold(scheme, []byte("http")) && !bytes.EqualFold(scheme, []byte("https")):
 		return "the request target's scheme " + strconv.Quote(string(scheme)) + " is not http or https, " +
 			"the only ones the service serves (RFC 9112, 3.2.2)"
 	}
@@ -510,6 +517,49 @@ var hostReadErrors = func() map[string]string {
 	}
 	return m
 }()
+
+// badTargetForm is the detail of a target fasthttp refuses in the request
+// line that targetProblem finds nothing wrong with (refusedTarget).
+const badTargetForm = "the request target is none of the forms the service takes: a path beginning with \"/\", " +
+	"an http or https URI, or \"*\" of OPTIONS, without control bytes (RFC 9112, 3.2)"
+
+// targetReadWords are the words fasthttp refuses a request line with for
+// its target, up to the target it quotes after them (as %q): learnt here,
+// as hostReadErrors are, by reading such a line with it, and "" should a
+// version of fasthttp not refuse it, or word it otherwise.
+var targetReadWords = func() string {
+	const target = "no-form"
+	var h fasthttp.RequestHeader
+	in := errors.Unwrap(h.Read(bufio.NewReader(strings.NewReader("GET " + target + " HTTP/1.1\r\nHost: a\r\n\r\n"))))
+	if in == nil {
+		return ""
+	}
+	words, _, ok := strings.Cut(in.Error(), strconv.Quote(target))
+	if !ok {
+		return ""
+	}
+	return words
+}()
+
+// refusedTarget returns the target of a request line fasthttp refused for
+// it with err (in targetReadWords), or false: fasthttp keeps nothing of
+// such a request but its error, which quotes the target.
+func refusedTarget(err error) ([]byte, bool) {
+	in := errors.Unwrap(err)
+	if in == nil || targetReadWords == "" {
+		return nil, false
+	}
+	rest, ok := strings.CutPrefix(in.Error(), targetReadWords)
+	if !ok {
+		return nil, false
+	}
+	q, qerr := strconv.QuotedPrefix(rest)
+	if qerr != nil {
+		return nil, false
+	}
+	target, qerr := strconv.Unquote(q)
+	return []byte(target), qerr == nil
+}
 
 // headerRefusal is the bad-request problem of a request refused for its
 // head (requestProblem's detail p), naming the header at fault if any,
@@ -1284,8 +1334,9 @@ func (s *Server) unreadable(ctx *fasthttp.RequestCtx, err error) {
 // refused with err while reading its header h, or nil: what
 // requestProblem finds in a head read whole (fasthttp refused the
 // request's Host or target once the service had seen it, parsing the
-// URI), or the Host refusal err is (hostReadErrors) when fasthttp refused
-// the header as it read it, keeping none of it.
+// URI), or the Host refusal err is (hostReadErrors), or the target's
+// (refusedTarget), when fasthttp refused the header as it read it,
+// keeping none of it.
 func ownRefusal(h *fasthttp.RequestHeader, err error) error {
 	if len(h.RawHeaders()) > 0 {
 		if p, header := requestProblem(h); p != "" {
@@ -1297,6 +1348,9 @@ func ownRefusal(h *fasthttp.RequestHeader, err error) error {
 		if p, ok := hostReadErrors[in.Error()]; ok {
 			return headerRefusal(p, fiber.HeaderHost)
 		}
+	}
+	if target, ok := refusedTarget(err); ok {
+		return headerRefusal(cmp.Or(targetProblem(target), badTargetForm), "")
 	}
 	return nil
 }
