@@ -1225,6 +1225,75 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 	}
 }
 
+// A request no route or dashboard file takes (a path of neither, a method
+// the path does not take, by GET, HEAD, OPTIONS or another method) is
+// answered with the headers of the API's own problems, as a route's is:
+// not the dashboard's X-Frame-Options and Referrer-Policy, which were set
+// on whatever reached the dashboard's files, nor its policy. The page and
+// its files keep theirs.
+func TestNoRouteIsAnsweredWithTheHeadersOfTheAPI(t *testing.T) {
+	e := newEnv(t)
+	security := []string{"X-Content-Type-Options", "Content-Security-Policy", "X-Frame-Options", "Referrer-Policy",
+		"Strict-Transport-Security"}
+	answer := func(method, path string) (int, http.Header) {
+		t.Helper()
+		conn, _ := e.dial(t)
+		io.WriteString(conn, method+" "+path+" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		readAll(t, resp)
+		return resp.StatusCode, resp.Header
+	}
+	wantLike := func(what string, h, like http.Header) {
+		t.Helper()
+		for _, name := range security {
+			if got, want := h.Values(name), like.Values(name); !slices.Equal(got, want) {
+				t.Errorf("%s: %s %q, want %q", what, name, got, want)
+			}
+		}
+	}
+	// A route's own problem, which never reaches the dashboard's files.
+	code, route := answer("GET", userPath("default", "nobody", ""))
+	if code != 404 {
+		t.Fatalf("a user of no filter: %d, want 404", code)
+	}
+	wantNotRendered(t, "a route's problem", route)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/v1/nope", 404}, {"HEAD", "/v1/nope", 404}, {"OPTIONS", "/v1/nope", 404}, {"DELETE", "/v1/nope", 404},
+		{"GET", "/nope.html", 404}, {"HEAD", "/nope.html", 404}, {"OPTIONS", "/nope.html", 404},
+		{"GET", "/static/app.js", 404},
+		{"POST", "/v1/stats", 405}, {"OPTIONS", "/v1/stats", 405}, {"PROPFIND", "/v1/stats", 405},
+		{"POST", "/app.js", 404}, {"OPTIONS", "/", 405},
+	} {
+		what := tc.method + " " + tc.path
+		code, h := answer(tc.method, tc.path)
+		if code != tc.status {
+			t.Errorf("%s: %d, want %d", what, code, tc.status)
+		}
+		wantLike(what, h, route)
+	}
+	// The dashboard's page and files, by GET and HEAD, keep its headers.
+	code, page := answer("GET", "/")
+	if code != 200 || page.Get("Content-Security-Policy") == route.Get("Content-Security-Policy") ||
+		page.Get("X-Frame-Options") != "DENY" || page.Get("Referrer-Policy") != "no-referrer" {
+		t.Fatalf("GET /: %d %v, want 200 with the dashboard's policy, X-Frame-Options DENY and no Referer", code, page)
+	}
+	for _, tc := range [][2]string{{"HEAD", "/"}, {"GET", "/app.js"}, {"HEAD", "/app.js"}, {"GET", "/style.css"}} {
+		what := tc[0] + " " + tc[1]
+		if code, h := answer(tc[0], tc[1]); code != 200 {
+			t.Errorf("%s: %d, want 200", what, code)
+		} else {
+			wantLike(what, h, page)
+		}
+	}
+}
+
 // CONNECT asks for a tunnel to the host:port its target names (RFC 9110,
 // 9.3.6), which the service, no proxy, opens to none: it is a method no
 // route takes, 405 with the server's Allow (that of "OPTIONS *"), where it

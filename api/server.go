@@ -818,10 +818,16 @@ func (s *Server) routes() {
 		dashboardHeaders(c)
 		return filesystem.SendFile(c, dashboard, "/index.html")
 	})
-	// The dashboard's other files; anything else falls through to 404.
+	// The dashboard's other files; anything else falls through to 404,
+	// or 405 for a method a route's path does not take: an error, whose
+	// answer, a problem, is the API's (errorHandler), so the dashboard's
+	// headers go on a file served alone.
 	s.app.Use(func(c *fiber.Ctx) error {
+		if err := c.Next(); err != nil {
+			return err
+		}
 		dashboardHeaders(c)
-		return c.Next()
+		return nil
 	}, filesystem.New(filesystem.Config{Root: dashboard}))
 	s.allow = serverMethods(s.k.routes)
 }
