@@ -44,10 +44,12 @@
 //
 // The dashboard's page and files (package web) are served at / with a
 // Content-Security-Policy that allows only the service's own origin (and
-// data: images): no inline script or style attribute, no eval, no framing
-// (X-Frame-Options too), no Referer. Every answer carries
-// X-Content-Type-Options: nosniff; every other answer, refusals made before
-// any route included, Content-Security-Policy: default-src 'none';
+// data: images): no inline script or style attribute, no eval, no framing.
+// Every answer, refusals made before any route included, carries one set
+// of headers, set in one place (notRendered, and RawAnswerHeaders for the
+// answers written without fiber): X-Content-Type-Options: nosniff,
+// X-Frame-Options: DENY, Referrer-Policy: no-referrer and, but for the
+// dashboard's page and files, Content-Security-Policy: default-src 'none';
 // frame-ancestors 'none' (nothing of it loads or runs, nor is it framed,
 // should a browser render it); those of the routes that take a key,
 // Cache-Control: no-store.

@@ -518,13 +518,16 @@ func readAll(t testing.TB, resp *http.Response) []byte {
 
 // wantNotRendered fails t unless h, the headers of the answer named what,
 // carries once each the headers of every answer but the dashboard's:
-// nosniff, and a Content-Security-Policy under which a browser that
-// renders it anyway loads and runs nothing and frames it nowhere.
+// nosniff, a Content-Security-Policy under which a browser that renders
+// it anyway loads and runs nothing and frames it nowhere, X-Frame-Options
+// for browsers that do not know CSP's frame-ancestors, and no Referer.
 func wantNotRendered(t *testing.T, what string, h http.Header) {
 	t.Helper()
 	for name, want := range map[string]string{
 		"X-Content-Type-Options":  "nosniff",
 		"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+		"X-Frame-Options":         "DENY",
+		"Referrer-Policy":         "no-referrer",
 	} {
 		if got := h.Values(name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s: %s %q, want %q once", what, name, got, want)

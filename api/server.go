@@ -879,9 +879,9 @@ func serverMethods(routes []string) string {
 }
 
 // everyAnswer sets the headers every answer carries, those of fasthttp's
-// own refusals (errorHandler) included: X-Content-Type-Options and the
-// Content-Security-Policy of answers not meant to render (notRendered;
-// the dashboard's files set theirs over it) and, over TLS,
+// own refusals (errorHandler) included: those of answers not meant to
+// render (notRendered; the dashboard's files set their own
+// Content-Security-Policy over its) and, over TLS,
 // Strict-Transport-Security when asked for. A browser that has met the
 // service over HTTPS once calls it by HTTPS only: a network between it
 // and the service cannot serve it a page of its own under the service's
@@ -899,40 +899,53 @@ func (s *Server) everyAnswer(c *fiber.Ctx) {
 // echoes is never run as a script or a page whatever a browser would guess
 // from its bytes; and should one render it all the same (opened as a
 // document, or in a frame), it may load and run nothing and may not be
-// framed (apiCSP). Constant bytes, set in place: no allocation a call.
+// framed (apiCSP, and X-Frame-Options for browsers that do not know CSP's
+// frame-ancestors: a page of another site cannot lay an answer under its
+// own), nor send a Referer. Those of the dashboard's page and files are
+// these but the Content-Security-Policy (dashboardHeaders). Constant
+// bytes, set in place: no allocation a call.
 func notRendered(c *fiber.Ctx) {
 	h := &c.Response().Header
-	h.SetCanonical(headerXContentTypeOptions, nosniff)
-	h.SetCanonical(headerCSPBytes, apiCSPBytes)
+	for _, kv := range answerHeaders {
+		h.SetCanonical(kv[0], kv[1])
+	}
+}
+
+// answerHeaders are the headers notRendered sets, name and value: the one
+// list of them, which RawAnswerHeaders writes out too.
+var answerHeaders = [...][2][]byte{
+	{[]byte(fiber.HeaderXContentTypeOptions), []byte("nosniff")},
+	{[]byte(headerCSP), []byte(apiCSP)},
+	{[]byte(fiber.HeaderXFrameOptions), []byte("DENY")},
+	{[]byte(fiber.HeaderReferrerPolicy), []byte("no-referrer")},
 }
 
 // RawAnswerHeaders are notRendered's header lines, CRLF-terminated, for
 // the answers written as bytes without fiber: a connection past
 // --max-connections, plain HTTP spoken to the HTTPS port.
-const RawAnswerHeaders = headerCSP + ": " + apiCSP + "\r\n" + fiber.HeaderXContentTypeOptions + ": nosniff\r\n"
+var RawAnswerHeaders = func() string {
+	var b strings.Builder
+	for _, kv := range answerHeaders {
+		b.Write(kv[0])
+		b.WriteString(": ")
+		b.Write(kv[1])
+		b.WriteString("\r\n")
+	}
+	return b.String()
+}()
 
 // apiCSP is the Content-Security-Policy of every answer but the
 // dashboard's page and files: nothing may be loaded or run, nor the
 // answer framed.
 const apiCSP = "default-src 'none'; frame-ancestors 'none'"
 
-var (
-	headerXContentTypeOptions = []byte(fiber.HeaderXContentTypeOptions)
-	nosniff                   = []byte("nosniff")
-	headerCSPBytes            = []byte(headerCSP)
-	apiCSPBytes               = []byte(apiCSP)
-)
-
-// dashboardHeaders are the headers of the dashboard's page and files: its
-// Content-Security-Policy (over apiCSP), X-Frame-Options for browsers that do not know
-// CSP's frame-ancestors (no framing: a page of another site cannot lay the
-// dashboard under its own, clickjacking its buttons that erase), and no
-// Referer sent from it.
+// dashboardHeaders sets the headers of the dashboard's page and files:
+// notRendered's, set on every answer, but for its Content-Security-Policy
+// (dashboardCSP), which lets the page run its own script. Their no framing
+// (X-Frame-Options too) matters most here: a page of another site cannot
+// lay the dashboard under its own, clickjacking its buttons that erase.
 func dashboardHeaders(c *fiber.Ctx) {
-	h := &c.Response().Header
-	h.Set(headerCSP, dashboardCSP)
-	h.Set(fiber.HeaderXFrameOptions, "DENY")
-	h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+	c.Response().Header.Set(headerCSP, dashboardCSP)
 }
 
 const headerCSP = "Content-Security-Policy"

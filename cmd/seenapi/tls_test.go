@@ -91,9 +91,13 @@ func TestTLSServesTheAPI(t *testing.T) {
 				method, resp.StatusCode, resp.Header.Get("Content-Type"), b, httpsOf(s))
 		}
 		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Date") == "" ||
-			resp.Header.Get("Content-Security-Policy") != "default-src 'none'; frame-ancestors 'none'" {
-			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, Date %q, Content-Security-Policy %q, want nosniff, a date and default-src 'none'; frame-ancestors 'none', as every answer",
-				method, resp.Header.Get("X-Content-Type-Options"), resp.Header.Get("Date"), resp.Header.Get("Content-Security-Policy"))
+			resp.Header.Get("Content-Security-Policy") != "default-src 'none'; frame-ancestors 'none'" ||
+			resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("plain HTTP %s to the HTTPS port: X-Content-Type-Options %q, Date %q, Content-Security-Policy %q, "+
+				"X-Frame-Options %q, Referrer-Policy %q, want nosniff, a date, default-src 'none'; frame-ancestors 'none', "+
+				"DENY and no-referrer, as every answer",
+				method, resp.Header.Get("X-Content-Type-Options"), resp.Header.Get("Date"), resp.Header.Get("Content-Security-Policy"),
+				resp.Header.Get("X-Frame-Options"), resp.Header.Get("Referrer-Policy"))
 		}
 	}
 	if r, err := c.CheckSeenWithResponse(context.Background(), "default", "u1", client.ItemsRequest{Items: []string{"d"}}); err != nil ||
