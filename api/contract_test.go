@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/seenapi/seenapi/api"
 )
@@ -53,6 +56,21 @@ func TestServedRoutesAreTheDocumentedRoutes(t *testing.T) {
 	}
 	if len(served) < 17 {
 		t.Errorf("only %d routes served", len(served))
+	}
+}
+
+// TestExamplesHoldOnlyDocumentedMembers holds every example of
+// openapi.yaml (bodies, answers, problems, parameters) to its schema
+// closed as the validator closes the server's answers (closeObjects):
+// loadSpec validates them against the document as written, whose objects
+// take any member besides theirs, so an example could show a member no
+// schema documents (misspelt, or one the server no longer sends) and a
+// reader would look for it in vain.
+func TestExamplesHoldOnlyDocumentedMembers(t *testing.T) {
+	doc := loadSpec(t)
+	closeObjects(doc)
+	if err := doc.Validate(context.Background(), openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("an example of openapi.yaml has a member its schema does not document: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,6 +40,45 @@ func TestEveryProblemTypeIsDocumented(t *testing.T) {
 	for _, m := range regexp.MustCompile(`https://seenapi\.dev/problems/([a-z-]+)`).FindAllStringSubmatch(spec, -1) {
 		if !known[m[1]] {
 			t.Errorf("openapi.yaml shows problem type %s, which the server never answers", m[1])
+		}
+	}
+}
+
+// Each problem type is named by a response of the status the server
+// answers it with (or by a default response, the refusals any route may
+// answer), and a response of a status names no type answered with
+// another: a client reads a type's status from the response that names it.
+func TestEveryProblemTypeIsDocumentedWithItsStatus(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPISpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]problemKind{}
+	for _, k := range problemKinds {
+		kinds[k.slug] = k
+	}
+	named := map[string]bool{}
+	slug := regexp.MustCompile("`([a-z-]+)`")
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for status, r := range op.Responses.Map() {
+				for _, m := range slug.FindAllStringSubmatch(*r.Value.Description, -1) {
+					k, ok := kinds[m[1]]
+					if !ok {
+						continue
+					}
+					if status != "default" && status != strconv.Itoa(k.status) {
+						t.Errorf("%s %s: its %s response names %s, which the server answers with %d", method, path, status, k.slug, k.status)
+						continue
+					}
+					named[k.slug] = true
+				}
+			}
+		}
+	}
+	for _, k := range problemKinds {
+		if !named[k.slug] {
+			t.Errorf("no response of status %d (nor a default one) in openapi.yaml names %s", k.status, k.slug)
 		}
 	}
 }
