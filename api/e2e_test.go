@@ -404,6 +404,16 @@ func testKindEndToEnd(t *testing.T, kind userfilter.Kind) {
 	if st := r.JSON200; string(st.Kind) != ns || st.Layers != 2 || st.Items < 690 || st.Items > 700 || st.Bits == 0 || st.FpRate > 0.01 {
 		t.Fatalf("stats: %+v", st)
 	}
+	// A user's kind and its namespace's are one type to the client: the
+	// dashboard, say, asks the user's filter, else its namespace, whether
+	// it can forget items.
+	n, err := c.GetNamespaceWithResponse(ctx, ns)
+	if err != nil || n.JSON200 == nil {
+		t.Fatalf("namespace: %v %d %s", err, n.StatusCode(), n.Body)
+	}
+	if r.JSON200.Kind != n.JSON200.Kind {
+		t.Fatalf("the user's filter is %s, its namespace's %s", r.JSON200.Kind, n.JSON200.Kind)
+	}
 	if err := e.hot.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for FilterKind.
+const (
+	Bloom   FilterKind = "bloom"
+	Compact FilterKind = "compact"
+	Staged  FilterKind = "staged"
+)
+
+// Valid indicates whether the value is a known member of the FilterKind enum.
+func (e FilterKind) Valid() bool {
+	switch e {
+	case Bloom:
+		return true
+	case Compact:
+		return true
+	case Staged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ImportMode.
 const (
 	Merge   ImportMode = "merge"
@@ -30,27 +51,6 @@ func (e ImportMode) Valid() bool {
 	case Merge:
 		return true
 	case Replace:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for NamespaceKind.
-const (
-	NamespaceKindBloom   NamespaceKind = "bloom"
-	NamespaceKindCompact NamespaceKind = "compact"
-	NamespaceKindStaged  NamespaceKind = "staged"
-)
-
-// Valid indicates whether the value is a known member of the NamespaceKind enum.
-func (e NamespaceKind) Valid() bool {
-	switch e {
-	case NamespaceKindBloom:
-		return true
-	case NamespaceKindCompact:
-		return true
-	case NamespaceKindStaged:
 		return true
 	default:
 		return false
@@ -111,27 +111,6 @@ func (e Role) Valid() bool {
 	case Read:
 		return true
 	case Write:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for UserStatsKind.
-const (
-	UserStatsKindBloom   UserStatsKind = "bloom"
-	UserStatsKindCompact UserStatsKind = "compact"
-	UserStatsKindStaged  UserStatsKind = "staged"
-)
-
-// Valid indicates whether the value is a known member of the UserStatsKind enum.
-func (e UserStatsKind) Valid() bool {
-	switch e {
-	case UserStatsKindBloom:
-		return true
-	case UserStatsKindCompact:
-		return true
-	case UserStatsKindStaged:
 		return true
 	default:
 		return false
@@ -283,6 +262,18 @@ type FieldError struct {
 	Pointer *string `json:"pointer,omitempty"`
 }
 
+// FilterKind A filter's kind, a namespace's (the kind of the filters it makes)
+// or a user's (the kind its filter was made with, which stays when
+// the namespace's changes): `bloom`, a chain of Bloom layers;
+// `compact`, a chain of sorted fingerprint sets whose memory grows
+// with the items (less memory a user); or `staged`, a chain of Bloom
+// layers whose newest layer is kept as sorted fingerprints until it
+// fills (memory that grows with the items, Bloom lookups in the full
+// layers). The README has the measured trade-offs.
+//
+// Example: staged
+type FilterKind string
+
 // FilterRequest defines model for FilterRequest.
 type FilterRequest struct {
 	Candidates []Item `json:"candidates"`
@@ -398,10 +389,18 @@ type Namespace struct {
 	// InitialCapacity Items the first layer holds.
 	InitialCapacity int64 `json:"initial_capacity"`
 
-	// Kind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
+	// Kind A filter's kind, a namespace's (the kind of the filters it makes)
+	// or a user's (the kind its filter was made with, which stays when
+	// the namespace's changes): `bloom`, a chain of Bloom layers;
+	// `compact`, a chain of sorted fingerprint sets whose memory grows
+	// with the items (less memory a user); or `staged`, a chain of Bloom
+	// layers whose newest layer is kept as sorted fingerprints until it
+	// fills (memory that grows with the items, Bloom lookups in the full
+	// layers). The README has the measured trade-offs.
+	//
 	//
 	// Example: staged
-	Kind NamespaceKind `json:"kind"`
+	Kind FilterKind `json:"kind"`
 
 	// MaxItems Items one user holds at most; 0 means no cap.
 	MaxItems int64  `json:"max_items"`
@@ -413,11 +412,6 @@ type Namespace struct {
 	// Window Retention window in seconds; 0 means forever.
 	Window int64 `json:"window"`
 }
-
-// NamespaceKind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
-//
-// Example: staged
-type NamespaceKind string
 
 // NamespaceList defines model for NamespaceList.
 type NamespaceList struct {
@@ -694,8 +688,18 @@ type UserStats struct {
 	// each bucket that holds it, as it does against `max_items`.
 	Items int64 `json:"items"`
 
-	// Kind Example: bloom
-	Kind UserStatsKind `json:"kind"`
+	// Kind A filter's kind, a namespace's (the kind of the filters it makes)
+	// or a user's (the kind its filter was made with, which stays when
+	// the namespace's changes): `bloom`, a chain of Bloom layers;
+	// `compact`, a chain of sorted fingerprint sets whose memory grows
+	// with the items (less memory a user); or `staged`, a chain of Bloom
+	// layers whose newest layer is kept as sorted fingerprints until it
+	// fills (memory that grows with the items, Bloom lookups in the full
+	// layers). The README has the measured trade-offs.
+	//
+	//
+	// Example: staged
+	Kind FilterKind `json:"kind"`
 
 	// LastSeen When the user's last item was recorded, to the minute.
 	LastSeen time.Time `json:"last_seen"`
@@ -716,9 +720,6 @@ type UserStats struct {
 	// longer has: a filter keeps its own.
 	Window int64 `json:"window"`
 }
-
-// UserStatsKind Example: bloom
-type UserStatsKind string
 
 // UserSummary A few of one user's stats (GET /v1/namespaces/{ns}/users/{user} has them all), or the error its filter met: one user's fault never fails the page.
 type UserSummary struct {

@@ -111,6 +111,11 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  */
 
 /**
+ * A filter's kind, a namespace's (the kind of the filters it makes) or a user's (the kind its filter was made with, which stays when the namespace's changes): `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
+ * @typedef {("bloom"|"compact"|"staged")} FilterKind
+ */
+
+/**
  * @typedef {Object} FilterRequest
  * @property {Array<Item>} candidates
  * @property {number} [limit] At most this many unseen candidates come back; absent or 0, no limit.
@@ -178,7 +183,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} granularity Width of one time bucket of the window in seconds; 0 without a window.
  * @property {number} growth Layer i holds initial_capacity * growth^i items.
  * @property {number} initial_capacity Items the first layer holds.
- * @property {("bloom"|"compact"|"staged")} kind `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
+ * @property {FilterKind} kind A filter's kind, a namespace's (the kind of the filters it makes) or a user's (the kind its filter was made with, which stays when the namespace's changes): `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
  * @property {number} max_items Items one user holds at most; 0 means no cap.
  * @property {string} name
  * @property {number} tightening Layer i has error p0 * tightening^i.
@@ -315,7 +320,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} granularity Width of one time bucket of the filter's window in seconds; 0 without a window.
  * @property {boolean} hot The filter was in memory when the call came. Reading a user's stats (like any call on the user but a bulk recording) brings a user from storage into memory, so a second read says true.
  * @property {number} items Items added inside the window. An item added twice in one time bucket counts once; in a namespace with a window, one recorded again in a later bucket (`record: all`, `/seen`) counts once in each bucket that holds it, as it does against `max_items`.
- * @property {("bloom"|"compact"|"staged")} kind
+ * @property {FilterKind} kind A filter's kind, a namespace's (the kind of the filters it makes) or a user's (the kind its filter was made with, which stays when the namespace's changes): `bloom`, a chain of Bloom layers; `compact`, a chain of sorted fingerprint sets whose memory grows with the items (less memory a user); or `staged`, a chain of Bloom layers whose newest layer is kept as sorted fingerprints until it fills (memory that grows with the items, Bloom lookups in the full layers). The README has the measured trade-offs.
  * @property {string} last_seen When the user's last item was recorded, to the minute.
  * @property {number} layers
  * @property {number} max_items Items the filter holds at most; 0 means no cap.
