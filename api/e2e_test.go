@@ -364,7 +364,9 @@ func TestNamespaces(t *testing.T) {
 		t.Fatalf("capped: %+v", n)
 	}
 	g, _ = c.GetNamespaceWithResponse(ctx, "nope")
-	if g.ApplicationproblemJSON404 == nil || g.ApplicationproblemJSON404.Type != "https://seenapi.dev/problems/unknown-namespace" {
+	// The client names the problem types (ProblemType), so that a caller
+	// need not spell their URIs.
+	if g.ApplicationproblemJSON404 == nil || g.ApplicationproblemJSON404.Type != client.ProblemTypeUnknownNamespace {
 		t.Fatalf("unknown namespace: %d %s", g.StatusCode(), g.Body)
 	}
 }

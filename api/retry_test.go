@@ -420,7 +420,7 @@ func TestRetriesCutByTheContextNameTheLastAnswer(t *testing.T) {
 			_, err := c.GetUserWithResponse(short, "default", "cold")
 			var cut *client.RetryCutError
 			var p *client.Problem
-			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &cut) || !errors.As(err, &p) || p.Type != tc.typ ||
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &cut) || !errors.As(err, &p) || string(p.Type) != tc.typ ||
 				!strings.Contains(err.Error(), "context deadline exceeded, while retrying after "+tc.want) ||
 				!strings.Contains(err.Error(), "("+tc.typ+")") {
 				t.Fatalf("a call cut by its context while retrying a %s: %v\nwant the context's error and the answer: %s... (%s)", tc.name, err, tc.want, tc.typ)

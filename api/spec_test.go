@@ -42,6 +42,21 @@ func TestEveryProblemTypeIsDocumented(t *testing.T) {
 			t.Errorf("openapi.yaml shows problem type %s, which the server never answers", m[1])
 		}
 	}
+	// The Problem schema's type lists them, so that a generated client
+	// has them (the Go client as ProblemType constants).
+	doc, err := openapi3.NewLoader().LoadFromData(openAPISpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["type"].Value.Enum {
+		listed = append(listed, strings.TrimPrefix(v.(string), ProblemBase))
+	}
+	for _, k := range problemKinds {
+		if !slices.Contains(listed, k.slug) {
+			t.Errorf("problem type %s is not in the enum of Problem's type in openapi.yaml", k.slug)
+		}
+	}
 }
 
 // Each problem type is named by a response of the status the server

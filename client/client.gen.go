@@ -75,6 +75,99 @@ func (e OnError) Valid() bool {
 	}
 }
 
+// Defines values for ProblemType.
+const (
+	ProblemTypeBadImport            ProblemType = "https://seenapi.dev/problems/bad-import"
+	ProblemTypeBadRequest           ProblemType = "https://seenapi.dev/problems/bad-request"
+	ProblemTypeBodyTooLarge         ProblemType = "https://seenapi.dev/problems/body-too-large"
+	ProblemTypeCorruptFilter        ProblemType = "https://seenapi.dev/problems/corrupt-filter"
+	ProblemTypeForbidden            ProblemType = "https://seenapi.dev/problems/forbidden"
+	ProblemTypeHeadersTooLarge      ProblemType = "https://seenapi.dev/problems/headers-too-large"
+	ProblemTypeIdempotencyKeyInUse  ProblemType = "https://seenapi.dev/problems/idempotency-key-in-use"
+	ProblemTypeIdempotencyKeyReused ProblemType = "https://seenapi.dev/problems/idempotency-key-reused"
+	ProblemTypeInternal             ProblemType = "https://seenapi.dev/problems/internal"
+	ProblemTypeInvalidJson          ProblemType = "https://seenapi.dev/problems/invalid-json"
+	ProblemTypeItemTooLong          ProblemType = "https://seenapi.dev/problems/item-too-long"
+	ProblemTypeMethodNotAllowed     ProblemType = "https://seenapi.dev/problems/method-not-allowed"
+	ProblemTypeNamespaceServed      ProblemType = "https://seenapi.dev/problems/namespace-served"
+	ProblemTypeNotFound             ProblemType = "https://seenapi.dev/problems/not-found"
+	ProblemTypeOverloaded           ProblemType = "https://seenapi.dev/problems/overloaded"
+	ProblemTypeRateLimited          ProblemType = "https://seenapi.dev/problems/rate-limited"
+	ProblemTypeRequestTimeout       ProblemType = "https://seenapi.dev/problems/request-timeout"
+	ProblemTypeStorageFull          ProblemType = "https://seenapi.dev/problems/storage-full"
+	ProblemTypeStorageUnavailable   ProblemType = "https://seenapi.dev/problems/storage-unavailable"
+	ProblemTypeTooManyCandidates    ProblemType = "https://seenapi.dev/problems/too-many-candidates"
+	ProblemTypeTooManyUsers         ProblemType = "https://seenapi.dev/problems/too-many-users"
+	ProblemTypeUnauthorized         ProblemType = "https://seenapi.dev/problems/unauthorized"
+	ProblemTypeUnavailable          ProblemType = "https://seenapi.dev/problems/unavailable"
+	ProblemTypeUnknownNamespace     ProblemType = "https://seenapi.dev/problems/unknown-namespace"
+	ProblemTypeUnsupported          ProblemType = "https://seenapi.dev/problems/unsupported"
+	ProblemTypeUnsupportedMediaType ProblemType = "https://seenapi.dev/problems/unsupported-media-type"
+	ProblemTypeUserNotFound         ProblemType = "https://seenapi.dev/problems/user-not-found"
+)
+
+// Valid indicates whether the value is a known member of the ProblemType enum.
+func (e ProblemType) Valid() bool {
+	switch e {
+	case ProblemTypeBadImport:
+		return true
+	case ProblemTypeBadRequest:
+		return true
+	case ProblemTypeBodyTooLarge:
+		return true
+	case ProblemTypeCorruptFilter:
+		return true
+	case ProblemTypeForbidden:
+		return true
+	case ProblemTypeHeadersTooLarge:
+		return true
+	case ProblemTypeIdempotencyKeyInUse:
+		return true
+	case ProblemTypeIdempotencyKeyReused:
+		return true
+	case ProblemTypeInternal:
+		return true
+	case ProblemTypeInvalidJson:
+		return true
+	case ProblemTypeItemTooLong:
+		return true
+	case ProblemTypeMethodNotAllowed:
+		return true
+	case ProblemTypeNamespaceServed:
+		return true
+	case ProblemTypeNotFound:
+		return true
+	case ProblemTypeOverloaded:
+		return true
+	case ProblemTypeRateLimited:
+		return true
+	case ProblemTypeRequestTimeout:
+		return true
+	case ProblemTypeStorageFull:
+		return true
+	case ProblemTypeStorageUnavailable:
+		return true
+	case ProblemTypeTooManyCandidates:
+		return true
+	case ProblemTypeTooManyUsers:
+		return true
+	case ProblemTypeUnauthorized:
+		return true
+	case ProblemTypeUnavailable:
+		return true
+	case ProblemTypeUnknownNamespace:
+		return true
+	case ProblemTypeUnsupported:
+		return true
+	case ProblemTypeUnsupportedMediaType:
+		return true
+	case ProblemTypeUserNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RecordMode.
 const (
 	All      RecordMode = "all"
@@ -475,9 +568,21 @@ type Problem struct {
 	Status   int     `json:"status"`
 	Title    string  `json:"title"`
 
-	// Type Example: https://seenapi.dev/problems/bad-request
-	Type string `json:"type"`
+	// Type The problem's type, one of those listed in the overview. A
+	// client takes one it does not know (of a later version of the
+	// service, or about:blank from a proxy) by its status.
+	//
+	//
+	// Example: https://seenapi.dev/problems/bad-request
+	Type ProblemType `json:"type"`
 }
+
+// ProblemType The problem's type, one of those listed in the overview. A
+// client takes one it does not know (of a later version of the
+// service, or about:blank from a proxy) by its status.
+//
+// Example: https://seenapi.dev/problems/bad-request
+type ProblemType string
 
 // PurgeResult defines model for PurgeResult.
 type PurgeResult struct {

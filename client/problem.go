@@ -55,7 +55,7 @@ func (p *Problem) Error() string {
 		b.WriteString(": " + *p.Detail)
 	}
 	if p.Type != "" && p.Type != "about:blank" {
-		b.WriteString(" (" + p.Type + ")")
+		b.WriteString(" (" + string(p.Type) + ")")
 	}
 	return b.String()
 }

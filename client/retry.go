@@ -223,8 +223,6 @@ func keyEachCall(_ context.Context, req *http.Request) error {
 
 const (
 	idempotencyHeader = "Idempotency-Key"
-	// inUseType is the problem type of 409 idempotency-key-in-use.
-	inUseType = "https://seenapi.dev/problems/idempotency-key-in-use"
 	// maxProblemBytes bounds what peekProblem reads of an answer's body.
 	maxProblemBytes = 64 << 10
 )
@@ -245,7 +243,7 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true, nil
 	case http.StatusConflict:
-		return peekProblem(resp).Type == inUseType, nil
+		return peekProblem(resp).Type == ProblemTypeIdempotencyKeyInUse, nil
 	}
 	return false, nil
 }

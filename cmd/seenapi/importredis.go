@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 )
 
@@ -369,9 +368,9 @@ func (im *importer) record(ctx context.Context, user string, items []string) err
 	// --max-candidates meanwhile): say what to change.
 	if p := (*client.Problem)(nil); errors.As(err, &p) {
 		switch p.Type {
-		case api.ProblemBase + "too-many-candidates":
+		case client.ProblemTypeTooManyCandidates:
 			return fmt.Errorf("%w; import again with --batch at most the service's --max-candidates", err)
-		case api.ProblemBase + "body-too-large":
+		case client.ProblemTypeBodyTooLarge:
 			return fmt.Errorf("%w; import again with a smaller --batch (the user's items are long), or raise the service's --max-body-bytes", err)
 		}
 	}
@@ -482,7 +481,7 @@ func keyHint(err error, role, forbidden string) error {
 // call to no route, and the service's "no such route" does not say why.
 func routeHint(err error, serviceURL string) error {
 	var p *client.Problem
-	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Type != api.ProblemBase+"not-found" && p.Type != "about:blank" {
+	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Type != client.ProblemTypeNotFound && p.Type != "about:blank" {
 		return err
 	}
 	hint := "is --url a seenapi service?"
