@@ -45,7 +45,7 @@ func TestIdempotencyKeyMakesTheOneCallSafeToRetry(t *testing.T) {
 	if err != nil || first.JSON200 == nil {
 		t.Fatalf("first call: %v %d %s", err, first.StatusCode(), first.Body)
 	}
-	if got := first.HTTPResponse.Header.Get("Idempotent-Replayed"); got != "" {
+	if got := first.HTTPResponse.Header.Get("Idempotent-Replayed"); got != "" || first.Headers200 != nil && first.Headers200.IdempotentReplayed != nil {
 		t.Errorf("a first answer says Idempotent-Replayed: %q", got)
 	}
 	for range 2 {
@@ -56,6 +56,10 @@ func TestIdempotencyKeyMakesTheOneCallSafeToRetry(t *testing.T) {
 		if string(retry.Body) != string(first.Body) || retry.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry answered %s (Idempotent-Replayed %q), want %s again, replayed", retry.Body,
 				retry.HTTPResponse.Header.Get("Idempotent-Replayed"), first.Body)
+		}
+		// The client reads the header as what it says, a boolean.
+		if h := retry.Headers200; h == nil || h.IdempotentReplayed == nil || !*h.IdempotentReplayed {
+			t.Fatalf("the generated client reads the replay's headers as %+v, want IdempotentReplayed true", h)
 		}
 	}
 	if got := unseenNow(t, c, "default", "u", "a", "b", "c", "d", "e"); !slices.Equal(got, []string{"c", "d", "e"}) {

@@ -4429,7 +4429,7 @@ func (r GetNamespaceResponse) ContentType() string {
 
 // FilterBatchResponse200Headers the declared response headers of an HTTP 200 response for FilterBatch
 type FilterBatchResponse200Headers struct {
-	IdempotentReplayed *string
+	IdempotentReplayed *bool
 }
 
 // FilterBatchResponse401Headers the declared response headers of an HTTP 401 response for FilterBatch
@@ -4730,7 +4730,7 @@ func (r ListUsersResponse) ContentType() string {
 
 // ForgetUserResponse204Headers the declared response headers of an HTTP 204 response for ForgetUser
 type ForgetUserResponse204Headers struct {
-	DataErased string
+	DataErased bool
 }
 
 // ForgetUserResponse401Headers the declared response headers of an HTTP 401 response for ForgetUser
@@ -5402,7 +5402,7 @@ func (r ImportUserResponse) ContentType() string {
 
 // FilterUserResponse200Headers the declared response headers of an HTTP 200 response for FilterUser
 type FilterUserResponse200Headers struct {
-	IdempotentReplayed *string
+	IdempotentReplayed *bool
 }
 
 // FilterUserResponse401Headers the declared response headers of an HTTP 401 response for FilterUser
@@ -7804,8 +7804,8 @@ func ParseFilterBatchResponse(rsp *http.Response) (*FilterBatchResponse, error) 
 	case rsp.StatusCode == 200:
 		var headers FilterBatchResponse200Headers
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value bool
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "boolean", Format: ""}); err != nil {
 				return response, err
 			}
 			headers.IdempotentReplayed = &value
@@ -8115,8 +8115,8 @@ func ParseForgetUserResponse(rsp *http.Response) (*ForgetUserResponse, error) {
 	case rsp.StatusCode == 204:
 		var headers ForgetUserResponse204Headers
 		if values := rsp.Header.Values("Data-Erased"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Data-Erased", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			var value bool
+			if err := runtime.BindStyledParameterWithOptions("simple", "Data-Erased", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "boolean", Format: ""}); err != nil {
 				return response, err
 			}
 			headers.DataErased = value
@@ -8889,8 +8889,8 @@ func ParseFilterUserResponse(rsp *http.Response) (*FilterUserResponse, error) {
 	case rsp.StatusCode == 200:
 		var headers FilterUserResponse200Headers
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			var value bool
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "boolean", Format: ""}); err != nil {
 				return response, err
 			}
 			headers.IdempotentReplayed = &value
