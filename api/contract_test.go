@@ -140,6 +140,9 @@ func TestAuthExamplesAreWhatTheServerAnswers(t *testing.T) {
 		key     string
 	}{
 		{"key", []envOption{withKeys}, writeKey},
+		{"limited", []envOption{func(c *api.Config) {
+			c.Keys = []api.Key{{Role: api.RoleRead, Secret: readKey, Rate: 200, Burst: 400, Namespaces: []string{"bloom", "compact"}}}
+		}}, readKey},
 		{"open", nil, ""},
 	} {
 		ex := examples[c.example]
