@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -519,5 +520,40 @@ func TestAKeyedBatchsPartsAgeFromItsStartAfterACrash(t *testing.T) {
 			t.Errorf("user %d, 61 s after the batch's start, after a crash: %s (replayed %v), want every user served anew (y), not a part of %s given again",
 				i, got, replayed, answered)
 		}
+	}
+}
+
+// A batch's answer kept again by the retry that serves its failed user
+// anew is as old as the first answer, across a graceful restart too,
+// whatever erases of other users came between: stamped just after the
+// last erase of any user (30 s after the first answer here), it was read
+// back after the restart that much younger, and given again past its
+// minute.
+func TestAResumedBatchsAnswerKeepsItsAgeAcrossARestartAfterAnErase(t *testing.T) {
+	offset, open, failing := flakyServers(t)
+	const body = `{"requests":[{"user":"ok","candidates":["x","y","z"],"limit":1},{"user":"flaky","candidates":["x","y","z"],"limit":1}]}`
+	first, hot, store := open()
+	failing(first, map[string]string{"k": body})
+	offset.Store(int64(30 * time.Second))
+	eraseUser(t, first, "other")
+	offset.Store(int64(40 * time.Second))
+	if got, replayed := keyedBatch(t, first, "k", body); replayed || strings.Contains(got, `"error"`) {
+		t.Fatalf("the retry 40 s on: %s (replayed %v), want flaky served anew", got, replayed)
+	}
+	snapshot := snapshotOf(t, first) // a graceful stop
+	hot.Close()
+	store.Close()
+	second, hot, store := open()
+	t.Cleanup(func() { hot.Close(); store.Close() })
+	if _, err := second.LoadReplays(bytes.NewReader(snapshot)); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(55 * time.Second))
+	if got, replayed := keyedBatch(t, second, "k", body); !replayed {
+		t.Fatalf("55 s after the first answer, after the restart: %s served anew, want it given again", got)
+	}
+	offset.Store(int64(61 * time.Second))
+	if got, replayed := keyedBatch(t, second, "k", body); replayed {
+		t.Errorf("61 s after the first answer, after the restart: %s given again, past its minute", got)
 	}
 }

@@ -136,6 +136,13 @@ type replays struct {
 	// of the last erase (either read back too): the next are stamped at
 	// or after them (stampLocked).
 	latest, lastErase time.Time
+	// erased are the erase marks of the last time to live (and those read
+	// back), by user: an answer first given before them, kept again now
+	// (see finish), is stamped after those of its users only. pruneAt is
+	// the count of marks past which the next erase drops those past their
+	// time to live.
+	erased  erasedMarks
+	pruneAt int
 	// lifeBase, taken at the reading lifeAt, sets the time answers are
 	// stamped and read back in (lifeLocked); clocked is the time of the
 	// last clock mark written to the log (noteClock).
@@ -283,7 +290,8 @@ func newReplays(budget int64, ttl time.Duration, now func() time.Time) *replays 
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
-	return &replays{lru: l, by: map[string]*answerer{}, inFlight: map[string]*replay{}, budget: budget, ttl: ttl, now: now}
+	return &replays{lru: l, by: map[string]*answerer{}, inFlight: map[string]*replay{}, budget: budget, ttl: ttl, now: now,
+		erased: erasedMarks{}}
 }
 
 // What begin found.
@@ -363,11 +371,17 @@ func (r *replays) finish(key string, p *replay, status int, body []byte, failed 
 	var now time.Time
 	if !given.IsZero() && given.Before(born) {
 		// Stamped as of then, not after the latest answer's time: an
-		// answer given since is not this one's. An erase of its user since
-		// would have dropped it from the journal (of a resumed batch's
-		// users, its prior); one of another user still comes before it.
+		// answer given since is not this one's. Nor after the last
+		// erase's, of any user: read back after a restart, the answer
+		// would be that much younger, and outlive its time to live. But
+		// after the last erase of its users, whose mark would void it
+		// (an erase since, of a user served anew after it: the journal
+		// kept the other users' parts), and an erase at the very time.
 		born = given
-		now = later(r.lifeOfLocked(born), r.lastErase.Round(0).Add(time.Nanosecond))
+		now = r.lifeOfLocked(born)
+		if last, ok := r.erased.last(key, p.users); ok {
+			now = later(now, last.Round(0).Add(time.Nanosecond))
+		}
 		r.noteLocked(now, false)
 	} else {
 		now = r.stampLocked(born, false)
@@ -434,8 +448,14 @@ func (r *replays) erase(ns, user string) {
 	l := r.log
 	born := r.now()
 	now := r.stampLocked(born, true)
+	mark := eraseMark(ns, user, now, born)
+	r.erased.add(mark)
+	if len(r.erased) > r.pruneAt {
+		r.erased.prune(now.Add(-r.ttl)) // older than any answer kept
+		r.pruneAt = 2*len(r.erased) + 64
+	}
 	if l != nil {
-		l.append(eraseMark(ns, user, now, born))
+		l.append(mark)
 	}
 	r.mu.Unlock()
 	if l != nil {
@@ -449,8 +469,11 @@ func (r *replays) erase(ns, user string) {
 func (r *replays) dropErased(marks erasedMarks) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, at := range marks {
+	for k, at := range marks {
 		r.noteLocked(at, true)
+		if t, ok := r.erased[k]; !ok || at.After(t) {
+			r.erased[k] = at
+		}
 	}
 	if len(marks) == 0 {
 		return
@@ -576,33 +599,49 @@ func (m erasedMarks) add(a keptAnswer) bool {
 // since: its user's, or of a batch one of users (answerUsers; nil: any
 // user of its namespace).
 func (m erasedMarks) void(scoped string, at time.Time, users []uint64) bool {
+	last, ok := m.last(scoped, users)
+	return ok && !at.After(last)
+}
+
+// last returns the time of the latest mark that voids the answer under
+// scoped given before it (see void), and whether there is one.
+func (m erasedMarks) last(scoped string, users []uint64) (time.Time, bool) {
 	ns, user, ok := answerOwner(scoped)
 	if !ok {
-		return false
+		return time.Time{}, false
 	}
-	erased := func(k eraseKey) bool {
-		t, ok := m[k]
-		return ok && !at.After(t)
+	var last time.Time
+	found := false
+	see := func(k eraseKey) {
+		if t, ok := m[k]; ok && (!found || t.After(last)) {
+			last, found = t, true
+		}
 	}
+	see(eraseKey{ns: ns, whole: true})
 	switch {
-	case erased(eraseKey{ns: ns, whole: true}):
-		return true
 	case user != "":
-		return erased(eraseKey{ns: ns, user: userHash(user)})
+		see(eraseKey{ns: ns, user: userHash(user)})
 	case users == nil:
-		for k, t := range m {
-			if k.ns == ns && !at.After(t) {
-				return true
+		for k := range m {
+			if k.ns == ns {
+				see(k)
 			}
 		}
-		return false
-	}
-	for _, u := range users {
-		if erased(eraseKey{ns: ns, user: u}) {
-			return true
+	default:
+		for _, u := range users {
+			see(eraseKey{ns: ns, user: u})
 		}
 	}
-	return false
+	return last, found
+}
+
+// prune drops the marks before cutoff.
+func (m erasedMarks) prune(cutoff time.Time) {
+	for k, t := range m {
+		if t.Before(cutoff) {
+			delete(m, k)
+		}
+	}
 }
 
 // abandon forgets a call that failed: a retry makes it anew. A resumed
