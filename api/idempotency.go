@@ -906,21 +906,37 @@ func (r *replays) usage() (n int, bytes int64) {
 
 // idempotencyKey returns the request's Idempotency-Key (without the quotes
 // of the draft's sf-string form), "" when it has none, or a bad-request
-// error: 1 to 255 printable ASCII characters.
+// error: 1 to 255 printable ASCII characters, in quotes or bare (a bare
+// key does not begin with a quote, as the document's schema says: `"k`
+// is a quoted key cut short), on one header line. Two lines name no one
+// call: taken as the first, the same request sent through a proxy that
+// keeps the last would be another call, and record again.
 func idempotencyKey(c *fiber.Ctx) (string, error) {
-	raw := c.Request().Header.Peek(HeaderIdempotencyKey)
+	h := &c.Request().Header
+	raw := h.Peek(HeaderIdempotencyKey)
 	if raw == nil {
 		return "", nil
 	}
 	k := string(raw)
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+	quoted := len(k) > 0 && k[0] == '"'
+	if quoted {
+		if len(k) < 2 || k[len(k)-1] != '"' {
+			return "", badIdempotencyKey()
+		}
 		k = k[1 : len(k)-1]
 	}
 	if k == "" || len(k) > maxIdempotencyKey || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
-		return "", fieldError(pBadRequest, "", HeaderIdempotencyKey,
-			"an Idempotency-Key is 1 to 255 printable ASCII characters, e.g. a UUID")
+		return "", badIdempotencyKey()
+	}
+	if len(h.PeekAll(HeaderIdempotencyKey)) > 1 {
+		return "", fieldError(pBadRequest, "", HeaderIdempotencyKey, "a request carries one Idempotency-Key, sent once")
 	}
 	return k, nil
+}
+
+func badIdempotencyKey() error {
+	return fieldError(pBadRequest, "", HeaderIdempotencyKey,
+		"an Idempotency-Key is 1 to 255 printable ASCII characters, e.g. a UUID, bare or in quotes")
 }
 
 // callScopeLocal is the fiber local under which idempotent hands a keyed

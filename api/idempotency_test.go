@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
@@ -130,19 +131,50 @@ func TestIdempotencyKeyReusedOrAfterAnError(t *testing.T) {
 	}
 
 	// The document's schema of the header admits no key the server
-	// refuses, so a client that validates against it never sends one.
+	// refuses, so a client that validates against it never sends one, and
+	// the server takes none that it does not admit (a quoted key cut
+	// short is no bare key that begins with a quote).
 	schema := loadSpec(t).Components.Parameters["idempotencyKey"].Value.Schema.Value
 	k255, q255 := strings.Repeat("k", 255), strings.Repeat("q", 255)
-	for i, key := range []string{"fresh", "a b", "~", k255, k255 + "k", `"` + q255 + `"`, `"` + q255 + `q"`, `""`, "tab\there", "é"} {
+	for i, key := range []string{"fresh", "a b", "~", k255, k255 + "k", `"` + q255 + `"`, `"` + q255 + `q"`, `""`, "tab\there", "é",
+		`"cut`, `"`, `a"b`, `"c"d"`} {
 		specOK := schema.VisitJSON(key) == nil
 		status, _, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
 			fmt.Appendf(nil, `{"candidates":["z%d"]}`, i), "Idempotency-Key", key)
 		if specOK && status != http.StatusOK {
 			t.Errorf("key %q fits the document's schema, and the server answers %d %s", key, status, body)
 		}
+		if !specOK && status != http.StatusBadRequest {
+			t.Errorf("key %q does not fit the document's schema, and the server answers %d %s, want 400", key, status, body)
+		}
 		if !specOK && (key == "fresh" || key == k255 || key == `"`+q255+`"`) {
 			t.Errorf("key %q: a good key does not fit the document's schema", key)
 		}
+	}
+}
+
+// A request with two Idempotency-Key lines is refused and records
+// nothing: taken as its first key, the same request sent on through a
+// proxy that keeps the last was another call, which recorded the next
+// items.
+func TestTwoIdempotencyKeysAreRefused(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	conn, addr := e.dial(t)
+	const body = `{"candidates":["a","b"],"limit":1}`
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\nIdempotency-Key: k-2\r\nContent-Length: %d\r\n\r\n%s",
+		userPath("default", "u", "/filter"), addr, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := readAll(t, resp)
+	p := wantProblem(t, resp.StatusCode, resp.Header, b, http.StatusBadRequest, "bad-request")
+	if len(p.Errors) != 1 || p.Errors[0].Parameter != "Idempotency-Key" {
+		t.Errorf("errors %+v, want the Idempotency-Key named", p.Errors)
+	}
+	if got := unseenNow(t, c, "default", "u", "a", "b"); len(got) != 2 {
+		t.Fatalf("a call with two keys recorded: unseen %v, want a and b", got)
 	}
 }
 

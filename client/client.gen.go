@@ -929,6 +929,8 @@ type FilterBatchParams struct {
 	// run's answer given in the last 100 ms before a crash is lost: its
 	// retry is served anew. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too.
+	// Sent once: a request with two `Idempotency-Key` lines is 400
+	// `bad-request`, recording nothing.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -976,6 +978,8 @@ type FilterUserParams struct {
 	// run's answer given in the last 100 ms before a crash is lost: its
 	// retry is served anew. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too.
+	// Sent once: a request with two `Idempotency-Key` lines is 400
+	// `bad-request`, recording nothing.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
