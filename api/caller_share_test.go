@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +139,87 @@ func TestJournaledAnswersOfAnotherAPIKeyOutliveAFloodAfterACrash(t *testing.T) {
 func authed(req *http.Request, secret string) *http.Request {
 	req.Header.Set("Authorization", "Bearer "+secret)
 	return req
+}
+
+// A keyed batch's answer kept again by the retry that served its failed
+// user anew is stamped as the answer it resumes, first given at the same
+// time. When the file holding the first answer goes for the budget (A's
+// flood) while memory keeps the resumed one, the first answer, with its
+// failure, must not be written again after the resumed one: a start after
+// a crash would read it back last, and the next retry would serve the
+// failed user anew a second time, recording its next items.
+func TestAResumedBatchsAnswerOutlivesItsFirstAnswersFileAfterACrash(t *testing.T) {
+	dir, answers := t.TempDir(), t.TempDir()
+	cfg := Config{Keys: callerShareKeys, IdempotencyBytes: 256 << 10}
+	a, b := callerShareKeys[0].Secret, callerShareKeys[1].Secret
+	armed := new(atomic.Bool)
+	var store *storage.Store
+	var hot *eviction.HotSet
+	open := func() *Server {
+		var srv *Server
+		srv, hot, store = openJournaledOver(t, dir, cfg, eviction.Options{}, func(st *storage.Store) eviction.Store {
+			return failingLoads{Store: st, armed: armed}
+		})
+		if _, err := srv.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	const path, key = "/v1/namespaces/default/filter", "k-batch"
+	const body = `{"requests":[{"user":"ok","candidates":["x","y","z"],"limit":1},{"user":"flaky","candidates":["x","y","z"],"limit":1}]}`
+	batch := func(srv *Server) (string, bool) {
+		t.Helper()
+		return keyedPostOK(t, srv, "B's keyed batch", path, key, body, b)
+	}
+	flood, floods := floodBody("none"), 0
+	flooding := func(srv *Server, until func() bool) {
+		t.Helper()
+		for !until() {
+			if floods++; floods > 400 {
+				t.Fatal("A's flood did not move the answers log's files along")
+			}
+			user := fmt.Sprint("a", floods)
+			keyedCallBy(t, srv, a, user, "key-"+user, flood)
+			AnswersLogged(t, srv)
+		}
+	}
+	first := open()
+	log := first.replays.log
+	fileOf := func() uint64 { log.fileMu.Lock(); defer log.fileMu.Unlock(); return log.id }
+	armed.Store(true)
+	if got, _ := batch(first); !strings.Contains(got, `"error"`) {
+		t.Fatalf("the first batch: %s, want flaky's failure", got)
+	}
+	armed.Store(false)
+	AnswersLogged(t, first)
+	failedIn := fileOf()
+	flooding(first, func() bool { return fileOf() != failedIn })
+	resumed, replayed := batch(first)
+	if replayed || strings.Contains(resumed, `"error"`) {
+		t.Fatalf("the retry: %s (replayed %v), want flaky served anew", resumed, replayed)
+	}
+	AnswersLogged(t, first)
+	resumedIn := fileOf()
+	gone := func(id uint64) bool { _, err := os.Stat(log.path(id)); return os.IsNotExist(err) }
+	flooding(first, func() bool { return gone(failedIn) })
+	if gone(resumedIn) {
+		t.Fatalf("the file of the resumed answer went with the first answer's: the flood is too long")
+	}
+	if got, replayed := batch(first); !replayed || got != resumed {
+		t.Fatalf("before the crash, the batch's retry got %s (replayed %v); want %s again", got, replayed, resumed)
+	}
+	// The users written back, then a crash: the journal no longer holds
+	// flaky's part, and the answers log is as the crash left it.
+	if err := hot.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first.CloseAnswerLog(false)
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	t.Cleanup(func() { second.CloseAnswerLog(true); hot.Close(); store.Close() })
+	if got, replayed := batch(second); !replayed || got != resumed {
+		t.Errorf("after the crash, the batch's retry got %s (replayed %v); want %s again: flaky served anew twice", got, replayed, resumed)
+	}
 }

@@ -846,11 +846,21 @@ func (r *replays) keptOf(answers []keptAnswer) []keptAnswer {
 	defer r.mu.Unlock()
 	var out []keptAnswer
 	for _, a := range answers {
-		if p, ok := r.lru.Peek(a.Key); ok && p.done && p.at.Equal(a.At) && p.request == a.Request {
+		if p, ok := r.lru.Peek(a.Key); ok && p.is(a) {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// is reports whether p is the answer a, given: its body too, not its stamp
+// and request alone, which a resumed batch's answer shares with the answer
+// it resumes (see finish). Taken for it, the earlier answer, with its
+// failed users, would be written to the answers log again after it (see
+// answerLog.retain), and a start after a crash, reading it back last,
+// would serve those users anew a second time.
+func (p *replay) is(a keptAnswer) bool {
+	return p.done && p.at.Equal(a.At) && p.request == a.Request && bytes.Equal(p.body, a.Body)
 }
 
 // restore adds kept answers (least recently used first, or in the order
@@ -889,7 +899,7 @@ func (r *replays) restore(kept []keptAnswer, floor time.Time) int {
 	}
 	n := 0
 	for _, a := range kept {
-		if p, ok := r.lru.Peek(a.Key); ok && p.done && p.at.Equal(a.At) && p.request == a.Request {
+		if p, ok := r.lru.Peek(a.Key); ok && p.is(a) {
 			n++
 		}
 	}
