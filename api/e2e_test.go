@@ -835,6 +835,38 @@ func TestDashboardFilesAreServed(t *testing.T) {
 	}
 }
 
+// A Range, and an expectation other than 100-continue (which RFC 9110,
+// 10.1.1 lets a server ignore), are ignored by the dashboard's files and
+// the API alike: the whole answer, 200, never a 206, 416 or 417, which
+// openapi.yaml documents for no route.
+func TestRangeAndExpectationsAreIgnored(t *testing.T) {
+	e := newEnv(t)
+	get := func(path string, header ...string) (int, http.Header, []byte) {
+		req, err := http.NewRequest("GET", e.base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header, readAll(t, resp)
+	}
+	for _, path := range []string{"/", "/app.js", "/v1/stats"} {
+		_, _, whole := get(path)
+		for _, h := range [][]string{{"Range", "bytes=999999-"}, {"Range", "bytes=0-9"}, {"Expect", "foo"}, {"Expect", "100-continue"}} {
+			code, hdr, b := get(path, h...)
+			if code != http.StatusOK || hdr.Get("Content-Range") != "" || path != "/v1/stats" && !bytes.Equal(b, whole) {
+				t.Errorf("GET %s with %s: %s: %d, Content-Range %q, %d bytes of %d: %s",
+					path, h[0], h[1], code, hdr.Get("Content-Range"), len(b), len(whole), truncate(b))
+			}
+		}
+	}
+}
+
 func TestDashboardIsServedUnderAContentSecurityPolicy(t *testing.T) {
 	const want = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 	e := newEnv(t, withKeys)

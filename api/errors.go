@@ -187,8 +187,14 @@ func problemFor(err error) Problem {
 		case fiber.StatusServiceUnavailable:
 			k, detail = pUnavailable, fe.Message
 		default:
+			// Any other client error of fiber's is a bad request, with
+			// that type's status: openapi.yaml documents each type with
+			// one status, and a client reads one from the other. None is
+			// raised today (fiber's file server raises 403 and 404; Range
+			// and any Expect but 100-continue are ignored); any other
+			// status of fiber's is an internal error.
 			if fe.Code >= 400 && fe.Code < 500 {
-				k, detail = problemKind{pBadRequest.slug, pBadRequest.title, fe.Code}, fe.Message
+				k, detail = pBadRequest, fe.Message
 			}
 		}
 	}
