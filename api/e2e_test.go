@@ -652,11 +652,11 @@ func TestHealthReadyOpenAPIAndDashboard(t *testing.T) {
 	e := newEnv(t, withKeys)
 	c := e.client("") // these routes need no key
 	h, err := c.GetHealthWithResponse(ctx)
-	if err != nil || h.JSON200 == nil || h.JSON200.Status != "ok" || !h.JSON200.KeyRequired {
+	if err != nil || h.JSON200 == nil || h.JSON200.Status != client.Ok || !h.JSON200.KeyRequired {
 		t.Fatalf("healthz: %v %d %s, want ok and key_required true", err, h.StatusCode(), h.Body)
 	}
 	r, err := c.GetReadyWithResponse(ctx)
-	if err != nil || r.JSON200 == nil || r.JSON200.Status != "ready" || !r.JSON200.KeyRequired {
+	if err != nil || r.JSON200 == nil || r.JSON200.Status != client.Ready || !r.JSON200.KeyRequired {
 		t.Fatalf("readyz: %v %d %s, want ready and key_required true", err, r.StatusCode(), r.Body)
 	}
 	o, err := c.GetOpenAPIWithResponse(ctx)

@@ -81,8 +81,15 @@ type namespaceJSON struct {
 	MaxItems        uint64  `json:"max_items"`
 }
 
+// The statuses of the health probes' answers (openapi.yaml's Health
+// enum): /healthz's and /readyz's.
+const (
+	healthOK    = "ok"
+	healthReady = "ready"
+)
+
 type healthJSON struct {
-	Status string `json:"status"`
+	Status string `json:"status"` // healthOK or healthReady
 	// KeyRequired is whether the service has API keys, fixed for its life
 	// (SetKeys): a client without a key (the dashboard) learns from it that
 	// it needs one, where a keyless GET /v1/auth would be one more 401 in
@@ -1025,7 +1032,7 @@ func (s *Server) getAuth(c *fiber.Ctx) error {
 }
 
 func (s *Server) health(c *fiber.Ctx) error {
-	return c.JSON(s.healthAnswer("ok"))
+	return c.JSON(s.healthAnswer(healthOK))
 }
 
 // healthAnswer is the body of a health probe's 200 with status.
@@ -1037,7 +1044,7 @@ func (s *Server) ready(c *fiber.Ctx) error {
 	if err := s.readiness(); err != nil {
 		return err
 	}
-	return c.JSON(s.healthAnswer("ready"))
+	return c.JSON(s.healthAnswer(healthReady))
 }
 
 // readiness is why the service is not ready (/readyz answers 503), or nil.
@@ -1060,14 +1067,14 @@ func (s *Server) probe(head bool, path string) []byte {
 	var body []byte
 	var err error
 	if path == "/healthz" {
-		body, err = encode(s.healthAnswer("ok"))
+		body, err = encode(s.healthAnswer(healthOK))
 	} else if rerr := s.readiness(); rerr != nil {
 		p := problemFor(rerr)
 		p.Instance = path
 		status, ctype = p.Status, "application/problem+json"
 		body, err = encode(&p)
 	} else {
-		body, err = encode(s.healthAnswer("ready"))
+		body, err = encode(s.healthAnswer(healthReady))
 	}
 	if err != nil {
 		return nil

@@ -98,6 +98,22 @@ func TestEveryProblemTypeIsDocumentedWithItsStatus(t *testing.T) {
 	}
 }
 
+// Health's status lists the words the probes answer, and only those: a
+// generated client has them as constants (the Go client's HealthStatus).
+func TestHealthStatusesAreDocumented(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPISpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, v := range doc.Components.Schemas["Health"].Value.Properties["status"].Value.Enum {
+		listed = append(listed, v.(string))
+	}
+	if want := []string{healthOK, healthReady}; !slices.Equal(listed, want) {
+		t.Errorf("Health's status in openapi.yaml lists %q; the probes answer %q", listed, want)
+	}
+}
+
 // Every error of fiber's, whatever its status, is answered as a documented
 // problem type with that type's status (and title): openapi.yaml documents
 // each type with one status, and a client reads one from the other. Those

@@ -39,6 +39,24 @@ func (e FilterKind) Valid() bool {
 	}
 }
 
+// Defines values for HealthStatus.
+const (
+	Ok    HealthStatus = "ok"
+	Ready HealthStatus = "ready"
+)
+
+// Valid indicates whether the value is a known member of the HealthStatus enum.
+func (e HealthStatus) Valid() bool {
+	switch e {
+	case Ok:
+		return true
+	case Ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ImportMode.
 const (
 	Merge   ImportMode = "merge"
@@ -77,6 +95,7 @@ func (e OnError) Valid() bool {
 
 // Defines values for ProblemType.
 const (
+	ProblemTypeAboutBlank           ProblemType = "about:blank"
 	ProblemTypeBadImport            ProblemType = "https://seenapi.dev/problems/bad-import"
 	ProblemTypeBadRequest           ProblemType = "https://seenapi.dev/problems/bad-request"
 	ProblemTypeBodyTooLarge         ProblemType = "https://seenapi.dev/problems/body-too-large"
@@ -109,6 +128,8 @@ const (
 // Valid indicates whether the value is a known member of the ProblemType enum.
 func (e ProblemType) Valid() bool {
 	switch e {
+	case ProblemTypeAboutBlank:
+		return true
 	case ProblemTypeBadImport:
 		return true
 	case ProblemTypeBadRequest:
@@ -433,9 +454,14 @@ type GenerationStats struct {
 // Health defines model for Health.
 type Health struct {
 	// KeyRequired The service has API keys, so that every route but these probes, `/openapi.yaml` and the dashboard's files needs one; false on an open service. It is fixed for the life of the process, and tells a client without a key (the dashboard) that it needs one without a call answered 401, which the service would count in its `errors`.
-	KeyRequired bool   `json:"key_required"`
-	Status      string `json:"status"`
+	KeyRequired bool `json:"key_required"`
+
+	// Status `ok` from `/healthz`, `ready` from `/readyz`.
+	Status HealthStatus `json:"status"`
 }
+
+// HealthStatus `ok` from `/healthz`, `ready` from `/readyz`.
+type HealthStatus string
 
 // ImportMode defines model for ImportMode.
 type ImportMode string
@@ -568,18 +594,24 @@ type Problem struct {
 	Status   int     `json:"status"`
 	Title    string  `json:"title"`
 
-	// Type The problem's type, one of those listed in the overview. A
-	// client takes one it does not know (of a later version of the
-	// service, or about:blank from a proxy) by its status.
+	// Type The problem's type, one of those listed in the overview, or
+	// `about:blank` (RFC 9457's type of a problem that says no more
+	// than its status), which the service never sends: a proxy's, or
+	// the problem a client makes of an error answer that is not
+	// `application/problem+json`. A client takes a type it does not
+	// know (of a later version of the service) by its status.
 	//
 	//
 	// Example: https://seenapi.dev/problems/bad-request
 	Type ProblemType `json:"type"`
 }
 
-// ProblemType The problem's type, one of those listed in the overview. A
-// client takes one it does not know (of a later version of the
-// service, or about:blank from a proxy) by its status.
+// ProblemType The problem's type, one of those listed in the overview, or
+// `about:blank` (RFC 9457's type of a problem that says no more
+// than its status), which the service never sends: a proxy's, or
+// the problem a client makes of an error answer that is not
+// `application/problem+json`. A client takes a type it does not
+// know (of a later version of the service) by its status.
 //
 // Example: https://seenapi.dev/problems/bad-request
 type ProblemType string

@@ -22,9 +22,10 @@
 //	// resp.JSON200.Unseen; resp.ApplicationproblemJSON400 etc. hold the problems
 //
 // A problem's Type is a ProblemType, whose constants name the service's
-// problem types (ProblemTypeRateLimited, ...), so that a caller tells them
-// apart without spelling their URIs; one it does not know (of a later
-// service, or about:blank) it takes by its status.
+// problem types (ProblemTypeRateLimited, ...), and about:blank
+// (ProblemTypeAboutBlank: a proxy's, or ProblemOf's for a foreign body), so
+// that a caller tells them apart without spelling their URIs; one it does
+// not know (of a later service) it takes by its status.
 //
 // A call that got an answer returns it, with its status, headers and body,
 // whatever its body: an error answer whose body is not the documented

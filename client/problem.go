@@ -25,7 +25,7 @@ func ProblemOf(resp *http.Response, body []byte) *Problem {
 			return &p
 		}
 	}
-	p := &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Type: "about:blank"}
+	p := &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Type: ProblemTypeAboutBlank}
 	if d := bodyStart(body); d != "" {
 		p.Detail = &d
 	}
@@ -54,7 +54,7 @@ func (p *Problem) Error() string {
 	if p.Detail != nil && *p.Detail != "" {
 		b.WriteString(": " + *p.Detail)
 	}
-	if p.Type != "" && p.Type != "about:blank" {
+	if p.Type != "" && p.Type != ProblemTypeAboutBlank {
 		b.WriteString(" (" + string(p.Type) + ")")
 	}
 	return b.String()
