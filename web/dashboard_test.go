@@ -570,9 +570,7 @@ func TestRatesBesideTheBarsKeepToOneLine(t *testing.T) {
 	if got := tb.text("#user-fp"); got != "<\u00a00.0001%" {
 		t.Fatalf("a 3-item user's rate reads %q; the test wants the longest text, < 0.0001%%", got)
 	}
-	lines := `(() => { const r = document.createRange(); r.selectNodeContents(document.querySelector('#user-fp'));
-		return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })()`
-	if n := eval[int](tb, lines); n != 1 {
+	if n := eval[int](tb, linesOf+`(document.querySelector('#user-fp'))`); n != 1 {
 		t.Errorf("the rate %q takes %d lines, want 1", tb.text("#user-fp"), n)
 	}
 }
@@ -618,9 +616,7 @@ func TestAVerdictBesideALongItemKeepsToOneLine(t *testing.T) {
 	tb.click(`#check-form button[type="submit"]`)
 	tb.waitText("#check-result .done", " seen.")
 	got := eval[[]string](tb, `[...document.querySelectorAll('#check-result .tag')].filter((e) => {
-		const r = document.createRange(); r.selectNodeContents(e);
-		const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;
-		return lines > 1 || e.getBoundingClientRect().height > 1.5 * parseFloat(getComputedStyle(e).lineHeight);
+		return `+linesOf+`(e) > 1 || e.getBoundingClientRect().height > 1.5 * parseFloat(getComputedStyle(e).lineHeight);
 	}).map((e) => e.textContent)`)
 	if len(got) > 0 {
 		t.Errorf("verdicts %q take more than one line beside a long item, want each on one", got)
@@ -2452,14 +2448,59 @@ const lowContrast = `(() => {
 // overview, with the read key in use.
 func (s *suite) phoneTab(t *testing.T) *tab {
 	t.Helper()
+	return s.phoneTabOf(t, 360)
+}
+
+// phoneTabOf is phoneTab in a window width px wide.
+func (s *suite) phoneTabOf(t *testing.T, width int64) *tab {
+	t.Helper()
 	tb := s.newTab(t, nil)
 	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		Width: width, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
 		t.Fatal(err)
 	}
 	tb.open("#/")
 	tb.useKey(s.keys.read)
 	return tb
+}
+
+// linesOf counts the lines an element's text takes: the distinct tops of
+// the boxes of its text.
+const linesOf = `((e) => { const r = document.createRange(); r.selectNodeContents(e);
+	return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size; })`
+
+// In a phone's window (375 px) the figures of the tables keep to one
+// line, the table scrolling sideways as it does already: "5,684 (4,000
+// new users)" and "0.1% of 263,115" in the table by namespace, and a
+// user's last recording, "11/29/2026, 7:39 AM (4 min ago)", took two or
+// three lines each, making each row three lines tall (a page of 50 users
+// some 4,600 px).
+func TestATablesFiguresKeepToOneLineOnAPhone(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "p:1")
+	tb := s.phoneTabOf(t, 375)
+	broken := func(page, cells string) {
+		t.Helper()
+		got := eval[[]string](tb, `[...document.querySelectorAll(`+strconv.Quote(cells)+`)].filter((e) => `+linesOf+`(e) > 1).map((e) => e.textContent)`)
+		if len(got) > 0 {
+			t.Errorf("%s: figures %q take more than one line, want each on one", page, got)
+		}
+		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
+			t.Errorf("%s: the page is %d px wide in a window of %d", page, got[0], got[1])
+		}
+	}
+	tb.waitJS(`!!document.querySelector('#ns-stats tr[data-ns="default"]')`, "the table by namespace")
+	if got := tb.text(`#ns-stats tr[data-ns="default"] td:nth-of-type(5)`); !strings.Contains(got, " (") {
+		t.Fatalf("default's storage reads read %q; the test wants the longest, with the new users", got)
+	}
+	broken("overview", "#ns-stats td")
+	tb.open("#/ns/default")
+	tb.waitJS(`!!document.querySelector('#user-list tbody tr')`, "the users page")
+	if n := eval[int](tb, `document.querySelectorAll('#user-list tbody td:nth-child(3)').length`); n == 0 {
+		t.Fatalf("the users page lists no user's last recording")
+	}
+	broken("users", "#user-list tbody td:nth-child(n+2)")
 }
 
 // In a phone's narrow window the pages keep to its width: a table of more

@@ -1026,7 +1026,7 @@ function userRow(ns, u, d) {
   const link = h('td', {}, h('a', { href: userHash(ns, u) }, h('bdi', {}, u), spaceNote(u) ? h('span', { class: 'muted' }, ` (the id ${spaceNote(u)})`) : null));
   if (!d) return h('tr', {}, link, h('td', { colspan: 4, class: 'muted' }, 'Forgotten since it was listed.'));
   if (d.error) return h('tr', { class: 'failed' }, link, h('td', { colspan: 4 }, `${d.error.title}: ${d.error.detail}`));
-  return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', {}, when(d.last_seen, toMinute)),
+  return h('tr', {}, link, h('td', { class: 'num' }, num(d.items)), h('td', { class: 'time' }, when(d.last_seen, toMinute)),
     h('td', { class: 'num' }, bytes(d.memory_bytes)), h('td', {}, d.hot ? 'yes' : 'no'));
 }
 
