@@ -55,7 +55,9 @@
 // browser has not finished within a minute, saying so, where a stalled
 // browser would otherwise hold the run until go test's timeout.
 // Screenshots of failed pages go to $SEENAPI_ARTIFACTS (or a
-// seenapi-web-artifacts-* directory under the system's temp dir).
+// seenapi-web-artifacts-* directory under the system's temp dir), one for
+// each tab of the failed test, named after it (from its second tab on,
+// with the tab's number after: Test-tab2.png).
 //
 // FS is safe for concurrent use: the embedded tree is read-only.
 package web

@@ -458,6 +458,7 @@ type tab struct {
 	ctx    context.Context // the tab, with the test's deadline
 	tabc   context.Context // the tab, without deadline (screenshots on failure)
 	stop   func()          // closes the tab
+	nth    int             // 1 for the test's first tab, 2 for its second...
 
 	mu         sync.Mutex
 	closed     bool // finish has begun: later events are ignored
@@ -478,7 +479,7 @@ func (s *suite) newTab(t *testing.T, svc *service) *tab {
 	if svc == nil {
 		svc = s.svc
 	}
-	tb := &tab{t: t, s: s, base: svc.base, exchanges: map[network.RequestID]*exchange{}}
+	tb := &tab{t: t, s: s, base: svc.base, nth: tabsOpened.next(t), exchanges: map[network.RequestID]*exchange{}}
 	if u, err := url.Parse(svc.base); err == nil {
 		tb.prefix = u.Path
 	}
@@ -702,7 +703,41 @@ func (tb *tab) checkContract(xs []exchange, pages int) {
 	}
 }
 
+// tabsOpened counts the tabs each test has opened.
+var tabsOpened = tabCounts{n: map[*testing.T]int{}}
+
+type tabCounts struct {
+	mu sync.Mutex
+	n  map[*testing.T]int
+}
+
+// next returns the number of t's tab being opened: 1 for its first.
+func (c *tabCounts) next(t *testing.T) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[t] == 0 {
+		t.Cleanup(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			delete(c.n, t)
+		})
+	}
+	c.n[t]++
+	return c.n[t]
+}
+
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// artifactName is the name, without extension, of the tab's screenshot and
+// page: the test's, and for a test's second tab on, the tab's number after
+// it, so that each tab of a failed test keeps its own.
+func (tb *tab) artifactName() string {
+	name := unsafeName.ReplaceAllString(tb.t.Name(), "_")
+	if tb.nth > 1 {
+		name += fmt.Sprintf("-tab%d", tb.nth)
+	}
+	return name
+}
 
 // artifacts is where screenshots of failed tests go: $SEENAPI_ARTIFACTS, or
 // a directory kept under the system's temp dir.
@@ -723,7 +758,7 @@ func (tb *tab) screenshot() {
 	}
 	ctx, cancel := context.WithTimeout(tb.tabc, 10*time.Second)
 	defer cancel()
-	name := filepath.Join(dir, unsafeName.ReplaceAllString(t.Name(), "_"))
+	name := filepath.Join(dir, tb.artifactName())
 	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err != nil {
 		t.Logf("no screenshot: %v", err)
 	} else if err := os.WriteFile(name+".png", png, 0o644); err == nil {
@@ -994,6 +1029,19 @@ func TestAStuckStepFailsWithinItsBound(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("a stuck step still held the test after 30 s (its bound: 1 s and a grace of 5 s)")
+	}
+}
+
+// Each tab of a test keeps its screenshot and page of a failure under a
+// name of its own: a test's second tab saved its own over its first's.
+func TestEachTabOfATestSavesItsFailureApart(t *testing.T) {
+	s := setup(t)
+	first, second := s.newTab(t, nil), s.newTab(t, nil)
+	if a, b := first.artifactName(), second.artifactName(); a == b {
+		t.Errorf("two tabs of one test save their failures both as %q", a)
+	}
+	if got, want := first.artifactName(), "TestEachTabOfATestSavesItsFailureApart"; got != want {
+		t.Errorf("the first tab saves its failure as %q, want the test's name %q", got, want)
 	}
 }
 
