@@ -931,6 +931,23 @@ func (tb *tab) passTime(d time.Duration, answered bool) {
 	}
 }
 
+// passTimeUntil moves the tab's clock on, its requests answered, by steps
+// of a quarter of a second until the expression is truthy, and fails the
+// test when it is not within limit of the page's time: waitJS on the
+// page's clock, for what the page does at its refreshes, without waiting
+// for them. The clock then stays stopped, as after passTime.
+func (tb *tab) passTimeUntil(expr, what string, limit time.Duration) {
+	tb.t.Helper()
+	const step = 250 * time.Millisecond
+	for passed := time.Duration(0); !eval[bool](tb, expr); passed += step {
+		if passed >= limit {
+			view, _ := runWithin(tb, chromedp.Evaluate[string](`document.body.innerText`), 10*time.Second)
+			tb.t.Fatalf("waiting for %s: not within %s of the page's time\npage text:\n%s", what, limit, view)
+		}
+		tb.passTime(step, true)
+	}
+}
+
 // waitGo waits until the expression is truthy, evaluating it from the test
 // (waitJS polls in the page, on the page's clock, which passTime stops).
 func (tb *tab) waitGo(expr, what string) {
