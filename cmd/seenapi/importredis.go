@@ -107,7 +107,7 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	stopProgress := im.logProgress(5 * time.Second)
 	it := rdb.Scan(work, 0, o.match, 1000).Iterator()
 	for work.Err() == nil && it.Next(work) {
-		im.keys.Add(1)
+		im.listed.Add(1)
 		keys <- it.Val()
 	}
 	close(keys)
@@ -127,12 +127,12 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		return fmt.Errorf("import interrupted (run it again to finish it): %w", err)
 	}
 	if work.Err() != nil {
-		return fmt.Errorf("redis at %s: %w; the import stopped (run it again to finish it)", shownURL(o.redis), context.Cause(work))
+		return fmt.Errorf("redis at %s: %w; the import stopped (run it again to finish it)", shownURL(o.redis), clause{context.Cause(work)})
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", err)
+		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", clause{err})
 	}
-	if im.keys.Load() == 0 {
+	if im.listed.Load() == 0 {
 		// Most likely a --match that does not fit the keys, or another
 		// database: how many keys this one holds tells which.
 		n, err := rdb.DBSize(ctx).Result()
@@ -269,7 +269,9 @@ type importer struct {
 	start     time.Time
 	stop      context.CancelCauseFunc // ends the import: Redis went away
 
-	keys, users, items, recorded, skipped, failed, retries atomic.Int64
+	// listed counts the keys SCAN listed; the log's keys are those gone
+	// through (imported, skipped or failed), fewer when the import stops.
+	listed, users, items, recorded, skipped, failed, retries atomic.Int64
 
 	mu           sync.Mutex
 	skippedTypes map[string]bool // types already logged as skipped
@@ -439,10 +441,11 @@ func (im *importer) logProgress(period time.Duration) (stop func()) {
 
 func (im *importer) log(msg string) {
 	elapsed := time.Since(im.start)
-	im.logger.Info(msg, "keys", im.keys.Load(), "users", im.users.Load(), "items", im.items.Load(),
-		"newly_seen", im.recorded.Load(), "skipped", im.skipped.Load(), "failed", im.failed.Load(), "retries", im.retries.Load(),
+	users, skipped, failed := im.users.Load(), im.skipped.Load(), im.failed.Load()
+	im.logger.Info(msg, "keys", users+skipped+failed, "users", users, "items", im.items.Load(),
+		"newly_seen", im.recorded.Load(), "skipped", skipped, "failed", failed, "retries", im.retries.Load(),
 		"elapsed", elapsed.Round(time.Millisecond),
-		"users_per_s", usersPerSecond(im.users.Load(), elapsed))
+		"users_per_s", usersPerSecond(users, elapsed))
 }
 
 // usersPerSecond is the import's rate as the log gives it: a whole number,
@@ -493,6 +496,14 @@ func routeHint(err error, serviceURL string) error {
 	}
 	return fmt.Errorf("%w; %s", err, hint)
 }
+
+// clause is an error put inside a sentence of ours: Redis's own messages
+// may end in a period ("... SCRIPT KILL or SHUTDOWN NOSAVE."), which
+// would read ".;" before what follows.
+type clause struct{ error }
+
+func (c clause) Error() string { return strings.TrimSuffix(c.error.Error(), ".") }
+func (c clause) Unwrap() error { return c.error }
 
 // redisLogger takes go-redis's log lines.
 type redisLogger struct{ *slog.Logger }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -756,6 +757,24 @@ func TestImportRedisStopsWhenRedisGoesAway(t *testing.T) {
 			if code != 1 || failed > 0 || !strings.Contains(out.String(), "import stopped") || strings.Contains(out.String(), "import done") ||
 				!regexp.MustCompile(`redis (at 127\.0\.0\.1:\d+: (TYPE|scan of set) seen:u\d+|SCAN): .*`+tc.want+`.*(run it again|run the import again) to finish it`).MatchString(out.String()) {
 				t.Fatalf("exit %d with %d users logged as not imported, want 1, none, the import stopped and Redis named:\n%.3000s", code, failed, out.String())
+			}
+			// Redis's message may end in a period (BUSY's does): the
+			// error's sentence goes on without a stray one.
+			if strings.Contains(out.String(), ".;") || strings.Contains(out.String(), ". (") {
+				t.Errorf("a period inside the error's sentence:\n%.3000s", out.String())
+			}
+			// The summary's keys are those gone through, not those SCAN
+			// listed and the stop left untried.
+			m := regexp.MustCompile(`msg="seenapi: import stopped" keys=(\d+) users=(\d+) .*skipped=(\d+) failed=(\d+) `).FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no summary of the stopped import:\n%.3000s", out.String())
+			}
+			n := make([]int, 4)
+			for i := range n {
+				n[i], _ = strconv.Atoi(m[i+1])
+			}
+			if n[0] != n[1]+n[2]+n[3] {
+				t.Errorf("summary keys=%d, want users+skipped+failed = %d: %s", n[0], n[1]+n[2]+n[3], m[0])
 			}
 		})
 	}
