@@ -34,10 +34,14 @@ echo "== go test -race $race_pkgs"
 go test -race -count=1 -timeout 30m $race_pkgs
 
 # Badger's value-log GC races with its writes under -race (a race inside
-# Badger), and a million users take too long under the race detector.
-echo "== go test: soak, full disk and a million users, without -race"
+# Badger), and filling the disk's margin and a million users take too long
+# under the race detector: these run once, here.
+echo "== go test: soak, full disk, a million users and the text check in full, without -race"
 go test -count=1 -timeout 10m -run '^(TestSoakDiskUseLevelsOff|TestWritesStopWithErrFullAsTheDiskFills|TestFewUsersWrittenBackOftenReclaimSpace)$' ./storage
 go test -count=1 -timeout 30m -run '^TestMillionUsersThroughTenthBudget$' -v ./eviction | grep -E '^(---|ok|FAIL|\s+million_test)'
+# Under -race, a pure function's comparison on random inputs tries a
+# fortieth of them (the race detector slowed it up to 20 s).
+go test -count=1 -run '^TestTextProblemFastPath$' ./api
 
 echo "== go test (the rest)"
 go test -count=1 -timeout 30m $(go list ./... | grep -v -E '/(storage|eviction|api)(/|$)')
