@@ -357,19 +357,25 @@ func TestRetriesStopAtTheirBoundAndAreTold(t *testing.T) {
 	if r.ApplicationproblemJSON503 == nil || r.ApplicationproblemJSON503.Type != api.ProblemBase+"storage-unavailable" {
 		t.Fatalf("a call the service kept refusing: %v %d %s, want its 503 storage-unavailable", err, r.StatusCode(), r.Body)
 	}
-	// Sent at 0, 1 and 2 s (Retry-After: 1): a fourth would be at 3 s,
-	// past For.
-	if sent := len(tap.status); sent != 3 || !slices.Equal(told, []int{503, 503}) {
-		t.Errorf("%d attempts sent, OnRetry told of %v; want 3, and the 2 retries' 503s", sent, told)
-	}
-	// For bounds when the last attempt is sent, not how long its answer
-	// takes (a loaded machine's): that is the HTTP client's to bound.
+	// Sent at 0, 1 and 2 s (Retry-After: 1) on a quiet machine; a late
+	// answer can leave room for one retry fewer. For bounds when the last
+	// attempt is sent, not how long its answer takes (that is the HTTP
+	// client's to bound), and the retries stop only when the next wait
+	// would end past For.
+	const retryAfter, bound = time.Second, 2500 * time.Millisecond
 	var last time.Time
 	for len(tap.sent) > 0 {
 		last = <-tap.sent
 	}
-	if took < 2*time.Second || last.Sub(start) > 2500*time.Millisecond {
-		t.Errorf("the call took %v, its last attempt sent %v after its start; want the 2 s of its retries' Retry-After, and no attempt sent past For (2.5 s)", took, last.Sub(start))
+	sent := len(tap.status)
+	if sent < 2 || sent > 3 || len(told) != sent-1 || slices.ContainsFunc(told, func(s int) bool { return s != 503 }) {
+		t.Errorf("%d attempts sent, OnRetry told of %v; want 2 or 3, each retry told of its 503", sent, told)
+	}
+	if last.Sub(start) > bound {
+		t.Errorf("the last attempt was sent %v after the call's start, past For (%v)", last.Sub(start), bound)
+	}
+	if took+retryAfter <= bound {
+		t.Errorf("the call returned after %v, when another retry's wait (%v) would have ended within For (%v)", took, retryAfter, bound)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
