@@ -167,7 +167,7 @@ func passwordHint(err error, addr string) error {
 	if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOAUTH") {
 		return err
 	}
-	return fmt.Errorf("%w (give its password in a redis:// URL, --redis redis://:PASSWORD@%s or redis://USER:PASSWORD@..., better set as SEENAPI_REDIS)", err, addr)
+	return fmt.Errorf("%w (give its password in a redis:// URL, --redis redis://:PASSWORD@%s or redis://USER:PASSWORD@..., better set as SEENAPI_REDIS)", clause{err}, addr)
 }
 
 // redisClient connects to addr: host:port, or a redis:// or rediss:// URL

@@ -241,7 +241,7 @@ func TestImportRedisLogsItsURLWithoutThePassword(t *testing.T) {
 	// Redis wanting a password that --redis does not give: the error says how.
 	out.Reset()
 	code = run(ctx, []string{"import-redis", "--redis", addr, "--url", s.url}, noEnv, &out, &out, nil)
-	if want := "redis at " + addr + ": NOAUTH Authentication required. (give its password in a redis:// URL, --redis redis://:PASSWORD@" + addr +
+	if want := "redis at " + addr + ": NOAUTH Authentication required (give its password in a redis:// URL, --redis redis://:PASSWORD@" + addr +
 		" or redis://USER:PASSWORD@..., better set as SEENAPI_REDIS)"; code != 1 || !strings.Contains(out.String(), want) {
 		t.Errorf("no password: exit %d, want 1 and %q:\n%s", code, want, out.String())
 	}
