@@ -19,6 +19,7 @@ import (
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/storage/storagetest"
 )
 
 // brokenStore closes the store under a running hot set: every storage read
@@ -385,7 +386,7 @@ func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
 	// not the last one, which Badger cuts at its first damaged record when
 	// it opens (see storage's doc).
 	newEnvIn(t, so, nil).close()
-	damageStoredValue(t, so.Dir, "\x07default"+"victim")
+	storagetest.DamageFilter(t, so.Dir, "default", "victim")
 
 	e = newEnvIn(t, so, nil)
 	status, h, body := e.raw(http.MethodPost, userPath("default", "victim", "/filter"), "application/json",
@@ -401,27 +402,6 @@ func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
 			t.Errorf("%s, stored beside the damaged user: %+v, want unseen [new]", u, got)
 		}
 	}
-}
-
-// damageStoredValue flips a byte of the value stored after key (a filter
-// key without its kind byte) in whichever value-log file of dir holds it.
-func damageStoredValue(t *testing.T, dir, key string) {
-	t.Helper()
-	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	for _, path := range vlogs {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(data, []byte(key)); i >= 0 {
-			data[i+len(key)+100] ^= 0xff
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatalf("%q is in no value-log file of %s", key, dir)
 }
 
 // A corrupt stored filter is one that cannot be read: on_error open

@@ -366,7 +366,9 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 
 // backup streams a backup of the store. The stream is written after the
 // handler returns, so a failure once it has begun cannot change the status:
-// the backup then lacks its end mark, which restore refuses.
+// the backup then lacks its end mark, which restore refuses, and a failure
+// of the store ends it with a stop mark naming the cause (storage.Backup),
+// which seenapi backup --url reports.
 func (s *Server) backup(c *fiber.Ctx) error {
 	// A backup holds every namespace: a key limited to some may not take
 	// one (admit lets it through the route, which has no {ns}).

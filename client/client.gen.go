@@ -1183,9 +1183,13 @@ type ClientInterface interface {
 	// `--discard-existing` (the directory then holds the backup's data
 	// alone) or `--merge` (the backup merged into its users). The
 	// stream ends with an end mark: a backup cut short (a dropped
-	// connection, or a store failure once the answer has begun, which
+	// connection, or a failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
-	// `seenapi backup --url` checks it as it downloads. One backup is
+	// `seenapi backup --url` checks it as it downloads. A store failure
+	// (a user's stored value damaged on disk, which stops every backup
+	// until that user is erased or replaced by an import) ends the
+	// stream with a stop mark instead, naming the user, which
+	// `seenapi backup --url` reports. One backup is
 	// taken at a time: another asked for meanwhile is answered 503
 	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
@@ -1594,9 +1598,13 @@ func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // `--discard-existing` (the directory then holds the backup's data
 // alone) or `--merge` (the backup merged into its users). The
 // stream ends with an end mark: a backup cut short (a dropped
-// connection, or a store failure once the answer has begun, which
+// connection, or a failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
-// `seenapi backup --url` checks it as it downloads. One backup is
+// `seenapi backup --url` checks it as it downloads. A store failure
+// (a user's stored value damaged on disk, which stops every backup
+// until that user is erased or replaced by an import) ends the
+// stream with a stop mark instead, naming the user, which
+// `seenapi backup --url` reports. One backup is
 // taken at a time: another asked for meanwhile is answered 503
 // `overloaded`, with `Retry-After`. Role `admin`.
 //
@@ -3147,9 +3155,13 @@ type ClientWithResponsesInterface interface {
 	// `--discard-existing` (the directory then holds the backup's data
 	// alone) or `--merge` (the backup merged into its users). The
 	// stream ends with an end mark: a backup cut short (a dropped
-	// connection, or a store failure once the answer has begun, which
+	// connection, or a failure once the answer has begun, which
 	// cannot change its status) is refused by `seenapi restore`, and
-	// `seenapi backup --url` checks it as it downloads. One backup is
+	// `seenapi backup --url` checks it as it downloads. A store failure
+	// (a user's stored value damaged on disk, which stops every backup
+	// until that user is erased or replaced by an import) ends the
+	// stream with a stop mark instead, naming the user, which
+	// `seenapi backup --url` reports. One backup is
 	// taken at a time: another asked for meanwhile is answered 503
 	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
@@ -6178,9 +6190,13 @@ func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditor
 // `--discard-existing` (the directory then holds the backup's data
 // alone) or `--merge` (the backup merged into its users). The
 // stream ends with an end mark: a backup cut short (a dropped
-// connection, or a store failure once the answer has begun, which
+// connection, or a failure once the answer has begun, which
 // cannot change its status) is refused by `seenapi restore`, and
-// `seenapi backup --url` checks it as it downloads. One backup is
+// `seenapi backup --url` checks it as it downloads. A store failure
+// (a user's stored value damaged on disk, which stops every backup
+// until that user is erased or replaced by an import) ends the
+// stream with a stop mark instead, naming the user, which
+// `seenapi backup --url` reports. One backup is
 // taken at a time: another asked for meanwhile is answered 503
 // `overloaded`, with `Retry-After`. Role `admin`.
 //

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -29,6 +30,14 @@ import (
 // checksum; both still restore. (The checksum goes by the format, not by
 // a new magic, so that a build of format 3 refuses such a backup naming
 // its format version rather than finding no header.)
+//
+// A backup that its maker stops, at a list's end, for a failure of the
+// store (a user's value damaged on disk) ends with a stop mark instead of
+// the end mark: backupStopped, then the length (uint64 little-endian) of
+// a JSON backupStop that says why, so that a client downloading it can
+// name the cause rather than a backup cut short. A build without the stop
+// mark reads it as a list too large and refuses the stream as it refuses
+// any backup not whole; no format version is needed.
 var (
 	backupMagic   = []byte("seenapi-backup\x01")
 	backupMagicV0 = []byte("seenapi-backup\x00")
@@ -45,24 +54,41 @@ const (
 	restoreChunkBytes = 1 << 20
 	maxBackupList     = 1 << 30 // a larger KVList length means a corrupt stream
 	backupEnd         = ^uint64(0)
+	backupStopped     = backupEnd - 1
+	maxBackupStop     = 64 << 10 // a longer stop record means a corrupt stream
 )
 
-// countingWriter counts the bytes written through it and sums them.
+// backupStop is the record of a stop mark: the user whose failure stopped
+// the backup (none: not a user's), and the failure's text.
+type backupStop struct {
+	NS     string `json:"ns,omitempty"`
+	User   string `json:"user,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// countingWriter counts the bytes written through it and sums them, and
+// keeps the first error of w.
 type countingWriter struct {
 	w   io.Writer
 	n   uint64
 	crc uint32
+	err error
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += uint64(n)
 	c.crc = crc32.Update(c.crc, backupCRC, p[:n])
+	if err != nil && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 
 // Backup writes a consistent snapshot of the whole store to w. The calls
-// that run meanwhile are not blocked.
+// that run meanwhile are not blocked. A user's value that cannot be read
+// fails it with a *UserError (ErrCorrupt) naming the user, after a stop
+// mark saying so (see backupStopped) ends what w was given.
 func (s *Store) Backup(w io.Writer) error {
 	if err := s.enter(); err != nil {
 		return opErr("backup", err)
@@ -110,6 +136,11 @@ func (s *Store) Backup(w io.Writer) error {
 		}
 	}
 	if err := backupKeys(txn, lists); err != nil {
+		if lists.err == nil {
+			// The store failed, not w: the stream ends saying so. (w's
+			// own failure leaves it cut short; nothing could be added.)
+			writeStop(w, err)
+		}
 		return opErr("backup", err)
 	}
 	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
@@ -157,7 +188,7 @@ func backupKeys(txn *badger.Txn, w io.Writer) error {
 		value, err := readValue(item)
 		if err != nil {
 			if ns, user, ok := parseFilterKey(item.Key()); ok {
-				return fmt.Errorf("%s/%s: %w", ns, user, err)
+				return &UserError{NS: string(ns), User: string(user), Err: err}
 			}
 			return fmt.Errorf("key %q: %w", item.Key(), err)
 		}
@@ -175,6 +206,49 @@ func backupKeys(txn *badger.Txn, w io.Writer) error {
 		return nil
 	}
 	return writeList(w, list)
+}
+
+// writeStop ends a backup, at a list's end, with a stop mark saying that
+// err stopped it, naming the user of a *UserError. A failure to write it
+// leaves the stream cut short, which is refused as well.
+func writeStop(w io.Writer, err error) {
+	stop := backupStop{Reason: unprefixed(err)}
+	if ue := (*UserError)(nil); errors.As(err, &ue) {
+		stop.NS, stop.User, stop.Reason = ue.NS, ue.User, unprefixed(ue.Err)
+	}
+	rec, jerr := json.Marshal(stop)
+	if jerr != nil || len(rec) > maxBackupStop {
+		return
+	}
+	head := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupStopped), uint64(len(rec)))
+	w.Write(append(head, rec...)) // a failure: see above
+}
+
+// readBackupStop reads the rest of a stop mark and returns the
+// *BackupStoppedError it records.
+func readBackupStop(br *bufio.Reader, src *sourceReader) error {
+	var n uint64
+	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+		if src.err != nil {
+			return src.failed("its stop mark")
+		}
+		return fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
+	}
+	if n > maxBackupStop {
+		return fmt.Errorf("%w: stop mark of %d bytes", ErrBadBackup, n)
+	}
+	rec := make([]byte, n)
+	if _, err := io.ReadFull(br, rec); err != nil {
+		if src.err != nil {
+			return src.failed("its stop mark")
+		}
+		return fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
+	}
+	var stop backupStop
+	if err := json.Unmarshal(rec, &stop); err != nil {
+		return fmt.Errorf("%w: stop mark: %w", ErrBadBackup, err)
+	}
+	return &BackupStoppedError{NS: stop.NS, User: stop.User, Reason: stop.Reason}
 }
 
 // writeList writes one list of a backup: its length (uint64 little-endian),
@@ -408,8 +482,11 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 			return fmt.Errorf("%w: the backup is cut short (in a list's length)", ErrBadBackup)
 		}
 		n := binary.LittleEndian.Uint64(head[:])
-		if n == backupEnd && version > 0 {
+		switch {
+		case n == backupEnd && version > 0:
 			return readBackupEnd(br, src, version, read, sum)
+		case n == backupStopped && version > 0:
+			return readBackupStop(br, src)
 		}
 		read += 8 + n
 		sum = crc32.Update(sum, backupCRC, head[:])

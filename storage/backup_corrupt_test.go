@@ -24,3 +24,25 @@ func TestBackupOfADamagedValueFailsNamingItsUser(t *testing.T) {
 			err, c, verr, rerr, len(f), lerr)
 	}
 }
+
+// The stream of a backup stopped so ends with a stop mark naming the user
+// and the damage, which a reader of the stream (a client downloading it
+// from the service, whose status was sent before) reports as such rather
+// than as a backup cut short, and a restore refuses.
+func TestABackupStoppedByADamagedValueSaysWhyInItsStream(t *testing.T) {
+	s := damagedVictim(t)
+	var backup bytes.Buffer
+	if err := s.Backup(&backup); err == nil {
+		t.Fatal("Backup of a damaged store succeeded")
+	}
+	_, err := VerifyBackup(bytes.NewReader(backup.Bytes()))
+	var stopped *BackupStoppedError
+	if !errors.As(err, &stopped) || stopped.NS != "feed" || stopped.User != "victim" ||
+		!strings.Contains(stopped.Reason, "corrupt") || !errors.Is(err, ErrBadBackup) {
+		t.Fatalf("VerifyBackup of the stopped stream: %v, want a BackupStoppedError (ErrBadBackup) naming feed/victim and the damage", err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(bytes.NewReader(backup.Bytes()), nil, nil); !errors.As(err, &stopped) {
+		t.Fatalf("Restore of the stopped stream: %v, want a BackupStoppedError", err)
+	}
+}

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seenapi/seenapi/storage/storagetest"
 )
 
 // bigValue is a value above ValueThreshold (it goes to the value log),
@@ -20,27 +20,7 @@ func bigValue(user string) []byte {
 // holds it.
 func damage(t *testing.T, dir string, value []byte) {
 	t.Helper()
-	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	for _, path := range vlogs {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(data, value); i >= 0 {
-			f, err := os.OpenFile(path, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.WriteAt([]byte{data[i+len(value)/2] ^ 0xff}, int64(i+len(value)/2)); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatal("value not found in any value-log file")
+	storagetest.DamageValueLog(t, dir, value, len(value)/2)
 }
 
 // damagedVictim returns a store in which users before, victim and after

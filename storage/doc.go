@@ -109,7 +109,11 @@
 // a consistent snapshot (backups of earlier builds have the journal after
 // it), and an end mark with the lists' length
 // and CRC-32C, without which a backup cut short (a dropped download) or
-// with a byte changed (bit rot) is refused. VerifyBackup checks a stream
+// with a byte changed (bit rot) is refused. A backup the store's failure
+// stops (a user's value damaged on disk: no backup leaves a user out, which
+// would restore as whole without it) ends with a stop mark instead, naming
+// the user, which readers return as a *BackupStoppedError, so that a
+// client downloading it learns the cause. VerifyBackup checks a stream
 // whole without restoring it. Restore reads it back into any store,
 // empty or not, merging filters with the caller's MergeFunc (each side's
 // pending journal records first folded into its filter by the caller's

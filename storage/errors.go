@@ -92,6 +92,25 @@ func (e *UserError) Error() string {
 
 func (e *UserError) Unwrap() error { return e.Err }
 
+// BackupStoppedError is the error of reading a backup stream (Restore,
+// VerifyBackup) that ends with its maker's word that it stopped it: the
+// store failed as the backup was taken, which is not whole. It names the
+// user whose stored value stopped it (NS and User; empty when the failure
+// was no user's) and the failure. errors.Is sees it as ErrBadBackup.
+type BackupStoppedError struct {
+	NS, User string
+	Reason   string
+}
+
+func (e *BackupStoppedError) Error() string {
+	if e.User == "" {
+		return "storage: the backup was stopped as it was taken: " + e.Reason
+	}
+	return fmt.Sprintf("storage: the backup was stopped as it was taken, by user %s/%s: %s", e.NS, e.User, e.Reason)
+}
+
+func (e *BackupStoppedError) Is(target error) bool { return target == ErrBadBackup }
+
 // WriteBackError is returned by WriteBack and Restore when some users were
 // not written. Failed names each such user with its cause; every user of
 // the call not listed was written. errors.Is sees through it to the causes

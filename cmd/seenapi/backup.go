@@ -111,6 +111,10 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted; %s was not kept (%w)", o.out, ctx.Err())
 		}
+		if ue := (*storage.UserError)(nil); errors.As(err, &ue) && errors.Is(err, storage.ErrCorrupt) {
+			return fmt.Errorf("%s; %s was not kept", damagedUserAdvice(ue.NS, ue.User,
+				strings.TrimPrefix(ue.Err.Error(), "storage: "), "start the service and "), o.out)
+		}
 		return err
 	}
 	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {

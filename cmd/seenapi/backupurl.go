@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,8 @@ import (
 // it is not empty) into out. The stream is checked whole as it
 // arrives (storage.VerifyBackup) and written to a temporary file beside out,
 // which becomes out only then: a backup cut short, by a dropped connection
-// or a failure on the service's side once the answer began, is never kept.
+// or a failure on the service's side once the answer began, is never kept;
+// one the service stopped (its stop mark) is reported with its cause.
 func backupFromService(ctx context.Context, url, key, caCert, out string, logger *slog.Logger) (err error) {
 	if err := checkOut(out); err != nil {
 		return err
@@ -74,6 +76,16 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted: %w", ctx.Err())
 		}
+		// The service's word that it stopped the backup: not a dropped
+		// connection, which a retry would get past.
+		if stopped := (*storage.BackupStoppedError)(nil); errors.As(err, &stopped) {
+			if stopped.User != "" {
+				return fmt.Errorf("seenapi at %s stopped the backup: %s; nothing was kept",
+					shownURL(url), damagedUserAdvice(stopped.NS, stopped.User, stopped.Reason, ""))
+			}
+			return fmt.Errorf("seenapi at %s stopped the backup: %s (its log says more); nothing was kept",
+				shownURL(url), stopped.Reason)
+		}
 		return fmt.Errorf("the backup from %s is not whole (%w); nothing was kept", shownURL(url), err)
 	}
 	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
@@ -92,6 +104,17 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters,
 		"journal_records", held.JournalRecords, "from", shownURL(url))
 	return nil
+}
+
+// damagedUserAdvice says that the stored value of user of ns could not be
+// read (reason), so no backup can be taken, and how to repair it: a
+// backup left without the user would restore as whole and lose it
+// unseen. first is what must come first (starting the service), if any.
+func damagedUserAdvice(ns, user, reason, first string) string {
+	path := "/v1/namespaces/" + url.PathEscape(ns) + "/users/" + url.PathEscape(user)
+	return fmt.Sprintf("the stored value of user %s of namespace %s is damaged (%s); a backup holds every user, "+
+		"so none is taken while one cannot be read: %serase that user (DELETE %s) or replace it with an export of it "+
+		"kept earlier (PUT %s/export?mode=replace), then back up again", user, ns, reason, first, path, path)
 }
 
 // checkOut checks, before a backup is taken, that one can be written to
