@@ -484,7 +484,7 @@ func keyHint(err error, role, forbidden string) error {
 // call to no route, and the service's "no such route" does not say why.
 func routeHint(err error, serviceURL string) error {
 	var p *client.Problem
-	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Type != client.ProblemTypeNotFound && p.Type != "about:blank" {
+	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Type != client.ProblemTypeNotFound && p.Type != client.ProblemTypeAboutBlank {
 		return err
 	}
 	hint := "is --url a seenapi service?"
