@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/zeebo/xxh3"
 
 	"github.com/seenapi/seenapi/client"
 )
@@ -28,7 +31,8 @@ type importOptions struct {
 	caCert    string // --ca-cert: a PEM file of authorities to trust for an https url
 	namespace string
 	workers   int
-	batch     int // items a call
+	batch     int           // items a call
+	redisWait time.Duration // --redis-wait: how long a Redis that stops answering is waited for (0: not)
 }
 
 // importRedis copies "already seen" histories kept in Redis, one SET (or
@@ -51,6 +55,8 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		return err
 	}
 	defer rdb.Close()
+	watch := &redisWatch{wait: o.redisWait, logger: logger}
+	rdb.Options().OnConnect = watch.onConnect
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis at %s: %w", shownURL(o.redis), passwordHint(err, rdb.Options().Addr))
 	}
@@ -81,7 +87,7 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		batch = maxItems
 		logger.Info("seenapi: --batch lowered to the most items the service takes a call (its --max-candidates)", "batch", batch)
 	}
-	im := &importer{rdb: rdb, ns: o.namespace, pre: pre, post: post, batch: batch,
+	im := &importer{rdb: rdb, watch: watch, ns: o.namespace, pre: pre, post: post, batch: batch,
 		logger: logger, start: time.Now(), skippedTypes: map[string]bool{}}
 	// A recording rides out a restart of the service too (no answer
 	// while it is down), and each retry is counted for the log.
@@ -105,15 +111,11 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 		})
 	}
 	stopProgress := im.logProgress(5 * time.Second)
-	it := rdb.Scan(work, 0, o.match, 1000).Iterator()
-	for work.Err() == nil && it.Next(work) {
-		im.listed.Add(1)
-		keys <- it.Val()
-	}
+	scanErr := im.scan(work, o.match, keys)
 	close(keys)
 	wg.Wait()
 	stopProgress()
-	if work.Err() != nil || it.Err() != nil {
+	if work.Err() != nil || scanErr != nil {
 		im.log("seenapi: import stopped")
 	} else {
 		im.log("seenapi: import done")
@@ -129,8 +131,8 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	if work.Err() != nil {
 		return fmt.Errorf("redis at %s: %w; the import stopped (run it again to finish it)", shownURL(o.redis), clause{context.Cause(work)})
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", clause{err})
+	if scanErr != nil {
+		return fmt.Errorf("redis SCAN: %w (run the import again to finish it)", clause{scanErr})
 	}
 	if im.listed.Load() == 0 {
 		// Most likely a --match that does not fit the keys, or another
@@ -261,6 +263,7 @@ func outcome(resp *http.Response, body []byte, err error) error {
 // importer imports keys; its methods are safe for concurrent use.
 type importer struct {
 	rdb       *redis.Client
+	watch     *redisWatch
 	api       *client.ClientWithResponses
 	ns        string
 	pre, post string
@@ -278,28 +281,99 @@ type importer struct {
 	cut          error           // the first call interrupted while it was retried
 }
 
+// scan sends to keys each key of Redis that matches match, once, until
+// SCAN is done or ctx ends; it returns SCAN's error.
+//
+// A cursor of SCAN is a position in one server's hash table, whose hash
+// seed each redis-server process draws at its start: the cursor of a
+// Redis that restarted, or of the one failed over from, would list some
+// keys again and never list others in the new one. So on another server
+// the scan starts over, and skips the keys already listed (remembered by
+// a 128-bit hash, while --redis-wait lets the import wait for Redis).
+func (im *importer) scan(ctx context.Context, match string, keys chan<- string) error {
+	var listed map[xxh3.Uint128]struct{}
+	if im.watch.wait > 0 {
+		listed = map[xxh3.Uint128]struct{}{}
+	}
+	gen := im.watch.gen.Load()
+	for cursor := uint64(0); ctx.Err() == nil; {
+		var page []string
+		var next uint64
+		err := im.watch.do(ctx, func() (err error) {
+			page, next, err = im.rdb.Scan(ctx, cursor, match, 1000).Result()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if g := im.watch.gen.Load(); g != gen {
+			gen, cursor = g, 0
+			continue
+		}
+		for _, k := range page {
+			if listed != nil {
+				h := xxh3.HashString128(k)
+				if _, ok := listed[h]; ok {
+					continue
+				}
+				listed[h] = struct{}{}
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			im.listed.Add(1)
+			keys <- k
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
 // importKey records every member of key as seen by the user the key names.
 func (im *importer) importKey(ctx context.Context, key string) {
-	if ctx.Err() != nil { // interrupted: the keys left are not tried
-		return
+	// Redis answering as another server meanwhile: the key's SSCAN cursor
+	// was the last one's (see scan), so the key is gone through again.
+	for ctx.Err() == nil && im.tryKey(ctx, key) {
 	}
+}
+
+// tryKey is importKey's one pass through key; again is true when Redis
+// came back as another server meanwhile, its items then not counted.
+func (im *importer) tryKey(ctx context.Context, key string) (again bool) {
+	gen := im.watch.gen.Load()
 	user := key[len(im.pre) : len(key)-len(im.post)]
-	typ, err := im.rdb.Type(ctx, key).Result()
+	var typ string
+	err := im.watch.do(ctx, func() (err error) {
+		typ, err = im.rdb.Type(ctx, key).Result()
+		return err
+	})
 	if err != nil {
 		im.redisFailed(ctx, key, user, "TYPE", err)
-		return
+		return false
+	}
+	if im.watch.gen.Load() != gen {
+		return true
 	}
 	// Each scan returns a page of members and the next cursor (0: done).
 	var scan func(cursor uint64) ([]string, uint64, error)
 	switch typ {
 	case "set":
-		scan = func(cursor uint64) ([]string, uint64, error) {
-			return im.rdb.SScan(ctx, key, cursor, "", int64(im.batch)).Result()
+		scan = func(cursor uint64) (page []string, next uint64, err error) {
+			err = im.watch.do(ctx, func() (err error) {
+				page, next, err = im.rdb.SScan(ctx, key, cursor, "", int64(im.batch)).Result()
+				return err
+			})
+			return page, next, err
 		}
 	case "zset":
-		scan = func(cursor uint64) ([]string, uint64, error) {
-			page, next, err := im.rdb.ZScan(ctx, key, cursor, "", int64(im.batch)).Result()
-			members := page[:0]
+		scan = func(cursor uint64) (members []string, next uint64, err error) {
+			var page []string
+			err = im.watch.do(ctx, func() (err error) {
+				page, next, err = im.rdb.ZScan(ctx, key, cursor, "", int64(im.batch)).Result()
+				return err
+			})
 			for i := 0; i < len(page); i += 2 { // member, score, member, score...
 				members = append(members, page[i])
 			}
@@ -307,7 +381,7 @@ func (im *importer) importKey(ctx context.Context, key string) {
 		}
 	case "none": // deleted since SCAN listed it
 		im.skipped.Add(1)
-		return
+		return false
 	default:
 		im.skipped.Add(1)
 		im.mu.Lock()
@@ -317,32 +391,38 @@ func (im *importer) importKey(ctx context.Context, key string) {
 		if first {
 			im.logger.Warn("seenapi: skipping keys that are neither a set nor a sorted set", "type", typ, "key", key)
 		}
-		return
+		return false
 	}
 	if user == "" {
 		im.fail(ctx, key, user, errors.New("the key names no user (its * matched nothing)"))
-		return
+		return false
 	}
 	// A URL path resolves "." and ".." segments, so the service cannot
 	// take these ids: its answer (404 or 405) would not say why.
 	if user == "." || user == ".." {
 		im.fail(ctx, key, user, fmt.Errorf("the service does not accept the user id %q (a URL path cannot carry it)", user))
-		return
+		return false
 	}
 	var pending []string
+	var sent int64 // items counted so far
 	for cursor := uint64(0); ; {
 		page, next, err := scan(cursor)
 		if err != nil {
 			im.redisFailed(ctx, key, user, "scan of "+typ, err)
-			return
+			return false
+		}
+		if im.watch.gen.Load() != gen {
+			im.items.Add(-sent) // counted again on the next pass
+			return true
 		}
 		pending = append(pending, page...)
 		for len(pending) >= im.batch || (next == 0 && len(pending) > 0) {
 			n := min(len(pending), im.batch)
 			if err := im.record(ctx, user, pending[:n]); err != nil {
 				im.fail(ctx, key, user, err)
-				return
+				return false
 			}
+			sent += int64(n)
 			pending = pending[n:]
 		}
 		if cursor = next; cursor == 0 {
@@ -350,6 +430,7 @@ func (im *importer) importKey(ctx context.Context, key string) {
 		}
 	}
 	im.users.Add(1)
+	return false
 }
 
 // record records items as seen by user, in bulk: a user the service does
@@ -399,8 +480,9 @@ func (im *importer) fail(ctx context.Context, key, user string, err error) {
 // ACL) fails that user alone. Anything else would fail every key left in
 // turn, one line of log a key, each after go-redis's own retries: no
 // answer (Redis went away, or the network) or one of the whole server's
-// (BUSY running a script, LOADING, MASTERDOWN, ...). It stops the import,
-// whose error says so once.
+// (BUSY running a script, LOADING, MASTERDOWN, ...), once --redis-wait
+// has been waited out (see redisWatch). It stops the import, whose error
+// says so once.
 func (im *importer) redisFailed(ctx context.Context, key, user, cmd string, err error) {
 	var re redis.Error
 	if errors.As(err, &re) && (strings.HasPrefix(re.Error(), "WRONGTYPE") || strings.HasPrefix(re.Error(), "NOPERM")) {
@@ -510,4 +592,122 @@ type redisLogger struct{ *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// redisWatch waits out a Redis that stops answering for a while (a
+// restart, a failover, a LOADING after a restart, a script running BUSY)
+// rather than stop an import of millions of keys at the first blip, and
+// tells when Redis answers again as another server (see importer.scan).
+// Its methods are safe for concurrent use.
+type redisWatch struct {
+	wait   time.Duration // --redis-wait; 0: an outage stops the import at once
+	logger *slog.Logger
+
+	// gen counts the times Redis answered as another server than before:
+	// a cursor of SCAN or SSCAN is good only with the gen it began in.
+	gen atomic.Int64
+
+	down  atomic.Bool // since is set: the fast path of a command that succeeds
+	mu    sync.Mutex
+	runID string    // the server's, of INFO server
+	since time.Time // when the outage began; zero while Redis answers
+}
+
+// onConnect, go-redis's OnConnect, learns which server each new connection
+// reaches. Every command after a restart or a failover runs on a new
+// connection, so gen has changed before its answer comes back, even when
+// go-redis's own retries hid the outage from the import.
+func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM") {
+			return nil // an ACL without INFO: a restart cannot be told
+		}
+		return err // LOADING, BUSY, ...: the command that asked waits
+	}
+	var id string
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			id = v
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runID != "" && id != w.runID {
+		w.gen.Add(1)
+		w.logger.Warn("seenapi: redis answers as another server (restarted, or failed over): listing its keys from the start again, skipping those already listed", "run_id", id)
+	}
+	w.runID = id
+	return nil
+}
+
+// do runs f, a Redis command, and while it fails as a Redis that does not
+// answer does (redisOutage), runs it again until it succeeds or --redis-wait
+// has passed since the outage began; then it returns f's error, which says
+// how long it waited. The first command to fail logs that the import waits,
+// the first to succeed after it that Redis answers again.
+func (w *redisWatch) do(ctx context.Context, f func() error) error {
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := f()
+		if err == nil {
+			w.up()
+			return nil
+		}
+		if w.wait == 0 || ctx.Err() != nil || !redisOutage(err) {
+			return err
+		}
+		left := w.wait - time.Since(w.outage(err))
+		if left <= 0 {
+			return fmt.Errorf("%w; waited %s (--redis-wait) for it to answer again", clause{err}, shortDuration(w.wait))
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(min(pause, left)):
+		}
+	}
+}
+
+// outage returns when the outage err belongs to began, now if it is the
+// first error of one.
+func (w *redisWatch) outage(err error) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since.IsZero() {
+		w.since = time.Now()
+		w.down.Store(true)
+		w.logger.Warn("seenapi: redis does not answer; waiting for it", "err", err, "redis_wait", shortDuration(w.wait))
+	}
+	return w.since
+}
+
+// up ends the outage, if any: Redis answered.
+func (w *redisWatch) up() {
+	if !w.down.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.since.IsZero() {
+		w.logger.Info("seenapi: redis answers again", "waited", time.Since(w.since).Round(time.Millisecond))
+		w.since = time.Time{}
+		w.down.Store(false)
+	}
+}
+
+// redisOutage reports whether err is a Redis that does not answer (gone,
+// refusing connections, the network, or a pool of connections that all
+// hang) or answers every command with an error of the whole server's:
+// BUSY running a script, LOADING its data, MASTERDOWN (a replica that
+// lost its master). Those pass; others (WRONGTYPE, NOPERM, NOAUTH, ...)
+// would be answered again.
+func redisOutage(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		return strings.HasPrefix(msg, "BUSY") || strings.HasPrefix(msg, "LOADING") || strings.HasPrefix(msg, "MASTERDOWN")
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrPoolTimeout)
 }

@@ -707,7 +707,7 @@ func TestImportRedisStoppedWhileRetryingSaysWhy(t *testing.T) {
 	}
 }
 
-// A Redis that goes away in the middle of an import (killed here after the
+// With --redis-wait 0, a Redis that goes away in the middle of an import (killed here after the
 // 20th recording), or that answers every command with an error of the
 // whole server's (BUSY running a script), stops it, with one error naming
 // Redis, rather than failing each key left of SCAN's page in turn (each
@@ -733,25 +733,15 @@ func TestImportRedisStopsWhenRedisGoesAway(t *testing.T) {
 			if err := rdb.ConfigSet(context.Background(), "busy-reply-threshold", "100").Err(); err != nil {
 				t.Fatal(err)
 			}
-			pipe := rdb.Pipeline()
-			for u := range 3000 {
-				pipe.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a", "b")
-			}
-			if _, err := pipe.Exec(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			fillSeen(t, rdb, 3000)
 			s := startService(t, nil, "--data-dir", t.TempDir())
-			var calls atomic.Int32
-			front := frontOf(t, s, func(http.ResponseWriter) bool {
-				if calls.Add(1) == 20 {
-					if err := tc.fault(rdb, srv); err != nil {
-						t.Error(err)
-					}
+			front := faultAt(t, s, 20, func() {
+				if err := tc.fault(rdb, srv); err != nil {
+					t.Error(err)
 				}
-				return false
 			})
 			var out bytes.Buffer
-			code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front}, noEnv, &out, &out, nil)
+			code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front, "--redis-wait", "0"}, noEnv, &out, &out, nil)
 			rdb.ScriptKill(context.Background()) // for the busy one's server to stop
 			failed := strings.Count(out.String(), "user not imported")
 			if code != 1 || failed > 0 || !strings.Contains(out.String(), "import stopped") || strings.Contains(out.String(), "import done") ||
@@ -777,5 +767,150 @@ func TestImportRedisStopsWhenRedisGoesAway(t *testing.T) {
 				t.Errorf("summary keys=%d, want users+skipped+failed = %d: %s", n[0], n[1]+n[2]+n[3], m[0])
 			}
 		})
+	}
+}
+
+// fillSeen adds n users to rdb, seen:u0 to seen:u<n-1>, each a set of the
+// items a and b.
+func fillSeen(t *testing.T, rdb *redis.Client, n int) {
+	t.Helper()
+	pipe := rdb.Pipeline()
+	for u := range n {
+		pipe.SAdd(context.Background(), fmt.Sprint("seen:u", u), "a", "b")
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faultAt starts a proxy in front of s (see frontOf) that calls fault at
+// the nth recording, in the middle of an import, and returns its URL.
+func faultAt(t *testing.T, s *service, n int32, fault func()) string {
+	t.Helper()
+	var calls atomic.Int32
+	return frontOf(t, s, func(http.ResponseWriter) bool {
+		if calls.Add(1) == n {
+			fault()
+		}
+		return false
+	})
+}
+
+// restartRedis starts redis-server again on srv's port and directory
+// (which srv, killed, left), loading the dump.rdb that SAVE wrote there.
+func restartRedis(t *testing.T, srv *bench.RedisServer, dir string) error {
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--loglevel", "warning")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return nil
+}
+
+// An import rides out a Redis that stops answering for less than
+// --redis-wait: a restart (killed after the 20th recording, in the middle
+// of SCAN, and started again 3 s later (longer than go-redis's own retries, which hide a shorter outage) on the same port from the RDB
+// file it saved, as a Redis with persistence comes back), or a script
+// running BUSY for 3 s. Every key is imported once: the restarted
+// Redis's hash seed is new, so the cursor of SCAN the import held would
+// list some keys twice and others never (SCAN starts again, skipping the
+// keys listed), and the summary counts each user and item once.
+func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
+	const users = 3000
+	for _, tc := range []struct {
+		name string
+		// fault makes the outage; its end, 3 s later, is recovery's.
+		fault     func(*redis.Client, *bench.RedisServer) (recovery func() error, err error)
+		restarted bool
+	}{
+		{"restarted", func(rdb *redis.Client, srv *bench.RedisServer) (func() error, error) {
+			ctx := context.Background()
+			dir, err := rdb.ConfigGet(ctx, "dir").Result()
+			if err == nil {
+				err = rdb.Save(ctx).Err()
+			}
+			if err == nil {
+				err = syscall.Kill(srv.PID(), syscall.SIGKILL)
+			}
+			return func() error { return restartRedis(t, srv, dir["dir"]) }, err
+		}, true},
+		{"busy", func(rdb *redis.Client, _ *bench.RedisServer) (func() error, error) {
+			go rdb.Eval(context.Background(), "while true do end", nil)
+			return func() error { return rdb.ScriptKill(context.Background()).Err() }, nil
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, srv := startRedisServer(t)
+			if err := rdb.ConfigSet(context.Background(), "busy-reply-threshold", "100").Err(); err != nil {
+				t.Fatal(err)
+			}
+			fillSeen(t, rdb, users)
+			s := startService(t, nil, "--data-dir", t.TempDir())
+			recovered := make(chan error, 1)
+			front := faultAt(t, s, 20, func() {
+				recovery, err := tc.fault(rdb, srv)
+				if err != nil {
+					recovered <- err
+					return
+				}
+				time.AfterFunc(3*time.Second, func() { recovered <- recovery() })
+			})
+			var out bytes.Buffer
+			code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front, "--redis-wait", "30s"},
+				noEnv, &out, &out, nil)
+			select {
+			case err := <-recovered:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no outage made, or not ended:\n%.5000s", out.String())
+			}
+			if want := fmt.Sprintf(`msg="seenapi: import done" keys=%d users=%d items=%d newly_seen=%d skipped=0 failed=0 `, users, users, 2*users, 2*users); code != 0 || !strings.Contains(out.String(), want) {
+				t.Fatalf("exit %d, want 0 and %q:\n%.5000s", code, want, out.String())
+			}
+			if n, m := strings.Count(out.String(), "redis does not answer; waiting for it"), strings.Count(out.String(), "redis answers again"); n != 1 || m != 1 {
+				t.Errorf("logged %d times that it waits and %d times that Redis answers again, want once each:\n%.5000s", n, m, out.String())
+			}
+			if got := strings.Contains(out.String(), "redis answers as another server"); got != tc.restarted {
+				t.Errorf("logged that Redis is another server: %v, want %v:\n%.5000s", got, tc.restarted, out.String())
+			}
+			for u := range users {
+				if n := unseenOf(t, s, fmt.Sprint("u", u), []string{"a", "b"}); n != 0 {
+					t.Fatalf("u%d has not seen %d of its items", u, n)
+				}
+			}
+		})
+	}
+}
+
+// A Redis that stays away past --redis-wait stops the import with Redis's
+// error, saying how long it waited.
+func TestImportRedisStopsWhenRedisStaysAwayPastTheWait(t *testing.T) {
+	rdb, srv := startRedisServer(t)
+	fillSeen(t, rdb, 3000)
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	var killed time.Time
+	front := faultAt(t, s, 20, func() {
+		killed = time.Now()
+		if err := syscall.Kill(srv.PID(), syscall.SIGKILL); err != nil {
+			t.Error(err)
+		}
+	})
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front, "--redis-wait", "2s"}, noEnv, &out, &out, nil)
+	took := time.Since(killed)
+	want := regexp.MustCompile(`redis (at 127\.0\.0\.1:\d+: (TYPE|scan of set) seen:u\d+|SCAN): .*connection refused; waited 2s \(--redis-wait\) for it to answer again[;(].*run (it|the import) again to finish it`)
+	if code != 1 || !want.MatchString(out.String()) || strings.Contains(out.String(), "import done") {
+		t.Fatalf("exit %d, want 1 and an error matching %s:\n%.5000s", code, want, out.String())
+	}
+	if took < 2*time.Second {
+		t.Errorf("stopped %v after Redis was killed, before --redis-wait 2s", took)
+	}
+	if n := strings.Count(out.String(), "redis does not answer; waiting for it"); n != 1 || strings.Contains(out.String(), "redis answers again") {
+		t.Errorf("logged %d times that it waits, want once, and never that Redis answers again:\n%.5000s", n, out.String())
 	}
 }
