@@ -2875,6 +2875,29 @@ func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 	}
 }
 
+// The skip link takes a keyboard past the top bar to the page's content, and
+// leaves the page as it was: its address, #view, is no page of the
+// dashboard's, and followed, it drew "Not a page of this dashboard" in place
+// of the user's.
+func TestTheSkipLinkKeepsThePage(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.read, "default", "k:0")
+	hash := eval[string](tb, `location.hash`)
+	tb.do("press Enter on the skip link", chromedp.Focus(chromedp.CSS(".skip")), chromedp.KeyEvent(kb.Enter))
+	tb.waitJS(`document.activeElement.id === 'view'`, "the focus on the page's content")
+	if got := eval[string](tb, `location.hash`); got != hash {
+		// Its hashchange would draw the page of that address.
+		t.Fatalf("after the skip link the address is %q, want %q", got, hash)
+	}
+	if !eval[bool](tb, `!!document.querySelector('#user-items')`) {
+		t.Fatalf("after the skip link the user's page is gone: %s", tb.text("#view"))
+	}
+	tb.do("press Tab", chromedp.KeyEvent(kb.Tab))
+	if got := eval[string](tb, `document.activeElement.id`); got != "lookup-ns" {
+		t.Errorf("Tab after the skip link reaches %q, want the page's first control, lookup-ns", got)
+	}
+}
+
 // Looking up the user shown again draws its page anew, the field and the
 // button with it: the focus goes to the page, as after any look-up, not
 // back to the start of the document.

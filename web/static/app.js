@@ -1533,6 +1533,8 @@ function resetRole() {
 
 window.addEventListener('error', (ev) => banner(new Problem(0, { title: 'Dashboard error', detail: ev.message })));
 window.addEventListener('unhandledrejection', (ev) => banner(ev.reason instanceof Problem ? ev.reason : new Problem(0, { title: 'Dashboard error', detail: String(ev.reason && ev.reason.message || ev.reason) })));
+// The skip link's own address (#view) would be taken for a page's (route): it moves the focus alone.
+document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); document.getElementById('view').focus(); });
 window.addEventListener('hashchange', () => { document.getElementById('view').focus({ preventScroll: true }); route(); });
 document.addEventListener('visibilitychange', () => { if (!document.hidden) poll(); });
 
