@@ -2875,6 +2875,29 @@ func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 	}
 }
 
+// Each view of the dashboard has a title of its own, naming it as its
+// heading does: a screen reader says the title first of a page, and the
+// browser's tabs and history show it. Every view but a user's was titled
+// "seenapi" alone.
+func TestEachViewIsTitledAsItsHeading(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.read, "#/")
+	titles := map[string]string{}
+	for _, frag := range []string{"#/", "#/ns", "#/users", "#/ns/default", "#/no-such-page"} {
+		tb.open(frag)
+		tb.waitJS(`!!document.querySelector('#view h2')`, frag+"'s heading")
+		want := tb.text("#view h2") + " · seenapi"
+		got := eval[string](tb, `document.title`)
+		if got != want {
+			t.Errorf("%s is titled %q, want %q", frag, got, want)
+		}
+		titles[got] = frag
+	}
+	if len(titles) < 4 {
+		t.Errorf("five views have %d titles between them, want one each for the four kinds of view: %q", len(titles), titles)
+	}
+}
+
 // The skip link takes a keyboard past the top bar to the page's content, and
 // leaves the page as it was: its address, #view, is no page of the
 // dashboard's, and followed, it drew "Not a page of this dashboard" in place

@@ -530,7 +530,7 @@ function card(id, label, value, sub, extra) {
 
 function renderOverview(view) {
   put(view, 
-    h('h2', {}, 'Service overview'),
+    h('h2', {}, VIEW_TITLES.overview),
     h('div', { id: 'overview-error' }),
     h('div', { id: 'overview', 'aria-live': 'off' }, h('p', { class: 'muted' }, 'Loading figures…')));
   drawOverview();
@@ -748,7 +748,7 @@ function seconds(sec) {
  * below its heading (and read out by announce, as every action's outcome).
  */
 async function renderNamespaces(view, seq, done) {
-  const top = () => [h('h2', { id: 'namespaces-h', tabindex: -1 }, 'Namespaces'), done ? h('p', { class: 'done', id: 'purge-done' }, done) : null];
+  const top = () => [h('h2', { id: 'namespaces-h', tabindex: -1 }, VIEW_TITLES.namespaces), done ? h('p', { class: 'done', id: 'purge-done' }, done) : null];
   put(view, top(), h('p', { class: 'muted' }, 'Loading…'));
   let list;
   try { list = await loadNamespaces(); } catch (e) {
@@ -949,7 +949,7 @@ async function renderInspector(view, seq, ns, user) {
   });
   userInput.addEventListener('input', () => userInput.setCustomValidity(''));
   const out = h('div', { id: 'user' });
-  put(view, h('h2', {}, 'User inspector'), form, out);
+  put(view, h('h2', {}, VIEW_TITLES.users), form, out);
 
   // A key limited to some namespaces (GET /v1/auth's namespaces) is refused the others: one
   // named by the address is said so, and not offered in the select as if it could be called.
@@ -1435,12 +1435,17 @@ function parseHash() {
   return { view: 'bad' };
 }
 
+const VIEW_TITLES = { overview: 'Service overview', namespaces: 'Namespaces', users: 'User inspector', bad: 'Not a page of this dashboard' };
+
 async function route() {
   const seq = ++state.seq;
   const r = parseHash();
   state.view = r.view;
   showUpdated();
-  document.title = 'seenapi';
+  // Each view is named in the title, as its heading names it: the title is what a screen reader
+  // says first of the page, and what the browser's tabs and history show. A user's page names
+  // its user instead (renderInspector).
+  document.title = `${VIEW_TITLES[r.view]} · seenapi`;
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === (r.view === 'bad' ? '' : r.view)) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
@@ -1451,7 +1456,7 @@ async function route() {
       case 'namespaces': await renderNamespaces(view, seq); break;
       case 'users': await renderInspector(view, seq, r.ns, r.user); break;
       default:
-        put(view, h('h2', {}, 'Not a page of this dashboard'),
+        put(view, h('h2', {}, VIEW_TITLES.bad),
           h('p', {}, 'The address ', h('code', {}, location.hash), ' names no page. Try the ', h('a', { href: '#/' }, 'overview'),
             ' or a user link such as ', h('code', {}, '#/ns/default/users/42'), '.'));
     }
