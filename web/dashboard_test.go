@@ -2407,6 +2407,42 @@ func TestEveryControlHasALabel(t *testing.T) {
 	}
 }
 
+// Every table is named, and its header cells say what they head: a screen
+// reader announces a table by its name, and reads a cell with the headers of
+// its row and column. The tables of the namespaces, of a namespace's users
+// and of the namespaces stored and not served had no name, where those of the
+// overview have their captions.
+func TestEveryTableIsNamedAndItsHeadersScoped(t *testing.T) {
+	s := setup(t)
+	svc, _ := s.notServedService(t)
+	tb := s.newTab(t, svc)
+	pages := []struct{ frag, ready string }{
+		{"#/", `!!document.querySelector('#ns-stats tbody tr')`},
+		{"#/ns", `!!document.querySelector('#not-served tbody tr')`},
+		{"#/ns/feed", `!!document.querySelector('#user-list tbody tr')`},
+	}
+	tables := 0
+	for _, p := range pages {
+		tb.open(p.frag)
+		tb.waitJS(p.ready, p.frag+"'s tables")
+		for _, n := range tb.axTree() {
+			if n.role != "table" {
+				continue
+			}
+			tables++
+			if strings.TrimSpace(n.name) == "" {
+				t.Errorf("%s: a table has no accessible name", p.frag)
+			}
+		}
+		if bad := eval[[]string](tb, `[...document.querySelectorAll('th:not([scope="col"]):not([scope="row"])')].map((th) => th.textContent)`); len(bad) > 0 {
+			t.Errorf("%s: header cells without a scope: %q", p.frag, bad)
+		}
+	}
+	if tables < 5 {
+		t.Errorf("%d tables found; the check is not looking", tables)
+	}
+}
+
 // lowContrast lists the visible text whose contrast with its background is
 // under WCAG AA: 4.5:1, or 3:1 for large text. Disabled controls are exempt.
 const lowContrast = `(() => {
@@ -3301,8 +3337,12 @@ func TestAPurgeLongerThanACallsTimeIsWaitedFor(t *testing.T) {
 	tb.waitGo(`(document.querySelector('#purge-done')?.textContent || '').includes('Erased the data of push: 1\u00a0user.')`, "the purge's answer")
 }
 
-func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
-	s := setup(t)
+// notServedService starts an open service of the test's own whose users
+// p1 and p2 of push are stored while push is no longer served (a SIGHUP took
+// it out of the namespaces file), beside feed's user f1, served; notServed
+// asks it the namespaces stored and not served.
+func (s *suite) notServedService(t *testing.T) (svc *service, notServed func() []string) {
+	t.Helper()
 	file := filepath.Join(s.dir, "namespaces-"+userID(t)+".yaml")
 	if err := os.WriteFile(file, []byte("feed:\n  window: 30d\npush:\n  window: 1d\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -3321,7 +3361,7 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 	if err := svc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	notServed := func() []string {
+	notServed = func() []string {
 		r, err := svc.api(t, "").ListNamespacesWithResponse(context.Background())
 		if err != nil || r.JSON200 == nil {
 			t.Fatalf("list namespaces: %v %d %s", err, r.StatusCode(), r.Body)
@@ -3333,7 +3373,12 @@ func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
 			t.Fatalf("not served after the SIGHUP: %v, want [push]", notServed())
 		}
 	}
+	return svc, notServed
+}
 
+func TestEraseTheDataOfANamespaceNoLongerServed(t *testing.T) {
+	s := setup(t)
+	svc, notServed := s.notServedService(t)
 	tb := s.newTab(t, svc)
 	tb.open("#/ns")
 	button := `#not-served tr[data-ns="push"] button`

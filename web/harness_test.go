@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -972,6 +973,78 @@ func (tb *tab) waitText(sel, want string) string {
 func (tb *tab) text(sel string) string {
 	tb.t.Helper()
 	return eval[string](tb, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent.trim() : ''; })()`, sel))
+}
+
+// axNode is a node of the page's accessibility tree: what a screen reader
+// is told of an element.
+type axNode struct {
+	role, name, description string
+	props                   map[string]string // its properties (invalid, required, ...), each value as JSON
+}
+
+// axTree returns the page's accessibility tree as the browser exposes it
+// (CDP Accessibility.getFullAXTree), without the nodes it leaves out of it.
+func (tb *tab) axTree() []axNode {
+	tb.t.Helper()
+	r, err := run(tb, chromedp.Action[accessibility.GetFullAXTreeResult](
+		func(ctx context.Context, _ *chromedp.Target) (accessibility.GetFullAXTreeResult, error) {
+			return chromedp.Call(ctx, accessibility.GetFullAXTree, accessibility.GetFullAXTreeParams{})
+		}))
+	if err != nil {
+		tb.t.Fatalf("the page's accessibility tree: %v", err)
+	}
+	var nodes []axNode
+	for _, n := range r.Nodes {
+		if !n.Ignored {
+			nodes = append(nodes, toAXNode(n))
+		}
+	}
+	return nodes
+}
+
+// ax returns the accessibility node of the first element matching sel.
+func (tb *tab) ax(sel string) axNode {
+	tb.t.Helper()
+	n, err := run(tb, chromedp.Action[*accessibility.Node](func(ctx context.Context, _ *chromedp.Target) (*accessibility.Node, error) {
+		els, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSS(sel)))
+		if err != nil {
+			return nil, err
+		}
+		fetchRelatives := false
+		r, err := chromedp.Call(ctx, accessibility.GetPartialAXTree, accessibility.GetPartialAXTreeParams{
+			BackendNodeID: els[0].BackendNodeID, FetchRelatives: &fetchRelatives})
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range r.Nodes {
+			if n.BackendDOMNodeID == els[0].BackendNodeID {
+				return n, nil
+			}
+		}
+		return nil, fmt.Errorf("no node of the accessibility tree is %s's", sel)
+	}))
+	if err != nil {
+		tb.t.Fatalf("the accessibility node of %s: %v", sel, err)
+	}
+	return toAXNode(n)
+}
+
+func toAXNode(n *accessibility.Node) axNode {
+	text := func(v *accessibility.Value) string {
+		if v == nil {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(v.Value, &s) != nil {
+			return string(v.Value)
+		}
+		return s
+	}
+	a := axNode{role: text(n.Role), name: text(n.Name), description: text(n.Description), props: map[string]string{}}
+	for _, p := range n.Properties {
+		a.props[string(p.Name)] = string(p.Value.Value)
+	}
+	return a
 }
 
 // fill replaces the value of the field sel.

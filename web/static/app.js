@@ -759,7 +759,8 @@ async function renderNamespaces(view, seq, done) {
   if (seq !== state.seq) return;
   put(view, top(),
     h('p', { class: 'muted' }, 'Each namespace is one kind of seen history with its own filter profile. A profile is stored with each user\'s filter, so changing it only affects new filters.'),
-    wide('Namespaces', h('table', { id: 'namespaces' },
+    // A table is announced by its name: the overview's have captions, the others their heading.
+    wide('Namespaces', h('table', { id: 'namespaces', 'aria-labelledby': 'namespaces-h' },
       h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Target FP rate', 'Window', 'Granularity', 'Item cap', 'Initial capacity', 'Growth', 'Tightening']
         .map((c, i) => h('th', { scope: 'col', class: i >= 2 && i !== 3 && i !== 4 ? 'num' : null }, c)))),
       h('tbody', {}, list.length ? list.map((n) => h('tr', { 'data-ns': n.name },
@@ -880,7 +881,7 @@ function notServedPanel(names, reload) {
   return h('section', { class: 'panel', 'aria-labelledby': 'not-served-h' },
     h('h3', { id: 'not-served-h' }, 'Stored, not served'),
     h('p', { class: 'muted' }, 'These namespaces were taken out of the namespaces file, but their users are still on disk: put a namespace back to serve them as they were, or erase its data.'),
-    h('table', { id: 'not-served' },
+    h('table', { id: 'not-served', 'aria-labelledby': 'not-served-h' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Namespace'), h('th', { scope: 'col' }, 'Data'))),
       h('tbody', {}, rows)),
     dialog, result);
@@ -1037,7 +1038,7 @@ function userRow(ns, u, d) {
  */
 function userList(seq, ns) {
   const rows = h('tbody', {});
-  const list = h('table', { class: 'user-list', id: 'user-list' },
+  const list = h('table', { class: 'user-list', id: 'user-list', 'aria-labelledby': 'user-list-title' },
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'User'), h('th', { scope: 'col', class: 'num' }, 'Items'),
       h('th', { scope: 'col' }, 'Last recorded'), h('th', { scope: 'col', class: 'num' }, 'Memory'),
       h('th', { scope: 'col' }, 'In memory'))), rows);
