@@ -2911,6 +2911,60 @@ func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 	}
 }
 
+// An error of what was typed is tied to its field: the field is said
+// invalid (aria-invalid) and is described by the error (aria-describedby),
+// so that a screen reader back in the field hears what is wrong with it,
+// until it is changed. The boxes of items and the key's field were
+// described by their help alone, whatever was refused.
+func TestAnErrorIsTiedToItsField(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.write, "default", "e:0")
+	tied := func(sel, what, want string) {
+		t.Helper()
+		n := tb.ax(sel)
+		if n.props["invalid"] != `"true"` {
+			t.Errorf("%s: %s is not said invalid (invalid=%s)", what, sel, n.props["invalid"])
+		}
+		if !strings.Contains(n.description, want) {
+			t.Errorf("%s: %s is described %q, want the error %q", what, sel, n.description, want)
+		}
+	}
+	untied := func(sel, what, help string) {
+		t.Helper()
+		n := tb.ax(sel)
+		if n.props["invalid"] == `"true"` {
+			t.Errorf("%s: %s is still said invalid", what, sel)
+		}
+		if !strings.Contains(n.description, help) {
+			t.Errorf("%s: %s is described %q, want its help %q", what, sel, n.description, help)
+		}
+	}
+
+	// Refused by the page: no item.
+	tb.fill("#check-items", "\n")
+	tb.click("#check-run")
+	tb.waitText("#check-result", "Enter at least one item.")
+	tied("#check-items", "no item entered", "Enter at least one item.")
+	tb.fill("#check-items", "e:0")
+	untied("#check-items", "an item typed after", "Ctrl+Enter in the box sends them.")
+
+	// Refused by the service: an item over its limit, named by the problem.
+	tb.fill("#record-items", strings.Repeat("e", 300))
+	tb.click("#record-run")
+	tb.waitText("#record-result .problem", "400")
+	tied("#record-items", "an item too long", tb.text("#record-result .problem .detail"))
+	tb.fill("#record-items", "e:1")
+	untied("#record-items", "an item typed after", "Ctrl+Enter in the box sends them.")
+
+	// A key the page cannot send, said in the banner.
+	tb.fill("#key-input", "a b")
+	tb.click(`#key-form button[type="submit"]`)
+	tb.waitJS(`!document.querySelector('#banner').hidden`, "the banner")
+	tied("#key-input", "a key with a space", "the key holds a space")
+	tb.fill("#key-input", "ab")
+	untied("#key-input", "a key typed after", "role: write")
+}
+
 // Each view of the dashboard has a title of its own, naming it as its
 // heading does: a screen reader says the title first of a page, and the
 // browser's tabs and history show it. Every view but a user's was titled

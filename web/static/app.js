@@ -371,6 +371,18 @@ function wide(label, table) {
   return h('div', { class: 'wide', role: 'region', 'aria-label': label, tabindex: 0 }, table);
 }
 
+/**
+ * Ties the error shown in the element of id errorId to field, or unties it (errorId ''): the field
+ * is said invalid and is described by the error before its own help, so that a screen reader back
+ * in the field hears what is wrong with what was typed there, until it is changed.
+ */
+function fieldError(field, errorId) {
+  if (field.dataset.help === undefined) field.dataset.help = field.getAttribute('aria-describedby') || '';
+  const ids = `${errorId} ${field.dataset.help}`.trim();
+  if (errorId) field.setAttribute('aria-invalid', 'true'); else field.removeAttribute('aria-invalid');
+  if (ids) field.setAttribute('aria-describedby', ids); else field.removeAttribute('aria-describedby');
+}
+
 function problemBox(p, what) {
   const box = h('div', { class: 'problem', role: 'alert' },
     p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
@@ -397,10 +409,13 @@ function problemBox(p, what) {
 
 function banner(p) {
   const b = document.getElementById('banner');
+  // A key refused before it was sent is the banner's one error of a field (setupKey): another
+  // problem, or none, takes its place there.
+  fieldError(document.getElementById('key-input'), '');
   if (!p) { b.hidden = true; put(b, ); return; }
   put(b, 
     h('span', {}, p instanceof Problem && p.status ? `${p.status} ${p.title}: ` : 'Error: '),
-    h('span', { class: 'detail' }, p.detail || p.message || String(p)),
+    h('span', { class: 'detail', id: 'banner-detail' }, p.detail || p.message || String(p)),
     // The button goes with the banner: the focus it had goes on to the page, not to the body.
     h('button', { type: 'button', onclick: () => { banner(null); document.getElementById('view').focus({ preventScroll: true }); } }, 'Dismiss'));
   b.hidden = false;
@@ -1246,6 +1261,7 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
       'Empty lines are skipped. Ctrl+Enter in the box sends them.'),
     actionRow(button));
   // Enter adds a line to the items; Ctrl+Enter (or ⌘+Enter) sends them, as the button does.
+  ta.addEventListener('input', () => fieldError(ta, ''));
   ta.addEventListener('keydown', (ev) => {
     if (ev.key !== 'Enter' || !(ev.ctrlKey || ev.metaKey)) return;
     ev.preventDefault();
@@ -1258,10 +1274,12 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
       : overLimit(items);
     if (why) {
       put(result, h('p', { class: 'note' }, why));
+      fieldError(ta, result.id);
       announce(why);
       ta.focus();
       return;
     }
+    fieldError(ta, '');
     await whileBusy(button, async () => {
       put(result, h('p', { class: 'muted' }, 'Working…'));
       try {
@@ -1270,12 +1288,16 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
         const done = dropped && (document.getElementById(result.id) || result).querySelector('.done');
         if (done) { done.append(` ${skipped(dropped)}`); announce(done.textContent); }
       } catch (e) {
+        // The service refused the items (a JSON pointer into them, or a body over its limit),
+        // not the call: the box is tied to the problem.
+        const refused = e.status === 413 || e.errors.some((x) => /^\/items(\/|$)/.test(x.pointer || ''));
         const box = problemBox(nameItems(e, items), buttonText);
         // A 413 made the page learn the service's limits again (see call): what they say of
         // these items, in the page's words, beside the service's.
         const why = e.status === 413 ? overLimit(items) : '';
         if (why) box.append(h('div', { class: 'hint' }, `The service's limits changed since the page learnt them. ${why}`));
         put(result, box);
+        if (refused) fieldError(ta, result.id);
       }
     });
   });
@@ -1499,7 +1521,7 @@ function setupKey() {
   const input = document.getElementById('key-input');
   const placeholder = () => { input.placeholder = state.key ? 'key in use (hidden)' : 'paste a key'; };
   placeholder();
-  input.addEventListener('input', () => input.setCustomValidity(''));
+  input.addEventListener('input', () => { input.setCustomValidity(''); fieldError(input, ''); });
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const k = input.value.trim();
@@ -1509,7 +1531,7 @@ function setupKey() {
       return;
     }
     const why = keyProblem(k);
-    if (why) { banner(new Problem(0, { title: 'Key not used', detail: why })); input.focus(); return; }
+    if (why) { banner(new Problem(0, { title: 'Key not used', detail: why })); fieldError(input, 'banner-detail'); input.focus(); return; }
     state.key = k;
     sessionStorage.setItem(KEY_STORE, k);
     input.value = '';
