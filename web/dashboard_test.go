@@ -2443,9 +2443,11 @@ func TestEveryTableIsNamedAndItsHeadersScoped(t *testing.T) {
 	}
 }
 
-// lowContrast lists the visible text whose contrast with its background is
-// under WCAG AA: 4.5:1, or 3:1 for large text. Disabled controls are exempt.
-const lowContrast = `(() => {
+// colours defines, for the checks of contrast, parse (a computed colour),
+// over (a colour over another), lum (relative luminance), background (the
+// colour behind an element, its ancestors' blended) and ratio (WCAG's
+// contrast ratio of two colours).
+const colours = `
 	const parse = (c) => {
 		const m = /rgba?\(([^)]+)\)/.exec(c);
 		if (!m) return null;
@@ -2468,6 +2470,12 @@ const lowContrast = `(() => {
 		}
 		return bg;
 	};
+	const ratio = (x, y) => { const [hi, lo] = [lum(x), lum(y)].sort((a, b) => b - a); return (hi + 0.05) / (lo + 0.05); };
+`
+
+// lowContrast lists the visible text whose contrast with its background is
+// under WCAG AA: 4.5:1, or 3:1 for large text. Disabled controls are exempt.
+const lowContrast = `(() => {` + colours + `
 	const bad = [];
 	let checked = 0;
 	for (const el of document.querySelectorAll('body *')) {
@@ -2476,15 +2484,75 @@ const lowContrast = `(() => {
 		const cs = getComputedStyle(el);
 		const bg = background(el);
 		const fg = over(parse(cs.color), bg);
-		const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
-		const ratio = (hi + 0.05) / (lo + 0.05);
+		const r = ratio(fg, bg);
 		const size = parseFloat(cs.fontSize);
 		const large = size >= 24 || (Number(cs.fontWeight) >= 700 && size >= 18.66);
 		checked++;
-		if (ratio < (large ? 3 : 4.5)) bad.push(ratio.toFixed(2) + ':1 ' + cs.color + ' on ' + JSON.stringify(bg) + ': ' + el.textContent.trim().slice(0, 60));
+		if (r < (large ? 3 : 4.5)) bad.push(r.toFixed(2) + ':1 ' + cs.color + ' on ' + JSON.stringify(bg) + ': ' + el.textContent.trim().slice(0, 60));
 	}
 	return { count: checked, bad };
 })()`
+
+// weakFocus focuses each control of the page in turn, as Tab would, and
+// lists those whose focus ring is missing or has a contrast under 3:1 with
+// the page behind it (WCAG's for a state of a control).
+const weakFocus = `(() => {` + colours + `
+	const bad = [];
+	let checked = 0;
+	for (const el of document.querySelectorAll('a[href], button, input, select, textarea, [tabindex="0"]')) {
+		if (!el.checkVisibility() || el.disabled) continue;
+		el.focus({ focusVisible: true });
+		if (document.activeElement !== el) continue;
+		checked++;
+		const cs = getComputedStyle(el);
+		const name = el.id || el.getAttribute('aria-label') || el.textContent.trim().slice(0, 40) || el.outerHTML.slice(0, 80);
+		if (cs.outlineStyle === 'none' || parseFloat(cs.outlineWidth) < 2) { bad.push('no focus ring: ' + name); continue; }
+		// The ring is drawn outside the control, over what is behind it.
+		const bg = background(el.parentElement);
+		const r = ratio(over(parse(cs.outlineColor), bg), bg);
+		if (r < 3) bad.push(r.toFixed(2) + ':1 ' + cs.outlineColor + ' on ' + JSON.stringify(bg) + ': ' + name);
+	}
+	document.activeElement.blur();
+	return { count: checked, bad };
+})()`
+
+// The focus ring of every control stands out from the page behind it, in
+// both colour schemes, so that a keyboard user sees where the focus is: the
+// amber ring was 2:1 on the light scheme's white, under the 3:1 a state of
+// a control needs.
+func TestTheFocusRingIsSeenInBothSchemes(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "r:1")
+	for _, scheme := range []string{"light", "dark"} {
+		t.Run(scheme, func(t *testing.T) {
+			tb := s.newTab(t, nil)
+			if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
+				t.Fatal(err)
+			}
+			tb.open("#/")
+			tb.useKey(s.keys.admin)
+			check := func(page string) {
+				r := eval[labelReport](tb, weakFocus)
+				if r.Count < 10 {
+					t.Errorf("%s: only %d controls focused; the check is not looking", page, r.Count)
+				}
+				for _, b := range r.Bad {
+					t.Errorf("%s: %s", page, b)
+				}
+			}
+			tb.waitJS(`!!document.querySelector('#ns-stats tbody a')`, "the table by namespace")
+			check("overview")
+			tb.open(fragment("default", user))
+			tb.waitText("#user-items", "1")
+			tb.fill("#check-items", "r:1")
+			tb.click("#check-run")
+			tb.waitText("#check-result .done", "seen")
+			check("user")
+		})
+	}
+}
 
 // phoneTab opens a tab as wide as a phone's window (360 px) on the
 // overview, with the read key in use.
