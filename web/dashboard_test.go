@@ -3056,6 +3056,25 @@ func TestEachViewIsTitledAsItsHeading(t *testing.T) {
 	}
 }
 
+// A look-up's result is read out once the user's page is drawn: the focus
+// goes to the page as the look-up starts, when it says "Loading…", and
+// nothing told a screen reader when the user's figures, or its lack of a
+// history, came.
+func TestALookUpsResultIsReadOut(t *testing.T) {
+	s := setup(t)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "a:0", "a:1")
+	tb := s.keyTab(t, s.keys.read, "#/users")
+	for _, c := range []struct{ user, said string }{
+		{user, "User \u2068" + user + "\u2069 in default: 2\u00a0items recorded."},
+		{user + "-none", "No history: user \u2068" + user + "-none\u2069 has seen nothing in default."},
+	} {
+		tb.fill("#lookup-user", c.user)
+		tb.do("press Enter", chromedp.KeyEvent(kb.Enter))
+		tb.waitJS(fmt.Sprintf(`document.querySelector('#announce').textContent === %q`, c.said), fmt.Sprintf("%q to be read out", c.said))
+	}
+}
+
 // The skip link takes a keyboard past the top bar to the page's content, and
 // leaves the page as it was: its address, #view, is no page of the
 // dashboard's, and followed, it drew "Not a page of this dashboard" in place

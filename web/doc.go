@@ -34,12 +34,13 @@
 // lists then, or on the inspector's page before the namespaces are listed,
 // are those of a namespace the key may call.
 //
-// The outcome of an action is read out to a screen reader through one status
-// region that stays in the page (#announce), since a user's page is drawn
-// anew after a change; a problem is an alert, drawn once while it lasts. An
-// error of what was typed in a field (items refused, by the page or the
-// service; a key the page cannot send) is tied to that field (aria-invalid,
-// aria-describedby) until it is changed.
+// The outcome of an action, and what a look-up of a user found, is read out
+// to a screen reader through one status region that stays in the page
+// (#announce), since a user's page is drawn anew after a change; a problem
+// is an alert, drawn once while it lasts. An error of what was typed in a
+// field (items refused, by the page or the service; a key the page cannot
+// send) is tied to that field (aria-invalid, aria-describedby) until it is
+// changed.
 //
 // The page calls the API beside itself (its paths resolved against the
 // page's own directory, not the server's root), so that it works behind a

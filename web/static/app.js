@@ -1021,7 +1021,10 @@ async function renderInspector(view, seq, ns, user) {
     out.append(h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user)));
     return;
   }
-  await drawUser(out, seq, ns, user);
+  // The focus went to the page as the look-up started, when it said "Loading…": what was found is
+  // read out once it is drawn (a problem is an alert of its own).
+  const found = await drawUser(out, seq, ns, user);
+  if (found && seq === state.seq) announce(found);
 }
 
 const USERS_PAGE = 50;
@@ -1100,6 +1103,10 @@ function userList(seq, ns) {
   return box;
 }
 
+/**
+ * Draws user's page in out, and answers what was found, to be read out (see renderInspector): ''
+ * for a problem, itself an alert, or a view no longer shown.
+ */
 async function drawUser(out, seq, ns, user) {
   // Drawn again after a change, the page keeps what was typed in its boxes of items: a list
   // pasted to check would otherwise be lost to a record made meanwhile.
@@ -1111,16 +1118,16 @@ async function drawUser(out, seq, ns, user) {
   try {
     stats = await call('getUser', { ns, user });
   } catch (e) {
-    if (seq !== state.seq) return;
+    if (seq !== state.seq) return '';
     // A corrupt filter fails its user's every call but the erase, which is its remedy.
     if (e.kind === 'corrupt-filter') corrupt = e;
     else if (e.kind !== 'user-not-found') {
       put(out, problemBox(e, ['Looking up user ', h('bdi', {}, user), ` in ${ns}`]));
-      return;
+      return '';
     } else missing = e;
   }
   const prof = await profile;
-  if (seq !== state.seq) return;
+  if (seq !== state.seq) return '';
   const reload = () => drawUser(out, seq, ns, user);
   put(out, 
     h('h3', { id: 'user-title' }, 'User ', h('code', {}, user), ' in ', h('code', {}, ns), ' ',
@@ -1146,6 +1153,8 @@ async function drawUser(out, seq, ns, user) {
     if (ta && out.contains(ta)) ta.value = value;
   }
   showRole();
+  if (stats) return `User ${isolated(user)} in ${ns}: ${count(stats.items, 'item')} recorded.`;
+  return missing ? `No history: user ${isolated(user)} has seen nothing in ${ns}.` : '';
 }
 
 /** The profile a user's filter was made with, from its stats. */
