@@ -2524,6 +2524,24 @@ func TestTheFocusRingIsSeenInBothSchemes(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "r:1")
+	s.inBothSchemes(t, s.keys.admin, func(tb *tab) {
+		check := func(page string) { tb.findsNone(page, weakFocus, "controls focused", "") }
+		tb.waitJS(`!!document.querySelector('#ns-stats tbody a')`, "the table by namespace")
+		check("overview")
+		tb.open(fragment("default", user))
+		tb.waitText("#user-items", "1")
+		tb.fill("#check-items", "r:1")
+		tb.click("#check-run")
+		tb.waitText("#check-result .done", "seen")
+		check("user")
+	})
+}
+
+// inBothSchemes runs check in a subtest for each colour scheme, light and
+// dark, on a tab of its own opened on the overview in that scheme, with key
+// in use.
+func (s *suite) inBothSchemes(t *testing.T, key string, check func(tb *tab)) {
+	t.Helper()
 	for _, scheme := range []string{"light", "dark"} {
 		t.Run(scheme, func(t *testing.T) {
 			tb := s.newTab(t, nil)
@@ -2532,25 +2550,23 @@ func TestTheFocusRingIsSeenInBothSchemes(t *testing.T) {
 				t.Fatal(err)
 			}
 			tb.open("#/")
-			tb.useKey(s.keys.admin)
-			check := func(page string) {
-				r := eval[labelReport](tb, weakFocus)
-				if r.Count < 10 {
-					t.Errorf("%s: only %d controls focused; the check is not looking", page, r.Count)
-				}
-				for _, b := range r.Bad {
-					t.Errorf("%s: %s", page, b)
-				}
-			}
-			tb.waitJS(`!!document.querySelector('#ns-stats tbody a')`, "the table by namespace")
-			check("overview")
-			tb.open(fragment("default", user))
-			tb.waitText("#user-items", "1")
-			tb.fill("#check-items", "r:1")
-			tb.click("#check-run")
-			tb.waitText("#check-result .done", "seen")
-			check("user")
+			tb.useKey(key)
+			check(tb)
 		})
+	}
+}
+
+// findsNone runs the check js (a labelReport of what it looked at) on the
+// page and fails the test for each thing it finds, each said after prefix,
+// or when it looked at fewer than ten (looked, what it counts).
+func (tb *tab) findsNone(page, js, looked, prefix string) {
+	tb.t.Helper()
+	r := eval[labelReport](tb, js)
+	if r.Count < 10 {
+		tb.t.Errorf("%s: only %d %s; the check is not looking", page, r.Count, looked)
+	}
+	for _, b := range r.Bad {
+		tb.t.Errorf("%s: %s%s", page, prefix, b)
 	}
 }
 
@@ -2808,46 +2824,29 @@ func TestTextContrastIsReadable(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "c:1")
-	for _, scheme := range []string{"light", "dark"} {
-		t.Run(scheme, func(t *testing.T) {
-			tb := s.newTab(t, nil)
-			if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
-				t.Fatal(err)
-			}
-			tb.open("#/")
-			tb.useKey(s.keys.read)
-			check := func(page string) {
-				r := eval[labelReport](tb, lowContrast)
-				if r.Count < 10 {
-					t.Errorf("%s: only %d texts checked; the check is not looking", page, r.Count)
-				}
-				for _, b := range r.Bad {
-					t.Errorf("%s: low contrast %s", page, b)
-				}
-			}
-			tb.open("#/ns")
-			tb.waitJS(`!!document.querySelector('#namespaces tbody tr')`, "the namespaces")
-			check("namespaces")
-			// The user page with check results, a problem box and the role hints.
-			tb.open(fragment("default", user))
-			tb.waitText("#user-items", "1")
-			tb.waitText("#record-form .need", "this key is read")
-			tb.fill("#check-items", "c:1\nc:2")
-			tb.click(`#check-form button[type="submit"]`)
-			tb.waitText("#check-result .done", "seen")
-			check("user")
-			tb.fill("#check-items", strings.Repeat("c", 300))
-			tb.click(`#check-form button[type="submit"]`)
-			tb.waitText("#check-result .problem", "400")
-			check("user with a problem")
-			// The overview last: its charts need two refreshes, for which the page's
-			// clock is moved on, and stays stopped after.
-			tb.open("#/")
-			tb.passTimeUntil(`!!document.querySelector('#card-calls svg polyline')`, "the overview's charts", 5*time.Second)
-			check("overview")
-		})
-	}
+	s.inBothSchemes(t, s.keys.read, func(tb *tab) {
+		check := func(page string) { tb.findsNone(page, lowContrast, "texts checked", "low contrast ") }
+		tb.open("#/ns")
+		tb.waitJS(`!!document.querySelector('#namespaces tbody tr')`, "the namespaces")
+		check("namespaces")
+		// The user page with check results, a problem box and the role hints.
+		tb.open(fragment("default", user))
+		tb.waitText("#user-items", "1")
+		tb.waitText("#record-form .need", "this key is read")
+		tb.fill("#check-items", "c:1\nc:2")
+		tb.click(`#check-form button[type="submit"]`)
+		tb.waitText("#check-result .done", "seen")
+		check("user")
+		tb.fill("#check-items", strings.Repeat("c", 300))
+		tb.click(`#check-form button[type="submit"]`)
+		tb.waitText("#check-result .problem", "400")
+		check("user with a problem")
+		// The overview last: its charts need two refreshes, for which the page's
+		// clock is moved on, and stays stopped after.
+		tb.open("#/")
+		tb.passTimeUntil(`!!document.querySelector('#card-calls svg polyline')`, "the overview's charts", 5*time.Second)
+		check("overview")
+	})
 }
 
 func TestKeyboardAloneLooksUpRecordsAndClosesTheDialog(t *testing.T) {
