@@ -2981,8 +2981,8 @@ func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 // An error of what was typed is tied to its field: the field is said
 // invalid (aria-invalid) and is described by the error (aria-describedby),
 // so that a screen reader back in the field hears what is wrong with it,
-// until it is changed. The boxes of items and the key's field were
-// described by their help alone, whatever was refused.
+// until it is changed. The boxes of items, the key's field and the user
+// id's were described by their help alone, whatever was refused.
 func TestAnErrorIsTiedToItsField(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.write, "default", "e:0")
@@ -3030,6 +3030,13 @@ func TestAnErrorIsTiedToItsField(t *testing.T) {
 	tied("#key-input", "a key with a space", "the key holds a space")
 	tb.fill("#key-input", "ab")
 	untied("#key-input", "a key typed after", "role: write")
+
+	// A user id over the service's limit in the page's address, refused unsent.
+	tb.open(fragment("default", strings.Repeat("u", 257)))
+	tb.waitText("#user-too-long", "257")
+	tied("#lookup-user", "a user id too long", "The user id is 257")
+	tb.fill("#lookup-user", "u")
+	untied("#lookup-user", "a user id typed after", "")
 }
 
 // Each view of the dashboard has a title of its own, naming it as its

@@ -963,7 +963,7 @@ async function renderInspector(view, seq, ns, user) {
     document.getElementById('view').focus({ preventScroll: true });
     route();
   });
-  userInput.addEventListener('input', () => userInput.setCustomValidity(''));
+  userInput.addEventListener('input', () => { userInput.setCustomValidity(''); fieldError(userInput, ''); });
   const out = h('div', { id: 'user' });
   put(view, h('h2', {}, VIEW_TITLES.users), form, out);
 
@@ -1019,6 +1019,7 @@ async function renderInspector(view, seq, ns, user) {
   document.title = `${isolated(user)} in ${ns} · seenapi`;
   if (userTooLong(user)) {
     out.append(h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user)));
+    fieldError(userInput, 'user-too-long');
     return;
   }
   // The focus went to the page as the look-up started, when it said "Loading…": what was found is
