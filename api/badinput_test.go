@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
+	"github.com/seenapi/seenapi/web"
 )
 
 func candidates(n int) string {
@@ -1223,10 +1225,62 @@ func TestUnknownRouteAndMethodAreProblems(t *testing.T) {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
 	}
+	// The dashboard's files are served at their own paths, by GET and
+	// HEAD, as its page at / is: any other method is 405 with the same
+	// Allow as /, and a path that names no file (a directory, a file's
+	// path with a trailing slash, which StrictRouting makes another path)
+	// is 404 not-found, as any path no route takes.
+	files, err := fs.Glob(web.FS(), "*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboard files: %v", err)
+	}
+	for _, name := range append(files, "") {
+		for _, m := range []string{"OPTIONS", "POST", "PUT", "DELETE", "PATCH"} {
+			wantAnswer(t, e, m, "/"+name, 405, "method-not-allowed", "GET, HEAD")
+		}
+	}
+	for _, name := range files {
+		for _, m := range []string{"GET", "HEAD"} {
+			wantAnswer(t, e, m, "/"+name+"/", 404, "not-found", "")
+			wantAnswer(t, e, m, "/"+name+"//", 404, "not-found", "")
+		}
+	}
+	for _, path := range []string{"/.", "/./", "/..", "//", "/nope.js", "/App.js"} {
+		wantAnswer(t, e, "GET", path, 404, "not-found", "")
+		wantAnswer(t, e, "OPTIONS", path, 404, "not-found", "")
+	}
 	// A 405 is any route's default response in openapi.yaml, whose Allow a
 	// generated client reads only if the response declares it.
 	if def := loadSpec(t).Components.Responses["Default"]; def == nil || def.Value.Headers["Allow"] == nil {
 		t.Error("openapi.yaml's Default response, which a 405 is, does not declare its Allow header")
+	}
+}
+
+// wantAnswer sends method path on a connection of its own, the path as
+// is, and wants the problem status slug at path, with Allow allow.
+func wantAnswer(t *testing.T, e *env, method, path string, status int, slug, allow string) {
+	t.Helper()
+	conn, _ := e.dial(t)
+	defer conn.Close()
+	io.WriteString(conn, method+" "+path+" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != status {
+		t.Errorf("%s %s: %d %s, want %d %s", method, path, resp.StatusCode, truncate(body), status, slug)
+		return
+	}
+	if got := resp.Header.Get("Allow"); got != allow {
+		t.Errorf("%s %s: Allow %q, want %q", method, path, got, allow)
+	}
+	if method == "HEAD" {
+		return
+	}
+	if p := problem(t, resp.StatusCode, resp.Header, body); p.Type != api.ProblemBase+slug || p.Instance != path {
+		t.Errorf("%s %s: type %s at %s, want %s at %s", method, path, p.Type, p.Instance, slug, path)
 	}
 }
 
@@ -1274,7 +1328,7 @@ func TestNoRouteIsAnsweredWithTheHeadersOfTheAPI(t *testing.T) {
 		{"GET", "/nope.html", 404}, {"HEAD", "/nope.html", 404}, {"OPTIONS", "/nope.html", 404},
 		{"GET", "/static/app.js", 404},
 		{"POST", "/v1/stats", 405}, {"OPTIONS", "/v1/stats", 405}, {"PROPFIND", "/v1/stats", 405},
-		{"POST", "/app.js", 404}, {"OPTIONS", "/", 405},
+		{"POST", "/app.js", 405}, {"OPTIONS", "/app.js", 405}, {"OPTIONS", "/", 405}, {"GET", "/.", 404}, {"GET", "/app.js/", 404},
 	} {
 		what := tc.method + " " + tc.path
 		code, h := answer(tc.method, tc.path)

@@ -190,9 +190,10 @@ func problemFor(err error) Problem {
 			// Any other client error of fiber's is a bad request, with
 			// that type's status: openapi.yaml documents each type with
 			// one status, and a client reads one from the other. None is
-			// raised today (fiber's file server raises 403 and 404; Range
-			// and any Expect but 100-continue are ignored); any other
-			// status of fiber's is an internal error.
+			// raised today (fiber's router raises 404 and 405, its
+			// SendFile 403 only for a directory, which no dashboard file
+			// is; Range and any Expect but 100-continue are ignored); any
+			// other status of fiber's is an internal error.
 			if fe.Code >= 400 && fe.Code < 500 {
 				k, detail = pBadRequest, fe.Message
 			}

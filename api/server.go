@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -818,18 +819,47 @@ func (s *Server) routes() {
 		dashboardHeaders(c)
 		return filesystem.SendFile(c, dashboard, "/index.html")
 	})
-	// The dashboard's other files; anything else falls through to 404,
-	// or 405 for a method a route's path does not take: an error, whose
-	// answer, a problem, is the API's (errorHandler), so the dashboard's
-	// headers go on a file served alone.
+	// The dashboard's other files, each at its own path only, answered
+	// as / is: by GET and HEAD, 405 with the same Allow for any other
+	// method. Anything else falls through to 404, or 405 for a method a
+	// route's path does not take: an error, whose answer, a problem, is
+	// the API's (errorHandler), so the dashboard's headers go on a file
+	// served alone. fiber's file server took any path it could open: "/."
+	// (a directory, 403 forbidden), "/app.js/" (the file, though
+	// StrictRouting makes that another path).
+	files := dashboardFiles()
 	s.app.Use(func(c *fiber.Ctx) error {
-		if err := c.Next(); err != nil {
-			return err
+		if !files[c.Path()] {
+			return c.Next()
+		}
+		if m := c.Method(); m != fiber.MethodGet && m != fiber.MethodHead {
+			c.Set(fiber.HeaderAllow, dashboardAllow)
+			return fiber.ErrMethodNotAllowed
 		}
 		dashboardHeaders(c)
-		return nil
-	}, filesystem.New(filesystem.Config{Root: dashboard}))
+		return filesystem.SendFile(c, dashboard, c.Path())
+	})
 	s.allow = serverMethods(s.k.routes)
+}
+
+// dashboardAllow is the Allow of a dashboard file's 405, that of / (a GET
+// route, which answers HEAD too).
+const dashboardAllow = fiber.MethodGet + ", " + fiber.MethodHead
+
+// dashboardFiles are the paths the dashboard's files are served at
+// ("/app.js"): those of package web's regular files.
+func dashboardFiles() map[string]bool {
+	files := map[string]bool{}
+	err := fs.WalkDir(web.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files["/"+p] = true
+		}
+		return err
+	})
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return files
 }
 
 // serverOptions answers "OPTIONS *", which asks what the server as a whole

@@ -117,7 +117,7 @@ func TestHealthStatusesAreDocumented(t *testing.T) {
 // Every error of fiber's, whatever its status, is answered as a documented
 // problem type with that type's status (and title): openapi.yaml documents
 // each type with one status, and a client reads one from the other. Those
-// fiber raises today are 403, 404, 405, 408, 413 and 431; any other would
+// fiber raises today are 404, 405, 408, 413 and 431; any other would
 // have been answered bad-request with its own status (a 416 or 417).
 func TestEveryFiberErrorIsADocumentedProblem(t *testing.T) {
 	kinds := map[string]problemKind{}
