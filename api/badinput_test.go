@@ -1626,6 +1626,64 @@ func TestARequestExpectingContinueIsRefusedForItsTypeBeforeItsBody(t *testing.T)
 	}
 }
 
+// A request whose framing says it has no body (neither Content-Length nor
+// Transfer-Encoding, or a length of 0) has none to wait for: its
+// "Expect: 100-continue" is ignored (RFC 9110, 10.1.1 lets a server omit
+// the "100 Continue" then), and it is answered as without it, its
+// connection kept, so that the requests pipelined after it are answered
+// too. It was taken for a body its route refuses for its type (none
+// given), or, on a service with keys, for one of a request whose key will
+// be refused: answered, and the connection closed with the requests after
+// it unanswered.
+func TestABodylessRequestExpectingContinueKeepsItsConnection(t *testing.T) {
+	const expect = "Expect: 100-continue\r\n"
+	for _, tc := range []struct {
+		name     string
+		opts     []envOption
+		requests []string
+		want     []int
+	}{
+		{"open", nil, []string{
+			"GET /healthz HTTP/1.1\r\nHost: x\r\n" + expect + "\r\n",
+			"GET /v1/stats HTTP/1.1\r\nHost: x\r\n" + expect + "\r\n",
+			"GET /app.js HTTP/1.1\r\nHost: x\r\n" + expect + "\r\n",
+			"HEAD / HTTP/1.1\r\nHost: x\r\n" + expect + "\r\n",
+			"POST " + userPath("default", "u", "/seen") + " HTTP/1.1\r\nHost: x\r\n" + expect + "Content-Length: 0\r\n\r\n",
+			"POST " + userPath("default", "u", "/seen") + " HTTP/1.1\r\nHost: x\r\n" + expect +
+				"Content-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+			"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n",
+		}, []int{200, 200, 200, 200, 415, 400, 200}},
+		{"with keys", []envOption{withKeys}, []string{
+			"GET /v1/stats HTTP/1.1\r\nHost: x\r\n" + expect + "\r\n",
+			"GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + readKey + "\r\n" + expect + "\r\n",
+			"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		}, []int{401, 200, 200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opts...)
+			conn, _ := e.dial(t)
+			io.WriteString(conn, strings.Join(tc.requests, ""))
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(conn)
+			for i, request := range tc.requests {
+				line, _, _ := strings.Cut(request, "\r\n")
+				method, _, _ := strings.Cut(line, " ")
+				resp, err := http.ReadResponse(br, &http.Request{Method: method})
+				if err != nil {
+					t.Fatalf("%s: no answer: %v", line, err)
+				}
+				b := readAll(t, resp)
+				if resp.StatusCode != tc.want[i] {
+					t.Errorf("%s: %d %s, want %d", line, resp.StatusCode, truncate(b), tc.want[i])
+				}
+				if resp.Close && i < len(tc.requests)-1 {
+					t.Fatalf("%s: %d with Connection: close, the requests after it unanswered", line, resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
 // TestBatchRefusesUserIDsNoPathReaches holds the batch's user field to the
 // rules of the {user} path parameter: a user the batch stored under "." or
 // ".." could never be read, exported or erased. The whole batch is refused,

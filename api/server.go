@@ -135,11 +135,17 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 		// What the connection's last request held, should no answer have
 		// given it back.
 		s.bodies.release(h)
-		if !h.IsHTTP11() {
+		if !h.IsHTTP11() || framedBodyless(h) {
 			// HTTP/1.0 has no 1xx answers: a server MUST ignore its
 			// "Expect: 100-continue" (RFC 9110, 10.1.1), where fasthttp
 			// would answer "100 Continue", which its client reads as the
-			// answer to its request, and wait for the body.
+			// answer to its request, and wait for the body. Nor has a
+			// request whose framing says it has no body any to wait for
+			// (a server may then omit "100 Continue", 10.1.1): it is
+			// answered as without the expectation, its connection kept,
+			// where the checks below took it for a body refused for its
+			// type (a GET has none) or its key, and closed the
+			// connection, the requests pipelined after it unanswered.
 			h.Del(fiber.HeaderExpect)
 		}
 		if s.draining.Load() {
@@ -223,6 +229,14 @@ func New(hot HotSet, cfg Config) (*Server, error) {
 // reads it (Request.MayContinue).
 func expectsContinue(h *fasthttp.RequestHeader) bool {
 	return bytes.EqualFold(h.Peek(fiber.HeaderExpect), []byte("100-continue"))
+}
+
+// framedBodyless reports whether the framing of the request of header h says it
+// has no body: a Content-Length of 0, or neither Content-Length nor
+// Transfer-Encoding (RFC 9112, 6.3).
+func framedBodyless(h *fasthttp.RequestHeader) bool {
+	n := h.ContentLength()
+	return n == 0 || n == -2
 }
 
 // bodyLimit is the largest body a request may send: --max-import-bytes
