@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,21 +83,26 @@ func TestAUserPastTheStoresLargestValueSaturatesOverHTTP(t *testing.T) {
 
 	// A filter too large to store, imported by replace into a new user and
 	// merged into big: 413, and nothing changes.
+	// Only as many items as take it past (about 540,000 with the default
+	// profile, each taking 2 bytes or so encoded): adding items is most of
+	// this test's time under the race detector.
 	f, err := userfilter.New(userfilter.DefaultProfile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	many := make([]string, 800000)
-	for i := range many {
-		many[i] = fmt.Sprintf("m:%d", i)
-	}
-	f.Add(many, time.Now())
-	tooBig, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int64(len(tooBig)) <= so.ValueLogFileSize {
-		t.Fatalf("the filter to import takes %d bytes, not more than the store keeps", len(tooBig))
+	many := make([]string, 40000)
+	var tooBig []byte
+	for n := 0; int64(len(tooBig)) <= so.ValueLogFileSize; n += len(many) {
+		if n >= 2000000 {
+			t.Fatalf("the filter to import takes %d bytes after %d items, not more than the store keeps", len(tooBig), n)
+		}
+		for i := range many {
+			many[i] = "m:" + strconv.Itoa(n+i)
+		}
+		f.Add(many, time.Now())
+		if tooBig, err = f.MarshalBinary(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct {
 		user string
