@@ -38,6 +38,15 @@ import (
 // name the cause rather than a backup cut short. A build without the stop
 // mark reads it as a list too large and refuses the stream as it refuses
 // any backup not whole; no format version is needed.
+//
+// A backup taken skipping damaged users (BackupSkippingDamaged) has, after
+// its lists, a skip mark before its end mark: a stop mark whose record
+// lists the users left out (Skipped), counted with the lists by the end
+// mark and its checksum. Readers of this build note those users and read
+// on to the end mark; a build before it reads a stop mark, and refuses
+// the stream saying why (its Reason): a restore there would leave the
+// users out without a word. Its record may exceed maxBackupStop (builds
+// before it refuse that as a bad stop mark), up to maxBackupSkip.
 var (
 	backupMagic   = []byte("seenapi-backup\x01")
 	backupMagicV0 = []byte("seenapi-backup\x00")
@@ -56,13 +65,25 @@ const (
 	backupEnd         = ^uint64(0)
 	backupStopped     = backupEnd - 1
 	maxBackupStop     = 64 << 10 // a longer stop record means a corrupt stream
+	maxBackupSkip     = 16 << 20 // a longer skip record, too
 )
 
 // backupStop is the record of a stop mark: the user whose failure stopped
-// the backup (none: not a user's), and the failure's text.
+// the backup (none: not a user's), and the failure's text; or of a skip
+// mark, the users left out (Skipped, not empty) and, for builds that read
+// it as a stop mark, why they cannot restore the backup (Reason).
 type backupStop struct {
-	NS     string `json:"ns,omitempty"`
-	User   string `json:"user,omitempty"`
+	NS      string        `json:"ns,omitempty"`
+	User    string        `json:"user,omitempty"`
+	Reason  string        `json:"reason"`
+	Skipped []SkippedUser `json:"skipped,omitempty"`
+}
+
+// SkippedUser is a user a backup left out, its stored filter unreadable
+// (see Store.BackupSkippingDamaged), and why.
+type SkippedUser struct {
+	NS     string `json:"ns"`
+	User   string `json:"user"`
 	Reason string `json:"reason"`
 }
 
@@ -90,8 +111,23 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // fails it with a *UserError (ErrCorrupt) naming the user, after a stop
 // mark saying so (see backupStopped) ends what w was given.
 func (s *Store) Backup(w io.Writer) error {
+	_, err := s.backup(w, false)
+	return err
+}
+
+// BackupSkippingDamaged is Backup, but a user whose stored filter cannot
+// be read is left out of the backup rather than failing it, and returned,
+// for an operator who must take a backup before repairing them. The
+// stream names them (see backupMagic), so that reading it says so; their
+// journal records, which come before the filters, stay in it: a restore
+// brings back their calls since their last write-back alone.
+func (s *Store) BackupSkippingDamaged(w io.Writer) ([]SkippedUser, error) {
+	return s.backup(w, true)
+}
+
+func (s *Store) backup(w io.Writer, skipDamaged bool) (skipped []SkippedUser, err error) {
 	if err := s.enter(); err != nil {
-		return opErr("backup", err)
+		return nil, opErr("backup", err)
 	}
 	defer s.leave()
 	// The journal first: a write-back between the two snapshots then puts
@@ -111,12 +147,12 @@ func (s *Store) Backup(w io.Writer) error {
 	}
 	s.writes.Unlock()
 	if err != nil {
-		return opErr("backup", err)
+		return nil, opErr("backup", err)
 	}
 	defer txn.Discard()
 	hdr := binary.AppendUvarint(append([]byte(nil), backupMagic...), FormatVersion)
 	if _, err := w.Write(hdr); err != nil {
-		return opErr("backup", err)
+		return nil, opErr("backup", err)
 	}
 	lists := &countingWriter{w: w}
 	// Journal records travel as journal keys of format 1, in lists of the
@@ -132,23 +168,27 @@ func (s *Store) Backup(w io.Writer) error {
 		}
 		journal = journal[n:]
 		if err := writeList(lists, list); err != nil {
-			return opErr("backup", err)
+			return nil, opErr("backup", err)
 		}
 	}
-	if err := backupKeys(txn, lists); err != nil {
+	skipped, err = backupKeys(txn, lists, skipDamaged)
+	if err == nil && len(skipped) > 0 {
+		err = writeSkipped(lists, skipped)
+	}
+	if err != nil {
 		if lists.err == nil {
 			// The store failed, not w: the stream ends saying so. (w's
 			// own failure leaves it cut short; nothing could be added.)
 			writeStop(w, err)
 		}
-		return opErr("backup", err)
+		return nil, opErr("backup", err)
 	}
 	end := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupEnd), lists.n)
 	end = binary.LittleEndian.AppendUint64(end, uint64(lists.crc))
 	if _, err := lists.w.Write(end); err != nil {
-		return opErr("backup", err)
+		return nil, opErr("backup", err)
 	}
-	return nil
+	return skipped, nil
 }
 
 // betweenBackupSnapshots, if set, runs between a backup's reading of the
@@ -168,8 +208,9 @@ const backupListBytes = 1 << 20
 // up to 32 of them for the writer: with a client reading at 64 MB/s the
 // heap grew by 1.2 GB for a store of 250 MB. One iterator here keeps
 // about two lists. Deleted and expired keys go into no backup: a user
-// erased before it (Delete) is not named in it.
-func backupKeys(txn *badger.Txn, w io.Writer) error {
+// erased before it (Delete) is not named in it. With skipDamaged, a
+// user's filter that cannot be read is left out and returned.
+func backupKeys(txn *badger.Txn, w io.Writer, skipDamaged bool) (skipped []SkippedUser, err error) {
 	// No values read ahead: Badger's default reads the next 100, which
 	// for filters of a MiB is 100 MiB held besides the list.
 	it := txn.NewIterator(badger.IteratorOptions{})
@@ -187,25 +228,47 @@ func backupKeys(txn *badger.Txn, w io.Writer) error {
 		// user repairs it).
 		value, err := readValue(item)
 		if err != nil {
-			if ns, user, ok := parseFilterKey(item.Key()); ok {
-				return &UserError{NS: string(ns), User: string(user), Err: err}
+			ns, user, ok := parseFilterKey(item.Key())
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("key %q: %w", item.Key(), err)
+			case skipDamaged:
+				skipped = append(skipped, SkippedUser{NS: string(ns), User: string(user), Reason: unprefixed(err)})
+				continue
 			}
-			return fmt.Errorf("key %q: %w", item.Key(), err)
+			return nil, &UserError{NS: string(ns), User: string(user), Err: err}
 		}
 		key := item.KeyCopy(nil)
 		list.Kv = append(list.Kv, &pb.KV{Key: key, Value: value, UserMeta: []byte{item.UserMeta()},
 			Version: item.Version(), ExpiresAt: item.ExpiresAt()})
 		if size += len(key) + len(value); size >= backupListBytes {
 			if err := writeList(w, list); err != nil {
-				return err
+				return nil, err
 			}
 			list, size = &pb.KVList{}, 0
 		}
 	}
 	if len(list.Kv) == 0 {
-		return nil
+		return skipped, nil
 	}
-	return writeList(w, list)
+	return skipped, writeList(w, list)
+}
+
+// writeSkipped writes a backup's skip mark, naming the users it left out
+// (see backupMagic), to lists, which the end mark counts.
+func writeSkipped(lists io.Writer, skipped []SkippedUser) error {
+	rec, err := json.Marshal(backupStop{Skipped: skipped, Reason: fmt.Sprintf(
+		"damaged users were left out of it on request (skip_damaged: %d users), which this build cannot name; "+
+			"restore it with a build that reads such a backup", len(skipped))})
+	switch {
+	case err != nil:
+		return err
+	case len(rec) > maxBackupSkip:
+		return fmt.Errorf("%d damaged users: more than a backup can name", len(skipped))
+	}
+	head := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, backupStopped), uint64(len(rec)))
+	_, err = lists.Write(append(head, rec...))
+	return err
 }
 
 // writeStop ends a backup, at a list's end, with a stop mark saying that
@@ -224,31 +287,37 @@ func writeStop(w io.Writer, err error) {
 	w.Write(append(head, rec...)) // a failure: see above
 }
 
-// readBackupStop reads the rest of a stop mark and returns the
-// *BackupStoppedError it records.
-func readBackupStop(br *bufio.Reader, src *sourceReader) error {
-	var n uint64
-	if err := binary.Read(br, binary.LittleEndian, &n); err != nil {
+// readBackupStop reads the rest of a stop mark: of a skip mark, the users
+// it names and its bytes after the marker (rec, which the end mark
+// counts); else the *BackupStoppedError it records.
+func readBackupStop(br *bufio.Reader, src *sourceReader) (skipped []SkippedUser, rec []byte, err error) {
+	var head [8]byte
+	if _, err := io.ReadFull(br, head[:]); err != nil {
 		if src.err != nil {
-			return src.failed("its stop mark")
+			return nil, nil, src.failed("its stop mark")
 		}
-		return fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
+		return nil, nil, fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
 	}
-	if n > maxBackupStop {
-		return fmt.Errorf("%w: stop mark of %d bytes", ErrBadBackup, n)
+	n := binary.LittleEndian.Uint64(head[:])
+	if n > maxBackupSkip {
+		return nil, nil, fmt.Errorf("%w: stop mark of %d bytes", ErrBadBackup, n)
 	}
-	rec := make([]byte, n)
-	if _, err := io.ReadFull(br, rec); err != nil {
+	rec = make([]byte, 8+n)
+	copy(rec, head[:])
+	if _, err := io.ReadFull(br, rec[8:]); err != nil {
 		if src.err != nil {
-			return src.failed("its stop mark")
+			return nil, nil, src.failed("its stop mark")
 		}
-		return fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
+		return nil, nil, fmt.Errorf("%w: the backup is cut short (in its stop mark)", ErrBadBackup)
 	}
 	var stop backupStop
-	if err := json.Unmarshal(rec, &stop); err != nil {
-		return fmt.Errorf("%w: stop mark: %w", ErrBadBackup, err)
+	if err := json.Unmarshal(rec[8:], &stop); err != nil {
+		return nil, nil, fmt.Errorf("%w: stop mark: %w", ErrBadBackup, err)
 	}
-	return &BackupStoppedError{NS: stop.NS, User: stop.User, Reason: stop.Reason}
+	if len(stop.Skipped) > 0 {
+		return stop.Skipped, rec, nil
+	}
+	return nil, nil, &BackupStoppedError{NS: stop.NS, User: stop.User, Reason: stop.Reason}
 }
 
 // writeList writes one list of a backup: its length (uint64 little-endian),
@@ -335,7 +404,7 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 		pending, size = pending[:0], 0
 		return nil
 	}
-	err := readBackup(r, func(list *pb.KVList) error {
+	_, err := readBackup(r, func(list *pb.KVList) error {
 		for _, kv := range list.Kv {
 			if bytes.Equal(kv.Key, prevKey) {
 				continue // an older version of the key just restored
@@ -403,6 +472,9 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 type BackupContents struct {
 	Filters        int // users' stored filters (not the Empty values of gone users)
 	JournalRecords int // impressions recorded since their user's last write-back
+	// The users left out, their filters damaged (BackupSkippingDamaged):
+	// a restore brings back their journal records alone.
+	Skipped []SkippedUser
 }
 
 // VerifyBackup reads a backup stream through without restoring it and says
@@ -413,7 +485,7 @@ func VerifyBackup(r io.Reader) (BackupContents, error) {
 	now := uint64(time.Now().Unix())
 	var c BackupContents
 	var prevKey []byte
-	err := readBackup(r, func(list *pb.KVList) error {
+	skipped, err := readBackup(r, func(list *pb.KVList) error {
 		for _, kv := range list.Kv {
 			if bytes.Equal(kv.Key, prevKey) {
 				continue // an older version of the key just read, as Restore skips it
@@ -439,6 +511,7 @@ func VerifyBackup(r io.Reader) (BackupContents, error) {
 	if err != nil {
 		return BackupContents{}, opErr("backup", err)
 	}
+	c.Skipped = skipped
 	return c, nil
 }
 
@@ -455,17 +528,18 @@ func live(kv *pb.KV, now uint64) bool {
 }
 
 // readBackup reads a backup stream: the header, each list in turn (passed
-// to each, which may keep nothing of it), then the end mark.
-func readBackup(r io.Reader, each func(*pb.KVList) error) error {
+// to each, which may keep nothing of it), then the end mark, and returns
+// the users its skip mark names (see backupMagic).
+func readBackup(r io.Reader, each func(*pb.KVList) error) (skipped []SkippedUser, err error) {
 	src := &sourceReader{r: r}
 	br := bufio.NewReaderSize(src, 64<<10)
 	version, err := readBackupHeader(br, src)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var (
 		buf  []byte
-		read uint64 // bytes of the lists so far
+		read uint64 // bytes of the lists (and skip mark) so far
 		sum  uint32 // and their CRC-32C
 		head [8]byte
 	)
@@ -473,25 +547,33 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 		if _, err := io.ReadFull(br, head[:]); err != nil {
 			switch {
 			case src.err != nil:
-				return src.failed("a list's length")
+				return nil, src.failed("a list's length")
 			case errors.Is(err, io.EOF) && version == 0:
-				return nil
+				return nil, nil
 			case errors.Is(err, io.EOF):
-				return fmt.Errorf("%w: the backup is cut short (no end mark)", ErrBadBackup)
+				return nil, fmt.Errorf("%w: the backup is cut short (no end mark)", ErrBadBackup)
 			}
-			return fmt.Errorf("%w: the backup is cut short (in a list's length)", ErrBadBackup)
+			return nil, fmt.Errorf("%w: the backup is cut short (in a list's length)", ErrBadBackup)
 		}
 		n := binary.LittleEndian.Uint64(head[:])
 		switch {
+		case skipped != nil && n != backupEnd:
+			return nil, fmt.Errorf("%w: no end mark after the skip mark", ErrBadBackup)
 		case n == backupEnd && version > 0:
-			return readBackupEnd(br, src, version, read, sum)
+			return skipped, readBackupEnd(br, src, version, read, sum)
 		case n == backupStopped && version > 0:
-			return readBackupStop(br, src)
+			var rec []byte
+			if skipped, rec, err = readBackupStop(br, src); err != nil {
+				return nil, err
+			}
+			read += 8 + uint64(len(rec))
+			sum = crc32.Update(crc32.Update(sum, backupCRC, head[:]), backupCRC, rec)
+			continue
 		}
 		read += 8 + n
 		sum = crc32.Update(sum, backupCRC, head[:])
 		if n > maxBackupList {
-			return fmt.Errorf("%w: list of %d bytes", ErrBadBackup, n)
+			return nil, fmt.Errorf("%w: list of %d bytes", ErrBadBackup, n)
 		}
 		if uint64(cap(buf)) < n {
 			buf = make([]byte, n)
@@ -499,17 +581,17 @@ func readBackup(r io.Reader, each func(*pb.KVList) error) error {
 		buf = buf[:n]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			if src.err != nil {
-				return src.failed("a list")
+				return nil, src.failed("a list")
 			}
-			return fmt.Errorf("%w: the backup is cut short (in a list of %d bytes)", ErrBadBackup, n)
+			return nil, fmt.Errorf("%w: the backup is cut short (in a list of %d bytes)", ErrBadBackup, n)
 		}
 		sum = crc32.Update(sum, backupCRC, buf)
 		list := &pb.KVList{}
 		if err := proto.Unmarshal(buf, list); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadBackup, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadBackup, err)
 		}
 		if err := each(list); err != nil {
-			return err
+			return nil, err
 		}
 	}
 }

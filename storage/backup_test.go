@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -97,7 +98,7 @@ func TestBackupRestoresIntoAFreshStore(t *testing.T) {
 		}
 		wantContents.JournalRecords += len(st.journal)
 	}
-	if c, err := VerifyBackup(bytes.NewReader(buf.Bytes())); err != nil || c != wantContents {
+	if c, err := VerifyBackup(bytes.NewReader(buf.Bytes())); err != nil || !reflect.DeepEqual(c, wantContents) {
 		t.Fatalf("VerifyBackup: %+v, %v; want %+v", c, err, wantContents)
 	}
 

@@ -113,7 +113,11 @@
 // stops (a user's value damaged on disk: no backup leaves a user out, which
 // would restore as whole without it) ends with a stop mark instead, naming
 // the user, which readers return as a *BackupStoppedError, so that a
-// client downloading it learns the cause. VerifyBackup checks a stream
+// client downloading it learns the cause. BackupSkippingDamaged, asked for
+// by an operator who must have a backup before the repair, leaves such
+// users out instead and names them in a skip mark before the end mark,
+// which VerifyBackup returns (BackupContents.Skipped) and builds before it
+// refuse as a stop mark saying why. VerifyBackup checks a stream
 // whole without restoring it. Restore reads it back into any store,
 // empty or not, merging filters with the caller's MergeFunc (each side's
 // pending journal records first folded into its filter by the caller's

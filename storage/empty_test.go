@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (BackupContents{Filters: 1, JournalRecords: 1}); c != want {
+	if want := (BackupContents{Filters: 1, JournalRecords: 1}); !reflect.DeepEqual(c, want) {
 		t.Fatalf("VerifyBackup counts %+v, want %+v: the restore brought back the users %q", c, want, users)
 	}
 }
