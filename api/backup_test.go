@@ -56,10 +56,10 @@ func TestBackupOfARunningService(t *testing.T) {
 	filter(t, w, "default", "new", client.FilterRequest{Candidates: []string{"c"}})
 	filter(t, w, "capped", "new", client.FilterRequest{Candidates: []string{"d"}})
 
-	if r, err := w.GetBackupWithResponse(ctx); err != nil || r.ApplicationproblemJSON403 == nil {
+	if r, err := w.GetBackupWithResponse(ctx, nil); err != nil || r.ApplicationproblemJSON403 == nil {
 		t.Fatalf("a write key's backup: %v %d", err, r.StatusCode())
 	}
-	r, err := a.GetBackupWithResponse(ctx)
+	r, err := a.GetBackupWithResponse(ctx, nil)
 	if err != nil || r.StatusCode() != http.StatusOK {
 		t.Fatalf("backup: %v %d %s", err, r.StatusCode(), r.Body)
 	}
@@ -127,7 +127,7 @@ func TestBackupOutlastsTheWriteTimeout(t *testing.T) {
 		filter(t, c, "default", "u"+strings.Repeat("x", i), client.FilterRequest{Candidates: []string{"a", "b", "c"}})
 	}
 	start := time.Now()
-	r, err := c.GetBackupWithResponse(ctx)
+	r, err := c.GetBackupWithResponse(ctx, nil)
 	if err != nil {
 		t.Fatalf("backup: %v", err)
 	}
@@ -317,5 +317,51 @@ func TestOneBackupAtATime(t *testing.T) {
 	<-held
 	if status, _, body := e.raw(http.MethodGet, "/v1/backup", "", nil); status != http.StatusOK {
 		t.Fatalf("once the first backup ended: %d %.200s, want 200", status, body)
+	}
+}
+
+// A user whose stored filter is damaged stops a backup, whose stream says
+// so, unless skip_damaged asks for one without such users: the stream
+// then names them in its skip mark, which a reader returns, and restores
+// every other user. The service logs each user left out.
+func TestBackupSkippingDamagedUsers(t *testing.T) {
+	var l logLines
+	e := damagedVictimEnv(t, withLog(&l))
+	c := e.client("")
+	r, err := c.GetBackupWithResponse(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped *storage.BackupStoppedError
+	if _, err := storage.VerifyBackup(bytes.NewReader(r.Body)); !errors.As(err, &stopped) || stopped.User != "victim" {
+		t.Fatalf("a backup without skip_damaged: %v, want it stopped by victim", err)
+	}
+
+	r, err = c.GetBackupWithResponse(ctx, &client.GetBackupParams{SkipDamaged: ptr(true)})
+	if err != nil || r.StatusCode() != http.StatusOK {
+		t.Fatalf("GET /v1/backup?skip_damaged=true: %v %d", err, r.StatusCode())
+	}
+	held, err := storage.VerifyBackup(bytes.NewReader(r.Body))
+	if err != nil || held.Filters != 2 || len(held.Skipped) != 1 || held.Skipped[0].NS != "default" ||
+		held.Skipped[0].User != "victim" || !strings.Contains(held.Skipped[0].Reason, "corrupt") {
+		t.Fatalf("a backup skipping damaged users: %+v, %v; want 2 filters, default/victim skipped for its damage", held, err)
+	}
+	hot, err := restored(t, r.Body)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	for u, want := range map[string]bool{"before": true, "after": true, "victim": false} {
+		if seen, err := hot.Check("default", u, []string{"item-7"}, nil); err != nil || seen[0] != want {
+			t.Errorf("restored %s: item-7 seen %v, %v; want %v", u, seen, err, want)
+		}
+	}
+	status, h, body := e.raw(http.MethodGet, "/v1/backup?skip_damaged=yes", "", nil)
+	if p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request"); len(p.Errors) != 1 || p.Errors[0].Parameter != "skip_damaged" {
+		t.Errorf("skip_damaged=yes: %+v, want the parameter named", p)
+	}
+	e.close() // once the backup's writer has logged
+	recs := l.find(t, "seenapi: a backup leaves out a user whose stored filter is damaged (skip_damaged)")
+	if len(recs) != 1 || recs[0]["level"] != "WARN" || recs[0]["ns"] != "default" || recs[0]["user"] != "victim" {
+		t.Errorf("the service logged %v, want one warning naming default/victim", recs)
 	}
 }

@@ -372,23 +372,7 @@ func TestCorruptStoredFilterIsItsOwnProblem(t *testing.T) {
 // vain. The users stored beside it are served, and on_error open answers it
 // unfiltered.
 func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
-	so := storage.DefaultOptions(t.TempDir())
-	e := newEnvIn(t, so, nil)
-	items := make([]string, 2000) // a filter for the value log, not the tree
-	for i := range items {
-		items[i] = fmt.Sprint("item-", i)
-	}
-	for _, u := range []string{"before", "victim", "after"} {
-		filter(t, e.client(""), "default", u, client.FilterRequest{Candidates: items})
-	}
-	e.close()
-	// Started and stopped once more, so that the users' value-log file is
-	// not the last one, which Badger cuts at its first damaged record when
-	// it opens (see storage's doc).
-	newEnvIn(t, so, nil).close()
-	storagetest.DamageFilter(t, so.Dir, "default", "victim")
-
-	e = newEnvIn(t, so, nil)
+	e := damagedVictimEnv(t)
 	status, h, body := e.raw(http.MethodPost, userPath("default", "victim", "/filter"), "application/json",
 		[]byte(`{"candidates":["item-1","new"]}`))
 	wantProblem(t, status, h, body, http.StatusInternalServerError, "corrupt-filter")
@@ -402,6 +386,29 @@ func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
 			t.Errorf("%s, stored beside the damaged user: %+v, want unseen [new]", u, got)
 		}
 	}
+}
+
+// damagedVictimEnv serves a store whose users before, victim and after of
+// namespace default have seen item-0 to item-1999, victim's stored filter
+// damaged on disk.
+func damagedVictimEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	so := storage.DefaultOptions(t.TempDir())
+	e := newEnvIn(t, so, nil, opts...)
+	items := make([]string, 2000) // a filter for the value log, not the tree
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	for _, u := range []string{"before", "victim", "after"} {
+		filter(t, e.client(""), "default", u, client.FilterRequest{Candidates: items})
+	}
+	e.close()
+	// Started and stopped once more, so that the users' value-log file is
+	// not the last one, which Badger cuts at its first damaged record when
+	// it opens (see storage's doc).
+	newEnvIn(t, so, nil, opts...).close()
+	storagetest.DamageFilter(t, so.Dir, "default", "victim")
+	return newEnvIn(t, so, nil, opts...)
 }
 
 // A corrupt stored filter is one that cannot be read: on_error open

@@ -368,7 +368,9 @@ func (s *Server) exportUser(c *fiber.Ctx) error {
 // handler returns, so a failure once it has begun cannot change the status:
 // the backup then lacks its end mark, which restore refuses, and a failure
 // of the store ends it with a stop mark naming the cause (storage.Backup),
-// which seenapi backup --url reports.
+// which seenapi backup --url reports. With skip_damaged=true, the users
+// whose stored filter cannot be read are left out instead, named in the
+// stream's skip mark and logged (storage.Store.BackupSkippingDamaged).
 func (s *Server) backup(c *fiber.Ctx) error {
 	// A backup holds every namespace: a key limited to some may not take
 	// one (admit lets it through the route, which has no {ns}).
@@ -378,6 +380,17 @@ func (s *Server) backup(c *fiber.Ctx) error {
 			s.scopeWords(m))
 	}
 	head := c.Method() == fiber.MethodHead
+	// skip_damaged: the operator's choice of a backup without the users
+	// whose stored filter cannot be read, which the stream names, over
+	// none until they are repaired.
+	var skipDamaged bool
+	switch c.Query("skip_damaged") {
+	case "", "false":
+	case "true":
+		skipDamaged = true
+	default:
+		return fieldError(pBadRequest, "", "skip_damaged", "skip_damaged is true or false")
+	}
 	// One backup at a time. Each holds a snapshot of the store, the
 	// journal not yet written back and the store's stream buffers (a few
 	// times the store's size while its client reads slower than it is
@@ -432,7 +445,16 @@ func (s *Server) backup(c *fiber.Ctx) error {
 				logger.Error("seenapi: a backup stream failed; the client got a backup without its end mark", "err", err, "bytes", cw.n, "by", by)
 			}
 		})
-		err = s.hot.Backup(cw)
+		if skipDamaged {
+			var skipped []eviction.SkippedUser
+			skipped, err = s.hot.BackupSkippingDamaged(cw)
+			for _, u := range skipped {
+				logger.Warn("seenapi: a backup leaves out a user whose stored filter is damaged (skip_damaged)",
+					"ns", u.NS, "user", u.User, "reason", u.Reason, "by", by)
+			}
+		} else {
+			err = s.hot.Backup(cw)
+		}
 		if err == nil {
 			err = w.Flush()
 		}

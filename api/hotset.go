@@ -58,6 +58,9 @@ type HotSet interface {
 	Stats() eviction.Stats
 	// Backup writes a backup of the store to w while calls go on.
 	Backup(w io.Writer) error
+	// BackupSkippingDamaged is Backup, but leaves out, and returns, the
+	// users whose stored filter cannot be read.
+	BackupSkippingDamaged(w io.Writer) ([]eviction.SkippedUser, error)
 	// SetReplyClock makes the answers read back from the journal age in
 	// the time answers are stamped in (see replays.lifeLocked).
 	SetReplyClock(life func(time.Time) time.Time)

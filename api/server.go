@@ -1024,6 +1024,7 @@ var queryParams = map[string][]string{
 	"POST /v1/namespaces/{ns}/users/{user}/seen":  {"bulk"},
 	"PUT /v1/namespaces/{ns}/users/{user}/export": {"mode"},
 	"GET /v1/namespaces/{ns}/users":               {"after", "limit", "details"},
+	"GET /v1/backup":                              {"skip_damaged"},
 }
 
 // unknownQuery is the bad-request problem of the request's query

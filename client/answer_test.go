@@ -168,7 +168,7 @@ func TestASuccessOfAnotherMediaTypeIsABodyErrorOnEveryRoute(t *testing.T) {
 		call              func() (answer, error)
 	}{
 		{"export", "application/octet-stream", func() (answer, error) { return c.ExportUserWithResponse(ctx, "default", "u1") }},
-		{"backup", "application/octet-stream", func() (answer, error) { return c.GetBackupWithResponse(ctx) }},
+		{"backup", "application/octet-stream", func() (answer, error) { return c.GetBackupWithResponse(ctx, nil) }},
 		{"metrics", "text/plain", func() (answer, error) { return c.GetMetricsWithResponse(ctx) }},
 		{"openapi.yaml", "application/yaml", func() (answer, error) { return c.GetOpenAPIWithResponse(ctx) }},
 	} {
@@ -194,7 +194,7 @@ func TestASuccessOfAnotherMediaTypeIsABodyErrorOnEveryRoute(t *testing.T) {
 	}
 
 	// A backup read as it comes is held to its type by MediaTypeError.
-	resp, err := c.GetBackup(ctx)
+	resp, err := c.GetBackup(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -934,6 +934,21 @@ type Unsupported = Problem
 // UnsupportedMediaType An RFC 9457 problem detail.
 type UnsupportedMediaType = Problem
 
+// GetBackupParams defines parameters for GetBackup.
+type GetBackupParams struct {
+	// SkipDamaged `true` to take the backup even while some users' stored
+	// values are damaged: those users' filters are left out
+	// (their calls not yet written back stay in it), and the
+	// stream names them in a skip mark before its end mark, which
+	// `seenapi backup --url --skip-damaged` and `seenapi restore`
+	// report. The service logs each user left out. Builds before
+	// the skip mark refuse to restore such a backup, saying that
+	// damaged users were left out of it, rather than restore it
+	// without a word. Without it (`false`), a damaged user stops
+	// the backup.
+	SkipDamaged *bool `form:"skip_damaged,omitempty" json:"skip_damaged,omitempty"`
+}
+
 // FilterBatchParams defines parameters for FilterBatch.
 type FilterBatchParams struct {
 	// IdempotencyKey Makes the call safe to retry (draft-ietf-httpapi-idempotency-key-header):
@@ -1189,12 +1204,13 @@ type ClientInterface interface {
 	// (a user's stored value damaged on disk, which stops every backup
 	// until that user is erased or replaced by an import) ends the
 	// stream with a stop mark instead, naming the user, which
-	// `seenapi backup --url` reports. One backup is
+	// `seenapi backup --url` reports, unless `skip_damaged` asks for
+	// a backup without such users. One backup is
 	// taken at a time: another asked for meanwhile is answered 503
 	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
 	// Corresponds with GET /v1/backup (the `GetBackup` operationId).
-	GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetBackup(ctx context.Context, params *GetBackupParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNamespaces The configured namespaces, sorted by name
 	//
@@ -1604,13 +1620,14 @@ func (c *Client) GetAuth(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // (a user's stored value damaged on disk, which stops every backup
 // until that user is erased or replaced by an import) ends the
 // stream with a stop mark instead, naming the user, which
-// `seenapi backup --url` reports. One backup is
+// `seenapi backup --url` reports, unless `skip_damaged` asks for
+// a backup without such users. One backup is
 // taken at a time: another asked for meanwhile is answered 503
 // `overloaded`, with `Retry-After`. Role `admin`.
 //
 // Corresponds with GET /v1/backup (the `GetBackup` operationId).
-func (c *Client) GetBackup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetBackupRequest(c.Server)
+func (c *Client) GetBackup(ctx context.Context, params *GetBackupParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBackupRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2280,7 +2297,7 @@ func NewGetAuthRequest(server string) (*http.Request, error) {
 }
 
 // NewGetBackupRequest constructs an http.Request for the GetBackup method
-func NewGetBackupRequest(server string) (*http.Request, error) {
+func NewGetBackupRequest(server string, params *GetBackupParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2296,6 +2313,33 @@ func NewGetBackupRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SkipDamaged != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "skip_damaged", *params.SkipDamaged, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3161,14 +3205,15 @@ type ClientWithResponsesInterface interface {
 	// (a user's stored value damaged on disk, which stops every backup
 	// until that user is erased or replaced by an import) ends the
 	// stream with a stop mark instead, naming the user, which
-	// `seenapi backup --url` reports. One backup is
+	// `seenapi backup --url` reports, unless `skip_damaged` asks for
+	// a backup without such users. One backup is
 	// taken at a time: another asked for meanwhile is answered 503
 	// `overloaded`, with `Retry-After`. Role `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/backup (the `GetBackup` operationId).
-	GetBackupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBackupResponse, error)
+	GetBackupWithResponse(ctx context.Context, params *GetBackupParams, reqEditors ...RequestEditorFn) (*GetBackupResponse, error)
 
 	// ListNamespacesWithResponse The configured namespaces, sorted by name
 	//
@@ -6196,15 +6241,16 @@ func (c *ClientWithResponses) GetAuthWithResponse(ctx context.Context, reqEditor
 // (a user's stored value damaged on disk, which stops every backup
 // until that user is erased or replaced by an import) ends the
 // stream with a stop mark instead, naming the user, which
-// `seenapi backup --url` reports. One backup is
+// `seenapi backup --url` reports, unless `skip_damaged` asks for
+// a backup without such users. One backup is
 // taken at a time: another asked for meanwhile is answered 503
 // `overloaded`, with `Retry-After`. Role `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/backup (the `GetBackup` operationId).
-func (c *ClientWithResponses) GetBackupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetBackupResponse, error) {
-	rsp, err := c.GetBackup(ctx, reqEditors...)
+func (c *ClientWithResponses) GetBackupWithResponse(ctx context.Context, params *GetBackupParams, reqEditors ...RequestEditorFn) (*GetBackupResponse, error) {
+	rsp, err := c.GetBackup(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

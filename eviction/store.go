@@ -38,4 +38,7 @@ type Store interface {
 	// Backup writes a consistent snapshot of the store, journal included,
 	// to w without blocking other calls.
 	Backup(w io.Writer) error
+	// BackupSkippingDamaged is Backup, but leaves out, and returns, the
+	// users whose stored filter cannot be read rather than failing.
+	BackupSkippingDamaged(w io.Writer) ([]storage.SkippedUser, error)
 }

@@ -295,6 +295,23 @@ func (h *HotSet) Backup(w io.Writer) error {
 	return nil
 }
 
+// SkippedUser is a user a backup left out, its stored filter unreadable.
+type SkippedUser = storage.SkippedUser
+
+// BackupSkippingDamaged is Backup, but the users whose stored filter
+// cannot be read are left out and returned rather than failing it (see
+// storage.Store.BackupSkippingDamaged).
+func (h *HotSet) BackupSkippingDamaged(w io.Writer) ([]SkippedUser, error) {
+	if h.closed.Load() {
+		return nil, ErrClosed
+	}
+	skipped, err := h.store.BackupSkippingDamaged(w)
+	if err != nil {
+		return nil, fmt.Errorf("%w: backing up: %w", ErrStorage, err)
+	}
+	return skipped, nil
+}
+
 // writeNow expires f at now and writes it as the user's whole state,
 // superseding the journal up to upTo, before returning: for the steps that
 // answer only once the store has the change (an import, a bulk recording).

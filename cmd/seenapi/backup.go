@@ -84,7 +84,13 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, store.Close()) }()
+	defer func() {
+		// Not joined when it closes well: a *partialBackup alone is no
+		// failure (see run).
+		if cerr := store.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
 	// The calls a crash left unwritten go into the backup as they are:
 	// the service's next start still finds the crash (and says so).
 	store.KeepCrashMark()
@@ -103,7 +109,12 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		pr.CloseWithError(err) // a failed read must not leave Backup blocked
 		verified <- err
 	}()
-	err = store.Backup(ctxWriter{ctx, io.MultiWriter(w, pw)})
+	if o.skipDamaged {
+		// The users left out are named by the stream (held.Skipped).
+		_, err = store.BackupSkippingDamaged(ctxWriter{ctx, io.MultiWriter(w, pw)})
+	} else {
+		err = store.Backup(ctxWriter{ctx, io.MultiWriter(w, pw)})
+	}
 	pw.CloseWithError(err)
 	if err = errors.Join(err, <-verified); err != nil {
 		f.Close()
@@ -127,7 +138,7 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	}
 	logger.Info("seenapi: backup written", "out", o.out, "bytes", size, "filters", held.Filters,
 		"journal_records", held.JournalRecords, "data_dir", o.dataDir)
-	return nil
+	return skippedUsers(logger, o.out, held.Skipped)
 }
 
 // restore restores --in into --data-dir (created if missing), until ctx
@@ -158,6 +169,10 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w; nothing was restored", o.in, err)
 	}
+	// Said before the restore, which may be stopped or fail: these users
+	// will not be in --data-dir as they were.
+	logSkipped(logger, "seenapi: the backup leaves out a user whose stored value was damaged when it was taken "+
+		"(--skip-damaged): its calls not yet written back then are restored alone", held.Skipped)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
@@ -212,7 +227,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		return err
 	}
 	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "journal_records", held.JournalRecords,
-		"data_dir", o.dataDir, "merged", o.merge)
+		"skipped_users", len(held.Skipped), "data_dir", o.dataDir, "merged", o.merge)
 	return nil
 }
 

@@ -25,7 +25,7 @@ import (
 // which becomes out only then: a backup cut short, by a dropped connection
 // or a failure on the service's side once the answer began, is never kept;
 // one the service stopped (its stop mark) is reported with its cause.
-func backupFromService(ctx context.Context, url, key, caCert, out string, logger *slog.Logger) (err error) {
+func backupFromService(ctx context.Context, url, key, caCert, out string, skipDamaged bool, logger *slog.Logger) (err error) {
 	if err := checkOut(out); err != nil {
 		return err
 	}
@@ -46,7 +46,11 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 		return fmt.Errorf("--url: %w", err)
 	}
 	traced, handshakeFailed := watchHandshake(ctx)
-	resp, err := api.GetBackup(traced)
+	var params *client.GetBackupParams
+	if skipDamaged {
+		params = &client.GetBackupParams{SkipDamaged: &skipDamaged}
+	}
+	resp, err := api.GetBackup(traced, params)
 	if err != nil {
 		return fmt.Errorf("seenapi at %s: %w", shownURL(url), schemeHint(trustHint(err), url, handshakeFailed()))
 	}
@@ -103,18 +107,59 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, logger
 	}
 	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters,
 		"journal_records", held.JournalRecords, "from", shownURL(url))
-	return nil
+	return skippedUsers(logger, out, held.Skipped)
+}
+
+// exitPartialBackup is the exit status of a backup written without the
+// damaged users --skip-damaged left out: neither a success, which a
+// script would take for a whole backup, nor a failure (1), which would
+// have kept nothing.
+const exitPartialBackup = 3
+
+// partialBackup is the outcome of a backup written to out without the
+// users skipped (--skip-damaged).
+type partialBackup struct {
+	out     string
+	skipped int
+}
+
+func (p *partialBackup) Error() string {
+	return fmt.Sprintf("%s leaves out %d damaged users", p.out, p.skipped)
+}
+
+// skippedUsers logs each user a backup left out, its filter damaged
+// (--skip-damaged), and returns a *partialBackup if there are any.
+func skippedUsers(logger *slog.Logger, out string, skipped []storage.SkippedUser) error {
+	if len(skipped) == 0 {
+		return nil
+	}
+	logSkipped(logger, "seenapi: the backup leaves out a user whose stored value is damaged", skipped)
+	return &partialBackup{out: out, skipped: len(skipped)}
+}
+
+// logSkipped logs msg for each of the users a backup left out (the first
+// maxLoggedSkipped of them, and how many more).
+func logSkipped(logger *slog.Logger, msg string, skipped []storage.SkippedUser) {
+	const maxLoggedSkipped = 100
+	for _, u := range skipped[:min(len(skipped), maxLoggedSkipped)] {
+		logger.Warn(msg, "ns", u.NS, "user", u.User, "reason", u.Reason)
+	}
+	if n := len(skipped) - maxLoggedSkipped; n > 0 {
+		logger.Warn(msg+", and more not named here", "more", n)
+	}
 }
 
 // damagedUserAdvice says that the stored value of user of ns could not be
 // read (reason), so no backup can be taken, and how to repair it: a
 // backup left without the user would restore as whole and lose it
-// unseen. first is what must come first (starting the service), if any.
+// unseen, unless asked for (--skip-damaged), which names it. first is
+// what must come first (starting the service), if any.
 func damagedUserAdvice(ns, user, reason, first string) string {
 	path := "/v1/namespaces/" + url.PathEscape(ns) + "/users/" + url.PathEscape(user)
 	return fmt.Sprintf("the stored value of user %s of namespace %s is damaged (%s); a backup holds every user, "+
 		"so none is taken while one cannot be read: %serase that user (DELETE %s) or replace it with an export of it "+
-		"kept earlier (PUT %s/export?mode=replace), then back up again", user, ns, reason, first, path, path)
+		"kept earlier (PUT %s/export?mode=replace), then back up again; or back up without such users, naming them, with --skip-damaged",
+		user, ns, reason, first, path, path)
 }
 
 // checkOut checks, before a backup is taken, that one can be written to

@@ -482,3 +482,49 @@ func TestBackupStoppedByADamagedUserNamesItAndItsRepair(t *testing.T) {
 		t.Fatalf("backup --url once the damaged user is erased: exit %d\n%s", code, log)
 	}
 }
+
+// Asked to (--skip-damaged), backup takes the backup of a store with a
+// damaged user, offline and through the service's API, without that user:
+// it keeps the file, names the user and exits 3, so that neither a person
+// nor a script takes it for a whole backup; restore names the user too,
+// and brings back every other one.
+func TestBackupSkippingADamagedUserKeepsTheRestAndNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	filledDir(t, dir, 3)
+	_, done := openHotSet(t, dir) // see TestBackupStoppedByADamagedUserNamesItAndItsRepair
+	done()
+	storagetest.DamageFilter(t, dir, "default", "u1")
+	const named = `user=u1 reason="stored value is corrupt`
+
+	check := func(how string, code int, log, out string) {
+		t.Helper()
+		if code != exitPartialBackup || !strings.Contains(log, "the backup leaves out a user whose stored value is damaged") ||
+			!strings.Contains(log, named) || !strings.Contains(log, "skipped=1") {
+			t.Fatalf("%s --skip-damaged of a damaged user: exit %d, want %d naming u1\n%s", how, code, exitPartialBackup, log)
+		}
+		var rlog bytes.Buffer
+		into := t.TempDir()
+		if code := run(context.Background(), []string{"restore", "--data-dir", into, "--in", out, "--min-free-bytes", "-1"},
+			noEnv, &rlog, &rlog, nil); code != 0 || !strings.Contains(rlog.String(), named) ||
+			!strings.Contains(rlog.String(), "skipped_users=1") {
+			t.Fatalf("restore of the backup of %s: exit %d, want u1 named\n%s", how, code, rlog.String())
+		}
+		hs, done := openHotSet(t, into)
+		defer done()
+		users, err := hs.Users("default", "", 10)
+		if err != nil || !slices.Equal(users, []string{"u0", "u2"}) {
+			t.Fatalf("restored from the backup of %s: users %q, %v; want u0 and u2", how, users, err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "offline.backup")
+	code, log := backupCmd(nil, "--data-dir", dir, "--out", out, "--skip-damaged")
+	check("offline backup", code, log, out)
+
+	s := startService(t, nil, "--data-dir", dir)
+	out = filepath.Join(t.TempDir(), "url.backup")
+	code, log = backupCmd(nil, "--url", s.url, "--out", out, "--skip-damaged")
+	check("backup --url", code, log, out)
+	if !strings.Contains(s.out.String(), "a backup leaves out a user whose stored filter is damaged") {
+		t.Fatalf("the service's log does not name the user left out:\n%s", s.out.String())
+	}
+}

@@ -52,6 +52,7 @@ type options struct {
 	discardExisting bool   // restore --discard-existing
 	url, key        string // backup --url, --key: back up a running service
 	caCert          string // backup --ca-cert
+	skipDamaged     bool   // backup --skip-damaged
 
 	imp importOptions // import-redis
 
@@ -177,6 +178,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.url, "url", "", "back up the service running at this URL through its API (GET /v1/backup, an admin key) instead of --data-dir, which it does not take with it, e.g. http://127.0.0.1:8080")
 		fs.StringVar(&o.key, "key", "", "with --url: API key of the admin role, when the service has keys (better given as SEENAPI_KEY)")
 		fs.StringVar(&o.caCert, "ca-cert", "", caCertUsage)
+		fs.BoolVar(&o.skipDamaged, "skip-damaged", false, "take the backup even while some users' stored values are damaged, leaving those users out: each is named in the log and in the backup (restore names them too), and the command exits with status 3; without it, a damaged user stops the backup")
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
 		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
@@ -236,7 +238,9 @@ SIGHUP or a restart. It takes serve's flags and environment; exit status 1 on an
 flag it cannot take.`,
 	"backup": `Writes a snapshot of every user's filter, with the calls not yet written back, to one file:
 from a running service through its API (--url, with a key of the admin role when it has keys),
-or from --data-dir while no service holds it. An existing file is never overwritten.`,
+or from --data-dir while no service holds it. An existing file is never overwritten. A user whose
+stored value is damaged stops it, unless --skip-damaged leaves such users out: the backup is then
+kept, naming them, and the exit status is 3 (1 on an error, 2 on a flag it cannot take).`,
 	"restore": `Restores a backup file into --data-dir while no service holds it. The whole file is checked
 before anything is written. A --data-dir that holds users is refused, unless --discard-existing
 discards them (and the calls a crash left not yet written back) first, so that the directory

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 		}
 	case "backup":
 		if o.url != "" {
-			err = backupFromService(ctx, o.url, o.key, o.caCert, o.out, logger)
+			err = backupFromService(ctx, o.url, o.key, o.caCert, o.out, o.skipDamaged, logger)
 		} else {
 			err = backup(ctx, &o, logger)
 		}
@@ -122,6 +122,11 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 	if wb, ok := err.(*writeBackError); ok { // the only failure (see serve)
 		logger.Error("seenapi: stopped, but the final write-back failed; no acknowledged change is lost: the journal keeps every one, and the next start writes them back", "err", wb.err)
 		return 1
+	}
+	if pb, ok := err.(*partialBackup); ok {
+		logger.Warn("seenapi backup: the backup is written, but without the damaged users named above (--skip-damaged)",
+			"out", pb.out, "skipped", pb.skipped)
+		return exitPartialBackup
 	}
 	if err != nil {
 		logger.Error("seenapi "+cmd+" failed", "err", err)
