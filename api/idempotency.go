@@ -920,7 +920,12 @@ func (r *replays) usage() (n int, bytes int64) {
 // key does not begin with a quote, as the document's schema says: `"k`
 // is a quoted key cut short), on one header line. Two lines name no one
 // call: taken as the first, the same request sent through a proxy that
-// keeps the last would be another call, and record again.
+// keeps the last would be another call, and record again. Nor does one
+// line that lists keys, as a proxy joins two lines into one (RFC 9110
+// 5.3): a bare key holds no comma, and a quoted one no quote but escaped
+// (\"), so `a, b` and `"a", "b"` are refused while `"a,b"` is one key.
+// A key is taken as sent between its quotes, escapes and all, as keys
+// were before lists were refused: a retry keyed so then is the same call.
 func idempotencyKey(c *fiber.Ctx) (string, error) {
 	h := &c.Request().Header
 	raw := h.Peek(HeaderIdempotencyKey)
@@ -930,23 +935,54 @@ func idempotencyKey(c *fiber.Ctx) (string, error) {
 	k := string(raw)
 	quoted := len(k) > 0 && k[0] == '"'
 	if quoted {
-		if len(k) < 2 || k[len(k)-1] != '"' {
+		end := closingQuote(k)
+		if end < 0 {
+			return "", badIdempotencyKey() // cut short
+		}
+		if end != len(k)-1 {
+			if rest := strings.TrimLeft(k[end+1:], " \t"); strings.HasPrefix(rest, ",") {
+				return "", listedIdempotencyKeys()
+			}
 			return "", badIdempotencyKey()
 		}
-		k = k[1 : len(k)-1]
+		k = k[1:end]
+	} else if strings.Contains(k, ",") {
+		return "", listedIdempotencyKeys()
 	}
 	if k == "" || len(k) > maxIdempotencyKey || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
 		return "", badIdempotencyKey()
 	}
 	if len(h.PeekAll(HeaderIdempotencyKey)) > 1 {
-		return "", fieldError(pBadRequest, "", HeaderIdempotencyKey, "a request carries one Idempotency-Key, sent once")
+		return "", listedIdempotencyKeys()
 	}
 	return k, nil
 }
 
+// closingQuote returns the index of the quote that ends the quoted string
+// k begins with (a backslash escapes the byte after it), or -1 if none
+// does.
+func closingQuote(k string) int {
+	for i := 1; i < len(k); i++ {
+		switch k[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
 func badIdempotencyKey() error {
 	return fieldError(pBadRequest, "", HeaderIdempotencyKey,
-		"an Idempotency-Key is 1 to 255 printable ASCII characters, e.g. a UUID, bare or in quotes")
+		"an Idempotency-Key is 1 to 255 printable ASCII characters, e.g. a UUID, bare (without a comma) or in quotes (a quote inside escaped)")
+}
+
+// listedIdempotencyKeys is the problem of a request with more than one key:
+// two header lines, or one that lists them.
+func listedIdempotencyKeys() error {
+	return fieldError(pBadRequest, "", HeaderIdempotencyKey,
+		"a request carries one Idempotency-Key, sent once: two header lines, or a list of keys on one (a comma outside quotes), name no one call")
 }
 
 // callScopeLocal is the fiber local under which idempotent hands a keyed

@@ -137,7 +137,7 @@ func TestIdempotencyKeyReusedOrAfterAnError(t *testing.T) {
 	schema := loadSpec(t).Components.Parameters["idempotencyKey"].Value.Schema.Value
 	k255, q255 := strings.Repeat("k", 255), strings.Repeat("q", 255)
 	for i, key := range []string{"fresh", "a b", "~", k255, k255 + "k", `"` + q255 + `"`, `"` + q255 + `q"`, `""`, "tab\there", "é",
-		`"cut`, `"`, `a"b`, `"c"d"`} {
+		`"cut`, `"`, `a"b`, `"c"d"`, "a,b", "a, b", `"a", "b"`, `"a,b"`, `"a\"b"`, `"a\"`, `"a\\"`, `"a\\", "b"`, `"a\", "b"`} {
 		specOK := schema.VisitJSON(key) == nil
 		status, _, body := e.raw(http.MethodPost, userPath("default", "u", "/filter"), "application/json",
 			fmt.Appendf(nil, `{"candidates":["z%d"]}`, i), "Idempotency-Key", key)
@@ -175,6 +175,44 @@ func TestTwoIdempotencyKeysAreRefused(t *testing.T) {
 	}
 	if got := unseenNow(t, c, "default", "u", "a", "b"); len(got) != 2 {
 		t.Fatalf("a call with two keys recorded: unseen %v, want a and b", got)
+	}
+}
+
+// One header line that lists keys is two keys, as a proxy joins two lines
+// into one: refused as two lines are, recording nothing, while a quoted
+// key with a comma inside is one key, whose retry is replayed.
+func TestAListOfIdempotencyKeysIsRefused(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	// The document's schema refuses these keys: this client sends them
+	// anyway, checking only the answers.
+	loose, err := client.NewClientWithResponses(e.base, client.WithHTTPClient(e.val.doer(false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := client.FilterRequest{Candidates: []string{"a", "b"}, Limit: ptr(1)}
+	for _, key := range []string{"k-1, k-2", "k-1,k-2", `"k-1", "k-2"`, `"k-1","k-2"`, `"k-1", k-2`, `k-1, "k-2"`, `"k\\", "2"`} {
+		r, err := loose.FilterUserWithResponse(ctx, "default", "u", withKey(key), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wantProblem(t, r.StatusCode(), r.HTTPResponse.Header, r.Body, http.StatusBadRequest, "bad-request")
+		if len(p.Errors) != 1 || p.Errors[0].Parameter != "Idempotency-Key" {
+			t.Errorf("key %s: errors %+v, want the Idempotency-Key named", key, p.Errors)
+		}
+	}
+	if got := unseenNow(t, c, "default", "u", "a", "b"); len(got) != 2 {
+		t.Fatalf("a call with a list of keys recorded: unseen %v, want a and b", got)
+	}
+	for _, key := range []string{`"k,1"`, `"k\"k, 2"`} {
+		first, err := c.FilterUserWithResponse(ctx, "default", "u", withKey(key), req)
+		if err != nil || first.JSON200 == nil {
+			t.Fatalf("key %s: %v %d %s", key, err, first.StatusCode(), first.Body)
+		}
+		retry, err := c.FilterUserWithResponse(ctx, "default", "u", withKey(key), req)
+		if err != nil || string(retry.Body) != string(first.Body) || retry.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("key %s: the retry answered %v %d %s, want %s replayed", key, err, retry.StatusCode(), retry.Body, first.Body)
+		}
 	}
 }
 

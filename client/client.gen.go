@@ -975,9 +975,13 @@ type FilterBatchParams struct {
 	// counts in `recorded` the items the call set out to record. A dry
 	// run's answer given in the last 100 ms before a crash is lost: its
 	// retry is served anew. 1 to 255 printable ASCII
-	// characters, such as a UUID; the draft's quoted form is taken too.
+	// characters, such as a UUID; the draft's quoted form is taken too
+	// (the key is what is between the quotes, as sent).
 	// Sent once: a request with two `Idempotency-Key` lines is 400
-	// `bad-request`, recording nothing.
+	// `bad-request`, recording nothing, and so is one line that lists
+	// keys, as a proxy joins two lines: `a, b` or `"a", "b"`. So a bare
+	// key holds no comma, and a quoted one no quote but escaped (`\"`):
+	// `"a,b"` is one key.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -1024,9 +1028,13 @@ type FilterUserParams struct {
 	// counts in `recorded` the items the call set out to record. A dry
 	// run's answer given in the last 100 ms before a crash is lost: its
 	// retry is served anew. 1 to 255 printable ASCII
-	// characters, such as a UUID; the draft's quoted form is taken too.
+	// characters, such as a UUID; the draft's quoted form is taken too
+	// (the key is what is between the quotes, as sent).
 	// Sent once: a request with two `Idempotency-Key` lines is 400
-	// `bad-request`, recording nothing.
+	// `bad-request`, recording nothing, and so is one line that lists
+	// keys, as a proxy joins two lines: `a, b` or `"a", "b"`. So a bare
+	// key holds no comma, and a quoted one no quote but escaped (`\"`):
+	// `"a,b"` is one key.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
