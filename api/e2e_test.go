@@ -179,6 +179,67 @@ func TestForgetUserErasesHistory(t *testing.T) {
 	}
 }
 
+// A filter that never recorded an item makes no user: imported for a user
+// never seen, the user stays never seen (no stats, not listed), as a call
+// that records nothing leaves it, rather than a user of no history whose
+// first and last seen are the zero time. Merged into a user, it changes
+// nothing; replacing a user's filter, it is refused, and changes nothing.
+func TestAnImportThatNeverRecordedMakesNoUser(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := func(user string, mode client.ImportMode) *client.ImportUserResponse {
+		t.Helper()
+		r, err := c.ImportUserWithBodyWithResponse(ctx, "default", user, &client.ImportUserParams{Mode: &mode},
+			"application/octet-stream", bytes.NewReader(empty))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, mode := range []client.ImportMode{client.Merge, client.Replace} {
+		if r := imp("none", mode); r.StatusCode() != http.StatusNoContent {
+			t.Fatalf("import %s of an empty filter: %d %s", mode, r.StatusCode(), r.Body)
+		}
+		if r, err := c.GetUserWithResponse(ctx, "default", "none"); err != nil || r.ApplicationproblemJSON404 == nil {
+			t.Fatalf("after an import %s of an empty filter, the user's stats: %v %d %s, want 404 as for a user never seen", mode, err, r.StatusCode(), r.Body)
+		}
+	}
+	filter(t, c, "default", "seen", client.FilterRequest{Candidates: []string{"a"}})
+	before, err := c.GetUserWithResponse(ctx, "default", "seen")
+	if err != nil || before.JSON200 == nil || before.JSON200.FirstSeen.IsZero() {
+		t.Fatalf("stats: %v %d %s", err, before.StatusCode(), before.Body)
+	}
+	if r := imp("seen", client.Replace); r.ApplicationproblemJSON400 == nil || r.ApplicationproblemJSON400.Type != "https://seenapi.dev/problems/bad-import" {
+		t.Fatalf("a replace by an empty filter: %d %s, want 400 bad-import", r.StatusCode(), r.Body)
+	}
+	if r := imp("seen", client.Merge); r.StatusCode() != http.StatusNoContent {
+		t.Fatalf("a merge of an empty filter: %d %s", r.StatusCode(), r.Body)
+	}
+	after, err := c.GetUserWithResponse(ctx, "default", "seen")
+	if err != nil || after.JSON200 == nil || after.JSON200.Items != 1 || !after.JSON200.FirstSeen.Equal(before.JSON200.FirstSeen) ||
+		!after.JSON200.LastSeen.Equal(before.JSON200.LastSeen) {
+		t.Fatalf("after imports of an empty filter: %v %s, want the stats of before, %s", err, after.Body, before.Body)
+	}
+	l, err := c.ListUsersWithResponse(ctx, "default", &client.ListUsersParams{Details: ptr(true)})
+	if err != nil || l.JSON200 == nil {
+		t.Fatalf("list: %v %d %s", err, l.StatusCode(), l.Body)
+	}
+	if !slices.Equal(l.JSON200.Users, []string{"seen"}) || l.JSON200.Details == nil || len(*l.JSON200.Details) != 1 {
+		t.Fatalf("users listed %s, want seen alone", l.Body)
+	}
+	if d := (*l.JSON200.Details)[0]; d.LastSeen == nil || d.LastSeen.IsZero() {
+		t.Errorf("seen's last_seen in the list: %v", d.LastSeen)
+	}
+}
+
 func TestExportImportMergeAndReplace(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")

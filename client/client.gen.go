@@ -1374,7 +1374,14 @@ type ClientInterface interface {
 	// large filter; over it, 413 `body-too-large` and nothing changes.
 	// So is a filter that, imported or merged with the user's, would
 	// encode past what the store keeps for one user (128 MiB less 8
-	// bytes): the detail says its size and the limit.
+	// bytes): the detail says its size and the limit. A filter that
+	// never recorded an item makes no user: imported for a user with no
+	// history, it is answered 204 and the user stays one never seen
+	// (404 `user-not-found`, not listed), as after a call that records
+	// nothing. Merged into a user's filter it changes nothing; replacing
+	// the filter of a user of a namespace without a window, it is refused
+	// with 400 `bad-import` (DELETE the user to erase it); with a window,
+	// the user is gone, as when its items have all left the window.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1910,7 +1917,14 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 // large filter; over it, 413 `body-too-large` and nothing changes.
 // So is a filter that, imported or merged with the user's, would
 // encode past what the store keeps for one user (128 MiB less 8
-// bytes): the detail says its size and the limit.
+// bytes): the detail says its size and the limit. A filter that
+// never recorded an item makes no user: imported for a user with no
+// history, it is answered 204 and the user stays one never seen
+// (404 `user-not-found`, not listed), as after a call that records
+// nothing. Merged into a user's filter it changes nothing; replacing
+// the filter of a user of a namespace without a window, it is refused
+// with 400 `bad-import` (DELETE the user to erase it); with a window,
+// the user is gone, as when its items have all left the window.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3391,7 +3405,14 @@ type ClientWithResponsesInterface interface {
 	// large filter; over it, 413 `body-too-large` and nothing changes.
 	// So is a filter that, imported or merged with the user's, would
 	// encode past what the store keeps for one user (128 MiB less 8
-	// bytes): the detail says its size and the limit.
+	// bytes): the detail says its size and the limit. A filter that
+	// never recorded an item makes no user: imported for a user with no
+	// history, it is answered 204 and the user stays one never seen
+	// (404 `user-not-found`, not listed), as after a call that records
+	// nothing. Merged into a user's filter it changes nothing; replacing
+	// the filter of a user of a namespace without a window, it is refused
+	// with 400 `bad-import` (DELETE the user to erase it); with a window,
+	// the user is gone, as when its items have all left the window.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6499,7 +6520,14 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 // large filter; over it, 413 `body-too-large` and nothing changes.
 // So is a filter that, imported or merged with the user's, would
 // encode past what the store keeps for one user (128 MiB less 8
-// bytes): the detail says its size and the limit.
+// bytes): the detail says its size and the limit. A filter that
+// never recorded an item makes no user: imported for a user with no
+// history, it is answered 204 and the user stays one never seen
+// (404 `user-not-found`, not listed), as after a call that records
+// nothing. Merged into a user's filter it changes nothing; replacing
+// the filter of a user of a namespace without a window, it is refused
+// with 400 `bad-import` (DELETE the user to erase it); with a window,
+// the user is gone, as when its items have all left the window.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

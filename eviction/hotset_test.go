@@ -3,6 +3,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -656,6 +657,36 @@ func TestExportImport(t *testing.T) {
 	}
 	if _, err := fx.h.Export("default", "nobody"); !errors.Is(err, ErrUserNotFound) {
 		t.Fatalf("export of unknown user: %v", err)
+	}
+}
+
+// TestImportOfNoHistoryMakesNoUser: a filter that never recorded an item,
+// imported for a user never seen in a namespace without a window, makes
+// no user (none listed or with stats, in memory or once restarted), and
+// replacing a user's filter is refused, changing nothing.
+func TestImportOfNoHistoryMakesNoUser(t *testing.T) {
+	fx := newFixture(t, Options{})
+	empty := emptyOf(t, fx.h, "default")
+	for _, replace := range []bool{false, true} {
+		if err := fx.h.Import("default", "none", empty, replace, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(t, fx.h, "default", "u", "a")
+	if err := fx.h.Import("default", "u", empty, true, 1<<20); !errors.Is(err, ErrBadImport) {
+		t.Errorf("a replace by a filter that never recorded: %v, want ErrBadImport", err)
+	}
+	for _, when := range []string{"imported", "restarted"} {
+		if users, err := fx.h.Users("default", "", 0); err != nil || !slices.Equal(users, []string{"u"}) {
+			t.Errorf("%s: users %q, %v; want u alone", when, users, err)
+		}
+		if st, err := fx.h.User("default", "none"); !errors.Is(err, ErrUserNotFound) {
+			t.Errorf("%s: none has %d items, first seen %v, %v; want ErrUserNotFound", when, st.Items, st.FirstSeen, err)
+		}
+		if st, err := fx.h.User("default", "u"); err != nil || st.Items != 1 || st.FirstSeen.IsZero() {
+			t.Errorf("%s: u has %d items, first seen %v, %v; want its item", when, st.Items, st.FirstSeen, err)
+		}
+		fx.restart(true, Options{})
 	}
 }
 

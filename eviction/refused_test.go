@@ -54,11 +54,14 @@ func neverSeen(t *testing.T, h *HotSet, ns, user, when string) {
 // however many such calls come at once.
 func TestARefusedCallLeavesNoUser(t *testing.T) {
 	h := fullHotSet(t)
-	empty, err := userfilter.New(userfilter.DefaultProfile())
+	// An export with an item: one that never recorded any makes no user,
+	// and is written nowhere to be refused.
+	f, err := userfilter.New(userfilter.DefaultProfile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	exported, err := empty.MarshalBinary()
+	f.Add([]string{"a"}, time.Now())
+	exported, err := f.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +77,7 @@ func TestARefusedCallLeavesNoUser(t *testing.T) {
 			},
 		}
 		if ns == "default" { // an export of the namespace's profile
-			calls["import"] = func(user string) error { return h.Import(ns, user, exported, false, 0) }
+			calls["import"] = func(user string) error { return h.Import(ns, user, exported, false, 1<<20) }
 		}
 		for name, call := range calls {
 			user := name + "-u"

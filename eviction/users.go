@@ -143,7 +143,11 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // one user (both also wrapping userfilter.ErrTooLarge), or a filter of
 // other parameters: an *ImportError (ErrBadImport), and nothing changes.
 // A merge takes the parameters of the user's filter; a replace those too,
-// or the namespace's profile.
+// or the namespace's profile. A filter that never recorded an item makes
+// no user (none is created, as none is by a call that records nothing),
+// and without a window replaces no user's filter, which would leave a
+// user with no history: an *ImportError (DELETE erases a user). With a
+// window the user it replaces is gone, as when its items leave the window.
 func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -174,9 +178,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if err != nil {
 		return err
 	}
-	// Deferred (see FilterAppend); a refused import leaves no user it made.
+	// Deferred (see FilterAppend); a refused import leaves no user it made,
+	// nor does one of no history.
+	nothing := false
 	defer func() {
-		if err != nil {
+		if err != nil || nothing {
 			h.releaseRefused(e, false)
 			return
 		}
@@ -195,7 +201,17 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
 		}
 	}
-	err = h.replaceNow(info, e, next, !replace, h.opts.Now(), "importing")
+	now := h.opts.Now()
+	if next.FirstSeen().IsZero() && next.Empty(now) {
+		if created {
+			nothing = true
+			return nil
+		}
+		if replace && next.Profile().Window == 0 {
+			return badImport(nil, "the filter never recorded an item: it would leave the user with no history; to erase the user, DELETE it")
+		}
+	}
+	err = h.replaceNow(info, e, next, !replace, now, "importing")
 	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
 		if !replace {
 			return badImport(err, "merged with the user's, %v", tl)

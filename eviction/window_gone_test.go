@@ -234,6 +234,22 @@ func TestGoneUserComesBackWithTheNamespacesProfile(t *testing.T) {
 	}
 }
 
+// emptyOf is an export of a filter of ns's profile that never recorded an
+// item.
+func emptyOf(t *testing.T, h *HotSet, ns string) []byte {
+	t.Helper()
+	n, _ := h.Namespace(ns)
+	f, err := userfilter.New(n.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // TestEmptiedUserIsGone: a windowed user left with no item by a step that
 // writes it whole, an import of an empty filter (replacing or merged into
 // a user never seen) or a forget of every item of a compact filter, is
@@ -243,19 +259,6 @@ func TestGoneUserComesBackWithTheNamespacesProfile(t *testing.T) {
 func TestEmptiedUserIsGone(t *testing.T) {
 	compact := Namespace{Name: "cw", Profile: userfilter.Profile{Kind: userfilter.KindCompact,
 		Window: 7 * 24 * time.Hour, Granularity: 24 * time.Hour}}
-	emptyOf := func(t *testing.T, h *HotSet, ns string) []byte {
-		t.Helper()
-		n, _ := h.Namespace(ns)
-		f, err := userfilter.New(n.Profile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := f.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
 	for _, tc := range []struct {
 		name, ns string
 		empty    func(t *testing.T, h *HotSet, user string) error
