@@ -280,33 +280,68 @@ func TestTheInspectorSaysItIsLoadingWhileTheKeyIsChecked(t *testing.T) {
 	s := setup(t)
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "a")
-	up, err := url.Parse(s.svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := httputil.NewSingleHostReverseProxy(up)
-	var hold atomic.Bool
-	release := make(chan struct{})
-	var once sync.Once
-	answer := func() { once.Do(func() { close(release) }) }
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/auth" && hold.Load() {
-			<-release
-		}
-		pass.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
-	t.Cleanup(answer) // before the proxy closes, which waits for the requests it holds
-	tb := s.newTab(t, &service{base: proxy.URL})
+	svc, hold, answer := s.slowAuth(t)
+	tb := s.newTab(t, svc)
 	tb.open("")
 	tb.useKey(s.keys.read)
-	hold.Store(true)
+	hold()
 	tb.open(fragment("default", user))
 	tb.waitText("#role", "checking")
 	// Well before the page gives the check up (ANSWER_MS, 10 s) and goes on without it.
 	tb.waitJSWithin(`document.querySelector('#user').textContent.includes('Loading')`, "the inspector to say it is loading", 5*time.Second)
 	answer()
 	tb.waitText("#user-items", "1")
+}
+
+// slowAuth serves the suite's service through a proxy that, from hold on,
+// holds every GET /v1/auth until answer: the page's check of the key's role
+// on a slow service.
+func (s *suite) slowAuth(t *testing.T) (svc *service, hold, answer func()) {
+	t.Helper()
+	up, err := url.Parse(s.svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := httputil.NewSingleHostReverseProxy(up)
+	var held atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	answer = func() { once.Do(func() { close(release) }) }
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/auth" && held.Load() {
+			<-release
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	t.Cleanup(answer) // before the proxy closes, which waits for the requests it holds
+	return &service{base: proxy.URL}, func() { held.Store(true) }, answer
+}
+
+// The answer to the page's check of the role, coming while a key is typed,
+// leaves the focus in the key's field: the inspector gave it to the user
+// id's field, where the key's last characters then went.
+func TestTheRolesAnswerLeavesTheFocusWhereTheUserTypes(t *testing.T) {
+	s := setup(t)
+	svc, hold, answer := s.slowAuth(t)
+	tb := s.newTab(t, svc)
+	tb.open("")
+	tb.useKey(s.keys.read)
+	hold()
+	tb.open("#/users")
+	tb.waitText("#role", "checking")
+	key := s.keys.write
+	tb.fill("#key-input", key[:len(key)/2])
+	answer()
+	// The list is drawn as the field would be given the focus, in the same task.
+	tb.waitJS(`!!document.querySelector('#user-list')`, "the inspector, drawn once the role is known")
+	tb.do("type the rest of the key", chromedp.KeyEvent(key[len(key)/2:]))
+	if got := eval[string](tb, `document.activeElement.id || document.activeElement.tagName`); got != "key-input" {
+		t.Errorf("after the role's answer the focus is on %s, want the key's field, where the key was being typed", got)
+	}
+	if got := eval[string](tb, `document.querySelector('#key-input').value`); got != key {
+		t.Errorf("the key's field holds %q after %q was typed (%q went to the user id's field)", got, key, eval[string](tb, `document.querySelector('#lookup-user').value`))
+	}
 }
 
 func TestLookUpFormLinksToTheUser(t *testing.T) {

@@ -845,6 +845,15 @@ async function whileBusy(button, work) {
 }
 
 /**
+ * Whether the focus is where the page put it, on the page's content (the view, given it by each
+ * change of address) or nowhere (the body), rather than on what the user is using.
+ */
+function focusIsFree() {
+  const el = document.activeElement;
+  return !el || el === document.body || el.id === 'view';
+}
+
+/**
  * A modal dialog asking to confirm an erasure, which cannot be undone: its Cancel has the
  * focus first, so that Enter or Escape cancels; erase runs once it has closed.
  */
@@ -1013,7 +1022,9 @@ async function renderInspector(view, seq, ns, user) {
     let list = userList(seq, nsSelect.value || ns || 'default');
     out.append(list);
     nsSelect.addEventListener('change', () => { const next = userList(seq, nsSelect.value); list.replaceWith(next); list = next; });
-    if (!user) userInput.focus();
+    // The field takes the focus only where nothing had it: the role's check may answer while a
+    // key (or anything else) is being typed, whose last keys would then go into this field.
+    if (!user && focusIsFree()) userInput.focus();
     return;
   }
   document.title = `${isolated(user)} in ${ns} · seenapi`;
