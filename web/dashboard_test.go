@@ -3077,6 +3077,15 @@ func TestAnErrorIsTiedToItsField(t *testing.T) {
 	tied("#lookup-user", "a user id too long", "The user id is 257")
 	tb.fill("#lookup-user", "u")
 	untied("#lookup-user", "a user id typed after", "")
+
+	// A user id no path can carry, in the page's address, refused unsent.
+	for _, id := range []string{".", ".."} {
+		tb.open(fragment("default", id))
+		tb.waitText("#user .problem", "Unusable id")
+		tied("#lookup-user", fmt.Sprintf("the user id %q", id), `a user id cannot be "`+id+`"`)
+		tb.fill("#lookup-user", "u")
+		untied("#lookup-user", "a user id typed after", "")
+	}
 }
 
 // Each view of the dashboard has a title of its own, naming it as its

@@ -78,6 +78,16 @@ function keyNeeded() {
 }
 
 /**
+ * The problem of value as the path's parameter name, or null: the browser would resolve "." and
+ * ".." as a path's steps and call another address.
+ */
+function unusableId(name, value) {
+  if (value !== '.' && value !== '..') return null;
+  return new Problem(0, { title: 'Unusable id', detail: `${name === 'user' ? 'a user id' : `the ${name}`} cannot be "${value}": ` +
+    'a path cannot carry it, so the service refuses it' });
+}
+
+/**
  * Calls the operation named opId of openapi.yaml with params and an optional JSON body. Params
  * named in the path fill it; the others, unless undefined or empty, make the query string.
  * With opts.blob, a success answers the body as a Blob (an export's bytes) instead of JSON;
@@ -91,11 +101,8 @@ async function call(opId, params = {}, body, opts = {}) {
   if (!op) throw new Error(`the dashboard calls ${opId}, which openapi.yaml does not define`);
   let path = op.path.replace(/\{(\w+)\}/g, (_, name) => {
     if (params[name] === undefined || params[name] === '') throw new Problem(0, { title: 'Missing input', detail: `${name} is required` });
-    // The browser would resolve them as a path's steps and call another address.
-    if (params[name] === '.' || params[name] === '..') {
-      throw new Problem(0, { title: 'Unusable id', detail: `${name === 'user' ? 'a user id' : `the ${name}`} cannot be "${params[name]}": ` +
-        'a path cannot carry it, so the service refuses it' });
-    }
+    const unusable = unusableId(name, params[name]);
+    if (unusable) throw unusable;
     return encodeURIComponent(params[name]);
   });
   const query = new URLSearchParams(Object.entries(params)
@@ -1028,9 +1035,14 @@ async function renderInspector(view, seq, ns, user) {
     return;
   }
   document.title = `${isolated(user)} in ${ns} · seenapi`;
-  if (userTooLong(user)) {
-    out.append(h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user)));
-    fieldError(userInput, 'user-too-long');
+  // An id the service would refuse, for its length or as a path's step, is refused unsent, an
+  // error of the field holding it.
+  const unusable = unusableId('user', user);
+  const refused = userTooLong(user) ? h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user))
+    : unusable ? Object.assign(problemBox(unusable, ['Looking up user ', h('bdi', {}, user), ` in ${ns}`]), { id: 'user-unusable' }) : null;
+  if (refused) {
+    out.append(refused);
+    fieldError(userInput, refused.id);
     return;
   }
   // The focus went to the page as the look-up started, when it said "Loading…": what was found is
