@@ -1389,6 +1389,11 @@ func TestAKeysRateLimitShowsBesideItsRole(t *testing.T) {
 	d := sha256.Sum256([]byte(s.keys.read))
 	id := hex.EncodeToString(d[:4])
 	tb.waitJS(`document.querySelector('#role').title.startsWith('Key `+id+`: ')`, "the key's id in the role's tooltip")
+	// A screen reader names it by what it shows, the tooltip after: named by its tooltip, it
+	// was heard as the key's id, its role never said.
+	if n := tb.ax("#role"); n.name != "role: read" || !strings.HasPrefix(n.description, "Key "+id+": ") {
+		t.Errorf("the role is named %q and described %q, want its text %q and its tooltip", n.name, n.description, "role: read")
+	}
 }
 
 // A key limited to some namespaces sees their rows alone in the overview's
