@@ -107,6 +107,9 @@ type apiError struct {
 	// The request is refused for its head (headerRefusal): its path is
 	// no more to be trusted than the rest, and its problem has no instance.
 	unread bool
+	// The answer of /readyz while the service is not ready (readiness):
+	// the probe's designed 503, no fault, so counted apart from the errors.
+	notReady bool
 }
 
 func (e *apiError) Error() string { return e.kind.slug + ": " + e.detail }

@@ -1074,10 +1074,10 @@ func (s *Server) ready(c *fiber.Ctx) error {
 // readiness is why the service is not ready (/readyz answers 503), or nil.
 func (s *Server) readiness() error {
 	if s.draining.Load() {
-		return newError(pUnavailable, "shutting down")
+		return &apiError{kind: pUnavailable, detail: "shutting down", notReady: true}
 	}
 	if err := s.cfg.Ready(); err != nil {
-		return &apiError{kind: pUnavailable, detail: "not ready: " + err.Error(), cause: err}
+		return &apiError{kind: pUnavailable, detail: "not ready: " + err.Error(), cause: err, notReady: true}
 	}
 	return nil
 }

@@ -2,9 +2,12 @@ package api_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -12,7 +15,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 )
 
@@ -204,6 +209,76 @@ func TestAUserWithNoHistoryIsNoError(t *testing.T) {
 		if m.GetLabel()[0].GetValue() == "404" && m.GetCounter().GetValue() != 1 {
 			t.Errorf(`seenapi_http_errors_total{status="404"} = %v, want 1`, m.GetCounter().GetValue())
 		}
+	}
+}
+
+// /readyz answers 503 while the service is not ready: starting (its
+// journal not yet folded in) or draining. That is the probe working as
+// designed, which an orchestrator polls every few seconds through a long
+// start, so those answers are counted in not_ready, not in errors, which
+// an operator watches for faults. A 503 of any other route (the store
+// failing, the service overloaded) is still an error.
+func TestAServiceNotReadyIsNoError(t *testing.T) {
+	var starting atomic.Bool
+	starting.Store(true)
+	hs := &holdingStore{user: "held", loading: make(chan struct{}), release: make(chan struct{})}
+	e := newEnvOver(t, func(st *storage.Store) eviction.Store { hs.Store = st; return hs }, func(c *api.Config) {
+		c.MaxInFlight = 1
+		c.Ready = func() error {
+			if starting.Load() {
+				return errors.New("the journal is being folded in")
+			}
+			return nil
+		}
+	})
+	probe := func(method string) {
+		t.Helper()
+		if status, _, _ := e.raw(method, "/readyz", "", nil); status != http.StatusServiceUnavailable {
+			t.Fatalf("%s /readyz while not ready: %d, want 503", method, status)
+		}
+	}
+	probe(http.MethodGet)
+	probe(http.MethodHead)
+	starting.Store(false)
+
+	// A 503 overloaded: a call beyond --max-in-flight.
+	release := sync.OnceFunc(func() { close(hs.release) })
+	t.Cleanup(release) // before the server's shutdown, which waits for the held call
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		e.rawErr(http.MethodPost, userPath("default", "held", "/filter"), "application/json", []byte(`{"candidates":["a"]}`))
+	}()
+	<-hs.loading
+	status, h, body := e.raw(http.MethodPost, userPath("default", "other", "/filter"), "application/json", []byte(`{"candidates":["a"]}`))
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "overloaded")
+	release()
+	<-held
+	// A 503 storage-unavailable.
+	e.brokenStore()
+	status, h, body = e.raw(http.MethodPost, userPath("default", "cold", "/filter"), "application/json",
+		[]byte(`{"candidates":["a"],"on_error":"fail"}`))
+	wantProblem(t, status, h, body, http.StatusServiceUnavailable, "storage-unavailable")
+	// Draining, as on SIGTERM with --drain-delay.
+	e.srv.Drain()
+	probe(http.MethodGet)
+
+	r, err := e.client("").GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if got := r.JSON200.Errors["503"]; got != 2 {
+		t.Errorf("errors[503] = %d after 3 answers of /readyz not ready, one overloaded and one storage-unavailable, want 2", got)
+	}
+	if got := r.JSON200.NotReady; got != 3 {
+		t.Errorf("not_ready = %d, want 3", got)
+	}
+	mfs, _ := scrapeMetrics(t, e)
+	if got := metricValue(t, mfs, "seenapi_not_ready_total"); got != 3 {
+		t.Errorf("seenapi_not_ready_total = %v, want 3", got)
+	}
+	if got := metricValue(t, mfs, "seenapi_http_errors_total", "status", "503"); got != 2 {
+		t.Errorf(`seenapi_http_errors_total{status="503"} = %v, want 2`, got)
 	}
 }
 

@@ -1453,7 +1453,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	if ae := (*apiError)(nil); len(c.Request().Header.RawHeaders()) > 0 && !(errors.As(err, &ae) && ae.unread) {
 		p.Instance = c.Path()
 	}
-	s.k.countProblem(p)
+	s.k.countProblem(err, p)
 	s.logFailure("seenapi: request failed", p, err, "method", c.Method(), "path", c.Path())
 	body, merr := encode(&p)
 	if merr != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -28,15 +29,21 @@ type ServiceStats struct {
 	IdempotentReplays uint64            `json:"idempotent_replays"`
 	IdempotencyKept   int64             `json:"idempotency_kept"`
 	IdempotencyBytes  int64             `json:"idempotency_bytes"`
-	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status, but UsersNotFound
+	Errors            map[string]uint64 `json:"errors"` // error answers by HTTP status, but UsersNotFound and NotReady
 	// UsersNotFound are the answers 404 user-not-found: a question about a
 	// user with no history (its stats or its export), which the answer
 	// settles. They are no fault of the service or of the request, so
 	// Errors leaves them out: an operator looking users up in the
 	// dashboard, or a client asking after users it has not recorded yet,
 	// would otherwise raise the figure watched for faults.
-	UsersNotFound uint64         `json:"users_not_found"`
-	Collector     CollectorStats `json:"collector"`
+	UsersNotFound uint64 `json:"users_not_found"`
+	// NotReady are the answers 503 of /readyz (GET or HEAD) while the
+	// service is not ready: starting (the journal not yet folded in) or
+	// draining (shutting down). That is the probe working as designed, and
+	// an orchestrator probes every few seconds through a long start, so
+	// Errors leaves them out too. Any other 503 is an error.
+	NotReady  uint64         `json:"not_ready"`
+	Collector CollectorStats `json:"collector"`
 
 	// BatchUserErrors are the errors of a batch's users, by their status:
 	// the batch is answered 200, and Errors does not count them.
@@ -100,6 +107,7 @@ type counters struct {
 	calls    []*atomic.Uint64
 	errors   [200]atomic.Uint64 // statuses 400..599
 	notFound atomic.Uint64      // 404 user-not-found, not among errors (ServiceStats.UsersNotFound)
+	notReady atomic.Uint64      // /readyz's 503 not ready, not among errors (ServiceStats.NotReady)
 	degraded atomic.Uint64
 	panics   atomic.Uint64 // recovered in handlers
 	duration *prometheus.HistogramVec
@@ -147,11 +155,16 @@ func newDurationHistogram() *prometheus.HistogramVec {
 	}, []string{"route"})
 }
 
-// countProblem counts an answer of problem p: in errors by its status,
-// unless it says that the user has no history.
-func (k *counters) countProblem(p Problem) {
+// countProblem counts an answer of problem p, for err: in errors by its
+// status, unless it says that the user has no history, or is /readyz's
+// answer that the service is not ready.
+func (k *counters) countProblem(err error, p Problem) {
 	if p.Type == ProblemBase+pUserNotFound.slug {
 		k.notFound.Add(1)
+		return
+	}
+	if ae := (*apiError)(nil); errors.As(err, &ae) && ae.notReady {
+		k.notReady.Add(1)
 		return
 	}
 	k.countError(p.Status)
@@ -183,6 +196,7 @@ func (s *Server) Stats() ServiceStats {
 		Degraded:      s.k.degraded.Load(),
 		Errors:        map[string]uint64{},
 		UsersNotFound: s.k.notFound.Load(),
+		NotReady:      s.k.notReady.Load(),
 		Collector:     readCollector(),
 	}
 	st.BatchUserErrors = map[string]uint64{}
@@ -236,6 +250,7 @@ var hotSetMetrics = []metric{
 	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
 	{"seenapi_connections_open", "Client connections open now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.Connections) }},
 	{"seenapi_users_not_found_total", "Answers 404 user-not-found (a user's stats or export asked for a user with no history), which seenapi_http_errors_total leaves out.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.UsersNotFound) }},
+	{"seenapi_not_ready_total", "Answers 503 of /readyz while the service was not ready (starting, its journal not yet folded in, or draining on SIGTERM): the probe working as designed, which seenapi_http_errors_total leaves out. Any other 503 is an error.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.NotReady) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
 	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
 	{"seenapi_idempotency_kept", "Calls with an Idempotency-Key whose answers are kept for retries.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyKept) }},
@@ -274,7 +289,7 @@ func newCollector(s *Server) *collector {
 		c.descs["namespace_"+m.name] = prometheus.NewDesc("seenapi_namespace_"+m.name, m.help+" For the namespace in the label.", []string{"namespace"}, nil)
 	}
 	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
-	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total).", []string{"status"}, nil)
+	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total) and the 503 of /readyz while the service is not ready (seenapi_not_ready_total).", []string{"status"}, nil)
 	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)
 	c.descs["reloads"] = prometheus.NewDesc("seenapi_config_reloads_total", "Reloads of the configuration (keys, namespaces, TLS certificate) on SIGHUP, by result: ok, or failed (some part did not load and stays as it was; the log says which).", []string{"result"}, nil)

@@ -690,7 +690,7 @@ type ServiceStats struct {
 	// DirtyUsers Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
 	DirtyUsers int64 `json:"dirty_users"`
 
-	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
+	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`, and the 503 of `/readyz` while the service is not ready, counted in `not_ready`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
 	Errors    map[string]int64 `json:"errors"`
 	Evictions int64            `json:"evictions"`
 
@@ -735,6 +735,9 @@ type ServiceStats struct {
 
 	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
 	NoHistoryCalls int64 `json:"no_history_calls"`
+
+	// NotReady Answers 503 `unavailable` of `/readyz` (`GET` or `HEAD`) while the service was not ready: starting (the journal not yet folded in) or draining (on `SIGTERM`, through `--drain-delay`). That is the probe working as designed, and an orchestrator polls it every few seconds through a long start, so `errors` leaves them out. A 503 of any other route (the store failing, the service overloaded) is an error. `/metrics` has them as `seenapi_not_ready_total`.
+	NotReady int64 `json:"not_ready"`
 
 	// Panics Bugs met and recovered since start. A request answered 500 `internal`, a batch's user whose result is an `internal` error (the batch's other users are served), or a step on one user's data (loading, writing back, erasing) that failed and is retried, instead of the process ending; the log has each stack.
 	Panics int64 `json:"panics"`
@@ -1172,7 +1175,7 @@ type ClientInterface interface {
 
 	// GetReady Ready to serve (store open, not shutting down)
 	//
-	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
+	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which (counted in the stats' `not_ready`, not in their `errors`).
 	//
 	// Corresponds with GET /readyz (the `GetReady` operationId).
 	GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1565,7 +1568,7 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetReady Ready to serve (store open, not shutting down)
 //
-// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
+// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which (counted in the stats' `not_ready`, not in their `errors`).
 //
 // Corresponds with GET /readyz (the `GetReady` operationId).
 func (c *Client) GetReady(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3181,7 +3184,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadyWithResponse Ready to serve (store open, not shutting down)
 	//
-	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
+	// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which (counted in the stats' `not_ready`, not in their `errors`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6206,7 +6209,7 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 
 // GetReadyWithResponse Ready to serve (store open, not shutting down)
 //
-// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which.
+// Answers 200 once the journal the store holds at the start (what a crash left, or what a restored backup brought) is folded in, until the service begins to shut down; 503 `unavailable` meanwhile, its detail saying which (counted in the stats' `not_ready`, not in their `errors`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

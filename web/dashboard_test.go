@@ -1288,21 +1288,62 @@ func TestLookingUpAUserWithNoHistoryIsNoError(t *testing.T) {
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)
 	}
-	if errs := svc.pageErrors(r.JSON200.Errors); len(errs) != 0 {
-		t.Errorf("after a look-up of a user with no history the service counts the error answers %v, want none", errs)
+	if len(r.JSON200.Errors) != 0 {
+		t.Errorf("after a look-up of a user with no history the service counts the error answers %v, want none", r.JSON200.Errors)
 	}
 	if r.JSON200.UsersNotFound != 1 {
 		t.Errorf("the service counts %d answers of a user with no history, want 1", r.JSON200.UsersNotFound)
 	}
 	tb.open("#/")
 	tb.waitText("#errors #users-not-found", "1\u00a0look-up of a user with no history (404 user-not-found), not errors")
-	// Only the 503s of the harness's readiness probes, if any (see pageErrors).
-	want := "None."
-	if svc.notReady > 0 {
-		want = fmt.Sprintf("503%d", svc.notReady) // the row's two cells
+	if got := tb.text("#errors tbody"); got != "None." {
+		t.Errorf("the overview's errors read %q, want None.", got)
 	}
-	if got := tb.text("#errors tbody"); got != want {
-		t.Errorf("the overview's errors read %q, want %q", got, want)
+}
+
+// A service draining (SIGTERM with --drain-delay) answers /readyz 503, for a
+// load balancer to stop sending it calls, as it does while it starts: the
+// probe working as designed, which an orchestrator polls every few
+// seconds. The service counts those answers apart from its errors, and the
+// overview's table of errors stays empty, saying below it how many there
+// were.
+func TestReadinessProbesOfADrainingServiceAreNoError(t *testing.T) {
+	s := setup(t)
+	svc := s.keyedService(t, "read:"+s.keys.read+"\n", "--drain-delay", "60s") // its stop's second signal ends the drain
+	if err := svc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	probes := svc.notReady // the start's, if the harness's first probe came early
+	for drained, deadline := 0, time.Now().Add(waitFor); drained < 3; {
+		resp, err := http.Get(svc.base + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz while draining: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			probes++
+			drained++
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("/readyz after SIGTERM: %d, want 503 within %v", resp.StatusCode, waitFor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r, err := svc.api(t, s.keys.read).GetStatsWithResponse(context.Background())
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if len(r.JSON200.Errors) != 0 || r.JSON200.NotReady != probes {
+		t.Errorf("after %d answers of /readyz 503 not ready the service counts the error answers %v and %d not ready, want none and %d",
+			probes, r.JSON200.Errors, r.JSON200.NotReady, probes)
+	}
+	tb := s.newTab(t, svc)
+	tb.open("#/")
+	tb.useKey(s.keys.read)
+	tb.waitText("#errors #not-ready", fmt.Sprintf("%d\u00a0answers of /readyz 503 not ready (starting or draining), not errors", probes))
+	if got := tb.text("#errors tbody"); got != "None." {
+		t.Errorf("the overview's errors read %q, want None.", got)
 	}
 }
 
@@ -2109,8 +2150,9 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)
 	}
-	if errs := svc.pageErrors(r.JSON200.Errors); len(errs) != 0 {
-		t.Errorf("the service counts the error answers %v after 3 loads of the page without a key, want none", errs)
+	if len(r.JSON200.Errors) != 0 || r.JSON200.NotReady != svc.notReady {
+		t.Errorf("the service counts the error answers %v and %d answers not ready after 3 loads of the page without a key, want none and the harness's %d",
+			r.JSON200.Errors, r.JSON200.NotReady, svc.notReady)
 	}
 	tb.useKey(s.keys.read)
 	tb.waitText("#updated", "Figures updated")
@@ -3794,8 +3836,9 @@ func TestAPageLoadedWhileTheServiceWasDownCallsNoRouteNeedingAKeyWhenItIsBack(t 
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("stats: %v", err)
 	}
-	if errs := svc.pageErrors(r.JSON200.Errors); len(errs) != 0 {
-		t.Errorf("the service back counts the error answers %v, want none", errs)
+	if len(r.JSON200.Errors) != 0 || r.JSON200.NotReady != svc.notReady {
+		t.Errorf("the service back counts the error answers %v and %d answers not ready, want none and the harness's %d",
+			r.JSON200.Errors, r.JSON200.NotReady, svc.notReady)
 	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()

@@ -61,27 +61,9 @@ type service struct {
 	logs *logBuffer
 	done chan struct{} // closed when the process exits
 	// notReady counts the 503s /readyz answered the harness while the
-	// service folded in its journal: the service counts them among its
-	// error answers (see pageErrors).
+	// service folded in its journal: the service counts them apart from
+	// its errors, in not_ready.
 	notReady int64
-}
-
-// pageErrors returns errs, the error answers the service counts (GET
-// /v1/stats), less the 503s of the harness's own readiness probes: on a
-// loaded machine the first probe may come before the service is ready,
-// and a test of what a page adds to the errors would count that 503 as
-// the page's.
-func (svc *service) pageErrors(errs map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for status, n := range errs {
-		if status == "503" {
-			n -= svc.notReady
-		}
-		if n != 0 {
-			out[status] = n
-		}
-	}
-	return out
 }
 
 // suite is what the tests share: the built binary, a service, a browser.
@@ -225,14 +207,15 @@ func newKey() string {
 }
 
 // keyedService starts a service of the test's own, with the keys file
-// keys and a data directory of its own, stopped when the test ends.
-func (s *suite) keyedService(t *testing.T, keys string) *service {
+// keys, a data directory of its own and the flags extra, stopped when the
+// test ends.
+func (s *suite) keyedService(t *testing.T, keys string, extra ...string) *service {
 	t.Helper()
 	file := filepath.Join(s.dir, "keys-"+userID(t))
 	if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := s.startServiceWith("data-"+userID(t), file, "")
+	svc, err := s.startServiceWith("data-"+userID(t), file, "", extra...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -687,7 +687,10 @@ function drawOverview() {
     // A user with no history answered 404 user-not-found (a look-up here among them): no fault,
     // so the service counts it apart from the errors above.
     st.users_not_found ? h('tr', { id: 'users-not-found' }, h('td', { colspan: 2, class: 'muted' },
-      `${count(st.users_not_found, 'look-up')} of a user with no history (404 user-not-found), not errors`)) : null));
+      `${count(st.users_not_found, 'look-up')} of a user with no history (404 user-not-found), not errors`)) : null,
+    // /readyz's 503 while the service starts or drains is the probe working as designed, counted apart too.
+    st.not_ready ? h('tr', { id: 'not-ready' }, h('td', { colspan: 2, class: 'muted' },
+      `${count(st.not_ready, 'answer')} of /readyz 503 not ready (starting or draining), not errors`)) : null));
 
   // A key limited to some namespaces gets their share of the figures by namespace, and the
   // service's whole totals (GET /v1/stats): its cards are not its namespaces' sums.
