@@ -2197,6 +2197,66 @@ func TestAPageWithoutAKeyAsksAuthWhenHealthzIsNotAnswered(t *testing.T) {
 	tb.waitText("#updated", "Figures updated")
 }
 
+// Behind a proxy answering GET /healthz 502 (the service restarting behind
+// it, say) while it passes /v1/ on, a page without a key cannot learn
+// whether the service needs one: it sends no GET /v1/auth without a key,
+// which a service with keys would count as a 401 in its errors, and asks
+// GET /healthz again at its refreshes until it is answered.
+func TestAPageWithoutAKeySendsNoAuthWhileHealthzFails(t *testing.T) {
+	s := setup(t)
+	up, err := url.Parse(s.svc.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := httputil.NewSingleHostReverseProxy(up)
+	var failing atomic.Bool
+	failing.Store(true)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && failing.Load() {
+			badGateway(w)
+			return
+		}
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	tb := s.newTab(t, &service{base: proxy.URL})
+	tb.open("#/")
+	tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the role's check to end")
+	if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
+		t.Fatalf("GET /healthz answered 502, the page sent GET /v1/auth without a key %d times, want none", n)
+	}
+	tb.waitText("#role", "role: unknown")
+	tb.waitText("#overview-error .problem", "502")
+	// A refresh while GET /healthz fails asks it again, and still nothing needing a key.
+	for deadline := time.Now().Add(waitFor); tb.apiCalls(http.MethodGet, "/healthz") < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page asked GET /healthz %d times in %v while it failed, want it asked again", tb.apiCalls(http.MethodGet, "/healthz"), waitFor)
+		}
+	}
+	if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
+		t.Errorf("while GET /healthz failed the page sent GET /v1/auth without a key %d times, want none", n)
+	}
+	failing.Store(false)
+	tb.waitText("#role", "role: no key (the service needs one)")
+	tb.waitText("#overview-error .problem .hint", "Enter an API key")
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, id := range tb.order {
+		if x := tb.exchanges[id]; x.status == http.StatusUnauthorized {
+			t.Errorf("the page sent %s %s without a key: 401", x.method, strings.TrimPrefix(x.url, proxy.URL))
+		}
+	}
+}
+
+// badGateway answers 502 as a proxy does while the service behind it is
+// down: as a problem (as openapi.yaml's default answer is), the way a proxy
+// configured with an error page of its own does.
+func badGateway(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusBadGateway)
+	io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the service does not answer"}`)
+}
+
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
 	s := setup(t)
 	status, detail := s.svc.problemDetail(t, http.MethodGet, "/v1/namespaces/no-such-ns/users/42", s.keys.read, "")
@@ -3785,13 +3845,8 @@ func TestAPageLoadedWhileTheServiceWasDownCallsNoRouteNeedingAKeyWhenItIsBack(t 
 		t.Fatal(err)
 	}
 	pass := httputil.NewSingleHostReverseProxy(up)
-	// While the service is down the proxy answers 502, as a problem (as openapi.yaml's default
-	// answer is), the way a proxy configured with an error page of its own does.
-	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusBadGateway)
-		io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the service does not answer"}`)
-	}
+	// While the service is down the proxy answers 502 (badGateway).
+	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { badGateway(w) }
 	asked := make(chan struct{})
 	release := make(chan struct{})
 	var once, held sync.Once

@@ -22,9 +22,10 @@
 // forgotten, shows it (without a key, it asks GET /healthz instead, whose
 // key_required says whether the service needs one; on a service with keys it
 // then calls none of the API's routes until one is entered: each call would
-// be one more 401 in the service's errors; unanswered, as when the service
-// was down as the page loaded, it is asked again before each such call, and
-// none is sent until it answers), and disables what the role cannot do (record needs
+// be one more 401 in the service's errors; refused by a proxy that does not
+// pass it, a 4xx, GET /v1/auth's 401 says so instead; unanswered, a 5xx or
+// nothing, as when the service was down as the page loaded, it is asked again
+// before each such call, and none is sent until it answers), and disables what the role cannot do (record needs
 // write, erase admin), saying beside it the role it needs; beside what the
 // role can do, nothing. A 401 or 403 from any later call still shows its
 // detail and updates the role (a 403's detail names the key's role), for

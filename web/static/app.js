@@ -111,7 +111,7 @@ async function call(opId, params = {}, body, opts = {}) {
   const key = state.key;
   if (keyProblem(key)) throw new Problem(0, { title: 'Unusable key', detail: keyProblem(key) });
   // Without a key, a service with keys refuses every call needing one, and counts each 401 in
-  // its errors, which its operators watch: once GET /healthz (or, unanswered, GET /v1/auth)
+  // its errors, which its operators watch: once GET /healthz (or, not passed, GET /v1/auth)
   // has said the service has keys, the page answers those calls itself until a key is
   // entered (an open service takes them). A check that got no answer (the service down,
   // stalled or restarting when the page loaded) is made again first, and until one says
@@ -210,10 +210,15 @@ async function askRole(quiet) {
   try {
     // Without a key, GET /healthz says whether the service needs one: GET /v1/auth would be
     // answered 401 on a service with keys, one more in the errors its operators watch, at
-    // every load of the page. Unanswered (a proxy passing / and /v1/ alone), GET /v1/auth
-    // says it, by its 401.
+    // every load of the page. Refused by a proxy passing / and /v1/ alone (a 4xx: for good),
+    // GET /v1/auth says it, by its 401. Not answered (a 5xx or nothing: the service down or
+    // restarting), the role is unknown, asked again before the next call (see call): the
+    // service may be back by the time GET /v1/auth reaches it, and count its 401.
     if (!state.key) {
-      const health = await call('getHealth').catch(() => null);
+      const health = await call('getHealth').catch((e) => {
+        if (!notPassed(e)) throw e;
+        return null;
+      });
       if (seq !== state.roleSeq) return;
       if (health && health.key_required) { setRole({ status: 'rejected', problem: keyNeeded() }); return; }
       keyless = !!health && health.key_required === false;
@@ -225,6 +230,14 @@ async function askRole(quiet) {
     if (seq !== state.roleSeq) return;
     setRole(e.status === 401 ? { status: 'rejected', problem: e } : { status: 'unknown', detail: e.detail || e.message, problem: e, keyless });
   }
+}
+
+/**
+ * Whether problem p, GET /healthz's, is a proxy's refusal to pass it: an answer of 4xx other
+ * than those that say to ask again later (408, 429), rather than a 5xx or no answer at all.
+ */
+function notPassed(p) {
+  return p.status >= 400 && p.status < 500 && p.status !== 408 && p.status !== 429;
 }
 
 /**
