@@ -293,16 +293,23 @@ func TestTheInspectorSaysItIsLoadingWhileTheKeyIsChecked(t *testing.T) {
 	tb.waitText("#user-items", "1")
 }
 
+// reverseProxy passes what it serves on to the service at base, as a proxy
+// in front of it would.
+func reverseProxy(t *testing.T, base string) *httputil.ReverseProxy {
+	t.Helper()
+	up, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httputil.NewSingleHostReverseProxy(up)
+}
+
 // slowAuth serves the suite's service through a proxy that, from hold on,
 // holds every GET /v1/auth until answer: the page's check of the key's role
 // on a slow service.
 func (s *suite) slowAuth(t *testing.T) (svc *service, hold, answer func()) {
 	t.Helper()
-	up, err := url.Parse(s.svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := httputil.NewSingleHostReverseProxy(up)
+	pass := reverseProxy(t, s.svc.base)
 	var held atomic.Bool
 	release := make(chan struct{})
 	var once sync.Once
@@ -2165,11 +2172,7 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 // is entered.
 func TestAPageWithoutAKeyAsksAuthWhenHealthzIsNotAnswered(t *testing.T) {
 	s := setup(t)
-	up, err := url.Parse(s.svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := httputil.NewSingleHostReverseProxy(up)
+	pass := reverseProxy(t, s.svc.base)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			r.URL.Path = "/not-passed" // the service's own 404, as a proxy's would be
@@ -2204,11 +2207,7 @@ func TestAPageWithoutAKeyAsksAuthWhenHealthzIsNotAnswered(t *testing.T) {
 // GET /healthz again at its refreshes until it is answered.
 func TestAPageWithoutAKeySendsNoAuthWhileHealthzFails(t *testing.T) {
 	s := setup(t)
-	up, err := url.Parse(s.svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := httputil.NewSingleHostReverseProxy(up)
+	pass := reverseProxy(t, s.svc.base)
 	var failing atomic.Bool
 	failing.Store(true)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -3803,14 +3802,10 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 // the proxy, and what reached the proxy outside the prefix so far.
 func underPrefix(t *testing.T, svc *service) (*service, func() []string) {
 	t.Helper()
-	up, err := url.Parse(svc.base)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var outside []string
 	mux := http.NewServeMux()
-	mux.Handle("/seen/", http.StripPrefix("/seen", httputil.NewSingleHostReverseProxy(up)))
+	mux.Handle("/seen/", http.StripPrefix("/seen", reverseProxy(t, svc.base)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		outside = append(outside, r.Method+" "+r.URL.RequestURI())
