@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -932,30 +931,5 @@ func TestImportRedisRemembersEachListedKeyOnce(t *testing.T) {
 			t.Fatalf("add %d (seen:u%d) = %v, want %v", i, k, got, !added[k])
 		}
 		added[k] = true
-	}
-}
-
-// Remembering the keys listed takes little more than their hashes' 16
-// bytes a key: a map of them took 55 at a million keys, half a GB at the
-// ten million seenapi is built for.
-func TestImportRedisRemembersAListedKeyInUnder24Bytes(t *testing.T) {
-	const n = 1_000_000
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprint("seen:u", i)
-	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	listed := newListedKeys()
-	for _, k := range keys {
-		listed.add(k)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(listed)
-	runtime.KeepAlive(keys) // not counted as freed
-	if b := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n; b >= 24 {
-		t.Errorf("%d keys remembered in %.1f bytes a key, want under 24", n, b)
 	}
 }
