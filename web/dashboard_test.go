@@ -6,8 +6,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -2169,91 +2169,110 @@ func TestAPageWithoutAKeyCallsNoRouteNeedingOne(t *testing.T) {
 // Behind a proxy that passes the dashboard and /v1/ alone, GET /healthz is
 // not answered: a page without a key then learns that the service needs
 // one from GET /v1/auth's 401, says so, and calls nothing else until a key
-// is entered.
+// is entered. The proxy's refusal is a 404 (a path it does not route, here
+// the service's own 404) or a 403 (a path it denies).
 func TestAPageWithoutAKeyAsksAuthWhenHealthzIsNotAnswered(t *testing.T) {
 	s := setup(t)
 	pass := reverseProxy(t, s.svc.base)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			r.URL.Path = "/not-passed" // the service's own 404, as a proxy's would be
-		}
-		pass.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
-	tb := s.newTab(t, &service{base: proxy.URL})
-	tb.open("#/")
-	tb.waitText("#role", "role: no key (the service needs one)")
-	tb.waitText("#overview-error .problem", "401 Unauthorized")
-	tb.waitText("#overview-error .problem .hint", "Enter an API key")
-	tb.mu.Lock()
-	var sent []string
-	for _, id := range tb.order {
-		x := tb.exchanges[id]
-		sent = append(sent, fmt.Sprintf("%s %s %d", x.method, strings.TrimPrefix(x.url, proxy.URL), x.status))
+	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" {
+					if status != http.StatusNotFound {
+						proxyProblem(w, status, "this path is not served here")
+						return
+					}
+					r.URL.Path = "/not-passed" // the service's own 404, as a proxy's would be
+				}
+				pass.ServeHTTP(w, r)
+			}))
+			t.Cleanup(proxy.Close)
+			tb := s.newTab(t, &service{base: proxy.URL})
+			tb.open("#/")
+			tb.waitText("#role", "role: no key (the service needs one)")
+			tb.waitText("#overview-error .problem", "401 Unauthorized")
+			tb.waitText("#overview-error .problem .hint", "Enter an API key")
+			tb.mu.Lock()
+			var sent []string
+			for _, id := range tb.order {
+				x := tb.exchanges[id]
+				sent = append(sent, fmt.Sprintf("%s %s %d", x.method, strings.TrimPrefix(x.url, proxy.URL), x.status))
+			}
+			tb.mu.Unlock()
+			if want := []string{fmt.Sprintf("GET /healthz %d", status), "GET /v1/auth 401"}; !slices.Equal(sent, want) {
+				t.Errorf("without a key the page called %q, want %q", sent, want)
+			}
+			tb.useKey(s.keys.read)
+			tb.waitText("#role", "role: read")
+			tb.waitText("#updated", "Figures updated")
+		})
 	}
-	tb.mu.Unlock()
-	if want := []string{"GET /healthz 404", "GET /v1/auth 401"}; !slices.Equal(sent, want) {
-		t.Errorf("without a key the page called %q, want %q", sent, want)
-	}
-	tb.useKey(s.keys.read)
-	tb.waitText("#role", "role: read")
-	tb.waitText("#updated", "Figures updated")
 }
 
 // Behind a proxy answering GET /healthz 502 (the service restarting behind
-// it, say) while it passes /v1/ on, a page without a key cannot learn
-// whether the service needs one: it sends no GET /v1/auth without a key,
-// which a service with keys would count as a 401 in its errors, and asks
-// GET /healthz again at its refreshes until it is answered.
+// it, say), 408 (its wait for the service timed out) or 429 (its own rate
+// limit, to be asked again later) while it passes /v1/ on, a page without a
+// key cannot learn whether the service needs one: it sends no GET /v1/auth
+// without a key, which a service with keys would count as a 401 in its
+// errors, and asks GET /healthz again at its refreshes until it is answered.
 func TestAPageWithoutAKeySendsNoAuthWhileHealthzFails(t *testing.T) {
 	s := setup(t)
 	pass := reverseProxy(t, s.svc.base)
-	var failing atomic.Bool
-	failing.Store(true)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" && failing.Load() {
-			badGateway(w)
-			return
-		}
-		pass.ServeHTTP(w, r)
-	}))
-	t.Cleanup(proxy.Close)
-	tb := s.newTab(t, &service{base: proxy.URL})
-	tb.open("#/")
-	tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the role's check to end")
-	if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
-		t.Fatalf("GET /healthz answered 502, the page sent GET /v1/auth without a key %d times, want none", n)
-	}
-	tb.waitText("#role", "role: unknown")
-	tb.waitText("#overview-error .problem", "502")
-	// A refresh while GET /healthz fails asks it again, and still nothing needing a key.
-	for deadline := time.Now().Add(waitFor); tb.apiCalls(http.MethodGet, "/healthz") < 2; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page asked GET /healthz %d times in %v while it failed, want it asked again", tb.apiCalls(http.MethodGet, "/healthz"), waitFor)
-		}
-	}
-	if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
-		t.Errorf("while GET /healthz failed the page sent GET /v1/auth without a key %d times, want none", n)
-	}
-	failing.Store(false)
-	tb.waitText("#role", "role: no key (the service needs one)")
-	tb.waitText("#overview-error .problem .hint", "Enter an API key")
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	for _, id := range tb.order {
-		if x := tb.exchanges[id]; x.status == http.StatusUnauthorized {
-			t.Errorf("the page sent %s %s without a key: 401", x.method, strings.TrimPrefix(x.url, proxy.URL))
-		}
+	for _, status := range []int{http.StatusBadGateway, http.StatusRequestTimeout, http.StatusTooManyRequests} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			var failing atomic.Bool
+			failing.Store(true)
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" && failing.Load() {
+					if status == http.StatusTooManyRequests {
+						// Later than the page waits for one call: it gives the call up at once.
+						w.Header().Set("Retry-After", "60")
+					}
+					proxyProblem(w, status, "the service does not answer")
+					return
+				}
+				pass.ServeHTTP(w, r)
+			}))
+			t.Cleanup(proxy.Close)
+			tb := s.newTab(t, &service{base: proxy.URL})
+			tb.open("#/")
+			tb.waitJS(`!document.querySelector('#role').textContent.includes('checking')`, "the role's check to end")
+			if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
+				t.Fatalf("GET /healthz answered %d, the page sent GET /v1/auth without a key %d times, want none", status, n)
+			}
+			tb.waitText("#role", "role: unknown")
+			tb.waitText("#overview-error .problem", strconv.Itoa(status))
+			// A refresh while GET /healthz fails asks it again, and still nothing needing a key.
+			for deadline := time.Now().Add(waitFor); tb.apiCalls(http.MethodGet, "/healthz") < 2; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the page asked GET /healthz %d times in %v while it failed, want it asked again", tb.apiCalls(http.MethodGet, "/healthz"), waitFor)
+				}
+			}
+			if n := tb.apiCalls(http.MethodGet, "/v1/auth"); n != 0 {
+				t.Errorf("while GET /healthz failed the page sent GET /v1/auth without a key %d times, want none", n)
+			}
+			failing.Store(false)
+			tb.waitText("#role", "role: no key (the service needs one)")
+			tb.waitText("#overview-error .problem .hint", "Enter an API key")
+			tb.mu.Lock()
+			defer tb.mu.Unlock()
+			for _, id := range tb.order {
+				if x := tb.exchanges[id]; x.status == http.StatusUnauthorized {
+					t.Errorf("the page sent %s %s without a key: 401", x.method, strings.TrimPrefix(x.url, proxy.URL))
+				}
+			}
+		})
 	}
 }
 
-// badGateway answers 502 as a proxy does while the service behind it is
-// down: as a problem (as openapi.yaml's default answer is), the way a proxy
-// configured with an error page of its own does.
-func badGateway(w http.ResponseWriter) {
+// proxyProblem answers status as a proxy does of its own, not passing the
+// request on (502 while the service behind it is down, 403 for a path it
+// denies): as a problem (as openapi.yaml's default answer is), the way a
+// proxy configured with error pages of its own does.
+func proxyProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(http.StatusBadGateway)
-	io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the service does not answer"}`)
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail})
 }
 
 func TestUnknownNamespaceShowsTheProblemDetail(t *testing.T) {
@@ -3840,8 +3859,10 @@ func TestAPageLoadedWhileTheServiceWasDownCallsNoRouteNeedingAKeyWhenItIsBack(t 
 		t.Fatal(err)
 	}
 	pass := httputil.NewSingleHostReverseProxy(up)
-	// While the service is down the proxy answers 502 (badGateway).
-	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { badGateway(w) }
+	// While the service is down the proxy answers 502 (proxyProblem).
+	pass.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		proxyProblem(w, http.StatusBadGateway, "the service does not answer")
+	}
 	asked := make(chan struct{})
 	release := make(chan struct{})
 	var once, held sync.Once
