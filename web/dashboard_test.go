@@ -3307,6 +3307,51 @@ func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	}
 }
 
+// A user's page is outlined by its headings, as a screen reader lists them:
+// each a level under the one it is part of, none skipping a level, and the
+// false-positive rate a part of the filter's panel, not a panel of its own;
+// the page's CSS styles each level it uses.
+func TestAUsersHeadingsFollowItsStructure(t *testing.T) {
+	s := setup(t)
+	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1")
+	tb.waitJS(`!!document.querySelector('#layers h4.gen')`, "the generations of the user's layers")
+	type heading struct {
+		level int
+		name  string
+	}
+	var hs []heading
+	for _, n := range tb.axTree() {
+		if n.role != "heading" {
+			continue
+		}
+		level, err := strconv.Atoi(n.props["level"])
+		if err != nil {
+			t.Fatalf("heading %q has the level %q: %v", n.name, n.props["level"], err)
+		}
+		hs = append(hs, heading{level, n.name})
+	}
+	fp := slices.IndexFunc(hs, func(h heading) bool { return h.name == "False-positive rate" })
+	if len(hs) == 0 || hs[0].level != 1 || fp < 1 {
+		t.Fatalf("the page's headings %v: want the page's h1 first, and the false-positive rate's", hs)
+	}
+	for i := 1; i < len(hs); i++ {
+		if hs[i].level > hs[i-1].level+1 {
+			t.Errorf("heading %q (level %d) follows %q (level %d): a level skipped", hs[i].name, hs[i].level, hs[i-1].name, hs[i-1].level)
+		}
+	}
+	if want := (heading{hs[fp-1].level + 1, "False-positive rate"}); hs[fp-1].name != "Filter" || hs[fp] != want {
+		t.Errorf("the false-positive rate's heading %v follows %v, want %v under the filter's", hs[fp], hs[fp-1], want)
+	}
+	// Each heading is sized by a rule of the page's own, not left to the browser's defaults.
+	unstyled := eval[[]string](tb, `[...document.querySelectorAll('#view h2, #view h3, #view h4')]
+		.filter((e) => ![...document.styleSheets].flatMap((s) => [...s.cssRules])
+			.some((r) => r.selectorText && r.style.fontSize && e.matches(r.selectorText)))
+		.map((e) => e.tagName + ' ' + e.textContent)`)
+	if len(unstyled) > 0 {
+		t.Errorf("headings no rule of style.css sizes: %q", unstyled)
+	}
+}
+
 // A user made before its namespace's profile changed (a SIGHUP with an
 // edited namespaces file) is shown with the profile its filter keeps, the
 // window its buckets expire by, and what new users get now beside it.

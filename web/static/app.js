@@ -1234,7 +1234,7 @@ function summaryPanel(st, prof) {
       h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
       h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen, toMinute)),
       h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen, toMinute))),
-    h('h3', {}, 'False-positive rate'),
+    h('h4', {}, 'False-positive rate'), // a part of the filter's panel, under its heading
     h('div', { class: 'fp' }, fpBar('Now', st.fp_rate, 'user-fp', ratio > 1), fpBar('Target', st.target_fp_rate, 'user-fp-target', false)),
     h('p', { class: ratio > 1 ? 'note' : 'muted', id: 'user-fp-ratio' },
       ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
