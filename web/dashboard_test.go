@@ -397,28 +397,47 @@ func lookUpSpacedID(t *testing.T, tb *tab, ns, user, items, note string) {
 	}
 }
 
-// An empty user id is no id, and a key of nothing no key: the look-up and
-// the key's field say so at the field, as the browser does of an empty
-// required one, rather than do nothing; typing again clears it.
+// An empty user id is no id, and a key of nothing no key: rather than do
+// nothing, the look-up says so in the page, tied to its field as the
+// page's other errors of a field (the browser's own check of the required
+// field, which stopped the look-up before the page's, left the field said
+// valid to a screen reader), and the key's field as the browser does of
+// an empty one; typing again clears it.
 func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.read, "#/users")
-	for _, c := range []struct{ field, submit, value, says string }{
-		{"#lookup-user", `#lookup button[type="submit"]`, "", "Please fill out this field."},
-		{"#key-input", `#key-form button[type="submit"]`, "  ", "Paste a key first: the field is empty."},
-	} {
-		tb.fill(c.field, c.value)
-		tb.click(c.submit)
-		if got := eval[string](tb, fmt.Sprintf(`document.querySelector(%q).validationMessage`, c.field)); got != c.says {
-			t.Errorf("%s says %q, want %q", c.field, got, c.says)
-		}
-		if got := eval[string](tb, "location.hash"); got != "#/users" {
-			t.Errorf("the page went to %q", got)
-		}
-		tb.do("type a letter", chromedp.SendKeys(chromedp.CSS(c.field), "a"))
-		if got := eval[string](tb, fmt.Sprintf(`document.querySelector(%q).validationMessage`, c.field)); got != "" {
-			t.Errorf("after typing %s still says %q", c.field, got)
-		}
+	tb.fill("#lookup-user", "")
+	tb.click(`#lookup button[type="submit"]`)
+	const want = "Enter a user id."
+	if got := tb.waitText("#lookup-empty", "Enter"); got != want {
+		t.Errorf("the empty look-up says %q, want %q", got, want)
+	}
+	if n := tb.ax("#lookup-user"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, want) {
+		t.Errorf("after an empty look-up the user id's field is said invalid=%s and described %q, want invalid and described by %q",
+			n.props["invalid"], n.description, want)
+	}
+	if got := eval[string](tb, `document.activeElement.id`); got != "lookup-user" {
+		t.Errorf("after an empty look-up the focus is on %q, want the user id's field", got)
+	}
+	if got := eval[string](tb, "location.hash"); got != "#/users" {
+		t.Errorf("the empty look-up went to %q", got)
+	}
+	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
+	if n := tb.ax("#lookup-user"); n.props["invalid"] == `"true"` || strings.Contains(n.description, want) {
+		t.Errorf("after typing the user id's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
+	}
+	if eval[bool](tb, `!!document.querySelector('#lookup-empty')`) {
+		t.Errorf("after typing the page still says %q", tb.text("#lookup-empty"))
+	}
+
+	tb.fill("#key-input", "  ")
+	tb.click(`#key-form button[type="submit"]`)
+	if got, want := eval[string](tb, `document.querySelector('#key-input').validationMessage`), "Paste a key first: the field is empty."; got != want {
+		t.Errorf("the key's field says %q, want %q", got, want)
+	}
+	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#key-input"), "a"))
+	if got := eval[string](tb, `document.querySelector('#key-input').validationMessage`); got != "" {
+		t.Errorf("after typing the key's field still says %q", got)
 	}
 	if got := tb.text("#role"); got != "role: read" {
 		t.Errorf("the role reads %q, want the read key's still", got)

@@ -968,7 +968,9 @@ function itemText(it) {
 async function renderInspector(view, seq, ns, user) {
   const nsSelect = h('select', { id: 'lookup-ns', name: 'ns', required: true });
   const userInput = h('input', { id: 'lookup-user', name: 'user', type: 'text', required: true, spellcheck: 'false', value: user || '', placeholder: 'e.g. 42' });
-  const form = h('form', { class: 'form', id: 'lookup', role: 'search', 'aria-label': 'Look up a user' },
+  // novalidate: the browser's own check of the required field would stop an empty look-up
+  // before the page's, which says so tied to the field as the page's other errors of a field.
+  const form = h('form', { class: 'form', id: 'lookup', role: 'search', 'aria-label': 'Look up a user', novalidate: true },
     h('div', {}, h('label', { for: 'lookup-ns' }, 'Namespace'), nsSelect),
     h('div', {}, h('label', { for: 'lookup-user' }, 'User id'), userInput),
     h('div', {}, h('button', { type: 'submit' }, 'Look up')));
@@ -978,9 +980,11 @@ async function renderInspector(view, seq, ns, user) {
     // and an id of spaces alone as any other.
     const u = userInput.value;
     if (!u) {
-      // As the browser says of an empty field (required), not a silent refusal.
-      userInput.setCustomValidity('Enter a user id.');
-      userInput.reportValidity();
+      // Not a silent refusal: an alert, drawn anew at each try so that it is read out again.
+      document.getElementById('lookup-empty')?.remove();
+      out.prepend(h('p', { class: 'problem', id: 'lookup-empty', role: 'alert' }, 'Enter a user id.'));
+      fieldError(userInput, 'lookup-empty');
+      userInput.focus();
       return;
     }
     if (userTooLong(u)) {
@@ -995,7 +999,11 @@ async function renderInspector(view, seq, ns, user) {
     document.getElementById('view').focus({ preventScroll: true });
     route();
   });
-  userInput.addEventListener('input', () => { userInput.setCustomValidity(''); fieldError(userInput, ''); });
+  userInput.addEventListener('input', () => {
+    userInput.setCustomValidity('');
+    fieldError(userInput, '');
+    document.getElementById('lookup-empty')?.remove();
+  });
   const out = h('div', { id: 'user' });
   put(view, h('h2', {}, VIEW_TITLES.users), form, out);
 
