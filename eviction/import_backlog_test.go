@@ -46,7 +46,7 @@ func TestImportDoesNotWaitForABacklogItBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.stuck.Store(false); h.Close(); st.Close() })
-	items := candidates(20000)
+	items := candidates(100)
 	if _, err := h.Record("default", "imported", items); err != nil { // stored, then out of memory
 		t.Fatal(err)
 	}
@@ -54,11 +54,15 @@ func TestImportDoesNotWaitForABacklogItBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss.stuck.Store(true)
+	// Users of one item each: a user's bytes are mostly its entry's and
+	// its filter's fixed cost then, and the backlog's 1 MiB fills with a
+	// few thousand items recorded, not the 440,000 that fillers of 20,000
+	// items took.
 	for i := 0; h.evictedBytes.Load() <= h.backlogLimit; i++ {
-		if i == 1000 {
+		if i == 10000 {
 			t.Fatalf("evicted users take %d bytes, not past the backlog's limit %d", h.evictedBytes.Load(), h.backlogLimit)
 		}
-		if _, err := h.Record("default", fmt.Sprint("filler-", i), items); err != nil {
+		if _, err := h.Record("default", fmt.Sprint("filler-", i), items[:1]); err != nil {
 			t.Fatal(err)
 		}
 	}
