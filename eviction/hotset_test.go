@@ -1348,7 +1348,7 @@ func hotSize(h *HotSet) int64 {
 // budget holds but for such users' excess over their share.
 func TestBudgetHeldUnderConcurrentCallsOfMixedSizes(t *testing.T) {
 	const (
-		budget  = 512 << 10
+		budget  = 256 << 10 // the big users pass a share with 40,000 items each
 		shards  = 4
 		share   = budget / shards
 		workers = 8
@@ -1364,7 +1364,7 @@ func TestBudgetHeldUnderConcurrentCallsOfMixedSizes(t *testing.T) {
 			n := 1 + i%3
 			if i%25 == 0 {
 				// Two users grow past a share, a batch at a time.
-				user, n = fmt.Sprintf("big%d", w%2), 2500
+				user, n = fmt.Sprintf("big%d", w%2), 1250
 			}
 			items := make([]string, n)
 			for j := range items {
