@@ -495,10 +495,16 @@ func ttlOf(f *userfilter.Filter, now time.Time) time.Duration {
 }
 
 // gone reports whether f is a windowed filter with no item in the window
-// at now: its user is gone, as if never seen (not listed, no stats), and
-// its stored value is written Empty, to leave the disk.
+// at now, or one without a window that never recorded an item (stored by
+// builds that made a user of an import of such a filter, see Import): its
+// user is gone, as if never seen (not listed, no stats), and its stored
+// value is written Empty, to leave the disk. A windowless filter reads its
+// first seen only, unless it never recorded.
 func gone(f *userfilter.Filter, now time.Time) bool {
-	return f.Profile().Window > 0 && f.Empty(now)
+	if f.Profile().Window == 0 && !f.FirstSeen().IsZero() {
+		return false
+	}
+	return f.Empty(now)
 }
 
 // Users returns up to limit users of ns, in byte order, after the user

@@ -690,6 +690,29 @@ func TestImportOfNoHistoryMakesNoUser(t *testing.T) {
 	}
 }
 
+// TestStoredNoHistoryIsNeverSeen: a user of a namespace without a window
+// whose stored filter never recorded an item (as builds that made a user
+// of an import of such a filter wrote it) answers as a user never seen:
+// no stats, no export, no peek, nothing seen; a call makes it anew.
+func TestStoredNoHistoryIsNeverSeen(t *testing.T) {
+	fx := newFixture(t, Options{})
+	if err := fx.st.WriteBack([]storage.Write{{NS: "default", User: "old", Value: emptyOf(t, fx.h, "default")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(true, Options{})
+	if st, err := fx.h.Peek("default", "old"); !errors.Is(err, ErrUserNotFound) {
+		t.Errorf("Peek: %d items, first seen %v, %v; want ErrUserNotFound", st.Items, st.FirstSeen, err)
+	}
+	neverSeen(t, fx.h, "default", "old", "stored")
+	if s := seen(t, fx.h, "default", "old", "a"); s[0] {
+		t.Errorf("a seen by a user with no history")
+	}
+	record(t, fx.h, "default", "old", "a")
+	if st, err := fx.h.User("default", "old"); err != nil || st.Items != 1 || st.FirstSeen.IsZero() {
+		t.Errorf("after a call: %d items, first seen %v, %v; want its item", st.Items, st.FirstSeen, err)
+	}
+}
+
 func TestImportRefusesAnotherNamespacesFilter(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "push", "src", "a") // a windowed namespace's filter
