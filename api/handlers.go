@@ -920,9 +920,12 @@ func (s *Server) summarize(ns string, users []string) ([]userSummary, error) {
 			out = append(out, userSummary{User: u, Error: &p})
 			continue
 		}
-		last := st.LastSeen.UTC()
-		out = append(out, userSummary{User: u, Items: &st.Items, MemoryBytes: &st.MemoryBytes,
-			FPRate: &st.FPRate, Hot: &st.Hot, LastSeen: &last})
+		sum := userSummary{User: u, Items: &st.Items, MemoryBytes: &st.MemoryBytes, FPRate: &st.FPRate, Hot: &st.Hot}
+		if !st.LastSeen.IsZero() { // a filter made by hand may hold items but no times
+			last := st.LastSeen.UTC()
+			sum.LastSeen = &last
+		}
+		out = append(out, sum)
 	}
 	return out, nil
 }

@@ -1,14 +1,19 @@
 package api_test
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
 	"net/http"
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // GET /v1/namespaces/{ns}/users pages through every user with a history,
@@ -142,5 +147,76 @@ func TestListUsersWithDetails(t *testing.T) {
 	status, h, body := e.raw(http.MethodGet, "/v1/namespaces/default/users?details=yes", "", nil, "Authorization", "Bearer "+readKey)
 	if p := wantProblem(t, status, h, body, http.StatusBadRequest, "bad-request"); len(p.Errors) != 1 || p.Errors[0].Parameter != "details" {
 		t.Errorf("?details=yes: errors %+v, want one naming details", p.Errors)
+	}
+}
+
+// withoutTimes is the encoded filter raw with its first and last seen
+// cleared, as a filter made by hand may be: items, but no times (see the
+// encoding in userfilter/encode.go: they follow two bytes and seven
+// uvarints, and a CRC-32C ends it).
+func withoutTimes(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	at := 2
+	for range 7 {
+		_, n := binary.Uvarint(raw[at:])
+		if n <= 0 {
+			t.Fatalf("not an encoded filter: %x", raw)
+		}
+		at += n
+	}
+	_, n1 := binary.Uvarint(raw[at:])
+	_, n2 := binary.Uvarint(raw[at+n1:])
+	out := append(append(append([]byte(nil), raw[:at]...), 0, 0), raw[at+n1+n2:len(raw)-4]...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// A user's summary in a page with details leaves last_seen out when the
+// filter holds no time (made by hand: items, but no times) rather than
+// giving the zero time, 0001-01-01T00:00:00Z. A user whose stored filter
+// never recorded an item (written by builds that made a user of an import
+// of such a filter) answers as a user never seen: 404 for its stats and
+// export, and no summary.
+func TestListUsersDetailsOfFiltersWithoutTimes(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Add([]string{"a"}, time.Now())
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.WriteBack([]storage.Write{{NS: "default", User: "made", Value: withoutTimes(t, raw)},
+		{NS: "default", User: "never", Value: never}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.GetUserWithResponse(ctx, "default", "made"); err != nil || st.JSON200 == nil || st.JSON200.Items != 1 || !st.JSON200.LastSeen.IsZero() {
+		t.Fatalf("made's stats: %v %d %s, want one item and no time", err, st.StatusCode(), st.Body)
+	}
+	if r, err := c.GetUserWithResponse(ctx, "default", "never"); err != nil || r.ApplicationproblemJSON404 == nil ||
+		r.ApplicationproblemJSON404.Type != api.ProblemBase+"user-not-found" {
+		t.Errorf("never's stats: %v %d %s, want 404 user-not-found", err, r.StatusCode(), r.Body)
+	}
+	if r, err := c.ExportUserWithResponse(ctx, "default", "never"); err != nil || r.StatusCode() != http.StatusNotFound {
+		t.Errorf("never's export: %v %d %s, want 404", err, r.StatusCode(), r.Body)
+	}
+	status, _, body := e.raw(http.MethodGet, "/v1/namespaces/default/users?details=true", "", nil)
+	var page struct {
+		Details []map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal(body, &page); status != http.StatusOK || err != nil {
+		t.Fatalf("list with details: %d %v %s", status, err, body)
+	}
+	if len(page.Details) != 1 || page.Details[0]["user"] != "made" || page.Details[0]["items"] != 1.0 {
+		t.Fatalf("details %s, want made's alone", body)
+	}
+	if v, ok := page.Details[0]["last_seen"]; ok {
+		t.Errorf("made's last_seen: %v, want none", v)
 	}
 }
