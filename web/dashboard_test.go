@@ -398,11 +398,12 @@ func lookUpSpacedID(t *testing.T, tb *tab, ns, user, items, note string) {
 }
 
 // An empty user id is no id, and a key of nothing no key: rather than do
-// nothing, the look-up says so in the page, tied to its field as the
-// page's other errors of a field (the browser's own check of the required
-// field, which stopped the look-up before the page's, left the field said
-// valid to a screen reader), and the key's field as the browser does of
-// an empty one; typing again clears it.
+// nothing, the look-up says so in the page, and the key in the banner as
+// its other errors, each tied to its field as the page's other errors of a
+// field (the browser's own check of the required field, which stopped the
+// look-up before the page's, left the field said valid to a screen reader;
+// its bubble of the key's left the field described by its role alone);
+// typing again clears it.
 func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.read, "#/users")
@@ -432,12 +433,23 @@ func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 
 	tb.fill("#key-input", "  ")
 	tb.click(`#key-form button[type="submit"]`)
-	if got, want := eval[string](tb, `document.querySelector('#key-input').validationMessage`), "Paste a key first: the field is empty."; got != want {
-		t.Errorf("the key's field says %q, want %q", got, want)
+	const noKey = "Paste a key first: the field is empty."
+	if n := tb.ax("#key-input"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, noKey) {
+		t.Errorf("after a key of spaces the key's field is said invalid=%s and described %q, want invalid and described by %q",
+			n.props["invalid"], n.description, noKey)
+	}
+	if got := tb.waitText("#banner-detail", "Paste"); got != noKey {
+		t.Errorf("the banner says %q, want %q", got, noKey)
+	}
+	if got := eval[string](tb, `document.activeElement.id`); got != "key-input" {
+		t.Errorf("after a key of spaces the focus is on %q, want the key's field", got)
 	}
 	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#key-input"), "a"))
-	if got := eval[string](tb, `document.querySelector('#key-input').validationMessage`); got != "" {
-		t.Errorf("after typing the key's field still says %q", got)
+	if n := tb.ax("#key-input"); n.props["invalid"] == `"true"` || strings.Contains(n.description, noKey) {
+		t.Errorf("after typing the key's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
+	}
+	if !eval[bool](tb, `document.querySelector('#banner').hidden`) {
+		t.Errorf("after typing the banner still says %q", tb.text("#banner"))
 	}
 	if got := tb.text("#role"); got != "role: read" {
 		t.Errorf("the role reads %q, want the read key's still", got)
@@ -2938,9 +2950,9 @@ func TestALongUserIDKeepsToThePage(t *testing.T) {
 }
 
 // A user id longer than the service takes (GET /v1/auth's max_user_bytes)
-// is refused by the page, in the look-up's field or on the page of its
-// address, and not sent: the service would refuse it, one more 400 in its
-// errors. One as long as it takes is looked up.
+// is refused by the page, in the look-up (tied to its field) or on the
+// page of its address, and not sent: the service would refuse it, one more
+// 400 in its errors. One as long as it takes is looked up.
 func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 	s := setup(t)
 	tb := s.keyTab(t, s.keys.read, "")
@@ -2953,11 +2965,24 @@ func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 	tb.open("#/users")
 	tb.fill("#lookup-user", long)
 	tb.click(`#lookup button[type="submit"]`)
-	if got := eval[string](tb, `document.querySelector('#lookup-user').validationMessage`); got != want {
-		t.Errorf("the look-up's field says %q, want %q", got, want)
+	// Tied to the field, as the page's other errors of a field: the browser's bubble left it
+	// described by nothing to a screen reader.
+	if n := tb.ax("#lookup-user"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, want) {
+		t.Errorf("after the look-up the user id's field is said invalid=%s and described %q, want invalid and described by %q",
+			n.props["invalid"], n.description, want)
+	}
+	if got := tb.waitText("#lookup-too-long", "257"); got != want {
+		t.Errorf("the look-up says %q, want %q", got, want)
 	}
 	if got := eval[string](tb, "location.hash"); got != "#/users" {
 		t.Errorf("the look-up went to %q", got)
+	}
+	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
+	if n := tb.ax("#lookup-user"); n.props["invalid"] == `"true"` || strings.Contains(n.description, want) {
+		t.Errorf("after typing the user id's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
+	}
+	if eval[bool](tb, `!!document.querySelector('#lookup-too-long')`) {
+		t.Errorf("after typing the page still says %q", tb.text("#lookup-too-long"))
 	}
 	tb.fill("#lookup-user", long[:len(long)-1]) // 256 bytes
 	tb.click(`#lookup button[type="submit"]`)

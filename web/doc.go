@@ -39,12 +39,13 @@
 // to a screen reader through one status region that stays in the page
 // (#announce), since a user's page is drawn anew after a change; a problem
 // is an alert, drawn once while it lasts. An error of what was typed in a
-// field (items refused, by the page or the service; a key the page cannot
-// send; no user id to look up, which the page says itself rather than the
-// browser's check of a required field, which screen readers do not hear as
-// an error of the field; a user id in the page's address too long, or "."
-// or "..", which no path can carry) is tied to that field (aria-invalid,
-// aria-describedby) until it is changed.
+// field (items refused, by the page or the service; no key, or one the page
+// cannot send; no user id to look up, or one too long; a user id in the
+// page's address too long, or "." or "..", which no path can carry) is said
+// in the page and tied to that field (aria-invalid, aria-describedby) until
+// it is changed: never in the browser's own bubble (its check of a required
+// field, or setCustomValidity), which a screen reader back in the field
+// does not hear as what is wrong with it.
 //
 // The page calls the API beside itself (its paths resolved against the
 // page's own directory, not the server's root), so that it works behind a

@@ -979,19 +979,8 @@ async function renderInspector(view, seq, ns, user) {
     // The id as typed: the service takes spaces at its ends, so " 42" is a user apart from "42",
     // and an id of spaces alone as any other.
     const u = userInput.value;
-    if (!u) {
-      // Not a silent refusal: an alert, drawn anew at each try so that it is read out again.
-      document.getElementById('lookup-empty')?.remove();
-      out.prepend(h('p', { class: 'problem', id: 'lookup-empty', role: 'alert' }, 'Enter a user id.'));
-      fieldError(userInput, 'lookup-empty');
-      userInput.focus();
-      return;
-    }
-    if (userTooLong(u)) {
-      userInput.setCustomValidity(userTooLong(u));
-      userInput.reportValidity();
-      return;
-    }
+    if (!u) { refuseTyped('lookup-empty', 'Enter a user id.'); return; }
+    if (userTooLong(u)) { refuseTyped('lookup-too-long', userTooLong(u)); return; }
     const target = userHash(nsSelect.value, u);
     if (location.hash !== target) { location.hash = target; return; }
     // The same user again: no hashchange gives the focus to the page drawn anew, which takes the
@@ -999,11 +988,18 @@ async function renderInspector(view, seq, ns, user) {
     document.getElementById('view').focus({ preventScroll: true });
     route();
   });
-  userInput.addEventListener('input', () => {
-    userInput.setCustomValidity('');
-    fieldError(userInput, '');
-    document.getElementById('lookup-empty')?.remove();
-  });
+  // An id typed that the page refuses unsent: not a silent refusal, nor the browser's bubble (which
+  // a screen reader back in the field does not hear), but an alert in the page tied to the field,
+  // drawn anew at each try so that it is read out again, until the field is changed.
+  const typedErrors = ['lookup-empty', 'lookup-too-long'];
+  const clearTyped = () => typedErrors.forEach((id) => document.getElementById(id)?.remove());
+  const refuseTyped = (id, text) => {
+    clearTyped();
+    out.prepend(h('p', { class: 'problem', id, role: 'alert' }, text));
+    fieldError(userInput, id);
+    userInput.focus();
+  };
+  userInput.addEventListener('input', () => { fieldError(userInput, ''); clearTyped(); });
   const out = h('div', { id: 'user' });
   put(view, h('h2', {}, VIEW_TITLES.users), form, out);
 
@@ -1578,16 +1574,14 @@ function setupKey() {
   const input = document.getElementById('key-input');
   const placeholder = () => { input.placeholder = state.key ? 'key in use (hidden)' : 'paste a key'; };
   placeholder();
-  input.addEventListener('input', () => { input.setCustomValidity(''); fieldError(input, ''); });
+  // The banner's error of the key goes as the key is changed; another problem there stays.
+  input.addEventListener('input', () => { if (input.getAttribute('aria-invalid')) banner(null); });
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const k = input.value.trim();
-    if (!k) {
-      input.setCustomValidity('Paste a key first: the field is empty.');
-      input.reportValidity();
-      return;
-    }
-    const why = keyProblem(k);
+    // Said in the banner tied to the field, as the key's other errors, not in the browser's
+    // bubble, which a screen reader back in the field does not hear.
+    const why = k ? keyProblem(k) : 'Paste a key first: the field is empty.';
     if (why) { banner(new Problem(0, { title: 'Key not used', detail: why })); fieldError(input, 'banner-detail'); input.focus(); return; }
     state.key = k;
     sessionStorage.setItem(KEY_STORE, k);
