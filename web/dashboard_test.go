@@ -413,10 +413,7 @@ func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	if got := tb.waitText("#lookup-empty", "Enter"); got != want {
 		t.Errorf("the empty look-up says %q, want %q", got, want)
 	}
-	if n := tb.ax("#lookup-user"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, want) {
-		t.Errorf("after an empty look-up the user id's field is said invalid=%s and described %q, want invalid and described by %q",
-			n.props["invalid"], n.description, want)
-	}
+	tb.wantTied("#lookup-user", "after an empty look-up", want)
 	if got := eval[string](tb, `document.activeElement.id`); got != "lookup-user" {
 		t.Errorf("after an empty look-up the focus is on %q, want the user id's field", got)
 	}
@@ -424,9 +421,7 @@ func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 		t.Errorf("the empty look-up went to %q", got)
 	}
 	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
-	if n := tb.ax("#lookup-user"); n.props["invalid"] == `"true"` || strings.Contains(n.description, want) {
-		t.Errorf("after typing the user id's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
-	}
+	tb.wantUntied("#lookup-user", "after typing", want, "")
 	if eval[bool](tb, `!!document.querySelector('#lookup-empty')`) {
 		t.Errorf("after typing the page still says %q", tb.text("#lookup-empty"))
 	}
@@ -434,10 +429,7 @@ func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 	tb.fill("#key-input", "  ")
 	tb.click(`#key-form button[type="submit"]`)
 	const noKey = "Paste a key first: the field is empty."
-	if n := tb.ax("#key-input"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, noKey) {
-		t.Errorf("after a key of spaces the key's field is said invalid=%s and described %q, want invalid and described by %q",
-			n.props["invalid"], n.description, noKey)
-	}
+	tb.wantTied("#key-input", "after a key of spaces", noKey)
 	if got := tb.waitText("#banner-detail", "Paste"); got != noKey {
 		t.Errorf("the banner says %q, want %q", got, noKey)
 	}
@@ -445,9 +437,7 @@ func TestAnEmptyLookUpOrKeySaysWhy(t *testing.T) {
 		t.Errorf("after a key of spaces the focus is on %q, want the key's field", got)
 	}
 	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#key-input"), "a"))
-	if n := tb.ax("#key-input"); n.props["invalid"] == `"true"` || strings.Contains(n.description, noKey) {
-		t.Errorf("after typing the key's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
-	}
+	tb.wantUntied("#key-input", "after typing", noKey, "")
 	if !eval[bool](tb, `document.querySelector('#banner').hidden`) {
 		t.Errorf("after typing the banner still says %q", tb.text("#banner"))
 	}
@@ -2967,10 +2957,7 @@ func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 	tb.click(`#lookup button[type="submit"]`)
 	// Tied to the field, as the page's other errors of a field: the browser's bubble left it
 	// described by nothing to a screen reader.
-	if n := tb.ax("#lookup-user"); n.props["invalid"] != `"true"` || !strings.Contains(n.description, want) {
-		t.Errorf("after the look-up the user id's field is said invalid=%s and described %q, want invalid and described by %q",
-			n.props["invalid"], n.description, want)
-	}
+	tb.wantTied("#lookup-user", "after the look-up", want)
 	if got := tb.waitText("#lookup-too-long", "257"); got != want {
 		t.Errorf("the look-up says %q, want %q", got, want)
 	}
@@ -2978,9 +2965,7 @@ func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 		t.Errorf("the look-up went to %q", got)
 	}
 	tb.do("type a letter", chromedp.SendKeys(chromedp.CSS("#lookup-user"), "a"))
-	if n := tb.ax("#lookup-user"); n.props["invalid"] == `"true"` || strings.Contains(n.description, want) {
-		t.Errorf("after typing the user id's field is still said invalid=%s, described %q", n.props["invalid"], n.description)
-	}
+	tb.wantUntied("#lookup-user", "after typing", want, "")
 	if eval[bool](tb, `!!document.querySelector('#lookup-too-long')`) {
 		t.Errorf("after typing the page still says %q", tb.text("#lookup-too-long"))
 	}
@@ -3195,65 +3180,45 @@ func TestAStoppedServiceIsAlertedOnce(t *testing.T) {
 func TestAnErrorIsTiedToItsField(t *testing.T) {
 	s := setup(t)
 	tb, _ := s.userTab(t, s.keys.write, "default", "e:0")
-	tied := func(sel, what, want string) {
-		t.Helper()
-		n := tb.ax(sel)
-		if n.props["invalid"] != `"true"` {
-			t.Errorf("%s: %s is not said invalid (invalid=%s)", what, sel, n.props["invalid"])
-		}
-		if !strings.Contains(n.description, want) {
-			t.Errorf("%s: %s is described %q, want the error %q", what, sel, n.description, want)
-		}
-	}
-	untied := func(sel, what, help string) {
-		t.Helper()
-		n := tb.ax(sel)
-		if n.props["invalid"] == `"true"` {
-			t.Errorf("%s: %s is still said invalid", what, sel)
-		}
-		if !strings.Contains(n.description, help) {
-			t.Errorf("%s: %s is described %q, want its help %q", what, sel, n.description, help)
-		}
-	}
 
 	// Refused by the page: no item.
 	tb.fill("#check-items", "\n")
 	tb.click("#check-run")
 	tb.waitText("#check-result", "Enter at least one item.")
-	tied("#check-items", "no item entered", "Enter at least one item.")
+	tb.wantTied("#check-items", "no item entered", "Enter at least one item.")
 	tb.fill("#check-items", "e:0")
-	untied("#check-items", "an item typed after", "Ctrl+Enter in the box sends them.")
+	tb.wantUntied("#check-items", "an item typed after", "Enter at least one item.", "Ctrl+Enter in the box sends them.")
 
 	// Refused by the service: an item over its limit, named by the problem.
 	tb.fill("#record-items", strings.Repeat("e", 300))
 	tb.click("#record-run")
 	tb.waitText("#record-result .problem", "400")
-	tied("#record-items", "an item too long", tb.text("#record-result .problem .detail"))
+	tb.wantTied("#record-items", "an item too long", tb.text("#record-result .problem .detail"))
 	tb.fill("#record-items", "e:1")
-	untied("#record-items", "an item typed after", "Ctrl+Enter in the box sends them.")
+	tb.wantUntied("#record-items", "an item typed after", "", "Ctrl+Enter in the box sends them.")
 
 	// A key the page cannot send, said in the banner.
 	tb.fill("#key-input", "a b")
 	tb.click(`#key-form button[type="submit"]`)
 	tb.waitJS(`!document.querySelector('#banner').hidden`, "the banner")
-	tied("#key-input", "a key with a space", "the key holds a space")
+	tb.wantTied("#key-input", "a key with a space", "the key holds a space")
 	tb.fill("#key-input", "ab")
-	untied("#key-input", "a key typed after", "role: write")
+	tb.wantUntied("#key-input", "a key typed after", "the key holds a space", "role: write")
 
 	// A user id over the service's limit in the page's address, refused unsent.
 	tb.open(fragment("default", strings.Repeat("u", 257)))
 	tb.waitText("#user-too-long", "257")
-	tied("#lookup-user", "a user id too long", "The user id is 257")
+	tb.wantTied("#lookup-user", "a user id too long", "The user id is 257")
 	tb.fill("#lookup-user", "u")
-	untied("#lookup-user", "a user id typed after", "")
+	tb.wantUntied("#lookup-user", "a user id typed after", "The user id is 257", "")
 
 	// A user id no path can carry, in the page's address, refused unsent.
 	for _, id := range []string{".", ".."} {
 		tb.open(fragment("default", id))
 		tb.waitText("#user .problem", "Unusable id")
-		tied("#lookup-user", fmt.Sprintf("the user id %q", id), `a user id cannot be "`+id+`"`)
+		tb.wantTied("#lookup-user", fmt.Sprintf("the user id %q", id), `a user id cannot be "`+id+`"`)
 		tb.fill("#lookup-user", "u")
-		untied("#lookup-user", "a user id typed after", "")
+		tb.wantUntied("#lookup-user", "a user id typed after", `a user id cannot be "`+id+`"`, "")
 	}
 }
 

@@ -1027,6 +1027,30 @@ func (tb *tab) axTree() []axNode {
 	return nodes
 }
 
+// wantTied fails the test unless the field sel is said invalid and is
+// described by errText: an error of what was typed there, tied to it.
+// what says when.
+func (tb *tab) wantTied(sel, what, errText string) {
+	tb.t.Helper()
+	if n := tb.ax(sel); n.props["invalid"] != `"true"` || !strings.Contains(n.description, errText) {
+		tb.t.Errorf("%s: %s is said invalid=%s and described %q, want invalid and described by %q",
+			what, sel, n.props["invalid"], n.description, errText)
+	}
+}
+
+// wantUntied fails the test if the field sel is still said invalid, or is
+// still described by errText, or is not described by help ("": any).
+func (tb *tab) wantUntied(sel, what, errText, help string) {
+	tb.t.Helper()
+	n := tb.ax(sel)
+	if n.props["invalid"] == `"true"` || (errText != "" && strings.Contains(n.description, errText)) {
+		tb.t.Errorf("%s: %s is still said invalid=%s, described %q", what, sel, n.props["invalid"], n.description)
+	}
+	if !strings.Contains(n.description, help) {
+		tb.t.Errorf("%s: %s is described %q, want its help %q", what, sel, n.description, help)
+	}
+}
+
 // ax returns the accessibility node of the first element matching sel.
 func (tb *tab) ax(sel string) axNode {
 	tb.t.Helper()
