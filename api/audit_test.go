@@ -145,3 +145,32 @@ func TestAdminActionsOnAnOpenServiceAreLoggedWithTheAddress(t *testing.T) {
 	}
 	wantAudit(t, &l, "seenapi: user erased", "address 127.0.0.1", map[string]any{"namespace": "default", "user": "u1"})
 }
+
+// An import of a filter that never recorded an item, for a user never
+// seen, writes nothing (answered 204 all the same): the log says so, and
+// does not tell an operator that a filter was imported. One merged into a
+// user with a history is written, and logged as imported.
+func TestAnImportThatWritesNothingIsNotLoggedAsImported(t *testing.T) {
+	var l logLines
+	e := newEnv(t, withLog(&l))
+	c := e.client("")
+	empty := neverRecorded(t)
+	r, err := c.ImportUserWithBodyWithResponse(ctx, "default", "none", &client.ImportUserParams{Mode: ptr(client.Replace)},
+		"application/octet-stream", bytes.NewReader(empty))
+	if err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatal(err, r.StatusCode(), string(r.Body))
+	}
+	if recs := l.find(t, "seenapi: filter imported"); len(recs) != 0 {
+		t.Fatalf("an import that wrote nothing is logged as imported: %v", recs)
+	}
+	wantAudit(t, &l, "seenapi: filter import wrote nothing", "address 127.0.0.1", map[string]any{"namespace": "default",
+		"user": "none", "mode": "replace", "bytes": float64(len(empty))})
+
+	filter(t, c, "default", "seen", client.FilterRequest{Candidates: []string{"a"}})
+	r, err = c.ImportUserWithBodyWithResponse(ctx, "default", "seen", nil, "application/octet-stream", bytes.NewReader(empty))
+	if err != nil || r.StatusCode() != http.StatusNoContent {
+		t.Fatal(err, r.StatusCode(), string(r.Body))
+	}
+	wantAudit(t, &l, "seenapi: filter imported", "address 127.0.0.1", map[string]any{"namespace": "default", "user": "seen",
+		"mode": "merge"})
+}

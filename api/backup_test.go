@@ -206,7 +206,7 @@ func filled(t *testing.T, e *env, users int) {
 		t.Fatal(err)
 	}
 	for u := 1; u < users; u++ {
-		if err := e.hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
+		if _, err := e.hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -179,6 +179,21 @@ func TestForgetUserErasesHistory(t *testing.T) {
 	}
 }
 
+// neverRecorded is the export of a filter of the default profile that
+// never recorded an item.
+func neverRecorded(t *testing.T) []byte {
+	t.Helper()
+	f, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // A filter that never recorded an item makes no user: imported for a user
 // never seen, the user stays never seen (no stats, not listed), as a call
 // that records nothing leaves it, rather than a user of no history whose
@@ -187,14 +202,7 @@ func TestForgetUserErasesHistory(t *testing.T) {
 func TestAnImportThatNeverRecordedMakesNoUser(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	f, err := userfilter.New(userfilter.DefaultProfile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	empty, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	empty := neverRecorded(t)
 	imp := func(user string, mode client.ImportMode) *client.ImportUserResponse {
 		t.Helper()
 		r, err := c.ImportUserWithBodyWithResponse(ctx, "default", user, &client.ImportUserParams{Mode: &mode},

@@ -591,10 +591,18 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 		return bodyTooLarge(len(body), s.cfg.MaxImportBytes)
 	}
 	// The request buffer is reused after this handler: the filter gets its own copy.
-	if err := s.hot.Import(ns, user, bytes.Clone(body), replace, int64(s.cfg.MaxImportBytes)); err != nil {
+	imported, err := s.hot.Import(ns, user, bytes.Clone(body), replace, int64(s.cfg.MaxImportBytes))
+	if err != nil {
 		return err
 	}
-	s.audit(c, "seenapi: filter imported", "namespace", ns, "user", user, "mode", mode, "bytes", len(body))
+	msg, args := "seenapi: filter imported", []any{"namespace", ns, "user", user, "mode", mode, "bytes", len(body)}
+	if !imported {
+		// Answered 204 as a call that records nothing is, but the log must
+		// not tell an operator that a user was written.
+		msg = "seenapi: filter import wrote nothing"
+		args = append(args, "reason", "the filter never recorded an item, and the user has none: no user is made")
+	}
+	s.audit(c, msg, args...)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 

@@ -39,8 +39,9 @@ type HotSet interface {
 	ForgetItems(ns, user string, items []string) (int, error)
 	// Export returns the user's encoded filter.
 	Export(ns, user string) ([]byte, error)
-	// Import merges data into (or with replace, replaces) the user's filter.
-	Import(ns, user string, data []byte, replace bool, maxBytes int64) error
+	// Import merges data into (or with replace, replaces) the user's filter,
+	// and reports whether it wrote anything (see eviction.HotSet.Import).
+	Import(ns, user string, data []byte, replace bool, maxBytes int64) (bool, error)
 	// Users returns up to limit users of ns with a history, in byte order,
 	// after the user after ("": from the first).
 	Users(ns, after string, limit int) ([]string, error)

@@ -639,20 +639,20 @@ func TestExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	record(t, fx.h, "default", "dst", "c")
-	if err := fx.h.Import("default", "dst", data, false, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "dst", data, false, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); !allTrue(got) {
 		t.Fatalf("merge import: %v", got)
 	}
-	if err := fx.h.Import("default", "dst", data, true, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "dst", data, true, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	fx.restart(true, Options{})
 	if got := seen(t, fx.h, "default", "dst", "a", "b", "c"); fmt.Sprint(got) != "[true true false]" {
 		t.Fatalf("replace import after restart: %v", got)
 	}
-	if err := fx.h.Import("default", "dst", []byte("junk"), false, 1<<20); !errors.Is(err, ErrBadImport) {
+	if _, err := fx.h.Import("default", "dst", []byte("junk"), false, 1<<20); !errors.Is(err, ErrBadImport) {
 		t.Fatalf("junk import: %v", err)
 	}
 	if _, err := fx.h.Export("default", "nobody"); !errors.Is(err, ErrUserNotFound) {
@@ -662,18 +662,19 @@ func TestExportImport(t *testing.T) {
 
 // TestImportOfNoHistoryMakesNoUser: a filter that never recorded an item,
 // imported for a user never seen in a namespace without a window, makes
-// no user (none listed or with stats, in memory or once restarted), and
+// no user (none listed or with stats, in memory or once restarted, and
+// Import says it wrote nothing), and
 // replacing a user's filter is refused, changing nothing.
 func TestImportOfNoHistoryMakesNoUser(t *testing.T) {
 	fx := newFixture(t, Options{})
 	empty := emptyOf(t, fx.h, "default")
 	for _, replace := range []bool{false, true} {
-		if err := fx.h.Import("default", "none", empty, replace, 1<<20); err != nil {
-			t.Fatal(err)
+		if imported, err := fx.h.Import("default", "none", empty, replace, 1<<20); err != nil || imported {
+			t.Fatalf("import (replace %v) for a user never seen: imported %v, %v; want nothing written", replace, imported, err)
 		}
 	}
 	record(t, fx.h, "default", "u", "a")
-	if err := fx.h.Import("default", "u", empty, true, 1<<20); !errors.Is(err, ErrBadImport) {
+	if _, err := fx.h.Import("default", "u", empty, true, 1<<20); !errors.Is(err, ErrBadImport) {
 		t.Errorf("a replace by a filter that never recorded: %v, want ErrBadImport", err)
 	}
 	for _, when := range []string{"imported", "restarted"} {
@@ -723,7 +724,7 @@ func TestImportRefusesAnotherNamespacesFilter(t *testing.T) {
 	record(t, fx.h, "default", "dst", "c")
 	for _, replace := range []bool{false, true} {
 		for _, user := range []string{"dst", "newbie"} {
-			err := fx.h.Import("default", user, data, replace, 1<<20)
+			_, err := fx.h.Import("default", user, data, replace, 1<<20)
 			var ie *ImportError
 			if !errors.As(err, &ie) || !errors.Is(err, ErrBadImport) || !errors.Is(err, userfilter.ErrIncompatible) {
 				t.Fatalf("replace %v, %s: err = %v, want an ImportError", replace, user, err)
@@ -768,18 +769,18 @@ func TestImportAcrossAProfileChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An export of the user's own parameters comes back, merged or not.
-	if err := fx.h.Import("default", "old", before, false, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "old", before, false, 1<<20); err != nil {
 		t.Fatalf("merge of the user's own export: %v", err)
 	}
 	// A replace may bring the namespace's profile to an older filter.
-	if err := fx.h.Import("default", "old", after, true, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "old", after, true, 1<<20); err != nil {
 		t.Fatalf("replace with the namespace's profile: %v", err)
 	}
 	if got := seen(t, fx.h, "default", "old", "a", "z"); fmt.Sprint(got) != "[false true]" {
 		t.Fatalf("after the replace: %v", got)
 	}
 	// A merge cannot: the parameters differ from the user's filter.
-	err = fx.h.Import("default", "old2", after, false, 1<<20)
+	_, err = fx.h.Import("default", "old2", after, false, 1<<20)
 	var ie *ImportError
 	if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "than the user's (the user's against the filter's): fp_rate 0.01 against 0.001") {
 		t.Fatalf("merge across the change: %v", err)
@@ -1321,7 +1322,7 @@ func TestImportedFiltersCountAgainstTheBudget(t *testing.T) {
 		for u := range 6 {
 			user := fmt.Sprintf("copy-%v-%d", replace, u)
 			before := fx.h.Stats().CacheBytes
-			if err := fx.h.Import("default", user, data, replace, 1<<30); err != nil {
+			if _, err := fx.h.Import("default", user, data, replace, 1<<30); err != nil {
 				t.Fatal(err)
 			}
 			st := fx.h.Stats()

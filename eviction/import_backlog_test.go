@@ -86,7 +86,7 @@ func TestImportDoesNotWaitForABacklogItBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- h.Import("default", "imported", data, false, 1<<20) }()
+	go func() { _, err := h.Import("default", "imported", data, false, 1<<20); done <- err }()
 	select {
 	case err := <-done:
 		returned = true

@@ -208,7 +208,7 @@ func TestImportCountsOneCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fx.h.Stats()
-	if err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	st := checkNamespaceStats(t, fx.h)
@@ -219,7 +219,7 @@ func TestImportCountsOneCall(t *testing.T) {
 			hits, misses, none, loads, made)
 	}
 	before = st
-	if err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "new", data, false, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if st := checkNamespaceStats(t, fx.h); st.Hits-before.Hits != 1 || st.Misses != before.Misses {

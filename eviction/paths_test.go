@@ -255,7 +255,7 @@ func testPathsAnswerAsMemory(t *testing.T, p userfilter.Profile, seed uint64) {
 			}
 			exports[u] = data
 			log = append(log, fmt.Sprintf("%d: %s export, import replace %v", step, u, replace))
-			if err := fx.h.Import("ns", u, data, replace, 1<<30); err != nil {
+			if _, err := fx.h.Import("ns", u, data, replace, 1<<30); err != nil {
 				t.Fatal(err)
 			}
 		case r < 94:

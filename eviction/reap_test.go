@@ -200,7 +200,7 @@ func TestReaperFindsAUserImportedWithAWindow(t *testing.T) {
 	if err := fx.h.Forget("w", "src"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.h.Import("w", "u", data, true, 1<<20); err != nil {
+	if _, err := fx.h.Import("w", "u", data, true, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := fx.h.User("w", "u"); err != nil || st.Window != int64(day/time.Second) {

@@ -77,7 +77,7 @@ func TestARefusedCallLeavesNoUser(t *testing.T) {
 			},
 		}
 		if ns == "default" { // an export of the namespace's profile
-			calls["import"] = func(user string) error { return h.Import(ns, user, exported, false, 1<<20) }
+			calls["import"] = func(user string) error { _, err := h.Import(ns, user, exported, false, 1<<20); return err }
 		}
 		for name, call := range calls {
 			user := name + "-u"

@@ -385,7 +385,7 @@ func TestKeyedRecordOutlivesAMergingImport(t *testing.T) {
 		t.Fatalf("the keyed call: %+v, %v", first, err)
 	}
 	first.Unseen = slices.Clone(first.Unseen)
-	if err := fx.h.Import("default", "u", data, false, 1<<20); err != nil {
+	if _, err := fx.h.Import("default", "u", data, false, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if n := fx.journalLen("default", "u"); n == 0 {

@@ -148,14 +148,16 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // and without a window replaces no user's filter, which would leave a
 // user with no history: an *ImportError (DELETE erases a user). With a
 // window the user it replaces is gone, as when its items leave the window.
-func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (err error) {
+// It reports whether it wrote anything: false (and no error) for a filter
+// that never recorded an item, imported for a user never seen.
+func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (imported bool, err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
-		return err
+		return false, err
 	}
 	in, err := userfilter.DecodeWithin(data, maxBytes)
 	if err != nil {
-		return badImport(err, "the body is not a filter exported by seenapi (%s)", filterWords(err))
+		return false, badImport(err, "the body is not a filter exported by seenapi (%s)", filterWords(err))
 	}
 	defer h.lockForChange()()
 	ours := info.Profile.WithDefaults()
@@ -164,11 +166,11 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	if errors.Is(err, ErrUserNotFound) {
 		// Checked before the user is created: a refused import changes nothing.
 		if err := importable(info.Name, ours, ours, in.Profile(), replace); err != nil {
-			return err
+			return false, err
 		}
 		if raw, err := in.MarshalBinary(); err == nil {
 			if err := h.storable(len(raw)); err != nil {
-				return badImport(err, "%v", err)
+				return false, badImport(err, "%v", err)
 			}
 		}
 		// The call's miss is counted: the second look counts none (it
@@ -176,7 +178,7 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 		e, _, created, err = h.acquireNew(info, user, true, false)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	// Deferred (see FilterAppend); a refused import leaves no user it made,
 	// nor does one of no history.
@@ -192,33 +194,33 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 		h.release(e, false)
 	}()
 	if err := importable(info.Name, ours, e.f.Profile(), in.Profile(), replace); err != nil {
-		return err
+		return false, err
 	}
 	next := in
 	if !replace {
 		next = e.f.Clone()
 		if err := next.Merge(in); err != nil {
-			return badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
+			return false, badImport(err, "the filter does not merge with the user's: %s", filterWords(err))
 		}
 	}
 	now := h.opts.Now()
 	if next.FirstSeen().IsZero() && next.Empty(now) {
 		if created {
 			nothing = true
-			return nil
+			return false, nil
 		}
 		if replace && next.Profile().Window == 0 {
-			return badImport(nil, "the filter never recorded an item: it would leave the user with no history; to erase the user, DELETE it")
+			return false, badImport(nil, "the filter never recorded an item: it would leave the user with no history; to erase the user, DELETE it")
 		}
 	}
 	err = h.replaceNow(info, e, next, !replace, now, "importing")
 	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
 		if !replace {
-			return badImport(err, "merged with the user's, %v", tl)
+			return false, badImport(err, "merged with the user's, %v", tl)
 		}
-		return badImport(err, "%v", tl)
+		return false, badImport(err, "%v", tl)
 	}
-	return err
+	return err == nil, err
 }
 
 // tooLargeError is a filter that encodes past what the store keeps for

@@ -265,10 +265,12 @@ func TestEmptiedUserIsGone(t *testing.T) {
 		history  bool // the user has items before the step
 	}{
 		{"import replacing", "push", func(t *testing.T, h *HotSet, user string) error {
-			return h.Import("push", user, emptyOf(t, h, "push"), true, 0)
+			_, err := h.Import("push", user, emptyOf(t, h, "push"), true, 0)
+			return err
 		}, true},
 		{"import into a user never seen", "push", func(t *testing.T, h *HotSet, user string) error {
-			return h.Import("push", user, emptyOf(t, h, "push"), false, 0)
+			_, err := h.Import("push", user, emptyOf(t, h, "push"), false, 0)
+			return err
 		}, false},
 		{"forget every item", "cw", func(t *testing.T, h *HotSet, user string) error {
 			n, err := h.ForgetItems("cw", user, []string{"a", "b", "c"})

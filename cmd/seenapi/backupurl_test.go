@@ -385,7 +385,7 @@ func filledDir(t *testing.T, dir string, users int) {
 		t.Fatal(err)
 	}
 	for u := 1; u < users; u++ {
-		if err := hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
+		if _, err := hot.Import("default", fmt.Sprintf("u%d", u), x, true, 1<<20); err != nil {
 			t.Fatal(err)
 		}
 	}
