@@ -649,6 +649,7 @@ type redisWatch struct {
 	down  atomic.Bool // since is set: the fast path of a command that succeeds
 	mu    sync.Mutex
 	runID string    // the server's, of INFO server
+	blind bool      // INFO was refused: every new connection counts as another server
 	since time.Time // when the outage began; zero while Redis answers
 }
 
@@ -661,7 +662,8 @@ func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if err != nil {
 		var re redis.Error
 		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM") {
-			return nil // an ACL without INFO: a restart cannot be told
+			w.unknownServer(err)
+			return nil
 		}
 		return err // LOADING, BUSY, ...: the command that asked waits
 	}
@@ -679,6 +681,26 @@ func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
 	}
 	w.runID = id
 	return nil
+}
+
+// unknownServer takes a new connection whose server cannot be told (an ACL
+// refusing INFO, err): it may reach a restarted Redis as well as the one
+// before, and the restart go-redis's own retries hide leaves no other
+// trace, so it is taken for one (a SCAN listing from the start again,
+// skipping the keys listed, and a key read again). The first says why.
+// With --redis-wait 0 no key listed is kept to skip, and a restart stops
+// the import: nothing changes.
+func (w *redisWatch) unknownServer(err error) {
+	if w.wait == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.blind {
+		w.blind = true
+		w.logger.Warn("seenapi: redis refuses INFO to the import's user, so a restart cannot be told: each new connection is taken for one, listing keys from the start again (skipping those already listed)", "err", err)
+	}
+	w.gen.Add(1)
 }
 
 // do runs f, a Redis command, and while it fails as a Redis that does not

@@ -798,11 +798,13 @@ func faultAt(t *testing.T, s *service, n int32, fault func()) string {
 }
 
 // restartRedis starts redis-server again on srv's port and directory
-// (which srv, killed, left), loading the dump.rdb that SAVE wrote there.
-func restartRedis(t *testing.T, srv *bench.RedisServer, dir string) error {
+// (which srv, killed, left), loading the dump.rdb that SAVE wrote there,
+// with args added to its command line (e.g. --user, which the RDB file
+// does not keep).
+func restartRedis(t *testing.T, srv *bench.RedisServer, dir string, args ...string) error {
 	_, port, _ := net.SplitHostPort(srv.Addr)
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--loglevel", "warning")
+	cmd := exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--loglevel", "warning"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -818,16 +820,17 @@ func restartRedis(t *testing.T, srv *bench.RedisServer, dir string) error {
 // running BUSY for 3 s. Every key is imported once: the restarted
 // Redis's hash seed is new, so the cursor of SCAN the import held would
 // list some keys twice and others never (SCAN starts again, skipping the
-// keys listed), and the summary counts each user and item once.
+// keys listed), and the summary counts each user and item once. So too
+// when the import's user may not run INFO (an ACL), which tells a
+// restart: each new connection is then taken for one.
 func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 	const users = 3000
-	for _, tc := range []struct {
-		name string
-		// fault makes the outage; its end, 3 s later, is recovery's.
-		fault     func(*redis.Client, *bench.RedisServer) (recovery func() error, err error)
-		restarted bool
-	}{
-		{"restarted", func(rdb *redis.Client, srv *bench.RedisServer) (func() error, error) {
+	// importer's rules: every command but INFO.
+	noInfo := []string{"on", ">pw-of-importer", "~*", "&*", "+@all", "-info"}
+	// restart kills Redis, having saved its keys, for recovery to start
+	// it again with args.
+	restart := func(args ...string) func(*redis.Client, *bench.RedisServer) (func() error, error) {
+		return func(rdb *redis.Client, srv *bench.RedisServer) (func() error, error) {
 			ctx := context.Background()
 			dir, err := rdb.ConfigGet(ctx, "dir").Result()
 			if err == nil {
@@ -836,12 +839,22 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 			if err == nil {
 				err = syscall.Kill(srv.PID(), syscall.SIGKILL)
 			}
-			return func() error { return restartRedis(t, srv, dir["dir"]) }, err
-		}, true},
+			return func() error { return restartRedis(t, srv, dir["dir"], args...) }, err
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// fault makes the outage; its end, 3 s later, is recovery's.
+		fault     func(*redis.Client, *bench.RedisServer) (recovery func() error, err error)
+		restarted bool
+		user      []string // the ACL rules of the import's user, importer; none: the default user
+	}{
+		{"restarted", restart(), true, nil},
+		{"restarted, INFO refused", restart(append([]string{"--user", "importer"}, noInfo...)...), false, noInfo},
 		{"busy", func(rdb *redis.Client, _ *bench.RedisServer) (func() error, error) {
 			go rdb.Eval(context.Background(), "while true do end", nil)
 			return func() error { return rdb.ScriptKill(context.Background()).Err() }, nil
-		}, false},
+		}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, srv := startRedisServer(t)
@@ -849,6 +862,17 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			fillSeen(t, rdb, users)
+			from := rdb.Options().Addr
+			if tc.user != nil {
+				setUser := []any{"ACL", "SETUSER", "importer"}
+				for _, rule := range tc.user {
+					setUser = append(setUser, rule)
+				}
+				if err := rdb.Do(context.Background(), setUser...).Err(); err != nil {
+					t.Fatal(err)
+				}
+				from = "redis://importer:pw-of-importer@" + from
+			}
 			s := startService(t, nil, "--data-dir", t.TempDir())
 			recovered := make(chan error, 1)
 			front := faultAt(t, s, 20, func() {
@@ -860,7 +884,7 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 				time.AfterFunc(3*time.Second, func() { recovered <- recovery() })
 			})
 			var out bytes.Buffer
-			code := run(context.Background(), []string{"import-redis", "--redis", rdb.Options().Addr, "--url", front, "--redis-wait", "30s"},
+			code := run(context.Background(), []string{"import-redis", "--redis", from, "--url", front, "--redis-wait", "30s"},
 				noEnv, &out, &out, nil)
 			select {
 			case err := <-recovered:
@@ -878,6 +902,9 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 			}
 			if got := strings.Contains(out.String(), "redis answers as another server"); got != tc.restarted {
 				t.Errorf("logged that Redis is another server: %v, want %v:\n%.5000s", got, tc.restarted, out.String())
+			}
+			if n, want := strings.Count(out.String(), "redis refuses INFO"), len(tc.user) > 0; n > 1 || (n == 1) != want {
+				t.Errorf("logged %d times that Redis refuses INFO, want once: %v:\n%.5000s", n, want, out.String())
 			}
 			for u := range users {
 				if n := unseenOf(t, s, fmt.Sprint("u", u), []string{"a", "b"}); n != 0 {
