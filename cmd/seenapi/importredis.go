@@ -59,7 +59,9 @@ func importRedis(ctx context.Context, o *importOptions, logger *slog.Logger) err
 	defer rdb.Close()
 	watch := &redisWatch{wait: o.redisWait, logger: logger}
 	rdb.Options().OnConnect = watch.onConnect
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	// A Redis started with the import may not listen yet: it is waited
+	// for as one that stops answering meanwhile is.
+	if err := watch.do(ctx, func() error { return rdb.Ping(ctx).Err() }); err != nil {
 		return fmt.Errorf("redis at %s: %w", shownURL(o.redis), passwordHint(err, rdb.Options().Addr))
 	}
 	// One keep-alive connection a worker (Go's default keeps two idle), a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -797,6 +798,31 @@ func faultAt(t *testing.T, s *service, n int32, fault func()) string {
 	})
 }
 
+// saveAndKill saves rdb's keys to an RDB file (SAVE) and kills srv, its
+// server, as a crash would; it returns once the port refuses connections,
+// with the directory of the file, for restartRedis.
+func saveAndKill(rdb *redis.Client, srv *bench.RedisServer) (dir string, err error) {
+	ctx := context.Background()
+	cfg, err := rdb.ConfigGet(ctx, "dir").Result()
+	if err == nil {
+		err = rdb.Save(ctx).Err()
+	}
+	if err == nil {
+		err = syscall.Kill(srv.PID(), syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(10 * time.Second); err == nil; time.Sleep(10 * time.Millisecond) {
+		c, derr := net.Dial("tcp", srv.Addr)
+		if derr != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			err = errors.New("redis-server still listens 10 s after SIGKILL")
+		}
+	}
+	return cfg["dir"], err
+}
+
 // restartRedis starts redis-server again on srv's port and directory
 // (which srv, killed, left), loading the dump.rdb that SAVE wrote there,
 // with args added to its command line (e.g. --user, which the RDB file
@@ -831,15 +857,8 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 	// it again with args.
 	restart := func(args ...string) func(*redis.Client, *bench.RedisServer) (func() error, error) {
 		return func(rdb *redis.Client, srv *bench.RedisServer) (func() error, error) {
-			ctx := context.Background()
-			dir, err := rdb.ConfigGet(ctx, "dir").Result()
-			if err == nil {
-				err = rdb.Save(ctx).Err()
-			}
-			if err == nil {
-				err = syscall.Kill(srv.PID(), syscall.SIGKILL)
-			}
-			return func() error { return restartRedis(t, srv, dir["dir"], args...) }, err
+			dir, err := saveAndKill(rdb, srv)
+			return func() error { return restartRedis(t, srv, dir, args...) }, err
 		}
 	}
 	for _, tc := range []struct {
@@ -912,6 +931,39 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An import started with its Redis (which does not listen yet: connection
+// refused) waits for it as for one that stops answering meanwhile, up to
+// --redis-wait, and imports every key once it answers.
+func TestImportRedisWaitsForARedisNotUpYet(t *testing.T) {
+	const users = 100
+	rdb, srv := startRedisServer(t)
+	fillSeen(t, rdb, users)
+	dir, err := saveAndKill(rdb, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	started := make(chan error, 1)
+	time.AfterFunc(2*time.Second, func() { started <- restartRedis(t, srv, dir) })
+	ctx := context.Background()
+	var out bytes.Buffer
+	code := run(ctx, []string{"import-redis", "--redis", srv.Addr, "--url", s.url, "--redis-wait", "30s"}, noEnv, &out, &out, nil)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`msg="seenapi: import done" keys=%d users=%d items=%d `, users, users, 2*users); code != 0 || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d, want 0 and %q:\n%.3000s", code, want, out.String())
+	}
+	if !strings.Contains(out.String(), "redis does not answer; waiting for it") || !strings.Contains(out.String(), "redis answers again") {
+		t.Errorf("the log does not say that the import waited for Redis:\n%.3000s", out.String())
+	}
+	for u := range users {
+		if n := unseenOf(t, s, fmt.Sprint("u", u), []string{"a", "b"}); n != 0 {
+			t.Fatalf("u%d has not seen %d of its items", u, n)
+		}
 	}
 }
 
