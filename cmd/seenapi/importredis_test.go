@@ -798,6 +798,32 @@ func faultAt(t *testing.T, s *service, n int32, fault func()) string {
 	})
 }
 
+// replicate makes rdb a replica of master that serves no stale data (it
+// answers MASTERDOWN while its master is away), once it has master's keys.
+func replicate(t *testing.T, rdb *redis.Client, master *bench.RedisServer) {
+	t.Helper()
+	ctx := context.Background()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	if err := rdb.ConfigSet(ctx, "replica-serve-stale-data", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica has not synced with its master in 10 s:\n%s", info)
+		}
+	}
+}
+
 // saveAndKill saves rdb's keys to an RDB file (SAVE) and kills srv, its
 // server, as a crash would; it returns once the port refuses connections,
 // with the directory of the file, for restartRedis.
@@ -848,7 +874,9 @@ func restartRedis(t *testing.T, srv *bench.RedisServer, dir string, args ...stri
 // list some keys twice and others never (SCAN starts again, skipping the
 // keys listed), and the summary counts each user and item once. So too
 // when the import's user may not run INFO (an ACL), which tells a
-// restart: each new connection is then taken for one.
+// restart: each new connection is then taken for one; and when the import
+// reads a replica that serves no stale data and whose master restarts: the
+// replica answers MASTERDOWN, then LOADING, until it has the master's keys.
 func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 	const users = 3000
 	// importer's rules: every command but INFO.
@@ -867,20 +895,29 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 		fault     func(*redis.Client, *bench.RedisServer) (recovery func() error, err error)
 		restarted bool
 		user      []string // the ACL rules of the import's user, importer; none: the default user
+		replica   bool     // the import reads a replica; fault is its master's
 	}{
-		{"restarted", restart(), true, nil},
-		{"restarted, INFO refused", restart(append([]string{"--user", "importer"}, noInfo...)...), false, noInfo},
+		{"restarted", restart(), true, nil, false},
+		{"restarted, INFO refused", restart(append([]string{"--user", "importer"}, noInfo...)...), false, noInfo, false},
+		{"master down", restart(), false, nil, true},
 		{"busy", func(rdb *redis.Client, _ *bench.RedisServer) (func() error, error) {
 			go rdb.Eval(context.Background(), "while true do end", nil)
 			return func() error { return rdb.ScriptKill(context.Background()).Err() }, nil
-		}, false, nil},
+		}, false, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, srv := startRedisServer(t)
 			if err := rdb.ConfigSet(context.Background(), "busy-reply-threshold", "100").Err(); err != nil {
 				t.Fatal(err)
 			}
-			fillSeen(t, rdb, users)
+			faulty, faultySrv := rdb, srv
+			if tc.replica {
+				faulty, faultySrv = startRedisServer(t)
+				fillSeen(t, faulty, users)
+				replicate(t, rdb, faultySrv)
+			} else {
+				fillSeen(t, rdb, users)
+			}
 			from := rdb.Options().Addr
 			if tc.user != nil {
 				setUser := []any{"ACL", "SETUSER", "importer"}
@@ -895,7 +932,7 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 			s := startService(t, nil, "--data-dir", t.TempDir())
 			recovered := make(chan error, 1)
 			front := faultAt(t, s, 20, func() {
-				recovery, err := tc.fault(rdb, srv)
+				recovery, err := tc.fault(faulty, faultySrv)
 				if err != nil {
 					recovered <- err
 					return
@@ -921,6 +958,9 @@ func TestImportRedisWaitsOutARedisOutage(t *testing.T) {
 			}
 			if got := strings.Contains(out.String(), "redis answers as another server"); got != tc.restarted {
 				t.Errorf("logged that Redis is another server: %v, want %v:\n%.5000s", got, tc.restarted, out.String())
+			}
+			if tc.replica && !strings.Contains(out.String(), `waiting for it" err="MASTERDOWN`) {
+				t.Errorf("the replica did not answer MASTERDOWN while its master was away:\n%.5000s", out.String())
 			}
 			if n, want := strings.Count(out.String(), "redis refuses INFO"), len(tc.user) > 0; n > 1 || (n == 1) != want {
 				t.Errorf("logged %d times that Redis refuses INFO, want once: %v:\n%.5000s", n, want, out.String())
