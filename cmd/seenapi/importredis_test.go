@@ -987,7 +987,9 @@ func TestImportRedisWaitsForARedisNotUpYet(t *testing.T) {
 	}
 	s := startService(t, nil, "--data-dir", t.TempDir())
 	started := make(chan error, 1)
-	time.AfterFunc(2*time.Second, func() { started <- restartRedis(t, srv, dir) })
+	// 5 s: longer than go-redis's own retries of a refused dial (up to
+	// 4 tries of a command, each dialling 5 times), which hide a shorter wait.
+	time.AfterFunc(5*time.Second, func() { started <- restartRedis(t, srv, dir) })
 	ctx := context.Background()
 	var out bytes.Buffer
 	code := run(ctx, []string{"import-redis", "--redis", srv.Addr, "--url", s.url, "--redis-wait", "30s"}, noEnv, &out, &out, nil)
