@@ -3310,24 +3310,23 @@ func TestWindowedNamespaceShowsItsGenerations(t *testing.T) {
 	if got := tb.text("#layers-h"); got != "Generations and layers" {
 		t.Errorf("layers heading = %q, want Generations and layers", got)
 	}
-	gen := tb.text("#layers h4.gen")
+	gen := tb.text("#layers .gen")
 	if !strings.Contains(gen, "3\u00a0items") || !strings.Contains(gen, "unseen again from") {
 		t.Errorf("generation heading = %q, want its items and when they expire", gen)
 	}
 }
 
-// A user's page is outlined by its headings, as a screen reader lists them:
-// each a level under the one it is part of, none skipping a level, and the
-// false-positive rate a part of the filter's panel, not a panel of its own;
-// the page's CSS styles each level it uses.
-func TestAUsersHeadingsFollowItsStructure(t *testing.T) {
-	s := setup(t)
-	tb, _ := s.userTab(t, s.keys.read, "feed", "f:1")
-	tb.waitJS(`!!document.querySelector('#layers h4.gen')`, "the generations of the user's layers")
-	type heading struct {
-		level int
-		name  string
-	}
+// heading is a heading of the page as a screen reader lists it.
+type heading struct {
+	level int
+	name  string
+}
+
+// headings returns the page's headings from its accessibility tree, after
+// checking the outline they make: the page's one h1 first, and none
+// skipping a level below the one before it. page names the page.
+func (tb *tab) headings(page string) []heading {
+	tb.t.Helper()
 	var hs []heading
 	for _, n := range tb.axTree() {
 		if n.role != "heading" {
@@ -3335,29 +3334,63 @@ func TestAUsersHeadingsFollowItsStructure(t *testing.T) {
 		}
 		level, err := strconv.Atoi(n.props["level"])
 		if err != nil {
-			t.Fatalf("heading %q has the level %q: %v", n.name, n.props["level"], err)
+			tb.t.Fatalf("%s: heading %q has the level %q: %v", page, n.name, n.props["level"], err)
 		}
 		hs = append(hs, heading{level, n.name})
 	}
-	fp := slices.IndexFunc(hs, func(h heading) bool { return h.name == "False-positive rate" })
-	if len(hs) == 0 || hs[0].level != 1 || fp < 1 {
-		t.Fatalf("the page's headings %v: want the page's h1 first, and the false-positive rate's", hs)
+	if len(hs) < 2 || hs[0].level != 1 || slices.IndexFunc(hs[1:], func(h heading) bool { return h.level == 1 }) >= 0 {
+		tb.t.Errorf("%s: headings %v, want one h1 first, then the page's own", page, hs)
 	}
 	for i := 1; i < len(hs); i++ {
 		if hs[i].level > hs[i-1].level+1 {
-			t.Errorf("heading %q (level %d) follows %q (level %d): a level skipped", hs[i].name, hs[i].level, hs[i-1].name, hs[i-1].level)
+			tb.t.Errorf("%s: heading %q (level %d) follows %q (level %d): a level skipped", page, hs[i].name, hs[i].level, hs[i-1].name, hs[i-1].level)
+		}
+	}
+	return hs
+}
+
+// A user's page is outlined by its headings, as a screen reader lists them:
+// each a level under the one it is part of, none skipping a level, each of
+// the user's panels under the user's title (they were all h3, siblings of
+// it in a screen reader's list), and the false-positive rate a part of the
+// filter's panel, not a panel of its own; the page's CSS styles each level
+// it uses. Every other view is outlined without a level skipped too.
+func TestEachViewsHeadingsFollowItsStructure(t *testing.T) {
+	s := setup(t)
+	tb, user := s.userTab(t, s.keys.read, "feed", "f:1")
+	tb.waitJS(`!!document.querySelector('#layers .gen')`, "the generations of the user's layers")
+	hs := tb.headings("the user's page")
+	title := slices.IndexFunc(hs, func(h heading) bool { return strings.HasPrefix(h.name, "User "+user) })
+	fp := slices.IndexFunc(hs, func(h heading) bool { return h.name == "False-positive rate" })
+	if title < 1 || fp < 1 {
+		t.Fatalf("the page's headings %v: want the user's title, and the false-positive rate's", hs)
+	}
+	for _, h := range hs[title+1:] {
+		if h.level <= hs[title].level {
+			t.Errorf("heading %q (level %d) is no part of the user's title %q (level %d)", h.name, h.level, hs[title].name, hs[title].level)
 		}
 	}
 	if want := (heading{hs[fp-1].level + 1, "False-positive rate"}); hs[fp-1].name != "Filter" || hs[fp] != want {
 		t.Errorf("the false-positive rate's heading %v follows %v, want %v under the filter's", hs[fp], hs[fp-1], want)
 	}
 	// Each heading is sized by a rule of the page's own, not left to the browser's defaults.
-	unstyled := eval[[]string](tb, `[...document.querySelectorAll('#view h2, #view h3, #view h4')]
+	unstyled := eval[[]string](tb, `[...document.querySelectorAll('#view h2, #view h3, #view h4, #view h5, #view h6')]
 		.filter((e) => ![...document.styleSheets].flatMap((s) => [...s.cssRules])
 			.some((r) => r.selectorText && r.style.fontSize && e.matches(r.selectorText)))
 		.map((e) => e.tagName + ' ' + e.textContent)`)
 	if len(unstyled) > 0 {
 		t.Errorf("headings no rule of style.css sizes: %q", unstyled)
+	}
+	for _, v := range []struct{ frag, ready string }{
+		{"#/", `!!document.querySelector('#ns-stats')`},
+		{"#/ns", `!!document.querySelector('#namespaces')`},
+		{"#/users", `!!document.querySelector('#user-list-title')`},
+		{fragment("small", user), `!!document.querySelector('#user-missing')`},
+		{"#/no-such-page", `!!document.querySelector('#view h2')`},
+	} {
+		tb.open(v.frag)
+		tb.waitJS(v.ready, v.frag)
+		tb.headings(v.frag)
 	}
 }
 
@@ -3403,7 +3436,7 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 	// The bucket's items are unseen again 30 days after it ends, not 10.
 	when := func(cls string) time.Time {
 		t.Helper()
-		v := eval[string](tb, `document.querySelector('#layers h4.gen time.`+cls+`').getAttribute('datetime')`)
+		v := eval[string](tb, `document.querySelector('#layers .gen time.`+cls+`').getAttribute('datetime')`)
 		at, err := time.Parse(time.RFC3339, v)
 		if err != nil {
 			t.Fatalf("the generation's %s time: %v", cls, err)
@@ -3412,10 +3445,10 @@ func TestUserMadeBeforeAProfileChangeShowsItsOwn(t *testing.T) {
 	}
 	start, end, again := when("start"), when("end"), when("expires")
 	if d := end.Sub(start); d != 180*time.Hour {
-		t.Errorf("generation heading %q: a bucket of %v, want 7.5 days", tb.text("#layers h4.gen"), d)
+		t.Errorf("generation heading %q: a bucket of %v, want 7.5 days", tb.text("#layers .gen"), d)
 	}
 	if d := again.Sub(end); d != 30*24*time.Hour {
-		t.Errorf("generation heading %q: unseen again %v after the bucket, want 30 days", tb.text("#layers h4.gen"), d)
+		t.Errorf("generation heading %q: unseen again %v after the bucket, want 30 days", tb.text("#layers .gen"), d)
 	}
 
 	// A user made after the change has the new profile, and nothing beside it.

@@ -47,6 +47,10 @@
 // field, or setCustomValidity), which a screen reader back in the field
 // does not hear as what is wrong with it.
 //
+// A user's page is outlined h2 User inspector > h3 the user > h4 each of its
+// panels > h5 a part of a panel, every view one h1 first and no level
+// skipped.
+//
 // The page calls the API beside itself (its paths resolved against the
 // page's own directory, not the server's root), so that it works behind a
 // reverse proxy serving the service under a path prefix.

@@ -893,7 +893,7 @@ function eraseDialog(id, title, body, erase) {
 /** A panel of one of a user's actions: its title, what it does, its button, then rest. */
 function buttonPanel(id, title, text, button, ...rest) {
   return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` },
-    h('h3', { id: `${id}-h` }, title), h('p', { class: 'muted' }, text), actionRow(button), ...rest);
+    h(USER_PANEL, { id: `${id}-h` }, title), h('p', { class: 'muted' }, text), actionRow(button), ...rest);
 }
 
 /**
@@ -935,6 +935,12 @@ function notServedPanel(names, reload) {
 }
 
 // ---------- user inspector ----------
+
+// A user's page is outlined h2 User inspector > h3 the user > h4 each panel of the user > h5 a
+// part of a panel: a screen reader's list of headings then shows the panels as the user's, not
+// as siblings of its title.
+const USER_PANEL = 'h4';
+const USER_PART = 'h5';
 
 function userHash(ns, user) { return `#/ns/${encodeURIComponent(ns)}/users/${encodeURIComponent(user)}`; }
 
@@ -1224,7 +1230,7 @@ function summaryPanel(st, prof) {
     h('div', { class: `bar${warn ? ' warn' : ''}`, role: 'img', 'aria-label': `${label} ${pct(v)}` }, h('span', { style: `width:${((v / scale) * 100).toFixed(1)}%` })),
     h('span', { class: 'pct', id }, pct(v)));
   return h('section', { class: 'panel', 'aria-labelledby': 'sum-h' },
-    h('h3', { id: 'sum-h' }, 'Filter'),
+    h(USER_PANEL, { id: 'sum-h' }, 'Filter'),
     h('dl', { class: 'facts' },
       h('dt', {}, 'Items recorded'), h('dd', { id: 'user-items' }, num(st.items)),
       // The filter's own profile bounds its history; a namespace whose profile changed since
@@ -1238,7 +1244,7 @@ function summaryPanel(st, prof) {
       h('dt', {}, 'Bytes'), h('dd', { id: 'user-bytes' }, `${bytes(st.encoded_bytes)} encoded · ${bytes(st.memory_bytes)} in memory`),
       h('dt', {}, 'First seen'), h('dd', { id: 'user-first' }, when(st.first_seen, toMinute)),
       h('dt', {}, 'Last seen'), h('dd', { id: 'user-last' }, when(st.last_seen, toMinute))),
-    h('h4', {}, 'False-positive rate'), // a part of the filter's panel, under its heading
+    h(USER_PART, {}, 'False-positive rate'), // a part of the filter's panel, under its heading
     h('div', { class: 'fp' }, fpBar('Now', st.fp_rate, 'user-fp', ratio > 1), fpBar('Target', st.target_fp_rate, 'user-fp-target', false)),
     h('p', { class: ratio > 1 ? 'note' : 'muted', id: 'user-fp-ratio' },
       ratio > 1 ? `Above target: ${ratio.toFixed(1)}× the target rate.` : `${pct(ratio, 0)} of the target rate.`));
@@ -1287,9 +1293,9 @@ function layersPanel(st) {
       at(end + st.window * 1000, 'expires')];
   };
   return h('section', { class: 'panel', 'aria-labelledby': 'layers-h', id: 'layers' },
-    h('h3', { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
+    h(USER_PANEL, { id: 'layers-h' }, windowed ? 'Generations and layers' : 'Layers'),
     gens.length ? gens.map((g) => h('div', { class: 'generation' },
-      windowed ? h('h4', { class: 'gen' }, genTitle(g)) : null,
+      windowed ? h(USER_PART, { class: 'gen' }, genTitle(g)) : null,
       (g.layers || []).map((l, i) => h('div', { class: 'barrow layer' },
         h('span', {}, `Layer ${i + 1}`),
         // A layer of fingerprints fills with its items against its capacity; a Bloom layer's
@@ -1354,7 +1360,7 @@ function actionPanel(id, title, text, op, buttonText, onrun, danger) {
       }
     });
   });
-  return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h('h3', { id: `${id}-h` }, title), form, result);
+  return h('section', { class: 'panel', 'aria-labelledby': `${id}-h` }, h(USER_PANEL, { id: `${id}-h` }, title), form, result);
 }
 
 /**
