@@ -2981,6 +2981,34 @@ func TestAUserIDTooLongIsRefusedUnsent(t *testing.T) {
 	tb.mu.Unlock()
 }
 
+// A user id refused (too long, or no path can carry it) is one message of
+// its field at a time: looking it up again, or another id too long, from
+// the page of an address the page refused, replaces the address's refusal.
+// Both showed, two alerts saying the same ("The user id is 257 bytes")
+// one under the other, the second read out as the first still showed.
+func TestARefusedUserIDIsSaidOnce(t *testing.T) {
+	s := setup(t)
+	tb := s.keyTab(t, s.keys.read, "")
+	const alerts = `[...document.querySelectorAll('#view [role="alert"]')].map((e) => e.textContent)`
+	for _, c := range []struct{ address, typed, want string }{
+		{strings.Repeat("u", 257), "", "The user id is 257"}, // the same id again
+		{strings.Repeat("u", 257), strings.Repeat("u", 300), "The user id is 300"},
+		{"..", strings.Repeat("u", 300), "The user id is 300"},
+	} {
+		tb.open(fragment("default", c.address))
+		tb.waitJS(`!!document.querySelector('#user .problem')`, "the refusal of the address's id")
+		if c.typed != "" {
+			tb.fill("#lookup-user", c.typed)
+		}
+		tb.click(`#lookup button[type="submit"]`)
+		tb.waitJS(`!!document.querySelector('#lookup-too-long')`, "the look-up's refusal")
+		if got := eval[[]string](tb, alerts); len(got) != 1 || !strings.HasPrefix(got[0], c.want) {
+			t.Errorf("address %.5q..., then %.5q... looked up: the page shows the alerts %q, want one, %q...", c.address, c.typed, got, c.want)
+		}
+		tb.wantTied("#lookup-user", "after the look-up", c.want)
+	}
+}
+
 // A problem quoting a long item keeps to its panel: its words break
 // rather than run out of its box over the next panel.
 func TestARefusedLongItemKeepsToItsPanel(t *testing.T) {

@@ -43,7 +43,8 @@
 // cannot send; no user id to look up, or one too long; a user id in the
 // page's address too long, or "." or "..", which no path can carry) is said
 // in the page and tied to that field (aria-invalid, aria-describedby) until
-// it is changed: never in the browser's own bubble (its check of a required
+// it is changed, one message a field (a new one replaces its earlier one):
+// never in the browser's own bubble (its check of a required
 // field, or setCustomValidity), which a screen reader back in the field
 // does not hear as what is wrong with it.
 //

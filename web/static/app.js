@@ -971,6 +971,9 @@ function itemText(it) {
   return [h('code', {}, it), it.trim() ? null : h('span', { class: 'muted' }, ` (${count(it.length, 'space')})`)];
 }
 
+// The ids of the refusals of a user id in the page's address, an error of the user id's field.
+const ADDRESS_ERRORS = ['user-too-long', 'user-unusable'];
+
 async function renderInspector(view, seq, ns, user) {
   const nsSelect = h('select', { id: 'lookup-ns', name: 'ns', required: true });
   const userInput = h('input', { id: 'lookup-user', name: 'user', type: 'text', required: true, spellcheck: 'false', value: user || '', placeholder: 'e.g. 42' });
@@ -1000,7 +1003,9 @@ async function renderInspector(view, seq, ns, user) {
   const typedErrors = ['lookup-empty', 'lookup-too-long'];
   const clearTyped = () => typedErrors.forEach((id) => document.getElementById(id)?.remove());
   const refuseTyped = (id, text) => {
-    clearTyped();
+    // The field's message replaces its earlier one, the refusal of the address's id (below)
+    // too: the same id looked up again would otherwise show, and read out, its refusal twice.
+    [...typedErrors, ...ADDRESS_ERRORS].forEach((e) => document.getElementById(e)?.remove());
     out.prepend(h('p', { class: 'problem', id, role: 'alert' }, text));
     fieldError(userInput, id);
     userInput.focus();
@@ -1064,8 +1069,8 @@ async function renderInspector(view, seq, ns, user) {
   // An id the service would refuse, for its length or as a path's step, is refused unsent, an
   // error of the field holding it.
   const unusable = unusableId('user', user);
-  const refused = userTooLong(user) ? h('p', { class: 'problem', id: 'user-too-long', role: 'alert' }, userTooLong(user))
-    : unusable ? Object.assign(problemBox(unusable, ['Looking up user ', h('bdi', {}, user), ` in ${ns}`]), { id: 'user-unusable' }) : null;
+  const refused = userTooLong(user) ? h('p', { class: 'problem', id: ADDRESS_ERRORS[0], role: 'alert' }, userTooLong(user))
+    : unusable ? Object.assign(problemBox(unusable, ['Looking up user ', h('bdi', {}, user), ` in ${ns}`]), { id: ADDRESS_ERRORS[1] }) : null;
   if (refused) {
     out.append(refused);
     fieldError(userInput, refused.id);
