@@ -1691,6 +1691,10 @@ func TestRefusalOfAStaleRoleShowsTheProblemDetail(t *testing.T) {
 	if got := tb.text("#record-result .problem .detail"); got != detail {
 		t.Errorf("the page shows %q, the API's detail is %q", got, detail)
 	}
+	// What happened, and what to do about it.
+	if got, want := tb.text("#record-result .problem .hint"), "The service refused this key: enter a write key (or an admin key) in the bar at the top to do this."; got != want {
+		t.Errorf("the refusal's hint reads %q, want %q", got, want)
+	}
 	tb.waitText("#role", "role: read")
 	want := actionState{Role: "role: read",
 		RecordHint: "needs a write key; this key is read", EraseHint: "needs an admin key; this key is read"}
@@ -2108,6 +2112,27 @@ func TestAKeyThePageCannotSendIsRefusedAtItsEntry(t *testing.T) {
 	}
 	if got := tb.text("#overview-error"); got != "" {
 		t.Errorf("the overview shows %q", got)
+	}
+}
+
+// The banner of a key the page does not send says what happened, by the
+// problem's title, as every problem box does, and what to do: it read
+// "Error: the key holds a space ...".
+func TestTheKeysBannerSaysWhatHappened(t *testing.T) {
+	s := setup(t)
+	tb := s.newTab(t, nil)
+	tb.open("")
+	for _, c := range []struct{ key, want string }{
+		{"a b", "Key not used: the key holds a space (its character 2), which the page cannot send: a key is printable ASCII without spaces. Paste it again without it."},
+		{"", "Key not used: Paste a key first: the field is empty."},
+	} {
+		tb.fill("#key-input", c.key)
+		tb.click(`#key-form button[type="submit"]`)
+		tb.waitJS(`!document.querySelector('#banner').hidden`, "the banner")
+		if got := eval[string](tb, `(() => { const b = document.querySelector('#banner').cloneNode(true); b.querySelector('button').remove(); return b.textContent; })()`); got != c.want {
+			t.Errorf("the key %q entered: the banner reads %q, want %q", c.key, got, c.want)
+		}
+		tb.click("#banner button")
 	}
 }
 

@@ -28,8 +28,10 @@
 // before each such call, and none is sent until it answers), and disables what the role cannot do (record needs
 // write, erase admin), saying beside it the role it needs; beside what the
 // role can do, nothing. A 401 or 403 from any later call still shows its
-// detail and updates the role (a 403's detail names the key's role), for
-// keys changed on the service since the check. A user page whose address
+// detail, with what key to enter, and updates the role (a 403's detail
+// names the key's role), for keys changed on the service since the check.
+// The banner says a problem as a problem's box does: its title ("Key not
+// used"), its detail and what to do. A user page whose address
 // names a namespace the key may not call (GET /v1/auth's namespaces) says
 // so, and leaves it out of the select instead of calling it; the users it
 // lists then, or on the inspector's page before the namespaces are listed,

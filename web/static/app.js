@@ -403,39 +403,59 @@ function fieldError(field, errorId) {
   if (ids) field.setAttribute('aria-describedby', ids); else field.removeAttribute('aria-describedby');
 }
 
-function problemBox(p, what) {
-  const box = h('div', { class: 'problem', role: 'alert' },
-    p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
+/**
+ * What problem p says, in a problem's box or in the banner: its status and title, its detail
+ * (with the attributes detailAttrs: the banner's id), what to do where the page knows (a key
+ * missing, not known or lacking a role, a namespace not served), and the errors it lists.
+ */
+function problemParts(p, detailAttrs = {}) {
+  const parts = [p.status ? h('span', { class: 'status' }, `${p.status}${p.title ? ' ' + p.title : ''}:`) : h('span', { class: 'status' }, `${p.title || 'Error'}:`),
     ' ', // in the text, not a margin: the problem is read aloud and copied into tickets
-    h('span', { class: 'detail' }, p.detail || p.message));
-  if (what) box.prepend(h('span', {}, what, ' failed. '));
+    h('span', { class: 'detail', ...detailAttrs }, p.detail || p.message || String(p))];
   if (p.needsKey) {
     const role = keyRole(state.key);
-    box.append(h('div', { class: 'hint' }, !state.key ? 'Enter an API key in the bar at the top (a read key is enough to look).'
+    parts.push(h('div', { class: 'hint' }, !state.key ? 'Enter an API key in the bar at the top (a read key is enough to look).'
       : role ? `The service does not take the key entered, which begins with "${role}" as a line of a keys file does (seenapi new-key ` +
         'writes one): the key is what follows the colon. Enter it alone in the bar at the top.'
         : 'The service does not take the key entered: enter another in the bar at the top (a read key is enough to look).'));
   }
+  // A key the service knows but refuses here (403): the detail says what it lacks, the hint
+  // what to do. A 403 of another cause (a browser's origin, a proxy) gets none.
+  const need = p.status === 403 && /needs role (read|write|admin)\b/.exec(p.detail);
+  if (need) {
+    parts.push(h('div', { class: 'hint' }, `The service refused this key: enter ${need[1] === 'admin' ? 'an admin key' : `a ${need[1]} key${need[1] === 'read' ? '' : ' (or an admin key)'}`} ` +
+      'in the bar at the top to do this.'));
+  } else if (p.status === 403 && /limited to the namespaces/.test(p.detail)) {
+    parts.push(h('div', { class: 'hint' }, 'The service refused this key here: enter a key for this namespace in the bar at the top.'));
+  }
   if (p.kind === 'unknown-namespace') {
     // The detail names the API's listing; the dashboard has a page of it.
-    box.append(h('div', { class: 'hint' }, 'The ', h('a', { href: '#/ns' }, 'Namespaces page'),
+    parts.push(h('div', { class: 'hint' }, 'The ', h('a', { href: '#/ns' }, 'Namespaces page'),
       ' lists those served, and those whose users are stored but no longer served, whose data it can erase.'));
   }
   if (p.errors && p.errors.length) {
-    box.append(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
+    parts.push(h('ul', {}, p.errors.map((e) => h('li', {}, e.pointer || e.parameter ? `${e.pointer || e.parameter}: ${e.detail}` : e.detail))));
   }
+  return parts;
+}
+
+function problemBox(p, what) {
+  const box = h('div', { class: 'problem', role: 'alert' }, problemParts(p));
+  if (what) box.prepend(h('span', {}, what, ' failed. '));
   return box;
 }
 
+/**
+ * Shows problem p in the banner, or hides it (p null): said as a problem's box says it, its
+ * title and what to do, not "Error:".
+ */
 function banner(p) {
   const b = document.getElementById('banner');
   // A key refused before it was sent is the banner's one error of a field (setupKey): another
   // problem, or none, takes its place there.
   fieldError(document.getElementById('key-input'), '');
   if (!p) { b.hidden = true; put(b, ); return; }
-  put(b, 
-    h('span', {}, p instanceof Problem && p.status ? `${p.status} ${p.title}: ` : 'Error: '),
-    h('span', { class: 'detail', id: 'banner-detail' }, p.detail || p.message || String(p)),
+  put(b, problemParts(p instanceof Problem ? p : new Problem(0, { title: 'Dashboard error', detail: String(p) }), { id: 'banner-detail' }),
     // The button goes with the banner: the focus it had goes on to the page, not to the body.
     h('button', { type: 'button', onclick: () => { banner(null); document.getElementById('view').focus({ preventScroll: true }); } }, 'Dismiss'));
   b.hidden = false;
