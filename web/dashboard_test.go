@@ -2792,13 +2792,19 @@ func (s *suite) phoneTab(t *testing.T) *tab {
 func (s *suite) phoneTabOf(t *testing.T, width int64) *tab {
 	t.Helper()
 	tb := s.newTab(t, nil)
-	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: width, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
-		t.Fatal(err)
-	}
+	tb.narrow(width, 740)
 	tb.open("#/")
 	tb.useKey(s.keys.read)
 	return tb
+}
+
+// narrow makes the tab's window width by height px, a phone's.
+func (tb *tab) narrow(width, height int64) {
+	tb.t.Helper()
+	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+		Width: width, Height: height, DeviceScaleFactor: 1, Mobile: true}); err != nil {
+		tb.t.Fatal(err)
+	}
 }
 
 // linesOf counts the lines an element's text takes: the distinct tops of
@@ -2884,15 +2890,55 @@ func TestANarrowWindowScrollsTablesNotThePage(t *testing.T) {
 	}
 	// The narrowest phones' 320 px: the top bar's links go onto a second line rather than
 	// past the window's edge.
-	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: 320, Height: 640, DeviceScaleFactor: 1, Mobile: true}); err != nil {
-		t.Fatal(err)
-	}
+	tb.narrow(320, 640)
 	tb.open("#/users")
 	tb.waitJS(`!!document.querySelector('#user-list tbody tr')`, "the users page")
 	if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {
 		t.Errorf("the users page is %d px wide in a window of %d", got[0], got[1])
 	}
+}
+
+// In the narrowest phones' window (320 px) every view keeps to its width,
+// a confirmation's dialog too, whatever the key's role says: the role of an
+// open service ("role: admin (open service, no keys configured)") or of a
+// key with a rate and namespaces kept to one line, 349 px wide, and widened
+// every page past the window.
+func TestEveryViewKeepsToThe320PxWindow(t *testing.T) {
+	s := setup(t)
+	fits := func(tb *tab, page string) {
+		t.Helper()
+		if got := eval[[]int](tb, `[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]`); got[0] > got[1] {
+			t.Errorf("%s (%s): the page is %d px wide in a window of %d", page, tb.text("#role"), got[0], got[1])
+		}
+		if got := eval[[]int](tb, `(() => { const d = document.querySelector('dialog[open]'); return d ? [Math.ceil(d.getBoundingClientRect().right), document.scrollingElement.clientWidth] : [0, 0]; })()`); got[0] > got[1] {
+			t.Errorf("%s: the dialog ends at %d px in a window of %d", page, got[0], got[1])
+		}
+	}
+	svc, _ := s.notServedService(t) // open: no keys
+	tb := s.newTab(t, svc)
+	tb.narrow(320, 640)
+	for _, v := range []struct{ frag, ready, dialog string }{
+		{"#/", `!!document.querySelector('#ns-stats tbody tr')`, ""},
+		{"#/ns", `!!document.querySelector('#not-served button')`, "#not-served button"},
+		{"#/ns/feed", `!!document.querySelector('#user-list tbody tr')`, ""},
+		{fragment("feed", "f1"), `!!document.querySelector('#user-items')`, "#erase-open"},
+		{"#/no-such-page", `!!document.querySelector('#view h2')`, ""},
+	} {
+		tb.open(v.frag)
+		tb.waitJS(v.ready, v.frag)
+		fits(tb, v.frag)
+		if v.dialog != "" {
+			tb.click(v.dialog)
+			tb.waitJS(`!!document.querySelector('dialog[open]')`, "the dialog of "+v.frag)
+			fits(tb, v.frag+", its dialog open")
+			tb.do("press Escape", chromedp.KeyEvent(kb.Escape))
+		}
+	}
+	limited := s.keyTab(t, s.keys.limited, "")
+	limited.narrow(320, 640)
+	limited.open("#/users")
+	limited.waitJS(`!!document.querySelector('#user-list-note') && !document.querySelector('#role').textContent.includes('checking')`, "the users page")
+	fits(limited, "#/users")
 }
 
 // A namespace's name may be 64 characters, one word: in a phone's window
@@ -2912,10 +2958,7 @@ func TestALongNamespaceNameKeepsToANarrowWindow(t *testing.T) {
 	t.Cleanup(svc.stop)
 	svc.record(t, "", ns, "u1", "a")
 	tb := s.newTab(t, svc)
-	if _, err := chromedp.Call(tb.ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-		Width: 360, Height: 740, DeviceScaleFactor: 1, Mobile: true}); err != nil {
-		t.Fatal(err)
-	}
+	tb.narrow(360, 740)
 	fits := func(page string) {
 		t.Helper()
 		if got := eval[[]int](tb, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); got[0] > got[1] {

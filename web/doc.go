@@ -52,7 +52,7 @@
 //
 // A user's page is outlined h2 User inspector > h3 the user > h4 each of its
 // panels > h5 a part of a panel, every view one h1 first and no level
-// skipped.
+// skipped; every view keeps to a 320 px window.
 //
 // The page calls the API beside itself (its paths resolved against the
 // page's own directory, not the server's root), so that it works behind a
