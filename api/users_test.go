@@ -175,7 +175,7 @@ func withoutTimes(t *testing.T, raw []byte) []byte {
 // giving the zero time, 0001-01-01T00:00:00Z. A user whose stored filter
 // never recorded an item (written by builds that made a user of an import
 // of such a filter) answers as a user never seen: 404 for its stats and
-// export, and no summary.
+// export, not listed, and no summary.
 func TestListUsersDetailsOfFiltersWithoutTimes(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
@@ -208,10 +208,14 @@ func TestListUsersDetailsOfFiltersWithoutTimes(t *testing.T) {
 	}
 	status, _, body := e.raw(http.MethodGet, "/v1/namespaces/default/users?details=true", "", nil)
 	var page struct {
+		Users   []string         `json:"users"`
 		Details []map[string]any `json:"details"`
 	}
 	if err := json.Unmarshal(body, &page); status != http.StatusOK || err != nil {
 		t.Fatalf("list with details: %d %v %s", status, err, body)
+	}
+	if !slices.Equal(page.Users, []string{"made"}) {
+		t.Errorf("users %q, want [made]: never answers as a user never seen", page.Users)
 	}
 	if len(page.Details) != 1 || page.Details[0]["user"] != "made" || page.Details[0]["items"] != 1.0 {
 		t.Fatalf("details %s, want made's alone", body)

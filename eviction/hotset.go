@@ -507,6 +507,16 @@ func gone(f *userfilter.Filter, now time.Time) bool {
 	return f.Empty(now)
 }
 
+// noHistory is what the store's listing leaves out: the stored filters
+// that are gone whatever the time, those without a window that never
+// recorded (see gone), which earlier builds stored. Such a filter takes
+// about 20 bytes; the listing reads no value longer than the store keeps
+// beside its key by default (storage.DefaultValueThreshold), so that it
+// reads no value-log file.
+func noHistory() storage.Hidden {
+	return storage.Hidden{MaxBytes: storage.DefaultValueThreshold, Is: userfilter.NeverRecorded}
+}
+
 // Users returns up to limit users of ns, in byte order, after the user
 // after ("": from the first): each user with a history in ns, from its
 // first acknowledged write (journaled before it is answered) until it is
@@ -516,7 +526,7 @@ func (h *HotSet) Users(ns, after string, limit int) ([]string, error) {
 	if _, err := h.namespace(ns); err != nil {
 		return nil, err
 	}
-	users, err := h.store.Users(ns, after, limit)
+	users, err := h.store.Users(ns, after, limit, noHistory())
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing users: %w", ErrStorage, err)
 	}

@@ -714,6 +714,29 @@ func TestStoredNoHistoryIsNeverSeen(t *testing.T) {
 	}
 }
 
+// TestStoredNoHistoryIsNotListed: a stored user without a window that
+// never recorded an item, which answers as never seen, is not listed
+// either, nor does it take a place in a page; a call that records makes it
+// a listed user again.
+func TestStoredNoHistoryIsNotListed(t *testing.T) {
+	fx := newFixture(t, Options{})
+	record(t, fx.h, "default", "kept", "a")
+	if err := fx.h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.st.WriteBack([]storage.Write{{NS: "default", User: "a-old", Value: emptyOf(t, fx.h, "default")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fx.restart(true, Options{})
+	if users, err := fx.h.Users("default", "", 1); err != nil || !slices.Equal(users, []string{"kept"}) {
+		t.Errorf("a page of one: %v, %v; want [kept]", users, err)
+	}
+	record(t, fx.h, "default", "a-old", "a")
+	if users, err := fx.h.Users("default", "", 0); err != nil || !slices.Equal(users, []string{"a-old", "kept"}) {
+		t.Errorf("after a call: %v, %v; want [a-old kept]", users, err)
+	}
+}
+
 func TestImportRefusesAnotherNamespacesFilter(t *testing.T) {
 	fx := newFixture(t, Options{})
 	record(t, fx.h, "push", "src", "a") // a windowed namespace's filter

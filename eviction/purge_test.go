@@ -50,7 +50,7 @@ func (r *refusingStore) WriteBack(writes []storage.Write, merge storage.MergeFun
 
 func storedUsers(t *testing.T, st Store, ns string) []string {
 	t.Helper()
-	users, err := st.Users(ns, "", 0)
+	users, err := st.Users(ns, "", 0, storage.Hidden{})
 	if err != nil {
 		t.Fatal(err)
 	}

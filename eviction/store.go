@@ -25,10 +25,10 @@ type Store interface {
 	Delete(ns, user string) error
 	// Size returns the bytes the store takes on disk.
 	Size() int64
-	// Users returns up to limit users of ns that have a stored filter or
-	// journal entries, in byte order, after the user after ("": from the
-	// first).
-	Users(ns, after string, limit int) ([]string, error)
+	// Users returns up to limit users of ns that have a stored filter
+	// (but those hide hides) or journal entries, in byte order, after the
+	// user after ("": from the first).
+	Users(ns, after string, limit int, hide storage.Hidden) ([]string, error)
 	// Namespaces returns the namespaces that hold a stored filter or a
 	// journal entry, sorted.
 	Namespaces() ([]string, error)

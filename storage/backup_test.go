@@ -114,8 +114,8 @@ func TestBackupRestoresIntoAFreshStore(t *testing.T) {
 		}
 	}
 	for _, ns := range []string{"feed", "push"} {
-		a, _ := src.Users(ns, "", 0)
-		b, _ := dst.Users(ns, "", 0)
+		a, _ := src.Users(ns, "", 0, Hidden{})
+		b, _ := dst.Users(ns, "", 0, Hidden{})
 		if !slices.Equal(a, b) || len(a) != 25 {
 			t.Fatalf("users of %s: %d restored, want the 25 of the source", ns, len(b))
 		}
@@ -829,7 +829,7 @@ func TestBackupOfTheStreamBuildsRestores(t *testing.T) {
 	if err := s.Restore(bytes.NewReader(raw), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if users, err := s.Users("default", "", 0); err != nil || !slices.Equal(users, []string{"inline", "journaled", "vlog"}) {
+	if users, err := s.Users("default", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"inline", "journaled", "vlog"}) {
 		t.Fatalf("users %q (%v), want inline, journaled and vlog", users, err)
 	}
 	for _, u := range []struct {

@@ -23,7 +23,7 @@ func TestEmptyWriteListsNoUserAndKeepsItsCoverMark(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		if users, err := s.Users("ns", "", 0); err != nil || !slices.Equal(users, []string{"kept"}) {
+		if users, err := s.Users("ns", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"kept"}) {
 			t.Fatalf("%s: users %q, %v; want [kept]", when, users, err)
 		}
 		if _, j := mustLoad(t, s, "ns", "gone"); len(j) != 0 {
@@ -38,6 +38,39 @@ func TestEmptyWriteListsNoUserAndKeepsItsCoverMark(t *testing.T) {
 	check("after a restart")
 }
 
+// TestUsersLeavesOutHiddenFilters: a stored filter Hidden hides is not
+// listed, nor takes a place in a page, its cover mark left out of what
+// Hidden is asked about; a longer filter is listed unread, and a user with
+// journal records is listed whatever its filter.
+func TestUsersLeavesOutHiddenFilters(t *testing.T) {
+	s := openTest(t, testOptions(t))
+	seq := mustAppend(t, s, "ns", "b-marked", "record")
+	if err := s.WriteBack([]Write{
+		{NS: "ns", User: "a-hidden", Value: []byte("hide")},
+		{NS: "ns", User: "b-marked", Value: []byte("hide"), UpTo: seq},
+		{NS: "ns", User: "c-long", Value: []byte("hide, but longer than read")},
+		{NS: "ns", User: "d-journaled", Value: []byte("hide")},
+		{NS: "ns", User: "e-kept", Value: []byte("keep")},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "ns", "d-journaled", "record")
+	var asked []string
+	hide := Hidden{MaxBytes: 8, Is: func(f []byte) bool {
+		asked = append(asked, string(f))
+		return string(f) == "hide"
+	}}
+	if users, err := s.Users("ns", "", 2, hide); err != nil || !slices.Equal(users, []string{"c-long", "d-journaled"}) {
+		t.Errorf("a page of two: %q, %v; want [c-long d-journaled]", users, err)
+	}
+	if users, err := s.Users("ns", "", 0, hide); err != nil || !slices.Equal(users, []string{"c-long", "d-journaled", "e-kept"}) {
+		t.Errorf("users %q, %v; want [c-long d-journaled e-kept]", users, err)
+	}
+	if i := slices.IndexFunc(asked, func(f string) bool { return f != "hide" && f != "keep" }); i >= 0 {
+		t.Errorf("Hidden was asked about %q, past its MaxBytes or with a cover mark", asked[i])
+	}
+}
+
 // TestEmptyWriteMergedWithStoredItemsIsListed: an Empty write merged into
 // a stored value that holds more (another writer's items) is an ordinary
 // write: the user is listed.
@@ -49,7 +82,7 @@ func TestEmptyWriteMergedWithStoredItemsIsListed(t *testing.T) {
 	if err := s.WriteBack([]Write{{NS: "ns", User: "u", Value: []byte{0}, TTL: time.Hour, Empty: true}}, orMerge); err != nil {
 		t.Fatal(err)
 	}
-	if users, err := s.Users("ns", "", 0); err != nil || !slices.Equal(users, []string{"u"}) {
+	if users, err := s.Users("ns", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"u"}) {
 		t.Fatalf("users %q, %v; want [u]", users, err)
 	}
 	if f, _ := mustLoad(t, s, "ns", "u"); !bytes.Equal(f, []byte{1}) {
@@ -106,7 +139,7 @@ func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 	if err := dst.Restore(buf, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	users, err := dst.Users("ns", "", 0)
+	users, err := dst.Users("ns", "", 0, Hidden{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestPurgeNamespaceErasesEveryUserOfItAndNoOther(t *testing.T) {
 	}
 	check := func(what string, s *Store) {
 		t.Helper()
-		if users, err := s.Users("old", "", 0); err != nil || len(users) != 0 {
+		if users, err := s.Users("old", "", 0, Hidden{}); err != nil || len(users) != 0 {
 			t.Errorf("%s: users of the purged namespace %v (err %v)", what, users[:min(len(users), 5)], err)
 		}
 		for _, u := range []string{"w00001", "w00002", "journal-only", fmt.Sprintf("w%05d", written-1)} {

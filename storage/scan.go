@@ -12,13 +12,32 @@ import (
 // journalUsersPage is how many users JournalUsers reads per read transaction.
 const journalUsersPage = 1024
 
+// Hidden says which stored filters Users leaves out, as if none were
+// stored: those of at most MaxBytes (a longer one is not read) for which
+// Is reports true. The zero Hidden hides none.
+type Hidden struct {
+	MaxBytes int
+	Is       func(filter []byte) bool
+}
+
+// hides reports whether h hides the filter of a stored filter's item. One
+// that cannot be read is not hidden: its user's look-up answers its error.
+func (h Hidden) hides(item *badger.Item) bool {
+	// ValueSize reads no value: the listing reads the values of short
+	// filters only, which are most often kept beside their key.
+	if h.Is == nil || item.ValueSize() > int64(h.MaxBytes+coverMarkLen) {
+		return false
+	}
+	filter, _, err := readFilter(item)
+	return err == nil && len(filter) <= h.MaxBytes && h.Is(filter)
+}
+
 // Users returns up to limit users of the namespace that have a stored
-// filter (not one written Empty) or journal entries (a user is in the
-// store from its first acknowledged write, before its first write-back),
-// in byte order, starting
-// after the user after ("" to start at the first). limit <= 0 means no
-// limit.
-func (s *Store) Users(ns, after string, limit int) ([]string, error) {
+// filter (not one written Empty, nor one hide hides) or journal entries (a
+// user is in the store from its first acknowledged write, before its first
+// write-back), in byte order, starting after the user after ("" to start
+// at the first). limit <= 0 means no limit.
+func (s *Store) Users(ns, after string, limit int, hide Hidden) ([]string, error) {
 	if err := checkKey(ns, "-"); err != nil {
 		return nil, opErr("users", err)
 	}
@@ -38,6 +57,9 @@ func (s *Store) Users(ns, after string, limit int) ([]string, error) {
 			}
 			if it.Item().UserMeta()&metaEmpty != 0 {
 				continue // gone, kept for its cover mark only
+			}
+			if hide.hides(it.Item()) {
+				continue
 			}
 			users = append(users, string(user))
 			if limit > 0 && len(users) == limit {

@@ -734,7 +734,7 @@ func TestWritesBelowMinFreeBytesFailWithErrFullWhileReadsWork(t *testing.T) {
 	if string(f) != "f" || len(j) != 1 || j[0].Seq != seq {
 		t.Errorf("Load while full: filter %q, journal %v; want the stored state", f, journalValues(j))
 	}
-	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"u"}) {
+	if users, err := s.Users("feed", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"u"}) {
 		t.Errorf("Users while full: %v, %v", users, err)
 	}
 	if err := s.Delete("feed", "u"); err != nil {
@@ -758,7 +758,7 @@ func TestClosedStoreReturnsErrClosed(t *testing.T) {
 	_, _, checks["Load"] = s.Load("feed", "u")
 	checks["WriteBack"] = s.WriteBack([]Write{{NS: "feed", User: "u"}}, nil)
 	checks["Delete"] = s.Delete("feed", "u")
-	_, checks["Users"] = s.Users("feed", "", 1)
+	_, checks["Users"] = s.Users("feed", "", 1, Hidden{})
 	_, checks["Namespaces"] = s.Namespaces()
 	checks["JournalUsers"] = s.JournalUsers(func(string, string) error { return nil })
 	checks["Backup"] = s.Backup(&strings.Builder{})
@@ -847,7 +847,7 @@ func TestUsersArePaginatedInOrder(t *testing.T) {
 	var got []string
 	after := ""
 	for {
-		page, err := s.Users("n", after, 3)
+		page, err := s.Users("n", after, 3, Hidden{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1100,7 +1100,7 @@ func TestUsersWhileAppendsAndWriteBacksGoOn(t *testing.T) {
 	for ; listings < 3 || writing.Load() > 0; listings++ {
 		var all []string
 		for after := ""; ; {
-			page, err := s.Users("n", after, 7)
+			page, err := s.Users("n", after, 7, Hidden{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1120,7 +1120,7 @@ func TestUsersWhileAppendsAndWriteBacksGoOn(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	all, err := s.Users("n", "", 0)
+	all, err := s.Users("n", "", 0, Hidden{})
 	if err != nil || len(all) != 50+600 {
 		t.Fatalf("after the writers: %d users (%v), want 650", len(all), err)
 	}
@@ -1359,7 +1359,7 @@ func TestUsersLeavesOutThoseWhoseJournalExpired(t *testing.T) {
 	if _, err := s.Append("feed", "kept", []byte("x"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"gone", "kept"}) {
+	if users, err := s.Users("feed", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"gone", "kept"}) {
 		t.Fatalf("Users before the expiry: %v, %v", users, err)
 	}
 	// Expiry is kept in whole seconds.
@@ -1367,7 +1367,7 @@ func TestUsersLeavesOutThoseWhoseJournalExpired(t *testing.T) {
 	if _, j := mustLoad(t, s, "feed", "gone"); len(j) != 0 {
 		t.Fatalf("the expired journal still loads: %v", journalValues(j))
 	}
-	if users, err := s.Users("feed", "", 0); err != nil || !slices.Equal(users, []string{"kept"}) {
+	if users, err := s.Users("feed", "", 0, Hidden{}); err != nil || !slices.Equal(users, []string{"kept"}) {
 		t.Fatalf("Users after the expiry: %v, %v; want [kept]", users, err)
 	}
 }

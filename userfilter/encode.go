@@ -248,6 +248,35 @@ func DecodeWithin(data []byte, maxBytes int64) (*Filter, error) {
 	return decode(data, uint64(min(max(maxBytes, 0), maxBitsTotal/8))*8)
 }
 
+// NeverRecorded reports whether data encodes a filter without a window
+// that never recorded an item: no first recording, and no item (a filter
+// made by hand may hold items but no times). Only an encoding whose header
+// says no window and no first recording is decoded, with its bits limited
+// to neverRecordedBits: a longer one, or one that does not decode, is
+// reported false. Safe for concurrent use.
+func NeverRecorded(data []byte) bool {
+	if len(data) < 5 || data[0] != encodingVersion {
+		return false
+	}
+	d := &decoder{b: data[1 : len(data)-4]}
+	d.byte()      // hash version and kind
+	for range 4 { // fp rate, initial capacity, growth, tightening
+		d.uvarint()
+	}
+	win := d.uvarint()
+	d.uvarint() // granularity
+	d.uvarint() // max items
+	if first := d.uvarint(); d.err != nil || win != 0 || first != 0 {
+		return false
+	}
+	f, err := decode(data, neverRecordedBits)
+	return err == nil && f.Empty(time.Time{})
+}
+
+// neverRecordedBits bounds the bits NeverRecorded decodes: a filter made
+// anew has none, and one exported before it recorded holds none either.
+const neverRecordedBits = 1 << 19
+
 // decode is Decode with the filter's bits limited to limit (at most
 // maxBitsTotal; over it, the encoding is corrupt, under it, too large).
 func decode(data []byte, limit uint64) (*Filter, error) {

@@ -263,6 +263,31 @@ func emptyHugeFilter() []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
+// TestNeverRecorded: a filter without a window that never recorded an
+// item is told from its encoding; one that recorded, one with a window, a
+// damaged encoding, and one whose bits are past what it decodes are not.
+func TestNeverRecorded(t *testing.T) {
+	recorded := mustNew(t, DefaultProfile())
+	recorded.Add([]string{"a"}, t0)
+	for name, c := range map[string]struct {
+		data []byte
+		want bool
+	}{
+		"new":            {encode(t, mustNew(t, DefaultProfile())), true},
+		"new compact":    {encode(t, mustNew(t, Profile{Kind: KindCompact})), true},
+		"recorded":       {encode(t, recorded), false},
+		"windowed":       {encode(t, mustNew(t, Profile{Window: 24 * time.Hour, Granularity: time.Hour})), false},
+		"damaged":        {append(encode(t, mustNew(t, DefaultProfile()))[:18], 0), false},
+		"huge":           {emptyHugeFilter(), false},
+		"not a filter":   {[]byte("seenapi"), false},
+		"nothing at all": {nil, false},
+	} {
+		if got := NeverRecorded(c.data); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
+
 func TestDecodeWithinRefusesLargeFiltersBeforeAllocating(t *testing.T) {
 	huge := emptyHugeFilter()
 	for _, limit := range []int64{1 << 20, 64 << 20} {
