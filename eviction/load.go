@@ -169,13 +169,9 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 		// Never stored: made with the profile its journal names (the
 		// namespace's may have changed since), or, for records of builds
 		// that named none, the namespace's.
-		made = slices.IndexFunc(recs, func(r journalRecord) bool { return r.made != nil })
-		if made < 0 {
-			f, err = userfilter.New(info.Profile)
-		} else {
-			f, err = decodeMade(info, user, recs[made].made)
-		}
-		if err != nil {
+		if f, made, err = madeAnew(recs, info.Profile, func(made []byte) (*userfilter.Filter, error) {
+			return decodeMade(info, user, made)
+		}); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -205,6 +201,21 @@ func (h *HotSet) load(info *nsInfo, user string) (f *userfilter.Filter, lastSeq 
 	return f, lastSeq, nil
 }
 
+// madeAnew returns the filter a user's records start from when nothing of
+// the user is stored, or what is is gone: an empty filter of the profile
+// the first record naming one names (decoded by decodeMade), and that
+// record's index; or, for records of builds that named none, an empty
+// filter of p, and -1.
+func madeAnew(recs []journalRecord, p userfilter.Profile, decodeMade func([]byte) (*userfilter.Filter, error)) (*userfilter.Filter, int, error) {
+	made := slices.IndexFunc(recs, func(r journalRecord) bool { return r.made != nil })
+	if made < 0 {
+		f, err := userfilter.New(p)
+		return f, made, err
+	}
+	f, err := decodeMade(recs[made].made)
+	return f, made, err
+}
+
 // replayJournal adds each of recs back onto f as its call added it (see
 // load) and returns the filter, which a record whose call found the user
 // gone makes anew with decodeMade, unless it is recs[made], the record f
@@ -229,8 +240,11 @@ func replayJournal(f *userfilter.Filter, recs []journalRecord, made, maxEncoded 
 // store whose values hold at most maxEncoded bytes (its MaxValueBytes):
 // it adds a user's journal records back onto the stored filter as a load
 // does, so that the merge takes in the filter the user's calls ran on.
-// A stored filter of a gone user, which a load would set aside for one
-// made from the records, is not folded into (an error).
+// The stored filter of a gone user (one that never recorded, say) is set
+// aside for one made from the records, as a load sets it aside: the calls
+// found the user never seen and ran on a filter made anew. Records of
+// builds that named no profile start from an empty filter of the stored
+// one's profile (a load, from the namespace's, which a fold does not know).
 func FoldJournal(maxEncoded int64) storage.FoldFunc {
 	limit := int(min(maxEncoded, math.MaxInt))
 	return func(stored []byte, journal []storage.JournalEntry) ([]byte, error) {
@@ -238,16 +252,19 @@ func FoldJournal(maxEncoded int64) storage.FoldFunc {
 		if err != nil {
 			return nil, err
 		}
-		if gone(f, time.Now()) {
-			return nil, errors.New("the stored filter is of a gone user")
-		}
 		recs := make([]journalRecord, len(journal))
 		for i, j := range journal {
 			if recs[i], err = decodeJournal(j.Value); err != nil {
 				return nil, err
 			}
 		}
-		f, err = replayJournal(f, recs, -1, limit, userfilter.Decode)
+		made := -1
+		if gone(f, time.Now()) {
+			if f, made, err = madeAnew(recs, f.Profile(), userfilter.Decode); err != nil {
+				return nil, err
+			}
+		}
+		f, err = replayJournal(f, recs, made, limit, userfilter.Decode)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -31,7 +32,13 @@ func pendingCalls(t *testing.T, fx *fixture, stored, prefix string) []string {
 	if err := fx.h.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	seen := numbered(stored, 700)
+	return append(numbered(stored, 700), manyCalls(t, fx, prefix)...)
+}
+
+// manyCalls runs the 8 calls of pendingCalls and returns their candidates.
+func manyCalls(t *testing.T, fx *fixture, prefix string) []string {
+	t.Helper()
+	var seen []string
 	for call := range 8 {
 		cands := numbered(fmt.Sprintf("%s%d", prefix, call), 500)
 		if _, err := fx.h.Filter("default", "u", cands, 0, userfilter.RecordReturned); err != nil {
@@ -134,5 +141,58 @@ func TestMergingRestoreKeepsWhatTheBackupsPendingCallsFoundSeen(t *testing.T) {
 		}
 		checkSeen(t, fx, seen, when)
 		fx.restart(false, Options{})
+	}
+}
+
+// A merging restore where one side's user u has a stored filter that never
+// recorded an item (earlier builds stored one of an import of such a
+// filter), and calls since in the journal alone (a crash): the calls found
+// the user never seen and ran on a filter made anew, which the restore
+// folds their records into, as a load would: what they found seen stays
+// seen, as do the items they recorded and the other side's, after the
+// crash, after the restore and after a crash that follows it.
+func TestMergingRestoreFoldsCallsOfAStoredUserWithNoHistory(t *testing.T) {
+	// noHistoryCalls makes u a stored user with no history in fx, runs the
+	// calls, and leaves them pending.
+	noHistoryCalls := func(fx *fixture) []string {
+		if err := fx.st.WriteBack([]storage.Write{{NS: "default", User: "u", Value: emptyOf(t, fx.h, "default")}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		fx.restart(true, Options{})
+		seen := manyCalls(t, fx, "c")
+		fx.restart(false, Options{}) // a crash
+		checkSeen(t, fx, seen, "after a crash")
+		fx.restart(false, Options{}) // the calls' records still pending
+		return seen
+	}
+	// history gives u of fx the items b:0 to b:899, written back.
+	history := func(fx *fixture) []string {
+		if _, err := fx.h.Filter("default", "u", numbered("b", 900), 0, userfilter.RecordAll); err != nil {
+			t.Fatal(err)
+		}
+		fx.restart(true, Options{})
+		return numbered("b", 900)
+	}
+	for name, side := range map[string]func(fx, other *fixture) []string{
+		"stored": func(fx, other *fixture) []string { return append(history(other), noHistoryCalls(fx)...) },
+		"backup": func(fx, other *fixture) []string { return append(noHistoryCalls(other), history(fx)...) },
+		// Nothing to merge into: a load replays the records.
+		"backup, none stored": func(fx, other *fixture) []string { return noHistoryCalls(other) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			fx, other := newFixture(t, Options{}), newFixture(t, Options{})
+			seen := side(fx, other)
+			var backup bytes.Buffer
+			if err := other.st.Backup(&backup); err != nil {
+				t.Fatal(err)
+			}
+			for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
+				if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+					t.Fatal(err)
+				}
+				checkSeen(t, fx, seen, when)
+				fx.restart(false, Options{})
+			}
+		})
 	}
 }
