@@ -105,7 +105,7 @@
 // A windowed user with no item left in the window is gone (see gone), as is
 // a windowless one whose filter never recorded an item (earlier builds
 // stored such users, of an import of a filter that never recorded; the
-// store's listing reads short values to leave them out, see noHistory): its
+// store's listing reads short values to leave them out, see NoHistory): its
 // stats and export answer ErrUserNotFound, a call that records makes it
 // anew with the namespace's profile, and it leaves the cache at its
 // write-back or its next look-up, or at once when an import or a forget

@@ -507,13 +507,14 @@ func gone(f *userfilter.Filter, now time.Time) bool {
 	return f.Empty(now)
 }
 
-// noHistory is what the store's listing leaves out: the stored filters
-// that are gone whatever the time, those without a window that never
-// recorded (see gone), which earlier builds stored. Such a filter takes
+// NoHistory is what the store's listing and count of users
+// (storage.PeekNamespaces) leave out: the stored filters that are gone
+// whatever the time, those without a window that never recorded (see
+// gone), which earlier builds stored. Such a filter takes
 // about 20 bytes; the listing reads no value longer than the store keeps
 // beside its key by default (storage.DefaultValueThreshold), so that it
 // reads no value-log file.
-func noHistory() storage.Hidden {
+func NoHistory() storage.Hidden {
 	return storage.Hidden{MaxBytes: storage.DefaultValueThreshold, Is: userfilter.NeverRecorded}
 }
 
@@ -526,7 +527,7 @@ func (h *HotSet) Users(ns, after string, limit int) ([]string, error) {
 	if _, err := h.namespace(ns); err != nil {
 		return nil, err
 	}
-	users, err := h.store.Users(ns, after, limit, noHistory())
+	users, err := h.store.Users(ns, after, limit, NoHistory())
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing users: %w", ErrStorage, err)
 	}

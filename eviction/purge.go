@@ -185,7 +185,7 @@ func (h *HotSet) StoredNamespaces() ([]string, error) {
 		// One seek: a namespace taken out with nothing stored (its users
 		// erased one by one, or never written) is not listed, and cannot
 		// gain data until it is served again.
-		users, err := h.store.Users(n, "", 1, noHistory())
+		users, err := h.store.Users(n, "", 1, NoHistory())
 		if err != nil {
 			h.storageErrors.Add(1)
 			return nil, fmt.Errorf("%w: listing the stored namespaces: %w", ErrStorage, err)

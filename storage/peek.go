@@ -32,8 +32,9 @@ type NamespaceUsers struct {
 // reads, Open in another process fails with ErrInUse in turn. A store a
 // crash left is not read either (ErrNotClosed). A directory with no store
 // gives none. Counting reads a key a user of the namespaces
-// it lists, and a few keys a namespace skipped.
-func PeekNamespaces(opts Options, skip func(ns string) bool, limit int) ([]NamespaceUsers, error) {
+// it lists, and a few keys a namespace skipped; it counts the users Users
+// lists, hide as its hide.
+func PeekNamespaces(opts Options, skip func(ns string) bool, limit int, hide Hidden) ([]NamespaceUsers, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -80,12 +81,15 @@ func PeekNamespaces(opts Options, skip func(ns string) bool, limit int) ([]Names
 			past := prefixEnd(key[:len(key)-len(rest)])
 			if name := string(ns); !skip(name) {
 				c := counts[name]
-				if c == nil {
-					c = &NamespaceUsers{Namespace: name}
-					counts[name] = c
-				}
-				if c.Users < limit {
-					c.Users++
+				if c == nil || c.Users < limit {
+					// A namespace of unlisted users alone holds none.
+					if listed(it.Item(), hide) {
+						if c == nil {
+							c = &NamespaceUsers{Namespace: name}
+							counts[name] = c
+						}
+						c.Users++
+					}
 					it.Next()
 					continue
 				}
@@ -106,10 +110,11 @@ func PeekNamespaces(opts Options, skip func(ns string) bool, limit int) ([]Names
 		if err := peekJournal(filepath.Join(opts.Dir, walDir), skip, time.Now().Unix(), journal); err != nil {
 			return err
 		}
-		// A journal's user counts unless it has a stored filter too.
+		// A journal's user counts unless its stored filter counted.
 		var kb walKeyBuf
 		for u := range journal {
-			if _, err := txn.Get(filterKey(kb[:0], u[0], u[1])); !errors.Is(err, badger.ErrKeyNotFound) {
+			if item, err := txn.Get(filterKey(kb[:0], u[0], u[1])); err == nil && listed(item, hide) ||
+				err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}
 			c := counts[u[0]]

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // dirState lists every file under dir with its size and time of change.
@@ -62,7 +63,7 @@ func TestPeekNamespacesCountsTheUsersOfEachNamespace(t *testing.T) {
 	}
 
 	// While the store is open, it is in use.
-	if _, err := PeekNamespaces(opts, func(string) bool { return false }, 0); !errors.Is(err, ErrInUse) {
+	if _, err := PeekNamespaces(opts, func(string) bool { return false }, 0, Hidden{}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("PeekNamespaces of a store open elsewhere: %v, want ErrInUse", err)
 	}
 	if err := s.Close(); err != nil {
@@ -70,7 +71,7 @@ func TestPeekNamespacesCountsTheUsersOfEachNamespace(t *testing.T) {
 	}
 
 	before := dirState(t, opts.Dir)
-	got, err := PeekNamespaces(opts, func(ns string) bool { return ns == "feed" }, 3)
+	got, err := PeekNamespaces(opts, func(ns string) bool { return ns == "feed" }, 3, Hidden{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestPeekNamespacesCountsTheUsersOfEachNamespace(t *testing.T) {
 	if after := dirState(t, opts.Dir); !slices.Equal(after, before) {
 		t.Errorf("PeekNamespaces changed the directory:\n%v\nwas\n%v", after, before)
 	}
-	if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0); err != nil ||
+	if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0, Hidden{}); err != nil ||
 		!slices.Contains(got, NamespaceUsers{"push", 5, false}) || !slices.Contains(got, NamespaceUsers{"feed", 1, false}) {
 		t.Errorf("PeekNamespaces with no limit: %v, %v", got, err)
 	}
@@ -96,12 +97,45 @@ func TestPeekNamespacesCountsTheUsersOfEachNamespace(t *testing.T) {
 	}
 }
 
+// PeekNamespaces counts the users Users lists: not a gone user's Empty
+// value, nor a filter hide hides, unless its user has journal records; a
+// namespace of such users alone holds none.
+func TestPeekNamespacesCountsListedUsersOnly(t *testing.T) {
+	opts := testOptions(t)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteBack([]Write{
+		{NS: "feed", User: "kept", Value: []byte("keep")},
+		{NS: "feed", User: "gone", Value: []byte("keep"), TTL: time.Hour, Empty: true},
+		{NS: "feed", User: "hidden", Value: []byte("hide")},
+		{NS: "feed", User: "journaled", Value: []byte("hide")},
+		{NS: "none", User: "hidden", Value: []byte("hide")},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "feed", "journaled", "item")
+	hide := Hidden{MaxBytes: 8, Is: func(f []byte) bool { return string(f) == "hide" }}
+	listed, err := s.Users("feed", "", 0, hide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := PeekNamespaces(opts, func(string) bool { return false }, 0, hide)
+	if want := []NamespaceUsers{{"feed", len(listed), false}}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("PeekNamespaces: %v, %v; want %v, as Users lists %q", got, err, want, listed)
+	}
+}
+
 // A directory with no store holds no namespace, and stays as it was.
 func TestPeekNamespacesOfNoStore(t *testing.T) {
 	dir := t.TempDir()
 	none := filepath.Join(dir, "none")
 	for _, d := range []string{dir, none} {
-		if got, err := PeekNamespaces(DefaultOptions(d).WithLogger(testLogger(t)), func(string) bool { return false }, 0); err != nil || len(got) != 0 {
+		if got, err := PeekNamespaces(DefaultOptions(d).WithLogger(testLogger(t)), func(string) bool { return false }, 0, Hidden{}); err != nil || len(got) != 0 {
 			t.Errorf("PeekNamespaces of %s: %v, %v", d, got, err)
 		}
 	}
@@ -124,7 +158,7 @@ func TestPeekNamespacesOfAStoreACrashLeft(t *testing.T) {
 	mustAppend(t, s, "push", "q", "item")
 	opts := s.opts.WithDir(crashCopyDir(t, s))
 	before := dirState(t, opts.Dir)
-	if _, err := PeekNamespaces(opts, func(string) bool { return false }, 0); !errors.Is(err, ErrNotClosed) {
+	if _, err := PeekNamespaces(opts, func(string) bool { return false }, 0, Hidden{}); !errors.Is(err, ErrNotClosed) {
 		t.Fatalf("PeekNamespaces of a store a crash left: %v, want ErrNotClosed", err)
 	}
 	if after := dirState(t, opts.Dir); !slices.Equal(after, before) {
@@ -137,7 +171,7 @@ func TestPeekNamespacesOfAStoreACrashLeft(t *testing.T) {
 	if err := recovered.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0); err != nil || !slices.Equal(got, []NamespaceUsers{{"push", 2, false}}) {
+	if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0, Hidden{}); err != nil || !slices.Equal(got, []NamespaceUsers{{"push", 2, false}}) {
 		t.Errorf("PeekNamespaces once recovered: %v, %v", got, err)
 	}
 }

@@ -32,6 +32,12 @@ func (h Hidden) hides(item *badger.Item) bool {
 	return err == nil && len(filter) <= h.MaxBytes && h.Is(filter)
 }
 
+// listed reports whether the user of a stored filter's item is listed: not
+// written Empty (gone, kept for its cover mark only), nor hidden by hide.
+func listed(item *badger.Item, hide Hidden) bool {
+	return item.UserMeta()&metaEmpty == 0 && !hide.hides(item)
+}
+
 // Users returns up to limit users of the namespace that have a stored
 // filter (not one written Empty, nor one hide hides) or journal entries (a
 // user is in the store from its first acknowledged write, before its first
@@ -55,10 +61,7 @@ func (s *Store) Users(ns, after string, limit int, hide Hidden) ([]string, error
 			if string(user) == after { // after == "" never matches: users are not empty
 				continue
 			}
-			if it.Item().UserMeta()&metaEmpty != 0 {
-				continue // gone, kept for its cover mark only
-			}
-			if hide.hides(it.Item()) {
+			if !listed(it.Item(), hide) {
 				continue
 			}
 			users = append(users, string(user))

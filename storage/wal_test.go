@@ -799,7 +799,7 @@ func TestADamagedJournalRecordLosesThatRecordOnly(t *testing.T) {
 				}
 
 				// What restore and check read of a directory, as Open will.
-				if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0); err != nil ||
+				if got, err := PeekNamespaces(opts, func(string) bool { return false }, 0, Hidden{}); err != nil ||
 					!slices.Equal(got, []NamespaceUsers{{Namespace: "feed", Users: 2}}) {
 					t.Errorf("PeekNamespaces: %+v, %v; want feed's 2 users with an intact record", got, err)
 				}

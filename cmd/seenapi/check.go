@@ -114,7 +114,7 @@ func notServedLine(w io.Writer, dataDir string, nss []eviction.Namespace) {
 	served := func(ns string) bool {
 		return slices.ContainsFunc(nss, func(n eviction.Namespace) bool { return n.Name == ns })
 	}
-	stored, err := storage.PeekNamespaces(storage.DefaultOptions(dataDir).WithLogger(slog.New(slog.DiscardHandler)), served, peekLimit)
+	stored, err := storage.PeekNamespaces(storage.DefaultOptions(dataDir).WithLogger(slog.New(slog.DiscardHandler)), served, peekLimit, eviction.NoHistory())
 	switch {
 	case errors.Is(err, storage.ErrInUse):
 		fmt.Fprintf(w, "store: --data-dir %s is in use (by the service, most likely%s) and was not read; "+

@@ -22,6 +22,7 @@ import (
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // runCheck runs seenapi check with args and env and returns its exit code,
@@ -231,9 +232,9 @@ func writeExpiredCert(t *testing.T, certPath, keyPath string) {
 }
 
 // seenapi check warns about the namespaces whose users the store holds
-// but the namespaces file no longer lists, with their users counted and
-// what to do; while the service has the store open, it says it did not
-// read it, and exits 0 either way.
+// but the namespaces file no longer lists, with their users counted (those
+// the users route lists) and what to do; while the service has the store
+// open, it says it did not read it, and exits 0 either way.
 func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -245,6 +246,17 @@ func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
 	for _, u := range []string{"a", "b", "c"} {
 		writes = append(writes, storage.Write{NS: "push", User: u, Value: []byte("filter")})
 	}
+	// Users that never recorded an item, which earlier builds stored: not
+	// listed, and not counted.
+	never, err := userfilter.New(userfilter.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := never.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes = append(writes, storage.Write{NS: "push", User: "never", Value: raw}, storage.Write{NS: "old", User: "never", Value: raw})
 	if err := store.WriteBack(writes, nil); err != nil {
 		t.Fatal(err)
 	}
