@@ -131,6 +131,14 @@
 // log, which a background loop garbage-collects every Options.GCInterval.
 // Journal segments are deleted as write-backs cover their records.
 //
+// # Keeping memory bounded
+//
+// Badger maps its value-log files and writes values by copying them into
+// the map, so every value written would stay in the process's resident
+// memory. On Linux a background loop syncs the value log and releases its
+// resident pages (madvise MADV_PAGEOUT) every Options.ReleaseInterval; a
+// value read later is read back from the file.
+//
 // # Concurrency
 //
 // Every method of Store is safe for concurrent use. Close waits for the

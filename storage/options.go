@@ -36,6 +36,16 @@ type Options struct {
 	// turns it off.
 	GCInterval time.Duration
 
+	// ReleaseInterval is how often the store asks the kernel to take back
+	// the resident pages of its value-log files' memory maps (Linux only;
+	// elsewhere it does nothing). Badger maps every value-log file and
+	// writes values by copying them into the map, so every filter written
+	// back stayed in the process's resident memory (charged to its
+	// container), though the hot set keeps the users it holds in the Go heap
+	// and only a load after an eviction reads one again. Default 10s;
+	// negative turns it off.
+	ReleaseInterval time.Duration
+
 	// GCDiscardRatio: a value-log file is rewritten when at least this
 	// fraction of it is garbage. Default 0.5.
 	GCDiscardRatio float64
@@ -103,6 +113,7 @@ const (
 	DefaultFreeSpaceInterval = 2 * time.Second
 	DefaultGCInterval        = time.Minute
 	DefaultGCDiscardRatio    = 0.5
+	DefaultReleaseInterval   = 10 * time.Second
 	DefaultMemTableSize      = 16 << 20
 	DefaultNumMemtables      = 3
 	DefaultBlockCacheSize    = -1
@@ -120,6 +131,7 @@ func DefaultOptions(dir string) Options {
 		FreeSpaceInterval:   DefaultFreeSpaceInterval,
 		GCInterval:          DefaultGCInterval,
 		GCDiscardRatio:      DefaultGCDiscardRatio,
+		ReleaseInterval:     DefaultReleaseInterval,
 		MemTableSize:        DefaultMemTableSize,
 		NumMemtables:        DefaultNumMemtables,
 		BlockCacheSize:      DefaultBlockCacheSize,
@@ -144,6 +156,10 @@ func (o Options) WithFreeSpaceInterval(d time.Duration) Options { o.FreeSpaceInt
 
 // WithGCInterval returns o with GCInterval set (negative: no GC loop).
 func (o Options) WithGCInterval(d time.Duration) Options { o.GCInterval = d; return o }
+
+// WithReleaseInterval returns o with ReleaseInterval set (negative: no
+// release).
+func (o Options) WithReleaseInterval(d time.Duration) Options { o.ReleaseInterval = d; return o }
 
 // WithGCDiscardRatio returns o with GCDiscardRatio set.
 func (o Options) WithGCDiscardRatio(r float64) Options { o.GCDiscardRatio = r; return o }
@@ -188,6 +204,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GCInterval == 0 {
 		o.GCInterval = d.GCInterval
+	}
+	if o.ReleaseInterval == 0 {
+		o.ReleaseInterval = d.ReleaseInterval
 	}
 	if o.GCDiscardRatio == 0 {
 		o.GCDiscardRatio = d.GCDiscardRatio

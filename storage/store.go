@@ -163,6 +163,10 @@ func Open(opts Options) (*Store, error) {
 		s.loops.Add(1)
 		go s.gcLoop()
 	}
+	if opts.ReleaseInterval > 0 && canPageOut {
+		s.loops.Add(1)
+		go s.releaseLoop()
+	}
 	return s, nil
 }
 
@@ -615,6 +619,57 @@ func (s *Store) gcLoop() {
 			last = time.Now()
 		}
 	})
+}
+
+// releaseLoop releases the value log's resident pages every
+// ReleaseInterval (see Options.ReleaseInterval), until the kernel says it
+// cannot.
+func (s *Store) releaseLoop() {
+	dir := s.mappedDir()
+	off := false
+	s.every(s.opts.ReleaseInterval, func() {
+		if !off {
+			off = !s.releaseValueLog(dir)
+		}
+	})
+}
+
+// mappedDir is the store's directory as /proc/self/maps names the files in
+// it: absolute, with symbolic links resolved.
+func (s *Store) mappedDir() string {
+	dir, err := filepath.Abs(s.opts.Dir)
+	if err != nil {
+		return s.opts.Dir
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir
+}
+
+// releaseValueLog asks the kernel to take back the value log's pages: it
+// syncs them, then releases the resident pages of the value log's maps in
+// dir (see pageOutValueLog). It reports false, having logged why, when the
+// release failed (a kernel without MADV_PAGEOUT, no /proc): the store
+// works on without it, and the next try would fail the same way.
+func (s *Store) releaseValueLog(dir string) bool {
+	// A dirty page leaves the process's maps but stays in the page cache
+	// until the kernel writes it, up to 30 s later: synced first, the pages
+	// leave memory altogether (80 MiB of values just written left the page
+	// cache with the sync, and stayed in it without). With Sync, every
+	// write is synced already.
+	if !s.opts.Sync {
+		if err := s.db.Sync(); err != nil {
+			s.opts.Logger.Warn("storage: syncing the value log", "dir", s.opts.Dir, "err", err)
+		}
+	}
+	advised, err := pageOutValueLog(dir)
+	if err != nil {
+		s.opts.Logger.Warn("storage: the value log's pages are left resident from now on", "dir", s.opts.Dir, "err", err)
+		return false
+	}
+	s.opts.Logger.Debug("storage: value log's pages released", "dir", s.opts.Dir, "mapped_bytes", advised)
+	return true
 }
 
 // gcGrowthCheck is how often gcLoop looks at the store's growth: a walk

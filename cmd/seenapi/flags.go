@@ -29,6 +29,7 @@ type options struct {
 	cacheBytes      byteSize
 	flushInterval   time.Duration
 	sync            bool
+	releaseEvery    time.Duration // --value-log-release-interval
 	keysFile        string
 	tlsCert         string
 	tlsKey          string
@@ -115,6 +116,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.flushInterval = eviction.DefaultFlushInterval
 		fs.Var(durationFlag{p: &o.flushInterval, min: minFlushInterval, max: maxFlushInterval}, "flush-interval", "how long a changed filter waits to be written back, up to twice that when many are due (the journal keeps it durable meanwhile), at least 1ms, at most 288h")
 		fs.BoolVar(&o.sync, "sync", false, "fsync every journal append and write-back (survives power loss, not only a crash)")
+		o.releaseEvery = storage.DefaultReleaseInterval
+		fs.Var(durationFlag{p: &o.releaseEvery, zeroOK: true, min: time.Second, eg: "10s", zero: "off"}, "value-log-release-interval",
+			"how often the store syncs the value log and has the kernel take its pages out of the process's resident memory (Linux; Badger maps the value log, so every filter written back stayed resident), at least 1s (0: off)")
 		// Given empty (--keys-file "$KEYS_FILE", the variable unset), it
 		// would serve open: as likely a provisioning failure as
 		// SEENAPI_KEYS_FILE set but empty, refused in keys.
@@ -923,6 +927,15 @@ func (o *options) storeMinFreeBytes() int64 {
 		return -1
 	}
 	return int64(o.minFreeBytes)
+}
+
+// storeReleaseInterval is the store's ReleaseInterval of
+// --value-log-release-interval (0: off, which the store reads as negative).
+func (o *options) storeReleaseInterval() time.Duration {
+	if o.releaseEvery == 0 {
+		return -1
+	}
+	return o.releaseEvery
 }
 
 // hotSetOptions are the hot set's options from o.

@@ -348,7 +348,7 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	logger.Info("seenapi: opening the store; connections wait until it is open", "data_dir", o.dataDir)
 	opening := time.Now()
 	store, err := storage.Open(storage.DefaultOptions(o.dataDir).WithSync(o.sync).
-		WithMinFreeBytes(o.storeMinFreeBytes()).WithLogger(logger))
+		WithMinFreeBytes(o.storeMinFreeBytes()).WithReleaseInterval(o.storeReleaseInterval()).WithLogger(logger))
 	if err == nil {
 		logger.Info("seenapi: store open", "took", time.Since(opening).Round(time.Millisecond))
 	}
