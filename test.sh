@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every seenapi test on a fresh machine: installs what the tests need
-# (Debian's redis-server, chromium, and nodejs and npm for the TypeScript
+# (Debian's redis-server, chromium, nginx for the dashboard behind a reverse
+# proxy, and nodejs and npm for the TypeScript
 # client generated from openapi.yaml, whose npm packages the test installs
 # with npm ci) when missing, then static checks, the
 # race-detected tests of the concurrent packages, the tests too slow for the
@@ -12,6 +13,7 @@ cd "$(dirname "$0")"
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[ -x /usr/sbin/nginx ] || missing+=(nginx)  # /usr/sbin, where the tests look, is not in every PATH
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -1148,8 +1149,8 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 // check refuses such writes whatever a route takes, so that no web page
 // open beside an open service (no keys: every caller is admin) records
 // impressions or erases. The dashboard's own
-// requests are same-origin; clients that are not browsers send neither
-// header and are not concerned.
+// requests are same-origin, or preflighted behind a proxy; clients that are
+// not browsers send neither header and are not concerned.
 var originCheck = http.NewCrossOriginProtection()
 
 // crossOrigin is the forbidden problem of a cross-origin browser write,
@@ -1166,11 +1167,45 @@ func crossOrigin(c *fiber.Ctx) error {
 	if origin != "" {
 		r.Header.Set("Origin", origin)
 	}
-	if originCheck.Check(r) != nil {
+	if originCheck.Check(r) != nil && (site != "" || !preflighted(c)) {
 		return newError(pForbidden, "a browser sent this %s from a page of another origin (%s); the service takes "+
 			"changes from its own dashboard and from clients that are not browsers", c.Method(), cmp.Or(origin, "Sec-Fetch-Site: "+site))
 	}
 	return nil
+}
+
+// preflighted reports whether a browser sends request c from a page of
+// another origin only once a CORS preflight has allowed it, which the
+// service never does (it answers no preflight with Access-Control-Allow-*):
+// a method other than GET, HEAD and POST, an Authorization header, or a
+// Content-Type other than the three a form may send (absent, or not
+// understood, counts as one of them). Such a request without
+// Sec-Fetch-Site is the dashboard's own, behind a proxy that passes on a
+// Host of its own upstream (nginx's proxy_pass does), which the Origin of
+// the proxy's page never matches; browsers send no Sec-Fetch-Site to a
+// page served by plain HTTP under a name other than localhost's.
+func preflighted(c *fiber.Ctx) bool {
+	switch c.Method() {
+	case fiber.MethodGet, fiber.MethodHead, fiber.MethodPost:
+	default:
+		return true
+	}
+	if len(c.Request().Header.Peek(fiber.HeaderAuthorization)) > 0 {
+		return true
+	}
+	ct := c.Get(fiber.HeaderContentType)
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case "application/x-www-form-urlencoded", "multipart/form-data", "text/plain":
+		return false
+	}
+	return true
 }
 
 // LoopbackHost reports whether hostport (a Host header, a port optional) is

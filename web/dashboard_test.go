@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -3972,7 +3974,34 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 	user := userID(t)
 	s.svc.record(t, s.keys.write, "default", user, "p:1", "p:2")
 	prefixed, outside := underPrefix(t, s.svc)
-	tb := s.newTab(t, prefixed)
+	useThrough(t, s, prefixed, user)
+	if got := outside(); len(got) > 0 {
+		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", got)
+	}
+}
+
+// Behind Debian's nginx with README's `location /seen/ { proxy_pass ...; }`,
+// served by plain HTTP under a host name (seen.test): the browser sends no
+// Sec-Fetch-Site to such a page, and nginx passes on its upstream's Host,
+// which the Origin of the page never matches. The dashboard's writes, which
+// a browser sends another origin only after a CORS preflight the service
+// never allows, are served all the same: a key entered, a check and a record.
+func TestTheDashboardWritesBehindNginxUnderAName(t *testing.T) {
+	s := setup(t)
+	port := nginx(t, "location /seen/ { proxy_pass "+s.svc.base+"/; }")
+	base := fmt.Sprintf("http://seen.test:%d/seen", port)
+	user := userID(t)
+	s.svc.record(t, s.keys.write, "default", user, "p:1", "p:2")
+	useThrough(t, s, &service{base: base}, user)
+}
+
+// useThrough drives the dashboard of proxied, the suite's service behind a
+// proxy, where user has seen p:1 and p:2: a key entered, the figures, the
+// namespaces, the user's page, a check and a record, each through the
+// proxy's prefix.
+func useThrough(t *testing.T, s *suite, proxied *service, user string) {
+	t.Helper()
+	tb := s.newTab(t, proxied)
 	tb.open("#/")
 	tb.waitText("#role", "role: no key (the service needs one)")
 	tb.useKey(s.keys.write)
@@ -3993,8 +4022,75 @@ func TestTheDashboardWorksUnderAPathPrefix(t *testing.T) {
 	if n := tb.apiCalls(http.MethodPost, "/v1/namespaces/default/users/"+user+"/seen"); n != 1 {
 		t.Errorf("the page recorded through %d calls under the prefix, want 1", n)
 	}
-	if got := outside(); len(got) > 0 {
-		t.Errorf("the page, served under /seen/, called the proxy outside it: %q", got)
+}
+
+// nginxPath is Debian's nginx, or $SEENAPI_NGINX.
+var nginxPath = cmp.Or(os.Getenv("SEENAPI_NGINX"), "/usr/sbin/nginx")
+
+// nginx runs nginxPath in the foreground on a loopback port with location
+// in its one server, stopped when the test ends, and returns the port.
+// Without nginx the test skips, unless CI=true, where it fails.
+func nginx(t *testing.T, location string) int {
+	t.Helper()
+	if _, err := os.Stat(nginxPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s is missing (apt-get install nginx): %v", nginxPath, err)
+		}
+		t.Skipf("%s is missing (apt-get install nginx; CI=true makes this a failure)", nginxPath)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`daemon off;
+pid %[1]s/nginx.pid;
+error_log stderr;
+events {}
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  server {
+    listen 127.0.0.1:%[2]d;
+    %[3]s
+  }
+}
+`, dir, port, location)
+	file := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(nginxPath, "-e", "stderr", "-c", file, "-p", dir+"/")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGQUIT) // nginx's graceful stop
+		<-done
+	})
+	for deadline := time.Now().Add(waitFor); ; {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+			return port
+		}
+		select {
+		case <-done:
+			t.Fatalf("nginx exited: %v\n%s", cmd.ProcessState, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen within %v:\n%s", waitFor, logs.String())
+		}
 	}
 }
 

@@ -183,6 +183,10 @@ func (s *suite) startErr() error {
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-quic", true),
+		// seen.test names 127.0.0.1 as a proxy's host name would: a page
+		// served by plain HTTP under a name other than localhost's gets no
+		// Sec-Fetch-Site from the browser (TestTheDashboardWritesBehindNginxUnderAName).
+		chromedp.Flag("host-resolver-rules", "MAP seen.test 127.0.0.1"),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
