@@ -658,7 +658,10 @@ type redisWatch struct {
 // onConnect, go-redis's OnConnect, learns which server each new connection
 // reaches. Every command after a restart or a failover runs on a new
 // connection, so gen has changed before its answer comes back, even when
-// go-redis's own retries hid the outage from the import.
+// go-redis's own retries hid the outage from the import. With --redis-wait
+// 0 the connection fails instead, and so the import stops, as at an outage
+// that go-redis's retries do not hide: with no keys kept to skip, SCAN
+// listing from the start again would import keys twice.
 func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "server").Result()
 	if err != nil {
@@ -678,6 +681,10 @@ func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.runID != "" && id != w.runID {
+		if w.wait == 0 {
+			// runID is kept: every connection to the new server fails alike.
+			return fmt.Errorf("redis restarted, or failed over, meanwhile (it answers as another server, run_id %s), and with --redis-wait 0 the import does not list its keys again", id)
+		}
 		w.gen.Add(1)
 		w.logger.Warn("seenapi: redis answers as another server (restarted, or failed over): listing its keys from the start again, skipping those already listed", "run_id", id)
 	}
