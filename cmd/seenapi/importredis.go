@@ -648,11 +648,12 @@ type redisWatch struct {
 	// a cursor of SCAN or SSCAN is good only with the gen it began in.
 	gen atomic.Int64
 
-	down  atomic.Bool // since is set: the fast path of a command that succeeds
-	mu    sync.Mutex
-	runID string    // the server's, of INFO server
-	blind bool      // INFO was refused: every new connection counts as another server
-	since time.Time // when the outage began; zero while Redis answers
+	answered atomic.Bool // Redis has answered a command: an error waited out says "again"
+	down     atomic.Bool // since is set: the fast path of a command that succeeds
+	mu       sync.Mutex
+	runID    string    // the server's, of INFO server
+	blind    bool      // INFO was refused: every new connection counts as another server
+	since    time.Time // when the outage began; zero while Redis answers
 }
 
 // onConnect, go-redis's OnConnect, learns which server each new connection
@@ -729,7 +730,11 @@ func (w *redisWatch) do(ctx context.Context, f func() error) error {
 		}
 		left := w.wait - time.Since(w.outage(err))
 		if left <= 0 {
-			return fmt.Errorf("%w; waited %s (--redis-wait) for it to answer again", clause{err}, shortDuration(w.wait))
+			again := ""
+			if w.answered.Load() {
+				again = " again"
+			}
+			return fmt.Errorf("%w; waited %s (--redis-wait) for it to answer%s", clause{err}, shortDuration(w.wait), again)
 		}
 		select {
 		case <-ctx.Done():
@@ -754,6 +759,9 @@ func (w *redisWatch) outage(err error) time.Time {
 
 // up ends the outage, if any: Redis answered.
 func (w *redisWatch) up() {
+	if !w.answered.Load() {
+		w.answered.Store(true)
+	}
 	if !w.down.Load() {
 		return
 	}

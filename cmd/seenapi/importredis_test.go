@@ -1020,6 +1020,25 @@ func TestImportRedisWaitsForARedisNotUpYet(t *testing.T) {
 	}
 }
 
+// A Redis that never answers within --redis-wait (not up when the import
+// starts) stops the import saying how long it waited for it to answer, not
+// to answer "again": it never did.
+func TestImportRedisSaysItWaitedForARedisThatNeverAnswered(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String() // a port where nothing listens, once closed
+	l.Close()
+	s := startService(t, nil, "--data-dir", t.TempDir())
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"import-redis", "--redis", addr, "--url", s.url, "--redis-wait", "1s"}, noEnv, &out, &out, nil)
+	want := "redis at " + addr + ": dial tcp " + addr + ": connect: connection refused; waited 1s (--redis-wait) for it to answer\""
+	if code != 1 || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d, want 1 and %s:\n%.3000s", code, want, out.String())
+	}
+}
+
 // A Redis that stays away past --redis-wait stops the import with Redis's
 // error, saying how long it waited.
 func TestImportRedisStopsWhenRedisStaysAwayPastTheWait(t *testing.T) {
