@@ -294,10 +294,10 @@ type importer struct {
 // keys again and never list others in the new one. So on another server
 // the scan starts over, and skips the keys already listed (remembered by
 // a 128-bit hash in listedKeys, while --redis-wait lets the import wait
-// for Redis).
+// for Redis, or Redis refuses INFO: see redisWatch.unknownServer).
 func (im *importer) scan(ctx context.Context, match string, keys chan<- string) error {
 	var listed *listedKeys
-	if im.watch.wait > 0 {
+	if im.watch.wait > 0 || im.watch.isBlind() {
 		listed = newListedKeys()
 	}
 	gen := im.watch.gen.Load()
@@ -698,12 +698,11 @@ func (w *redisWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
 // before, and the restart go-redis's own retries hide leaves no other
 // trace, so it is taken for one (a SCAN listing from the start again,
 // skipping the keys listed, and a key read again). The first says why.
-// With --redis-wait 0 no key listed is kept to skip, and a restart stops
-// the import: nothing changes.
+// So too with --redis-wait 0: such a restart cannot stop the import as one
+// told by run_id does (see onConnect), and the old server's cursor would
+// leave keys unlisted; the first PING's connection, before SCAN, makes
+// scan keep the listed keys (isBlind).
 func (w *redisWatch) unknownServer(err error) {
-	if w.wait == 0 {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.blind {
@@ -711,6 +710,14 @@ func (w *redisWatch) unknownServer(err error) {
 		w.logger.Warn("seenapi: redis refuses INFO to the import's user, so a restart cannot be told: each new connection is taken for one, listing keys from the start again (skipping those already listed)", "err", err)
 	}
 	w.gen.Add(1)
+}
+
+// isBlind reports whether Redis refused INFO, so that every new connection
+// counts as another server.
+func (w *redisWatch) isBlind() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.blind
 }
 
 // do runs f, a Redis command, and while it fails as a Redis that does not
