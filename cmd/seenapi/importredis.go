@@ -727,9 +727,10 @@ func (w *redisWatch) isBlind() bool {
 // the first to succeed after it that Redis answers again.
 func (w *redisWatch) do(ctx context.Context, f func() error) error {
 	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		sent := time.Now()
 		err := f()
 		if err == nil {
-			w.up()
+			w.up(sent)
 			return nil
 		}
 		if w.wait == 0 || ctx.Err() != nil || !redisOutage(err) {
@@ -764,8 +765,12 @@ func (w *redisWatch) outage(err error) time.Time {
 	return w.since
 }
 
-// up ends the outage, if any: Redis answered.
-func (w *redisWatch) up() {
+// up ends the outage, if any, that began before sent: Redis answered a
+// command sent then. The answer to one sent before it (answered before
+// Redis ran BUSY, but back after another command's BUSY) says nothing of
+// Redis now: it would log that Redis answers again, and the next error
+// that it does not, twice over.
+func (w *redisWatch) up(sent time.Time) {
 	if !w.answered.Load() {
 		w.answered.Store(true)
 	}
@@ -774,7 +779,7 @@ func (w *redisWatch) up() {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.since.IsZero() {
+	if !w.since.IsZero() && !sent.Before(w.since) {
 		w.logger.Info("seenapi: redis answers again", "waited", time.Since(w.since).Round(time.Millisecond))
 		w.since = time.Time{}
 		w.down.Store(false)
