@@ -199,7 +199,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		countVar(fs, &o.imp.batch, "batch", 1000, "items a call, at most the service's --max-candidates (a larger value is lowered to it)")
 		o.imp.redisWait = 30 * time.Second
 		fs.Var(durationFlag{p: &o.imp.redisWait, zeroOK: true, min: time.Second, eg: "30s", zero: "stop at once"}, "redis-wait",
-			"how long a Redis that does not answer (not up yet when the import starts, restarting, failing over, LOADING, BUSY, MASTERDOWN) is waited for, the command it failed sent again, before the import stops, at least 1s (0: it stops at once, also when Redis restarts)")
+			"how long a Redis that does not answer (not up yet when the import starts, restarting, failing over, LOADING, BUSY, MASTERDOWN) is waited for, the command it failed sent again, before the import stops, at least 1s (0: it stops at once, also when Redis restarts, which a user refused INFO cannot tell: its import lists keys again, skipping those listed)")
 	case "new-key":
 		fs.StringVar(&o.newKey.role, "role", "write", "role of the key: read, write or admin")
 		fs.StringVar(&o.newKey.namespaces, "limit-namespaces", "", "the only namespaces the key may call, comma-separated (namespaces= in the keys file); empty: every one")
