@@ -182,9 +182,10 @@ func (o Options) WithValueLogFileSize(n int64) Options { o.ValueLogFileSize = n;
 // WithMaxAppendBatch returns o with MaxAppendBatch set.
 func (o Options) WithMaxAppendBatch(n int) Options { o.MaxAppendBatch = n; return o }
 
-// WithLogger returns o with Logger set.
+// WithJournalSegmentBytes returns o with JournalSegmentBytes set.
 func (o Options) WithJournalSegmentBytes(n int64) Options { o.JournalSegmentBytes = n; return o }
 
+// WithLogger returns o with Logger set.
 func (o Options) WithLogger(l *slog.Logger) Options { o.Logger = l; return o }
 
 // WithKeepFormat returns o with KeepFormat set.
