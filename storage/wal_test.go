@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/seenapi/seenapi/storage/storagetest"
 )
 
 // crashCopy copies the open store's directory as a crash would leave it
@@ -33,33 +34,7 @@ func crashCopyDir(t *testing.T, s *Store) string {
 	t.Helper()
 	s.wal.removed()
 	dst := t.TempDir()
-	err := filepath.WalkDir(s.opts.Dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(s.opts.Dir, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if d.Name() == "LOCK" {
-			return nil
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(filepath.Join(dst, rel))
-		if err != nil {
-			return err
-		}
-		defer out.Close()
-		_, err = io.Copy(out, in)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("copying the store: %v", err)
-	}
+	storagetest.CopyAsACrashLeaves(t, s.opts.Dir, dst)
 	return dst
 }
 

@@ -9,8 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
-	"io"
 	"log/slog"
 	"math/big"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/storage/storagetest"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -273,7 +272,7 @@ func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
 	// What a crash leaves (the files as they are, without the lock):
 	// Badger reads it only once the service's start has recovered it.
 	crashed := filepath.Join(dir, "crashed")
-	copyDir(t, data, crashed, "LOCK")
+	storagetest.CopyAsACrashLeaves(t, data, crashed)
 	code, out, logged = runCheck(t, nil, "--namespaces", ns, "--data-dir", crashed)
 	if code != 0 || !strings.Contains(out, "store: --data-dir "+crashed+" was left open by a crash and was not read; "+
 		"the service's next start recovers it") || strings.Contains(out, "warning") {
@@ -302,67 +301,4 @@ func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
 	if code != 0 || strings.Contains(out, "warning") {
 		t.Errorf("every stored namespace served: exit %d:\n%s", code, out)
 	}
-}
-
-// copyDir copies the files under src to dst, but those named skip.
-func copyDir(t *testing.T, src, dst, skip string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if d.Name() == skip {
-			return nil
-		}
-		return copySparse(p, filepath.Join(dst, rel))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// copySparse copies the file src to dst, leaving its blocks of zeros holes:
-// Badger makes its value log (256 MiB) and memtable (32 MiB) files at their
-// full size and writes their start, and written out whole a small store's
-// copy took seconds of disk writes on a loaded machine. dst reads the same.
-func copySparse(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	buf, zeros := make([]byte, 64<<10), make([]byte, 64<<10)
-	var size int64
-	for {
-		n, err := io.ReadFull(in, buf)
-		if n > 0 {
-			var werr error
-			if bytes.Equal(buf[:n], zeros[:n]) {
-				_, werr = out.Seek(int64(n), io.SeekCurrent)
-			} else {
-				_, werr = out.Write(buf[:n])
-			}
-			if werr != nil {
-				out.Close()
-				return werr
-			}
-			size += int64(n)
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			out.Close()
-			return err
-		}
-	}
-	return errors.Join(out.Truncate(size), out.Close())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/storage/storagetest"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -79,7 +80,7 @@ func TestRestoreMergeAfterACrashKeepsWhatTheLastCallsFoundSeen(t *testing.T) {
 			record(hot, cands, userfilter.RecordReturned)
 			seen = append(seen, cands...) // found seen, or recorded
 		}
-		copyDir(t, live, dir, "LOCK") // what a crash leaves
+		storagetest.CopyAsACrashLeaves(t, live, dir)
 		closeBoth(store, hot)
 	}
 	dir := t.TempDir()

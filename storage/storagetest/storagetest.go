@@ -1,6 +1,7 @@
 // Package storagetest helps the tests of packages that keep data through
-// storage damage a store's files on disk as a failing disk would, so that
-// each tests its answer to that damage with the real store.
+// storage damage a store's files on disk as a failing disk would, or copy
+// them as a crash would leave them, so that each tests its answer to that
+// damage or crash with the real store.
 package storagetest
 
 import (
