@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,9 +24,11 @@ import (
 // is written back, a few seconds, so a crash loses the older answers, and a
 // retry of one records the next items. answerLog closes that: each answer is
 // added to a buffer as it is given, and the buffer is written to a file of
-// a directory every interval, shorter than the wait before a write-back, so
-// the journal holds an answer until the file does (a dry run's answer,
-// which no journal holds, is written within the interval too). The next
+// a directory every interval, and the write-back leaves a keyed call's
+// journal record until the file holds its answer (answerMarks), so the
+// journal holds an answer until the file does, however late the writer
+// comes round (a dry run's answer, which no journal holds, is written
+// within the interval). The next
 // start reads back the answers within their time to live. A graceful stop,
 // whose snapshot (SaveReplays) holds them all, deletes the files. Writing
 // each answer before it was sent cost 17% more time a keyed call
@@ -58,6 +61,9 @@ type answerLog struct {
 	pendingMarks []keptAnswer // the erase marks in pending
 	spare        []byte       // the buffer flush wrote last, for pending next
 	stopped      atomic.Bool  // failed, for append: nothing more is written
+	// upTo is the mark (replays.mark) below which every keyed call's
+	// answer is written (see answerMarks).
+	upTo atomic.Uint64
 
 	fileMu  sync.Mutex // the rest
 	dir     string
@@ -512,6 +518,40 @@ func decodeAnswer(p []byte) (keptAnswer, bool) {
 	return keptAnswer{Key: key, Request: req, Status: int(status), Body: body, At: at}, true
 }
 
+// nextMark begins the log's next flush: it returns the mark below which
+// every keyed call's answer is appended by now (that of the earliest call
+// in flight, or the next), and moves the mark on, so that the journal
+// records made from now on are past it. An answer appended later than the
+// flush's take is written by the next. Under r.mu, as finish appends.
+func (r *replays) nextMark() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := r.mark.Load() + 1
+	upTo := next
+	for _, p := range r.inFlight {
+		upTo = min(upTo, p.mark)
+	}
+	r.mark.Store(next)
+	return upTo
+}
+
+// answerMarks tells the hot set which keyed calls' answers the log has
+// written (eviction.AnswerLog): it leaves their journal records in the
+// journal until then.
+type answerMarks struct {
+	r *replays
+	l *answerLog
+}
+
+func (m answerMarks) Mark() uint64 { return m.r.mark.Load() }
+
+func (m answerMarks) Written() uint64 {
+	if m.l.stopped.Load() {
+		return math.MaxUint64 // it writes no more: holding records would not help
+	}
+	return m.l.upTo.Load()
+}
+
 // errAnswerLogOpen is OpenAnswerLog's when one is open already.
 var errAnswerLogOpen = errors.New("api: the answers log is open already")
 
@@ -519,9 +559,10 @@ var errAnswerLogOpen = errors.New("api: the answers log is open already")
 // a crash: it reads back those dir's files hold (the answers given before
 // a crash, within their time to live and the budget), and from now on
 // writes the answers given every interval, synced to the disk if sync.
-// The interval must be shorter than the hot set's wait before it writes a
-// changed user back (its flush interval), so that the journal holds a
-// keyed call's answer until the file does. It returns how many answers it
+// The hot set keeps a keyed call's journal record until the file holds its
+// answer (HotSet.SetAnswerLog); with the interval shorter than its wait
+// before it writes a changed user back (its flush interval), it need not
+// write the user again to do so. It returns how many answers it
 // read back. Call it before serving; CloseAnswerLog stops it.
 //
 // The answers already kept (LoadReplays' of a graceful stop's snapshot)
@@ -580,6 +621,11 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 		}
 		l.flush(s.cfg.Now(), true)
 	}
+	// The write-back leaves a keyed call's journal record until the log
+	// has written its answer, however late this writer comes round.
+	if s.hot != nil {
+		s.hot.SetAnswerLog(answerMarks{r: s.replays, l: l})
+	}
 	done, stopped := make(chan struct{}), make(chan struct{})
 	s.logStop = func() { close(done); <-stopped }
 	go func() {
@@ -590,7 +636,9 @@ func (s *Server) OpenAnswerLog(dir string, sync bool, interval time.Duration) (i
 			select {
 			case <-t.C:
 				s.replays.noteClock()
+				upTo := s.replays.nextMark()
 				l.flush(s.cfg.Now(), sync)
+				l.upTo.Store(upTo)
 			case <-done:
 				return
 			}

@@ -635,6 +635,46 @@ func TestAJournaledAnswerReadBackLateIsAsOldAsItIsAcrossAClockSetBack(t *testing
 	}
 }
 
+// A keyed call's answer that the log has not written yet (its writer held
+// up, as on a loaded machine) stays in the journal past the write-back of
+// its user, however long after the hold that comes: a crash then still
+// gives the call's retry its answer. The write-back retired the record
+// once the hold (the flush interval, at most a second) was over, and the
+// retry was served anew, recording the next items.
+func TestAKeyedAnswerOutlivesAWriteBackBeforeTheLogWritesIt(t *testing.T) {
+	dir, answers := t.TempDir(), t.TempDir()
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	open := func() (*Server, *eviction.HotSet, *storage.Store) {
+		return openJournaledWith(t, dir, Config{Now: clock}, eviction.Options{Now: clock, FlushInterval: 10 * time.Second})
+	}
+	first, hot, store := open()
+	// An hour between the log's writes: its writer is late past any hold.
+	if _, err := first.OpenAnswerLog(answers, false, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := keyedCallBody(t, first, "u", "k", journaledBody)
+	// Past the flush interval and the hold: the next round writes u back.
+	offset.Store(int64(30 * time.Second))
+	for deadline := time.Now().Add(time.Minute); hot.Stats().FlushedUsers == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("u was not written back in a minute")
+		}
+	}
+	if err := store.Close(); err != nil { // a crash: the log not flushed
+		t.Fatal(err)
+	}
+	second, _, store := open()
+	t.Cleanup(func() { store.Close() })
+	if _, err := second.OpenAnswerLog(answers, false, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.CloseAnswerLog(true) })
+	if got, replayed := keyedCallBody(t, second, "u", "k", journaledBody); !replayed || got != want {
+		t.Fatalf("after a write-back and a crash before the log wrote the answer, the retry got %s (replayed %v); want %s again", got, replayed, want)
+	}
+}
+
 // journaledBody is the one call journaledAheadThenCrashed makes.
 const journaledBody = `{"candidates":["a","b"],"limit":1}`
 

@@ -152,7 +152,7 @@ func openJournaled(t *testing.T, dir string, cfg Config) (*Server, *eviction.Hot
 }
 
 // openJournaledWith is openJournaled with the hot set's options opts (its
-// FlushInterval and Logger set).
+// Logger set, and its FlushInterval if none).
 func openJournaledWith(t *testing.T, dir string, cfg Config, opts eviction.Options) (*Server, *eviction.HotSet, *storage.Store) {
 	t.Helper()
 	return openJournaledOver(t, dir, cfg, opts, nil)
@@ -170,7 +170,10 @@ func openJournaledOver(t *testing.T, dir string, cfg Config, opts eviction.Optio
 	if wrap != nil {
 		hotStore = wrap(store)
 	}
-	opts.FlushInterval, opts.Logger = time.Hour, slog.New(slog.DiscardHandler)
+	if opts.FlushInterval == 0 {
+		opts.FlushInterval = time.Hour
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
 	hot, err := eviction.New(hotStore, []eviction.Namespace{{Name: "default", Profile: userfilter.DefaultProfile()}}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -65,6 +65,9 @@ type HotSet interface {
 	// SetReplyClock makes the answers read back from the journal age in
 	// the time answers are stamped in (see replays.lifeLocked).
 	SetReplyClock(life func(time.Time) time.Time)
+	// SetAnswerLog makes the write-back keep a keyed call's journal record
+	// until log has written the call's answer.
+	SetAnswerLog(log eviction.AnswerLog)
 }
 
 var _ HotSet = (*eviction.HotSet)(nil)

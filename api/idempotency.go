@@ -81,6 +81,9 @@ type replay struct {
 	// fails.
 	failed bool
 	prior  *replay
+	// mark is the log's mark (replays.mark) when the call began: the hot
+	// set's records of its journal are of marks at least as high.
+	mark uint64
 	// key is its key in replays.lru, and by the caller whose answers
 	// include it, as the prev-next list of their recency (see trimLocked);
 	// set while it is kept.
@@ -132,6 +135,9 @@ type replays struct {
 	now      func() time.Time
 	replayed atomic.Uint64 // answers given again
 	log      *answerLog    // where each answer is written soon after it is given; nil: none
+	// mark counts the log's flushes begun (nextMark): the hot set's keyed
+	// journal records are marked with it (eviction.AnswerLog). Set under mu.
+	mark atomic.Uint64
 	// latest is the time of the last answer kept or erase, and lastErase
 	// of the last erase (either read back too): the next are stamped at
 	// or after them (stampLocked).
@@ -327,7 +333,8 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 			// In flight again, so that a twin is refused while the
 			// failed users are served; abandon keeps p again.
 			r.removeLocked(key, p)
-			q := &replay{request: request, size: int64(len(key)+8*len(p.users)) + replayOverhead, users: p.users, prior: p}
+			q := &replay{request: request, size: int64(len(key)+8*len(p.users)) + replayOverhead, users: p.users, prior: p,
+				mark: r.mark.Load()}
 			r.inFlight[key] = q
 			r.chargeLocked(key, q.size)
 			r.trimLocked()
@@ -337,7 +344,7 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 			return p, replayDone
 		}
 	}
-	p := &replay{request: request, size: int64(len(key)) + replayOverhead}
+	p := &replay{request: request, size: int64(len(key)) + replayOverhead, mark: r.mark.Load()}
 	r.inFlight[key] = p
 	r.chargeLocked(key, p.size)
 	r.trimLocked()

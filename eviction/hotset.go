@@ -232,6 +232,9 @@ type HotSet struct {
 	mask   uint64
 	// replies are the answers of keyed calls read back from the journal.
 	replies *replies
+	// answerLog is the API's log of keyed calls' answers (SetAnswerLog);
+	// nil: none.
+	answerLog atomic.Pointer[AnswerLog]
 
 	flushMu sync.Mutex // one write-back at a time; erase and import wait for it
 	// changing counts the steps holding flushMu outside write-back (see

@@ -192,24 +192,28 @@ func (h *HotSet) releaseSized(e *entry, changed, resized bool) { h.releaseCall(e
 // keyedRecord is what the write-back needs to know of a user's journal
 // records that carry keyed calls' answers (see writeBack): the sequence
 // number of the first since its last write-back, and the clock (see
-// clock) of the last; and, if that write-back left some in the journal
-// (held), the first of those and the clock of their last, so that the
-// user, evicted before the next round, still keeps them for the hold.
+// clock) and the answer log's mark (see AnswerLog) of the last; and, if
+// that write-back left some in the journal (held), the first of those and
+// the clock and mark of their last, so that the user, evicted before the
+// next round, still keeps them for the hold.
 type keyedRecord struct {
-	seq, heldSeq uint64
-	at, heldAt   uint32
+	seq, heldSeq   uint64
+	at, heldAt     uint32
+	mark, heldMark uint64
 }
 
 // from returns the sequence number of the first record to leave in the
-// journal at clock now for a hold of hold milliseconds: that of the first
-// of the records whose last is that recent (0: none). The difference of
+// journal at clock now for a hold of hold milliseconds, with the answers
+// of the records of marks below written in the API's log (see
+// answersWritten): that of the first of the records whose last is that
+// recent or has its answer not yet written (0: none). The difference of
 // clocks holds across the clock's wrap.
-func (kr keyedRecord) from(now, hold uint32) uint64 {
-	recent := func(at uint32) bool { return now-at < hold }
+func (kr keyedRecord) from(now, hold uint32, written uint64) uint64 {
+	held := func(at uint32, mark uint64) bool { return now-at < hold || mark >= written }
 	switch {
-	case kr.heldSeq != 0 && recent(kr.heldAt):
+	case kr.heldSeq != 0 && held(kr.heldAt, kr.heldMark):
 		return kr.heldSeq
-	case kr.seq != 0 && recent(kr.at):
+	case kr.seq != 0 && held(kr.at, kr.mark):
 		return kr.seq
 	}
 	return 0
@@ -237,7 +241,7 @@ func (h *HotSet) releaseCall(e *entry, changed, resized bool, keyed uint64) {
 			if kr.seq == 0 {
 				kr.seq = keyed
 			}
-			kr.at = h.clock()
+			kr.at, kr.mark = h.clock(), h.answerMark()
 			s.keyed[e] = kr
 		}
 	}

@@ -364,7 +364,7 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, mer
 	upTo, held := e.lastSeq, false
 	if merged {
 		s.mu.Lock()
-		if from := s.keyed[e].from(h.clock(), h.keyedHoldOf()); from != 0 {
+		if from := h.keyedFrom(s.keyed[e], h.keyedHoldOf()); from != 0 {
 			upTo, held = from-1, true
 		}
 		s.mu.Unlock()

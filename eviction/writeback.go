@@ -163,7 +163,8 @@ func (h *HotSet) flush(age uint32) error { return h.flushSome(age, 0) }
 // must be for a write-back round to leave it in the journal (see
 // writeBack): the API's log of answers writes each answer within 100 ms
 // (or half the flush interval, if shorter), and a second leaves room for
-// a slow write. Longer, the users of many keyed calls (every call of a
+// a slow write; a record whose answer it has not written is held longer
+// (SetAnswerLog). Longer, the users of many keyed calls (every call of a
 // client with retries is keyed) would be written back twice as often.
 const keyedHold = 1000
 
@@ -243,6 +244,45 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 	return joinFew(errs)
 }
 
+// AnswerLog is what the write-back needs of the API's log of keyed calls'
+// answers (see SetAnswerLog). Its methods must be safe for concurrent use.
+type AnswerLog interface {
+	// Mark returns the mark of a keyed call's journal record made now.
+	Mark() uint64
+	// Written returns the mark below which every keyed call's answer is
+	// written to the log; math.MaxUint64 once the log writes no more (it
+	// stopped, or closed with the answers saved).
+	Written() uint64
+}
+
+// SetAnswerLog makes the write-back leave a keyed call's journal record in
+// the journal, past the hold (keyedHold), until log has written the call's
+// answer: the hold alone assumed the log's writer is never late by more
+// than it, and on a loaded machine a write-back retired a record whose
+// answer was in memory only, so that a crash then served the call's retry
+// anew, recording its next items. Call it before serving.
+func (h *HotSet) SetAnswerLog(log AnswerLog) { h.answerLog.Store(&log) }
+
+// answerMark is the API's log's mark of a keyed call's record made now
+// (0: no log).
+func (h *HotSet) answerMark() uint64 {
+	if l := h.answerLog.Load(); l != nil {
+		return (*l).Mark()
+	}
+	return 0
+}
+
+// keyedFrom is kr.from now, for a hold of hold milliseconds (0: none, as a
+// final write-back's, which holds no record for the log either: the API
+// saved or wrote its answers before).
+func (h *HotSet) keyedFrom(kr keyedRecord, hold uint32) uint64 {
+	written := uint64(math.MaxUint64)
+	if l := h.answerLog.Load(); l != nil && hold > 0 {
+		written = (*l).Written()
+	}
+	return kr.from(h.clock(), hold, written)
+}
+
 // keyedHoldOf is the hold of the write-back loop's rounds (see writeBack),
 // which write the users changed FlushInterval ago.
 func (h *HotSet) keyedHoldOf() uint32 {
@@ -263,17 +303,17 @@ func (h *HotSet) holdEvictedLocked(s *shard, e *entry, hold uint32) bool {
 	if !ok || h.evictedBytes.Load() > h.backlogLimit/2 {
 		return false
 	}
-	return kr.from(h.clock(), hold) != 0
+	return h.keyedFrom(kr, hold) != 0
 }
 
 // writeBack writes a batch of dirty entries; with upTo, batch[i] only if
 // its journal ends at upTo[i] (it is left dirty otherwise). A user with a
 // keyed call's journal record made less than hold milliseconds ago (see
-// clock) keeps its journal from its first such record on, and stays dirty
-// for another round: the record holds the call's answer until the API's
-// log of answers does, which writes them at shorter intervals than the
-// flush interval (the age of the write-back loop's rounds) but whatever
-// the age of the user's earlier changes, which make it due. An evicted
+// clock), or, for a hold, one whose answer the API's log of answers has
+// not written (SetAnswerLog), keeps its journal from its first such record
+// on, and stays dirty for another round: the record holds the call's
+// answer until the log does, whatever the age of the user's earlier
+// changes, which make it due. An evicted
 // user is so held only while the evicted users take at most half the
 // backlog, and keeps its keyed record: the rounds leave it until the hold
 // is over (holdEvictedLocked). flushMu held.
@@ -329,7 +369,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		if kr, ok := s.keyed[e]; ok {
 			cur, ok := s.lru.Peek(k)
 			hot := ok && cur == e
-			from := kr.from(h.clock(), hold)
+			from := h.keyedFrom(kr, hold)
 			held = from != 0 && (hot || h.evictedBytes.Load() <= h.backlogLimit/2)
 			switch {
 			case !held:
@@ -339,11 +379,11 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 				// write-back; those left are kept in mind until their
 				// hold is over, for an eviction before it (see
 				// holdEvictedLocked).
-				last := kr.at
+				last, mark := kr.at, kr.mark
 				if kr.seq == 0 {
-					last = kr.heldAt
+					last, mark = kr.heldAt, kr.heldMark
 				}
-				s.keyed[e] = keyedRecord{heldSeq: from, heldAt: last}
+				s.keyed[e] = keyedRecord{heldSeq: from, heldAt: last, heldMark: mark}
 			}
 			// An evicted user held keeps them all: the rounds leave it in
 			// memory until its hold is over (see holdEvictedLocked).

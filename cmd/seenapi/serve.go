@@ -407,8 +407,9 @@ func serve(ctx context.Context, o *options, env environ, logger *slog.Logger, on
 	}
 	loadKeptAnswers(srv, o.dataDir, logger)
 	answers := filepath.Join(o.dataDir, answersLogDir)
-	// Within the wait before a write-back, which ends the journal's hold
-	// on a keyed call's answer.
+	// Within the wait before a write-back, which keeps a keyed call's
+	// journal record until the log holds its answer: written by then, the
+	// user need not be written again to retire it.
 	every := min(100*time.Millisecond, o.flushInterval/2)
 	read, lerr := srv.OpenAnswerLog(answers, o.sync, max(every, time.Millisecond))
 	if read > 0 {
