@@ -1120,6 +1120,19 @@ func TestRequestsBeyondMaxInFlightAreOverloaded(t *testing.T) {
 			t.Errorf("GET %s while the cap is reached: %d %s, want 200", probe, status, body)
 		}
 	}
+	// The dashboard's page and files are load like any call: a browser
+	// loading them waits its turn. (Plain GETs: the files' paths are not in
+	// openapi.yaml, which e.raw holds answers to.)
+	for _, path := range []string{"/", "/app.js", "/style.css", "/openapi.yaml"} {
+		resp, err := http.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s while the cap is reached: %d (%d bytes), want 503 with Retry-After", path, resp.StatusCode, len(body))
+		}
+	}
 	release()
 	<-held
 	if status, _, body := e.raw(http.MethodPost, other, "application/json", []byte(`{"candidates":["a"]}`)); status != http.StatusOK {

@@ -396,3 +396,55 @@ func TestReadingAUserCountsNoHitOrMiss(t *testing.T) {
 		t.Fatalf("a call for the user read: %v %s; want one hit more and no miss", err, r.Body)
 	}
 }
+
+// A browser loading the dashboard is load: its page, each of its files
+// (served by exact path, without a route in openapi.yaml) and the document
+// are counted in the calls per route, a HEAD with its GET, in /v1/stats and
+// in /metrics' requests and durations alike, each file under its own path.
+func TestTheDashboardsFilesAreCountedPerRoute(t *testing.T) {
+	e := newEnv(t)
+	for _, r := range [][2]string{{"GET", "/"}, {"GET", "/app.js"}, {"HEAD", "/app.js"}, {"GET", "/style.css?v=1"},
+		{"GET", "/index.html"}, {"GET", "/openapi.yaml"}} {
+		req, err := http.NewRequest(r[0], e.base+r[1], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readAll(t, resp); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d", r[0], r[1], resp.StatusCode)
+		}
+	}
+	want := map[string]int64{"GET /": 1, "GET /app.js": 2, "GET /style.css": 1, "GET /index.html": 1, "GET /api.js": 0, "GET /openapi.yaml": 1}
+	r, err := e.client("").GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	mfs, _ := scrapeMetrics(t, e)
+	for route, n := range want {
+		if got, ok := r.JSON200.Calls[route]; !ok || got != n {
+			t.Errorf("calls[%q] = %d (listed %v), want %d", route, got, ok, n)
+		}
+		if got := metricValue(t, mfs, "seenapi_http_requests_total", "route", route); got != float64(n) {
+			t.Errorf(`seenapi_http_requests_total{route=%q} = %v, want %d`, route, got, n)
+		}
+		if got := histogramCount(mfs, "seenapi_http_request_duration_seconds", route); got != uint64(n) {
+			t.Errorf(`seenapi_http_request_duration_seconds_count{route=%q} = %d, want %d`, route, got, n)
+		}
+	}
+}
+
+// histogramCount is the sample count of histogram name's series for
+// route, 0 if it has none.
+func histogramCount(mfs map[string]*dto.MetricFamily, name, route string) uint64 {
+	for _, m := range mfs[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "route" && l.GetValue() == route {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}

@@ -842,17 +842,27 @@ func (s *Server) routes() {
 	// served alone. fiber's file server took any path it could open: "/."
 	// (a directory, 403 forbidden), "/app.js/" (the file, though
 	// StrictRouting makes that another path).
-	files := dashboardFiles()
+	// Each file is counted as a route of its own ("GET /app.js", HEAD with
+	// it) and held to the in-flight cap, as / is: a browser loading the
+	// dashboard is load like any other. The lookup is the one this
+	// middleware made before, for every request.
+	files := map[string]fiber.Handler{}
+	for _, p := range dashboardFiles() {
+		files[p] = s.counted(fiber.MethodGet+" "+p, RoleNone, capped, func(c *fiber.Ctx) error {
+			dashboardHeaders(c)
+			return filesystem.SendFile(c, dashboard, p)
+		})
+	}
 	s.app.Use(func(c *fiber.Ctx) error {
-		if !files[c.Path()] {
+		file := files[c.Path()]
+		if file == nil {
 			return c.Next()
 		}
 		if m := c.Method(); m != fiber.MethodGet && m != fiber.MethodHead {
 			c.Set(fiber.HeaderAllow, dashboardAllow)
 			return fiber.ErrMethodNotAllowed
 		}
-		dashboardHeaders(c)
-		return filesystem.SendFile(c, dashboard, c.Path())
+		return file(c)
 	})
 	s.allow = serverMethods(s.k.routes)
 }
@@ -862,12 +872,12 @@ func (s *Server) routes() {
 const dashboardAllow = fiber.MethodGet + ", " + fiber.MethodHead
 
 // dashboardFiles are the paths the dashboard's files are served at
-// ("/app.js"): those of package web's regular files.
-func dashboardFiles() map[string]bool {
-	files := map[string]bool{}
+// ("/app.js"): those of package web's regular files, in lexical order.
+func dashboardFiles() []string {
+	var files []string
 	err := fs.WalkDir(web.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			files["/"+p] = true
+			files = append(files, "/"+p)
 		}
 		return err
 	})
@@ -1100,13 +1110,24 @@ const (
 // body of a HEAD answer, keeping its Content-Length. A handler whose work
 // is its body alone (the backup) skips it for HEAD.
 func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handler) {
-	route := method + " " + docPath(path)
+	handler := s.counted(method+" "+docPath(path), role, inCap, h)
+	s.app.Add(method, path, handler)
+	if method == fiber.MethodGet {
+		s.app.Add(fiber.MethodHead, path, handler)
+	}
+}
+
+// counted returns h behind what route puts before it, counted under
+// route's name ("METHOD /path/{param}") in the calls per route and the
+// duration histogram: for route, and for the dashboard's files, which are
+// served by exact path without a fiber route of their own.
+func (s *Server) counted(route string, role Role, inCap bool, h fiber.Handler) fiber.Handler {
 	s.k.routes = append(s.k.routes, route)
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
 	rated := !selfRated[route]
-	handler := func(c *fiber.Ctx) error {
+	return func(c *fiber.Ctx) error {
 		defer observeSince(duration, time.Now())
 		calls.Add(1)
 		if inCap {
@@ -1135,10 +1156,6 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 			}
 		}
 		return h(c)
-	}
-	s.app.Add(method, path, handler)
-	if method == fiber.MethodGet {
-		s.app.Add(fiber.MethodHead, path, handler)
 	}
 }
 

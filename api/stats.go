@@ -288,7 +288,7 @@ func newCollector(s *Server) *collector {
 		c.descs[m.name] = prometheus.NewDesc("seenapi_"+m.name, m.help, nil, nil)
 		c.descs["namespace_"+m.name] = prometheus.NewDesc("seenapi_namespace_"+m.name, m.help+" For the namespace in the label.", []string{"namespace"}, nil)
 	}
-	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route.", []string{"route"}, nil)
+	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route, a HEAD with its GET; each of the dashboard's files under its own path (GET /app.js).", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total) and the 503 of /readyz while the service is not ready (seenapi_not_ready_total).", []string{"status"}, nil)
 	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)

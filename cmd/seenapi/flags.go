@@ -163,7 +163,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		o.limits.MaxUserBytes = api.DefaultMaxUserBytes
 		fs.Var(sizeAtMost{(*size)(&o.limits.MaxUserBytes), storage.MaxUserLen, "the longest user id the store keeps"}, "max-user-bytes", "longest user id in bytes, at most "+formatBytes(storage.MaxUserLen)+" (the store's limit)")
 		countVar(fs, &o.limits.MaxBatchUsers, "max-batch-users", api.DefaultMaxBatchUsers, "most users in one batch call")
-		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once, the health probes and /metrics aside; beyond, 503 overloaded")
+		countVar(fs, &o.limits.MaxInFlight, "max-in-flight", api.DefaultMaxInFlight, "most requests served at once (the dashboard's files among them), the health probes and /metrics aside; beyond, 503 overloaded")
 		countVar(fs, &o.limits.MaxConnections, "max-connections", api.DefaultMaxConnections, "most client connections open at once; one past it is answered 503 overloaded and closed")
 		fs.Var(rateFlag{&o.limits.RateLimit}, "rate-limit", `most requests a second each API key (on an open server, each client address) makes to the API (a batch call takes one a user), e.g. 500 or 0.5, at least 0.001 (one every 1000s); beyond, 429 rate-limited with Retry-After; "off" or 0: no limit`)
 		fs.Var((*burst)(&o.limits.RateBurst), "rate-burst", "most requests a caller makes at once before --rate-limit applies (default: one second's worth of --rate-limit)")

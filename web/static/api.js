@@ -257,7 +257,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {Object<string, number>} batch_user_errors Errors of a batch's users by their status: each user's `error` in the results of a batch (`POST /v1/namespaces/{ns}/filter`), which is answered 200 and counts in `errors` only if the whole batch is refused. `/metrics` has them as `seenapi_batch_user_errors_total{status="..."}`.
  * @property {number} cache_budget_bytes
  * @property {number} cache_bytes Bytes accounted to hot users.
- * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET.
+ * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
  * @property {CollectorStats} collector The Go collector's work since the server started. With millions of users hot every collection marks all of them (about a second of CPU at a million), and calls that arrive meanwhile wait. CPU figures are the Go runtime's estimates, without the marking the collector does on cores that would otherwise be idle: it takes no CPU from calls, and on a quiet server it would make up most of the collector's share.
  * @property {number} connections Client connections open now; past --max-connections a new one is answered 503 overloaded and closed.
