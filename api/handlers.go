@@ -1096,15 +1096,20 @@ func (s *Server) readiness() error {
 // probe is the whole answer to a health probe (GET, or HEAD when head, of
 // /healthz or /readyz at path) on a connection past --max-connections,
 // which fiber does not serve (see acceptRetrying.refuse): what the probe's
-// route answers, and the connection closed.
+// route answers, and the connection closed. It is counted as the route
+// counts it (Server.counted, and a 503 not ready as errorHandler does),
+// so that the figures show the probes a busy service answered.
 func (s *Server) probe(head bool, path string) []byte {
+	start := time.Now()
 	status, ctype := fiber.StatusOK, fiber.MIMEApplicationJSON
+	var notReady error // and its problem, p
+	var p Problem
 	var body []byte
 	var err error
 	if path == "/healthz" {
 		body, err = encode(s.healthAnswer(healthOK))
 	} else if rerr := s.readiness(); rerr != nil {
-		p := problemFor(rerr)
+		notReady, p = rerr, problemFor(rerr)
 		p.Instance = path
 		status, ctype = p.Status, "application/problem+json"
 		body, err = encode(&p)
@@ -1113,6 +1118,14 @@ func (s *Server) probe(head bool, path string) []byte {
 	}
 	if err != nil {
 		return nil
+	}
+	route := fiber.MethodGet + " " + path
+	if i := slices.Index(s.k.routes, route); i >= 0 {
+		s.k.calls[i].Add(1)
+		defer observeSince(s.k.duration.WithLabelValues(route), start)
+	}
+	if notReady != nil {
+		s.k.countProblem(notReady, p)
 	}
 	b := []byte("HTTP/1.1 " + strconv.Itoa(status) + " " + fasthttp.StatusMessage(status) + "\r\nContent-Type: " + ctype +
 		"\r\n" + RawAnswerHeaders + "Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n")

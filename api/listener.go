@@ -50,8 +50,9 @@ type acceptRetrying struct {
 	// in /v1/stats and /metrics show the refusals; nil: not counted.
 	refused func()
 	// probe answers a health probe (GET or HEAD of /healthz or /readyz,
-	// whose path it is given) on a connection past the cap: the whole
-	// response, or nil for a request that is none (see Server.probe).
+	// whose path it is given) on a connection past the cap, counting it as
+	// its route counts it: the whole response, or nil if it cannot (see
+	// Server.probe).
 	probe func(head bool, path string) []byte
 	// hsts is the Strict-Transport-Security these answers carry over
 	// TLS, as the service's do (Server.everyAnswer), or "" for none.
@@ -127,11 +128,17 @@ func (l *acceptRetrying) refuse(c net.Conn) {
 		defer l.refusals.end(r)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(time.Second))
-		answer := l.probeAnswer(c)
+		head, path, probe := l.probeRequest(c)
 		if !l.refusals.read(r) {
 			// Closed to make room for a newer one (start).
 			l.countRefused()
 			return
+		}
+		// Asked only once the probe is to be answered: l.probe counts
+		// the answer as its route's.
+		var answer []byte
+		if probe {
+			answer = l.probe(head, path)
 		}
 		if answer == nil {
 			answer = connectionsFull
@@ -232,25 +239,26 @@ func (l *acceptRetrying) countRefused() {
 	}
 }
 
-// probeAnswer reads the request line of c, a connection past the cap, and
-// returns l.probe's answer to a health probe, or nil for any other request
-// (or none within the deadline).
-func (l *acceptRetrying) probeAnswer(c net.Conn) []byte {
+// probeRequest reads the request line of c, a connection past the cap, and
+// reports whether it is a health probe that l.probe answers (GET or HEAD,
+// when head, of path), false for any other request (or none within the
+// deadline).
+func (l *acceptRetrying) probeRequest(c net.Conn) (head bool, path string, ok bool) {
 	if l.probe == nil {
-		return nil
+		return false, "", false
 	}
 	line, err := bufio.NewReaderSize(c, probeLineBytes).ReadSlice('\n')
 	if err != nil {
-		return nil
+		return false, "", false
 	}
 	method, rest, _ := bytes.Cut(line, []byte(" "))
 	target, _, _ := bytes.Cut(rest, []byte(" "))
-	path, _, _ := bytes.Cut(target, []byte("?"))
-	head := string(method) == "HEAD"
-	if !head && string(method) != "GET" || string(path) != "/healthz" && string(path) != "/readyz" {
-		return nil
+	p, _, _ := bytes.Cut(target, []byte("?"))
+	head = string(method) == "HEAD"
+	if !head && string(method) != "GET" || string(p) != "/healthz" && string(p) != "/readyz" {
+		return false, "", false
 	}
-	return l.probe(head, string(path))
+	return head, string(p), true
 }
 
 // probeLineBytes is the longest request line probeAnswer reads: a probe's

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -253,12 +254,82 @@ func TestProbesPastTheCapOutliveSilentConnections(t *testing.T) {
 	}
 }
 
-// envAtItsCap starts a service of --max-connections 1 and holds its one
-// connection, held (answered, so counted), until the test ends; addr is
-// where it listens.
-func envAtItsCap(t *testing.T) (e *env, addr string, held net.Conn) {
+// A health probe answered past --max-connections is counted as its route
+// counts it: in the calls per route and the duration histogram, and a
+// /readyz not ready in not_ready, not among the errors, in /v1/stats and
+// /metrics alike (read on the connection within the cap).
+func TestProbesPastTheCapAreCounted(t *testing.T) {
+	var starting atomic.Bool
+	_, addr, held := envAtItsCap(t, func(c *api.Config) {
+		c.Ready = func() error {
+			if starting.Load() {
+				return errors.New("the journal is being folded in")
+			}
+			return nil
+		}
+	})
+	past := func(method, path string, want int) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, method+" "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("%s %s past the cap: %v %v, want %d", method, path, resp, err, want)
+		}
+		resp.Body.Close()
+	}
+	past(http.MethodGet, "/healthz", http.StatusOK)
+	past(http.MethodHead, "/healthz", http.StatusOK)
+	past(http.MethodGet, "/readyz", http.StatusOK)
+	starting.Store(true)
+	past(http.MethodGet, "/readyz", http.StatusServiceUnavailable)
+	starting.Store(false)
+
+	// The held connection's own GET /healthz counts once more.
+	want := map[string]int64{"GET /healthz": 3, "GET /readyz": 2}
+	status, _, body := getOn(t, held, "/v1/stats")
+	var st struct {
+		Calls    map[string]int64  `json:"calls"`
+		Errors   map[string]uint64 `json:"errors"`
+		NotReady uint64            `json:"not_ready"`
+	}
+	if err := json.Unmarshal(body, &st); status != http.StatusOK || err != nil {
+		t.Fatalf("stats on the connection within the cap: %d %v %s", status, err, body)
+	}
+	for route, n := range want {
+		if st.Calls[route] != n {
+			t.Errorf("calls[%q] = %d, want %d", route, st.Calls[route], n)
+		}
+	}
+	if st.NotReady != 1 || st.Errors["503"] != 0 {
+		t.Errorf("not_ready = %d, errors[503] = %d after one /readyz not ready past the cap, want 1 and 0", st.NotReady, st.Errors["503"])
+	}
+	status, h, body := getOn(t, held, "/metrics")
+	mfs := parseMetrics(t, status, h, body)
+	for route, n := range want {
+		if got := metricValue(t, mfs, "seenapi_http_requests_total", "route", route); got != float64(n) {
+			t.Errorf(`seenapi_http_requests_total{route=%q} = %v, want %d`, route, got, n)
+		}
+		if got := histogramCount(mfs, "seenapi_http_request_duration_seconds", route); got != uint64(n) {
+			t.Errorf(`seenapi_http_request_duration_seconds_count{route=%q} = %d, want %d`, route, got, n)
+		}
+	}
+	if got := metricValue(t, mfs, "seenapi_not_ready_total"); got != 1 {
+		t.Errorf("seenapi_not_ready_total = %v, want 1", got)
+	}
+}
+
+// envAtItsCap starts a service of --max-connections 1 (and opts) and holds
+// its one connection, held (answered, so counted), until the test ends;
+// addr is where it listens.
+func envAtItsCap(t *testing.T, opts ...envOption) (e *env, addr string, held net.Conn) {
 	t.Helper()
-	e = newEnv(t, func(c *api.Config) { c.MaxConnections = 1 })
+	e = newEnv(t, append(opts, func(c *api.Config) { c.MaxConnections = 1 })...)
 	addr = strings.TrimPrefix(e.base, "http://")
 	held, err := net.Dial("tcp", addr)
 	if err != nil {

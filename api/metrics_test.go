@@ -287,6 +287,13 @@ func TestAServiceNotReadyIsNoError(t *testing.T) {
 func scrapeMetrics(t *testing.T, e *env) (map[string]*dto.MetricFamily, []byte) {
 	t.Helper()
 	status, h, body := e.raw(http.MethodGet, "/metrics", "", nil)
+	return parseMetrics(t, status, h, body), body
+}
+
+// parseMetrics parses an answer of /metrics (status, headers and body) as
+// Prometheus does.
+func parseMetrics(t *testing.T, status int, h http.Header, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
 	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/plain; version=0.0.4") {
 		t.Fatalf("/metrics: %d %q", status, h.Get("Content-Type"))
 	}
@@ -295,7 +302,7 @@ func scrapeMetrics(t *testing.T, e *env) (map[string]*dto.MetricFamily, []byte) 
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
-	return mfs, body
+	return mfs
 }
 
 // metricValue is the value of the counter or gauge name whose labels are

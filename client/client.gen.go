@@ -666,7 +666,7 @@ type ServiceStats struct {
 	// CacheBytes Bytes accounted to hot users.
 	CacheBytes int64 `json:"cache_bytes"`
 
-	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`.
+	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`. A health probe answered on a connection past --max-connections counts with its route.
 	Calls map[string]int64 `json:"calls"`
 
 	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
