@@ -333,7 +333,7 @@ func TestBackupSkippingDamagedUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stopped *storage.BackupStoppedError
-	if _, err := storage.VerifyBackup(bytes.NewReader(r.Body)); !errors.As(err, &stopped) || stopped.User != "victim" {
+	if _, err := storage.VerifyBackup(bytes.NewReader(r.Body), storage.Hidden{}); !errors.As(err, &stopped) || stopped.User != "victim" {
 		t.Fatalf("a backup without skip_damaged: %v, want it stopped by victim", err)
 	}
 
@@ -341,7 +341,7 @@ func TestBackupSkippingDamagedUsers(t *testing.T) {
 	if err != nil || r.StatusCode() != http.StatusOK {
 		t.Fatalf("GET /v1/backup?skip_damaged=true: %v %d", err, r.StatusCode())
 	}
-	held, err := storage.VerifyBackup(bytes.NewReader(r.Body))
+	held, err := storage.VerifyBackup(bytes.NewReader(r.Body), storage.Hidden{})
 	if err != nil || held.Filters != 2 || len(held.Skipped) != 1 || held.Skipped[0].NS != "default" ||
 		held.Skipped[0].User != "victim" || !strings.Contains(held.Skipped[0].Reason, "corrupt") {
 		t.Fatalf("a backup skipping damaged users: %+v, %v; want 2 filters, default/victim skipped for its damage", held, err)

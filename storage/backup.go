@@ -470,7 +470,12 @@ func (s *Store) Restore(r io.Reader, merge MergeFunc, fold FoldFunc) error {
 // BackupContents is what a backup holds, as VerifyBackup counts it: what
 // Restore would bring back.
 type BackupContents struct {
-	Filters        int // users' stored filters (not the Empty values of gone users)
+	Filters int // users' stored filters (not the Empty values of gone users)
+	// Of Filters, those VerifyBackup's Hidden hides whose user has no
+	// journal record in the backup: restored as they are, but not listed
+	// as users (see Store.Users), so that Filters less NoHistory is what a
+	// listing of the users restored counts from their filters.
+	NoHistory      int
 	JournalRecords int // impressions recorded since their user's last write-back
 	// The users left out, their filters damaged (BackupSkippingDamaged):
 	// a restore brings back their journal records alone.
@@ -480,11 +485,17 @@ type BackupContents struct {
 // VerifyBackup reads a backup stream through without restoring it and says
 // what it holds: a nil error if it is a whole backup this build can
 // restore, else the error Restore would meet (ErrBadBackup,
-// ErrFormatVersion, or r's own) before writing anything.
-func VerifyBackup(r io.Reader) (BackupContents, error) {
+// ErrFormatVersion, or r's own) before writing anything. The filters hide
+// hides, of users without journal records in it, are counted apart
+// (NoHistory) as well: a listing leaves them out.
+func VerifyBackup(r io.Reader, hide Hidden) (BackupContents, error) {
 	now := uint64(time.Now().Unix())
 	var c BackupContents
 	var prevKey []byte
+	// By filter key: the hidden filters, and the users with journal
+	// records, which a listing shows whatever their filter (a backup of
+	// this build holds the records first, one of an earlier build after).
+	hidden, journaled := map[string]bool{}, map[string]bool{}
 	skipped, err := readBackup(r, func(list *pb.KVList) error {
 		for _, kv := range list.Kv {
 			if bytes.Equal(kv.Key, prevKey) {
@@ -499,17 +510,37 @@ func VerifyBackup(r io.Reader) (BackupContents, error) {
 			}
 			switch kv.Key[0] {
 			case prefixFilter:
-				if !goneValue(kv) { // Restore leaves it out
-					c.Filters++
+				if goneValue(kv) { // Restore leaves it out
+					continue
+				}
+				c.Filters++
+				if hide.Is == nil || len(kv.Value) > hide.MaxBytes+coverMarkLen {
+					continue
+				}
+				var meta byte
+				if len(kv.UserMeta) > 0 {
+					meta = kv.UserMeta[0]
+				}
+				if filter, _, err := splitCoverMark(kv.Value, meta); err == nil && hide.hidesFilter(filter) {
+					hidden[string(kv.Key)] = true
 				}
 			case prefixJournal:
 				c.JournalRecords++
+				if hide.Is != nil {
+					ns, user, _, _ := parseJournalKey(kv.Key)
+					journaled[string(filterKey(nil, string(ns), string(user)))] = true
+				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return BackupContents{}, opErr("backup", err)
+	}
+	for k := range hidden {
+		if !journaled[k] {
+			c.NoHistory++
+		}
 	}
 	c.Skipped = skipped
 	return c, nil

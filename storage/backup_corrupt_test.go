@@ -17,7 +17,7 @@ func TestBackupOfADamagedValueFailsNamingItsUser(t *testing.T) {
 	var backup bytes.Buffer
 	err := s.Backup(&backup)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "feed/victim") {
-		c, verr := VerifyBackup(bytes.NewReader(backup.Bytes()))
+		c, verr := VerifyBackup(bytes.NewReader(backup.Bytes()), Hidden{})
 		dst := openTest(t, testOptions(t))
 		rerr := dst.Restore(bytes.NewReader(backup.Bytes()), nil, nil)
 		f, _, lerr := dst.Load("feed", "victim")
@@ -36,7 +36,7 @@ func TestABackupStoppedByADamagedValueSaysWhyInItsStream(t *testing.T) {
 	if err := s.Backup(&backup); err == nil {
 		t.Fatal("Backup of a damaged store succeeded")
 	}
-	_, err := VerifyBackup(bytes.NewReader(backup.Bytes()))
+	_, err := VerifyBackup(bytes.NewReader(backup.Bytes()), Hidden{})
 	var stopped *BackupStoppedError
 	if !errors.As(err, &stopped) || stopped.NS != "feed" || stopped.User != "victim" ||
 		!strings.Contains(stopped.Reason, "corrupt") || !errors.Is(err, ErrBadBackup) {
@@ -60,7 +60,7 @@ func TestABackupSkippingDamagedUsersNamesThemInItsStream(t *testing.T) {
 		!strings.Contains(skipped[0].Reason, "corrupt") {
 		t.Fatalf("BackupSkippingDamaged: %+v, %v; want feed/victim skipped for its damage", skipped, err)
 	}
-	c, err := VerifyBackup(bytes.NewReader(backup.Bytes()))
+	c, err := VerifyBackup(bytes.NewReader(backup.Bytes()), Hidden{})
 	if err != nil || !reflect.DeepEqual(c.Skipped, skipped) || c.Filters != 103 {
 		t.Fatalf("VerifyBackup: %+v, %v; want 103 filters and %+v skipped", c, err, skipped)
 	}
@@ -81,7 +81,7 @@ func TestABackupSkippingDamagedUsersNamesThemInItsStream(t *testing.T) {
 	damaged := bytes.Clone(backup.Bytes())
 	i := bytes.LastIndex(damaged, []byte(`"victim"`))
 	damaged[i+1] ^= 0x01
-	if _, err := VerifyBackup(bytes.NewReader(damaged)); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
+	if _, err := VerifyBackup(bytes.NewReader(damaged), Hidden{}); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("VerifyBackup of a skip mark with a byte changed: %v, want its checksum refused", err)
 	}
 }

@@ -98,7 +98,7 @@ func TestBackupRestoresIntoAFreshStore(t *testing.T) {
 		}
 		wantContents.JournalRecords += len(st.journal)
 	}
-	if c, err := VerifyBackup(bytes.NewReader(buf.Bytes())); err != nil || !reflect.DeepEqual(c, wantContents) {
+	if c, err := VerifyBackup(bytes.NewReader(buf.Bytes()), Hidden{}); err != nil || !reflect.DeepEqual(c, wantContents) {
 		t.Fatalf("VerifyBackup: %+v, %v; want %+v", c, err, wantContents)
 	}
 
@@ -289,11 +289,11 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		if err := dst.Restore(bytes.NewReader(tc.data), nil, nil); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
 			t.Errorf("%s: Restore: %v, want %v, named storage once", name, err, tc.want)
 		}
-		if _, err := VerifyBackup(bytes.NewReader(tc.data)); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
+		if _, err := VerifyBackup(bytes.NewReader(tc.data), Hidden{}); !errors.Is(err, tc.want) || strings.Count(err.Error(), "storage:") != 1 {
 			t.Errorf("%s: VerifyBackup: %v, want %v, named storage once", name, err, tc.want)
 		}
 	}
-	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(good), Hidden{}); err != nil {
 		t.Errorf("VerifyBackup of a whole backup: %v", err)
 	}
 }
@@ -319,7 +319,7 @@ func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
 		dst := openTest(t, testOptions(t))
 		for op, err := range map[string]error{
 			"Restore":      dst.Restore(failing(), nil, nil),
-			"VerifyBackup": func() error { _, err := VerifyBackup(failing()); return err }(),
+			"VerifyBackup": func() error { _, err := VerifyBackup(failing(), Hidden{}); return err }(),
 		} {
 			if !errors.Is(err, reset) || errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "reading the backup, in ") {
 				t.Errorf("%s, %s: %v, want the reader's error, not ErrBadBackup", name, op, err)
@@ -338,7 +338,7 @@ func TestBackupStreamThatFailsToReadIsNoBadBackup(t *testing.T) {
 		"in a length": {good[:listEnds(t, good)[0]+3], "the backup is cut short (in a list's length)"},
 		"in the mark": {good[:len(good)-3], "the backup is cut short (in its end mark)"},
 	} {
-		_, err := VerifyBackup(bytes.NewReader(tc.data))
+		_, err := VerifyBackup(bytes.NewReader(tc.data), Hidden{})
 		if !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), ": "+tc.want) {
 			t.Errorf("%s: VerifyBackup: %v, want ErrBadBackup saying %q", name, err, tc.want)
 		}
@@ -421,7 +421,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	users := populate(t, src)
 	want := snapshot(t, src, users)
 	good := backupBytes(t, src)
-	if _, err := VerifyBackup(bytes.NewReader(good)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(good), Hidden{}); err != nil {
 		t.Fatalf("the backup as written: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -429,7 +429,7 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 		bad := slices.Clone(good)
 		at := rng.IntN(len(bad))
 		bad[at] ^= byte(1 + rng.IntN(255))
-		_, err := VerifyBackup(bytes.NewReader(bad))
+		_, err := VerifyBackup(bytes.NewReader(bad), Hidden{})
 		if !errors.Is(err, ErrBadBackup) && !errors.Is(err, ErrFormatVersion) {
 			t.Fatalf("byte %d of %d changed: VerifyBackup %v, want it refused", at, len(good), err)
 		}
@@ -441,14 +441,14 @@ func TestBackupWithAByteChangedIsRefused(t *testing.T) {
 	}
 	bad := slices.Clone(good)
 	bad[i+len(users[0][1])-1]++
-	if _, err := VerifyBackup(bytes.NewReader(bad)); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
+	if _, err := VerifyBackup(bytes.NewReader(bad), Hidden{}); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a user id's byte changed: %v, want the checksum named", err)
 	}
 
 	// A backup of format 3: its header says so, and its end mark has no checksum.
 	v1 := append(binary.AppendUvarint(slices.Clip(backupMagic), 3), good[len(backupMagic)+1:len(good)-8]...)
 	dst := openTest(t, testOptions(t))
-	if _, err := VerifyBackup(bytes.NewReader(v1)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(v1), Hidden{}); err != nil {
 		t.Fatalf("a backup of format 3: VerifyBackup %v", err)
 	}
 	if err := dst.Restore(bytes.NewReader(v1), nil, nil); err != nil {
@@ -822,7 +822,7 @@ func TestBackupOfTheStreamBuildsRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyBackup(bytes.NewReader(raw)); err != nil {
+	if _, err := VerifyBackup(bytes.NewReader(raw), Hidden{}); err != nil {
 		t.Fatal(err)
 	}
 	s := openTest(t, testOptions(t))

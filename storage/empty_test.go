@@ -131,7 +131,7 @@ func TestRestoreLeavesEmptyWritesOut(t *testing.T) {
 // gone user, which Restore leaves out) is not counted as a filter.
 func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 	buf := backupOfGoneAndKept(t, func(src *Store) { mustAppend(t, src, "ns", "journalled", "record") })
-	c, err := VerifyBackup(bytes.NewReader(buf.Bytes()))
+	c, err := VerifyBackup(bytes.NewReader(buf.Bytes()), Hidden{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,5 +145,47 @@ func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 	}
 	if want := (BackupContents{Filters: 1, JournalRecords: 1}); !reflect.DeepEqual(c, want) {
 		t.Fatalf("VerifyBackup counts %+v, want %+v: the restore brought back the users %q", c, want, users)
+	}
+}
+
+// TestVerifyBackupCountsHiddenFiltersApart: of a backup's filters, those
+// Hidden hides whose user has no journal record in it are counted apart
+// (NoHistory), its cover mark left out of what Hidden is asked about: the
+// filters less those are what the listing of a restore of it counts.
+func TestVerifyBackupCountsHiddenFiltersApart(t *testing.T) {
+	src := openTest(t, testOptions(t))
+	seq := mustAppend(t, src, "ns", "b-marked", "record")
+	if err := src.WriteBack([]Write{
+		{NS: "ns", User: "a-hidden", Value: []byte("hide")},
+		{NS: "ns", User: "b-marked", Value: []byte("hide"), UpTo: seq},
+		{NS: "ns", User: "c-long", Value: []byte("hide, but longer than read")},
+		{NS: "ns", User: "d-journaled", Value: []byte("hide")},
+		{NS: "ns", User: "e-kept", Value: []byte("keep")},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, src, "ns", "d-journaled", "record")
+	var buf bytes.Buffer
+	if err := src.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	hide := Hidden{MaxBytes: 8, Is: func(f []byte) bool { return string(f) == "hide" }}
+	c, err := VerifyBackup(bytes.NewReader(buf.Bytes()), hide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := openTest(t, testOptions(t))
+	if err := dst.Restore(&buf, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	users, err := dst.Users("ns", "", 0, hide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (BackupContents{Filters: 5, NoHistory: 2, JournalRecords: 1}); !reflect.DeepEqual(c, want) {
+		t.Fatalf("VerifyBackup counts %+v, want %+v: the restore lists the users %q", c, want, users)
+	}
+	if len(users) != c.Filters-c.NoHistory {
+		t.Fatalf("the restore lists %q, not the %d filters less the %d with no history", users, c.Filters, c.NoHistory)
 	}
 }

@@ -29,7 +29,13 @@ func (h Hidden) hides(item *badger.Item) bool {
 		return false
 	}
 	filter, _, err := readFilter(item)
-	return err == nil && len(filter) <= h.MaxBytes && h.Is(filter)
+	return err == nil && h.hidesFilter(filter)
+}
+
+// hidesFilter reports whether h hides a stored filter (its cover mark
+// split off).
+func (h Hidden) hidesFilter(filter []byte) bool {
+	return h.Is != nil && len(filter) <= h.MaxBytes && h.Is(filter)
 }
 
 // listed reports whether the user of a stored filter's item is listed: not

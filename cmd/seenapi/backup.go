@@ -105,7 +105,7 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	var held storage.BackupContents
 	go func() {
 		var err error
-		held, err = storage.VerifyBackup(pr)
+		held, err = storage.VerifyBackup(pr, eviction.NoHistory())
 		pr.CloseWithError(err) // a failed read must not leave Backup blocked
 		verified <- err
 	}()
@@ -136,7 +136,7 @@ func backup(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	if fi, err := os.Stat(o.out); err == nil {
 		size = fi.Size()
 	}
-	logger.Info("seenapi: backup written", "out", o.out, "bytes", size, "filters", held.Filters,
+	logger.Info("seenapi: backup written", "out", o.out, "bytes", size, "filters", held.Filters, "no_history", held.NoHistory,
 		"journal_records", held.JournalRecords, "data_dir", o.dataDir)
 	return skippedUsers(logger, o.out, held.Skipped)
 }
@@ -162,7 +162,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 	// The whole file is checked before anything is written: a restore is
 	// not atomic, and a damaged backup would otherwise leave part of itself
 	// in --data-dir.
-	held, err := storage.VerifyBackup(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20))
+	held, err := storage.VerifyBackup(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20), eviction.NoHistory())
 	if ctx.Err() != nil {
 		return fmt.Errorf("restore interrupted while checking %s; nothing was restored (%w)", o.in, ctx.Err())
 	}
@@ -226,7 +226,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		}
 		return err
 	}
-	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "journal_records", held.JournalRecords,
+	logger.Info("seenapi: backup restored", "in", o.in, "filters", held.Filters, "no_history", held.NoHistory, "journal_records", held.JournalRecords,
 		"skipped_users", len(held.Skipped), "data_dir", o.dataDir, "merged", o.merge)
 	return nil
 }

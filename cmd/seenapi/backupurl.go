@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
 )
 
@@ -75,7 +76,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, skipDa
 		}
 	}()
 	w := bufio.NewWriterSize(f, 1<<20)
-	held, err := storage.VerifyBackup(io.TeeReader(resp.Body, w))
+	held, err := storage.VerifyBackup(io.TeeReader(resp.Body, w), eviction.NoHistory())
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup interrupted: %w", ctx.Err())
@@ -105,7 +106,7 @@ func backupFromService(ctx context.Context, url, key, caCert, out string, skipDa
 	if fi, err := os.Stat(out); err == nil {
 		size = fi.Size()
 	}
-	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters,
+	logger.Info("seenapi: backup written", "out", out, "bytes", size, "filters", held.Filters, "no_history", held.NoHistory,
 		"journal_records", held.JournalRecords, "from", shownURL(url))
 	return skippedUsers(logger, out, held.Skipped)
 }

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/storage/storagetest"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // backupCmd runs seenapi backup with args and returns its exit code and output.
@@ -526,5 +528,57 @@ func TestBackupSkippingADamagedUserKeepsTheRestAndNamesIt(t *testing.T) {
 	check("backup --url", code, log, out)
 	if !strings.Contains(s.out.String(), "a backup leaves out a user whose stored filter is damaged") {
 		t.Fatalf("the service's log does not name the user left out:\n%s", s.out.String())
+	}
+}
+
+// A stored user without a window that never recorded an item (earlier
+// builds stored one of an import of such a filter) is not listed: the
+// log lines of backup, offline and through the service, and of restore
+// count its filter apart (no_history=), so that filters= less it is what
+// the service lists.
+func TestBackupCountsFiltersWithNoHistoryApart(t *testing.T) {
+	dir := t.TempDir()
+	filledDir(t, dir, 2)
+	hot, done := openHotSet(t, dir)
+	n, _ := hot.Namespace("default")
+	done()
+	f, err := userfilter.New(n.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WriteBack([]storage.Write{{NS: "default", User: "old", Value: legacy}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const counts = "filters=3 no_history=1 journal_records=0"
+	out := filepath.Join(t.TempDir(), "offline.backup")
+	if code, log := backupCmd(nil, "--data-dir", dir, "--out", out); code != 0 || !strings.Contains(log, counts) {
+		t.Fatalf("offline backup: exit %d, want %s\n%s", code, counts, log)
+	}
+	var rlog bytes.Buffer
+	into := t.TempDir()
+	if code := run(context.Background(), []string{"restore", "--data-dir", into, "--in", out, "--min-free-bytes", "-1"},
+		noEnv, &rlog, &rlog, nil); code != 0 || !strings.Contains(rlog.String(), counts) {
+		t.Fatalf("restore: exit %d, want %s\n%s", code, counts, rlog.String())
+	}
+	restored, done := openHotSet(t, into)
+	users, err := restored.Users("default", "", 0)
+	done()
+	if err != nil || !slices.Equal(users, []string{"u0", "u1"}) {
+		t.Fatalf("the restore lists %q, %v; want u0 and u1", users, err)
+	}
+	s := startService(t, nil, "--data-dir", dir)
+	if code, log := backupCmd(nil, "--url", s.url, "--out", filepath.Join(t.TempDir(), "url.backup")); code != 0 || !strings.Contains(log, counts) {
+		t.Fatalf("backup --url: exit %d, want %s\n%s", code, counts, log)
 	}
 }

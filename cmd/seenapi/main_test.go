@@ -1484,7 +1484,7 @@ func TestBackupAndRestore(t *testing.T) {
 	dir := stoppedServiceData(t)
 	file, log := backupOf(t, dir)
 	// Each says what the backup holds: u1's filter, written back at the stop.
-	if !strings.Contains(log, "backup written") || !strings.Contains(log, "filters=1 journal_records=0") {
+	if !strings.Contains(log, "backup written") || !strings.Contains(log, "filters=1 no_history=0 journal_records=0") {
 		t.Fatalf("the backup's log does not say what it holds:\n%s", log)
 	}
 	var out bytes.Buffer
@@ -1492,7 +1492,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if code := run(context.Background(), []string{"restore", "--data-dir", restored, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil); code != 0 {
 		t.Fatalf("restore exit %d: %s", code, out.String())
 	}
-	if !strings.Contains(out.String(), "backup restored") || !strings.Contains(out.String(), "filters=1 journal_records=0") {
+	if !strings.Contains(out.String(), "backup restored") || !strings.Contains(out.String(), "filters=1 no_history=0 journal_records=0") {
 		t.Fatalf("the restore's log does not say what it restored:\n%s", out.String())
 	}
 	if got := seenAfterRestart(t, restored, "default", "u1", "x", "y", "z"); !slices.Equal(got, []bool{true, true, false}) {
