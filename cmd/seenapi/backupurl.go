@@ -138,15 +138,12 @@ func skippedUsers(logger *slog.Logger, out string, skipped []storage.SkippedUser
 	return &partialBackup{out: out, skipped: len(skipped)}
 }
 
-// logSkipped logs msg for each of the users a backup left out (the first
-// maxLoggedSkipped of them, and how many more).
+// logSkipped logs msg for each of the users a backup left out, every one:
+// the operator repairs each by its name, and the log, in --log-format,
+// quotes any user id as it is; the line that counts them comes after.
 func logSkipped(logger *slog.Logger, msg string, skipped []storage.SkippedUser) {
-	const maxLoggedSkipped = 100
-	for _, u := range skipped[:min(len(skipped), maxLoggedSkipped)] {
+	for _, u := range skipped {
 		logger.Warn(msg, "ns", u.NS, "user", u.User, "reason", u.Reason)
-	}
-	if n := len(skipped) - maxLoggedSkipped; n > 0 {
-		logger.Warn(msg+", and more not named here", "more", n)
 	}
 }
 

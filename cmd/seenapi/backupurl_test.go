@@ -582,3 +582,43 @@ func TestBackupCountsFiltersWithNoHistoryApart(t *testing.T) {
 		t.Fatalf("backup --url: exit %d, want %s\n%s", code, counts, log)
 	}
 }
+
+// With more than a hundred users damaged, backup --skip-damaged (offline
+// and through the service) and restore name every one, which the
+// operator must repair, and the count comes after them.
+func TestBackupSkippingManyDamagedUsersNamesEveryOne(t *testing.T) {
+	const damaged = 101
+	dir := t.TempDir()
+	filledDir(t, dir, damaged+1)
+	_, done := openHotSet(t, dir) // see TestBackupStoppedByADamagedUserNamesItAndItsRepair
+	done()
+	for u := 1; u <= damaged; u++ {
+		storagetest.DamageFilter(t, dir, "default", fmt.Sprintf("u%d", u))
+	}
+	check := func(what, log string) {
+		t.Helper()
+		for u := 1; u <= damaged; u++ {
+			if name := fmt.Sprintf("user=u%d reason=", u); !strings.Contains(log, name) {
+				t.Fatalf("%s does not name u%d, one of the %d users left out\n%s", what, u, damaged, log)
+			}
+		}
+	}
+	out := filepath.Join(t.TempDir(), "offline.backup")
+	code, log := backupCmd(nil, "--data-dir", dir, "--out", out, "--skip-damaged")
+	if code != exitPartialBackup || !strings.HasSuffix(strings.TrimSpace(log), fmt.Sprintf("skipped=%d", damaged)) {
+		t.Fatalf("offline backup --skip-damaged: exit %d, want %d and the count last\n%s", code, exitPartialBackup, log)
+	}
+	check("the offline backup's log", log)
+	var rlog bytes.Buffer
+	if code := run(context.Background(), []string{"restore", "--data-dir", t.TempDir(), "--in", out, "--min-free-bytes", "-1"},
+		noEnv, &rlog, &rlog, nil); code != 0 {
+		t.Fatalf("restore: exit %d\n%s", code, rlog.String())
+	}
+	check("the restore's log", rlog.String())
+	s := startService(t, nil, "--data-dir", dir)
+	code, log = backupCmd(nil, "--url", s.url, "--out", filepath.Join(t.TempDir(), "url.backup"), "--skip-damaged")
+	if code != exitPartialBackup {
+		t.Fatalf("backup --url --skip-damaged: exit %d, want %d\n%s", code, exitPartialBackup, log)
+	}
+	check("the log of backup --url", log)
+}
