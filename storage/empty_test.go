@@ -38,11 +38,11 @@ func TestEmptyWriteListsNoUserAndKeepsItsCoverMark(t *testing.T) {
 	check("after a restart")
 }
 
-// TestUsersLeavesOutHiddenFilters: a stored filter Hidden hides is not
-// listed, nor takes a place in a page, its cover mark left out of what
-// Hidden is asked about; a longer filter is listed unread, and a user with
-// journal records is listed whatever its filter.
-func TestUsersLeavesOutHiddenFilters(t *testing.T) {
+// storeWithHiddenFilters opens a store holding in "ns" filters "hide"
+// (a-hidden; b-marked, with a cover mark; d-journaled, with a journal record
+// after it) and "keep" (e-kept), and a longer one (c-long).
+func storeWithHiddenFilters(t *testing.T) *Store {
+	t.Helper()
 	s := openTest(t, testOptions(t))
 	seq := mustAppend(t, s, "ns", "b-marked", "record")
 	if err := s.WriteBack([]Write{
@@ -55,6 +55,15 @@ func TestUsersLeavesOutHiddenFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, "ns", "d-journaled", "record")
+	return s
+}
+
+// TestUsersLeavesOutHiddenFilters: a stored filter Hidden hides is not
+// listed, nor takes a place in a page, its cover mark left out of what
+// Hidden is asked about; a longer filter is listed unread, and a user with
+// journal records is listed whatever its filter.
+func TestUsersLeavesOutHiddenFilters(t *testing.T) {
+	s := storeWithHiddenFilters(t)
 	var asked []string
 	hide := Hidden{MaxBytes: 8, Is: func(f []byte) bool {
 		asked = append(asked, string(f))
@@ -153,18 +162,7 @@ func TestVerifyBackupCountsWhatARestoreBringsBack(t *testing.T) {
 // (NoHistory), its cover mark left out of what Hidden is asked about: the
 // filters less those are what the listing of a restore of it counts.
 func TestVerifyBackupCountsHiddenFiltersApart(t *testing.T) {
-	src := openTest(t, testOptions(t))
-	seq := mustAppend(t, src, "ns", "b-marked", "record")
-	if err := src.WriteBack([]Write{
-		{NS: "ns", User: "a-hidden", Value: []byte("hide")},
-		{NS: "ns", User: "b-marked", Value: []byte("hide"), UpTo: seq},
-		{NS: "ns", User: "c-long", Value: []byte("hide, but longer than read")},
-		{NS: "ns", User: "d-journaled", Value: []byte("hide")},
-		{NS: "ns", User: "e-kept", Value: []byte("keep")},
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, src, "ns", "d-journaled", "record")
+	src := storeWithHiddenFilters(t)
 	var buf bytes.Buffer
 	if err := src.Backup(&buf); err != nil {
 		t.Fatal(err)
