@@ -16,13 +16,33 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	// The first signal begins a graceful stop; a second ends the process
-	// at once (the signal's default action), instead of being swallowed
-	// while the stop writes back: the journal keeps every acknowledged
-	// change, as after a crash.
-	go func() { <-ctx.Done(); stop() }()
-	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, nil))
+	os.Exit(run(stopSignals(), os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, nil))
+}
+
+// beforeUnregister, if not nil, runs between a stop signal's arrival and
+// the signals' unregistering (tests slow that step down).
+var beforeUnregister func()
+
+// stopSignals is a context that ends on the first SIGTERM or SIGINT. The
+// first signal begins a graceful stop; a second ends the process at once
+// (the signal's default action), instead of being swallowed while the stop
+// writes back: the journal keeps every acknowledged change, as after a
+// crash. The context ends only once the signals are unregistered: ended
+// first (as signal.NotifyContext's does), the stop could log "draining"
+// while a second signal was still caught and dropped.
+func stopSignals() context.Context {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		s := <-sig
+		if beforeUnregister != nil {
+			beforeUnregister()
+		}
+		signal.Stop(sig)
+		cancel(fmt.Errorf("%v signal received", s))
+	}()
+	return ctx
 }
 
 // environ looks up an environment variable, telling set from unset

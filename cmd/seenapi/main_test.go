@@ -1691,6 +1691,9 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 var built bench.SharedBuild
 
 func TestMain(m *testing.M) {
+	if os.Getenv(secondSignalChild) != "" {
+		secondSignalRightAfterTheFirst()
+	}
 	code := m.Run()
 	built.Remove()
 	os.Exit(code)
@@ -1803,6 +1806,41 @@ func TestASecondSignalStopsAtOnce(t *testing.T) {
 	defer func() { after.cmd.Process.Signal(syscall.SIGTERM); after.cmd.Wait() }()
 	if status, m := post(t, after.url+"/v1/namespaces/default/users/u/check", `{"items":["a","b"]}`); status != 200 || fmt.Sprint(m["seen"]) != "[true false]" {
 		t.Fatalf("after the second signal and a restart: %d %v", status, m)
+	}
+}
+
+// secondSignalChild, set in the environment, makes the test binary run
+// secondSignalRightAfterTheFirst instead of the tests.
+const secondSignalChild = "SEENAPI_TEST_SECOND_SIGNAL_CHILD"
+
+// secondSignalRightAfterTheFirst sends itself a SIGINT, and a second one
+// as soon as the stop begins (what serve's "draining" line tells an
+// operator), with the signals' unregistering slowed down. It exits 0 only
+// if it outlives the second.
+func secondSignalRightAfterTheFirst() {
+	beforeUnregister = func() { time.Sleep(time.Second) }
+	ctx := stopSignals()
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	<-ctx.Done()
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	time.Sleep(10 * time.Second) // the default action ends it long before
+	fmt.Println("still running 10 s after the second SIGINT")
+	os.Exit(0)
+}
+
+// A second signal sent the instant the first one's stop begins ends the
+// process, however late the signals' unregistering runs: nothing tells of
+// the stop before a second signal would end it.
+func TestASecondSignalRightAfterTheFirstStopsAtOnce(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), secondSignalChild+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the second SIGINT, sent as the stop began, did not end the process (%v):\n%s", err, out)
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Fatalf("not ended by the second SIGINT (%v):\n%s", err, out)
 	}
 }
 
