@@ -38,20 +38,28 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal stops the servers and removes their data, which can
+	// take a while (seenapi writes back on SIGTERM); a second one quits at
+	// once (the signal's default action: the servers die with the harness,
+	// their data stays). The signals are unregistered before the stop
+	// begins or says so: a second signal sent as soon as the line shows
+	// would otherwise be caught and dropped.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
-		// The first signal stops the servers and removes their data, which
-		// can take a while (seenapi writes back on SIGTERM); a second one
-		// quits at once (the servers die with the harness, their data stays).
-		<-ctx.Done()
-		if context.Cause(ctx) == context.Canceled { // a signal's cause only wraps it
+		s, ok := <-sig
+		if !ok {
 			return // the run's end, not a signal
 		}
+		signal.Stop(sig)
 		fmt.Fprintln(os.Stderr, "seenbench: stopping the servers; interrupt again to quit at once")
-		stop()
+		cancel(fmt.Errorf("%v signal received", s))
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sig)
+	close(sig)
+	cancel(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "seenbench:", err)
 		os.Exit(1)
