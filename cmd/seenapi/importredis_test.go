@@ -841,8 +841,15 @@ func replicate(t *testing.T, rdb *redis.Client, master *bench.RedisServer) {
 func saveAndKill(rdb *redis.Client, srv *bench.RedisServer) (dir string, err error) {
 	ctx := context.Background()
 	cfg, err := rdb.ConfigGet(ctx, "dir").Result()
-	if err == nil {
+	// A master whose replica has just synced may still be ending the
+	// background save that fed it (its child not yet reaped), which SAVE
+	// refuses: it is waited for.
+	for deadline := time.Now().Add(10 * time.Second); err == nil; time.Sleep(20 * time.Millisecond) {
 		err = rdb.Save(ctx).Err()
+		if err == nil || !strings.Contains(err.Error(), "Background save already in progress") || time.Now().After(deadline) {
+			break
+		}
+		err = nil
 	}
 	if err == nil {
 		err = syscall.Kill(srv.PID(), syscall.SIGKILL)
