@@ -14,6 +14,8 @@ import (
 
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
+	"github.com/seenapi/seenapi/storage/storagetest"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // logLines is a slog JSON sink safe for the server's goroutines.
@@ -154,7 +156,7 @@ func TestAnImportThatWritesNothingIsNotLoggedAsImported(t *testing.T) {
 	var l logLines
 	e := newEnv(t, withLog(&l))
 	c := e.client("")
-	empty := neverRecorded(t)
+	empty := storagetest.NoHistory(t, userfilter.DefaultProfile())
 	r, err := c.ImportUserWithBodyWithResponse(ctx, "default", "none", &client.ImportUserParams{Mode: ptr(client.Replace)},
 		"application/octet-stream", bytes.NewReader(empty))
 	if err != nil || r.StatusCode() != http.StatusNoContent {

@@ -26,6 +26,7 @@ import (
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/eviction"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/storage/storagetest"
 	"github.com/seenapi/seenapi/userfilter"
 	"github.com/seenapi/seenapi/web"
 )
@@ -179,21 +180,6 @@ func TestForgetUserErasesHistory(t *testing.T) {
 	}
 }
 
-// neverRecorded is the export of a filter of the default profile that
-// never recorded an item.
-func neverRecorded(t *testing.T) []byte {
-	t.Helper()
-	f, err := userfilter.New(userfilter.DefaultProfile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
 // A filter that never recorded an item makes no user: imported for a user
 // never seen, the user stays never seen (no stats, not listed), as a call
 // that records nothing leaves it, rather than a user of no history whose
@@ -202,7 +188,7 @@ func neverRecorded(t *testing.T) []byte {
 func TestAnImportThatNeverRecordedMakesNoUser(t *testing.T) {
 	e := newEnv(t)
 	c := e.client("")
-	empty := neverRecorded(t)
+	empty := storagetest.NoHistory(t, userfilter.DefaultProfile())
 	imp := func(user string, mode client.ImportMode) *client.ImportUserResponse {
 		t.Helper()
 		r, err := c.ImportUserWithBodyWithResponse(ctx, "default", user, &client.ImportUserParams{Mode: &mode},

@@ -13,6 +13,7 @@ import (
 	"github.com/seenapi/seenapi/api"
 	"github.com/seenapi/seenapi/client"
 	"github.com/seenapi/seenapi/storage"
+	"github.com/seenapi/seenapi/storage/storagetest"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -183,10 +184,7 @@ func TestListUsersDetailsOfFiltersWithoutTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	never, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	never := storagetest.NoHistory(t, userfilter.DefaultProfile())
 	f.Add([]string{"a"}, time.Now())
 	raw, err := f.MarshalBinary()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/storage/storagetest"
 	"github.com/seenapi/seenapi/userfilter"
 )
 
@@ -239,15 +240,7 @@ func TestGoneUserComesBackWithTheNamespacesProfile(t *testing.T) {
 func emptyOf(t *testing.T, h *HotSet, ns string) []byte {
 	t.Helper()
 	n, _ := h.Namespace(ns)
-	f, err := userfilter.New(n.Profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return storagetest.NoHistory(t, n.Profile)
 }
 
 // TestEmptiedUserIsGone: a windowed user left with no item by a step that

@@ -21,7 +21,6 @@ import (
 
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/storage/storagetest"
-	"github.com/seenapi/seenapi/userfilter"
 )
 
 // backupCmd runs seenapi backup with args and returns its exit code and output.
@@ -542,14 +541,7 @@ func TestBackupCountsFiltersWithNoHistoryApart(t *testing.T) {
 	hot, done := openHotSet(t, dir)
 	n, _ := hot.Namespace("default")
 	done()
-	f, err := userfilter.New(n.Profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy, err := f.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	legacy := storagetest.NoHistory(t, n.Profile)
 	store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1))
 	if err != nil {
 		t.Fatal(err)

@@ -247,14 +247,7 @@ func TestCheckWarnsAboutStoredNamespacesNotServed(t *testing.T) {
 	}
 	// Users that never recorded an item, which earlier builds stored: not
 	// listed, and not counted.
-	never, err := userfilter.New(userfilter.DefaultProfile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := never.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := storagetest.NoHistory(t, userfilter.DefaultProfile())
 	writes = append(writes, storage.Write{NS: "push", User: "never", Value: raw}, storage.Write{NS: "old", User: "never", Value: raw})
 	if err := store.WriteBack(writes, nil); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package storagetest helps the tests of packages that keep data through
-// storage damage a store's files on disk as a failing disk would, or copy
-// them as a crash would leave them, so that each tests its answer to that
-// damage or crash with the real store.
+// storage damage a store's files on disk as a failing disk would, copy
+// them as a crash would leave them, or make values as earlier builds
+// stored them, so that each tests its answer to that damage, crash or
+// legacy with the real store.
 package storagetest
 
 import (
