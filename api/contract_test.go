@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -192,4 +193,135 @@ func TestRetryAfterIsDeclaredWhereverItMayBeSent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRequestExamplesAreAnsweredAsDocumented sends every JSON request
+// example of openapi.yaml, to the path its parameters' examples make, and
+// holds the answer to the operation's documented success: its status, and
+// no member that the documented answer examples do not show. A reader
+// (or a "try it out" page) sends the examples as they are; an example
+// once named a namespace whose filters cannot do what it asked, and was
+// answered 409.
+func TestRequestExamplesAreAnsweredAsDocumented(t *testing.T) {
+	doc := loadSpec(t)
+	e := newEnv(t, withKeys)
+	sent := 0
+	for _, path := range slices.Sorted(maps.Keys(doc.Paths.Map())) {
+		item := doc.Paths.Value(path)
+		for _, method := range slices.Sorted(maps.Keys(item.Operations())) {
+			op := item.Operations()[method]
+			if op.RequestBody == nil || op.RequestBody.Value.Content.Get("application/json") == nil {
+				continue
+			}
+			media := op.RequestBody.Value.Content.Get("application/json")
+			bodies := map[string]any{}
+			if media.Example != nil {
+				bodies["example"] = media.Example
+			}
+			for name, ex := range media.Examples {
+				bodies[name] = ex.Value.Value
+			}
+			if len(bodies) == 0 {
+				t.Errorf("%s %s takes JSON but shows no example of it", method, path)
+				continue
+			}
+			target, header := exampleRequest(t, item, op, path)
+			success, shown := documentedSuccess(t, op)
+			for _, name := range slices.Sorted(maps.Keys(bodies)) {
+				body, err := json.Marshal(bodies[name])
+				if err != nil {
+					t.Fatal(err)
+				}
+				status, _, got := e.raw(method, target, "application/json", body, header...)
+				sent++
+				if status != success {
+					t.Errorf("%s %s, its example %q: %d, documented %d: %s", method, target, name, status, success, truncate(got))
+					continue
+				}
+				var answer any
+				if err := json.Unmarshal(got, &answer); err != nil {
+					t.Fatalf("%s %s: %v: %s", method, target, err, got)
+				}
+				for _, m := range slices.Sorted(maps.Keys(members(answer, ""))) {
+					if !shown[m] {
+						t.Errorf("%s %s, its example %q: the answer has %s, which no answer example of the operation shows", method, path, name, m)
+					}
+				}
+			}
+		}
+	}
+	if sent < 5 {
+		t.Errorf("only %d request examples sent", sent)
+	}
+}
+
+// exampleRequest returns the path of op made of its parameters' examples
+// (the operation's own taking the place of the path's), and the headers
+// of the examples of its header parameters with an admin key.
+func exampleRequest(t *testing.T, item *openapi3.PathItem, op *openapi3.Operation, path string) (string, []string) {
+	t.Helper()
+	header := []string{"Authorization", "Bearer " + adminKey}
+	for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+		for _, p := range ps {
+			ex, ok := p.Value.Example.(string)
+			switch {
+			case p.Value.In == openapi3.ParameterInPath && !ok:
+				t.Fatalf("%s: the path parameter %s has no example", path, p.Value.Name)
+			case p.Value.In == openapi3.ParameterInHeader && ok:
+				header = append(header, p.Value.Name, ex)
+			}
+		}
+	}
+	target := path
+	for _, ps := range []openapi3.Parameters{op.Parameters, item.Parameters} {
+		for _, p := range ps {
+			if ex, ok := p.Value.Example.(string); ok && p.Value.In == openapi3.ParameterInPath {
+				target = strings.ReplaceAll(target, "{"+p.Value.Name+"}", url.PathEscape(ex))
+			}
+		}
+	}
+	return target, header
+}
+
+// documentedSuccess returns op's success status and the members (JSON
+// pointers without array indices) its answer examples show.
+func documentedSuccess(t *testing.T, op *openapi3.Operation) (int, map[string]bool) {
+	t.Helper()
+	for status := 200; status < 300; status++ {
+		r := op.Responses.Status(status)
+		if r == nil {
+			continue
+		}
+		shown := map[string]bool{}
+		if media := r.Value.Content.Get("application/json"); media != nil {
+			examples := []any{media.Example}
+			for _, ex := range media.Examples {
+				examples = append(examples, ex.Value.Value)
+			}
+			for _, ex := range examples {
+				maps.Copy(shown, members(ex, ""))
+			}
+		}
+		return status, shown
+	}
+	t.Fatalf("%s has no success answer", op.OperationID)
+	return 0, nil
+}
+
+// members returns the JSON pointers of the members of v, under prefix,
+// without array indices (an array's elements share theirs).
+func members(v any, prefix string) map[string]bool {
+	m := map[string]bool{}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, w := range v {
+			m[prefix+"/"+k] = true
+			maps.Copy(m, members(w, prefix+"/"+k))
+		}
+	case []any:
+		for _, w := range v {
+			maps.Copy(m, members(w, prefix))
+		}
+	}
+	return m
 }

@@ -1435,7 +1435,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-	ForgetItemsWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ForgetItemsWithBody(ctx context.Context, ns string, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ForgetItems Forget items (namespaces whose filter kind can delete)
 	//
@@ -1455,7 +1455,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-	ForgetItems(ctx context.Context, ns Ns, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ForgetItems(ctx context.Context, ns string, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecordSeenWithBody Record impressions without filtering
 	//
@@ -2008,7 +2008,7 @@ func (c *Client) FilterUser(ctx context.Context, ns Ns, user User, params *Filte
 // Takes any type of body and a specified content type.
 //
 // Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-func (c *Client) ForgetItemsWithBody(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) ForgetItemsWithBody(ctx context.Context, ns string, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForgetItemsRequestWithBody(c.Server, ns, user, contentType, body)
 	if err != nil {
 		return nil, err
@@ -2038,7 +2038,7 @@ func (c *Client) ForgetItemsWithBody(ctx context.Context, ns Ns, user User, cont
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-func (c *Client) ForgetItems(ctx context.Context, ns Ns, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) ForgetItems(ctx context.Context, ns string, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForgetItemsRequest(c.Server, ns, user, body)
 	if err != nil {
 		return nil, err
@@ -2934,7 +2934,7 @@ func NewFilterUserRequestWithBody(server string, ns Ns, user User, params *Filte
 }
 
 // NewForgetItemsRequest calls the generic ForgetItems builder with application/json body
-func NewForgetItemsRequest(server string, ns Ns, user User, body ForgetItemsJSONRequestBody) (*http.Request, error) {
+func NewForgetItemsRequest(server string, ns string, user User, body ForgetItemsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
@@ -2945,7 +2945,7 @@ func NewForgetItemsRequest(server string, ns Ns, user User, body ForgetItemsJSON
 }
 
 // NewForgetItemsRequestWithBody constructs an http.Request for the ForgetItems method, with any body, and a specified content type
-func NewForgetItemsRequestWithBody(server string, ns Ns, user User, contentType string, body io.Reader) (*http.Request, error) {
+func NewForgetItemsRequestWithBody(server string, ns string, user User, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3466,7 +3466,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-	ForgetItemsWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error)
+	ForgetItemsWithBodyWithResponse(ctx context.Context, ns string, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error)
 
 	// ForgetItemsWithResponse Forget items (namespaces whose filter kind can delete)
 	//
@@ -3486,7 +3486,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-	ForgetItemsWithResponse(ctx context.Context, ns Ns, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error)
+	ForgetItemsWithResponse(ctx context.Context, ns string, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error)
 
 	// RecordSeenWithBodyWithResponse Record impressions without filtering
 	//
@@ -6599,7 +6599,7 @@ func (c *ClientWithResponses) FilterUserWithResponse(ctx context.Context, ns Ns,
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Context, ns Ns, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error) {
+func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Context, ns string, user User, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error) {
 	rsp, err := c.ForgetItemsWithBody(ctx, ns, user, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -6625,7 +6625,7 @@ func (c *ClientWithResponses) ForgetItemsWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/namespaces/{ns}/users/{user}/items (the `ForgetItems` operationId).
-func (c *ClientWithResponses) ForgetItemsWithResponse(ctx context.Context, ns Ns, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error) {
+func (c *ClientWithResponses) ForgetItemsWithResponse(ctx context.Context, ns string, user User, body ForgetItemsJSONRequestBody, reqEditors ...RequestEditorFn) (*ForgetItemsResponse, error) {
 	rsp, err := c.ForgetItems(ctx, ns, user, body, reqEditors...)
 	if err != nil {
 		return nil, err
