@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -324,4 +325,95 @@ func members(v any, prefix string) map[string]bool {
 		}
 	}
 	return m
+}
+
+// TestUserStatsExampleIsWhatTheServerAnswers holds the example of a
+// user's stats to what the server answers for a user of a namespace of
+// the example's kind and default profile who recorded the example's count
+// of items, i:0, i:1 and so on (item hashes are stable, so every figure
+// is): an example once showed a Bloom layer of 32 items in 256 bits with
+// 7 hashes, which no filter with a 1% target has.
+func TestUserStatsExampleIsWhatTheServerAnswers(t *testing.T) {
+	doc := loadSpec(t)
+	want, _ := doc.Paths.Value("/v1/namespaces/{ns}/users/{user}").Get.Responses.Status(200).Value.
+		Content.Get("application/json").Example.(map[string]any)
+	n, _ := want["items"].(float64)
+	if want["kind"] != "bloom" || want["window"] != 0.0 || want["max_items"] != 0.0 || n < 1 {
+		t.Fatalf("the example of GET /v1/namespaces/{ns}/users/{user} is no longer a Bloom filter of the default profile: %v", want)
+	}
+	e := newEnv(t, withKeys)
+	e.recordItems("bloom", "u:1001", int(n))
+	status, _, b := e.raw(http.MethodGet, userPath("bloom", "u:1001", ""), "", nil, "Authorization", "Bearer "+readKey)
+	if status != http.StatusOK {
+		t.Fatalf("stats: %d %s", status, b)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	// The times are the call's, and dirty depends on the write-back's.
+	for _, m := range []string{"first_seen", "last_seen", "dirty"} {
+		delete(got, m)
+		delete(want, m)
+	}
+	if w, g := normalizeValue(t, want), normalizeValue(t, got); w != g {
+		t.Errorf("the example of GET /v1/namespaces/{ns}/users/{user} is\n%s\nthe server answers\n%s", w, g)
+	}
+}
+
+// normalizeValue returns v as JSON, its members sorted.
+func normalizeValue(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestUserSummaryExampleIsWhatTheServerAnswers holds the example of a
+// page of users with details to what the server answers for a user of
+// the default namespace who recorded the example's count of items, i:0,
+// i:1 and so on: an example once showed a false-positive rate 250 times
+// below the filter's.
+func TestUserSummaryExampleIsWhatTheServerAnswers(t *testing.T) {
+	doc := loadSpec(t)
+	page, _ := doc.Paths.Value("/v1/namespaces/{ns}/users").Get.Responses.Status(200).Value.
+		Content.Get("application/json").Examples["details"].Value.Value.(map[string]any)
+	details, _ := page["details"].([]any)
+	if len(details) == 0 {
+		t.Fatal("the example details of GET /v1/namespaces/{ns}/users shows no user")
+	}
+	want, _ := details[0].(map[string]any)
+	n, _ := want["items"].(float64)
+	user, _ := want["user"].(string)
+	e := newEnv(t, withKeys)
+	e.recordItems("default", user, int(n))
+	status, _, b := e.raw(http.MethodGet, "/v1/namespaces/default/users?details=true", "", nil, "Authorization", "Bearer "+readKey)
+	if status != http.StatusOK {
+		t.Fatalf("users: %d %s", status, b)
+	}
+	var got struct{ Details []map[string]any }
+	if err := json.Unmarshal(b, &got); err != nil || len(got.Details) != 1 {
+		t.Fatalf("users: %v %s", err, b)
+	}
+	delete(got.Details[0], "last_seen") // the call's time
+	delete(want, "last_seen")
+	if w, g := normalizeValue(t, want), normalizeValue(t, got.Details[0]); w != g {
+		t.Errorf("the example details of GET /v1/namespaces/{ns}/users shows\n%s\nthe server answers\n%s", w, g)
+	}
+}
+
+// recordItems records the items i:0 to i:n-1 for the user.
+func (e *env) recordItems(ns, user string, n int) {
+	e.t.Helper()
+	items := make([]string, n)
+	for i := range items {
+		items[i] = "i:" + strconv.Itoa(i)
+	}
+	body, _ := json.Marshal(map[string]any{"items": items})
+	if status, _, b := e.raw(http.MethodPost, userPath(ns, user, "/seen"), "application/json", body,
+		"Authorization", "Bearer "+writeKey); status != http.StatusOK {
+		e.t.Fatalf("recording: %d %s", status, b)
+	}
 }
