@@ -15,6 +15,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/seenapi/seenapi/api"
+	"github.com/seenapi/seenapi/eviction"
+	"github.com/seenapi/seenapi/userfilter"
 )
 
 // TestServedRoutesAreTheDocumentedRoutes holds the server to openapi.yaml in
@@ -196,26 +198,53 @@ func TestRetryAfterIsDeclaredWhereverItMayBeSent(t *testing.T) {
 	}
 }
 
-// TestRequestExamplesAreAnsweredAsDocumented sends every JSON request
-// example of openapi.yaml, to the path its parameters' examples make, and
-// holds the answer to the operation's documented success: its status, and
-// no member that the documented answer examples do not show. A reader
-// (or a "try it out" page) sends the examples as they are; an example
-// once named a namespace whose filters cannot do what it asked, and was
-// answered 409.
+// TestRequestExamplesAreAnsweredAsDocumented sends every operation of
+// openapi.yaml as its examples make it (the path and query parameters',
+// the headers', the JSON body's, each body example once) and holds the
+// answer to the operation's documented success: its status, and no member
+// that the operation's answer examples do not show. A reader (or a "try it
+// out" page) sends the examples as they are; examples once named a
+// namespace whose filters cannot do what they asked (answered 409
+// unsupported), and one always served, which no purge erases (409
+// namespace-served). The operations that record come first, so that the
+// users the examples name have a history when they are read, and the
+// erasures last; the namespaces the example of GET /v1/namespaces shows
+// as not served are stored and not served.
 func TestRequestExamplesAreAnsweredAsDocumented(t *testing.T) {
 	doc := loadSpec(t)
 	e := newEnv(t, withKeys)
+	notServed, _ := doc.Paths.Value("/v1/namespaces").Get.Responses.Status(200).Value.
+		Content.Get("application/json").Example.(map[string]any)["not_served"].([]any)
+	for _, ns := range notServed {
+		e.storeUnserved(ns.(string))
+	}
+	order := map[string]int{http.MethodPost: 0, http.MethodPut: 1, http.MethodGet: 2, http.MethodHead: 3, http.MethodDelete: 4}
+	type call struct {
+		method, path string
+		op           *openapi3.Operation
+		item         *openapi3.PathItem
+	}
+	var calls []call
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			calls = append(calls, call{method, path, op, item})
+		}
+	}
+	slices.SortFunc(calls, func(a, b call) int {
+		if c := order[a.method] - order[b.method]; c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
 	sent := 0
-	for _, path := range slices.Sorted(maps.Keys(doc.Paths.Map())) {
-		item := doc.Paths.Value(path)
-		for _, method := range slices.Sorted(maps.Keys(item.Operations())) {
-			op := item.Operations()[method]
-			if op.RequestBody == nil || op.RequestBody.Value.Content.Get("application/json") == nil {
-				continue
+	for _, c := range calls {
+		bodies := map[string]any{"": nil}
+		if c.op.RequestBody != nil {
+			media := c.op.RequestBody.Value.Content.Get("application/json")
+			if media == nil {
+				continue // an import takes an export's bytes, which no example shows
 			}
-			media := op.RequestBody.Value.Content.Get("application/json")
-			bodies := map[string]any{}
+			bodies = map[string]any{}
 			if media.Example != nil {
 				bodies["example"] = media.Example
 			}
@@ -223,105 +252,145 @@ func TestRequestExamplesAreAnsweredAsDocumented(t *testing.T) {
 				bodies[name] = ex.Value.Value
 			}
 			if len(bodies) == 0 {
-				t.Errorf("%s %s takes JSON but shows no example of it", method, path)
+				t.Errorf("%s %s takes JSON but shows no example of it", c.method, c.path)
 				continue
 			}
-			target, header := exampleRequest(t, item, op, path)
-			success, shown := documentedSuccess(t, op)
-			for _, name := range slices.Sorted(maps.Keys(bodies)) {
-				body, err := json.Marshal(bodies[name])
-				if err != nil {
+		}
+		target, header := exampleRequest(t, c.item, c.op, c.path)
+		success, schema, shown := documentedSuccess(t, c.op)
+		for _, name := range slices.Sorted(maps.Keys(bodies)) {
+			var body []byte
+			contentType := ""
+			if bodies[name] != nil {
+				var err error
+				if body, err = json.Marshal(bodies[name]); err != nil {
 					t.Fatal(err)
 				}
-				status, _, got := e.raw(method, target, "application/json", body, header...)
-				sent++
-				if status != success {
-					t.Errorf("%s %s, its example %q: %d, documented %d: %s", method, target, name, status, success, truncate(got))
-					continue
-				}
-				var answer any
-				if err := json.Unmarshal(got, &answer); err != nil {
-					t.Fatalf("%s %s: %v: %s", method, target, err, got)
-				}
-				for _, m := range slices.Sorted(maps.Keys(members(answer, ""))) {
-					if !shown[m] {
-						t.Errorf("%s %s, its example %q: the answer has %s, which no answer example of the operation shows", method, path, name, m)
-					}
+				contentType = "application/json"
+			}
+			status, h, got := e.raw(c.method, target, contentType, body, header...)
+			sent++
+			if status != success {
+				t.Errorf("%s %s, example %q: %d, documented %d: %s", c.method, target, name, status, success, truncate(got))
+				continue
+			}
+			if schema == nil || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+				continue
+			}
+			var answer any
+			if err := json.Unmarshal(got, &answer); err != nil {
+				t.Fatalf("%s %s: %v: %s", c.method, target, err, got)
+			}
+			for _, m := range slices.Sorted(maps.Keys(members(answer, schema, ""))) {
+				if !shown[m] {
+					t.Errorf("%s %s, example %q: the answer has %s, which no answer example of the operation shows", c.method, c.path, name, m)
 				}
 			}
 		}
 	}
-	if sent < 5 {
-		t.Errorf("only %d request examples sent", sent)
+	if sent < 20 {
+		t.Errorf("only %d example requests sent", sent)
 	}
 }
 
-// exampleRequest returns the path of op made of its parameters' examples
-// (the operation's own taking the place of the path's), and the headers
-// of the examples of its header parameters with an admin key.
+// storeUnserved makes ns a namespace whose users are stored but that is
+// not served, as one taken out of the namespaces file.
+func (e *env) storeUnserved(ns string) {
+	e.t.Helper()
+	all := testNamespaces()
+	if _, err := e.hot.SetNamespaces(append(slices.Clone(all), eviction.Namespace{Name: ns, Profile: userfilter.DefaultProfile()})); err != nil {
+		e.t.Fatal(err)
+	}
+	e.recordItems(ns, "u:1", 1)
+	if _, err := e.hot.SetNamespaces(all); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// exampleRequest returns the path and query of op made of its parameters'
+// examples (the operation's own taking the place of the path's), and the
+// headers of the examples of its header parameters with an admin key.
 func exampleRequest(t *testing.T, item *openapi3.PathItem, op *openapi3.Operation, path string) (string, []string) {
 	t.Helper()
 	header := []string{"Authorization", "Bearer " + adminKey}
-	for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+	query := url.Values{}
+	target := path
+	for _, ps := range []openapi3.Parameters{op.Parameters, item.Parameters} {
 		for _, p := range ps {
 			ex, ok := p.Value.Example.(string)
 			switch {
 			case p.Value.In == openapi3.ParameterInPath && !ok:
 				t.Fatalf("%s: the path parameter %s has no example", path, p.Value.Name)
-			case p.Value.In == openapi3.ParameterInHeader && ok:
+			case !ok:
+			case p.Value.In == openapi3.ParameterInPath:
+				target = strings.ReplaceAll(target, "{"+p.Value.Name+"}", url.PathEscape(ex))
+			case p.Value.In == openapi3.ParameterInQuery:
+				query.Set(p.Value.Name, ex)
+			case p.Value.In == openapi3.ParameterInHeader:
 				header = append(header, p.Value.Name, ex)
 			}
 		}
 	}
-	target := path
-	for _, ps := range []openapi3.Parameters{op.Parameters, item.Parameters} {
-		for _, p := range ps {
-			if ex, ok := p.Value.Example.(string); ok && p.Value.In == openapi3.ParameterInPath {
-				target = strings.ReplaceAll(target, "{"+p.Value.Name+"}", url.PathEscape(ex))
-			}
-		}
+	if len(query) > 0 {
+		target += "?" + query.Encode()
 	}
 	return target, header
 }
 
-// documentedSuccess returns op's success status and the members (JSON
-// pointers without array indices) its answer examples show.
-func documentedSuccess(t *testing.T, op *openapi3.Operation) (int, map[string]bool) {
+// documentedSuccess returns op's success status, the schema of its JSON
+// answer (nil if it has none) and the members its answer examples show.
+func documentedSuccess(t *testing.T, op *openapi3.Operation) (int, *openapi3.Schema, map[string]bool) {
 	t.Helper()
 	for status := 200; status < 300; status++ {
 		r := op.Responses.Status(status)
 		if r == nil {
 			continue
 		}
-		shown := map[string]bool{}
-		if media := r.Value.Content.Get("application/json"); media != nil {
-			examples := []any{media.Example}
-			for _, ex := range media.Examples {
-				examples = append(examples, ex.Value.Value)
-			}
-			for _, ex := range examples {
-				maps.Copy(shown, members(ex, ""))
-			}
+		media := r.Value.Content.Get("application/json")
+		if media == nil {
+			return status, nil, nil
 		}
-		return status, shown
+		shown := map[string]bool{}
+		examples := []any{media.Example}
+		for _, ex := range media.Examples {
+			examples = append(examples, ex.Value.Value)
+		}
+		for _, ex := range examples {
+			maps.Copy(shown, members(ex, media.Schema.Value, ""))
+		}
+		return status, media.Schema.Value, shown
 	}
 	t.Fatalf("%s has no success answer", op.OperationID)
-	return 0, nil
+	return 0, nil, nil
 }
 
-// members returns the JSON pointers of the members of v, under prefix,
-// without array indices (an array's elements share theirs).
-func members(v any, prefix string) map[string]bool {
+// members returns the JSON pointers of the members of v, of schema s,
+// under prefix, without array indices (an array's elements share theirs)
+// and with "*" for the keys of a map (additionalProperties), which are
+// data, not members.
+func members(v any, s *openapi3.Schema, prefix string) map[string]bool {
 	m := map[string]bool{}
 	switch v := v.(type) {
 	case map[string]any:
 		for k, w := range v {
-			m[prefix+"/"+k] = true
-			maps.Copy(m, members(w, prefix+"/"+k))
+			name, sub := k, (*openapi3.Schema)(nil)
+			if s != nil {
+				if p := s.Properties[k]; p != nil {
+					sub = p.Value
+				} else if a := s.AdditionalProperties.Schema; a != nil {
+					name, sub = "*", a.Value
+				}
+			}
+			m[prefix+"/"+name] = true
+			maps.Copy(m, members(w, sub, prefix+"/"+name))
 		}
 	case []any:
+		var items *openapi3.Schema
+		if s != nil && s.Items != nil {
+			items = s.Items.Value
+		}
 		for _, w := range v {
-			maps.Copy(m, members(w, prefix))
+			maps.Copy(m, members(w, items, prefix))
 		}
 	}
 	return m

@@ -1248,7 +1248,7 @@ type ClientInterface interface {
 	// `bad-request` and erases nothing. Role `admin`.
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
-	PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PurgeNamespace(ctx context.Context, ns string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetNamespace One namespace's profile
 	//
@@ -1691,7 +1691,7 @@ func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditor
 // `bad-request` and erases nothing. Role `admin`.
 //
 // Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
-func (c *Client) PurgeNamespace(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) PurgeNamespace(ctx context.Context, ns string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPurgeNamespaceRequest(c.Server, ns)
 	if err != nil {
 		return nil, err
@@ -2403,7 +2403,7 @@ func NewListNamespacesRequest(server string) (*http.Request, error) {
 }
 
 // NewPurgeNamespaceRequest constructs an http.Request for the PurgeNamespace method
-func NewPurgeNamespaceRequest(server string, ns Ns) (*http.Request, error) {
+func NewPurgeNamespaceRequest(server string, ns string) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3269,7 +3269,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
-	PurgeNamespaceWithResponse(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error)
+	PurgeNamespaceWithResponse(ctx context.Context, ns string, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error)
 
 	// GetNamespaceWithResponse One namespace's profile
 	//
@@ -6324,7 +6324,7 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, re
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/namespaces/{ns} (the `PurgeNamespace` operationId).
-func (c *ClientWithResponses) PurgeNamespaceWithResponse(ctx context.Context, ns Ns, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error) {
+func (c *ClientWithResponses) PurgeNamespaceWithResponse(ctx context.Context, ns string, reqEditors ...RequestEditorFn) (*PurgeNamespaceResponse, error) {
 	rsp, err := c.PurgeNamespace(ctx, ns, reqEditors...)
 	if err != nil {
 		return nil, err
