@@ -600,7 +600,7 @@ func (s *Server) importUser(c *fiber.Ctx) error {
 		// Answered 204 as a call that records nothing is, but the log must
 		// not tell an operator that a user was written.
 		msg = "seenapi: filter import wrote nothing"
-		args = append(args, "reason", "the filter never recorded an item, and the user has none: no user is made")
+		args = append(args, "reason", "the filter holds no item (it never recorded one, or all have left the window since), and the user has none: no user is made")
 	}
 	s.audit(c, msg, args...)
 	return c.SendStatus(fiber.StatusNoContent)

@@ -1378,10 +1378,12 @@ type ClientInterface interface {
 	// So is a filter that, imported or merged with the user's, would
 	// encode past what the store keeps for one user (128 MiB less 8
 	// bytes): the detail says its size and the limit. A filter that
-	// never recorded an item makes no user: imported for a user with no
-	// history, it is answered 204 and the user stays one never seen
-	// (404 `user-not-found`, not listed), as after a call that records
-	// nothing. Merged into a user's filter it changes nothing; replacing
+	// never recorded an item makes no user, nor does one whose items
+	// have all left the window since it was exported: imported for a
+	// user with no history (never recorded, erased, or gone past its
+	// window), it is answered 204 and the user stays one never seen
+	// (404 `user-not-found`, not listed, no new user counted), as after
+	// a call that records nothing. Merged into a user's filter it changes nothing; replacing
 	// the filter of a user of a namespace without a window, it is refused
 	// with 400 `bad-import` (DELETE the user to erase it); with a window,
 	// the user is gone, as when its items have all left the window.
@@ -1921,10 +1923,12 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 // So is a filter that, imported or merged with the user's, would
 // encode past what the store keeps for one user (128 MiB less 8
 // bytes): the detail says its size and the limit. A filter that
-// never recorded an item makes no user: imported for a user with no
-// history, it is answered 204 and the user stays one never seen
-// (404 `user-not-found`, not listed), as after a call that records
-// nothing. Merged into a user's filter it changes nothing; replacing
+// never recorded an item makes no user, nor does one whose items
+// have all left the window since it was exported: imported for a
+// user with no history (never recorded, erased, or gone past its
+// window), it is answered 204 and the user stays one never seen
+// (404 `user-not-found`, not listed, no new user counted), as after
+// a call that records nothing. Merged into a user's filter it changes nothing; replacing
 // the filter of a user of a namespace without a window, it is refused
 // with 400 `bad-import` (DELETE the user to erase it); with a window,
 // the user is gone, as when its items have all left the window.
@@ -3409,10 +3413,12 @@ type ClientWithResponsesInterface interface {
 	// So is a filter that, imported or merged with the user's, would
 	// encode past what the store keeps for one user (128 MiB less 8
 	// bytes): the detail says its size and the limit. A filter that
-	// never recorded an item makes no user: imported for a user with no
-	// history, it is answered 204 and the user stays one never seen
-	// (404 `user-not-found`, not listed), as after a call that records
-	// nothing. Merged into a user's filter it changes nothing; replacing
+	// never recorded an item makes no user, nor does one whose items
+	// have all left the window since it was exported: imported for a
+	// user with no history (never recorded, erased, or gone past its
+	// window), it is answered 204 and the user stays one never seen
+	// (404 `user-not-found`, not listed, no new user counted), as after
+	// a call that records nothing. Merged into a user's filter it changes nothing; replacing
 	// the filter of a user of a namespace without a window, it is refused
 	// with 400 `bad-import` (DELETE the user to erase it); with a window,
 	// the user is gone, as when its items have all left the window.
@@ -6524,10 +6530,12 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 // So is a filter that, imported or merged with the user's, would
 // encode past what the store keeps for one user (128 MiB less 8
 // bytes): the detail says its size and the limit. A filter that
-// never recorded an item makes no user: imported for a user with no
-// history, it is answered 204 and the user stays one never seen
-// (404 `user-not-found`, not listed), as after a call that records
-// nothing. Merged into a user's filter it changes nothing; replacing
+// never recorded an item makes no user, nor does one whose items
+// have all left the window since it was exported: imported for a
+// user with no history (never recorded, erased, or gone past its
+// window), it is answered 204 and the user stays one never seen
+// (404 `user-not-found`, not listed, no new user counted), as after
+// a call that records nothing. Merged into a user's filter it changes nothing; replacing
 // the filter of a user of a namespace without a window, it is refused
 // with 400 `bad-import` (DELETE the user to erase it); with a window,
 // the user is gone, as when its items have all left the window.

@@ -691,6 +691,80 @@ func TestImportOfNoHistoryMakesNoUser(t *testing.T) {
 	}
 }
 
+// recordedExport records items for the user and returns its export.
+func recordedExport(t *testing.T, h *HotSet, ns, user string, items ...string) []byte {
+	t.Helper()
+	record(t, h, ns, user, items...)
+	data, err := h.Export(ns, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestImportPastItsWindowMakesNoUser: an export whose items have all left
+// the window since, imported for a user with no history (never seen, or
+// gone past its window), makes no user either: Import says it wrote
+// nothing, no new user is counted, nothing is listed or stored, in memory
+// or once restarted.
+func TestImportPastItsWindowMakesNoUser(t *testing.T) {
+	clock, advance := newTestClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	fx := newFixture(t, Options{Now: clock})
+	data := recordedExport(t, fx.h, "push", "src", "a")
+	advance(9 * 24 * time.Hour) // past push's window of 7 days
+	before := fx.h.Stats().Namespaces["push"].NewUsers
+	for _, user := range []string{"never", "src"} {
+		for _, replace := range []bool{false, true} {
+			if imported, err := fx.h.Import("push", user, data, replace, 1<<20); err != nil || imported {
+				t.Errorf("import (replace %v) for %s, of no history: imported %v, %v; want nothing written", replace, user, imported, err)
+			}
+		}
+	}
+	if n := fx.h.Stats().Namespaces["push"].NewUsers - before; n != 0 {
+		t.Errorf("%d new users counted, want none", n)
+	}
+	if err := fx.h.Flush(); err != nil { // src's own record, written gone
+		t.Fatal(err)
+	}
+	for _, when := range []string{"imported", "restarted"} {
+		for _, user := range []string{"never", "src"} {
+			neverSeen(t, fx.h, "push", user, when)
+		}
+		if users, err := fx.h.Users("push", "", 0); err != nil || len(users) != 0 {
+			t.Errorf("%s: users %q, %v; want none", when, users, err)
+		}
+		fx.restart(false, Options{Now: clock})
+	}
+	offDisk(t, fx, "push", "never", "restarted")
+}
+
+// TestImportIntoAGoneUserTakesTheNamespacesProfile: a user gone past its
+// window but still in memory takes an import as a call takes it: made
+// anew with the namespace's profile of the day, so an export of that
+// profile is imported, and one of the profile the user was gone with is
+// refused, as it is once the user is no longer in memory.
+func TestImportIntoAGoneUserTakesTheNamespacesProfile(t *testing.T) {
+	clock, advance := newTestClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	fx := newFixture(t, Options{Now: clock})
+	old := recordedExport(t, fx.h, "push", "gone", "a")
+	longer := userfilter.Profile{Window: 14 * 24 * time.Hour, Granularity: 24 * time.Hour}
+	if _, err := fx.h.SetNamespaces([]Namespace{defaultNS[0], {Name: "push", Profile: longer}}); err != nil {
+		t.Fatal(err)
+	}
+	data := recordedExport(t, fx.h, "push", "src", "b")
+	advance(8 * 24 * time.Hour) // past gone's window of 7 days, inside src's of 14
+	if _, err := fx.h.Import("push", "gone", old, false, 1<<20); !errors.Is(err, ErrBadImport) {
+		t.Errorf("an import of the profile gone was made with: %v, want ErrBadImport", err)
+	}
+	if imported, err := fx.h.Import("push", "gone", data, false, 1<<20); err != nil || !imported {
+		t.Fatalf("an import of the namespace's profile: imported %v, %v", imported, err)
+	}
+	st, err := fx.h.User("push", "gone")
+	if err != nil || st.Items != 1 || st.Window != int64(longer.Window/time.Second) {
+		t.Fatalf("after the import: %d items, window %v, %v; want src's item and a window of %v", st.Items, st.Window, err, longer.Window)
+	}
+}
+
 // TestStoredNoHistoryIsNeverSeen: a user of a namespace without a window
 // whose stored filter never recorded an item (as builds that made a user
 // of an import of such a filter wrote it) answers as a user never seen:

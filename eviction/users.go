@@ -143,13 +143,14 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // one user (both also wrapping userfilter.ErrTooLarge), or a filter of
 // other parameters: an *ImportError (ErrBadImport), and nothing changes.
 // A merge takes the parameters of the user's filter; a replace those too,
-// or the namespace's profile. A filter that never recorded an item makes
-// no user (none is created, as none is by a call that records nothing),
+// or the namespace's profile. A filter that never recorded an item, or
+// whose items have all left its window, makes no user (none is created, as
+// none is by a call that records nothing),
 // and without a window replaces no user's filter, which would leave a
 // user with no history: an *ImportError (DELETE erases a user). With a
 // window the user it replaces is gone, as when its items leave the window.
-// It reports whether it wrote anything: false (and no error) for a filter
-// that never recorded an item, imported for a user never seen.
+// It reports whether it wrote anything: false (and no error) for such a
+// filter imported for a user with no history.
 func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (imported bool, err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -163,6 +164,13 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	ours := info.Profile.WithDefaults()
 	created := false
 	e, _, err := h.acquire(info, user, false)
+	if err == nil && e.f.Profile().Window > 0 && gone(&e.f, h.opts.Now()) {
+		// Gone, yet in memory or with journal records: a user with no
+		// history, made anew with the namespace's profile as a call makes
+		// it, whether it was found hot or cold.
+		h.releaseRefused(e, false)
+		err = ErrUserNotFound
+	}
 	if errors.Is(err, ErrUserNotFound) {
 		// Checked before the user is created: a refused import changes nothing.
 		if err := importable(info.Name, ours, ours, in.Profile(), replace); err != nil {
@@ -204,7 +212,9 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 		}
 	}
 	now := h.opts.Now()
-	if next.FirstSeen().IsZero() && next.Empty(now) {
+	// Of no history: it never recorded, or (with a window) its items have
+	// all left the window since it was exported.
+	if gone(next, now) {
 		if created {
 			nothing = true
 			return false, nil
