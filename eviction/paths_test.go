@@ -230,7 +230,7 @@ func testPathsAnswerAsMemory(t *testing.T, p userfilter.Profile, seed uint64) {
 			tally()
 			fx.restart(false, opts)
 			fx.h.Close()
-			if err := fx.st.Restore(bytes.NewReader(old), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+			if err := fx.st.Restore(bytes.NewReader(old), MergeRestored, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 				t.Fatal(err)
 			}
 			fx.h = fx.newHotSet(opts)

@@ -108,7 +108,7 @@ func testMergingRestoreFolds(t *testing.T, ns []Namespace) {
 	seen := append(numbered("b", 900), pendingCalls(t, fx, "s", "c")...)
 	fx.restart(false, Options{}) // a crash
 	for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
-		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeRestored, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 			t.Fatal(err)
 		}
 		checkSeen(t, fx, seen, when)
@@ -136,7 +136,7 @@ func TestMergingRestoreKeepsWhatTheBackupsPendingCallsFoundSeen(t *testing.T) {
 	seen = append(seen, numbered("b", 900)...)
 	fx.restart(true, Options{})
 	for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
-		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+		if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeRestored, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 			t.Fatal(err)
 		}
 		checkSeen(t, fx, seen, when)
@@ -187,7 +187,7 @@ func TestMergingRestoreFoldsCallsOfAStoredUserWithNoHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, when := range []string{"after the restore", "after a crash and the restore run again"} {
-				if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+				if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeRestored, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 					t.Fatal(err)
 				}
 				checkSeen(t, fx, seen, when)

@@ -26,7 +26,7 @@ func TestForgottenItemsStayForgottenThroughARestoreIntoTheStore(t *testing.T) {
 	if err := fx.h.Backup(&backup); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeFilters, FoldJournal(fx.st.MaxValueBytes())); err != nil {
+	if err := fx.st.Restore(bytes.NewReader(backup.Bytes()), MergeRestored, FoldJournal(fx.st.MaxValueBytes())); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	fx.restart(false, Options{})

@@ -522,12 +522,28 @@ const maxKeptEncoded = 4 << 20
 // burst of dirty users is not memory kept for good.
 const maxKeptDue = 4096
 
-// MergeFilters is the storage.MergeFunc of write-back (and of a merging
-// restore): it ORs a filter about to be written into the stored one, so a
-// second writer, a replayed journal or a restore never rolls a user back.
-// A corrupt stored value, or one built with other parameters (the user was
-// erased or replaced since), gives way to the new value.
+// MergeFilters is the storage.MergeFunc of write-back: it ORs a filter
+// about to be written into the stored one, so a second writer or a
+// replayed journal never rolls a user back. A corrupt stored value, or one
+// built with other parameters (the user was erased or replaced since),
+// gives way to the new value.
 func MergeFilters(stored, value []byte) ([]byte, error) {
+	return mergeDecoded(stored, value, false)
+}
+
+// MergeRestored is the storage.MergeFunc of a merging restore: as
+// MergeFilters, but a stored filter built with other parameters than the
+// backup's (its user erased, replaced by an import, or gone and made anew
+// with a changed profile since the backup was taken, or the backup another
+// service's) does not give way: the two cannot be ORed, and either one
+// alone would lose the other's items, so the user is refused with an error
+// wrapping userfilter.ErrIncompatible and keeps its stored filter, unless
+// one of the two holds no item now, when the other is taken.
+func MergeRestored(stored, value []byte) ([]byte, error) {
+	return mergeDecoded(stored, value, true)
+}
+
+func mergeDecoded(stored, value []byte, restoring bool) ([]byte, error) {
 	old, err := userfilter.Decode(stored)
 	if err != nil {
 		// A corrupt stored value is replaced by the good one in memory.
@@ -538,9 +554,20 @@ func MergeFilters(stored, value []byte) ([]byte, error) {
 		return nil, err
 	}
 	if !cur.Compatible(old) {
-		// The user was re-created with a new profile (after an erase or a
-		// replace import): what is in memory is the truth.
-		return value, nil
+		if !restoring {
+			// The user was re-created with a new profile (after an erase
+			// or a replace import): what is in memory is the truth.
+			return value, nil
+		}
+		now := time.Now()
+		switch {
+		case old.Empty(now):
+			return value, nil
+		case cur.Empty(now):
+			return stored, nil
+		}
+		return nil, fmt.Errorf("%w: the backup's filter and the stored one (made anew since, or of another service) cannot be merged, "+
+			"so the stored one is kept (the backup's against the stored one's: %s)", userfilter.ErrIncompatible, cur.Profile().Differences(old.Profile()))
 	}
 	if p := cur.Profile(); p.Window > 0 {
 		// Buckets past the window of the newer of the two, as of its

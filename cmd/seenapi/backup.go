@@ -215,7 +215,7 @@ func restore(ctx context.Context, o *options, logger *slog.Logger) (err error) {
 		// A user's calls since its last write-back (a crash) are folded
 		// into its stored filter before the merge: replayed onto the
 		// union instead, they could leave an item they found seen unseen.
-		merge, fold = eviction.MergeFilters, eviction.FoldJournal(store.MaxValueBytes())
+		merge, fold = eviction.MergeRestored, eviction.FoldJournal(store.MaxValueBytes())
 	}
 	if err := store.Restore(bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20), merge, fold); err != nil {
 		if ctx.Err() != nil {

@@ -185,7 +185,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.BoolVar(&o.skipDamaged, "skip-damaged", false, "take the backup even while some users' stored values are damaged, leaving those users out: each is named in the log and in the backup (restore names them too), and the command exits with status 3; without it, a damaged user stops the backup")
 	case "restore":
 		fs.StringVar(&o.in, "in", "", "backup file to restore (required)")
-		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them")
+		fs.BoolVar(&o.merge, "merge", false, "merge restored filters into stored ones instead of replacing them; a user whose stored filter was built with other parameters (made anew with a changed profile since the backup) keeps it and is named in the error (exit status 1)")
 		fs.BoolVar(&o.discardExisting, "discard-existing", false, "discard what --data-dir holds (every user, the calls a crash left not yet written back, the answers kept for retries) before restoring, so that it holds the backup's data alone; without it or --merge, a --data-dir that holds users is refused")
 	case "import-redis":
 		fs.StringVar(&o.imp.redis, "redis", "127.0.0.1:6379", "Redis to read: host:port, or a redis:// or rediss:// URL (with a password or a database number)")

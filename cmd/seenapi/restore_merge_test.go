@@ -193,3 +193,54 @@ func TestRestoreIntoADirectoryThatHoldsUsersDiscardsThemOnlyWhenTold(t *testing.
 		t.Errorf("the start after the restore speaks of a crash, whose calls were discarded:\n%s", log)
 	}
 }
+
+// restore --merge of a user whose stored filter was built with other
+// parameters than the backup's (made anew with a changed profile since the
+// backup was taken) cannot OR the two: it keeps the stored filter, whose
+// items were recorded after the backup, names the user in its error, and
+// merges the others.
+func TestRestoreMergeKeepsAStoredUserItCannotMergeWith(t *testing.T) {
+	record := func(dir string, p userfilter.Profile, user string, items ...string) {
+		t.Helper()
+		store, err := storage.Open(storage.DefaultOptions(dir).WithMinFreeBytes(-1).WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := eviction.New(store, []eviction.Namespace{{Name: "default", Profile: p}}, eviction.Options{FlushInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hot.Filter("default", user, items, 0, userfilter.RecordAll); err != nil {
+			t.Fatal(err)
+		}
+		if err := hot.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hour := userfilter.Profile{Window: time.Hour, Granularity: 15 * time.Minute}
+	twoHours := userfilter.Profile{Window: 2 * time.Hour, Granularity: 30 * time.Minute}
+	dir := t.TempDir()
+	from, into, file := filepath.Join(dir, "from"), filepath.Join(dir, "into"), filepath.Join(dir, "backup")
+	record(from, hour, "u", "backed-up")
+	record(from, hour, "v", "v-backed-up")
+	record(into, twoHours, "u", "recorded-since") // u erased and made anew after a SIGHUP
+	record(into, hour, "v", "v-recorded-since")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"backup", "--data-dir", from, "--out", file}, noEnv, &out, &out, nil); code != 0 {
+		t.Fatalf("backup exit %d: %s", code, out.String())
+	}
+	out.Reset()
+	code := run(context.Background(), []string{"restore", "--merge", "--data-dir", into, "--in", file, "--min-free-bytes", "-1"}, noEnv, &out, &out, nil)
+	if code != 1 || !strings.Contains(out.String(), "default/u") || !strings.Contains(out.String(), "cannot be merged") {
+		t.Errorf("restore --merge: exit %d, want 1 naming default/u, which cannot be merged:\n%s", code, out.String())
+	}
+	if s := seenAfterRestart(t, into, "default", "u", "recorded-since"); !s[0] {
+		t.Errorf("u's item recorded since the backup is lost by the restore")
+	}
+	if s := seenAfterRestart(t, into, "default", "v", "v-backed-up", "v-recorded-since"); !s[0] || !s[1] {
+		t.Errorf("v after the restore: %v, want both its items seen", s)
+	}
+}
