@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seenapi/seenapi/eviction"
 	"github.com/zeebo/xxh3"
 )
 
@@ -505,5 +508,85 @@ func TestAKeyedCallsRetryWithItsUserSpelledOtherwiseGetsItsAnswer(t *testing.T) 
 		if got, replayed := keyedPostOK(t, srv, "the call after the erase", path(spellings[0]), "k", body, ""); replayed || got != first {
 			t.Errorf("after %s was erased: %s (replayed %v), want the call served anew for a user who starts afresh: %s", spellings[0], got, replayed, first)
 		}
+	}
+}
+
+// A retry, sent as its call was, of a call that a build before 54d10a0
+// answered (scoped to its path as sent, u%3A1 as a JavaScript client's
+// encodeURIComponent spells u:1) gets that answer again after the upgrade,
+// read back from the snapshot of a graceful stop, from the answers log
+// after a crash, or from the journal alone after a crash before the log
+// wrote it, instead of recording the next items; the same key with another
+// body is still refused. testdata/before-54d10a0 holds what the build of
+// eaa0369 wrote of such a call (the key k1), on SIGTERM (kept-answers, at
+// 16:56:56 UTC on 2026-11-29), on kill -9 a second after it (answers/, at
+// the same time) and at once after it (the journal segment, at 17:04:16).
+func TestARetryOfACallAnsweredBeforeTheUpgradeWithItsUserSpelledOtherwiseGetsItsAnswer(t *testing.T) {
+	const (
+		path  = "/v1/namespaces/default/users/u%3A1/filter"
+		body  = `{"candidates":["a","b","c"],"limit":2}`
+		first = `{"unseen":["a","b"],"seen_count":0,"recorded":2}`
+	)
+	testdata := filepath.Join("testdata", "before-54d10a0")
+	start := time.Now()
+	clock := func() time.Time { return time.Date(2026, 11, 29, 17, 5, 0, 0, time.UTC).Add(time.Since(start)) }
+	cfg := Config{Now: clock, IdempotencyTTL: 15 * time.Minute}
+	// The store holds what the call recorded, as the data directory does
+	// (the journal's record, in the last case).
+	recorded := func(t *testing.T) *Server {
+		srv := newTestServerOf(t, cfg)
+		keyedPostOK(t, srv, "the call's items", "/v1/namespaces/default/users/u:1/filter", "other", `{"candidates":["a","b"]}`, "")
+		return srv
+	}
+	for name, serve := range map[string]func(t *testing.T) (*Server, int, error){
+		"a graceful stop": func(t *testing.T) (*Server, int, error) {
+			srv := recorded(t)
+			f, err := os.Open(filepath.Join(testdata, "kept-answers"))
+			if err != nil {
+				return nil, 0, err
+			}
+			defer f.Close()
+			n, err := srv.LoadReplays(f)
+			return srv, n, err
+		},
+		"a crash": func(t *testing.T) (*Server, int, error) {
+			srv := recorded(t)
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(filepath.Join(testdata, "answers"))); err != nil {
+				return nil, 0, err
+			}
+			n, err := srv.OpenAnswerLog(dir, false, time.Second)
+			t.Cleanup(func() { srv.CloseAnswerLog(true) })
+			return srv, n, err
+		},
+		"a crash before the log wrote the answer": func(t *testing.T) (*Server, int, error) {
+			dir := t.TempDir()
+			wal, err := os.ReadFile(filepath.Join(testdata, "00000000000000000001.wal"))
+			if err == nil {
+				err = os.Mkdir(filepath.Join(dir, "journal"), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "journal", "00000000000000000001.wal"), wal, 0o644)
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			srv, hot, store := openJournaledWith(t, dir, cfg, eviction.Options{Now: clock, ReplyTTL: cfg.IdempotencyTTL})
+			t.Cleanup(func() { hot.Close(); store.Close() })
+			return srv, 1, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, n, err := serve(t)
+			if n != 1 || err != nil {
+				t.Fatalf("read back %d answers, %v; want 1", n, err)
+			}
+			if got, replayed := keyedPostOK(t, srv, "the retry", path, "k1", body, ""); !replayed || got != first {
+				t.Errorf("the retry after the upgrade: %s (replayed %v), want %s given again", got, replayed, first)
+			}
+			if status, got, _ := keyedPost(t, srv, path, "k1", `{"candidates":["c","d"]}`, ""); status != 422 {
+				t.Errorf("the key with another body: %d %s, want 422 idempotency-key-reused", status, got)
+			}
+		})
 	}
 }

@@ -351,6 +351,30 @@ func (r *replays) begin(key string, request xxh3.Uint128) (*replay, replayState)
 	return p, replayNew
 }
 
+// given looks key up for an answer kept of a request of digest request,
+// registering nothing: replayDone with the answer to give again,
+// replayMismatch if the key was used for another request, replayNew if
+// none is kept. It serves the scopes of builds before 54d10a0 (see
+// callScope.sent), which this build reads back but never keeps answers
+// under, so none is in flight or a batch's.
+func (r *replays) given(key string, request xxh3.Uint128) (*replay, replayState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.lru.Get(key)
+	switch {
+	case !ok || p.failed:
+		return nil, replayNew
+	case r.expired(p, r.now()):
+		r.removeLocked(key, p)
+		return nil, replayNew
+	case p.request != request:
+		return nil, replayMismatch
+	}
+	r.touchLocked(p)
+	r.replayed.Add(1)
+	return p, replayDone
+}
+
 // finish keeps the answer of the call begin registered under key; failed
 // says that it is a batch's that holds a user's failure. given, if not
 // zero, is the clock's reading the answer ages from, given before (the
@@ -1001,7 +1025,15 @@ type callScope struct {
 	scoped  string       // caller, path and key
 	request xxh3.Uint128 // of the body, seeded by the path
 	header  string       // the Idempotency-Key, for the problems' details
-	p       *replay      // its answer, in flight; nil until beginCall registers it
+	// sent and sentRequest are scoped and request as builds before 54d10a0
+	// made them, of the path as sent, when keyPath spells it otherwise
+	// (u%3A1 for u:1); "": the same. Those builds' answers, read back
+	// after the upgrade (kept-answers, answers/, and the hot set's from the
+	// journal), are kept under them, and their retries, sent as before, get
+	// them again instead of recording the next items.
+	sent        string
+	sentRequest xxh3.Uint128
+	p           *replay // its answer, in flight; nil until beginCall registers it
 	// failed says that the answer holds a result that changed nothing (a
 	// batch user's failure, or an answer degraded by on_error open: see
 	// replay.failed). A batch's answer is kept so, for its retry to serve
@@ -1034,6 +1066,9 @@ func (cs *callScope) key(part string) eviction.CallKey {
 		id += "\x00" + part
 	}
 	k := eviction.CallKey{ID: xxh3.HashString128(id), Request: cs.request, Caller: cs.caller, Stamp: cs.stamp}
+	if part == "" && cs.sent != "" {
+		k.Sent, k.SentRequest = xxh3.HashString128(cs.sent), cs.sentRequest
+	}
 	if part == "" && cs.p != nil {
 		k.Began = &cs.p.began
 	}
@@ -1074,6 +1109,10 @@ func (s *Server) idempotent(h fiber.Handler) fiber.Handler {
 		scoped := caller + "\x00" + path + "\x00" + key
 		request := xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(path)) // as sent, never inflated
 		cs := &callScope{scoped: scoped, request: request, header: key}
+		if sent := c.Path(); sent != path {
+			cs.sent = caller + "\x00" + sent + "\x00" + key
+			cs.sentRequest = xxh3.Hash128Seed(c.Request().Body(), xxh3.HashString(sent))
+		}
 		if caller != "" {
 			// The hot set's share of the answers it reads back from the
 			// journal after a crash is the caller's, as in memory here.
@@ -1141,7 +1180,14 @@ func (s *Server) beginCall(c *fiber.Ctx) (given bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	p, state := s.replays.begin(cs.scoped, cs.request)
+	var p *replay
+	state := replayNew
+	if cs.sent != "" {
+		p, state = s.replays.given(cs.sent, cs.sentRequest)
+	}
+	if state == replayNew {
+		p, state = s.replays.begin(cs.scoped, cs.request)
+	}
 	switch state {
 	case replayDone:
 		c.Set(HeaderReplayed, "true")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seenapi/seenapi/storage"
 	"github.com/seenapi/seenapi/userfilter"
+	"github.com/zeebo/xxh3"
 )
 
 // callScratch is what one call reuses from the last: the filter's scratch
@@ -176,6 +177,12 @@ func (h *HotSet) filterAppend(dst []string, ns, user string, candidates []string
 		// Loading the user (acquire) read its journal's answers back.
 		if r := h.replies.find(k.ID, now); r != nil {
 			return r.result(dst, candidates, k)
+		}
+		if k.Sent != (xxh3.Uint128{}) {
+			if r := h.replies.find(k.Sent, now); r != nil {
+				k.Request = k.SentRequest
+				return r.result(dst, candidates, k)
+			}
 		}
 	}
 	cs := h.scratch.Get().(*callScratch)

@@ -33,13 +33,18 @@ import (
 // part of one first given before, whose time it is then (a keyed batch's
 // user, served after the batch's start, or anew by its retry, which gives
 // the other users their first results again: read back, the part lives
-// no longer than they do); zero: the clock's. A CallKey of zero ID and Request is none.
+// no longer than they do); zero: the clock's. Sent and SentRequest are
+// ID and Request as a caller of an earlier build scoped the same call
+// (one that spelled the route otherwise), zero if the same: a retry finds
+// the answer such a build's journal holds under them. A CallKey of zero ID
+// and Request is none.
 type CallKey struct {
-	ID, Request xxh3.Uint128
-	Caller      uint64
-	Stamp       time.Time
-	Began       *atomic.Bool
-	Counted     bool
+	ID, Request       xxh3.Uint128
+	Sent, SentRequest xxh3.Uint128
+	Caller            uint64
+	Stamp             time.Time
+	Began             *atomic.Bool
+	Counted           bool
 }
 
 func (k CallKey) zero() bool { return k.ID == xxh3.Uint128{} && k.Request == xxh3.Uint128{} }
