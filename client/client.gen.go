@@ -975,9 +975,12 @@ type FilterBatchParams struct {
 	// until then the answer of a call that recorded items is journaled
 	// with them; the start after a crash gives each to the call's retry
 	// for the rest of its time to live. An answer the journal alone held
-	// counts in `recorded` the items the call set out to record. A dry
-	// run's answer given in the last 100 ms before a crash is lost: its
-	// retry is served anew. 1 to 255 printable ASCII
+	// counts in `recorded` the items the call set out to record. The answer
+	// of a call that recorded nothing (a dry run, one whose candidates
+	// were all seen, a user at its `max_items`) given in the last 100 ms
+	// before a crash is lost: its retry is served anew, and records
+	// nothing either unless items left the window or were forgotten
+	// since. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too
 	// (the key is what is between the quotes, as sent).
 	// Sent once: a request with two `Idempotency-Key` lines is 400
@@ -1028,9 +1031,12 @@ type FilterUserParams struct {
 	// until then the answer of a call that recorded items is journaled
 	// with them; the start after a crash gives each to the call's retry
 	// for the rest of its time to live. An answer the journal alone held
-	// counts in `recorded` the items the call set out to record. A dry
-	// run's answer given in the last 100 ms before a crash is lost: its
-	// retry is served anew. 1 to 255 printable ASCII
+	// counts in `recorded` the items the call set out to record. The answer
+	// of a call that recorded nothing (a dry run, one whose candidates
+	// were all seen, a user at its `max_items`) given in the last 100 ms
+	// before a crash is lost: its retry is served anew, and records
+	// nothing either unless items left the window or were forgotten
+	// since. 1 to 255 printable ASCII
 	// characters, such as a UUID; the draft's quoted form is taken too
 	// (the key is what is between the quotes, as sent).
 	// Sent once: a request with two `Idempotency-Key` lines is 400
