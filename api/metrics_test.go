@@ -169,6 +169,37 @@ func TestAKeyedBatchCountsEachUsersHitOrMissOnce(t *testing.T) {
 	}
 }
 
+// A write-back round counts in flushes when it has a user to write: one
+// that finds only users stored since they were listed, erased or their
+// items forgotten (both written at once), is none. Counted, flushes grew
+// past flushed_users, and the users a round writes read as fewer than one.
+func TestAWriteBackRoundWithNothingToWriteIsNotCounted(t *testing.T) {
+	e := newEnv(t)
+	c := e.client("")
+	for i := range 4 {
+		u := fmt.Sprint("u", i)
+		filter(t, c, "default", u, client.FilterRequest{Candidates: []string{"a"}})
+		if r, err := c.ForgetUserWithResponse(ctx, "default", u); err != nil || r.StatusCode() != http.StatusNoContent {
+			t.Fatalf("erasing %s: %v", u, err)
+		}
+		filter(t, c, "compact", u, client.FilterRequest{Candidates: []string{"a"}})
+		if r, err := c.ForgetItemsWithResponse(ctx, "compact", u, client.ItemsRequest{Items: []string{"a"}}); err != nil || r.JSON200 == nil {
+			t.Fatalf("forgetting %s's item: %v", u, err)
+		}
+	}
+	if err := e.hot.Flush(); err != nil { // the round that finds them listed, if the loop's has not
+		t.Fatal(err)
+	}
+	r, err := c.GetStatsWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if st := r.JSON200; st.DirtyUsers != 0 || st.Flushes > st.FlushedUsers {
+		t.Fatalf("%d write-back rounds counted for %d users written (%d dirty); want no more rounds than users",
+			st.Flushes, st.FlushedUsers, st.DirtyUsers)
+	}
+}
+
 // A 404 user-not-found answers a question about a user with no history (its
 // stats or its export): no fault of the service or of the
 // request, so it is counted in users_not_found, not in errors, which an

@@ -225,21 +225,27 @@ func (h *HotSet) flushSome(age uint32, limit int) error {
 		}
 		s.mu.Unlock()
 	}
-	if len(all) > 0 {
-		// Rounds that found nothing to write (the loop looks every few
-		// milliseconds) are not write-backs an operator counts.
-		h.flushes.Add(1)
-	}
 	var errs []error
 	if age == evictedOnly {
 		hold = 0 // those it takes are let go once written (see holdEvictedLocked)
 	}
+	dirty := 0
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), writeBatch)
-		if err := h.writeBack(rest[:n], nil, hold); err != nil {
+		d, err := h.writeBack(rest[:n], nil, hold)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		dirty += d
 		rest = rest[n:]
+	}
+	if dirty > 0 {
+		// Rounds that found nothing to write (the loop looks every few
+		// milliseconds), or only users cleaned since they were listed (one
+		// erased, or whose items were forgotten, is stored at once), are
+		// not write-backs an operator counts: each one counted writes a
+		// user (Stats.FlushedUsers), unless the store fails.
+		h.flushes.Add(1)
 	}
 	return joinFew(errs)
 }
@@ -316,8 +322,9 @@ func (h *HotSet) holdEvictedLocked(s *shard, e *entry, hold uint32) bool {
 // changes, which make it due. An evicted
 // user is so held only while the evicted users take at most half the
 // backlog, and keeps its keyed record: the rounds leave it until the hold
-// is over (holdEvictedLocked). flushMu held.
-func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
+// is over (holdEvictedLocked). It returns how many of batch had changes
+// to write (written or not). flushMu held.
+func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) (int, error) {
 	now := h.opts.Now()
 	writes, taken, sinces := h.writes[:0], h.taken[:0], h.sinces[:0]
 	var encodeErrs []error
@@ -418,7 +425,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 		h.writes, h.taken, h.sinces = writes[:0], taken[:0], sinces[:0]
 	}()
 	if len(writes) == 0 {
-		return errors.Join(encodeErrs...)
+		return len(encodeErrs), errors.Join(encodeErrs...)
 	}
 	err := h.storeWriteBack(writes)
 	failedAll := err != nil
@@ -476,7 +483,7 @@ func (h *HotSet) writeBack(batch []*entry, upTo []uint64, hold uint32) error {
 	if !failedAll {
 		h.flushedUsers.Add(uint64(len(writes) - len(failed)))
 	}
-	return errors.Join(append(encodeErrs, err)...)
+	return len(writes) + len(encodeErrs), errors.Join(append(encodeErrs, err)...)
 }
 
 // encode appends e's filter, expired as of now, to h.encoded and returns
@@ -676,6 +683,9 @@ func (h *HotSet) writeBackFolded(loaded []*entry, upTo []uint64) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
 	defer h.flushed()
-	h.flushes.Add(1)
-	return h.writeBack(loaded, upTo, 0)
+	dirty, err := h.writeBack(loaded, upTo, 0)
+	if dirty > 0 {
+		h.flushes.Add(1)
+	}
+	return err
 }
