@@ -272,7 +272,7 @@ var userMetrics = []struct {
 	{"cache_misses_total", "Calls that did not find the user hot and read its history from the store.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Misses) }},
 	{"cache_no_history_total", "Calls for a user with no history, in memory or stored (a new user's first call): neither hits nor misses.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NoHistory) }},
 	{"loads_total", "Storage reads of cold users: a miss or a call for a user with no history takes one, and so do reads that are no call.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
-	{"new_users_total", "Cold users with nothing stored whom a recording call created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
+	{"new_users_total", "Cold users with nothing stored whom a recording call or an import created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
 	{"evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
 	{"candidates_total", "Distinct candidates the one call tested (filter and batch calls).", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Candidates) }},
 	{"candidates_seen_total", "Of the candidates, those that tested seen and were filtered out.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.SeenCandidates) }},
@@ -288,7 +288,7 @@ func newCollector(s *Server) *collector {
 		c.descs[m.name] = prometheus.NewDesc("seenapi_"+m.name, m.help, nil, nil)
 		c.descs["namespace_"+m.name] = prometheus.NewDesc("seenapi_namespace_"+m.name, m.help+" For the namespace in the label.", []string{"namespace"}, nil)
 	}
-	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route, a HEAD with its GET; each of the dashboard's files under its own path (GET /app.js).", []string{"route"}, nil)
+	c.descs["calls"] = prometheus.NewDesc("seenapi_http_requests_total", "Requests per route, a HEAD with its GET; each of the dashboard's files under its own path (GET /app.js). A request refused before its route is found (for its head, its body over the limit, its slowness, a path or method no route takes) is in seenapi_http_errors_total only.", []string{"route"}, nil)
 	c.descs["errors"] = prometheus.NewDesc("seenapi_http_errors_total", "Error answers per HTTP status, but 404 user-not-found (seenapi_users_not_found_total) and the 503 of /readyz while the service is not ready (seenapi_not_ready_total).", []string{"status"}, nil)
 	c.descs["batch_errors"] = prometheus.NewDesc("seenapi_batch_user_errors_total", "Errors of a batch's users (each in its result of the batch's 200 answer) per their status.", []string{"status"}, nil)
 	c.descs["level_tables"] = prometheus.NewDesc("seenapi_storage_level_tables", "Tables in each level of the store's LSM tree. Level 0 gains one at each memtable flush until a compaction merges it into the level below, rewriting about every user's key: a level 0 that empties marks one.", []string{"level"}, nil)

@@ -566,7 +566,7 @@ type NamespaceStats struct {
 	// Misses Calls that did not find the user hot and read its history from the store (a call for a user with no history is counted in `no_history_calls` instead).
 	Misses int64 `json:"misses"`
 
-	// NewUsers The users a recording call created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
+	// NewUsers The users a recording call or an import created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
 	NewUsers int64 `json:"new_users"`
 
 	// NoHistoryCalls Calls for a user with no history, in memory or stored (a new user's first call, a check of a user never recorded), neither hits nor misses.
@@ -666,7 +666,7 @@ type ServiceStats struct {
 	// CacheBytes Bytes accounted to hot users.
 	CacheBytes int64 `json:"cache_bytes"`
 
-	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`. A health probe answered on a connection past --max-connections counts with its route.
+	// Calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`. A health probe answered on a connection past --max-connections counts with its route. A request refused before its route is found counts in `errors` only, under no route: one refused for its head (400, 431), for its body over its route's limit (413, from its Content-Length or as it was read), for its slowness (408), or for a path no route has (404) or a method its path does not take (405).
 	Calls map[string]int64 `json:"calls"`
 
 	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
@@ -730,7 +730,7 @@ type ServiceStats struct {
 	// Namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users, evictions, candidates, seen candidates and items recorded above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
 	Namespaces map[string]NamespaceStats `json:"namespaces"`
 
-	// NewUsers Users created by a recording call, because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
+	// NewUsers Users created by a recording call or an import (of a filter that recorded items), because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
 	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
@@ -1485,7 +1485,7 @@ type ClientInterface interface {
 
 	// GetStats Service figures
 	//
-	// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
+	// The hot set's figures and the API's own. The counts (calls, errors, hits, misses, loads, recorded, flushes, journal appends, replays and the like) are since the process started (`started_at`), and a restart sets them to 0; the figures of now (hot users and their bytes, dirty users, flush lag, in flight, connections, the store's bytes and the answers kept for retries, which a start reads back from the data directory) are read as they are. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 	//
 	// Corresponds with GET /v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2100,7 +2100,7 @@ func (c *Client) RecordSeen(ctx context.Context, ns Ns, user User, params *Recor
 
 // GetStats Service figures
 //
-// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
+// The hot set's figures and the API's own. The counts (calls, errors, hits, misses, loads, recorded, flushes, journal appends, replays and the like) are since the process started (`started_at`), and a restart sets them to 0; the figures of now (hot users and their bytes, dirty users, flush lag, in flight, connections, the store's bytes and the answers kept for retries, which a start reads back from the data directory) are read as they are. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 //
 // Corresponds with GET /v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3520,7 +3520,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetStatsWithResponse Service figures
 	//
-	// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
+	// The hot set's figures and the API's own. The counts (calls, errors, hits, misses, loads, recorded, flushes, journal appends, replays and the like) are since the process started (`started_at`), and a restart sets them to 0; the figures of now (hot users and their bytes, dirty users, flush lag, in flight, connections, the store's bytes and the answers kept for retries, which a start reads back from the data directory) are read as they are. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6679,7 +6679,7 @@ func (c *ClientWithResponses) RecordSeenWithResponse(ctx context.Context, ns Ns,
 
 // GetStatsWithResponse Service figures
 //
-// The hot set's figures and the API's own. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
+// The hot set's figures and the API's own. The counts (calls, errors, hits, misses, loads, recorded, flushes, journal appends, replays and the like) are since the process started (`started_at`), and a restart sets them to 0; the figures of now (hot users and their bytes, dirty users, flush lag, in flight, connections, the store's bytes and the answers kept for retries, which a start reads back from the data directory) are read as they are. A key limited to some namespaces sees their share of the figures (`namespaces`, `removed_namespaces`) only; the service's totals stay whole. Role `read`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -94,7 +94,7 @@ type NamespaceStats struct {
 	// and the reads that are no call's (a cold user's stats, an import,
 	// a journal folded in at the start), so never fewer.
 	Loads     uint64 `json:"loads"`
-	NewUsers  uint64 `json:"new_users"` // users a recording call made: nothing stored (among Loads), or gone past its window
+	NewUsers  uint64 `json:"new_users"` // users a recording call or an import made: nothing stored (among Loads), or gone past its window
 	Evictions uint64 `json:"evictions"`
 	// Candidates are the distinct candidates the one call tested (filter
 	// and batch calls), SeenCandidates those of them that tested seen
