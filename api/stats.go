@@ -273,7 +273,7 @@ var userMetrics = []struct {
 	{"cache_no_history_total", "Calls for a user with no history, in memory or stored (a new user's first call): neither hits nor misses.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NoHistory) }},
 	{"loads_total", "Storage reads of cold users: a miss or a call for a user with no history takes one, and so do reads that are no call.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Loads) }},
 	{"new_users_total", "Cold users with nothing stored whom a recording call or an import created.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.NewUsers) }},
-	{"evictions_total", "Users evicted from memory.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
+	{"evictions_total", "Users taken out of memory: the least recently used, to keep the budget, and every hot user of a namespace a reload takes out.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Evictions) }},
 	{"candidates_total", "Distinct candidates the one call tested (filter and batch calls).", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Candidates) }},
 	{"candidates_seen_total", "Of the candidates, those that tested seen and were filtered out.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.SeenCandidates) }},
 	{"items_recorded_total", "Items recorded as seen, by every recording route.", prometheus.CounterValue, func(n eviction.NamespaceStats) float64 { return float64(n.Recorded) }},

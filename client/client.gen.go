@@ -548,7 +548,7 @@ type NamespaceStats struct {
 	// Candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
 	Candidates int64 `json:"candidates"`
 
-	// Evictions The namespace's users evicted from memory to keep the budget.
+	// Evictions The namespace's users taken out of memory, to keep the budget or because a reload took the namespace out.
 	Evictions int64 `json:"evictions"`
 
 	// HitRatio Hits over hits plus misses (calls for users with no history left out); 0 before any.
@@ -660,8 +660,10 @@ type ServiceStats struct {
 	// which is answered 200 and counts in `errors` only if the whole
 	// batch is refused. `/metrics` has them as
 	// `seenapi_batch_user_errors_total{status="..."}`.
-	BatchUserErrors  map[string]int64 `json:"batch_user_errors"`
-	CacheBudgetBytes int64            `json:"cache_budget_bytes"`
+	BatchUserErrors map[string]int64 `json:"batch_user_errors"`
+
+	// CacheBudgetBytes The budget of `cache_bytes` (--cache-bytes).
+	CacheBudgetBytes int64 `json:"cache_budget_bytes"`
 
 	// CacheBytes Bytes accounted to hot users.
 	CacheBytes int64 `json:"cache_bytes"`
@@ -691,11 +693,15 @@ type ServiceStats struct {
 	DirtyUsers int64 `json:"dirty_users"`
 
 	// Errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`, and the 503 of `/readyz` while the service is not ready, counted in `not_ready`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
-	Errors    map[string]int64 `json:"errors"`
-	Evictions int64            `json:"evictions"`
+	Errors map[string]int64 `json:"errors"`
+
+	// Evictions Users taken out of memory: the least recently used, to keep `cache_bytes` within `cache_budget_bytes`, and every hot user of a namespace a reload (SIGHUP) takes out of the namespaces file. `/metrics` has them as `seenapi_evictions_total`.
+	Evictions int64 `json:"evictions"`
 
 	// FlushLagNs Age of the oldest change not yet written back, in nanoseconds.
-	FlushLagNs   int64 `json:"flush_lag_ns"`
+	FlushLagNs int64 `json:"flush_lag_ns"`
+
+	// FlushedUsers Filters the write-back rounds (`flushes`) and a graceful stop wrote to the store. A change stored at once is not written back and is not among them: an erased user, items forgotten in a compact namespace, an import, a bulk `/seen` (`?bulk=true`) of a user not in memory.
 	FlushedUsers int64 `json:"flushed_users"`
 
 	// Flushes Write-back rounds that had users to write.
@@ -705,7 +711,9 @@ type ServiceStats struct {
 	HitRatio float64 `json:"hit_ratio"`
 
 	// Hits Calls that found their user in memory (a batch counts one for each of its users). The calls counted here, in `misses`, `no_history_calls` and so in `hit_ratio`, are those that filter, check, record or forget a user's items (one user's or a batch's), or import a filter. Reading a user, its stats (the dashboard's user look-up) or its export, is no call and counts in none of them, so that looking users up does not move the ratio the cache budget is judged by; it still brings a cold user into memory (a storage read, in `loads`).
-	Hits     int64 `json:"hits"`
+	Hits int64 `json:"hits"`
+
+	// HotUsers Users whose filter is in memory now (evicted ones waiting for their write-back are not).
 	HotUsers int64 `json:"hot_users"`
 
 	// IdempotencyBytes Bytes those take, against --idempotency-bytes.
@@ -718,7 +726,9 @@ type ServiceStats struct {
 	IdempotentReplays int64 `json:"idempotent_replays"`
 
 	// InFlight Requests being served now.
-	InFlight       int64 `json:"in_flight"`
+	InFlight int64 `json:"in_flight"`
+
+	// JournalAppends Journal records appended, one for each call (a batch: each of its users) that recorded an item, before it answered; a call that recorded none (all seen, a dry run, a check, a forget) appends none, nor does a bulk `/seen` (`?bulk=true`) of a user not in memory, which writes the user's filter at once.
 	JournalAppends int64 `json:"journal_appends"`
 
 	// Loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's stats or export (which bring it into memory), a cold user's summary in a page of users (which does not), and each user whose journal the start folds in (a crash's, or a restored backup's).
@@ -749,10 +759,16 @@ type ServiceStats struct {
 	RemovedNamespaces []string `json:"removed_namespaces"`
 
 	// SeenCandidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen. `/metrics` has them as `seenapi_candidates_seen_total`.
-	SeenCandidates int64     `json:"seen_candidates"`
-	StartedAt      time.Time `json:"started_at"`
-	StorageBytes   int64     `json:"storage_bytes"`
-	StorageErrors  int64     `json:"storage_errors"`
+	SeenCandidates int64 `json:"seen_candidates"`
+
+	// StartedAt When this process started; the counts of these figures are since then, and a restart sets them to 0.
+	StartedAt time.Time `json:"started_at"`
+
+	// StorageBytes Bytes the data directory's files take on disk (allocated blocks): the store's tables, value log and memtables, the journal, and the answers kept for retries.
+	StorageBytes int64 `json:"storage_bytes"`
+
+	// StorageErrors Storage operations that failed: a journal append, a load, a write-back batch, a write at once (an erase, a forget, an import), a purge or the listing of stored namespaces.
+	StorageErrors int64 `json:"storage_errors"`
 
 	// StorageFull The store refuses writes for lack of disk space (free space under `--min-free-bytes`, or a write that met a full disk), so calls that record get 507 `storage-full` until space comes back; reads are served. `/metrics` has it as `seenapi_storage_full`.
 	StorageFull bool `json:"storage_full"`
@@ -766,7 +782,9 @@ type ServiceStats struct {
 	// `/metrics` as `seenapi_storage_level_tables` and
 	// `seenapi_storage_level_bytes`.
 	StorageLevels []StorageLevel `json:"storage_levels"`
-	UptimeSeconds float64        `json:"uptime_seconds"`
+
+	// UptimeSeconds Seconds since `started_at`.
+	UptimeSeconds float64 `json:"uptime_seconds"`
 
 	// UsersNotFound Answers 404 `user-not-found`: a user's stats or export asked for a user with no history (never recorded, erased, or gone past its window). The answer settles the question, and is no fault of the service or of the request, so `errors` leaves them out: a user looked up in the dashboard, or a client asking after users it has not recorded yet, does not raise the figure watched for faults. `/metrics` has them as `seenapi_users_not_found_total`.
 	UsersNotFound int64 `json:"users_not_found"`

@@ -201,7 +201,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @typedef {Object} NamespaceStats
  * @property {number} cache_bytes Bytes accounted to the namespace's hot users, out of the service's `cache_budget_bytes`.
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates).
- * @property {number} evictions The namespace's users evicted from memory to keep the budget.
+ * @property {number} evictions The namespace's users taken out of memory, to keep the budget or because a reload took the namespace out.
  * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out); 0 before any.
  * @property {number} hits Calls that found the user hot (the calls of `hits` in Stats; a user's stats or export read is none).
  * @property {number} hot_users The namespace's users whose filter is in memory.
@@ -255,7 +255,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} ServiceStats
  * @property {Object<string, number>} batch_user_errors Errors of a batch's users by their status: each user's `error` in the results of a batch (`POST /v1/namespaces/{ns}/filter`), which is answered 200 and counts in `errors` only if the whole batch is refused. `/metrics` has them as `seenapi_batch_user_errors_total{status="..."}`.
- * @property {number} cache_budget_bytes
+ * @property {number} cache_budget_bytes The budget of `cache_bytes` (--cache-bytes).
  * @property {number} cache_bytes Bytes accounted to hot users.
  * @property {Object<string, number>} calls Calls per route, keyed "METHOD /path/{param}"; a HEAD counts with its GET. Each of the dashboard's files, served at its own path beside `/`, counts as a route of its own (`GET /app.js`), as in `/metrics`' `seenapi_http_requests_total{route="..."}`. A health probe answered on a connection past --max-connections counts with its route. A request refused before its route is found counts in `errors` only, under no route: one refused for its head (400, 431), for its body over its route's limit (413, from its Content-Length or as it was read), for its slowness (408), or for a path no route has (404) or a method its path does not take (405).
  * @property {number} candidates Distinct candidates the one call tested (filter and batch calls; `/seen`'s items are no candidates). `/metrics` has them as `seenapi_candidates_total`.
@@ -264,18 +264,18 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} degraded Answers given unfiltered because on_error was open.
  * @property {number} dirty_users Users with changes not yet written back, hot or evicted and waiting for their write-back (so there can be more of them than `hot_users`).
  * @property {Object<string, number>} errors Error responses by HTTP status, but the 404 `user-not-found` answers, counted in `users_not_found`, and the 503 of `/readyz` while the service is not ready, counted in `not_ready`. `/metrics` has them as `seenapi_http_errors_total{status="..."}`.
- * @property {number} evictions
+ * @property {number} evictions Users taken out of memory: the least recently used, to keep `cache_bytes` within `cache_budget_bytes`, and every hot user of a namespace a reload (SIGHUP) takes out of the namespaces file. `/metrics` has them as `seenapi_evictions_total`.
  * @property {number} flush_lag_ns Age of the oldest change not yet written back, in nanoseconds.
- * @property {number} flushed_users
+ * @property {number} flushed_users Filters the write-back rounds (`flushes`) and a graceful stop wrote to the store. A change stored at once is not written back and is not among them: an erased user, items forgotten in a compact namespace, an import, a bulk `/seen` (`?bulk=true`) of a user not in memory.
  * @property {number} flushes Write-back rounds that had users to write.
  * @property {number} hit_ratio Hits over hits plus misses (calls for users with no history left out; a user's stats or export read is no call, see `hits`); 0 before any.
  * @property {number} hits Calls that found their user in memory (a batch counts one for each of its users). The calls counted here, in `misses`, `no_history_calls` and so in `hit_ratio`, are those that filter, check, record or forget a user's items (one user's or a batch's), or import a filter. Reading a user, its stats (the dashboard's user look-up) or its export, is no call and counts in none of them, so that looking users up does not move the ratio the cache budget is judged by; it still brings a cold user into memory (a storage read, in `loads`).
- * @property {number} hot_users
+ * @property {number} hot_users Users whose filter is in memory now (evicted ones waiting for their write-back are not).
  * @property {number} idempotency_bytes Bytes those take, against --idempotency-bytes.
  * @property {number} idempotency_kept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
  * @property {number} idempotent_replays Answers given again to retries with the same Idempotency-Key.
  * @property {number} in_flight Requests being served now.
- * @property {number} journal_appends
+ * @property {number} journal_appends Journal records appended, one for each call (a batch: each of its users) that recorded an item, before it answered; a call that recorded none (all seen, a dry run, a check, a forget) appends none, nor does a bulk `/seen` (`?bulk=true`) of a user not in memory, which writes the user's filter at once.
  * @property {number} loads Storage reads of cold users, never fewer than `misses` plus `no_history_calls`. A miss or a call for a user with no history takes one (a user new to a batch sent with an `Idempotency-Key` two, one to check the key and one for its call; a user new to an import two, one to find it absent and one to create it), and so does each read that is no call: a cold user's stats or export (which bring it into memory), a cold user's summary in a page of users (which does not), and each user whose journal the start folds in (a crash's, or a restored backup's).
  * @property {number} misses Calls that did not find their user in memory and read its history from the store. A call for a user with no history is no miss but counted in `no_history_calls` (earlier versions counted it here, which made a fresh service's hit ratio read as a cache too small).
  * @property {Object<string, NamespaceStats>} namespaces Each namespace served since the start (one a reload took out too), with its share of the hot users, cache bytes, hits, misses, loads, new users, evictions, candidates, seen candidates and items recorded above (they sum to them), keyed by namespace name; to tell which namespace fills the budget and which one misses.
@@ -286,12 +286,12 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
  * @property {number} recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again. `/metrics` has them as `seenapi_items_recorded_total`.
  * @property {Array<string>} removed_namespaces Those of `namespaces` that a reload (SIGHUP) took out of the namespaces file; no longer served, their figures kept since the start.
  * @property {number} seen_candidates Of `candidates`, those that tested seen and were filtered out; over `candidates`, the share of what the recommender offered that its users had seen. `/metrics` has them as `seenapi_candidates_seen_total`.
- * @property {string} started_at
- * @property {number} storage_bytes
- * @property {number} storage_errors
+ * @property {string} started_at When this process started; the counts of these figures are since then, and a restart sets them to 0.
+ * @property {number} storage_bytes Bytes the data directory's files take on disk (allocated blocks): the store's tables, value log and memtables, the journal, and the answers kept for retries.
+ * @property {number} storage_errors Storage operations that failed: a journal append, a load, a write-back batch, a write at once (an erase, a forget, an import), a purge or the listing of stored namespaces.
  * @property {boolean} storage_full The store refuses writes for lack of disk space (free space under `--min-free-bytes`, or a write that met a full disk), so calls that record get 507 `storage-full` until space comes back; reads are served. `/metrics` has it as `seenapi_storage_full`.
  * @property {Array<StorageLevel>} storage_levels The store's LSM tree, level 0 first: its tables and bytes per level. Level 0 gains a table at each memtable flush until a compaction merges its tables into the level below; with users spread over the whole key space that rewrites about every user's key and takes CPU while it runs, so a level 0 that empties marks one (to correlate with a latency spike). Also in `/metrics` as `seenapi_storage_level_tables` and `seenapi_storage_level_bytes`.
- * @property {number} uptime_seconds
+ * @property {number} uptime_seconds Seconds since `started_at`.
  * @property {number} users_not_found Answers 404 `user-not-found`: a user's stats or export asked for a user with no history (never recorded, erased, or gone past its window). The answer settles the question, and is no fault of the service or of the request, so `errors` leaves them out: a user looked up in the dashboard, or a client asking after users it has not recorded yet, does not raise the figure watched for faults. `/metrics` has them as `seenapi_users_not_found_total`.
  */
 
