@@ -247,12 +247,12 @@ var hotSetMetrics = []metric{
 		return 0
 	}},
 	{"seenapi_uptime_seconds", "Seconds since the server started.", prometheus.GaugeValue, func(s ServiceStats) float64 { return s.UptimeSeconds }},
-	{"seenapi_in_flight_requests", "Requests being served now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
+	{"seenapi_in_flight_requests", "Requests being served now that --max-in-flight bounds (the probes and this scrape are not).", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.InFlight) }},
 	{"seenapi_connections_open", "Client connections open now.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.Connections) }},
 	{"seenapi_users_not_found_total", "Answers 404 user-not-found (a user's stats or export asked for a user with no history), which seenapi_http_errors_total leaves out.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.UsersNotFound) }},
 	{"seenapi_not_ready_total", "Answers 503 of /readyz while the service was not ready (starting, its journal not yet folded in, or draining on SIGTERM): the probe working as designed, which seenapi_http_errors_total leaves out. Any other 503 is an error.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.NotReady) }},
 	{"seenapi_degraded_total", "Answers given unfiltered because on_error was open.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.Degraded) }},
-	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
+	{"seenapi_idempotent_replays_total", "Answers given again to retries with the same Idempotency-Key; each counts in seenapi_http_requests_total and in none of the hot set's figures.", prometheus.CounterValue, func(s ServiceStats) float64 { return float64(s.IdempotentReplays) }},
 	{"seenapi_idempotency_kept", "Calls with an Idempotency-Key whose answers are kept for retries.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyKept) }},
 	{"seenapi_idempotency_bytes", "Bytes the answers kept for retries take.", prometheus.GaugeValue, func(s ServiceStats) float64 { return float64(s.IdempotencyBytes) }},
 }

@@ -722,10 +722,10 @@ type ServiceStats struct {
 	// IdempotencyKept Calls with an Idempotency-Key whose answers are kept now (those in flight too).
 	IdempotencyKept int64 `json:"idempotency_kept"`
 
-	// IdempotentReplays Answers given again to retries with the same Idempotency-Key.
+	// IdempotentReplays Answers given again to retries with the same Idempotency-Key (a batch's: one). Each counts in `calls` under its route, and in none of the hot set's figures (hits, candidates, recorded, journal appends): the first answer counted those.
 	IdempotentReplays int64 `json:"idempotent_replays"`
 
-	// InFlight Requests being served now.
+	// InFlight Requests being served now that --max-in-flight bounds: this one among them (so 1 on an idle service), the health probes and `/metrics` not (whose `seenapi_in_flight_requests` reads 0 then).
 	InFlight int64 `json:"in_flight"`
 
 	// JournalAppends Journal records appended, one for each call (a batch: each of its users) that recorded an item, before it answered; a call that recorded none (all seen, a dry run, a check, a forget) appends none, nor does a bulk `/seen` (`?bulk=true`) of a user not in memory, which writes the user's filter at once.
