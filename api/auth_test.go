@@ -176,11 +176,6 @@ func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 	}
 }
 
-// The auth answer says the service's limits on the body of one call and
-// on each item, so that a client (the dashboard) can refuse a list of many
-// long items before the service refuses it whole: the defaults, and those
-// configured, keyed or open. A body at the limit it says is taken, one a
-// byte over it refused.
 // GET /v1/auth says the longest user id the service takes, so that a client
 // (the dashboard's look-up) refuses a longer one before it is sent: an id of
 // that many bytes is taken, one more byte is refused.
@@ -204,6 +199,36 @@ func TestAuthSaysTheLongestUserID(t *testing.T) {
 	}
 }
 
+// GET /v1/auth says the most users a batch call may name, so that a
+// recommender splits a page of users into batches before one is refused:
+// a batch of that many (a user named twice counting twice) is served, one
+// more user refused.
+func TestAuthSaysTheUsersABatchTakes(t *testing.T) {
+	e := newEnv(t, withKeys, func(c *api.Config) { c.MaxBatchUsers = 3 })
+	r, err := e.client(writeKey).GetAuthWithResponse(ctx)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("auth: %v %s", err, r.Body)
+	}
+	n := r.JSON200.MaxBatchUsers
+	if n != 3 {
+		t.Fatalf("auth says max_batch_users %d, want 3", n)
+	}
+	page := []client.BatchFilterEntry{{User: "a", Candidates: []string{"x"}}, {User: "b", Candidates: []string{"x"}},
+		{User: "a", Candidates: []string{"y"}}, {User: "c", Candidates: []string{"x"}}}
+	b, err := e.client(writeKey).FilterBatchWithResponse(ctx, "default", nil, client.BatchFilterRequest{Requests: page[:n]})
+	if err != nil || b.JSON200 == nil || len(b.JSON200.Results) != n {
+		t.Fatalf("a batch of %d users: %v %d %s, want their results", n, err, b.StatusCode(), b.Body)
+	}
+	body, _ := json.Marshal(client.BatchFilterRequest{Requests: page[:n+1]})
+	status, h, raw := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json", body, "Authorization", "Bearer "+writeKey)
+	wantProblem(t, status, h, raw, http.StatusRequestEntityTooLarge, "too-many-users")
+}
+
+// The auth answer says the service's limits on the body of one call and
+// on each item, so that a client (the dashboard) can refuse a list of many
+// long items before the service refuses it whole: the defaults, and those
+// configured, keyed or open. A body at the limit it says is taken, one a
+// byte over it refused.
 func TestAuthSaysTheBodyAndItemLimits(t *testing.T) {
 	for _, c := range []struct {
 		name           string

@@ -1018,13 +1018,14 @@ func (s *Server) getStats(c *fiber.Ctx) error {
 type authJSON struct {
 	Role string `json:"role"`
 	Open bool   `json:"open"`
-	// MaxCandidates, MaxBodyBytes, MaxItemBytes and MaxUserBytes let a
-	// client split a longer list, or refuse an item or a user id too long,
-	// before the call is refused.
+	// MaxCandidates, MaxBodyBytes, MaxItemBytes, MaxUserBytes and
+	// MaxBatchUsers let a client split a longer list or a page of users,
+	// or refuse an item or a user id too long, before the call is refused.
 	MaxCandidates int      `json:"max_candidates"`
 	MaxBodyBytes  int      `json:"max_body_bytes"`
 	MaxItemBytes  int      `json:"max_item_bytes"`
 	MaxUserBytes  int      `json:"max_user_bytes"`
+	MaxBatchUsers int      `json:"max_batch_users"`
 	RateLimit     *float64 `json:"rate_limit,omitempty"` // requests a second, when the caller is limited
 	RateBurst     *int     `json:"rate_burst,omitempty"`
 	KeyID         string   `json:"key_id,omitempty"` // names the key in the log of admin actions
@@ -1046,6 +1047,7 @@ func (a authJSON) withRate(r callerRate) *authJSON {
 // the key.
 func (s *Server) authLimits(a authJSON) authJSON {
 	a.MaxCandidates, a.MaxBodyBytes, a.MaxItemBytes, a.MaxUserBytes = s.cfg.MaxCandidates, s.cfg.MaxBodyBytes, s.cfg.MaxItemBytes, s.cfg.MaxUserBytes
+	a.MaxBatchUsers = s.cfg.MaxBatchUsers
 	return a
 }
 

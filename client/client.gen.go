@@ -238,6 +238,11 @@ type Auth struct {
 	// Example: 3f9a0c12
 	KeyId *string `json:"key_id,omitempty"`
 
+	// MaxBatchUsers The most users one batch call (`POST /v1/namespaces/{ns}/filter`) may name (`--max-batch-users`), a user named twice counting twice; more are refused with 413 `too-many-users`.
+	//
+	// Example: 100
+	MaxBatchUsers int `json:"max_batch_users"`
+
 	// MaxBodyBytes The largest JSON request body, in bytes (`--max-body-bytes`); a longer one is refused with 413 `body-too-large`. Many long items, each within `max_item_bytes`, can pass it. An import's body has its own limit, `--max-import-bytes`.
 	//
 	// Example: 1048576
@@ -300,6 +305,8 @@ type BatchFilterEntry struct {
 
 // BatchFilterRequest defines model for BatchFilterRequest.
 type BatchFilterRequest struct {
+	// Requests Each one user's one call; at most `--max-batch-users` of them (100
+	// by default; `GET /v1/auth` says how many as `max_batch_users`).
 	Requests []BatchFilterEntry `json:"requests"`
 }
 

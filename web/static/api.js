@@ -44,6 +44,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 /**
  * @typedef {Object} Auth
  * @property {string} [key_id] The caller's key as the log of admin actions names it, the first 8 hex digits of the key's SHA-256 (`printf %s KEY | sha256sum | cut -c1-8`); absent on an open service.
+ * @property {number} max_batch_users The most users one batch call (`POST /v1/namespaces/{ns}/filter`) may name (`--max-batch-users`), a user named twice counting twice; more are refused with 413 `too-many-users`.
  * @property {number} max_body_bytes The largest JSON request body, in bytes (`--max-body-bytes`); a longer one is refused with 413 `body-too-large`. Many long items, each within `max_item_bytes`, can pass it. An import's body has its own limit, `--max-import-bytes`.
  * @property {number} max_candidates The most candidates (or items) one call may send, and each user of a batch (`--max-candidates`); more are refused with 413 `too-many-candidates`.
  * @property {number} max_item_bytes The longest item (or candidate) id, in bytes of UTF-8 (`--max-item-bytes`); a longer one is refused with 400 `item-too-long`.
@@ -66,7 +67,7 @@ export const roles = Object.freeze(["none", "read", "write", "admin"]);
 
 /**
  * @typedef {Object} BatchFilterRequest
- * @property {Array<BatchFilterEntry>} requests
+ * @property {Array<BatchFilterEntry>} requests Each one user's one call; at most `--max-batch-users` of them (100 by default; `GET /v1/auth` says how many as `max_batch_users`).
  */
 
 /**
