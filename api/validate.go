@@ -319,6 +319,11 @@ func decode(body []byte, v any) error {
 		// limit, "record": null as returned, though openapi.yaml gives
 		// no member null.
 		if ptr := nullMember(body); ptr != "" {
+			if requiredMember(ptr) {
+				// Left out it is refused too: no default to point to. A Go
+				// client's nil slice is sent so.
+				return fieldError(pBadRequest, ptr, "", ptr+" is null; the member is required: give it a value")
+			}
 			return fieldError(pBadRequest, ptr, "", ptr+" is null; leave the member out for its default, or give it a value")
 		}
 		return nil
@@ -330,6 +335,18 @@ func decode(body []byte, v any) error {
 		return &apiError{kind: pInvalidJSON, detail: "the body is not valid JSON: " + syntaxDetail(body), cause: err}
 	}
 	return shapeError(body, v, err)
+}
+
+// requiredMember reports whether the member at ptr is one openapi.yaml
+// requires in every body that has it: the items of /seen, /check and
+// DELETE /items, the one call's candidates, and the batch's requests and
+// each one's user and candidates.
+func requiredMember(ptr string) bool {
+	switch ptr[strings.LastIndexByte(ptr, '/')+1:] {
+	case "items", "candidates", "requests", "user":
+		return true
+	}
+	return false
 }
 
 // bodyTooLarge is the problem of a body of n bytes where a route takes at
