@@ -1305,7 +1305,9 @@ type ClientInterface interface {
 	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
-	// again).
+	// again): served after all the first batch recorded, so a dry run
+	// (`record: none`) of a user whom a later request of the batch
+	// recorded items for finds them seen.
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type.
@@ -1330,7 +1332,9 @@ type ClientInterface interface {
 	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
-	// again).
+	// again): served after all the first batch recorded, so a dry run
+	// (`record: none`) of a user whom a later request of the batch
+	// recorded items for finds them seen.
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1770,7 +1774,9 @@ func (c *Client) GetNamespace(ctx context.Context, ns Ns, reqEditors ...RequestE
 // anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
-// again).
+// again): served after all the first batch recorded, so a dry run
+// (`record: none`) of a user whom a later request of the batch
+// recorded items for finds them seen.
 // Role `write`.
 //
 // Takes any type of body and a specified content type.
@@ -1805,7 +1811,9 @@ func (c *Client) FilterBatchWithBody(ctx context.Context, ns Ns, params *FilterB
 // anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
-// again).
+// again): served after all the first batch recorded, so a dry run
+// (`record: none`) of a user whom a later request of the batch
+// recorded items for finds them seen.
 // Role `write`.
 //
 // Takes a body of the `application/json` content type.
@@ -3332,7 +3340,9 @@ type ClientWithResponsesInterface interface {
 	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
-	// again).
+	// again): served after all the first batch recorded, so a dry run
+	// (`record: none`) of a user whom a later request of the batch
+	// recorded items for finds them seen.
 	// Role `write`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3357,7 +3367,9 @@ type ClientWithResponsesInterface interface {
 	// anew). After a crash within 100 ms of the batch, each
 	// user's answer that recorded items is given again, and the others
 	// served anew (`Idempotent-Replayed: true` when every user's was given
-	// again).
+	// again): served after all the first batch recorded, so a dry run
+	// (`record: none`) of a user whom a later request of the batch
+	// recorded items for finds them seen.
 	// Role `write`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -6401,7 +6413,9 @@ func (c *ClientWithResponses) GetNamespaceWithResponse(ctx context.Context, ns N
 // anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
-// again).
+// again): served after all the first batch recorded, so a dry run
+// (`record: none`) of a user whom a later request of the batch
+// recorded items for finds them seen.
 // Role `write`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6432,7 +6446,9 @@ func (c *ClientWithResponses) FilterBatchWithBodyWithResponse(ctx context.Contex
 // anew). After a crash within 100 ms of the batch, each
 // user's answer that recorded items is given again, and the others
 // served anew (`Idempotent-Replayed: true` when every user's was given
-// again).
+// again): served after all the first batch recorded, so a dry run
+// (`record: none`) of a user whom a later request of the batch
+// recorded items for finds them seen.
 // Role `write`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
