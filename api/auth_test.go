@@ -181,11 +181,7 @@ func TestAuthAnswersTheRoleOfEachKey(t *testing.T) {
 // that many bytes is taken, one more byte is refused.
 func TestAuthSaysTheLongestUserID(t *testing.T) {
 	e := newEnv(t, withKeys, func(c *api.Config) { c.MaxUserBytes = 20 })
-	r, err := e.client(readKey).GetAuthWithResponse(ctx)
-	if err != nil || r.JSON200 == nil {
-		t.Fatalf("auth: %v %s", err, r.Body)
-	}
-	n := r.JSON200.MaxUserBytes
+	n := authOf(t, e, readKey).MaxUserBytes
 	if n != 20 {
 		t.Fatalf("auth says max_user_bytes %d, want 20", n)
 	}
@@ -205,11 +201,7 @@ func TestAuthSaysTheLongestUserID(t *testing.T) {
 // more user refused.
 func TestAuthSaysTheUsersABatchTakes(t *testing.T) {
 	e := newEnv(t, withKeys, func(c *api.Config) { c.MaxBatchUsers = 3 })
-	r, err := e.client(writeKey).GetAuthWithResponse(ctx)
-	if err != nil || r.JSON200 == nil {
-		t.Fatalf("auth: %v %s", err, r.Body)
-	}
-	n := r.JSON200.MaxBatchUsers
+	n := authOf(t, e, writeKey).MaxBatchUsers
 	if n != 3 {
 		t.Fatalf("auth says max_batch_users %d, want 3", n)
 	}
@@ -222,6 +214,19 @@ func TestAuthSaysTheUsersABatchTakes(t *testing.T) {
 	body, _ := json.Marshal(client.BatchFilterRequest{Requests: page[:n+1]})
 	status, h, raw := e.raw(http.MethodPost, "/v1/namespaces/default/filter", "application/json", body, "Authorization", "Bearer "+writeKey)
 	wantProblem(t, status, h, raw, http.StatusRequestEntityTooLarge, "too-many-users")
+}
+
+// authOf is GET /v1/auth's answer to key.
+func authOf(t *testing.T, e *env, key string) *client.Auth {
+	t.Helper()
+	r, err := e.client(key).GetAuthWithResponse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.JSON200 == nil {
+		t.Fatalf("auth: %d %s", r.StatusCode(), r.Body)
+	}
+	return r.JSON200
 }
 
 // The auth answer says the service's limits on the body of one call and
@@ -242,13 +247,9 @@ func TestAuthSaysTheBodyAndItemLimits(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, c.opts...)
-			r, err := e.client(c.key).GetAuthWithResponse(ctx)
-			if err != nil || r.JSON200 == nil {
-				t.Fatalf("auth: %v %s", err, r.Body)
-			}
-			if r.JSON200.MaxBodyBytes != c.wantBody || r.JSON200.MaxItemBytes != c.item {
+			if a := authOf(t, e, c.key); a.MaxBodyBytes != c.wantBody || a.MaxItemBytes != c.item {
 				t.Fatalf("auth says max_body_bytes %d, max_item_bytes %d; want %d, %d",
-					r.JSON200.MaxBodyBytes, r.JSON200.MaxItemBytes, c.wantBody, c.item)
+					a.MaxBodyBytes, a.MaxItemBytes, c.wantBody, c.item)
 			}
 			// Items of the most bytes the answer allows, until the body
 			// is of size bytes to the byte.
