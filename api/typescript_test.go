@@ -59,8 +59,8 @@ func TestTypeScriptClientGeneratedFromTheDocument(t *testing.T) {
 	if err := json.Unmarshal([]byte(lastLine(out)), &report); err != nil {
 		t.Fatalf("the program's report: %v\n%s", err, out)
 	}
-	if report.Checks != 24 || len(report.Failures) > 0 {
-		t.Fatalf("the TypeScript client made %d checks (want 24), failed %q", report.Checks, report.Failures)
+	if report.Checks != 25 || len(report.Failures) > 0 {
+		t.Fatalf("the TypeScript client made %d checks (want 25), failed %q", report.Checks, report.Failures)
 	}
 	// What it did is what the server holds.
 	if st := e.stateOf("default", "ts:1"); st == nil || st["items"] != float64(5) {

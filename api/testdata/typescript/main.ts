@@ -106,8 +106,11 @@ const user = { params: { path: { ns: "default", user: "ts:1" } } };
   check(same(checked.data?.seen, [true, true, false]), "the imported user", checked.data);
 }
 
-// A batch for two users, each answered as its own one call.
+// A batch for two users, each answered as its own one call, within the
+// users a batch takes, which the caller's auth says.
 {
+  const auth = await admin.GET("/v1/auth");
+  check(auth.data?.max_batch_users === 100, "the users a batch takes", auth.data);
   const { data } = await admin.POST("/v1/namespaces/{ns}/filter", {
     params: { path: { ns: "default" } },
     body: { requests: [{ user: "ts:b1", candidates: ["x", "y"], limit: 1 }, { user: "ts:b2", candidates: ["x"] }] },
