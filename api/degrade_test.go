@@ -388,6 +388,54 @@ func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
 	}
 }
 
+// A batch naming a user whose stored filter the disk damaged answers the
+// users beside it, and that one with the corrupt-filter problem, whose
+// detail says the repair, since every call for the user fails until it is
+// done: an import into the user fails as well, and once the user is
+// erased an export kept earlier (here another user's of the same items)
+// brings its history back, which the batch then serves.
+func TestABatchsDamagedUserIsTold(t *testing.T) {
+	e := damagedVictimEnv(t)
+	c := e.client("")
+	batch := client.BatchFilterRequest{Requests: []client.BatchFilterEntry{
+		{User: "before", Candidates: []string{"item-1", "new"}, Record: ptr(client.None)},
+		{User: "victim", Candidates: []string{"item-1", "new"}, Record: ptr(client.None)},
+		{User: "after", Candidates: []string{"item-1", "new"}, Record: ptr(client.None)},
+	}}
+	r, err := c.FilterBatchWithResponse(ctx, "default", nil, batch)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	for _, i := range []int{0, 2} {
+		if res := r.JSON200.Results[i]; res.Error != nil || !slices.Equal(*res.Unseen, []string{"new"}) {
+			t.Errorf("%s beside the damaged user: %s, want unseen [new]", res.User, r.Body)
+		}
+	}
+	p := r.JSON200.Results[1].Error
+	if p == nil || p.Type != client.ProblemTypeCorruptFilter || p.Detail == nil || !strings.Contains(*p.Detail, "until it is erased (DELETE") {
+		t.Fatalf("the damaged user's result: %s, want corrupt-filter saying to erase the user", r.Body)
+	}
+	kept, err := c.ExportUserWithResponse(ctx, "default", "before")
+	if err != nil || kept.StatusCode() != http.StatusOK {
+		t.Fatalf("export: %v %d", err, kept.StatusCode())
+	}
+	status, h, body := e.raw(http.MethodPut, userPath("default", "victim", "/export?mode=replace"), "application/octet-stream", kept.Body)
+	wantProblem(t, status, h, body, http.StatusInternalServerError, "corrupt-filter")
+	if status, _, body := e.raw(http.MethodDelete, userPath("default", "victim", ""), "", nil); status != http.StatusNoContent {
+		t.Fatalf("erase: %d %s", status, body)
+	}
+	if status, _, body := e.raw(http.MethodPut, userPath("default", "victim", "/export"), "application/octet-stream", kept.Body); status != http.StatusNoContent {
+		t.Fatalf("import once erased: %d %s", status, body)
+	}
+	r, err = c.FilterBatchWithResponse(ctx, "default", nil, batch)
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("batch: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	if res := r.JSON200.Results[1]; res.Error != nil || !slices.Equal(*res.Unseen, []string{"new"}) {
+		t.Errorf("the repaired user: %s, want unseen [new]", r.Body)
+	}
+}
+
 // damagedVictimEnv serves a store whose users before, victim and after of
 // namespace default have seen item-0 to item-1999, victim's stored filter
 // damaged on disk.
