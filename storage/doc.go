@@ -137,7 +137,10 @@
 // the map, so every value written would stay in the process's resident
 // memory. On Linux a background loop syncs the value log and releases its
 // resident pages (madvise MADV_PAGEOUT) every Options.ReleaseInterval; a
-// value read later is read back from the file.
+// value read later is read back from the file. The value log's maps are
+// also advised to be read at random (MADV_RANDOM, at open and in each
+// round of that loop), so that loading a user reads the pages its value
+// is in rather than the kernel's readahead around them.
 //
 // # Concurrency
 //

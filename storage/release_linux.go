@@ -37,6 +37,35 @@ var errPageOutUnsupported = errors.New("madvise(MADV_PAGEOUT) is not supported b
 // advice, and an address the Go runtime maps again meanwhile, come to no
 // harm; an address no longer mapped is refused (ENOMEM), and skipped.
 func pageOutValueLog(dir string) (int64, error) {
+	advised, err := adviseValueLog(dir, unix.MADV_PAGEOUT)
+	if err == unix.EINVAL {
+		err = errPageOutUnsupported
+	}
+	return advised, err
+}
+
+// readValueLogAtRandom asks the kernel to read no more of the value-log
+// files in dir than the pages touched (MADV_RANDOM over this process's
+// mappings of them), and returns how many bytes of mappings it advised.
+//
+// A load reads one user's value, a few hundred bytes to a few kilobytes
+// at a random place in the file; by default each such page fault read
+// ahead up to the device's read_ahead_kb (8 MiB on some virtual disks)
+// into the page cache and mapped the neighbouring pages (fault-around), so
+// a hot set evicting and loading users held hundreds of megabytes of the
+// value log resident between two releases. Like MADV_PAGEOUT it is a hint
+// that never changes the contents of memory (see pageOutValueLog). Badger
+// reads the value log in order only when it replays it at open, before
+// this advice, and in its garbage collection, which runs in the
+// background and then reads a page a fault.
+func readValueLogAtRandom(dir string) (int64, error) {
+	return adviseValueLog(dir, unix.MADV_RANDOM)
+}
+
+// adviseValueLog gives advice to every mapping of a value-log file in dir
+// (see pageOutValueLog for why that is safe) and returns how many bytes of
+// mappings it advised. EINVAL, the kernel not knowing the advice, ends it.
+func adviseValueLog(dir string, advice int) (int64, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
@@ -56,12 +85,10 @@ func pageOutValueLog(dir string) (int64, error) {
 		}
 		// A raw madvise over an address range, rather than unix.Madvise
 		// over a slice made of it: the range is not memory Go knows of.
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice))
 		switch errno {
 		case 0:
 			advised += int64(end - start)
-		case unix.EINVAL:
-			return advised, errPageOutUnsupported
 		case unix.ENOMEM: // unmapped meanwhile
 		default:
 			return advised, errno

@@ -147,8 +147,7 @@ func TestReleaseValueLogKeepsValues(t *testing.T) {
 		t.Errorf("value log's maps hold %d B resident after a release, %d B before: want at most a tenth", after, before)
 	}
 	// Written but not yet synced, the pages would leave the maps and stay
-	// in the page cache. (The page cache holds more than the maps: the
-	// kernel reads ahead of the pages Badger writes, unmapped.)
+	// in the page cache.
 	if freed := cachedBefore - cachedAfter; freed < before*9/10 {
 		t.Errorf("a release took %d B of the value log out of the page cache (%d B before, %d B after), its maps held %d B: want at least nine tenths of that", freed, cachedBefore, cachedAfter, before)
 	}
@@ -157,5 +156,36 @@ func TestReleaseValueLogKeepsValues(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("user u%d's value changed by a release", i)
 		}
+	}
+}
+
+// TestValueLogLoadReadsNoAhead: loading users whose values were released
+// brings back about the pages their values are in, not the kernel's
+// readahead around each (up to the device's read_ahead_kb, megabytes on
+// some disks), which made a hot set that evicts and loads users hold
+// hundreds of megabytes of the value log resident between two releases.
+func TestValueLogLoadReadsNoAhead(t *testing.T) {
+	opts := testOptions(t).WithReleaseInterval(-1) // released by the test alone
+	s := openTest(t, opts)
+	const users, size, loads = 16000, 1 << 10, 64 // 16 MiB of values
+	values := writeValues(t, s, users, size)
+	dir := s.mappedDir()
+	if !s.releaseValueLog(dir) {
+		t.Fatal("releaseValueLog failed")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range loads {
+		i := r.IntN(users)
+		if got, _ := mustLoad(t, s, "feed", fmt.Sprint("u", i)); !bytes.Equal(got, values[i]) {
+			t.Fatalf("user u%d's value changed", i)
+		}
+	}
+	// A value of 1 KiB spans at most two pages; four a load leaves room for
+	// Badger's own reads of the value's header.
+	page := int64(os.Getpagesize())
+	rss, cached := vlogResident(t, dir), vlogCached(t, opts.Dir)
+	if limit := loads * 4 * page; rss > limit || cached > limit {
+		t.Errorf("after %d loads of %d B values the value log holds %d B resident and %d B in the page cache: want at most %d B (4 pages a load)",
+			loads, size, rss, cached, limit)
 	}
 }

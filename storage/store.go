@@ -61,6 +61,10 @@ type Store struct {
 
 	wal *wal // the journal (see wal.go)
 
+	// adviceFailed: the kernel refused adviseValueLog's advice, logged
+	// once. Set by Open, then by releaseLoop alone.
+	adviceFailed bool
+
 	crashed   bool        // see OpenedAfterCrash
 	keepCrash atomic.Bool // see KeepCrashMark
 
@@ -163,7 +167,8 @@ func Open(opts Options) (*Store, error) {
 		s.loops.Add(1)
 		go s.gcLoop()
 	}
-	if opts.ReleaseInterval > 0 && canPageOut {
+	if canPageOut {
+		s.adviseValueLog(s.mappedDir())
 		s.loops.Add(1)
 		go s.releaseLoop()
 	}
@@ -623,15 +628,32 @@ func (s *Store) gcLoop() {
 
 // releaseLoop releases the value log's resident pages every
 // ReleaseInterval (see Options.ReleaseInterval), until the kernel says it
-// cannot.
+// cannot. Each round first advises the value-log files Badger has mapped
+// since the last one (see adviseValueLog); with no release, it only does
+// that, every DefaultReleaseInterval.
 func (s *Store) releaseLoop() {
 	dir := s.mappedDir()
-	off := false
-	s.every(s.opts.ReleaseInterval, func() {
+	interval, off := s.opts.ReleaseInterval, false
+	if interval <= 0 {
+		interval, off = DefaultReleaseInterval, true
+	}
+	s.every(interval, func() {
+		s.adviseValueLog(dir)
 		if !off {
 			off = !s.releaseValueLog(dir)
 		}
 	})
+}
+
+// adviseValueLog asks the kernel to read only the pages a load touches of
+// the value-log files mapped in dir (see readValueLogAtRandom): without
+// it, every user loaded after an eviction would bring its value's
+// neighbours into memory too. A kernel that refuses is logged once.
+func (s *Store) adviseValueLog(dir string) {
+	if _, err := readValueLogAtRandom(dir); err != nil && !s.adviceFailed {
+		s.adviceFailed = true
+		s.opts.Logger.Warn("storage: the value log is read with the kernel's readahead", "dir", s.opts.Dir, "err", err)
+	}
 }
 
 // mappedDir is the store's directory as /proc/self/maps names the files in
