@@ -135,7 +135,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&o.namespacesFile, "namespaces", "", "YAML file of namespace profiles, read again on SIGHUP (see README); default: only the namespace \"default\"")
 		fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without API keys")
 		o.memoryLimit = "auto"
-		fs.Var(parsedString{&o.memoryLimit, func(s string) error { _, _, err := parseMemoryLimit(s); return err }}, "memory-limit", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 48MiB; "auto": 2 x --cache-bytes + 768MiB; "off": none`)
+		fs.Var(parsedString{&o.memoryLimit, func(s string) error { _, _, err := parseMemoryLimit(s); return err }}, "memory-limit", `soft limit of the Go heap (Go's GOMEMLIMIT, which wins when set), e.g. 2GiB, at least --cache-bytes + 48MiB; "auto": 2 x --cache-bytes + 768MiB; "off" (or 0): none`)
 		o.gcPercent = "auto"
 		fs.Var(parsedString{&o.gcPercent, func(s string) error { _, err := parseGCPercent(s); return err }}, "gc-percent", `how far the Go heap may grow past what is live before a collection, in percent (Go's GOGC, which wins when set); "auto": 50 while the hot set is under its budget, 100 once it is full (evicting; --memory-limit then bounds the heap); "off": no collection`)
 		fs.Var(parsedString{&o.debugAddr, func(s string) error {
