@@ -140,7 +140,8 @@
 // value read later is read back from the file. The value log's maps are
 // also advised to be read at random (MADV_RANDOM, at open and in each
 // round of that loop), so that loading a user reads the pages its value
-// is in rather than the kernel's readahead around them.
+// is in rather than the kernel's readahead around them. Value-log GC reads
+// each file it rewrites whole; the pages are released after each file too.
 //
 // # Concurrency
 //

@@ -43,7 +43,8 @@ type Options struct {
 	// back stayed in the process's resident memory (charged to its
 	// container), though the hot set keeps the users it holds in the Go heap
 	// and only a load after an eviction reads one again. Default 10s;
-	// negative turns it off. Each round, and the open, also advise the
+	// negative turns it off. The pages are also released after each file
+	// value-log GC rewrites. Each round, and the open, also advise the
 	// value-log files mapped since to be read without readahead (every
 	// 10s when the release is off).
 	ReleaseInterval time.Duration

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 )
 
@@ -187,5 +188,36 @@ func TestValueLogLoadReadsNoAhead(t *testing.T) {
 	if limit := loads * 4 * page; rss > limit || cached > limit {
 		t.Errorf("after %d loads of %d B values the value log holds %d B resident and %d B in the page cache: want at most %d B (4 pages a load)",
 			loads, size, rss, cached, limit)
+	}
+}
+
+// TestValueLogGCReleasesWhatItRead: value-log GC reads each file it
+// rewrites whole, through Badger's map, and Badger keeps a rewritten file
+// (mapped) until no iterator is open; the store releases the pages GC read
+// after each rewrite, so GC rewriting file after file under load does not
+// hold them all resident until the next release.
+func TestValueLogGCReleasesWhatItRead(t *testing.T) {
+	opts := testOptions(t).WithValueLogFileSize(4 << 20).WithGCInterval(-1).WithReleaseInterval(time.Hour)
+	s := openTest(t, opts)
+	writeValues(t, s, 8000, 1<<10) // 8 MiB of values, two files and more
+	writeValues(t, s, 8000, 1<<10) // again: the first copies are garbage
+	dir := s.mappedDir()
+	if !s.releaseValueLog(dir) {
+		t.Fatal("releaseValueLog failed")
+	}
+	if err := s.flushMemtables(); err != nil {
+		t.Fatal(err)
+	}
+	// An iterator open, as a scan or a backup holds one, keeps the files
+	// GC rewrites.
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.DefaultIteratorOptions)
+	defer it.Close()
+	if !s.gcRounds() {
+		t.Fatal("value-log GC rewrote no file: the test makes too little garbage")
+	}
+	if rss := vlogResident(t, dir); rss > 1<<20 {
+		t.Errorf("value log's maps hold %d B resident after GC rewrote its files: want at most 1 MiB", rss)
 	}
 }

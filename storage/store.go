@@ -64,6 +64,10 @@ type Store struct {
 	// adviceFailed: the kernel refused adviseValueLog's advice, logged
 	// once. Set by Open, then by releaseLoop alone.
 	adviceFailed bool
+	// releasing: the value log's pages are released (ReleaseInterval on,
+	// and no release has failed), by releaseLoop and after each file
+	// value-log GC rewrites.
+	releasing atomic.Bool
 
 	crashed   bool        // see OpenedAfterCrash
 	keepCrash atomic.Bool // see KeepCrashMark
@@ -168,6 +172,7 @@ func Open(opts Options) (*Store, error) {
 		go s.gcLoop()
 	}
 	if canPageOut {
+		s.releasing.Store(opts.ReleaseInterval > 0)
 		s.adviseValueLog(s.mappedDir())
 		s.loops.Add(1)
 		go s.releaseLoop()
@@ -633,16 +638,22 @@ func (s *Store) gcLoop() {
 // that, every DefaultReleaseInterval.
 func (s *Store) releaseLoop() {
 	dir := s.mappedDir()
-	interval, off := s.opts.ReleaseInterval, false
+	interval := s.opts.ReleaseInterval
 	if interval <= 0 {
-		interval, off = DefaultReleaseInterval, true
+		interval = DefaultReleaseInterval
 	}
 	s.every(interval, func() {
 		s.adviseValueLog(dir)
-		if !off {
-			off = !s.releaseValueLog(dir)
-		}
+		s.releaseIfOn(dir)
 	})
+}
+
+// releaseIfOn releases the value log's pages (releaseValueLog) while
+// releases are on, and turns them off when one fails.
+func (s *Store) releaseIfOn(dir string) {
+	if s.releasing.Load() && !s.releaseValueLog(dir) {
+		s.releasing.Store(false)
+	}
 }
 
 // adviseValueLog asks the kernel to read only the pages a load touches of
@@ -762,6 +773,11 @@ func (s *Store) gcRounds() (rewrote bool) {
 		err := s.db.RunValueLogGC(s.opts.GCDiscardRatio)
 		if err == nil {
 			rewrote = true
+			// GC read the file it rewrote whole, through its map, which
+			// Badger keeps until no iterator is open: released now, so that
+			// file after file rewritten do not all stay resident until the
+			// next release.
+			s.releaseIfOn(s.mappedDir())
 			continue
 		}
 		if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
