@@ -576,7 +576,7 @@ type NamespaceStats struct {
 	// NewUsers The users a recording call or an import created, because nothing was stored for them or because the user was gone past its window (in memory or stored); all but those found gone in memory are among `loads`.
 	NewUsers int64 `json:"new_users"`
 
-	// NoHistoryCalls Calls for a user with no history, in memory or stored (a new user's first call, a check of a user never recorded), neither hits nor misses.
+	// NoHistoryCalls Calls that did not find the user hot and found no history stored (nothing stored, or all of it past its window; a new user's first call, a check of a user never recorded), neither hits nor misses. A call that finds the user hot is a hit, even when all of its items have passed the window since.
 	NoHistoryCalls int64 `json:"no_history_calls"`
 
 	// Recorded Items recorded as seen, by every recording route (filter, batch, seen); an item already seen is not recorded again.
@@ -750,7 +750,7 @@ type ServiceStats struct {
 	// NewUsers Users created by a recording call or an import (of a filter that recorded items), because nothing was stored for them (no filter, no journal) or because the user was gone past its window, whether its filter was still in memory or only stored; all but those found gone in memory are among `loads`, the storage reads of cold users.
 	NewUsers int64 `json:"new_users"`
 
-	// NoHistoryCalls Calls for a user with no history, in memory or stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
+	// NoHistoryCalls Calls that did not find their user in memory and found no history stored: nothing stored, or all of it past its window (a new user's first call, a check of a user never recorded). No cache could have held such a user, so they are neither hits nor misses and leave `hit_ratio` out. A call that finds its user in memory is a hit, even when all of the user's items have passed the window since: the cache spared it a storage read (a recording call then makes the user anew, counted in `new_users`). So each call counted here took a storage read, in `loads`. `hits + misses + no_history_calls` are the calls' looks at their users. `/metrics` has them as `seenapi_cache_no_history_total`.
 	NoHistoryCalls int64 `json:"no_history_calls"`
 
 	// NotReady Answers 503 `unavailable` of `/readyz` (`GET` or `HEAD`) while the service was not ready: starting (the journal not yet folded in) or draining (on `SIGTERM`, through `--drain-delay`). That is the probe working as designed, and an orchestrator polls it every few seconds through a long start, so `errors` leaves them out. A 503 of any other route (the store failing, the service overloaded) is an error. `/metrics` has them as `seenapi_not_ready_total`.

@@ -86,7 +86,8 @@ type NamespaceStats struct {
 	// stored; NoHistory those that found it cold with none (nothing
 	// stored, or all of it past its window: a new user's first call),
 	// which no cache could have held, so neither a hit nor a miss. Each
-	// takes a load.
+	// takes a load. A user found hot is a hit, even one whose items have
+	// all passed the window since: the cache spared its load.
 	Misses    uint64  `json:"misses"`
 	NoHistory uint64  `json:"no_history_calls"`
 	HitRatio  float64 `json:"hit_ratio"` // Hits over Hits plus Misses

@@ -227,9 +227,9 @@ func TestImportCountsOneCall(t *testing.T) {
 	}
 }
 
-// The hit ratio is the cache's: a call for a user with no history, in
-// memory or stored (a new user's first call, a check of a user never
-// recorded), is no miss, as no cache could have held the user; it is
+// The hit ratio is the cache's: a call for a cold user with no history
+// stored (a new user's first call, a check of a user never recorded), is
+// no miss, as no cache could have held the user; it is
 // counted apart (NoHistory). A user with a history that the call finds
 // cold is a miss, and a read that is no call (Peek: a cold user's stats in
 // a page of users) is a load but neither. So a fresh service's first calls for new users leave
