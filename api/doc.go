@@ -52,7 +52,8 @@
 // dashboard's page and files, Content-Security-Policy: default-src 'none';
 // frame-ancestors 'none' (nothing of it loads or runs, nor is it framed,
 // should a browser render it); those of the routes that take a key,
-// Cache-Control: no-store.
+// Cache-Control: no-store, their refusals before the route runs (405,
+// 413) included (errorHandler, by keyedPath).
 //
 // # Concurrency
 //

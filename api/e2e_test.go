@@ -949,7 +949,8 @@ func TestDashboardIsServedUnderAContentSecurityPolicy(t *testing.T) {
 }
 
 // Every answer says its type is not to be guessed (nosniff), the answers
-// of the routes that take a key are kept by no cache (a shared proxy's
+// of the routes that take a key, their refusals before the route runs
+// included, are kept by no cache (a shared proxy's
 // would give a user's filter, the figures or a backup to the next caller,
 // key or not), and the dashboard may not be framed (for browsers without
 // CSP's frame-ancestors too) and sends no Referer. Every other answer,
@@ -977,8 +978,10 @@ func TestAnswersCarryTheirSecurityHeaders(t *testing.T) {
 		{"a problem of the user id", "GET", userPath("default", "..", ""), readKey, 400, keyed},
 		{"no route", "GET", "/v1/<script>", "", 404, 0},
 		{"no dashboard file", "GET", "/<script>.js", "", 404, 0},
-		{"a method no route takes", "POST", "/v1/stats", readKey, 405, 0},
-		{"a body over the limit", "POST", userPath("default", "u", "/seen"), writeKey, 413, 0},
+		{"a method the route does not take", "PATCH", "/v1/stats", readKey, 405, keyed},
+		{"a method a user's route does not take", "GET", userPath("default", "<script>", "/filter"), readKey, 405, keyed},
+		{"a method a probe does not take", "POST", "/healthz", "", 405, 0},
+		{"a body over the limit", "POST", userPath("default", "u", "/seen"), writeKey, 413, keyed},
 		{"a probe", "GET", "/healthz", "", 200, 0},
 		{"readiness", "HEAD", "/readyz", "", 200, 0},
 		{"the document", "GET", "/openapi.yaml", "", 200, 0},

@@ -73,6 +73,9 @@ type Server struct {
 	hsts string
 	// allow is the Allow of "OPTIONS *" (serverOptions).
 	allow string
+	// keyedPaths are the paths of the routes that take a key, split at
+	// "/" ({param} for a parameter), for keyedPath.
+	keyedPaths [][]string
 	// logStop stops the answers log's writer (OpenAnswerLog).
 	logStop func()
 }
@@ -1123,6 +1126,9 @@ func (s *Server) route(method, path string, role Role, inCap bool, h fiber.Handl
 // served by exact path without a fiber route of their own.
 func (s *Server) counted(route string, role Role, inCap bool, h fiber.Handler) fiber.Handler {
 	s.k.routes = append(s.k.routes, route)
+	if _, path, _ := strings.Cut(route, " "); role != RoleNone {
+		s.keyedPaths = append(s.keyedPaths, strings.Split(path, "/"))
+	}
 	calls := new(atomic.Uint64)
 	s.k.calls = append(s.k.calls, calls)
 	duration := s.k.duration.WithLabelValues(route)
@@ -1512,6 +1518,12 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		return merr
 	}
 	s.everyAnswer(c) // fasthttp's own refusals come here without the middleware
+	if s.keyedPath(c.Path()) {
+		// A refusal made before the route ran (a method its path does not
+		// take, a body over the limit) is an answer of the route too, kept
+		// by no cache as its others are (counted).
+		c.Response().Header.Set(fiber.HeaderCacheControl, "no-store")
+	}
 	c.Status(p.Status)
 	c.Set(fiber.HeaderContentType, "application/problem+json")
 	if ra := retryAfter(err, p); ra != "" {
@@ -1521,6 +1533,18 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="seenapi"`)
 	}
 	return c.Send(body)
+}
+
+// keyedPath reports whether path is that of a route that takes a key,
+// whatever the method: a {param} segment matches any segment but an empty
+// one, as fiber's router matches it. It runs for errors only (errorHandler).
+func (s *Server) keyedPath(path string) bool {
+	segs := strings.Split(path, "/")
+	return slices.ContainsFunc(s.keyedPaths, func(route []string) bool {
+		return slices.EqualFunc(route, segs, func(r, seg string) bool {
+			return r == seg || seg != "" && strings.HasPrefix(r, "{")
+		})
+	})
 }
 
 // logFailure logs err, answered as the server's failure p (a 5xx), with
