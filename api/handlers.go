@@ -805,6 +805,11 @@ func (s *Server) batchArgs(c *fiber.Ctx, req *batchRequest) (string, []filterArg
 	for i, e := range req.Requests {
 		prefix := "/requests/" + itoa(i)
 		if p := s.userProblem(e.User); p != "" {
+			if e.User == "" && e.Candidates == nil && isNull(body, prefix) {
+				// A null request decodes as one of no member: it is named
+				// for what it is, not for its user.
+				return "", nil, fieldError(pBadRequest, prefix, "", prefix+" is null; each request is an object with a user and its candidates")
+			}
 			return "", nil, fieldError(pBadRequest, prefix+"/user", "", p)
 		}
 		if args[i], err = s.filterCall(e.Candidates, e.Record, e.Limit, e.OnError, prefix, body); err != nil {

@@ -141,16 +141,30 @@ func nullMember(body []byte) string {
 // firstNullMember is nullMember without the scan: it reads body token by
 // token.
 func firstNullMember(body []byte) string {
+	return firstNull(body, func(d *jsontext.Decoder) bool {
+		k, _ := d.StackIndex(d.StackDepth())
+		return k == '{'
+	})
+}
+
+// isNull reports whether the value at the JSON pointer ptr of body is
+// null: the decoders take a null array element for the zero value too.
+// It reads body token by token (error path only).
+func isNull(body []byte, ptr string) bool {
+	return firstNull(body, func(d *jsontext.Decoder) bool { return string(d.StackPointer()) == ptr }) != ""
+}
+
+// firstNull returns the JSON pointer of the first null of body for which
+// at, given the decoder just past it, holds, or "" if there is none.
+func firstNull(body []byte, at func(d *jsontext.Decoder) bool) string {
 	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	for {
 		tok, err := d.ReadToken()
 		if err != nil {
 			return ""
 		}
-		if tok.Kind() == 'n' {
-			if k, _ := d.StackIndex(d.StackDepth()); k == '{' {
-				return string(d.StackPointer())
-			}
+		if tok.Kind() == 'n' && at(d) {
+			return string(d.StackPointer())
 		}
 	}
 }
