@@ -391,9 +391,9 @@ func TestDamagedStoredFilterIsItsOwnProblem(t *testing.T) {
 // A batch naming a user whose stored filter the disk damaged answers the
 // users beside it, and that one with the corrupt-filter problem, whose
 // detail says the repair, since every call for the user fails until it is
-// done: an import into the user fails as well, and once the user is
-// erased an export kept earlier (here another user's of the same items)
-// brings its history back, which the batch then serves.
+// done: a merge import into the user fails as well, and a replace import
+// of an export kept earlier (here another user's of the same items)
+// repairs it in one step, which the batch then serves.
 func TestABatchsDamagedUserIsTold(t *testing.T) {
 	e := damagedVictimEnv(t)
 	c := e.client("")
@@ -412,20 +412,17 @@ func TestABatchsDamagedUserIsTold(t *testing.T) {
 		}
 	}
 	p := r.JSON200.Results[1].Error
-	if p == nil || p.Type != client.ProblemTypeCorruptFilter || p.Detail == nil || !strings.Contains(*p.Detail, "until it is erased (DELETE") {
-		t.Fatalf("the damaged user's result: %s, want corrupt-filter saying to erase the user", r.Body)
+	if p == nil || p.Type != client.ProblemTypeCorruptFilter || p.Detail == nil || !strings.Contains(*p.Detail, "until it is replaced by an export of it kept earlier (PUT on the user's export with mode=replace") {
+		t.Fatalf("the damaged user's result: %s, want corrupt-filter saying to replace the user with an export", r.Body)
 	}
 	kept, err := c.ExportUserWithResponse(ctx, "default", "before")
 	if err != nil || kept.StatusCode() != http.StatusOK {
 		t.Fatalf("export: %v %d", err, kept.StatusCode())
 	}
-	status, h, body := e.raw(http.MethodPut, userPath("default", "victim", "/export?mode=replace"), "application/octet-stream", kept.Body)
+	status, h, body := e.raw(http.MethodPut, userPath("default", "victim", "/export"), "application/octet-stream", kept.Body)
 	wantProblem(t, status, h, body, http.StatusInternalServerError, "corrupt-filter")
-	if status, _, body := e.raw(http.MethodDelete, userPath("default", "victim", ""), "", nil); status != http.StatusNoContent {
-		t.Fatalf("erase: %d %s", status, body)
-	}
-	if status, _, body := e.raw(http.MethodPut, userPath("default", "victim", "/export"), "application/octet-stream", kept.Body); status != http.StatusNoContent {
-		t.Fatalf("import once erased: %d %s", status, body)
+	if status, _, body := e.raw(http.MethodPut, userPath("default", "victim", "/export?mode=replace"), "application/octet-stream", kept.Body); status != http.StatusNoContent {
+		t.Fatalf("replace import over the damaged user: %d %s, want 204", status, body)
 	}
 	r, err = c.FilterBatchWithResponse(ctx, "default", nil, batch)
 	if err != nil || r.JSON200 == nil {

@@ -152,7 +152,7 @@ func problemFor(err error) Problem {
 	case errors.Is(err, eviction.ErrUserNotFound):
 		k, detail = pUserNotFound, "the user has no filter in this namespace"
 	case errors.Is(err, eviction.ErrCorrupt):
-		k, detail = pCorruptFilter, "the user's stored filter is corrupt: each call for the user fails until it is erased (DELETE on the user, role admin; an export of it kept earlier can then be imported); other users are unaffected"
+		k, detail = pCorruptFilter, "the user's stored filter is corrupt: each call for the user fails until it is replaced by an export of it kept earlier (PUT on the user's export with mode=replace, role admin), or erased (DELETE on the user) if none is kept; other users are unaffected"
 	case errors.Is(err, eviction.ErrBelowMinFree):
 		// Which limit refused, so that an operator knows what to change.
 		k, detail = pStorageFull, "the store refused a write: the free space of its disk is below the floor set by --min-free-bytes "+

@@ -1422,6 +1422,13 @@ type ClientInterface interface {
 	// the filter of a user of a namespace without a window, it is refused
 	// with 400 `bad-import` (DELETE the user to erase it); with a window,
 	// the user is gone, as when its items have all left the window.
+	// `mode=replace` also repairs a user whose stored filter is corrupt
+	// (500 `corrupt-filter`), needing nothing of it: the filter, which
+	// must then be built with the namespace's profile, is stored in one
+	// write that drops the user's calls not yet written back (of the
+	// corrupt state), as an erase drops them, so that a crash leaves the
+	// user either corrupt or replaced. A merge into such a user fails
+	// with 500 `corrupt-filter`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1971,6 +1978,13 @@ func (c *Client) ExportUser(ctx context.Context, ns Ns, user User, reqEditors ..
 // the filter of a user of a namespace without a window, it is refused
 // with 400 `bad-import` (DELETE the user to erase it); with a window,
 // the user is gone, as when its items have all left the window.
+// `mode=replace` also repairs a user whose stored filter is corrupt
+// (500 `corrupt-filter`), needing nothing of it: the filter, which
+// must then be built with the namespace's profile, is stored in one
+// write that drops the user's calls not yet written back (of the
+// corrupt state), as an erase drops them, so that a crash leaves the
+// user either corrupt or replaced. A merge into such a user fails
+// with 500 `corrupt-filter`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3465,6 +3479,13 @@ type ClientWithResponsesInterface interface {
 	// the filter of a user of a namespace without a window, it is refused
 	// with 400 `bad-import` (DELETE the user to erase it); with a window,
 	// the user is gone, as when its items have all left the window.
+	// `mode=replace` also repairs a user whose stored filter is corrupt
+	// (500 `corrupt-filter`), needing nothing of it: the filter, which
+	// must then be built with the namespace's profile, is stored in one
+	// write that drops the user's calls not yet written back (of the
+	// corrupt state), as an erase drops them, so that a crash leaves the
+	// user either corrupt or replaced. A merge into such a user fails
+	// with 500 `corrupt-filter`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6586,6 +6607,13 @@ func (c *ClientWithResponses) ExportUserWithResponse(ctx context.Context, ns Ns,
 // the filter of a user of a namespace without a window, it is refused
 // with 400 `bad-import` (DELETE the user to erase it); with a window,
 // the user is gone, as when its items have all left the window.
+// `mode=replace` also repairs a user whose stored filter is corrupt
+// (500 `corrupt-filter`), needing nothing of it: the filter, which
+// must then be built with the namespace's profile, is stored in one
+// write that drops the user's calls not yet written back (of the
+// corrupt state), as an erase drops them, so that a crash leaves the
+// user either corrupt or replaced. A merge into such a user fails
+// with 500 `corrupt-filter`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

@@ -356,7 +356,7 @@ func (h *HotSet) recordCold(s *shard, k key, lc *loadCall, gen uint64, info *nsI
 	}
 	// Written before the answer, as a journal record would be: nothing else
 	// holds the user meanwhile, so this is the user's whole state.
-	if err := h.writeNow(info, user, f, lastSeq, now, "recording in bulk"); err != nil {
+	if err := h.writeNow(info, user, f, lastSeq, false, now, "recording in bulk"); err != nil {
 		return Result{}, err
 	}
 	if created {

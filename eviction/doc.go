@@ -83,7 +83,11 @@
 // lock, and writes the user's filter whole before it answers, replacing the
 // stored one and superseding its journal as Import with replace does: a
 // write-back's union, or a replayed journal record, would bring a
-// forgotten item back. PurgeNamespace erases a whole namespace that is not
+// forgotten item back. Import with replace over a user that cannot be
+// read holds its load slot as Forget does, and writes the filter with the
+// user's journal void in one commit (storage.Write.VoidJournal): the
+// erase and the import are one step, which a crash cannot cut in two.
+// PurgeNamespace erases a whole namespace that is not
 // served: it holds the namespaces lock (no reload serves it meanwhile),
 // fails the loads of its users by calls made before it was taken out
 // (they may have read what it erases) and waits for those in flight,

@@ -31,41 +31,9 @@ func (h *HotSet) ForgetThen(ns, user string, then func()) (had bool, err error) 
 		return false, err
 	}
 	defer h.lockForChange()()
-	k0 := h.key(info, user, 0)
-	s := h.shardOf(k0)
-	var sl slot
-	for {
-		s.mu.Lock()
-		if sl, err = h.slotLocked(s, info, user, k0); err != nil {
-			s.mu.Unlock()
-			return false, err
-		}
-		if sl.lc == nil {
-			break
-		}
-		s.mu.Unlock()
-		<-sl.lc.done
-	}
-	// Hold the user's load slot while erasing, so that no call reloads
-	// what is about to be deleted.
-	var victims []*entry
-	if e, ok := s.lru.Peek(sl.k); ok && e == sl.e {
-		h.removeLocked(s, sl.k, e)
-		victims = append(victims, e)
-	}
-	if e, ok := s.evicted[sl.k]; ok && e.ns == info.index && e.id() == user {
-		h.letGoLocked(s, sl.k, e)
-		victims = append(victims, e)
-	}
-	lc := h.claimLocked(s, slot{k: sl.k, probe: sl.probe}, info, user)
-	s.mu.Unlock()
-	now := h.opts.Now()
-	for _, e := range victims {
-		// Unreachable now: a call holding it looks the user up again.
-		e.mu.Lock()
-		had = had || e.dirty() || !e.f.Empty(now)
-		h.markClean(e) // a queued entry that is clean is skipped by write-back
-		e.mu.Unlock()
+	held, had, err := h.takeUser(info, user)
+	if err != nil {
+		return false, err
 	}
 	if !had {
 		// What a load would read; with the load slot held, no call adds
@@ -85,15 +53,76 @@ func (h *HotSet) ForgetThen(ns, user string, then func()) (had bool, err error) 
 			then()
 		}
 	}
-	s.mu.Lock()
-	delete(s.loading, sl.k)
-	lc.err = err
+	loadErr := err
 	if err == nil {
-		lc.err = ErrUserNotFound
+		loadErr = ErrUserNotFound
 	}
-	s.mu.Unlock()
-	close(lc.done)
+	h.releaseUser(held, loadErr)
 	return had, err
+}
+
+// heldUser is a user's load slot, claimed by takeUser.
+type heldUser struct {
+	s  *shard
+	k  key
+	lc *loadCall
+}
+
+// takeUser claims the user's load slot, once a load of it in flight is
+// over, and drops the user from memory (hot, or evicted and waiting for
+// its write-back), clean: for a step that changes what is stored of the
+// user without loading it (an erase, a replace of a user that cannot be
+// read), so that no call reloads what it is about to change, nor a
+// write-back writes the user over it, until releaseUser. It reports
+// whether what it dropped held anything (items, or changes not written
+// back). flushMu held (lockForChange), so no write-back is under way.
+func (h *HotSet) takeUser(info *nsInfo, user string) (held heldUser, had bool, err error) {
+	k0 := h.key(info, user, 0)
+	s := h.shardOf(k0)
+	var sl slot
+	for {
+		s.mu.Lock()
+		if sl, err = h.slotLocked(s, info, user, k0); err != nil {
+			s.mu.Unlock()
+			return heldUser{}, false, err
+		}
+		if sl.lc == nil {
+			break
+		}
+		s.mu.Unlock()
+		<-sl.lc.done
+	}
+	var victims []*entry
+	if e, ok := s.lru.Peek(sl.k); ok && e == sl.e {
+		h.removeLocked(s, sl.k, e)
+		victims = append(victims, e)
+	}
+	if e, ok := s.evicted[sl.k]; ok && e.ns == info.index && e.id() == user {
+		h.letGoLocked(s, sl.k, e)
+		victims = append(victims, e)
+	}
+	lc := h.claimLocked(s, slot{k: sl.k, probe: sl.probe}, info, user)
+	s.mu.Unlock()
+	now := h.opts.Now()
+	for _, e := range victims {
+		// Unreachable now: a call holding it looks the user up again.
+		e.mu.Lock()
+		had = had || e.dirty() || !e.f.Empty(now)
+		h.markClean(e) // a queued entry that is clean is skipped by write-back
+		e.mu.Unlock()
+	}
+	return heldUser{s: s, k: sl.k, lc: lc}, had, nil
+}
+
+// releaseUser lets go of the load slot takeUser claimed: the calls that
+// waited for it fail with err, or (nil) look the user up again and load
+// what is stored.
+func (h *HotSet) releaseUser(held heldUser, err error) {
+	held.s.mu.Lock()
+	delete(held.s.loading, held.k)
+	held.lc.err = err
+	held.s.mu.Unlock()
+	close(held.lc.done)
 }
 
 // storedAny reports whether the store holds a filter or journal records
@@ -151,6 +180,12 @@ func (h *HotSet) Export(ns, user string) ([]byte, error) {
 // window the user it replaces is gone, as when its items leave the window.
 // It reports whether it wrote anything: false (and no error) for such a
 // filter imported for a user with no history.
+//
+// A user of whom what is stored cannot be read (ErrCorrupt: a value the
+// disk damaged, a journal record that does not decode) is replaced all the
+// same, needing none of it, its journal records void as an erase voids
+// them, in the one write of the filter (see replaceUnreadable); a merge
+// into it fails with ErrCorrupt, there being nothing to merge into.
 func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int64) (imported bool, err error) {
 	info, err := h.namespace(ns)
 	if err != nil {
@@ -164,6 +199,12 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 	ours := info.Profile.WithDefaults()
 	created := false
 	e, _, err := h.acquire(info, user, false)
+	if replace && errors.Is(err, ErrCorrupt) {
+		// What is stored of the user cannot be read, and a replace needs
+		// none of it.
+		err = h.replaceUnreadable(info, user, in, ours)
+		return err == nil, importErr(err, false)
+	}
 	if err == nil && e.f.Profile().Window > 0 && gone(&e.f, h.opts.Now()) {
 		// Gone, yet in memory or with journal records: a user with no
 		// history, made anew with the namespace's profile as a call makes
@@ -220,17 +261,56 @@ func (h *HotSet) Import(ns, user string, data []byte, replace bool, maxBytes int
 			return false, nil
 		}
 		if replace && next.Profile().Window == 0 {
-			return false, badImport(nil, "the filter never recorded an item: it would leave the user with no history; to erase the user, DELETE it")
+			return false, errLeavesNoHistory()
 		}
 	}
 	err = h.replaceNow(info, e, next, !replace, now, "importing")
+	return err == nil, importErr(err, !replace)
+}
+
+// errLeavesNoHistory refuses a filter that never recorded an item as the
+// replacement of a user's, of a namespace without a window.
+func errLeavesNoHistory() error {
+	return badImport(nil, "the filter never recorded an item: it would leave the user with no history; to erase the user, DELETE it")
+}
+
+// importErr is the error of an import whose write failed with err: one of
+// a filter too large to store is a bad import (merged: the filter merged
+// with the user's).
+func importErr(err error, merged bool) error {
 	if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
-		if !replace {
-			return false, badImport(err, "merged with the user's, %v", tl)
+		if merged {
+			return badImport(err, "merged with the user's, %v", tl)
 		}
-		return false, badImport(err, "%v", tl)
+		return badImport(err, "%v", tl)
 	}
-	return err == nil, err
+	return err
+}
+
+// replaceUnreadable makes in the filter of a user of whom what is stored
+// cannot be read (its filter, or its journal: ErrCorrupt). in is written
+// whole with every journal record of the user void (see
+// storage.Write.VoidJournal) in one commit: no record of the unreadable
+// state comes back, and a crash leaves the user either as it was or
+// replaced, never erased and not yet imported. Its parameters unknown, in
+// must have the namespace's profile, as for a new user. The user's load
+// slot is held meanwhile (takeUser, as Forget holds it); the calls that
+// waited for it then load what is stored. flushMu held.
+func (h *HotSet) replaceUnreadable(info *nsInfo, user string, in *userfilter.Filter, ours userfilter.Profile) error {
+	if err := importable(info.Name, ours, ours, in.Profile(), true); err != nil {
+		return err
+	}
+	now := h.opts.Now()
+	if in.Profile().Window == 0 && gone(in, now) {
+		return errLeavesNoHistory()
+	}
+	held, _, err := h.takeUser(info, user)
+	if err != nil {
+		return err
+	}
+	err = h.writeNow(info, user, in, 0, true, now, "importing")
+	h.releaseUser(held, nil) // failed or not, they read what is stored
+	return err
 }
 
 // tooLargeError is a filter that encodes past what the store keeps for
@@ -341,10 +421,11 @@ func (h *HotSet) BackupSkippingDamaged(w io.Writer) ([]SkippedUser, error) {
 }
 
 // writeNow expires f at now and writes it as the user's whole state,
-// superseding the journal up to upTo, before returning: for the steps that
-// answer only once the store has the change (an import, a bulk recording).
-// what names the step in the error.
-func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo uint64, now time.Time, what string) error {
+// superseding the journal up to upTo (or with void, every record of the
+// user: see storage.Write.VoidJournal), before returning: for the steps
+// that answer only once the store has the change (an import, a bulk
+// recording). what names the step in the error.
+func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo uint64, void bool, now time.Time, what string) error {
 	f.Expire(now)
 	raw, err := f.MarshalBinary()
 	if err == nil {
@@ -352,7 +433,7 @@ func (h *HotSet) writeNow(info *nsInfo, user string, f *userfilter.Filter, upTo 
 			return fmt.Errorf("%s %s/%s: %w", what, info.Name, user, err) // nothing written
 		}
 		err = h.store.WriteBack([]storage.Write{{NS: info.Name, User: user, Value: raw, UpTo: upTo,
-			TTL: ttlOf(f, now), Empty: gone(f, now), Writer: h.writer}}, nil)
+			TTL: ttlOf(f, now), Empty: gone(f, now), VoidJournal: void, Writer: h.writer}}, nil)
 	}
 	if err != nil {
 		h.storageErrors.Add(1)
@@ -379,7 +460,7 @@ func (h *HotSet) replaceNow(info *nsInfo, e *entry, next *userfilter.Filter, mer
 		}
 		s.mu.Unlock()
 	}
-	if err := h.writeNow(info, e.id(), next, upTo, now, what); err != nil {
+	if err := h.writeNow(info, e.id(), next, upTo, false, now, what); err != nil {
 		return err
 	}
 	old := e.f.Profile()

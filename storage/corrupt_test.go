@@ -129,3 +129,41 @@ func TestDamageInTheLastValueLogFailsThatUserOnly(t *testing.T) {
 		})
 	}
 }
+
+// A write that voids its user's journal (Write.VoidJournal) over a value
+// the disk damaged while the store was open keeps every earlier record of
+// the user out after a crash, those a write-back had covered included,
+// whose cover mark went with the damaged value: the user is the value
+// written, and a record appended after it is kept.
+func TestAVoidingWriteOverADamagedValueOutlastsACrash(t *testing.T) {
+	s := openTest(t, testOptions(t).WithValueLogFileSize(1<<20))
+	old := mustAppend(t, s, "feed", "victim", "old")
+	mustAppend(t, s, "feed", "other", "keep") // keeps the segment, old's too
+	if err := s.WriteBack([]Write{{NS: "feed", User: "victim", Value: bigValue("victim"), UpTo: old}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the first value-log file so it is sealed and a new one is active.
+	for i := range 100 {
+		u := fmt.Sprint("filler", i)
+		if err := s.WriteBack([]Write{{NS: "feed", User: u, Value: bigValue(u)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage(t, s.opts.Dir, bigValue("victim"))
+	if _, _, err := s.Load("feed", "victim"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("the damaged user: %v, want ErrCorrupt", err)
+	}
+	if err := s.WriteBack([]Write{{NS: "feed", User: "victim", Value: []byte("new"), VoidJournal: true}}, orMerge); err != nil {
+		t.Fatalf("a voiding write over the damaged value: %v", err)
+	}
+	mustAppend(t, s, "feed", "victim", "later")
+	for _, st := range []*Store{s, crashCopy(t, s)} {
+		f, j := mustLoad(t, st, "feed", "victim")
+		if string(f) != "new" || len(j) != 1 || string(j[0].Value) != "later" {
+			t.Errorf("the user written over its damaged value: %q, journal %v; want new, the record later alone", f, journalValues(j))
+		}
+		if _, j := mustLoad(t, st, "feed", "other"); len(j) != 1 {
+			t.Errorf("the other user's journal: %v, want its record", journalValues(j))
+		}
+	}
+}

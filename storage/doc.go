@@ -66,7 +66,10 @@
 // after it (a bad sector, a flipped bit) is skipped alone, and logged:
 // the calls after it, other users' too, are kept. Delete removes the mark with the
 // filter and writes an erase record, so the user's records never come back
-// in a replay. PurgeNamespace does the same for every user of a namespace,
+// in a replay. A write that voids its user's journal (Write.VoidJournal:
+// a replace of a value that cannot be read, whose mark is lost with it)
+// stores a mark of a journal number of its own, past every record of the
+// user, in the commit of its value: an erase and a write in one step. PurgeNamespace does the same for every user of a namespace,
 // a page of users at a time (one batch of deletes, one write of erase
 // records).
 //

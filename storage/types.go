@@ -22,6 +22,14 @@ type Write struct {
 	// TTL for its cover mark, lists no user. A merge that brings stored
 	// items into Value makes it an ordinary write.
 	Empty bool
+	// VoidJournal says Value is the user's whole state, whatever was
+	// stored: every journal record of the user appended before the write
+	// is void, as after a Delete, those an unreadable stored cover mark
+	// covered included (UpTo is not read), and in the same commit as the
+	// value, so a crash leaves either the old state or the new one. The
+	// value replaces the stored one, merge or not. The caller keeps the
+	// user's appends off until WriteBack returns.
+	VoidJournal bool
 	// Writer is the token of the attached writer making the write (see
 	// Store.Attach); 0: a writer the store does not know, whose write
 	// ends every attached writer's right to skip the merge's read.

@@ -37,7 +37,9 @@ import (
 // were covered (no longer indexed) but still sit in a live segment cannot
 // bring the user back when the journal is replayed after a crash. A
 // replacing write-back (an import) needs none: it keeps the stored cover
-// mark (see Store.prepare).
+// mark (see Store.prepare), or, voiding the user's journal (the stored
+// value unreadable, Write.VoidJournal), stores a mark of a number of its
+// own, past every record of the user.
 //
 // In memory the journal is an index from user to live records (segment,
 // offset, length). A write-back or Delete drops the user's covered records

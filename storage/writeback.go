@@ -25,7 +25,10 @@ const writeBackChunk = 256
 // the longer-lived of the two unless it is value itself; with merge nil the
 // value replaces the stored one, and the records that earlier write-backs
 // covered stay covered (the stored cover mark carries over, see prepare),
-// so a replay after a crash does not bring them back into it. Users are
+// so a replay after a crash does not bring them back into it; a write
+// that voids its user's journal (Write.VoidJournal) voids every earlier
+// record of the user, as a Delete would, by the cover mark committed with
+// its value. Users are
 // written in Badger transactions of up to 256 users (fewer if they do not
 // fit).
 //
@@ -69,6 +72,7 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		}
 	}
 
+	ok, failed = s.voidMarks(ok, failed)
 	for _, w := range ok {
 		if w.Writer != s.token.Load() {
 			s.unknownWrite(w.Writer)
@@ -95,6 +99,31 @@ func (s *Store) WriteBack(writes []Write, merge MergeFunc) error {
 		return &WriteBackError{Failed: failed}
 	}
 	return nil
+}
+
+// voidMarks returns ws with each write that voids its user's journal
+// (Write.VoidJournal) given a journal number of its own as UpTo, past every
+// record appended before it: the cover mark stored with its value, under
+// which a replay after a crash leaves out every earlier record of the
+// user, and up to which the write retires them. ws is copied, not changed,
+// if any is; a write that gets no number is added to failed.
+func (s *Store) voidMarks(ws []Write, failed []UserError) ([]Write, []UserError) {
+	if !slices.ContainsFunc(ws, func(w Write) bool { return w.VoidJournal }) {
+		return ws, failed
+	}
+	out := make([]Write, 0, len(ws))
+	for _, w := range ws {
+		if w.VoidJournal {
+			seq, err := s.takeSeqs(1)
+			if err != nil {
+				failed = append(failed, UserError{NS: w.NS, User: w.User, Err: err})
+				continue
+			}
+			w.UpTo = seq
+		}
+		out = append(out, w)
+	}
+	return out, failed
 }
 
 // writeBackSome writes back a first part of ws (at least one user). It
@@ -285,6 +314,11 @@ func (s *Store) writeBackTxn(ws []Write, merge MergeFunc, token uint64, errs []e
 func (s *Store) prepare(txn *badger.Txn, fkey []byte, w Write, merge MergeFunc, token uint64) (value []byte, mark, expiresAt uint64, err error) {
 	if w.TTL > 0 {
 		expiresAt = uint64(time.Now().Add(w.TTL).Unix()) // as Badger's WithTTL
+	}
+	if w.VoidJournal {
+		// Its own number (voidMarks): neither a stored mark to keep nor a
+		// stored value to merge, which may be what cannot be read.
+		return w.Value, w.UpTo, expiresAt, nil
 	}
 	mark = s.wal.coverMark(w.NS, w.User, w.UpTo)
 	asIs := merge == nil || (token != 0 && w.Writer == token)

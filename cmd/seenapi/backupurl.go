@@ -155,8 +155,8 @@ func logSkipped(logger *slog.Logger, msg string, skipped []storage.SkippedUser) 
 func damagedUserAdvice(ns, user, reason, first string) string {
 	path := "/v1/namespaces/" + url.PathEscape(ns) + "/users/" + url.PathEscape(user)
 	return fmt.Sprintf("the stored value of user %s of namespace %s is damaged (%s); a backup holds every user, "+
-		"so none is taken while one cannot be read: %serase that user (DELETE %s), import an export of it kept earlier "+
-		"if there is one (PUT %s/export), then back up again; or back up without such users, naming them, with --skip-damaged",
+		"so none is taken while one cannot be read: %sreplace that user with an export of it kept earlier "+
+		"(PUT %s/export?mode=replace), or erase it if none is kept (DELETE %s), then back up again; or back up without such users, naming them, with --skip-damaged",
 		user, ns, reason, first, path, path)
 }
 

@@ -458,7 +458,7 @@ func TestBackupStoppedByADamagedUserNamesItAndItsRepair(t *testing.T) {
 	storagetest.DamageFilter(t, dir, "default", "u1")
 
 	const advice = `the stored value of user u1 of namespace default is damaged (`
-	const repair = `erase that user (DELETE /v1/namespaces/default/users/u1), import an export of it kept earlier if there is one (PUT /v1/namespaces/default/users/u1/export)`
+	const repair = `replace that user with an export of it kept earlier (PUT /v1/namespaces/default/users/u1/export?mode=replace), or erase it if none is kept (DELETE /v1/namespaces/default/users/u1)`
 	out := filepath.Join(t.TempDir(), "seenapi.backup")
 	if code, log := backupCmd(nil, "--data-dir", dir, "--out", out); code == 0 || !strings.Contains(log, advice) ||
 		!strings.Contains(log, "start the service and "+repair) {
