@@ -486,3 +486,66 @@ func (e *env) recordItems(ns, user string, n int) {
 		e.t.Fatalf("recording: %d %s", status, b)
 	}
 }
+
+// TestDocumentedLimitsAreTheDefaults holds the limits openapi.yaml states
+// (the schemas' maxItems, the users page's bounds, the examples of
+// GET /v1/auth) to the server's defaults, which `seenapi --help` and README
+// give: a default changed in the code alone would leave a generated
+// client's validation, and a reader, with the old one.
+func TestDocumentedLimitsAreTheDefaults(t *testing.T) {
+	doc := loadSpec(t)
+	schemas := doc.Components.Schemas
+	maxItems := func(schema, member string) int {
+		t.Helper()
+		s := schemas[schema]
+		if s == nil || s.Value.Properties[member] == nil || s.Value.Properties[member].Value.MaxItems == nil {
+			t.Fatalf("openapi.yaml: %s.%s has no maxItems", schema, member)
+		}
+		return int(*s.Value.Properties[member].Value.MaxItems)
+	}
+	for _, c := range []struct {
+		schema, member string
+		want           int
+	}{
+		{"FilterRequest", "candidates", api.DefaultMaxCandidates},
+		{"ItemsRequest", "items", api.DefaultMaxCandidates},
+		{"BatchFilterEntry", "candidates", api.DefaultMaxCandidates},
+		{"BatchFilterRequest", "requests", api.DefaultMaxBatchUsers},
+	} {
+		if got := maxItems(c.schema, c.member); got != c.want {
+			t.Errorf("openapi.yaml: %s.%s takes at most %d, the server %d by default", c.schema, c.member, got, c.want)
+		}
+	}
+	var limit *openapi3.Schema
+	for _, p := range doc.Paths.Value("/v1/namespaces/{ns}/users").Get.Parameters {
+		if p.Value.Name == "limit" {
+			limit = p.Value.Schema.Value
+		}
+	}
+	if limit == nil || limit.Max == nil || limit.Min == nil {
+		t.Fatal("openapi.yaml: the users page's limit has no bounds")
+	}
+	if *limit.Min != 1 || int(*limit.Max) != api.MaxUsersPage || limit.Default != float64(api.DefaultUsersPage) {
+		t.Errorf("openapi.yaml: the users page's limit is %v to %v, %v by default; the server takes 1 to %d, %d by default",
+			*limit.Min, *limit.Max, limit.Default, api.MaxUsersPage, api.DefaultUsersPage)
+	}
+	want := map[string]float64{
+		"max_candidates":  api.DefaultMaxCandidates,
+		"max_body_bytes":  api.DefaultMaxBodyBytes,
+		"max_item_bytes":  api.DefaultMaxItemBytes,
+		"max_user_bytes":  api.DefaultMaxUserBytes,
+		"max_batch_users": api.DefaultMaxBatchUsers,
+	}
+	examples := doc.Paths.Value("/v1/auth").Get.Responses.Status(200).Value.Content.Get("application/json").Examples
+	if len(examples) == 0 {
+		t.Fatal("openapi.yaml: GET /v1/auth shows no example")
+	}
+	for name, ex := range examples {
+		v, _ := ex.Value.Value.(map[string]any)
+		for member, w := range want {
+			if v[member] != w {
+				t.Errorf("openapi.yaml: the example %q of GET /v1/auth gives %s %v, the server %v by default", name, member, v[member], w)
+			}
+		}
+	}
+}
